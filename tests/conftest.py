@@ -1,0 +1,60 @@
+"""Suite-wide test plumbing: the `docker` marker and a shared Docker client.
+
+Tests marked `docker` need a reachable Docker daemon. Without one they are skipped with a one-line
+reason, unless SANDSTACK_REQUIRE_DOCKER=1 (CI sets it), where they fail instead: CI must never pass
+because the engine tests silently did not run.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+
+
+def _require_docker() -> bool:
+    return os.environ.get("SANDSTACK_REQUIRE_DOCKER") == "1"
+
+
+@functools.lru_cache(maxsize=1)
+def _docker_unavailable_reason() -> str | None:
+    """None when a daemon answers, else one line saying why not (checked once per session)."""
+    try:
+        import docker
+    except ImportError:
+        return "the docker Python package is not installed (pip install -e '.[test]')"
+    try:
+        client = docker.from_env(timeout=10)
+        client.ping()
+        client.close()
+    except Exception as error:  # any failure to reach the daemon means the same thing here
+        first_line = (str(error).splitlines() or [type(error).__name__])[0]
+        return f"no Docker daemon answers ({first_line[:160]})"
+    return None
+
+
+def _skip_or_fail(reason: str) -> None:
+    if _require_docker():
+        pytest.fail(f"SANDSTACK_REQUIRE_DOCKER=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("docker") is not None:
+        reason = _docker_unavailable_reason()
+        if reason is not None:
+            _skip_or_fail(reason)
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    """A Docker SDK client for the local daemon (skips or fails like the `docker` marker without one)."""
+    reason = _docker_unavailable_reason()
+    if reason is not None:
+        _skip_or_fail(reason)
+    import docker
+
+    client = docker.from_env(timeout=120)
+    yield client
+    client.close()

@@ -1,0 +1,250 @@
+"""Test images built on this machine (no registry exists), cached by the content of their recipe.
+
+Each image is tagged ``sandstack-test/<name>:<hash>``, where the hash covers everything that defines it
+(packages, Dockerfile text, extra files, RECIPE_VERSION). When the tag exists locally nothing is built.
+
+    python -m tests.engine.images            # prebuild every image (CI does this before pytest)
+    python -m tests.engine.images --list     # print the tags without building
+
+Images:
+- busybox: ``FROM scratch`` + busybox-static (2 MB, builds in about a second). Its ``wget`` segfaults;
+  ``nc``, ``httpd``, ``nslookup``, ``ping`` work. Has a non-root user ``sandbox`` (1000:1000).
+- debian: ``debootstrap --variant=minbase`` bookworm with squid, python3, firewall, HTTP/TCP/UDP/DNS
+  tools, then ``docker import`` (about a minute, needs root and the Debian package mirror).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# Bump when the build code below changes in a way the recipe fields do not capture.
+RECIPE_VERSION = "1"
+REPOSITORY_PREFIX = "sandstack-test"
+LOCK_PATH = Path(tempfile.gettempdir()) / "sandstack-test-images.lock"
+
+BUSYBOX_PASSWD = (
+    "root:x:0:0:root:/root:/bin/sh\n"
+    "sandbox:x:1000:1000:sandbox:/home/sandbox:/bin/sh\n"
+    "nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"
+)
+BUSYBOX_GROUP = "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n"
+BUSYBOX_DOCKERFILE = """\
+FROM scratch
+COPY busybox /bin/busybox
+COPY passwd group /etc/
+RUN ["/bin/busybox", "--install", "-s", "/bin"]
+RUN mkdir -p /tmp /home/sandbox /root /var/www && chmod 1777 /tmp \\
+ && chown 1000:1000 /home/sandbox && chmod 0700 /root
+CMD ["/bin/sh"]
+"""
+
+DEBIAN_SUITE = "bookworm"
+# What the engine tests need: an egress proxy (squid), a web server and scripting (python3), firewall
+# commands (iptables, iproute2), process tools (procps), an HTTP client that speaks to proxies (curl),
+# raw TCP/UDP probes (netcat-openbsd) and DNS lookups (dnsutils).
+DEBIAN_PACKAGES = (
+    "squid-openssl",
+    "python3",
+    "iptables",
+    "iproute2",
+    "procps",
+    "curl",
+    "netcat-openbsd",
+    "dnsutils",
+)
+# Removed from the root fs before import: package caches and documentation only.
+DEBIAN_PRUNE = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man",
+                "usr/share/info", "usr/share/locale")
+DEBIAN_CHANGES = (
+    "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    'CMD ["/bin/bash"]',
+)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    fields: dict
+
+    @property
+    def content_hash(self) -> str:
+        blob = json.dumps({"name": self.name, "version": RECIPE_VERSION, **self.fields}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def tag(self) -> str:
+        return f"{REPOSITORY_PREFIX}/{self.name}:{self.content_hash}"
+
+
+BUSYBOX = Recipe("busybox", {"dockerfile": BUSYBOX_DOCKERFILE, "passwd": BUSYBOX_PASSWD,
+                             "group": BUSYBOX_GROUP, "package": "busybox-static"})
+DEBIAN = Recipe("debian", {"suite": DEBIAN_SUITE, "variant": "minbase", "packages": list(DEBIAN_PACKAGES),
+                           "prune": list(DEBIAN_PRUNE), "changes": list(DEBIAN_CHANGES)})
+
+
+class _Progress:
+    """Prints `[images] <name> +<seconds>s: <message>` lines, flushed at once (CI logs show them live)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.start = time.monotonic()
+
+    def __call__(self, message: str) -> None:
+        print(f"[images] {self.name} +{time.monotonic() - self.start:.0f}s: {message}", flush=True)
+
+
+def _exists(client, tag: str) -> bool:
+    import docker.errors
+
+    try:
+        client.images.get(tag)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+@contextlib.contextmanager
+def _build_lock():
+    """Serialise builds across processes (other test runs on this machine may build the same tag)."""
+    with open(LOCK_PATH, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _ensure(client, recipe: Recipe, build) -> str:
+    if _exists(client, recipe.tag):
+        return recipe.tag
+    with _build_lock():
+        if _exists(client, recipe.tag):  # built by another process while we waited
+            return recipe.tag
+        progress = _Progress(recipe.name)
+        progress(f"building {recipe.tag}")
+        with tempfile.TemporaryDirectory(prefix=f"sandstack-{recipe.name}-", dir="/var/tmp") as work:
+            build(client, recipe, Path(work), progress)
+        progress(f"built {recipe.tag}")
+    return recipe.tag
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> None:
+    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({result.returncode}): {result.stderr.strip()[-2000:]}")
+
+
+def _busybox_binary(work: Path, progress: _Progress) -> Path:
+    """busybox from Debian's busybox-static package: downloaded, or the installed copy if apt cannot."""
+    try:
+        _run(["apt-get", "download", "busybox-static"], cwd=work)
+        deb = next(work.glob("busybox-static_*.deb"))
+        _run(["dpkg", "-x", str(deb), str(work / "pkg")])
+        progress(f"using {deb.name}")
+        return work / "pkg" / "bin" / "busybox"
+    except (RuntimeError, StopIteration, FileNotFoundError) as error:
+        installed = Path("/bin/busybox")
+        listed = subprocess.run(["dpkg", "-L", "busybox-static"], capture_output=True, text=True)
+        if listed.returncode == 0 and "/bin/busybox" in listed.stdout.split():
+            progress(f"apt-get download failed ({str(error)[:120]}); using installed busybox-static")
+            return installed
+        raise RuntimeError("cannot get busybox-static: apt-get download failed and the package is not "
+                           "installed (apt-get install busybox-static)") from error
+
+
+def _build_busybox(client, recipe: Recipe, work: Path, progress: _Progress) -> None:
+    context = work / "context"
+    context.mkdir()
+    shutil.copy(_busybox_binary(work, progress), context / "busybox")
+    (context / "busybox").chmod(0o755)
+    (context / "passwd").write_text(BUSYBOX_PASSWD)
+    (context / "group").write_text(BUSYBOX_GROUP)
+    (context / "Dockerfile").write_text(BUSYBOX_DOCKERFILE)
+    progress("docker build")
+    client.images.build(path=str(context), tag=recipe.tag, rm=True, forcerm=True,
+                        labels={"org.sandstack.test-image": recipe.name})
+
+
+def _build_debian(client, recipe: Recipe, work: Path, progress: _Progress) -> None:
+    if shutil.which("debootstrap") is None:
+        raise RuntimeError("debootstrap is not installed (apt-get install debootstrap)")
+    if os.geteuid() != 0:
+        raise RuntimeError("building the debian test image needs root (debootstrap)")
+    rootfs = work / "rootfs"
+    cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(DEBIAN_PACKAGES)}", DEBIAN_SUITE,
+           str(rootfs)]
+    progress(" ".join(cmd))
+    # debootstrap prints lines per package: show the first line of each kind (its verb), warnings,
+    # errors, and the latest line every 10 s.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tail: list[str] = []
+    verbs_seen: set[str] = set()
+    last_shown = time.monotonic()
+    for line in proc.stdout:
+        line = line.rstrip()
+        tail = (tail + [line])[-30:]
+        verb = (line.split()[1:2] or [""])[0]
+        if verb not in verbs_seen or line.startswith(("W:", "E:")) or time.monotonic() - last_shown > 10:
+            verbs_seen.add(verb)
+            last_shown = time.monotonic()
+            progress(f"debootstrap: {line}")
+    if proc.wait() != 0:
+        raise RuntimeError(f"debootstrap failed ({proc.returncode}):\n" + "\n".join(tail))
+    for relative in DEBIAN_PRUNE:
+        target = rootfs / relative
+        if target.is_dir():
+            shutil.rmtree(target)
+            target.mkdir()
+    archive = work / "rootfs.tar"
+    progress("packing root fs")
+    _run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(archive), "."])
+    shutil.rmtree(rootfs)
+    progress(f"docker import ({archive.stat().st_size // 2**20} MiB)")
+    repository, tag = recipe.tag.rsplit(":", 1)
+    client.api.import_image_from_file(str(archive), repository=repository, tag=tag,
+                                      changes=list(DEBIAN_CHANGES))
+    if not _exists(client, recipe.tag):
+        raise RuntimeError(f"docker import did not create {recipe.tag}")
+
+
+def busybox_image(client) -> str:
+    """Tag of the busybox test image, built if missing."""
+    return _ensure(client, BUSYBOX, _build_busybox)
+
+
+def debian_image(client) -> str:
+    """Tag of the Debian test image (squid, python3, iptables, curl, nc, dig), built if missing."""
+    return _ensure(client, DEBIAN, _build_debian)
+
+
+ALL = {"busybox": busybox_image, "debian": debian_image}
+
+
+def main(argv: list[str]) -> int:
+    if "--list" in argv:
+        for recipe in (BUSYBOX, DEBIAN):
+            print(recipe.tag)
+        return 0
+    import docker
+
+    client = docker.from_env()
+    for name, ensure in ALL.items():
+        started = time.monotonic()
+        tag = ensure(client)
+        print(f"[images] {name}: {tag} ready ({time.monotonic() - started:.1f}s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
