@@ -1,0 +1,105 @@
+"""The grammar of network `allow`/`deny` entries, parsed once into `EgressRule`s.
+
+The same parsed rules feed the semantic check (with its exact message) and the gateway's
+rendered proxy config, so what validation accepts is exactly what the gateway enforces.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_HOST_PORT = re.compile(r"^(?P<host>[^:\[\]]+)(:(?P<port>[0-9]{1,5}))?$")
+_BRACKETED = re.compile(r"^\[(?P<host>[^\]]+)\](:(?P<port>[0-9]{1,5}))?$")
+
+
+class EgressEntryError(ValueError):
+    """An allow/deny entry that is malformed or too broad; the message says what to write instead."""
+
+
+@dataclass(frozen=True, order=True)
+class EgressRule:
+    """One parsed entry. `value` is a domain (for 'wildcard', the suffix without '*.') or a network."""
+
+    kind: Literal["domain", "wildcard", "cidr"]
+    value: str
+    port: int | None = None
+
+    def __str__(self) -> str:
+        host = f"*.{self.value}" if self.kind == "wildcard" else self.value
+        if self.port is None:
+            return host
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
+
+def parse_entry(text: str) -> EgressRule:
+    entry = text.strip()
+    if entry in ("*", "*.*") or entry.startswith("*:"):
+        raise EgressEntryError(f"{text!r} would allow every destination: use `egress: allow-all` instead")
+    match = _BRACKETED.match(entry) or _HOST_PORT.match(entry)
+    if match is None:
+        # A bare IPv6 address or network has colons of its own and no port.
+        host, port = entry, None
+    else:
+        host, port = match.group("host"), match.group("port")
+    port_number = _port(text, port)
+    network = _network(text, host)
+    if network is not None:
+        return EgressRule("cidr", str(network), port_number)
+    return _domain_rule(text, host.lower(), port_number)
+
+
+def _port(text: str, port: str | None) -> int | None:
+    if port is None:
+        return None
+    number = int(port)
+    if not 1 <= number <= 65535:
+        raise EgressEntryError(f"{text!r} has port {number}; ports go from 1 to 65535")
+    return number
+
+
+def _network(text: str, host: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    looks_ip = ":" in host or re.fullmatch(r"[0-9./]+", host) is not None
+    if not looks_ip:
+        return None
+    try:
+        network = ipaddress.ip_network(host, strict=True)
+    except ValueError as exc:
+        loose = _loose_network(host)
+        if loose is not None:
+            raise EgressEntryError(f"{text!r} has host bits set; did you mean '{loose}'?") from None
+        raise EgressEntryError(f"{text!r} is not a valid IP address or CIDR ({exc})") from None
+    if network.prefixlen == 0:
+        raise EgressEntryError(f"{text!r} matches every address: use `egress: allow-all` instead")
+    return network
+
+
+def _loose_network(host: str) -> str | None:
+    try:
+        return str(ipaddress.ip_network(host, strict=False))
+    except ValueError:
+        return None
+
+
+def _domain_rule(text: str, host: str, port: int | None) -> EgressRule:
+    wildcard = host.startswith("*.")
+    name = host[2:] if wildcard else host
+    if "*" in name:
+        raise EgressEntryError(f"{text!r}: a wildcard is allowed only as a whole leading label, as in '*.example.com'")
+    labels = name.split(".")
+    if len(name) > 253 or not all(_LABEL.match(label) for label in labels):
+        raise EgressEntryError(
+            f"{text!r} is not a valid domain: labels of letters, digits and '-' separated by dots, e.g. 'api.example.com'"
+        )
+    if labels[-1].isdigit():
+        raise EgressEntryError(f"{text!r} is not a valid domain or IP address")
+    if len(labels) < 2:
+        if wildcard:
+            raise EgressEntryError(
+                f"{text!r} covers a whole top-level domain; name a registrable domain, e.g. '*.example.{name}'"
+            )
+        raise EgressEntryError(f"{text!r} is not a fully qualified domain: it needs a dot, e.g. '{name}.example.com'")
+    return EgressRule("wildcard" if wildcard else "domain", name, port)

@@ -1,0 +1,227 @@
+"""Safe YAML loading that keeps the line and column of every key and value.
+
+Hostile files are the normal case for a validator that runs in CI on pull requests, so:
+- the file is capped in size before it is parsed, and must be UTF-8 text;
+- nesting depth is checked on the event stream before any tree is built;
+- aliases are followed but the expanded tree is capped (a "billion laughs" file stops early);
+- tags are refused except the core ones, so no constructor ever runs on file content;
+- duplicate keys and merge keys (`<<`) are errors instead of silently winning;
+- scalars follow the YAML 1.2 core schema: `yes`, `on`, `0644` and `12:30` are not booleans,
+  octals or sexagesimals.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from sandstack.spec.errors import Diagnostic, JsonPath, SpecError, format_path
+
+MAX_FILE_BYTES = 1024 * 1024
+MAX_DEPTH = 64
+MAX_NODES = 50_000
+
+_Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _CoreLoader(_Base):  # type: ignore[misc, valid-type]
+    """PyYAML's parser with the YAML 1.2 core schema's implicit types only."""
+
+    yaml_implicit_resolvers: dict = {}
+
+
+for _tag, _regexp, _first in (
+    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+    ("float", r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$", "-+.0123456789"),
+    ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+):
+    _CoreLoader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_regexp), list(_first))
+
+_CORE = "tag:yaml.org,2002:"
+
+
+def _to_int(text: str) -> int:
+    return int(text, 0) if text[:2] in ("0o", "0x") else int(text, 10)
+
+
+_SCALARS = {
+    _CORE + "str": str,
+    _CORE + "int": _to_int,
+    _CORE + "float": float,
+    _CORE + "bool": lambda text: text.lower() == "true",
+    _CORE + "null": lambda text: None,
+}
+
+Position = tuple[int, int]
+
+
+@dataclass
+class Document:
+    """A parsed spec file: plain data plus where each key and value stands in the file."""
+
+    file: str
+    data: object
+    values: dict[JsonPath, Position] = field(default_factory=dict)
+    keys: dict[JsonPath, Position] = field(default_factory=dict)
+
+    def position(self, path: JsonPath, *, key: bool = False) -> Position:
+        """Where `path` stands; falls back to the nearest ancestor that exists in the file."""
+        if key and path in self.keys:
+            return self.keys[path]
+        probe = tuple(path)
+        while probe and probe not in self.values:
+            probe = probe[:-1]
+        return self.values.get(probe, (1, 1))
+
+    def diagnostic(self, path: JsonPath, message: str, rule: str, *, key: bool = False) -> Diagnostic:
+        line, column = self.position(path, key=key)
+        return Diagnostic(self.file, line, column, format_path(path), message, rule)
+
+
+class _Stop(Exception):
+    def __init__(self, position: Position, message: str, path: JsonPath = ()):
+        self.position = position
+        self.message = message
+        self.path = path
+
+
+def _pos(node_or_event) -> Position:
+    mark = node_or_event.start_mark
+    return (mark.line + 1, mark.column + 1)
+
+
+def read_text(path: str | os.PathLike[str], display: str | None = None) -> str:
+    """The file's text, or a SpecError whose rule says whether it could not be read ('io')
+    or is not a text spec at all ('encoding', 'size')."""
+    name = display or str(path)
+
+    def fail(rule: str, message: str, line: int = 1, column: int = 1) -> SpecError:
+        return SpecError([Diagnostic(name, line, column, "$", message, rule)])
+
+    p = Path(path)
+    try:
+        if p.is_dir():
+            raise fail("io", "is a directory, not a spec file")
+        with p.open("rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise fail("io", "no such file") from None
+    except PermissionError:
+        raise fail("io", "permission denied") from None
+    except OSError as exc:
+        raise fail("io", f"cannot be read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise fail("size", f"is larger than the {MAX_FILE_BYTES // 1024} KiB limit for a spec file")
+    if b"\x00" in raw:
+        offset = raw.index(b"\x00")
+        line = raw.count(b"\n", 0, offset) + 1
+        raise fail("encoding", f"is a binary file (NUL byte at offset {offset}), not YAML text", line)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise fail("encoding", f"is not UTF-8 text: byte 0x{raw[exc.start]:02x} cannot be decoded", line, column) from None
+
+
+def parse(text: str, file: str) -> Document:
+    """Parse spec text. Raises SpecError (rule 'yaml') with the first problem, located."""
+    doc = Document(file, None)
+    try:
+        _check_shape(text)
+        root = yaml.compose(text, Loader=_CoreLoader)
+        if root is None:
+            raise _Stop((1, 1), "the file is empty: a spec is a mapping with 'version', 'hosts' and 'templates'")
+        if not isinstance(root, yaml.MappingNode):
+            raise _Stop(_pos(root), "the top level must be a mapping with 'version', 'hosts' and 'templates'")
+        doc.data = _Builder(doc).build(root, ())
+    except _Stop as stop:
+        raise SpecError([Diagnostic(file, *stop.position, format_path(stop.path), stop.message, "yaml")]) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        position = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        problem = " ".join(filter(None, [exc.context, exc.problem])) or "invalid YAML"
+        raise SpecError([Diagnostic(file, *position, "$", f"invalid YAML: {problem}", "yaml")]) from None
+    except yaml.YAMLError as exc:
+        raise SpecError([Diagnostic(file, 1, 1, "$", f"invalid YAML: {exc}", "yaml")]) from None
+    return doc
+
+
+def load(path: str | os.PathLike[str], display: str | None = None) -> Document:
+    """Read and parse one spec file; every failure is a SpecError with located diagnostics."""
+    name = display or str(path)
+    return parse(read_text(path, name), name)
+
+
+def _check_shape(text: str) -> None:
+    """One streaming pass over parser events: bounded depth, one document, before building a tree."""
+    depth = 0
+    documents = 0
+    for event in yaml.parse(text, Loader=_CoreLoader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise _Stop(_pos(event), f"nesting is deeper than {MAX_DEPTH} levels")
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+        elif isinstance(event, yaml.DocumentStartEvent):
+            documents += 1
+            if documents > 1:
+                raise _Stop(_pos(event), "more than one YAML document: a spec file holds exactly one")
+
+
+def _tag_message(tag: str) -> str:
+    shown = tag.replace(_CORE, "!!")
+    return f"tag {shown!r} is not allowed: specs use plain YAML without tags"
+
+
+class _Builder:
+    """Turns composed nodes into plain data, recording positions and refusing what a spec never needs."""
+
+    def __init__(self, doc: Document):
+        self.doc = doc
+        self.nodes = 0
+
+    def build(self, node: yaml.Node, path: JsonPath) -> object:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise _Stop(_pos(node), f"more than {MAX_NODES} values after expanding aliases (an alias bomb?)", path)
+        self.doc.values.setdefault(path, _pos(node))
+        if isinstance(node, yaml.ScalarNode):
+            return self._scalar(node, path)
+        if node.tag not in (_CORE + "map", _CORE + "seq"):
+            raise _Stop(_pos(node), _tag_message(node.tag), path)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(item, path + (i,)) for i, item in enumerate(node.value)]
+        return self._mapping(node, path)
+
+    def _scalar(self, node: yaml.ScalarNode, path: JsonPath) -> object:
+        convert = _SCALARS.get(node.tag)
+        if convert is None:
+            raise _Stop(_pos(node), _tag_message(node.tag), path)
+        try:
+            return convert(node.value)
+        except ValueError:
+            raise _Stop(_pos(node), f"{node.value!r} is not a valid {node.tag.rsplit(':', 1)[-1]}", path) from None
+
+    def _mapping(self, node: yaml.MappingNode, path: JsonPath) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise _Stop(_pos(key_node), "keys must be plain strings, not lists or mappings", path)
+            if key_node.tag == _CORE + "merge" or (key_node.value == "<<" and not key_node.style):
+                raise _Stop(_pos(key_node), "merge keys ('<<') are not supported: use 'defaults' or 'profiles'", path)
+            key = self._scalar(key_node, path)
+            if not isinstance(key, str):
+                raise _Stop(_pos(key_node), f"key {key_node.value!r} must be a string: quote it", path)
+            if key in out:
+                first = self.doc.keys[path + (key,)]
+                raise _Stop(_pos(key_node), f"duplicate key {key!r} (first defined at line {first[0]})", path + (key,))
+            self.doc.keys[path + (key,)] = _pos(key_node)
+            out[key] = self.build(value_node, path + (key,))
+        return out

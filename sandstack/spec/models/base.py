@@ -1,0 +1,169 @@
+"""Scalar types and the field helper shared by every spec model.
+
+Each constrained type carries its own JSON Schema (pattern, title, examples), so the
+published schema, the editor completion and the Python validation accept the same text.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, WithJsonSchema
+
+from sandstack.spec import units
+
+# What changing a field does to what `pulumi up` manages; shown in the reference table
+# and in the schema (`x-change`) so reviewers know the blast radius of a diff.
+Change = Literal["rebuild", "replace", "in-place", "host", "none"]
+CHANGE_MEANING: dict[str, str] = {
+    "rebuild": "rebuilds the snapshot image; the pool's sandboxes are replaced onto it",
+    "replace": "replaces the pool's sandbox containers",
+    "in-place": "updates running sandboxes without replacing them",
+    "host": "replaces host-level resources (provider, networks, gateway)",
+    "none": "validation and placement only; changes no resource by itself",
+}
+
+
+def field(default: Any = ..., *, description: str, change: Change, **kwargs: Any) -> Any:
+    """A pydantic Field whose schema says what changing it does (`x-change`)."""
+    return Field(default, description=description, json_schema_extra={"x-change": change}, **kwargs)
+
+
+class StrictModel(BaseModel):
+    """Unknown keys are errors: a typo must never be silently ignored in a security spec."""
+
+    # python-re: the path patterns need look-ahead, which the default Rust engine lacks.
+    model_config = ConfigDict(extra="forbid", frozen=True, regex_engine="python-re")
+
+
+def _unit(parser):
+    def validate(value: object) -> object:
+        try:
+            return parser(value)
+        except units.UnitError as exc:
+            raise ValueError(str(exc)) from None
+
+    return BeforeValidator(validate)
+
+
+NAME_PATTERN = r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$"
+NAME_HINT = "lowercase letters, digits and '-', starting with a letter, at most 32 characters"
+Name = Annotated[
+    str,
+    StringConstraints(pattern=NAME_PATTERN),
+    WithJsonSchema({"type": "string", "pattern": NAME_PATTERN, "title": "name", "x-hint": NAME_HINT}),
+]
+
+Size = Annotated[
+    int,
+    _unit(units.parse_size),
+    WithJsonSchema(
+        {
+            "title": "size",
+            "x-hint": units.SIZE_HINT,
+            "anyOf": [
+                {"type": "integer", "minimum": 0, "maximum": units.MAX_BYTES},
+                {"type": "string", "pattern": units.SIZE_PATTERN},
+            ],
+            "examples": ["512MiB", "2GiB"],
+        }
+    ),
+]
+
+Duration = Annotated[
+    int,
+    _unit(units.parse_duration),
+    WithJsonSchema(
+        {
+            "title": "duration",
+            "x-hint": units.DURATION_HINT,
+            "type": "string",
+            "pattern": units.DURATION_PATTERN,
+            "examples": ["90s", "45m", "24h"],
+        }
+    ),
+]
+
+Cpus = Annotated[
+    float,
+    _unit(units.parse_cpus),
+    WithJsonSchema(
+        {
+            "title": "CPU amount",
+            "x-hint": units.CPUS_HINT,
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0, "maximum": units.MAX_CPUS},
+                {"type": "string", "pattern": units.CPUS_PATTERN},
+            ],
+            "examples": [0.5, "1.5", "250m"],
+        }
+    ),
+]
+
+# [registry[:port]/]path[:tag][@sha256:digest], the grammar Docker's reference package accepts.
+IMAGE_PATTERN = (
+    r"^(?:[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?(?::[0-9]+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
+)
+IMAGE_HINT = "an image reference such as 'python:3.12-slim' or 'repo/name@sha256:<64 hex digits>'"
+ImageRef = Annotated[
+    str,
+    StringConstraints(pattern=IMAGE_PATTERN, max_length=512),
+    WithJsonSchema(
+        {"type": "string", "pattern": IMAGE_PATTERN, "maxLength": 512, "title": "image reference", "x-hint": IMAGE_HINT}
+    ),
+]
+
+# Absolute container path; no '.' or '..' segments, no spaces or shell metacharacters.
+PATH_PATTERN = r"^/$|^(/(?!\.{1,2}(/|$))[A-Za-z0-9._@+-]+)+$"
+PATH_HINT = "an absolute path such as '/workspace', without '.' or '..' segments or spaces"
+AbsPath = Annotated[
+    str,
+    StringConstraints(pattern=PATH_PATTERN, max_length=1024),
+    WithJsonSchema({"type": "string", "pattern": PATH_PATTERN, "maxLength": 1024, "title": "path", "x-hint": PATH_HINT}),
+]
+
+CONFIG_KEY_PATTERN = r"^([A-Za-z][A-Za-z0-9_-]*:)?[A-Za-z][A-Za-z0-9_.-]{0,127}$"
+CONFIG_KEY_HINT = "a Pulumi config key such as 'apiToken' or 'myproject:apiToken'"
+ConfigKey = Annotated[
+    str,
+    StringConstraints(pattern=CONFIG_KEY_PATTERN),
+    WithJsonSchema({"type": "string", "pattern": CONFIG_KEY_PATTERN, "title": "config key", "x-hint": CONFIG_KEY_HINT}),
+]
+
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+ENV_NAME_HINT = "letters, digits and '_', not starting with a digit"
+EnvName = Annotated[
+    str,
+    StringConstraints(pattern=ENV_NAME_PATTERN),
+    WithJsonSchema({"type": "string", "pattern": ENV_NAME_PATTERN, "title": "variable name", "x-hint": ENV_NAME_HINT}),
+]
+
+LABEL_KEY_PATTERN = r"^[a-z0-9]([a-z0-9._/-]{0,62}[a-z0-9])?$"
+LabelKey = Annotated[
+    str,
+    StringConstraints(pattern=LABEL_KEY_PATTERN),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": LABEL_KEY_PATTERN,
+            "title": "label key",
+            "x-hint": "lowercase letters, digits, '.', '_', '/' and '-', at most 64 characters",
+        }
+    ),
+]
+
+
+class SecretRef(StrictModel):
+    """A value kept out of the spec: the name of a Pulumi secret config value.
+
+    Set it with `pulumi config set --secret <key> <value>`; the value stays encrypted in the
+    stack's config and in Pulumi's state and is never written into the spec or a diff.
+    """
+
+    secret: ConfigKey = field(description="Pulumi config key holding the secret value.", change="replace")
+
+
+def one_of(*values: str) -> str:
+    return ", ".join(repr(v) for v in values)

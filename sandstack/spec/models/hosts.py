@@ -1,0 +1,111 @@
+"""Docker hosts: where sandboxes run, how to reach the daemon, and what fits on it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, StringConstraints, WithJsonSchema
+
+from sandstack.spec.models.base import Cpus, ImageRef, LabelKey, SecretRef, Size, StrictModel, field
+
+ENDPOINT_PATTERN = (
+    r"^(unix:///[A-Za-z0-9._/-]+"
+    r"|ssh://[a-z_][a-z0-9_.-]*@[A-Za-z0-9.-]+(:[0-9]{1,5})?"
+    r"|tcp://[A-Za-z0-9.-]+:[0-9]{1,5})$"
+)
+ENDPOINT_HINT = "'unix:///var/run/docker.sock', 'ssh://user@host[:port]' or 'tcp://host:port' (with tls)"
+Endpoint = Annotated[
+    str,
+    StringConstraints(pattern=ENDPOINT_PATTERN),
+    WithJsonSchema({"type": "string", "pattern": ENDPOINT_PATTERN, "title": "Docker endpoint", "x-hint": ENDPOINT_HINT}),
+]
+
+GPU_TYPE_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
+GpuType = Annotated[
+    str,
+    StringConstraints(pattern=GPU_TYPE_PATTERN),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": GPU_TYPE_PATTERN,
+            "title": "GPU type",
+            "x-hint": "a lowercase GPU model name such as 'nvidia-l4'",
+        }
+    ),
+]
+
+
+class TlsMaterial(StrictModel):
+    """Client TLS for a `tcp://` endpoint. Each item is a secret reference: PEM text never sits in a spec."""
+
+    ca: SecretRef = field(description="CA certificate that signed the daemon's certificate (PEM).", change="host")
+    cert: SecretRef = field(description="Client certificate (PEM) the daemon trusts.", change="host")
+    key: SecretRef = field(description="Private key of the client certificate (PEM).", change="host")
+
+
+class GpuInventory(StrictModel):
+    type: GpuType = field(description="GPU model, matched against templates' `limits.gpus.type`.", change="none")
+    count: int = field(description="How many GPUs of this type the host has.", change="none", ge=1, le=64)
+
+
+class Capacity(StrictModel):
+    """What the host can give sandboxes. The pools placed on it must fit (times `overcommit`)."""
+
+    cpus: Cpus = field(description="CPUs available to sandboxes.", change="none")
+    memory: Size = field(description="Memory available to sandboxes.", change="none")
+    disk: Size = field(description="Disk available to sandboxes' writable paths.", change="none")
+    gpus: list[GpuInventory] = field(
+        [], description="GPUs on the host. Default none: templates requesting GPUs cannot be placed here.", change="none"
+    )
+
+
+class Overcommit(StrictModel):
+    """How far the sum of the pools' limits may exceed capacity. 1 (the default) means not at all."""
+
+    cpus: float = field(1.0, description="Ratio for CPUs (CPU is shared, so 2-4 is common).", change="none", ge=1, le=16)
+    memory: float = field(
+        1.0, description="Ratio for memory. Above 1 risks the host's OOM killer.", change="none", ge=1, le=4
+    )
+    disk: float = field(1.0, description="Ratio for disk.", change="none", ge=1, le=4)
+
+
+class Host(StrictModel):
+    """A Docker host that runs sandboxes: its daemon endpoint, its capacity and its infrastructure image."""
+
+    endpoint: Endpoint = field(
+        description=(
+            "How the Docker daemon is reached: a local unix socket, ssh (uses the ssh agent and "
+            "`ssh_opts`) or tcp with mutual TLS (`tls` required)."
+        ),
+        change="host",
+    )
+    tls: TlsMaterial | None = field(
+        None, description="Client TLS material for a `tcp://` endpoint; required there, refused elsewhere.", change="host"
+    )
+    ssh_opts: list[Annotated[str, StringConstraints(max_length=256)]] = field(
+        [], description="Extra ssh options for an `ssh://` endpoint, e.g. ['-o', 'StrictHostKeyChecking=yes'].",
+        change="host", max_length=32,
+    )
+    capacity: Capacity = field(description="What the host can give sandboxes.", change="none")
+    overcommit: Overcommit = field(Overcommit(), description="Allowed overcommit of capacity.", change="none")
+    storage_quota: bool = field(
+        False,
+        description=(
+            "Whether the daemon's storage supports per-container size quotas (overlay2 on xfs with pquota). "
+            "When true, `limits.disk` also caps a writable root filesystem; when false, templates must keep "
+            "a read-only root so that `limits.disk` (the writable paths) is really enforced."
+        ),
+        change="replace",
+    )
+    infra_image: ImageRef | None = field(
+        None,
+        description=(
+            "Image for the host's egress gateway and guard (needs squid and iptables). Default: sandstack "
+            "builds its bundled `images/infra` Dockerfile on the host."
+        ),
+        change="host",
+    )
+    labels: dict[LabelKey, Annotated[str, StringConstraints(max_length=256)]] = field(
+        {}, description="Free-form labels copied onto every Docker object sandstack creates on this host.",
+        change="replace",
+    )

@@ -1,0 +1,87 @@
+"""Network policy (egress) and exposed ports of a sandbox."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import StringConstraints, WithJsonSchema
+
+from sandstack.spec.models.base import StrictModel, field
+
+EGRESS_MODES = ("deny-all", "allow-list", "allow-all")
+EgressMode = Literal["deny-all", "allow-list", "allow-all"]
+
+# The schema only bounds the shape; the exact grammar (labels, CIDR prefixes, ports, too-broad
+# wildcards) is checked by `sandstack.spec.egress`, which also gives the precise message.
+EGRESS_ENTRY_HINT = (
+    "a domain ('api.example.com'), a subdomain wildcard ('*.example.com'), an IPv4/IPv6 address or CIDR "
+    "('10.0.0.0/8', '2001:db8::/32'), each optionally with ':port' (IPv6 in brackets: '[2001:db8::1]:443')"
+)
+EgressEntry = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=260),
+    WithJsonSchema(
+        {"type": "string", "minLength": 1, "maxLength": 260, "title": "egress entry", "x-hint": EGRESS_ENTRY_HINT}
+    ),
+]
+
+
+class NetworkPolicy(StrictModel):
+    """Where a sandbox may connect. Inbound is always closed except the declared `ports`.
+
+    No mode can reach the Docker host's own services, other pools' sandboxes, or a DNS resolver outside.
+    """
+
+    egress: EgressMode = field(
+        "deny-all",
+        description=(
+            "'deny-all' (default): no route anywhere. 'allow-list': only the host's egress gateway (an HTTP "
+            "proxy) is reachable and it forwards only to `allow` minus `deny`. 'allow-all': any destination; "
+            "with `log` on, egress goes through the gateway (HTTP and HTTPS via the proxy only) and is logged, "
+            "with `log` off the sandbox gets a direct route out for any protocol."
+        ),
+        change="replace",
+    )
+    allow: list[EgressEntry] = field(
+        [], description="Destinations an 'allow-list' sandbox may reach through the gateway.", change="host",
+        max_length=512,
+    )
+    deny: list[EgressEntry] = field(
+        [],
+        description="Destinations refused even when `allow` matches them (deny wins). Needs the gateway.",
+        change="host", max_length=512,
+    )
+    log: bool | None = field(
+        None,
+        description=(
+            "Record one egress-log line per request (sandbox, destination, verdict) in the gateway's access "
+            "log. Default: on for 'allow-list' and 'allow-all'; not applicable to 'deny-all'."
+        ),
+        change="replace",
+    )
+
+
+class Port(StrictModel):
+    """A port a sandbox listens on, and who can reach it."""
+
+    port: int = field(description="Port inside the sandbox.", change="replace", ge=1, le=65535)
+    protocol: Literal["tcp", "udp"] = field("tcp", description="'tcp' (default) or 'udp'.", change="replace")
+    exposure: Literal["none", "host", "public"] = field(
+        "none",
+        description=(
+            "'none' (default): not published. 'host': published on the host's loopback (127.0.0.1) only. "
+            "'public': published on all the host's interfaces."
+        ),
+        change="replace",
+    )
+    host_port: int | None = field(
+        None,
+        description=(
+            "Fixed port on the host. Default: Docker picks a free one (see the stack outputs). A fixed port "
+            "can be owned by one sandbox per host, so its pool can have only one replica per host."
+        ),
+        change="replace", ge=1, le=65535,
+    )
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,14}$")] | None = field(
+        None, description="Optional name for the port in stack outputs, e.g. 'http'.", change="none"
+    )

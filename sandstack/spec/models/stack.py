@@ -1,0 +1,53 @@
+"""The whole spec of one Pulumi stack: one YAML file in `stacks/`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import StringConstraints
+
+from sandstack.spec.models.base import Name, StrictModel, field
+from sandstack.spec.models.hosts import Host
+from sandstack.spec.models.limits import Limits
+from sandstack.spec.models.templates import Template, TemplateDefaults
+
+
+class Pool(StrictModel):
+    """A warm pool: `replicas` running sandboxes of one template on each of its hosts."""
+
+    template: Name = field(description="Name of a template in `templates`.", change="replace")
+    hosts: list[Name] = field(
+        description="Names of hosts in `hosts`; the pool runs `replicas` sandboxes on each.",
+        change="replace", min_length=1, max_length=64,
+    )
+    replicas: int = field(
+        1, description="Sandboxes per host. Default 1; 0 keeps the pool declared but empty.", change="replace",
+        ge=0, le=256,
+    )
+    description: Annotated[str, StringConstraints(max_length=500)] = field("", description="What it is for.",
+                                                                          change="none")
+
+
+class Stack(StrictModel):
+    """A sandstack spec: the hosts, templates and pools of one Pulumi stack."""
+
+    version: Literal[1] = field(description="Spec format version; always 1 for now.", change="none")
+    description: Annotated[str, StringConstraints(max_length=500)] = field("", description="What the stack is for.",
+                                                                          change="none")
+    hosts: dict[Name, Host] = field(
+        description="Docker hosts by name. At least one.", change="host", min_length=1, max_length=64
+    )
+    profiles: dict[Name, Limits] = field(
+        {}, description="Named limit sets that templates refer to, e.g. `small`, `large`.", change="replace",
+        max_length=64,
+    )
+    defaults: TemplateDefaults = field(
+        TemplateDefaults(), description="Settings every template gets unless it sets its own.", change="replace"
+    )
+    templates: dict[Name, Template] = field(
+        description="Sandbox templates by name. At least one.", change="rebuild", min_length=1, max_length=128
+    )
+    pools: dict[Name, Pool] = field(
+        {}, description="Warm pools: templates placed on hosts with a replica count.", change="replace",
+        max_length=256,
+    )

@@ -1,0 +1,209 @@
+"""Sandbox templates: the snapshot image and everything a sandbox of that template gets."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import StringConstraints, WithJsonSchema
+
+from sandstack.spec.models.base import (
+    AbsPath,
+    ConfigKey,
+    Duration,
+    EnvName,
+    ImageRef,
+    Name,
+    SecretRef,
+    Size,
+    StrictModel,
+    field,
+)
+from sandstack.spec.models.limits import Lifecycle, LimitsOverride
+from sandstack.spec.models.network import NetworkPolicy, Port
+
+CAPABILITIES = (
+    "AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "BLOCK_SUSPEND", "BPF", "CHECKPOINT_RESTORE", "CHOWN",
+    "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "IPC_LOCK", "IPC_OWNER", "KILL", "LEASE",
+    "LINUX_IMMUTABLE", "MAC_ADMIN", "MAC_OVERRIDE", "MKNOD", "NET_ADMIN", "NET_BIND_SERVICE", "NET_BROADCAST",
+    "NET_RAW", "PERFMON", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYSLOG", "SYS_ADMIN", "SYS_BOOT",
+    "SYS_CHROOT", "SYS_MODULE", "SYS_NICE", "SYS_PACCT", "SYS_PTRACE", "SYS_RAWIO", "SYS_RESOURCE",
+    "SYS_TIME", "SYS_TTY_CONFIG", "WAKE_ALARM",
+)  # fmt: skip
+Capability = Literal[CAPABILITIES]  # type: ignore[valid-type]
+
+VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+SnapshotVersion = Annotated[
+    str,
+    StringConstraints(pattern=VERSION_PATTERN),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": VERSION_PATTERN,
+            "title": "snapshot version",
+            "x-hint": "letters, digits, '.', '_' and '-', at most 64 characters, e.g. '2026-11-21.1'",
+        }
+    ),
+]
+USER_PATTERN = r"^([a-z_][a-z0-9_-]{0,31}|[0-9]{1,10})(:([a-z_][a-z0-9_-]{0,31}|[0-9]{1,10}))?$"
+User = Annotated[
+    str,
+    StringConstraints(pattern=USER_PATTERN),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": USER_PATTERN,
+            "title": "user",
+            "x-hint": "'uid[:gid]' or 'name[:group]', e.g. '10001:10001'",
+        }
+    ),
+]
+RELATIVE_PATH_PATTERN = r"^(?!/)(?!.*(^|/)\.\.(/|$))[A-Za-z0-9._@+/-]+$"
+RelativePath = Annotated[
+    str,
+    StringConstraints(pattern=RELATIVE_PATH_PATTERN, max_length=1024),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": RELATIVE_PATH_PATTERN,
+            "maxLength": 1024,
+            "title": "relative path",
+            "x-hint": "a path relative to the stack file's folder, without '..', e.g. 'files/agent.py'",
+        }
+    ),
+]
+MODE_PATTERN = r"^0?[0-7]{3}$"
+FileMode = Annotated[
+    str,
+    StringConstraints(pattern=MODE_PATTERN),
+    WithJsonSchema({"type": "string", "pattern": MODE_PATTERN, "title": "file mode", "x-hint": "octal, e.g. '0644'"}),
+]
+Command = Annotated[list[Annotated[str, StringConstraints(max_length=4096)]], WithJsonSchema(
+    {"type": "array", "items": {"type": "string", "maxLength": 4096}, "minItems": 1, "maxItems": 256}
+)]
+
+
+class SnapshotFile(StrictModel):
+    source: RelativePath = field(description="File next to the stack file to copy into the image.", change="rebuild")
+    path: AbsPath = field(description="Where the file goes in the image.", change="rebuild")
+    mode: FileMode = field("0644", description="Permissions of the copied file. Default '0644'.", change="rebuild")
+
+
+class Snapshot(StrictModel):
+    """How the template's image is built once, before any sandbox starts: base image + files + setup."""
+
+    version: SnapshotVersion | None = field(
+        None,
+        description=(
+            "A label a human bumps to force a rebuild even when nothing else changed. Required when there "
+            "are setup steps or files. Part of the image tag."
+        ),
+        change="rebuild",
+    )
+    setup: list[Annotated[str, StringConstraints(min_length=1, max_length=8192)]] = field(
+        [],
+        description=(
+            "Shell commands run once at build time, as root, in order (each a `RUN /bin/sh -c`). Never run "
+            "at sandbox start. Any change rebuilds the image."
+        ),
+        change="rebuild", max_length=128,
+    )
+    files: list[SnapshotFile] = field([], description="Files copied into the image before the setup steps.",
+                                      change="rebuild", max_length=256)
+    push_to: ImageRef | None = field(
+        None,
+        description="Registry repository to push the snapshot image to. Default: no push; the image is built on each host.",
+        change="rebuild",
+    )
+
+
+class SecretFile(StrictModel):
+    """A secret delivered as a file: owned by the sandbox user, mode 0400, on a read-only mount."""
+
+    secret: ConfigKey = field(description="Pulumi secret config key holding the file's content.", change="replace")
+    path: AbsPath = field(description="Path of the file inside the sandbox, e.g. '/run/secrets/token'.", change="replace")
+
+
+class Readiness(StrictModel):
+    """A command Docker runs inside the sandbox to tell when it is ready (its health check)."""
+
+    command: Command = field(description="Command and arguments (exec form); exit 0 means ready.", change="replace")
+    interval: Duration = field("10s", description="Time between checks. Default '10s'.", change="replace")
+    timeout: Duration = field("5s", description="Time one check may take. Default '5s'.", change="replace")
+    retries: int = field(3, description="Consecutive failures before unhealthy. Default 3.", change="replace",
+                         ge=1, le=100)
+    start_period: Duration = field("0s", description="Grace time after start. Default '0s'.", change="replace")
+
+
+class WritablePath(StrictModel):
+    path: AbsPath = field(description="A writable directory on the otherwise read-only root.", change="replace")
+    size: Size = field("64MiB", description="Upper bound of what can be written there (a tmpfs). Default 64MiB.",
+                       change="replace")
+
+
+class Filesystem(StrictModel):
+    read_only_root: bool | None = field(
+        None, description="Mount the root filesystem read-only. Default true.", change="replace"
+    )
+    writable: list[WritablePath] | None = field(
+        None,
+        description="Writable paths, each a size-bounded tmpfs emptied at every start. Default: '/tmp' of 64MiB.",
+        change="replace", max_length=32,
+    )
+
+
+class Security(StrictModel):
+    """Loosenings of the secure defaults. Each is visible in review, and org policy decides which pass."""
+
+    capabilities: list[Capability] | None = field(  # type: ignore[valid-type]
+        None,
+        description="Linux capabilities added back after dropping all of them. Default none.",
+        change="replace",
+    )
+    privileged: bool | None = field(
+        None, description="Run privileged (all devices, no confinement). Default false; avoid.", change="replace"
+    )
+    no_new_privileges: bool | None = field(
+        None, description="Forbid gaining privileges through setuid binaries. Default true.", change="replace"
+    )
+
+
+class TemplateDefaults(StrictModel):
+    """Settings applied to every template that does not set them itself (stack-level `defaults`)."""
+
+    limits: Name | LimitsOverride | None = field(
+        None, description="Limits: a profile name, or fields with an optional `profile`.", change="replace"
+    )
+    network: NetworkPolicy | None = field(
+        None, description="Network policy; a template's own `network` replaces it whole.", change="replace"
+    )
+    runtime: Literal["runc", "runsc"] | None = field(
+        None, description="Isolation runtime: 'runc' (default) or 'runsc' (gVisor, must be installed on the host).",
+        change="replace",
+    )
+    lifecycle: Lifecycle | None = field(None, description="Lifetime limits, merged field by field.", change="replace")
+    filesystem: Filesystem | None = field(None, description="Root and writable paths, merged field by field.",
+                                          change="replace")
+    security: Security | None = field(None, description="Loosenings, merged field by field.", change="replace")
+    env: dict[EnvName, Annotated[str, StringConstraints(max_length=32768)] | SecretRef] = field(
+        {}, description="Environment merged under each template's own `env`.", change="replace"
+    )
+    user: User | None = field(None, description="User the sandbox runs as. Default '10001:10001'.", change="replace")
+    workdir: AbsPath | None = field(None, description="Working directory. Default: the image's.", change="replace")
+
+
+class Template(TemplateDefaults):
+    """A kind of sandbox: its snapshot image, resources, network policy, ports and runtime settings."""
+
+    description: Annotated[str, StringConstraints(max_length=500)] = field("", description="What it is for.",
+                                                                          change="none")
+    base_image: ImageRef = field(
+        description="Image the snapshot starts from; pin with '@sha256:…' for reproducible builds.", change="rebuild"
+    )
+    snapshot: Snapshot = field(Snapshot(), description="Build steps baked into the snapshot image.", change="rebuild")
+    secrets: list[SecretFile] = field([], description="Secrets delivered as files.", change="replace",
+                                      max_length=64)
+    entrypoint: Command | None = field(None, description="Entrypoint override (exec form).", change="replace")
+    command: Command | None = field(None, description="Command (exec form). Default: the image's.", change="replace")
+    readiness: Readiness | None = field(None, description="Readiness probe. Default: none.", change="replace")
+    ports: list[Port] = field([], description="Ports the sandbox listens on, and their exposure.", change="replace",
+                              max_length=64)

@@ -1,0 +1,206 @@
+"""From a validated `Stack` to concrete settings: profiles, defaults and built-ins applied once.
+
+Precedence, lowest first: built-ins → stack `defaults` → the template. `limits` merge field by field
+(a profile first, then single fields); `lifecycle`, `filesystem` and `security` merge field by field;
+`env` merges by variable; `network` is taken whole from the template, else from the defaults, so an
+allow-list is never the accidental union of two lists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sandstack.spec.egress import EgressRule, parse_entry
+from sandstack.spec.models import (
+    BUILTIN_LIMITS,
+    GpuRequest,
+    Host,
+    Limits,
+    NetworkPolicy,
+    Pool,
+    Port,
+    Readiness,
+    SecretFile,
+    SecretRef,
+    Stack,
+    Template,
+    WritablePath,
+)
+
+BUILTIN_USER = "10001:10001"
+BUILTIN_RUNTIME = "runc"
+BUILTIN_MAX_LIFETIME = 24 * 3600
+BUILTIN_WRITABLE = (WritablePath(path="/tmp", size=64 * 1024**2),)
+
+
+class UnknownProfile(KeyError):
+    """A `limits` that names a profile the stack does not define (reported by rule `ref-profile`)."""
+
+
+@dataclass(frozen=True)
+class EffectiveLimits:
+    cpus: float
+    memory: int
+    disk: int
+    pids: int
+    gpus: GpuRequest | None = None
+
+
+@dataclass(frozen=True)
+class EffectiveNetwork:
+    egress: str
+    allow: tuple[EgressRule, ...]
+    deny: tuple[EgressRule, ...]
+    log: bool
+
+    @property
+    def uses_gateway(self) -> bool:
+        """allow-list always, allow-all when logged: their traffic leaves through the host's proxy."""
+        return self.egress == "allow-list" or (self.egress == "allow-all" and self.log)
+
+
+@dataclass(frozen=True)
+class EffectiveLifecycle:
+    max_lifetime: int  # seconds; 0 = unlimited
+    idle_timeout: int  # seconds; 0 = never
+    on_expiry: str
+
+
+@dataclass(frozen=True)
+class ResolvedFile:
+    source: Path
+    path: str
+    mode: str
+
+
+@dataclass(frozen=True)
+class ResolvedTemplate:
+    name: str
+    description: str
+    base_image: str
+    snapshot_version: str | None
+    setup: tuple[str, ...]
+    files: tuple[ResolvedFile, ...]
+    push_to: str | None
+    env: dict[str, str | SecretRef]
+    secrets: tuple[SecretFile, ...]
+    user: str
+    workdir: str | None
+    entrypoint: tuple[str, ...] | None
+    command: tuple[str, ...] | None
+    readiness: Readiness | None
+    limits: EffectiveLimits
+    network: EffectiveNetwork
+    ports: tuple[Port, ...]
+    runtime: str
+    lifecycle: EffectiveLifecycle
+    read_only_root: bool
+    writable: tuple[WritablePath, ...]
+    capabilities: tuple[str, ...]
+    privileged: bool
+    no_new_privileges: bool
+
+
+@dataclass(frozen=True)
+class ResolvedStack:
+    """Everything the components need, with no reference left to follow and no default left to apply."""
+
+    source: Path
+    hosts: dict[str, Host]
+    templates: dict[str, ResolvedTemplate]
+    pools: dict[str, Pool]
+    spec: Stack = field(repr=False)
+
+
+def effective_limits(stack: Stack, template: Template | None) -> EffectiveLimits:
+    merged: dict[str, object] = dict(BUILTIN_LIMITS)
+    for layer in (stack.defaults.limits, template.limits if template else None):
+        merged.update(_limit_fields(stack, layer))
+    return EffectiveLimits(**merged)  # type: ignore[arg-type]
+
+
+def _limit_fields(stack: Stack, layer: str | Limits | None) -> dict[str, object]:
+    if layer is None:
+        return {}
+    if isinstance(layer, str):
+        return _limit_fields(stack, _profile(stack, layer))
+    fields: dict[str, object] = {}
+    profile = getattr(layer, "profile", None)
+    if profile is not None:
+        fields.update(_limit_fields(stack, _profile(stack, profile)))
+    fields.update({k: v for k, v in layer.model_dump(exclude={"profile"}).items() if v is not None})
+    if layer.gpus is not None:
+        fields["gpus"] = layer.gpus
+    return fields
+
+
+def _profile(stack: Stack, name: str) -> Limits:
+    if name not in stack.profiles:
+        raise UnknownProfile(name)
+    return stack.profiles[name]
+
+
+def effective_network(stack: Stack, template: Template) -> EffectiveNetwork:
+    policy = template.network or stack.defaults.network or NetworkPolicy()
+    log = policy.log if policy.log is not None else policy.egress != "deny-all"
+    return EffectiveNetwork(
+        egress=policy.egress,
+        allow=tuple(parse_entry(e) for e in policy.allow),
+        deny=tuple(parse_entry(e) for e in policy.deny),
+        log=log,
+    )
+
+
+def _pick(*values):
+    return next((v for v in values if v is not None), None)
+
+
+def resolve_template(stack: Stack, name: str, source: Path) -> ResolvedTemplate:
+    """Apply profiles, defaults and built-ins to one template. Assumes the semantic rules passed."""
+    t = stack.templates[name]
+    d = stack.defaults
+    lc, dlc = t.lifecycle, d.lifecycle
+    fs, dfs = t.filesystem, d.filesystem
+    sec, dsec = t.security, d.security
+    max_lifetime = _pick(lc and lc.max_lifetime, dlc and dlc.max_lifetime, BUILTIN_MAX_LIFETIME)
+    return ResolvedTemplate(
+        name=name,
+        description=t.description,
+        base_image=t.base_image,
+        snapshot_version=t.snapshot.version,
+        setup=tuple(t.snapshot.setup),
+        files=tuple(ResolvedFile(source.parent / f.source, f.path, f.mode) for f in t.snapshot.files),
+        push_to=t.snapshot.push_to,
+        env={**d.env, **t.env},
+        secrets=tuple(t.secrets),
+        user=_pick(t.user, d.user, BUILTIN_USER),
+        workdir=_pick(t.workdir, d.workdir),
+        entrypoint=tuple(t.entrypoint) if t.entrypoint else None,
+        command=tuple(t.command) if t.command else None,
+        readiness=t.readiness,
+        limits=effective_limits(stack, t),
+        network=effective_network(stack, t),
+        ports=tuple(t.ports),
+        runtime=_pick(t.runtime, d.runtime, BUILTIN_RUNTIME),
+        lifecycle=EffectiveLifecycle(
+            max_lifetime=max_lifetime,
+            idle_timeout=_pick(lc and lc.idle_timeout, dlc and dlc.idle_timeout, 0),
+            on_expiry=_pick(lc and lc.on_expiry, dlc and dlc.on_expiry, "stop"),
+        ),
+        read_only_root=_pick(fs and fs.read_only_root, dfs and dfs.read_only_root, True),
+        writable=tuple(_pick(fs and fs.writable, dfs and dfs.writable, BUILTIN_WRITABLE)),
+        capabilities=tuple(_pick(sec and sec.capabilities, dsec and dsec.capabilities, ())),
+        privileged=_pick(sec and sec.privileged, dsec and dsec.privileged, False),
+        no_new_privileges=_pick(sec and sec.no_new_privileges, dsec and dsec.no_new_privileges, True),
+    )
+
+
+def resolve_stack(stack: Stack, source: Path) -> ResolvedStack:
+    return ResolvedStack(
+        source=source,
+        hosts=dict(stack.hosts),
+        templates={name: resolve_template(stack, name, source) for name in stack.templates},
+        pools=dict(stack.pools),
+        spec=stack,
+    )

@@ -1,0 +1,298 @@
+"""Semantic rules: what a schema cannot say. One small named function per rule, each with a test.
+
+Every rule yields located diagnostics and never raises; a rule that depends on a reference another
+rule checks (a pool's template, a profile) skips what is broken rather than reporting it twice.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from sandstack.spec.egress import EgressEntryError, parse_entry
+from sandstack.spec.errors import Diagnostic, JsonPath
+from sandstack.spec.loader import Document
+from sandstack.spec.models import NetworkPolicy, Stack, Template
+from sandstack.spec.resolve import UnknownProfile, effective_limits
+from sandstack.spec.units import format_cpus, format_size
+
+
+@dataclass
+class Context:
+    doc: Document
+    stack: Stack
+    source: Path
+
+    def error(self, path: JsonPath, message: str, rule: str, *, key: bool = False) -> Diagnostic:
+        return self.doc.diagnostic(path, message, rule, key=key)
+
+
+Rule = Callable[[Context], Iterator[Diagnostic]]
+RULES: dict[str, Rule] = {}
+
+
+def rule(rule_id: str) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        RULES[rule_id] = fn
+        fn.rule_id = rule_id  # type: ignore[attr-defined]
+        return fn
+
+    return register
+
+
+def run_rules(ctx: Context) -> list[Diagnostic]:
+    return [d for fn in RULES.values() for d in fn(ctx)]
+
+
+def _templates(ctx: Context) -> Iterator[tuple[JsonPath, Template]]:
+    for name, template in ctx.stack.templates.items():
+        yield ("templates", name), template
+
+
+def _placements(ctx: Context) -> Iterator[tuple[str, str, str, int]]:
+    """(pool, template, host, replicas) for every pool whose references exist."""
+    for pool_name, pool in ctx.stack.pools.items():
+        if pool.template not in ctx.stack.templates:
+            continue
+        for host in dict.fromkeys(pool.hosts):
+            if host in ctx.stack.hosts:
+                yield pool_name, pool.template, host, pool.replicas
+
+
+@rule("ref-template")
+def pool_template_exists(ctx: Context) -> Iterator[Diagnostic]:
+    known = ", ".join(ctx.stack.templates)
+    for name, pool in ctx.stack.pools.items():
+        if pool.template not in ctx.stack.templates:
+            yield ctx.error(("pools", name, "template"), f"template {pool.template!r} is not defined; templates: {known}",
+                            "ref-template")
+
+
+@rule("ref-host")
+def pool_hosts_exist(ctx: Context) -> Iterator[Diagnostic]:
+    known = ", ".join(ctx.stack.hosts)
+    for name, pool in ctx.stack.pools.items():
+        seen: set[str] = set()
+        for i, host in enumerate(pool.hosts):
+            if host not in ctx.stack.hosts:
+                yield ctx.error(("pools", name, "hosts", i), f"host {host!r} is not defined; hosts: {known}", "ref-host")
+            elif host in seen:
+                yield ctx.error(("pools", name, "hosts", i), f"host {host!r} is listed twice", "ref-host")
+            seen.add(host)
+
+
+@rule("ref-profile")
+def limits_profiles_exist(ctx: Context) -> Iterator[Diagnostic]:
+    known = ", ".join(ctx.stack.profiles) or "none defined"
+    owners = [(("defaults",), ctx.stack.defaults.limits)] + [(p, t.limits) for p, t in _templates(ctx)]
+    for path, limits in owners:
+        name, where = (limits, path + ("limits",)) if isinstance(limits, str) else (
+            getattr(limits, "profile", None), path + ("limits", "profile"))
+        if name is not None and name not in ctx.stack.profiles:
+            yield ctx.error(where, f"profile {name!r} is not defined; profiles: {known}", "ref-profile")
+
+
+@rule("host-endpoint")
+def host_endpoint_matches_transport(ctx: Context) -> Iterator[Diagnostic]:
+    for name, host in ctx.stack.hosts.items():
+        scheme = host.endpoint.split("://", 1)[0]
+        if scheme == "tcp" and host.tls is None:
+            yield ctx.error(("hosts", name, "endpoint"),
+                            f"{host.endpoint!r} needs `tls` (ca, cert, key): a Docker daemon on plain tcp is open "
+                            "to anyone who can reach it", "host-endpoint")
+        if scheme != "tcp" and host.tls is not None:
+            yield ctx.error(("hosts", name, "tls"), f"`tls` applies only to tcp:// endpoints, not {scheme}://",
+                            "host-endpoint", key=True)
+        if scheme != "ssh" and host.ssh_opts:
+            yield ctx.error(("hosts", name, "ssh_opts"), f"`ssh_opts` applies only to ssh:// endpoints, not {scheme}://",
+                            "host-endpoint", key=True)
+
+
+@rule("egress-entry")
+def egress_entries_well_formed(ctx: Context) -> Iterator[Diagnostic]:
+    for path, policy in _policies(ctx):
+        for kind in ("allow", "deny"):
+            for i, entry in enumerate(getattr(policy, kind)):
+                try:
+                    parse_entry(entry)
+                except EgressEntryError as exc:
+                    yield ctx.error(path + (kind, i), str(exc), "egress-entry")
+
+
+def _policies(ctx: Context) -> Iterator[tuple[JsonPath, NetworkPolicy]]:
+    if ctx.stack.defaults.network is not None:
+        yield ("defaults", "network"), ctx.stack.defaults.network
+    for path, template in _templates(ctx):
+        if template.network is not None:
+            yield path + ("network",), template.network
+
+
+@rule("egress-mode")
+def egress_fields_fit_mode(ctx: Context) -> Iterator[Diagnostic]:
+    for path, policy in _policies(ctx):
+        mode = policy.egress
+        logged = policy.log if policy.log is not None else mode != "deny-all"
+        if policy.allow and mode != "allow-list":
+            yield ctx.error(path + ("allow",), f"`allow` entries need `egress: allow-list`; this policy is {mode!r}",
+                            "egress-mode", key=True)
+        if mode == "allow-list" and not policy.allow:
+            yield ctx.error(path + ("egress",), "'allow-list' with no `allow` entries allows nothing: list the "
+                            "destinations, or use 'deny-all'", "egress-mode")
+        if policy.deny and not (mode == "allow-list" or (mode == "allow-all" and logged)):
+            why = "with `log: false` egress bypasses the gateway" if mode == "allow-all" else "nothing is allowed"
+            yield ctx.error(path + ("deny",), f"`deny` entries are enforced by the gateway, but {why} in {mode!r}",
+                            "egress-mode", key=True)
+        if mode == "deny-all" and policy.log:
+            yield ctx.error(path + ("log",), "'deny-all' has no egress to log: remove `log`", "egress-mode", key=True)
+
+
+@rule("snapshot-version")
+def snapshot_version_with_setup(ctx: Context) -> Iterator[Diagnostic]:
+    for path, template in _templates(ctx):
+        snap = template.snapshot
+        if (snap.setup or snap.files) and snap.version is None:
+            yield ctx.error(path + ("snapshot",), "`snapshot.version` is required when there are setup steps or "
+                            "files: bump it to force a rebuild, e.g. version: '1'", "snapshot-version")
+
+
+@rule("snapshot-file")
+def snapshot_files_exist(ctx: Context) -> Iterator[Diagnostic]:
+    base = ctx.source.parent.resolve()
+    for path, template in _templates(ctx):
+        for i, item in enumerate(template.snapshot.files):
+            where = path + ("snapshot", "files", i, "source")
+            target = (base / item.source).resolve()
+            if base not in target.parents:
+                yield ctx.error(where, f"{item.source!r} resolves outside the stack file's folder {str(base)!r}",
+                                "snapshot-file")
+            elif not target.is_file():
+                yield ctx.error(where, f"{item.source!r} is not a file (looked in {str(base)!r})", "snapshot-file")
+
+
+@rule("unique-host-port")
+def host_ports_unique(ctx: Context) -> Iterator[Diagnostic]:
+    claims: dict[tuple[str, int, str], list[tuple[JsonPath, str]]] = defaultdict(list)
+    for pool, template_name, host, replicas in _placements(ctx):
+        for i, port in enumerate(ctx.stack.templates[template_name].ports):
+            if port.host_port is None or port.exposure == "none" or replicas == 0:
+                continue
+            where = ("templates", template_name, "ports", i, "host_port")
+            # Every replica binds the same port, so replicas > 1 on one host collide with each other.
+            claims[(host, port.host_port, port.protocol)].extend([(where, pool)] * replicas)
+    for (host, number, protocol), owners in claims.items():
+        if len(owners) > 1:
+            pools = sorted({pool for _, pool in owners})
+            who = (f"{len(owners)} replicas of pool {pools[0]!r}" if len(pools) == 1
+                   else "pools " + ", ".join(repr(p) for p in pools))
+            for where in dict.fromkeys(w for w, _ in owners):
+                yield ctx.error(where, f"host port {number}/{protocol} on host {host!r} is claimed by {who}; "
+                                "one sandbox per host can own a fixed port (drop `host_port` to let Docker pick)",
+                                "unique-host-port")
+
+
+@rule("unique-ports")
+def container_ports_unique(ctx: Context) -> Iterator[Diagnostic]:
+    for path, template in _templates(ctx):
+        seen: set[tuple[int, str]] = set()
+        for i, port in enumerate(template.ports):
+            if (port.port, port.protocol) in seen:
+                yield ctx.error(path + ("ports", i, "port"), f"port {port.port}/{port.protocol} is declared twice",
+                                "unique-ports")
+            seen.add((port.port, port.protocol))
+            if port.host_port is not None and port.exposure == "none":
+                yield ctx.error(path + ("ports", i, "host_port"), "`host_port` needs exposure 'host' or 'public'; "
+                                "exposure 'none' publishes nothing", "unique-ports")
+
+
+@rule("host-capacity")
+def pools_fit_hosts(ctx: Context) -> Iterator[Diagnostic]:
+    need: dict[str, dict[str, list[tuple[str, int, float]]]] = defaultdict(lambda: defaultdict(list))
+    for pool, template_name, host, replicas in _placements(ctx):
+        try:
+            limits = effective_limits(ctx.stack, ctx.stack.templates[template_name])
+        except UnknownProfile:
+            continue
+        for dim in ("cpus", "memory", "disk"):
+            need[host][dim].append((pool, replicas, getattr(limits, dim)))
+    show = {"cpus": format_cpus, "memory": format_size, "disk": format_size}
+    for host, dims in need.items():
+        spec = ctx.stack.hosts[host]
+        for dim, parts in dims.items():
+            total = sum(r * each for _, r, each in parts)
+            ratio = getattr(spec.overcommit, dim)
+            allowed = getattr(spec.capacity, dim) * ratio
+            if total > allowed + 1e-9:
+                fmt = show[dim]
+                detail = ", ".join(f"{p}: {r} × {fmt(e)}" for p, r, e in parts)
+                yield ctx.error(("hosts", host, "capacity", dim),
+                                f"pools on host {host!r} need {fmt(total)} of {dim} ({detail}) but capacity "
+                                f"{fmt(getattr(spec.capacity, dim))} × overcommit {ratio:g} allows {fmt(allowed)}",
+                                "host-capacity")
+
+
+@rule("gpu-host")
+def gpus_where_hosts_have_them(ctx: Context) -> Iterator[Diagnostic]:
+    used: dict[tuple[str, str | None], int] = defaultdict(int)
+    for pool, template_name, host, replicas in _placements(ctx):
+        try:
+            gpus = effective_limits(ctx.stack, ctx.stack.templates[template_name]).gpus
+        except UnknownProfile:
+            continue
+        if gpus is None:
+            continue
+        inventory = ctx.stack.hosts[host].capacity.gpus
+        have = sum(g.count for g in inventory if gpus.type in (None, g.type))
+        used[(host, gpus.type)] += gpus.count * replicas
+        kind = f"{gpus.type} GPUs" if gpus.type else "GPUs"
+        if have == 0:
+            yield ctx.error(("pools", pool, "hosts"), f"template {template_name!r} requests {kind} but host {host!r} "
+                            "declares none (`hosts.*.capacity.gpus`)", "gpu-host")
+        elif used[(host, gpus.type)] > have:
+            yield ctx.error(("pools", pool, "replicas"), f"pools on host {host!r} request "
+                            f"{used[(host, gpus.type)]} {kind}; it has {have}", "gpu-host")
+
+
+@rule("disk-enforced")
+def disk_limit_enforceable(ctx: Context) -> Iterator[Diagnostic]:
+    for path, template in _templates(ctx):
+        try:
+            limits = effective_limits(ctx.stack, template)
+        except UnknownProfile:
+            continue
+        fs, dfs = template.filesystem, ctx.stack.defaults.filesystem
+        writable = (fs and fs.writable) or (dfs and dfs.writable) or []
+        total = sum(w.size for w in writable) or 64 * 1024**2
+        if total > limits.disk:
+            yield ctx.error(path + ("filesystem",), f"writable paths add up to {format_size(total)}, more than "
+                            f"`limits.disk` {format_size(limits.disk)}", "disk-enforced")
+        read_only = next((v for v in (fs and fs.read_only_root, dfs and dfs.read_only_root) if v is not None), True)
+        if not read_only:
+            for pool, template_name, host, _ in _placements(ctx):
+                if template_name == path[1] and not ctx.stack.hosts[host].storage_quota:
+                    yield ctx.error(path + ("filesystem", "read_only_root"),
+                                    f"a writable root cannot be held to `limits.disk` on host {host!r} (pool "
+                                    f"{pool!r}): it has no `storage_quota`; keep the root read-only and declare "
+                                    "writable paths", "disk-enforced")
+
+
+@rule("unique-paths")
+def sandbox_paths_distinct(ctx: Context) -> Iterator[Diagnostic]:
+    for path, template in _templates(ctx):
+        writable = [w.path for w in (template.filesystem.writable or [])] if template.filesystem else []
+        seen: dict[str, str] = {}
+        for i, w in enumerate(writable):
+            if w in seen:
+                yield ctx.error(path + ("filesystem", "writable", i, "path"), f"{w!r} is declared twice", "unique-paths")
+            seen[w] = "writable"
+        for i, s in enumerate(template.secrets):
+            parent = s.path.rsplit("/", 1)[0] or "/"
+            if s.path in seen:
+                yield ctx.error(path + ("secrets", i, "path"), f"{s.path!r} is already used by a {seen[s.path]} "
+                                "path", "unique-paths")
+            elif parent in writable:
+                yield ctx.error(path + ("secrets", i, "path"), f"{s.path!r} is inside writable path {parent!r}, "
+                                "where the sandbox could replace it", "unique-paths")
+            seen[s.path] = "secret"
+

@@ -1,0 +1,172 @@
+"""JSON Schema validation of a parsed spec, with messages a person can act on.
+
+jsonschema's own messages ("'x' is not valid under any of the given schemas") name neither the
+allowed values nor the fix. Each validator keyword gets a message here that names the bad value
+and what is allowed, using the schema's own `x-hint`, `enum` and `properties`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from functools import lru_cache
+from typing import Any, Iterator
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from sandstack.spec.errors import Diagnostic
+from sandstack.spec.loader import Document
+from sandstack.spec.schema import stack_schema
+
+_TYPE_NAMES = {
+    "object": "a mapping",
+    "array": "a list",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "null",
+}
+
+
+@lru_cache(maxsize=1)
+def _validator() -> Draft202012Validator:
+    return Draft202012Validator(stack_schema())
+
+
+def schema_diagnostics(doc: Document) -> list[Diagnostic]:
+    """Every schema violation in the document, each located and explained."""
+    out: list[Diagnostic] = []
+    for error in _validator().iter_errors(doc.data):
+        out.extend(_explain(error, doc, {}))
+    return out
+
+
+def describe(value: Any) -> str:
+    """A value as a message shows it: its kind and, for scalars, the value itself."""
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if value is None:
+        return "null"
+    if isinstance(value, int):
+        return f"integer {value}"
+    if isinstance(value, float):
+        return f"number {value:g}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 60 else value[:57] + "..."
+        return f"string {shown!r}"
+    if isinstance(value, dict):
+        return "a mapping"
+    return "a list"
+
+
+def _shown(value: Any) -> str:
+    return repr(value) if isinstance(value, str) and len(value) <= 60 else describe(value)
+
+
+def _explain(error: ValidationError, doc: Document, outer: dict[str, Any]) -> Iterator[Diagnostic]:
+    path = tuple(error.absolute_path)
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    # A branch of an anyOf inherits the title and hint of the anyOf (e.g. a size's two forms).
+    hints = {k: schema.get(k, outer.get(k)) for k in ("title", "x-hint")}
+    keyword = error.validator
+    value = error.instance
+
+    def at(message: str, sub: tuple = (), key: bool = False) -> Diagnostic:
+        return doc.diagnostic(path + sub, message, "schema", key=key)
+
+    if keyword in ("anyOf", "oneOf"):
+        yield from _explain_union(error, doc, hints)
+    elif keyword == "type":
+        expected = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        wanted = " or ".join(_TYPE_NAMES.get(t, t) for t in expected)
+        fix = ": quote it" if "string" in expected and isinstance(value, (int, float, bool)) else ""
+        yield at(f"expected {wanted}, got {describe(value)}{fix}")
+    elif keyword == "required":
+        properties = schema.get("properties", {})
+        for name in error.validator_value:
+            if isinstance(value, dict) and name not in value:
+                what = _first_sentence(properties.get(name, {}).get("description", ""))
+                yield at(f"missing required field {name!r}" + (f" ({what})" if what else ""))
+    elif keyword == "additionalProperties":
+        allowed = list(schema.get("properties", {}))
+        for name in value:
+            if name not in allowed:
+                yield at(_unknown_field(name, allowed), (name,), key=True)
+    elif keyword == "propertyNames":
+        name = value
+        hint = (error.validator_value or {}).get("x-hint", "")
+        title = (error.validator_value or {}).get("title", "name")
+        yield at(f"{name!r} is not a valid {title}" + (f": use {hint}" if hint else ""), (name,), key=True)
+    elif keyword == "enum":
+        yield at(_not_one_of(value, error.validator_value))
+    elif keyword == "const":
+        yield at(f"must be {error.validator_value!r}, got {describe(value)}")
+    elif keyword == "pattern":
+        title = hints.get("title") or "value"
+        hint = hints.get("x-hint")
+        yield at(f"{_shown(value)} is not a valid {title}" + (f": use {hint}" if hint else ""))
+    elif keyword in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        words = {
+            "minimum": "below the minimum",
+            "exclusiveMinimum": "not above",
+            "maximum": "above the maximum",
+            "exclusiveMaximum": "not below",
+        }
+        yield at(f"{value!r} is {words[keyword]} {error.validator_value!r}")
+    elif keyword in ("minLength", "maxLength"):
+        bound = "at least" if keyword == "minLength" else "at most"
+        yield at(f"{_shown(value)} has {len(value)} characters; {bound} {error.validator_value} allowed")
+    elif keyword in ("minItems", "maxItems"):
+        bound = "at least" if keyword == "minItems" else "at most"
+        yield at(f"has {len(value)} items; {bound} {error.validator_value} allowed")
+    elif keyword in ("minProperties", "maxProperties"):
+        bound = "at least" if keyword == "minProperties" else "at most"
+        yield at(f"has {len(value)} entries; {bound} {error.validator_value} required")
+    elif keyword == "uniqueItems":
+        yield at("has duplicate items; each item may appear once")
+    else:
+        yield at(error.message)
+
+
+def _explain_union(error: ValidationError, doc: Document, hints: dict[str, Any]) -> Iterator[Diagnostic]:
+    """Pick the branch whose type matches the value and explain its errors; else name the forms."""
+    branches: dict[int, list[ValidationError]] = {i: [] for i in range(len(error.validator_value))}
+    for sub in error.context or []:
+        branches[sub.relative_schema_path[0]].append(sub)
+    fitting = [
+        errs for errs in branches.values() if not any(e.validator == "type" and not e.relative_path for e in errs)
+    ]
+    if fitting:
+        for sub in min(fitting, key=len):
+            yield from _explain(sub, doc, hints)
+        return
+    kinds = []
+    for branch in error.validator_value:
+        kind = branch.get("type") if isinstance(branch, dict) else None
+        kinds.append(_TYPE_NAMES.get(kind, "a mapping") if kind else "a mapping")
+    title = hints.get("title")
+    hint = hints.get("x-hint")
+    expected = f"{title} ({hint})" if title and hint else " or ".join(dict.fromkeys(kinds))
+    yield doc.diagnostic(tuple(error.absolute_path), f"expected {expected}, got {describe(error.instance)}", "schema")
+
+
+def _unknown_field(name: str, allowed: list[str]) -> str:
+    guess = difflib.get_close_matches(name, allowed, n=1)
+    suggestion = f"; did you mean {guess[0]!r}?" if guess else ""
+    return f"unknown field {name!r}{suggestion or '.'} Allowed: {', '.join(allowed)}"
+
+
+def _not_one_of(value: Any, allowed: list[Any]) -> str:
+    if len(allowed) <= 8:
+        return f"{_shown(value)} is not allowed; use one of {', '.join(repr(a) for a in allowed)}"
+    guess = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1)
+    suggestion = f"did you mean {guess[0]!r}? " if guess else ""
+    return f"{_shown(value)} is not allowed; {suggestion}{len(allowed)} values are allowed, e.g. " + ", ".join(
+        repr(a) for a in allowed[:5]
+    )
+
+
+def _first_sentence(text: str) -> str:
+    sentence = text.split(". ")[0].rstrip(".")
+    return sentence[:1].lower() + sentence[1:] if sentence else ""

@@ -1,0 +1,76 @@
+"""The `sandstack` command line: validate specs, regenerate generated files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from sandstack.spec.errors import render
+from sandstack.tooling import generate
+from sandstack.tooling.validate import EXIT_INVALID, EXIT_OK, validate_files
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    report = validate_files(args.files)
+    if report.diagnostics and args.format != "text":
+        print(render(report.diagnostics, args.format))
+    elif args.format == "json":
+        print("[]")
+    else:
+        for line in (d.text() for d in report.diagnostics):
+            print(line)
+    if args.format == "text":
+        err = Console(stderr=True, highlight=False)
+        parts = [_plural(len(args.files), "file") + " checked", f"{len(report.valid)} valid"]
+        if report.invalid:
+            parts.append(f"{len(report.invalid)} invalid")
+        if report.unreadable:
+            parts.append(f"{len(report.unreadable)} unreadable")
+        style = "green" if report.exit_code == EXIT_OK else "red"
+        summary = ", ".join(parts) + (f" ({_plural(len(report.diagnostics), 'error')})" if report.diagnostics else "")
+        err.print(summary, style=style)
+    return report.exit_code
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    root = Path(args.root)
+    if args.check:
+        stale = generate.stale(root)
+        for path in stale:
+            print(f"{path} is stale: run `{generate.REGENERATE}` and commit the result", file=sys.stderr)
+        return EXIT_INVALID if stale else EXIT_OK
+    changed = generate.write(root)
+    print("\n".join(f"wrote {p}" for p in changed) or "all generated files are up to date")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sandstack", description="Sandboxes for AI agents, declared as code.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    validate = sub.add_parser("validate", help="validate stack spec files (exit 0 valid, 1 invalid, 2 unreadable)")
+    validate.add_argument("files", nargs="+", metavar="FILE")
+    validate.add_argument("--format", choices=("text", "json", "github"), default="text")
+    validate.set_defaults(func=cmd_validate)
+
+    gen = sub.add_parser("generate", help="regenerate the JSON Schema and the README reference from the models")
+    gen.add_argument("--check", action="store_true", help="exit 1 if a generated file is stale, write nothing")
+    gen.add_argument("--root", default=".", help="repository root (default: current directory)")
+    gen.set_defaults(func=cmd_generate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Generated files: the JSON Schema and the README's spec reference, written or checked for staleness."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from sandstack.spec.schema import SCHEMA_FILE, render_schema
+from sandstack.tooling.reference import render_reference, splice
+
+REGENERATE = "sandstack generate"
+
+
+@dataclass(frozen=True)
+class Generated:
+    path: str
+    render: Callable[[str], str]  # current text of the file → what it should be
+
+
+GENERATED = (
+    Generated(SCHEMA_FILE, lambda _current: render_schema()),
+    Generated("README.md", lambda current: splice(current, render_reference())),
+)
+
+
+def stale(root: Path) -> list[str]:
+    """Paths whose committed text differs from what the models generate."""
+    out = []
+    for item in GENERATED:
+        target = root / item.path
+        current = target.read_text(encoding="utf-8") if target.exists() else ""
+        try:
+            wanted = item.render(current)
+        except ValueError:
+            out.append(item.path)
+            continue
+        if current != wanted:
+            out.append(item.path)
+    return out
+
+
+def write(root: Path) -> list[str]:
+    """Regenerate every generated file; returns the paths that changed."""
+    changed = []
+    for item in GENERATED:
+        target = root / item.path
+        current = target.read_text(encoding="utf-8") if target.exists() else ""
+        wanted = item.render(current)
+        if current != wanted:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(wanted, encoding="utf-8")
+            changed.append(item.path)
+    return changed
