@@ -75,7 +75,12 @@ def _explain(error: ValidationError, doc: Document, outer: dict[str, Any]) -> It
     def at(message: str, sub: tuple = (), key: bool = False) -> Diagnostic:
         return doc.diagnostic(path + sub, message, "schema", key=key)
 
-    if keyword in ("anyOf", "oneOf"):
+    if "propertyNames" in error.relative_schema_path:
+        # jsonschema checks a key against `propertyNames` at the mapping's path; point at the key itself.
+        title = schema.get("title", "name")
+        hint = schema.get("x-hint")
+        yield at(f"{value!r} is not a valid {title}" + (f": use {hint}" if hint else ""), (value,), key=True)
+    elif keyword in ("anyOf", "oneOf"):
         yield from _explain_union(error, doc, hints)
     elif keyword == "type":
         expected = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
@@ -93,11 +98,6 @@ def _explain(error: ValidationError, doc: Document, outer: dict[str, Any]) -> It
         for name in value:
             if name not in allowed:
                 yield at(_unknown_field(name, allowed), (name,), key=True)
-    elif keyword == "propertyNames":
-        name = value
-        hint = (error.validator_value or {}).get("x-hint", "")
-        title = (error.validator_value or {}).get("title", "name")
-        yield at(f"{name!r} is not a valid {title}" + (f": use {hint}" if hint else ""), (name,), key=True)
     elif keyword == "enum":
         yield at(_not_one_of(value, error.validator_value))
     elif keyword == "const":
