@@ -1,0 +1,51 @@
+"""Deterministic names and labels for everything sandstack creates on a Docker host.
+
+Names derive only from the stack, host, pool and template names, so a re-run names every object
+the same and nothing is replaced by accident; two stacks can share a host without clashing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Mapping, TypeVar
+
+import pulumi_docker as docker
+
+PREFIX = "sandstack"
+LABEL_PREFIX = "sandstack."
+
+T = TypeVar("T")
+
+
+def docker_name(stack: str, *parts: str) -> str:
+    """`sandstack-dev-python-0`: a Docker object name, unique per stack on a host."""
+    return "-".join((PREFIX, stack, *parts))
+
+
+def bridge_name(stack: str, *parts: str) -> str:
+    """A Linux bridge name for a sandstack network: at most 15 characters (IFNAMSIZ - 1), so hashed."""
+    digest = hashlib.sha256("/".join((stack, *parts)).encode()).hexdigest()
+    return f"ss-{digest[:12]}"
+
+
+def labels(
+    stack: str, extra: Mapping[str, str] | None = None, **fields: str
+) -> dict[str, str]:
+    """`sandstack.stack`, `sandstack.<field>` and the host's own labels, as one mapping."""
+    out = {f"{LABEL_PREFIX}stack": stack, f"{LABEL_PREFIX}managed-by": "pulumi"}
+    out.update({f"{LABEL_PREFIX}{k.replace('_', '-')}": v for k, v in fields.items()})
+    for key, value in (extra or {}).items():
+        out.setdefault(key, value)
+    return dict(sorted(out.items()))
+
+
+def container_labels(values: Mapping[str, str]) -> list[docker.ContainerLabelArgs]:
+    return [docker.ContainerLabelArgs(label=k, value=v) for k, v in values.items()]
+
+
+def network_labels(values: Mapping[str, str]) -> list[docker.NetworkLabelArgs]:
+    return [docker.NetworkLabelArgs(label=k, value=v) for k, v in values.items()]
+
+
+def volume_labels(values: Mapping[str, str]) -> list[docker.VolumeLabelArgs]:
+    return [docker.VolumeLabelArgs(label=k, value=v) for k, v in values.items()]
