@@ -9,7 +9,7 @@ from tests.engine import images
 
 @pytest.fixture(scope="session")
 def busybox_image(docker_client) -> str:
-    """Tag of the busybox image (non-root user `sandbox` 1000:1000; nc, httpd, nslookup work)."""
+    """Tag of the busybox image (user `sandbox` 1000:1000; httpd, nslookup; nc is TCP-only, no -z/-u)."""
     return images.busybox_image(docker_client)
 
 

@@ -8,7 +8,9 @@ Each image is tagged ``sandstack-test/<name>:<hash>``, where the hash covers eve
 
 Images:
 - busybox: ``FROM scratch`` + busybox-static (2 MB, builds in about a second). Its ``wget`` segfaults;
-  ``nc``, ``httpd``, ``nslookup``, ``ping`` work. Has a non-root user ``sandbox`` (1000:1000).
+  ``httpd``, ``nslookup``, ``ping`` work. Its ``nc`` is the small variant: TCP only, no ``-z``/``-u``
+  (port check: ``nc -w 1 HOST PORT </dev/null``, exit 0 when open); use the debian image for UDP.
+  Has a non-root user ``sandbox`` (1000:1000).
 - debian: ``debootstrap --variant=minbase`` bookworm with squid, python3, firewall, HTTP/TCP/UDP/DNS
   tools, then ``docker import`` (about a minute, needs root and the Debian package mirror).
 """
