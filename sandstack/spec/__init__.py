@@ -33,11 +33,34 @@ class CheckResult:
         return any(d.rule == "io" for d in self.diagnostics)
 
 
+def _data_path(data: object, loc: tuple) -> tuple:
+    """A pydantic error location as a path in the file's data.
+
+    Inside a union (`limits: small | {profile: …}`) pydantic adds the branch's name to `loc`
+    ('LimitsOverride', 'constrained-str'); those parts are not keys in the data and are dropped.
+    """
+    out: list = []
+    node = data
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            continue
+        out.append(part)
+    return tuple(out)
+
+
 def _model_diagnostics(doc: Document, exc: ValidationError) -> list[Diagnostic]:
+    errors = exc.errors()
+    # The JSON Schema layer already checked every type, so a type error here comes from a union branch
+    # the value does not take (the name branch of `limits: {memory: …}`); the branch it takes says why.
+    relevant = [err for err in errors if not err["type"].endswith("_type")] or errors
     out = []
-    for err in exc.errors():
+    for err in relevant:
         message = err["msg"].removeprefix("Value error, ")
-        out.append(doc.diagnostic(tuple(err["loc"]), message, "schema"))
+        out.append(doc.diagnostic(_data_path(doc.data, tuple(err["loc"])), message, "schema"))
     return out
 
 

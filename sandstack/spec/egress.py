@@ -39,14 +39,24 @@ def parse_entry(text: str) -> EgressRule:
     entry = text.strip()
     if entry in ("*", "*.*") or entry.startswith("*:"):
         raise EgressEntryError(f"{text!r} would allow every destination: use `egress: allow-all` instead")
-    match = _BRACKETED.match(entry) or _HOST_PORT.match(entry)
+    if "://" in entry:
+        host = entry.split("://", 1)[1].split("/", 1)[0]
+        raise EgressEntryError(f"{text!r} is a URL: write just the host, optionally with ':port', e.g. {host!r}")
+    bracketed = _BRACKETED.match(entry)
+    match = bracketed or _HOST_PORT.match(entry)
     if match is None:
+        head, colon, tail = entry.rpartition(":")
+        if colon and ":" not in head and "[" not in head:
+            # One colon after a name or IPv4 address: what follows it is meant as a port.
+            raise EgressEntryError(f"{text!r} has port {tail!r}; a port is a number from 1 to 65535")
         # A bare IPv6 address or network has colons of its own and no port.
         host, port = entry, None
     else:
         host, port = match.group("host"), match.group("port")
     port_number = _port(text, port)
     network = _network(text, host)
+    if bracketed and not isinstance(network, ipaddress.IPv6Network):
+        raise EgressEntryError(f"{text!r}: brackets are only for IPv6 addresses, as in '[2001:db8::1]:443'")
     if network is not None:
         return EgressRule("cidr", str(network), port_number)
     return _domain_rule(text, host.lower(), port_number)
@@ -65,6 +75,9 @@ def _network(text: str, host: str) -> ipaddress.IPv4Network | ipaddress.IPv6Netw
     looks_ip = ":" in host or re.fullmatch(r"[0-9./]+", host) is not None
     if not looks_ip:
         return None
+    if "%" in host:
+        # A zone index ('%eth0') names an interface of one machine; the gateway matches global addresses.
+        raise EgressEntryError(f"{text!r} has a zone index ('%{host.split('%', 1)[1]}'): write the address without it")
     try:
         network = ipaddress.ip_network(host, strict=True)
     except ValueError as exc:

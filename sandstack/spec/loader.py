@@ -24,6 +24,9 @@ from sandstack.spec.errors import Diagnostic, JsonPath, SpecError, format_path
 MAX_FILE_BYTES = 1024 * 1024
 MAX_DEPTH = 64
 MAX_NODES = 50_000
+# Integers beyond 64 bits mean nothing to Docker, and a 20,000-digit one would make Python's
+# int-to-text conversion (in any message that shows it) raise instead of report.
+MAX_INT = 2**63
 
 _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -58,6 +61,8 @@ _SCALARS = {
 }
 
 Position = tuple[int, int]
+
+_KINDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false", "null": "null"}
 
 
 @dataclass
@@ -135,13 +140,22 @@ def parse(text: str, file: str) -> Document:
     try:
         _check_shape(text)
         root = yaml.compose(text, Loader=_CoreLoader)
-        if root is None:
+        if root is None or (isinstance(root, yaml.ScalarNode) and root.tag == _CORE + "null" and not root.value):
+            # No document at all, or one with no content ('---' alone).
             raise _Stop((1, 1), "the file is empty: a spec is a mapping with 'version', 'hosts' and 'templates'")
         if not isinstance(root, yaml.MappingNode):
-            raise _Stop(_pos(root), "the top level must be a mapping with 'version', 'hosts' and 'templates'")
+            if root.tag not in _SCALARS and root.tag != _CORE + "seq":
+                raise _Stop(_pos(root), _tag_message(root.tag))
+            raise _Stop(_pos(root), "the top level must be a mapping with 'version', 'hosts' and 'templates', "
+                        f"got {_KINDS.get(root.tag.rsplit(':', 1)[-1], 'a list')}")
         doc.data = _Builder(doc).build(root, ())
     except _Stop as stop:
         raise SpecError([Diagnostic(file, *stop.position, format_path(stop.path), stop.message, "yaml")]) from None
+    except yaml.reader.ReaderError as exc:
+        # A character YAML forbids (a control character, U+FFFE): a one-line message at that character.
+        line, column = _offset_position(text, exc.position)
+        message = f"invalid YAML: character U+{exc.character:04X} is not allowed ({exc.reason})"
+        raise SpecError([Diagnostic(file, line, column, "$", message, "yaml")]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         position = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -150,6 +164,20 @@ def parse(text: str, file: str) -> Document:
     except yaml.YAMLError as exc:
         raise SpecError([Diagnostic(file, 1, 1, "$", f"invalid YAML: {exc}", "yaml")]) from None
     return doc
+
+
+def _offset_position(text: str, offset: int) -> Position:
+    """Line and column of a reader error's offset: bytes of the UTF-8 text for libyaml, characters otherwise."""
+    if _Base is yaml.SafeLoader:
+        prefix = text[:offset]
+    else:
+        prefix = text.encode("utf-8")[:offset].decode("utf-8", "replace")
+    return prefix.count("\n") + 1, len(prefix) - (prefix.rfind("\n") + 1) + 1
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    """A scalar as a message quotes it: whole when short, cut with '...' when long."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def load(path: str | os.PathLike[str], display: str | None = None) -> Document:
@@ -204,10 +232,19 @@ class _Builder:
         convert = _SCALARS.get(node.tag)
         if convert is None:
             raise _Stop(_pos(node), _tag_message(node.tag), path)
+        kind = node.tag.rsplit(":", 1)[-1]
         try:
-            return convert(node.value)
+            value = convert(node.value)
         except ValueError:
-            raise _Stop(_pos(node), f"{node.value!r} is not a valid {node.tag.rsplit(':', 1)[-1]}", path) from None
+            # int() refuses decimal text past 4300 digits: that is a range problem, not a syntax one.
+            if kind == "int" and node.value.lstrip("+-").isdigit():
+                value = MAX_INT
+            else:
+                raise _Stop(_pos(node), f"{_clip(node.value)!r} is not a valid {kind}", path) from None
+        if isinstance(value, int) and not isinstance(value, bool) and not -MAX_INT <= value < MAX_INT:
+            raise _Stop(_pos(node), f"integer {_clip(node.value)} is out of range: integers in a spec fit in 64 bits",
+                        path)
+        return value
 
     def _mapping(self, node: yaml.MappingNode, path: JsonPath) -> dict[str, object]:
         out: dict[str, object] = {}
@@ -218,10 +255,11 @@ class _Builder:
                 raise _Stop(_pos(key_node), "merge keys ('<<') are not supported: use 'defaults' or 'profiles'", path)
             key = self._scalar(key_node, path)
             if not isinstance(key, str):
-                raise _Stop(_pos(key_node), f"key {key_node.value!r} must be a string: quote it", path)
+                raise _Stop(_pos(key_node), f"key {_clip(key_node.value)!r} must be a string: quote it", path)
             if key in out:
                 first = self.doc.keys[path + (key,)]
-                raise _Stop(_pos(key_node), f"duplicate key {key!r} (first defined at line {first[0]})", path + (key,))
+                raise _Stop(_pos(key_node), f"duplicate key {_clip(key)!r} (first defined at line {first[0]})",
+                            path + (key,))
             self.doc.keys[path + (key,)] = _pos(key_node)
             out[key] = self.build(value_node, path + (key,))
         return out

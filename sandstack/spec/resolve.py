@@ -156,6 +156,12 @@ def _pick(*values):
     return next((v for v in values if v is not None), None)
 
 
+def effective_writable(stack: Stack, template: Template) -> tuple[WritablePath, ...]:
+    """The template's writable paths, else the defaults', else '/tmp'; an explicit `[]` means none."""
+    fs, dfs = template.filesystem, stack.defaults.filesystem
+    return tuple(_pick(fs and fs.writable, dfs and dfs.writable, BUILTIN_WRITABLE))
+
+
 def resolve_template(stack: Stack, name: str, source: Path) -> ResolvedTemplate:
     """Apply profiles, defaults and built-ins to one template. Assumes the semantic rules passed."""
     t = stack.templates[name]
@@ -189,7 +195,7 @@ def resolve_template(stack: Stack, name: str, source: Path) -> ResolvedTemplate:
             on_expiry=_pick(lc and lc.on_expiry, dlc and dlc.on_expiry, "stop"),
         ),
         read_only_root=_pick(fs and fs.read_only_root, dfs and dfs.read_only_root, True),
-        writable=tuple(_pick(fs and fs.writable, dfs and dfs.writable, BUILTIN_WRITABLE)),
+        writable=effective_writable(stack, t),
         capabilities=tuple(_pick(sec and sec.capabilities, dsec and dsec.capabilities, ())),
         privileged=_pick(sec and sec.privileged, dsec and dsec.privileged, False),
         no_new_privileges=_pick(sec and sec.no_new_privileges, dsec and dsec.no_new_privileges, True),

@@ -15,7 +15,7 @@ from sandstack.spec.egress import EgressEntryError, parse_entry
 from sandstack.spec.errors import Diagnostic, JsonPath
 from sandstack.spec.loader import Document
 from sandstack.spec.models import NetworkPolicy, Stack, Template
-from sandstack.spec.resolve import UnknownProfile, effective_limits
+from sandstack.spec.resolve import UnknownProfile, effective_limits, effective_writable
 from sandstack.spec.units import format_cpus, format_size
 
 
@@ -247,8 +247,11 @@ def gpus_where_hosts_have_them(ctx: Context) -> Iterator[Diagnostic]:
         used[(host, gpus.type)] += gpus.count * replicas
         kind = f"{gpus.type} GPUs" if gpus.type else "GPUs"
         if have == 0:
-            yield ctx.error(("pools", pool, "hosts"), f"template {template_name!r} requests {kind} but host {host!r} "
-                            "declares none (`hosts.*.capacity.gpus`)", "gpu-host")
+            # A host with other GPU types must not read as a host with no GPUs at all.
+            types = ", ".join(dict.fromkeys(g.type for g in inventory))
+            has = f"has only {types}" if inventory else "declares none (`hosts.*.capacity.gpus`)"
+            yield ctx.error(("pools", pool, "hosts", ctx.stack.pools[pool].hosts.index(host)),
+                            f"template {template_name!r} requests {kind} but host {host!r} {has}", "gpu-host")
         elif used[(host, gpus.type)] > have:
             yield ctx.error(("pools", pool, "replicas"), f"pools on host {host!r} request "
                             f"{used[(host, gpus.type)]} {kind}; it has {have}", "gpu-host")
@@ -262,8 +265,8 @@ def disk_limit_enforceable(ctx: Context) -> Iterator[Diagnostic]:
         except UnknownProfile:
             continue
         fs, dfs = template.filesystem, ctx.stack.defaults.filesystem
-        writable = (fs and fs.writable) or (dfs and dfs.writable) or []
-        total = sum(w.size for w in writable) or 64 * 1024**2
+        # The same writable paths resolution gives the sandbox: an explicit `[]` is none, not '/tmp'.
+        total = sum(w.size for w in effective_writable(ctx.stack, template))
         if total > limits.disk:
             yield ctx.error(path + ("filesystem",), f"writable paths add up to {format_size(total)}, more than "
                             f"`limits.disk` {format_size(limits.disk)}", "disk-enforced")
@@ -279,20 +282,24 @@ def disk_limit_enforceable(ctx: Context) -> Iterator[Diagnostic]:
 
 @rule("unique-paths")
 def sandbox_paths_distinct(ctx: Context) -> Iterator[Diagnostic]:
+    owners = [(("defaults",), ctx.stack.defaults.filesystem)] + [(p, t.filesystem) for p, t in _templates(ctx)]
+    for path, fs in owners:
+        declared: set[str] = set()
+        for i, w in enumerate((fs.writable or []) if fs else []):
+            if w.path in declared:
+                yield ctx.error(path + ("filesystem", "writable", i, "path"), f"{w.path!r} is declared twice",
+                                "unique-paths")
+            declared.add(w.path)
     for path, template in _templates(ctx):
-        writable = [w.path for w in (template.filesystem.writable or [])] if template.filesystem else []
-        seen: dict[str, str] = {}
-        for i, w in enumerate(writable):
-            if w in seen:
-                yield ctx.error(path + ("filesystem", "writable", i, "path"), f"{w!r} is declared twice", "unique-paths")
-            seen[w] = "writable"
+        # The writable paths the sandbox really gets, inherited from `defaults` or the built-in '/tmp'.
+        writable = [w.path for w in effective_writable(ctx.stack, template)]
+        seen: dict[str, str] = dict.fromkeys(writable, "writable")
         for i, s in enumerate(template.secrets):
-            parent = s.path.rsplit("/", 1)[0] or "/"
+            inside = next((w for w in writable if w == "/" or s.path.startswith(w + "/")), None)
             if s.path in seen:
                 yield ctx.error(path + ("secrets", i, "path"), f"{s.path!r} is already used by a {seen[s.path]} "
                                 "path", "unique-paths")
-            elif parent in writable:
-                yield ctx.error(path + ("secrets", i, "path"), f"{s.path!r} is inside writable path {parent!r}, "
+            elif inside is not None:
+                yield ctx.error(path + ("secrets", i, "path"), f"{s.path!r} is inside writable path {inside!r}, "
                                 "where the sandbox could replace it", "unique-paths")
             seen[s.path] = "secret"
-

@@ -79,9 +79,12 @@ def _explain(error: ValidationError, doc: Document, outer: dict[str, Any]) -> It
         # jsonschema checks a key against `propertyNames` at the mapping's path; point at the key itself.
         title = schema.get("title", "name")
         hint = schema.get("x-hint")
-        yield at(f"{value!r} is not a valid {title}" + (f": use {hint}" if hint else ""), (value,), key=True)
+        yield at(f"{_shown(value)} is not a valid {title}" + (f": use {hint}" if hint else ""), (value,), key=True)
     elif keyword in ("anyOf", "oneOf"):
         yield from _explain_union(error, doc, hints)
+    elif keyword == "type" and ("const" in schema or "enum" in schema):
+        # The const/enum error on the same value names both the value and what is allowed: one message.
+        return
     elif keyword == "type":
         expected = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         wanted = " or ".join(_TYPE_NAMES.get(t, t) for t in expected)
@@ -121,8 +124,8 @@ def _explain(error: ValidationError, doc: Document, outer: dict[str, Any]) -> It
         bound = "at least" if keyword == "minItems" else "at most"
         yield at(f"has {len(value)} items; {bound} {error.validator_value} allowed")
     elif keyword in ("minProperties", "maxProperties"):
-        bound = "at least" if keyword == "minProperties" else "at most"
-        yield at(f"has {len(value)} entries; {bound} {error.validator_value} required")
+        bound = "at least {} required" if keyword == "minProperties" else "at most {} allowed"
+        yield at(f"has {len(value)} entries; {bound.format(error.validator_value)}")
     elif keyword == "uniqueItems":
         yield at("has duplicate items; each item may appear once")
     else:
@@ -154,7 +157,7 @@ def _explain_union(error: ValidationError, doc: Document, hints: dict[str, Any])
 def _unknown_field(name: str, allowed: list[str]) -> str:
     guess = difflib.get_close_matches(name, allowed, n=1)
     suggestion = f"; did you mean {guess[0]!r}?" if guess else ""
-    return f"unknown field {name!r}{suggestion or '.'} Allowed: {', '.join(allowed)}"
+    return f"unknown field {_shown(name)}{suggestion or '.'} Allowed: {', '.join(allowed)}"
 
 
 def _not_one_of(value: Any, allowed: list[Any]) -> str:

@@ -49,56 +49,71 @@ class UnitError(ValueError):
     """A value that is not in the expected unit syntax; the message says what is allowed."""
 
 
+def _shown(value: object) -> str:
+    """The value as a message quotes it, cut short so a 5000-digit number stays a readable line."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4300-digit conversion limit
+        return "a huge integer"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _is_plain_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 def parse_size(value: object) -> int:
     """`'512MiB'` → 536870912; a plain integer is a byte count."""
+    # Whole numbers stay integers: a float holds only 53 bits, so 2**53 + 1 bytes would silently change.
     if _is_plain_int(value):
-        number = float(value)
+        number: int | float = value
     elif isinstance(value, str) and _SIZE_RE.match(value.strip()):
         match = _SIZE_RE.match(value.strip())
         assert match is not None
         unit = match.group(2)
-        number = float(value.strip()[: -len(unit)].strip()) * SIZE_UNITS[unit]
+        digits = value.strip()[: -len(unit)].strip()
+        number = float(digits) * SIZE_UNITS[unit]
+        if match.group(1) is None and number <= MAX_BYTES:
+            number = int(digits) * SIZE_UNITS[unit]
     else:
-        raise UnitError(f"{value!r} is not a size: use {SIZE_HINT}")
+        raise UnitError(f"{_shown(value)} is not a size: use {SIZE_HINT}")
     if number < 0 or number > MAX_BYTES:
-        raise UnitError(f"{value!r} is out of range: sizes go from 0 to 1 EiB")
+        raise UnitError(f"{_shown(value)} is out of range: sizes go from 0 to 1 EiB")
     return int(math.floor(number))
 
 
 def parse_duration(value: object) -> int:
     """`'1h30m'` → 5400 seconds. Bare numbers are refused: `30` could mean seconds or minutes."""
     if not isinstance(value, str) or not _DURATION_RE.match(value.strip()):
-        raise UnitError(f"{value!r} is not a duration: use {DURATION_HINT}")
+        raise UnitError(f"{_shown(value)} is not a duration: use {DURATION_HINT}")
     total = sum(float(n) * DURATION_UNITS[u] for n, u in _DURATION_PART_RE.findall(value.strip()))
     if total > MAX_SECONDS:
-        raise UnitError(f"{value!r} is out of range: durations go up to 10 years")
+        raise UnitError(f"{_shown(value)} is out of range: durations go up to 10 years")
     return int(round(total))
 
 
 def parse_cpus(value: object) -> float:
     """`1.5`, `'1.5'` or `'500m'` → CPUs as a float, rounded to the millicore."""
     if isinstance(value, bool):
-        raise UnitError(f"{value!r} is not a CPU amount: use {CPUS_HINT}")
+        raise UnitError(f"{_shown(value)} is not a CPU amount: use {CPUS_HINT}")
     if isinstance(value, (int, float)):
         number = float(value)
     elif isinstance(value, str) and _CPUS_RE.match(value.strip()):
         text = value.strip()
         number = float(text[:-1]) / 1000 if text.endswith("m") else float(text)
     else:
-        raise UnitError(f"{value!r} is not a CPU amount: use {CPUS_HINT}")
+        raise UnitError(f"{_shown(value)} is not a CPU amount: use {CPUS_HINT}")
     if not math.isfinite(number) or number <= 0 or number > MAX_CPUS:
-        raise UnitError(f"{value!r} is out of range: CPUs must be above 0 and at most {MAX_CPUS:g}")
+        raise UnitError(f"{_shown(value)} is out of range: CPUs must be above 0 and at most {MAX_CPUS:g}")
     if number < 0.001:
-        raise UnitError(f"{value!r} is below the smallest CPU amount, 0.001 (1m)")
+        raise UnitError(f"{_shown(value)} is below the smallest CPU amount, 0.001 (1m)")
     return round(number, 3)
 
 
 def format_size(n_bytes: int) -> str:
     """The largest binary unit that shows the value exactly, for messages: 9663676416 → '9GiB'."""
+    # Capacity × an overcommit ratio is a float; whole bytes keep '8GiB' from showing as '8.0GiB'.
+    n_bytes = int(n_bytes)
     for unit in ("TiB", "GiB", "MiB", "KiB"):
         if n_bytes and n_bytes % SIZE_UNITS[unit] == 0:
             return f"{n_bytes // SIZE_UNITS[unit]}{unit}"
@@ -116,4 +131,5 @@ def format_duration(seconds: int) -> str:
 
 
 def format_cpus(cpus: float) -> str:
-    return f"{cpus:g}"
+    """Millicore precision without trailing zeros: 1234.567 → '1234.567' (`:g` would say '1234.57')."""
+    return f"{cpus:.3f}".rstrip("0").rstrip(".")

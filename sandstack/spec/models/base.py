@@ -33,7 +33,9 @@ class StrictModel(BaseModel):
     """Unknown keys are errors: a typo must never be silently ignored in a security spec."""
 
     # python-re: the path patterns need look-ahead, which the default Rust engine lacks.
-    model_config = ConfigDict(extra="forbid", frozen=True, regex_engine="python-re")
+    # validate_default: defaults written in units ('64MiB', '10s') are parsed like values in a file,
+    # so an unset field holds bytes or seconds too, never the raw string.
+    model_config = ConfigDict(extra="forbid", frozen=True, regex_engine="python-re", validate_default=True)
 
 
 def _unit(parser):

@@ -1,0 +1,235 @@
+"""Semantic rules: each case changes `fixtures/rules.yaml` and asserts the exact message, rule id and place."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from sandstack.spec.rules import RULES
+from tests.spec.helpers import edit, fixture_text, lines
+
+BASE = fixture_text("rules.yaml")
+FIXED_PORT = "one sandbox per host can own a fixed port (drop `host_port` to let Docker pick)"
+
+
+def change(*pairs: str) -> str:
+    """The base fixture with each (old, new) pair replaced; most cases change a single field."""
+    text = BASE
+    for old, new in zip(pairs[::2], pairs[1::2]):
+        text = edit(text, old, new)
+    return text
+
+
+# rule id → [(case id, stack text, exact lines)]; every rule in RULES must have at least one case.
+RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
+    "ref-template": [
+        ("unknown-template", change("    template: web\n", "    template: wbe\n"),
+         ["stack.yaml:45:15: $.pools.web.template: template 'wbe' is not defined; templates: web"]),
+    ],
+    "ref-host": [
+        ("unknown-host", change("      - local\n", "      - lcoal\n"),
+         ["stack.yaml:47:9: $.pools.web.hosts[0]: host 'lcoal' is not defined; hosts: local"]),
+        ("host-listed-twice", change("      - local\n", "      - local\n      - local\n"),
+         ["stack.yaml:48:9: $.pools.web.hosts[1]: host 'local' is listed twice"]),
+    ],
+    "ref-profile": [
+        ("unknown-profile-in-override", change("      profile: small\n", "      profile: smal\n"),
+         ["stack.yaml:26:16: $.templates.web.limits.profile: profile 'smal' is not defined; profiles: small"]),
+        ("unknown-profile-in-defaults", change("  limits: small\n", "  limits: tiny\n"),
+         ["stack.yaml:16:11: $.defaults.limits: profile 'tiny' is not defined; profiles: small"]),
+    ],
+    "host-endpoint": [
+        ("tcp-without-tls", change("unix:///var/run/docker.sock", "tcp://docker.example.com:2376"),
+         ["stack.yaml:5:15: $.hosts.local.endpoint: 'tcp://docker.example.com:2376' needs `tls` (ca, cert, key): "
+          "a Docker daemon on plain tcp is open to anyone who can reach it"]),
+        ("tls-on-unix", change("    capacity:\n", "    tls: {ca: {secret: ca}, cert: {secret: crt}, key: {secret: k}}\n"
+                                                  "    capacity:\n"),
+         ["stack.yaml:6:5: $.hosts.local.tls: `tls` applies only to tcp:// endpoints, not unix://"]),
+        ("ssh-opts-on-unix", change("    capacity:\n", "    ssh_opts: [-v]\n    capacity:\n"),
+         ["stack.yaml:6:5: $.hosts.local.ssh_opts: `ssh_opts` applies only to ssh:// endpoints, not unix://"]),
+    ],
+    "egress-entry": [
+        ("tld-wildcard", change("        - api.example.com\n", "        - '*.com'\n"),
+         ["stack.yaml:31:11: $.templates.web.network.allow[0]: '*.com' covers a whole top-level domain; name a "
+          "registrable domain, e.g. '*.example.com'"]),
+    ],
+    "egress-mode": [
+        ("allow-without-allow-list", change("      egress: allow-list\n", "      egress: deny-all\n"),
+         ["stack.yaml:30:7: $.templates.web.network.allow: `allow` entries need `egress: allow-list`; this policy "
+          "is 'deny-all'"]),
+        ("empty-allow-list", change("      allow:\n        - api.example.com\n", "      allow: []\n"),
+         ["stack.yaml:29:15: $.templates.web.network.egress: 'allow-list' with no `allow` entries allows nothing: "
+          "list the destinations, or use 'deny-all'"]),
+        ("deny-in-deny-all", change("      allow:\n        - api.example.com\n", "      deny: [x.example.com]\n",
+                                    "      egress: allow-list\n", "      egress: deny-all\n"),
+         ["stack.yaml:30:7: $.templates.web.network.deny: `deny` entries are enforced by the gateway, but nothing "
+          "is allowed in 'deny-all'"]),
+        ("deny-bypassed-by-unlogged-allow-all",
+         change("      allow:\n        - api.example.com\n", "      log: false\n      deny: [x.example.com]\n",
+                "      egress: allow-list\n", "      egress: allow-all\n"),
+         ["stack.yaml:31:7: $.templates.web.network.deny: `deny` entries are enforced by the gateway, but with "
+          "`log: false` egress bypasses the gateway in 'allow-all'"]),
+        ("log-in-deny-all", change("      allow:\n        - api.example.com\n", "      log: true\n",
+                                   "      egress: allow-list\n", "      egress: deny-all\n"),
+         ["stack.yaml:30:7: $.templates.web.network.log: 'deny-all' has no egress to log: remove `log`"]),
+    ],
+    "snapshot-version": [
+        ("files-without-version", change('      version: "1"\n', ""),
+         ["stack.yaml:21:7: $.templates.web.snapshot: `snapshot.version` is required when there are setup steps "
+          "or files: bump it to force a rebuild, e.g. version: '1'"]),
+        ("setup-without-version", change('      version: "1"\n', "      setup: [make]\n"),
+         ["stack.yaml:21:7: $.templates.web.snapshot: `snapshot.version` is required when there are setup steps "
+          "or files: bump it to force a rebuild, e.g. version: '1'"]),
+    ],
+    "snapshot-file": [
+        ("missing-file", change("source: agent.py", "source: missing.py"),
+         ["stack.yaml:23:19: $.templates.web.snapshot.files[0].source: 'missing.py' is not a file (looked in "
+          "'{folder}')"]),
+        ("symlink-out-of-the-folder", change("source: agent.py", "source: escape.py"),
+         ["stack.yaml:23:19: $.templates.web.snapshot.files[0].source: 'escape.py' resolves outside the stack "
+          "file's folder '{folder}'"]),
+    ],
+    "unique-host-port": [
+        ("replicas-share-a-fixed-port", change("    replicas: 1\n", "    replicas: 2\n"),
+         [f"stack.yaml:35:20: $.templates.web.ports[0].host_port: host port 18080/tcp on host 'local' is claimed "
+          f"by 2 replicas of pool 'web'; {FIXED_PORT}"]),
+        ("two-pools-share-a-fixed-port", change("    replicas: 1\n", "    replicas: 1\n  web2:\n    template: web\n"
+                                                                     "    hosts: [local]\n"),
+         [f"stack.yaml:35:20: $.templates.web.ports[0].host_port: host port 18080/tcp on host 'local' is claimed "
+          f"by pools 'web', 'web2'; {FIXED_PORT}"]),
+    ],
+    "unique-ports": [
+        ("container-port-twice", change("    ports:\n", "    ports:\n      - port: 8080\n"),
+         ["stack.yaml:34:15: $.templates.web.ports[1].port: port 8080/tcp is declared twice"]),
+        ("host-port-with-exposure-none", change("        exposure: host\n", "        exposure: none\n"),
+         ["stack.yaml:35:20: $.templates.web.ports[0].host_port: `host_port` needs exposure 'host' or 'public'; "
+          "exposure 'none' publishes nothing"]),
+    ],
+    "host-capacity": [
+        ("memory-over-capacity", change("      memory: 512MiB\n", "      memory: 16GiB\n"),
+         ["stack.yaml:8:15: $.hosts.local.capacity.memory: pools on host 'local' need 16GiB of memory (web: 1 × "
+          "16GiB) but capacity 8GiB × overcommit 1 allows 8GiB"]),
+        ("cpus-over-capacity", change("      cpus: 4\n", "      cpus: 0.25\n"),
+         ["stack.yaml:7:13: $.hosts.local.capacity.cpus: pools on host 'local' need 0.5 of cpus (web: 1 × 0.5) but "
+          "capacity 0.25 × overcommit 1 allows 0.25"]),
+        ("memory-over-overcommit", change("      memory: 512MiB\n", "      memory: 16GiB\n",
+                                          "    capacity:\n", "    overcommit: {memory: 1.5}\n    capacity:\n"),
+         ["stack.yaml:9:15: $.hosts.local.capacity.memory: pools on host 'local' need 16GiB of memory (web: 1 × "
+          "16GiB) but capacity 8GiB × overcommit 1.5 allows 12GiB"]),
+    ],
+    "gpu-host": [
+        ("host-without-gpus", change("      memory: 512MiB\n", "      memory: 512MiB\n      gpus: {count: 1}\n"),
+         ["stack.yaml:48:9: $.pools.web.hosts[0]: template 'web' requests GPUs but host 'local' declares none "
+          "(`hosts.*.capacity.gpus`)"]),
+        ("host-with-other-gpu-type",
+         change("      memory: 512MiB\n", "      memory: 512MiB\n      gpus: {count: 1, type: nvidia-h100}\n",
+                "      disk: 20GiB\n", "      disk: 20GiB\n      gpus: [{type: nvidia-l4, count: 1}]\n"),
+         ["stack.yaml:49:9: $.pools.web.hosts[0]: template 'web' requests nvidia-h100 GPUs but host 'local' has "
+          "only nvidia-l4"]),
+        ("more-gpus-than-the-host-has",
+         change("      memory: 512MiB\n", "      memory: 512MiB\n      gpus: {count: 2, type: nvidia-l4}\n",
+                "      disk: 20GiB\n", "      disk: 20GiB\n      gpus: [{type: nvidia-l4, count: 1}]\n"),
+         ["stack.yaml:50:15: $.pools.web.replicas: pools on host 'local' request 2 nvidia-l4 GPUs; it has 1"]),
+    ],
+    "disk-enforced": [
+        ("writable-paths-exceed-disk", change("          size: 64MiB\n", "          size: 1GiB\n"),
+         ["stack.yaml:37:7: $.templates.web.filesystem: writable paths add up to 1GiB, more than `limits.disk` "
+          "256MiB"]),
+        ("writable-root-without-storage-quota",
+         change("    filesystem:\n", "    filesystem:\n      read_only_root: false\n"),
+         ["stack.yaml:37:23: $.templates.web.filesystem.read_only_root: a writable root cannot be held to "
+          "`limits.disk` on host 'local' (pool 'web'): it has no `storage_quota`; keep the root read-only and "
+          "declare writable paths"]),
+    ],
+    "unique-paths": [
+        ("writable-path-twice", change("          size: 64MiB\n", "          size: 64MiB\n        - path: /tmp\n"),
+         ["stack.yaml:40:17: $.templates.web.filesystem.writable[1].path: '/tmp' is declared twice"]),
+        ("writable-path-twice-in-defaults",
+         change("  limits: small\n", "  limits: small\n  filesystem: {writable: [{path: /w}, {path: /w}]}\n"),
+         ["stack.yaml:17:46: $.defaults.filesystem.writable[1].path: '/w' is declared twice"]),
+        ("secret-in-a-writable-path", change("        path: /run/secrets/token\n", "        path: /tmp/token\n"),
+         ["stack.yaml:42:15: $.templates.web.secrets[0].path: '/tmp/token' is inside writable path '/tmp', where "
+          "the sandbox could replace it"]),
+        ("secret-deep-in-a-writable-path",
+         change("        path: /run/secrets/token\n", "        path: /tmp/a/token\n"),
+         ["stack.yaml:42:15: $.templates.web.secrets[0].path: '/tmp/a/token' is inside writable path '/tmp', "
+          "where the sandbox could replace it"]),
+        ("secret-in-the-builtin-tmp",
+         change("    filesystem:\n      writable:\n        - path: /tmp\n          size: 64MiB\n", "",
+                "        path: /run/secrets/token\n", "        path: /tmp/token\n"),
+         ["stack.yaml:38:15: $.templates.web.secrets[0].path: '/tmp/token' is inside writable path '/tmp', where "
+          "the sandbox could replace it"]),
+        ("secret-on-a-writable-path", change("        path: /run/secrets/token\n", "        path: /tmp\n"),
+         ["stack.yaml:42:15: $.templates.web.secrets[0].path: '/tmp' is already used by a writable path"]),
+        ("secret-path-twice", change("        path: /run/secrets/token\n", "        path: /run/secrets/token\n"
+                                     "      - secret: other\n        path: /run/secrets/token\n"),
+         ["stack.yaml:44:15: $.templates.web.secrets[1].path: '/run/secrets/token' is already used by a secret "
+          "path"]),
+    ],
+}
+
+CASES = [(rule_id, *case) for rule_id, cases in RULE_CASES.items() for case in cases]
+
+
+@pytest.mark.parametrize("rule_id", list(RULES))
+def test_every_rule_has_a_failing_case(rule_id: str) -> None:
+    assert RULE_CASES.get(rule_id), f"rule {rule_id!r} has no case in RULE_CASES"
+
+
+def test_every_case_names_a_registered_rule() -> None:
+    assert sorted(set(RULE_CASES) - set(RULES)) == []
+
+
+@pytest.mark.parametrize(("rule_id", "text", "expected"), [(c[0], c[2], c[3]) for c in CASES],
+                         ids=[f"{c[0]}:{c[1]}" for c in CASES])
+def test_rule(tmp_path, check, rule_id: str, text: str, expected: list[str]) -> None:
+    (tmp_path / "escape.py").symlink_to("/etc/hostname")
+    diagnostics = check(text)
+    folder = str(tmp_path.resolve())
+    assert lines(diagnostics) == [line.replace("{folder}", folder) for line in expected]
+    assert [d.rule for d in diagnostics] == [rule_id] * len(expected)
+
+
+@pytest.mark.parametrize("rule_id", list(RULES))
+def test_rule_ids_are_stable_kebab_case_names(rule_id: str) -> None:
+    assert re.fullmatch(r"[a-z]+(-[a-z]+)*", rule_id)
+    assert RULES[rule_id].rule_id == rule_id  # type: ignore[attr-defined]
+
+
+def test_all_rule_errors_are_reported_at_once_and_sorted(check) -> None:
+    text = change("    template: web\n", "    template: wbe\n", "        - api.example.com\n", "        - '*'\n",
+                  "unix:///var/run/docker.sock", "tcp://docker.example.com:2376")
+    diagnostics = check(text)
+    assert [(d.line, d.column, d.rule) for d in diagnostics] == [
+        (5, 15, "host-endpoint"), (31, 11, "egress-entry"), (45, 15, "ref-template")]
+
+
+def test_a_broken_reference_is_reported_once(check) -> None:
+    """A pool whose template is missing is not also checked for capacity, ports or GPUs."""
+    text = change("    template: web\n", "    template: nope\n", "      memory: 512MiB\n", "      memory: 16GiB\n")
+    assert [d.rule for d in check(text)] == ["ref-template"]
+
+
+def test_an_unknown_profile_is_reported_once(check) -> None:
+    text = change("      profile: small\n", "      profile: nope\n")
+    assert [d.rule for d in check(text)] == ["ref-profile"]
+
+
+def test_pools_with_zero_replicas_need_no_capacity_or_fixed_port(check) -> None:
+    text = change("    replicas: 1\n", "    replicas: 0\n", "      memory: 512MiB\n", "      memory: 16GiB\n")
+    assert check(text) == []
+
+
+def test_disk_rule_counts_the_writable_paths_the_sandbox_gets(check) -> None:
+    """An explicit `writable: []` is no writable path, not the defaults' list: nothing to exceed the disk."""
+    text = change("  limits: small\n", "  limits: small\n  filesystem: {writable: [{path: /big, size: 10GiB}]}\n",
+                  "      writable:\n        - path: /tmp\n          size: 64MiB\n", "      writable: []\n")
+    assert check(text) == []
+
+
+def test_disk_rule_counts_inherited_writable_paths(check) -> None:
+    text = change("  limits: small\n", "  limits: small\n  filesystem: {writable: [{path: /big, size: 10GiB}]}\n",
+                  "    filesystem:\n      writable:\n        - path: /tmp\n          size: 64MiB\n", "")
+    assert lines(check(text)) == [
+        "stack.yaml:20:5: $.templates.web.filesystem: writable paths add up to 10GiB, more than `limits.disk` 256MiB"]
