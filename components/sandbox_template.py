@@ -68,5 +68,6 @@ class SandboxTemplate(pulumi.ComponentResource):
 
         self.image_name = self.image.name
         self.image_id = self.image.image_id
+        self.plan_digest = plan.digest
         self.digest = pulumi.Output.from_input(plan.digest)
         self.register_outputs({"image_name": self.image_name, "image_id": self.image_id, "digest": self.digest})

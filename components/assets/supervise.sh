@@ -43,6 +43,19 @@ cpu_usage_us() {
 
 trap 'stop_child; exit 143' TERM INT
 
+# The host guard writes this boot's id once the host firewall and this sandbox's pids limit are in
+# place; until then (e.g. right after a reboot) nothing but this script runs in the sandbox.
+guard_ready=/run/sandstack/guard/ready
+if [ -d "${guard_ready%/*}" ]; then
+    boot_id=$(cat /proc/sys/kernel/random/boot_id)
+    waited=0
+    until [ "$(cat "$guard_ready" 2>/dev/null)" = "$boot_id" ]; do
+        [ $((waited % 10)) -eq 0 ] && echo "sandstack: waiting for the host guard (${waited}s)" >&2
+        sleep 1
+        waited=$((waited + 1))
+    done
+fi
+
 if [ "$#" -gt 0 ]; then
     "$@" &
     child=$!

@@ -1,0 +1,86 @@
+# sandstack host guard: keeps the host closed to its sandboxes. Runs in the host's network namespace
+# with NET_ADMIN (firewall), NET_RAW (legacy iptables) and DAC_OVERRIDE (cgroup root) only.
+#   SANDSTACK_STACK  stack name, tagged on every rule as a comment
+#   SANDSTACK_RULES  one iptables rule per line: CHAIN MATCH... -j TARGET
+#   SANDSTACK_PIDS   one "cgroup-name max-pids" per line, the sandboxes' cgroup parents
+# It re-applies everything every few seconds and never deletes a rule or a cgroup: a stopped or
+# replaced guard leaves the host closed (fail closed). After each complete pass it writes the boot id
+# to /state/ready; sandboxes mount /state read-only and start their command only once it matches.
+set -u
+set -f
+tag="sandstack:${SANDSTACK_STACK}"
+cgroot=/host-cgroup
+
+log() { echo "sandstack-guard: $*" >&2; }
+
+# Docker made its DOCKER-USER chain with the host's iptables backend; use the same one, or the rules
+# would sit in a table the host never evaluates.
+if iptables-nft -w -n -L DOCKER-USER >/dev/null 2>&1; then
+    ipt=iptables-nft ip6t=ip6tables-nft
+elif iptables-legacy -w -n -L DOCKER-USER >/dev/null 2>&1; then
+    ipt=iptables-legacy ip6t=ip6tables-legacy
+else
+    log "no DOCKER-USER chain in either iptables backend: is Docker managing iptables on this host?"
+    exit 1
+fi
+log "using $ipt"
+
+apply_rules() {
+    failed=0
+    rules_file=/tmp/rules
+    printf '%s\n' "$SANDSTACK_RULES" >"$rules_file"
+    while IFS= read -r rule; do
+        [ -n "$rule" ] || continue
+        chain=${rule%% *}
+        spec=${rule#* }
+        if ! $ipt -w -C "$chain" $spec -m comment --comment "$tag" 2>/dev/null; then
+            $ipt -w -I "$chain" $spec -m comment --comment "$tag" || { log "cannot insert: $rule"; failed=1; }
+        fi
+        # IPv6: sandbox networks have no IPv6, but close the host's v6 input path all the same.
+        if [ "$chain" = INPUT ] && ! $ip6t -w -C INPUT $spec -m comment --comment "$tag" 2>/dev/null; then
+            $ip6t -w -I INPUT $spec -m comment --comment "$tag" || { log "cannot insert (v6): $rule"; failed=1; }
+        fi
+    done <"$rules_file"
+    return $failed
+}
+
+pids_dir() {
+    if [ -f "$cgroot/cgroup.controllers" ]; then
+        echo "$cgroot/sandstack/$1"
+    else
+        echo "$cgroot/pids/sandstack/$1"
+    fi
+}
+
+apply_pids() {
+    failed=0
+    if [ -f "$cgroot/cgroup.controllers" ]; then
+        # cgroup v2: the pids controller must be enabled down to the sandboxes' parents.
+        mkdir -p "$cgroot/sandstack"
+        grep -qw pids "$cgroot/cgroup.subtree_control" || echo +pids >"$cgroot/cgroup.subtree_control"
+        grep -qw pids "$cgroot/sandstack/cgroup.subtree_control" || echo +pids >"$cgroot/sandstack/cgroup.subtree_control"
+    elif [ ! -d "$cgroot/pids" ]; then
+        log "no pids cgroup controller under /sys/fs/cgroup"
+        return 1
+    fi
+    pids_file=/tmp/pids
+    printf '%s\n' "$SANDSTACK_PIDS" >"$pids_file"
+    while read -r name max; do
+        [ -n "$name" ] || continue
+        dir=$(pids_dir "$name")
+        mkdir -p "$dir" || { failed=1; continue; }
+        [ "$(cat "$dir/pids.max")" = "$max" ] || echo "$max" >"$dir/pids.max" || { log "cannot limit $name"; failed=1; }
+    done <"$pids_file"
+    return $failed
+}
+
+trap 'log "stopping; rules and limits stay in place"; exit 0' TERM INT
+while :; do
+    if apply_rules && apply_pids; then
+        cat /proc/sys/kernel/random/boot_id >/state/ready.tmp && mv /state/ready.tmp /state/ready
+    else
+        rm -f /state/ready
+    fi
+    sleep 3 &
+    wait $!
+done

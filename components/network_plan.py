@@ -1,0 +1,110 @@
+"""How each pool's network policy becomes Docker networks and host firewall rules.
+
+This is the one table from egress mode to mechanism. Every sandbox pool gets its own bridge, with
+inter-container traffic off (`enable_icc=false`), so sandboxes of one pool cannot reach each other
+and sandboxes of different pools are on different bridges. The host guard (see `host_guard.py`)
+enforces the rest with the rules rendered here:
+
+| egress                  | bridge                  | outbound                                   |
+|-------------------------|-------------------------|--------------------------------------------|
+| deny-all                | internal                | none                                       |
+| allow-list              | internal                | only the gateway's port for this pool      |
+| allow-all, log on       | internal                | only the gateway's port for this pool      |
+| allow-all, log off      | routed                  | direct (NAT), no new connections to host   |
+
+A pool that publishes ports needs a routed bridge (Docker publishes nothing on an internal one); the
+guard then drops every new connection leaving that bridge, so publishing a port never adds egress.
+On every sandstack bridge the guard drops new connections to the host itself (its services, DNS,
+docker-proxy), which Docker never filters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Literal
+
+from components.naming import bridge_name, docker_name
+from sandstack.spec.resolve import ResolvedTemplate
+
+Outbound = Literal["none", "gateway", "direct"]
+GATEWAY_ALIAS = "sandstack-gateway"
+GATEWAY_PORT_BASE = 30000
+GATEWAY_PORT_SPAN = 10000
+
+ESTABLISHED = "-m conntrack --ctstate ESTABLISHED,RELATED"
+NOT_ESTABLISHED = "-m conntrack ! --ctstate ESTABLISHED,RELATED"
+
+
+@dataclass(frozen=True)
+class PoolNetwork:
+    pool: str
+    name: str  # Docker network name
+    bridge: str  # Linux bridge name, what the host guard's rules match
+    internal: bool
+    outbound: Outbound
+    gateway_port: int | None
+
+    @property
+    def proxy_url(self) -> str | None:
+        return f"http://{GATEWAY_ALIAS}:{self.gateway_port}" if self.gateway_port else None
+
+
+def outbound_of(template: ResolvedTemplate) -> Outbound:
+    if template.network.egress == "deny-all":
+        return "none"
+    return "gateway" if template.network.uses_gateway else "direct"
+
+
+def publishes_ports(template: ResolvedTemplate) -> bool:
+    return any(p.exposure != "none" for p in template.ports)
+
+
+def gateway_ports(stack: str, pools: list[str]) -> dict[str, int]:
+    """A stable port per gateway pool: hashed from the name, probing past collisions in name order,
+    so adding a pool does not renumber (and replace) the others."""
+    taken: dict[str, int] = {}
+    used: set[int] = set()
+    for pool in sorted(pools):
+        offset = int(hashlib.sha256(f"{stack}/{pool}".encode()).hexdigest(), 16) % GATEWAY_PORT_SPAN
+        while GATEWAY_PORT_BASE + offset in used:
+            offset = (offset + 1) % GATEWAY_PORT_SPAN
+        taken[pool] = GATEWAY_PORT_BASE + offset
+        used.add(taken[pool])
+    return taken
+
+
+def plan_pool_network(stack: str, pool: str, template: ResolvedTemplate, gateway_port: int | None) -> PoolNetwork:
+    outbound = outbound_of(template)
+    internal = outbound != "direct" and not publishes_ports(template)
+    kind = f"{outbound}-{'internal' if internal else 'routed'}"
+    return PoolNetwork(
+        pool=pool,
+        name=docker_name(stack, pool),
+        # The kind is part of the name: a rule left behind for an old bridge can never apply to a
+        # bridge of another kind that reuses the name.
+        bridge=bridge_name(stack, pool, kind),
+        internal=internal,
+        outbound=outbound,
+        gateway_port=gateway_port if outbound == "gateway" else None,
+    )
+
+
+def guard_rules(network: PoolNetwork) -> list[str]:
+    """iptables rules (without the command) that the host guard keeps in place for one pool bridge."""
+    br = network.bridge
+    rules = [f"INPUT -i {br} {NOT_ESTABLISHED} -j DROP"]
+    if network.gateway_port is not None:
+        port = network.gateway_port
+        # icc is off on the bridge; these two rules open exactly the pool's gateway port.
+        rules.append(f"DOCKER-USER -i {br} -o {br} -p tcp --dport {port} -j ACCEPT")
+        rules.append(f"DOCKER-USER -i {br} -o {br} -p tcp --sport {port} {ESTABLISHED} -j ACCEPT")
+    if not network.internal and network.outbound != "direct":
+        # Routed only to publish ports: answers to inbound connections leave, nothing new does.
+        rules.append(f"DOCKER-USER -i {br} ! -o {br} {NOT_ESTABLISHED} -j DROP")
+    return rules
+
+
+def egress_bridge_rules(bridge: str) -> list[str]:
+    """The gateway's outbound bridge: the gateway may reach the internet, never the host's services."""
+    return [f"INPUT -i {bridge} {NOT_ESTABLISHED} -j DROP"]

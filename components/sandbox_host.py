@@ -1,0 +1,181 @@
+"""SandboxHost: one Docker host, its provider, its networks, its egress gateway and its guard."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pulumi
+import pulumi_docker as docker
+
+from components.egress_gateway import EgressGateway, EgressGatewayArgs
+from components.host_guard import HostGuard, HostGuardArgs
+from components.naming import bridge_name, docker_name, labels, network_labels
+from components.network_plan import (
+    PoolNetwork,
+    egress_bridge_rules,
+    gateway_ports,
+    guard_rules,
+    outbound_of,
+    plan_pool_network,
+)
+from components.sandbox_pool import sandbox_name
+from components.secrets import secret_value
+from components.squid_config import GatewayPool
+from sandstack.spec.models import Host
+from sandstack.spec.resolve import ResolvedTemplate
+
+INFRA_CONTEXT = Path(__file__).resolve().parent.parent / "images" / "infra"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A pool's share of one host: which template, how many sandboxes."""
+
+    pool: str
+    template: ResolvedTemplate
+    replicas: int
+
+
+@dataclass(frozen=True)
+class SandboxHostArgs:
+    stack: str
+    host: str
+    spec: Host
+    placements: list[Placement]
+
+
+def host_address(endpoint: str) -> str:
+    """Where clients reach the host's public ports: the endpoint's host name, or localhost for a socket."""
+    if endpoint.startswith("unix://"):
+        return "localhost"
+    rest = endpoint.split("://", 1)[1].rsplit("@", 1)[-1]
+    return rest.rsplit(":", 1)[0] if ":" in rest else rest
+
+
+def _bridge_options(bridge: str) -> dict[str, str]:
+    return {
+        "com.docker.network.bridge.name": bridge,
+        # Containers on one bridge cannot talk to each other; the guard opens only the gateway port.
+        "com.docker.network.bridge.enable_icc": "false",
+    }
+
+
+class SandboxHost(pulumi.ComponentResource):
+    provider: docker.Provider
+    infra_image: pulumi.Output[str]
+    networks: dict[str, docker.Network]
+    plans: dict[str, PoolNetwork]
+
+    def __init__(self, name: str, args: SandboxHostArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("sandstack:index:SandboxHost", name, None, opts)
+        spec = args.spec
+        self.labels = labels(args.stack, spec.labels, host=args.host)
+        self.address = host_address(spec.endpoint)
+
+        # The daemon connection every child of this host uses; TLS material only ever from secrets.
+        self.provider = docker.Provider(
+            f"{name}-provider",
+            host=spec.endpoint,
+            ssh_opts=list(spec.ssh_opts) or None,
+            ca_material=secret_value(spec.tls.ca.secret) if spec.tls else None,
+            cert_material=secret_value(spec.tls.cert.secret) if spec.tls else None,
+            key_material=secret_value(spec.tls.key.secret) if spec.tls else None,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        child = pulumi.ResourceOptions(parent=self, provider=self.provider)
+        self.child_opts = pulumi.ResourceOptions(parent=self, providers=[self.provider])
+
+        self.infra = self._infra_image(name, args, child)
+        self.infra_image = self.infra.image_id
+
+        gateway_pools = [p.pool for p in args.placements if outbound_of(p.template) == "gateway"]
+        ports = gateway_ports(args.stack, gateway_pools)
+        self.plans = {
+            p.pool: plan_pool_network(args.stack, p.pool, p.template, ports.get(p.pool)) for p in args.placements
+        }
+        self.networks = {}
+        for pool, plan in self.plans.items():
+            # One bridge per pool: internal (no route out) unless the pool egresses directly or publishes ports.
+            self.networks[pool] = docker.Network(
+                f"{name}-{pool}-net",
+                name=plan.name,
+                internal=plan.internal,
+                driver="bridge",
+                options=_bridge_options(plan.bridge),
+                labels=network_labels({**self.labels, "sandstack.pool": pool}),
+                opts=child,
+            )
+
+        rules = [rule for plan in self.plans.values() for rule in guard_rules(plan)]
+        self.gateway = None
+        if gateway_pools:
+            egress_bridge = bridge_name(args.stack, "egress")
+            rules += egress_bridge_rules(egress_bridge)
+            # The gateway's way out: a routed bridge that only the gateway joins.
+            self.egress_network = docker.Network(
+                f"{name}-egress-net",
+                name=docker_name(args.stack, "egress"),
+                internal=False,
+                driver="bridge",
+                options=_bridge_options(egress_bridge),
+                labels=network_labels({**self.labels, "sandstack.role": "egress"}),
+                opts=child,
+            )
+            by_pool = {p.pool: p for p in args.placements}
+            self.gateway = EgressGateway(
+                f"{name}-gateway",
+                EgressGatewayArgs(
+                    stack=args.stack,
+                    host=args.host,
+                    image=self.infra_image,
+                    pools=[GatewayPool(pool, ports[pool], by_pool[pool].template.network) for pool in gateway_pools],
+                    pool_networks={pool: self.networks[pool].name for pool in gateway_pools},
+                    outbound_network=self.egress_network.name,
+                    labels=self.labels,
+                ),
+                opts=self.child_opts,
+            )
+
+        # Closes the host to every sandbox on it and sets each sandbox's pids limit before it starts.
+        self.guard = HostGuard(
+            f"{name}-guard",
+            HostGuardArgs(
+                stack=args.stack,
+                image=self.infra_image,
+                rules=rules,
+                pids={
+                    sandbox_name(args.stack, p.pool, i): p.template.limits.pids
+                    for p in args.placements
+                    for i in range(p.replicas)
+                },
+                labels=self.labels,
+            ),
+            opts=self.child_opts,
+        )
+        self.ready = [self.guard.container] + ([self.gateway.container] if self.gateway else [])
+        self.register_outputs({
+            "address": self.address,
+            "infra_image": self.infra_image,
+            "networks": {pool: net.name for pool, net in self.networks.items()},
+            "guard": self.guard.container_name,
+            "gateway": self.gateway.container_name if self.gateway else None,
+        })
+
+    def _infra_image(self, name: str, args: SandboxHostArgs, child: pulumi.ResourceOptions) -> docker.RemoteImage:
+        if args.spec.infra_image:
+            # A declared image is used as is (pulled by the daemon if missing) and never deleted.
+            return docker.RemoteImage(f"{name}-infra", name=args.spec.infra_image, keep_locally=True, opts=child)
+        dockerfile = (INFRA_CONTEXT / "Dockerfile").read_bytes()
+        digest = hashlib.sha256(dockerfile).hexdigest()
+        # sandstack's own gateway/guard image, built on the host from images/infra.
+        return docker.RemoteImage(
+            f"{name}-infra",
+            name=f"sandstack-{args.stack}/infra:{digest[:12]}",
+            build=docker.RemoteImageBuildArgs(context=str(INFRA_CONTEXT), dockerfile="Dockerfile",
+                                              labels=self.labels),
+            triggers={"digest": digest},
+            keep_locally=False,
+            opts=child,
+        )

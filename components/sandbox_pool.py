@@ -1,0 +1,236 @@
+"""SandboxPool: N sandbox containers of one template on one host, with the secure defaults applied."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_docker as docker
+
+from components.host_guard import STATE_MOUNT, cgroup_parent
+from components.naming import container_labels, docker_name, volume_labels
+from components.network_plan import PoolNetwork
+from components.secrets import secret_value
+from components.snapshot_build import SUPERVISOR_PATH
+from sandstack.spec.models import SecretRef
+from sandstack.spec.resolve import ResolvedTemplate
+
+SECRETS_MOUNT = "/run/secrets"
+MIB = 1024 * 1024
+# Inputs the provider shows as updates but never applies to a running container: changing them must
+# replace the sandbox, or the diff would promise what the host does not do (shared/notes/pulumi-docker.md).
+REPLACE_ON_CHANGES = ["tmpfs", "init", "healthcheck", "wait", "wait_timeout", "destroy_grace_seconds"]
+EXPOSURE_BIND = {"host": "127.0.0.1", "public": "0.0.0.0"}
+RESTART_POLICY = {"stop": "on-failure", "restart": "unless-stopped"}
+
+
+def sandbox_name(stack: str, pool: str, index: int) -> str:
+    return docker_name(stack, pool, str(index))
+
+
+@dataclass(frozen=True)
+class SandboxPoolArgs:
+    stack: str
+    pool: str
+    host: str
+    host_address: str  # how clients reach the host's published ports
+    template: ResolvedTemplate
+    replicas: int
+    image: pulumi.Input[str]  # image id of the snapshot
+    image_name: pulumi.Input[str]
+    digest: str
+    network: PoolNetwork
+    network_name: pulumi.Input[str]  # the Docker network (an output, so it is created first)
+    guard_state_volume: pulumi.Input[str]
+    infra_image: pulumi.Input[str]
+    labels: dict[str, str]
+    depends_on: list[pulumi.Resource] = field(default_factory=list)
+
+
+def _duration(seconds: int) -> str:
+    return f"{seconds}s"
+
+
+class SandboxPool(pulumi.ComponentResource):
+    sandboxes: pulumi.Output[list[dict]]
+
+    def __init__(self, name: str, args: SandboxPoolArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("sandstack:index:SandboxPool", name, None, opts)
+        t = args.template
+        waits_on = list(args.depends_on)
+        mounts = [
+            # The guard's boot-id marker: the supervisor starts the command only once the host is closed.
+            docker.ContainerMountArgs(type="volume", source=args.guard_state_volume, target=STATE_MOUNT,
+                                      read_only=True),
+        ]
+        if t.secrets:
+            volume, seeder = self._secrets(name, args)
+            waits_on.append(seeder)
+            mounts.append(docker.ContainerMountArgs(type="volume", source=volume.name, target=SECRETS_MOUNT,
+                                                    read_only=True))
+
+        self.containers = [
+            self._sandbox(name, args, i, mounts, waits_on) for i in range(args.replicas)
+        ]
+        self.sandboxes = pulumi.Output.all(*[self._describe(args, i, c) for i, c in enumerate(self.containers)])
+        self.register_outputs({"sandboxes": self.sandboxes})
+
+    def _secrets(self, name: str, args: SandboxPoolArgs) -> tuple[docker.Volume, docker.Container]:
+        t = args.template
+        uid, _, gid = t.user.partition(":")
+        owner = f"{uid}:{gid or uid}"
+        script = ["set -e"]
+        uploads = []
+        for i, s in enumerate(t.secrets):
+            relative = s.path.removeprefix(SECRETS_MOUNT + "/")
+            uploads.append(docker.ContainerUploadArgs(file=f"/staging/{i}", content=secret_value(s.secret),
+                                                      permissions="0400"))
+            script.append(
+                f'mkdir -p "$(dirname /seed/{relative})" && rm -f /seed/{relative} && '
+                f"cp /staging/{i} /seed/{relative} && chmod 0400 /seed/{relative} && chown {owner} /seed/{relative}"
+            )
+        script.append("rm -f /staging/*")
+        # One volume per pool and host; sandboxes mount it read-only, so even the owner cannot change
+        # or chmod its secrets, and no other user can read them (0400).
+        volume = docker.Volume(
+            f"{name}-secrets", name=docker_name(args.stack, args.pool, "secrets"),
+            labels=volume_labels(args.labels), opts=pulumi.ResourceOptions(parent=self),
+        )
+        # Run-once seeder: `uploads` cannot write into a read-only-root sandbox, so a throwaway container
+        # with only CHOWN copies the files into the volume with the sandbox user as owner, then exits.
+        seeder = docker.Container(
+            f"{name}-secrets-seeder",
+            name=docker_name(args.stack, args.pool, "secrets-seeder"),
+            image=args.infra_image,
+            network_mode="none",
+            command=["sh", "-c", "\n".join(script)],
+            uploads=uploads,
+            mounts=[docker.ContainerMountArgs(type="volume", source=volume.name, target="/seed")],
+            capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=["CHOWN"]),
+            security_opts=["no-new-privileges:true"],
+            attach=True,
+            must_run=False,
+            logs=True,
+            labels=container_labels({**args.labels, "sandstack.role": "secrets-seeder"}),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+        def check(code: int | None) -> int | None:
+            # The provider records a failed run-once container's exit code without failing; we do.
+            if code not in (None, 0):
+                raise pulumi.RunError(
+                    f"secrets seeder for pool '{args.pool}' on host '{args.host}' exited with {code}: "
+                    "its sandboxes would start without their secrets"
+                )
+            return code
+
+        seeder.exit_code.apply(check)
+        return volume, seeder
+
+    def _sandbox(self, name: str, args: SandboxPoolArgs, index: int, mounts: list, waits_on: list) -> docker.Container:
+        t = args.template
+        container_name = sandbox_name(args.stack, args.pool, index)
+        memory_mb = math.ceil(t.limits.memory / MIB)
+        env = dict(t.env)
+        if args.network.proxy_url:
+            proxy = args.network.proxy_url
+            no_proxy = "localhost,127.0.0.1,::1"
+            env.update(HTTP_PROXY=proxy, HTTPS_PROXY=proxy, http_proxy=proxy, https_proxy=proxy,
+                       NO_PROXY=no_proxy, no_proxy=no_proxy)
+        envs = [
+            secret_value(v.secret).apply(lambda s, k=k: f"{k}={s}") if isinstance(v, SecretRef) else f"{k}={v}"
+            for k, v in sorted(env.items())
+        ]
+        labels = {
+            **args.labels,
+            "sandstack.role": "sandbox",
+            "sandstack.template": t.name,
+            "sandstack.version": t.snapshot_version or "",
+            "sandstack.digest": args.digest,
+            "sandstack.pool": args.pool,
+            "sandstack.host": args.host,
+            "sandstack.replica": str(index),
+        }
+        readiness = t.readiness
+        healthcheck = None
+        wait_timeout = None
+        if readiness:
+            healthcheck = docker.ContainerHealthcheckArgs(
+                tests=["CMD", *readiness.command],
+                interval=_duration(readiness.interval),
+                timeout=_duration(readiness.timeout),
+                retries=readiness.retries,
+                start_period=_duration(readiness.start_period),
+            )
+            wait_timeout = readiness.start_period + (readiness.retries + 2) * (readiness.interval + readiness.timeout) + 30
+        command = [*(t.entrypoint or ()), *(t.command or ())]
+        return docker.Container(
+            f"{name}-{index}",
+            name=container_name,
+            hostname=f"{args.pool}-{index}",
+            image=args.image,
+            user=t.user,
+            working_dir=t.workdir,
+            # The supervisor (PID 2, under Docker's init) enforces max lifetime and idle timeout.
+            entrypoints=[SUPERVISOR_PATH, str(t.lifecycle.max_lifetime), str(t.lifecycle.idle_timeout)],
+            command=command or None,
+            init=True,
+            envs=envs,
+            labels=container_labels(labels),
+            networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=args.network_name)],
+            ports=[
+                docker.ContainerPortArgs(internal=p.port, external=p.host_port, ip=EXPOSURE_BIND[p.exposure],
+                                         protocol=p.protocol)
+                for p in t.ports if p.exposure != "none"
+            ],
+            read_only=t.read_only_root,
+            tmpfs={w.path: f"rw,nosuid,nodev,exec,size={w.size},mode=1777" for w in t.writable},
+            mounts=mounts,
+            capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=list(t.capabilities) or None),
+            security_opts=["no-new-privileges:true"] if t.no_new_privileges else None,
+            privileged=t.privileged,
+            runtime=t.runtime,
+            memory=memory_mb,
+            memory_swap=memory_mb,
+            cpus=f"{t.limits.cpus:g}",
+            cgroup_parent=cgroup_parent(container_name),
+            device_requests=[
+                docker.ContainerDeviceRequestArgs(driver="nvidia", count=t.limits.gpus.count, capabilities=["gpu"])
+            ] if t.limits.gpus else None,
+            healthcheck=healthcheck,
+            wait=bool(readiness),
+            wait_timeout=wait_timeout,
+            restart=RESTART_POLICY[t.lifecycle.on_expiry],
+            destroy_grace_seconds=10,
+            log_driver="json-file",
+            log_opts={"max-size": "10m", "max-file": "3"},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=waits_on, replace_on_changes=REPLACE_ON_CHANGES),
+        )
+
+    def _describe(self, args: SandboxPoolArgs, index: int, container: docker.Container) -> pulumi.Output[dict]:
+        t = args.template
+
+        def field_of(port: object, key: str) -> object:
+            return port.get(key) if isinstance(port, dict) else getattr(port, key, None)
+
+        def shape(values: list) -> dict:
+            container_name, ports, image_name = values
+            published = {(int(field_of(p, "internal")), field_of(p, "protocol") or "tcp"): p for p in (ports or [])}
+            out_ports = []
+            for p in t.ports:
+                bound = published.get((p.port, p.protocol))
+                address = None
+                if bound is not None and field_of(bound, "external"):
+                    where = "127.0.0.1" if p.exposure == "host" else args.host_address
+                    address = f"{where}:{int(field_of(bound, 'external'))}"
+                out_ports.append({"name": p.name, "port": p.port, "protocol": p.protocol, "exposure": p.exposure,
+                                  "address": address})
+            return {
+                "name": f"{args.pool}-{args.host}-{index}", "pool": args.pool, "template": t.name, "host": args.host,
+                "container": container_name,
+                "image": image_name, "digest": args.digest, "version": t.snapshot_version,
+                "egress": t.network.egress, "network": args.network.name, "ports": out_ports,
+            }
+
+        return pulumi.Output.all(container.name, container.ports, args.image_name).apply(shape)

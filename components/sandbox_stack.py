@@ -1,0 +1,85 @@
+"""SandboxStack: everything a validated spec declares, on every host it names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pulumi
+
+from components.sandbox_host import Placement, SandboxHost, SandboxHostArgs
+from components.sandbox_pool import SandboxPool, SandboxPoolArgs
+from components.sandbox_template import SandboxTemplate, SandboxTemplateArgs
+from sandstack.spec.resolve import ResolvedStack
+
+DEFAULT_BUILD_ROOT = Path(".sandstack") / "build"
+
+
+@dataclass(frozen=True)
+class SandboxStackArgs:
+    spec: ResolvedStack
+    stack: str
+    build_root: Path = DEFAULT_BUILD_ROOT
+
+
+def placements_by_host(spec: ResolvedStack) -> dict[str, list[Placement]]:
+    """Each host's pools, in spec order; hosts without pools still get their host resources."""
+    out: dict[str, list[Placement]] = {host: [] for host in spec.hosts}
+    for pool_name, pool in spec.pools.items():
+        for host in dict.fromkeys(pool.hosts):
+            out[host].append(Placement(pool_name, spec.templates[pool.template], pool.replicas))
+    return out
+
+
+class SandboxStack(pulumi.ComponentResource):
+    sandboxes: pulumi.Output[list[dict]]
+
+    def __init__(self, name: str, args: SandboxStackArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("sandstack:index:SandboxStack", name, None, opts)
+        spec = args.spec
+        self.hosts: dict[str, SandboxHost] = {}
+        self.templates: dict[tuple[str, str], SandboxTemplate] = {}
+        self.pools: dict[tuple[str, str], SandboxPool] = {}
+        for host_name, placements in placements_by_host(spec).items():
+            host = SandboxHost(
+                host_name,
+                SandboxHostArgs(stack=args.stack, host=host_name, spec=spec.hosts[host_name], placements=placements),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            self.hosts[host_name] = host
+            for placement in placements:
+                template = placement.template
+                key = (template.name, host_name)
+                if key not in self.templates:
+                    self.templates[key] = SandboxTemplate(
+                        f"{template.name}-{host_name}",
+                        SandboxTemplateArgs(template=template, stack=args.stack, host=host_name,
+                                            build_root=args.build_root, host_labels=host.labels),
+                        opts=host.child_opts,
+                    )
+                image = self.templates[key]
+                self.pools[(placement.pool, host_name)] = SandboxPool(
+                    f"{placement.pool}-{host_name}",
+                    SandboxPoolArgs(
+                        stack=args.stack,
+                        pool=placement.pool,
+                        host=host_name,
+                        host_address=host.address,
+                        template=template,
+                        replicas=placement.replicas,
+                        image=image.image_id,
+                        image_name=image.image_name,
+                        digest=image.plan_digest,
+                        network=host.plans[placement.pool],
+                        network_name=host.networks[placement.pool].name,
+                        guard_state_volume=host.guard.state_volume,
+                        infra_image=host.infra_image,
+                        labels=host.labels,
+                        depends_on=host.ready,
+                    ),
+                    opts=host.child_opts,
+                )
+        self.sandboxes = pulumi.Output.all(*[p.sandboxes for p in self.pools.values()]).apply(
+            lambda groups: [s for group in groups for s in group]
+        )
+        self.register_outputs({"sandboxes": self.sandboxes})
