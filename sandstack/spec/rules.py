@@ -6,6 +6,7 @@ rule checks (a pool's template, a profile) skips what is broken rather than repo
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,17 @@ from sandstack.spec.loader import Document
 from sandstack.spec.models import NetworkPolicy, Stack, Template
 from sandstack.spec.resolve import UnknownProfile, effective_limits, effective_writable
 from sandstack.spec.units import format_cpus, format_size
+
+
+SECRETS_DIR = "/run/secrets"
+# Paths sandstack mounts into every sandbox; a writable path there would hide or break the mount.
+RESERVED_PATHS = {
+    SECRETS_DIR: "where secret files are mounted read-only",
+    "/run/sandstack": "where sandstack mounts the host guard's state",
+}
+NUMERIC_USER = re.compile(r"^[0-9]+(:[0-9]+)?$")
+MIB = 1024 * 1024
+MIN_MEMORY = 6 * MIB
 
 
 @dataclass
@@ -286,20 +298,52 @@ def sandbox_paths_distinct(ctx: Context) -> Iterator[Diagnostic]:
     for path, fs in owners:
         declared: set[str] = set()
         for i, w in enumerate((fs.writable or []) if fs else []):
-            if w.path in declared:
-                yield ctx.error(path + ("filesystem", "writable", i, "path"), f"{w.path!r} is declared twice",
-                                "unique-paths")
+            where = path + ("filesystem", "writable", i, "path")
+            reserved = next((r for r in RESERVED_PATHS if w.path == r or w.path.startswith(r + "/")), None)
+            if reserved is not None:
+                yield ctx.error(where, f"{w.path!r} is inside {reserved!r}, {RESERVED_PATHS[reserved]}", "unique-paths")
+            elif w.path in declared:
+                yield ctx.error(where, f"{w.path!r} is declared twice", "unique-paths")
             declared.add(w.path)
     for path, template in _templates(ctx):
-        # The writable paths the sandbox really gets, inherited from `defaults` or the built-in '/tmp'.
-        writable = [w.path for w in effective_writable(ctx.stack, template)]
-        seen: dict[str, str] = dict.fromkeys(writable, "writable")
+        seen: set[str] = set()
         for i, s in enumerate(template.secrets):
-            inside = next((w for w in writable if w == "/" or s.path.startswith(w + "/")), None)
             if s.path in seen:
-                yield ctx.error(path + ("secrets", i, "path"), f"{s.path!r} is already used by a {seen[s.path]} "
-                                "path", "unique-paths")
-            elif inside is not None:
-                yield ctx.error(path + ("secrets", i, "path"), f"{s.path!r} is inside writable path {inside!r}, "
-                                "where the sandbox could replace it", "unique-paths")
-            seen[s.path] = "secret"
+                yield ctx.error(path + ("secrets", i, "path"), f"{s.path!r} is declared twice", "unique-paths")
+            seen.add(s.path)
+
+
+@rule("secret-path")
+def secrets_under_secrets_mount(ctx: Context) -> Iterator[Diagnostic]:
+    for path, template in _templates(ctx):
+        for i, s in enumerate(template.secrets):
+            if not s.path.startswith(SECRETS_DIR + "/"):
+                yield ctx.error(path + ("secrets", i, "path"), f"{s.path!r} must be under {SECRETS_DIR}/: secret "
+                                f"files are delivered on a read-only mount there, e.g. '{SECRETS_DIR}/token'",
+                                "secret-path")
+
+
+@rule("secret-user")
+def secrets_need_numeric_user(ctx: Context) -> Iterator[Diagnostic]:
+    default_user = ctx.stack.defaults.user
+    for path, template in _templates(ctx):
+        user = template.user or default_user
+        if template.secrets and user is not None and not NUMERIC_USER.match(user):
+            where = path + ("user",) if template.user else ("defaults", "user")
+            yield ctx.error(where, f"user {user!r} must be numeric ('uid' or 'uid:gid') in a template with "
+                            "secrets: the files are owned by that uid before the image's user names are known",
+                            "secret-user")
+
+
+@rule("memory-unit")
+def memory_in_whole_mebibytes(ctx: Context) -> Iterator[Diagnostic]:
+    owners: list[tuple[JsonPath, object]] = [(("profiles", n), p) for n, p in ctx.stack.profiles.items()]
+    owners.append((("defaults", "limits"), ctx.stack.defaults.limits))
+    owners += [(p + ("limits",), t.limits) for p, t in _templates(ctx)]
+    for path, limits in owners:
+        memory = getattr(limits, "memory", None)
+        if memory is None:
+            continue
+        if memory < MIN_MEMORY or memory % MIB:
+            yield ctx.error(path + ("memory",), f"{format_size(memory)} cannot be enforced exactly: Docker limits "
+                            "memory in whole MiB, at least 6MiB", "memory-unit")

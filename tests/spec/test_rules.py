@@ -148,24 +148,40 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
         ("writable-path-twice-in-defaults",
          change("  limits: small\n", "  limits: small\n  filesystem: {writable: [{path: /w}, {path: /w}]}\n"),
          ["stack.yaml:17:46: $.defaults.filesystem.writable[1].path: '/w' is declared twice"]),
-        ("secret-in-a-writable-path", change("        path: /run/secrets/token\n", "        path: /tmp/token\n"),
-         ["stack.yaml:42:15: $.templates.web.secrets[0].path: '/tmp/token' is inside writable path '/tmp', where "
-          "the sandbox could replace it"]),
-        ("secret-deep-in-a-writable-path",
-         change("        path: /run/secrets/token\n", "        path: /tmp/a/token\n"),
-         ["stack.yaml:42:15: $.templates.web.secrets[0].path: '/tmp/a/token' is inside writable path '/tmp', "
-          "where the sandbox could replace it"]),
-        ("secret-in-the-builtin-tmp",
-         change("    filesystem:\n      writable:\n        - path: /tmp\n          size: 64MiB\n", "",
-                "        path: /run/secrets/token\n", "        path: /tmp/token\n"),
-         ["stack.yaml:38:15: $.templates.web.secrets[0].path: '/tmp/token' is inside writable path '/tmp', where "
-          "the sandbox could replace it"]),
-        ("secret-on-a-writable-path", change("        path: /run/secrets/token\n", "        path: /tmp\n"),
-         ["stack.yaml:42:15: $.templates.web.secrets[0].path: '/tmp' is already used by a writable path"]),
+        ("writable-path-on-the-secrets-mount",
+         change("        - path: /tmp\n", "        - path: /run/secrets/cache\n"),
+         ["stack.yaml:38:17: $.templates.web.filesystem.writable[0].path: '/run/secrets/cache' is inside "
+          "'/run/secrets', where secret files are mounted read-only"]),
+        ("writable-path-on-the-guard-state", change("        - path: /tmp\n", "        - path: /run/sandstack\n"),
+         ["stack.yaml:38:17: $.templates.web.filesystem.writable[0].path: '/run/sandstack' is inside "
+          "'/run/sandstack', where sandstack mounts the host guard's state"]),
         ("secret-path-twice", change("        path: /run/secrets/token\n", "        path: /run/secrets/token\n"
                                      "      - secret: other\n        path: /run/secrets/token\n"),
-         ["stack.yaml:44:15: $.templates.web.secrets[1].path: '/run/secrets/token' is already used by a secret "
-          "path"]),
+         ["stack.yaml:44:15: $.templates.web.secrets[1].path: '/run/secrets/token' is declared twice"]),
+    ],
+    "secret-path": [
+        ("secret-outside-run-secrets", change("        path: /run/secrets/token\n", "        path: /etc/token\n"),
+         ["stack.yaml:42:15: $.templates.web.secrets[0].path: '/etc/token' must be under /run/secrets/: secret "
+          "files are delivered on a read-only mount there, e.g. '/run/secrets/token'"]),
+        ("secret-is-the-mount-itself", change("        path: /run/secrets/token\n", "        path: /run/secrets\n"),
+         ["stack.yaml:42:15: $.templates.web.secrets[0].path: '/run/secrets' must be under /run/secrets/: secret "
+          "files are delivered on a read-only mount there, e.g. '/run/secrets/token'"]),
+    ],
+    "secret-user": [
+        ("named-user-with-secrets", change("    secrets:\n", "    user: node\n    secrets:\n"),
+         ["stack.yaml:40:11: $.templates.web.user: user 'node' must be numeric ('uid' or 'uid:gid') in a template "
+          "with secrets: the files are owned by that uid before the image's user names are known"]),
+        ("named-default-user-with-secrets", change("  limits: small\n", "  limits: small\n  user: app:app\n"),
+         ["stack.yaml:17:9: $.defaults.user: user 'app:app' must be numeric ('uid' or 'uid:gid') in a template "
+          "with secrets: the files are owned by that uid before the image's user names are known"]),
+    ],
+    "memory-unit": [
+        ("memory-not-whole-mib", change("      memory: 512MiB\n", "      memory: 1.5KiB\n"),
+         ["stack.yaml:27:15: $.templates.web.limits.memory: 1.50KiB cannot be enforced exactly: Docker limits "
+          "memory in whole MiB, at least 6MiB"]),
+        ("memory-below-docker-minimum", change("    memory: 256MiB\n", "    memory: 4MiB\n"),
+         ["stack.yaml:13:13: $.profiles.small.memory: 4MiB cannot be enforced exactly: Docker limits memory in "
+          "whole MiB, at least 6MiB"]),
     ],
 }
 

@@ -29,7 +29,10 @@ class Limits(StrictModel):
     )
     memory: Size | None = field(
         None,
-        description="Memory limit; the sandbox gets no swap beyond it and is OOM-killed past it.",
+        description=(
+            "Memory limit in whole MiB (at least 6MiB); the sandbox gets no swap beyond it and is OOM-killed "
+            "past it. Files in writable paths (tmpfs) count against it."
+        ),
         change="in-place",
     )
     disk: Size | None = field(

@@ -120,7 +120,7 @@ class SecretFile(StrictModel):
     """A secret delivered as a file: owned by the sandbox user, mode 0400, on a read-only mount."""
 
     secret: ConfigKey = field(description="Pulumi secret config key holding the file's content.", change="replace")
-    path: AbsPath = field(description="Path of the file inside the sandbox, e.g. '/run/secrets/token'.", change="replace")
+    path: AbsPath = field(description="Path of the file inside the sandbox, under /run/secrets/, e.g. '/run/secrets/token'.", change="replace")
 
 
 class Readiness(StrictModel):
@@ -136,7 +136,7 @@ class Readiness(StrictModel):
 
 class WritablePath(StrictModel):
     path: AbsPath = field(description="A writable directory on the otherwise read-only root.", change="replace")
-    size: Size = field("64MiB", description="Upper bound of what can be written there (a tmpfs). Default 64MiB.",
+    size: Size = field("64MiB", description="Upper bound of what can be written there (a tmpfs, which counts against `limits.memory`). Default 64MiB.",
                        change="replace")
 
 
