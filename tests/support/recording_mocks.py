@@ -206,8 +206,10 @@ class DryBackend:
         return Ctx(mapping.token, urn, inputs, self.api_version, autoname)
 
     def create(self, reg: Registration, mapping, autoname: str | None) -> tuple[str, dict]:
-        return _plausible_outputs(mapping.title, reg, _digest(reg.urn, autoname, reg.inputs),
-                                  reg.inputs.get("name") or autoname)
+        from tests.engine.harness.dry_outputs import plausible_outputs
+
+        return plausible_outputs(mapping.title, reg, _digest(reg.urn, autoname, reg.inputs),
+                                 reg.inputs.get("name") or autoname)
 
     def update(self, reg: Registration, mapping, entry, changed: set[str], start_again: bool) -> dict:
         return {**entry.outputs, **reg.inputs}
@@ -222,33 +224,6 @@ class DryBackend:
         if token == "docker:index/getRemoteImage:getRemoteImage":
             return {"id": "sha256:" + _digest(args)[:64], "name": args.get("name"), "repoDigest": ""}
         raise UnsupportedResourceError(f"invoke {token} is not mapped by the recording mocks")
-
-
-def _plausible_outputs(title: str, reg: Registration, ident: str, name: str | None) -> tuple[str, dict]:
-    out = dict(reg.inputs)
-    if name is not None:
-        out["name"] = name
-    if title == "Container":
-        nets = [n.get("name") for n in reg.inputs.get("networksAdvanced") or []] or ["bridge"]
-        out["networkDatas"] = [{"networkName": net, "ipAddress": f"172.30.{i}.{int(ident[:2], 16) % 250 + 2}",
-                                "ipPrefixLength": 24, "gateway": f"172.30.{i}.1", "macAddress": ""}
-                               for i, net in enumerate(nets)]
-        out["ports"] = [{**p, "external": int(p.get("external") or 32768 + int(ident[i:i + 3], 16) % 1000),
-                         "ip": p.get("ip", "0.0.0.0"), "protocol": p.get("protocol", "tcp")}
-                        for i, p in enumerate(reg.inputs.get("ports") or [])]
-        out.setdefault("hostname", ident[:12])
-        return ident[:64], out
-    if title == "Network":
-        out.setdefault("scope", "local")
-        out.setdefault("driver", "bridge")
-        return ident[:64], out
-    if title == "Volume":
-        out["mountpoint"] = f"/var/lib/docker/volumes/{name}/_data"
-        return name or ident[:64], out
-    if title == "RemoteImage":
-        out.update(imageId="sha256:" + ident[:64], repoDigest="")
-        return "sha256:" + ident[:64] + out["name"], out
-    return ident[:64], out
 
 
 # --- the mocks ---------------------------------------------------------------------------------------
