@@ -49,7 +49,7 @@ class EgressGateway(pulumi.ComponentResource):
         # The egress audit log outlives the gateway container, so a restart or replacement keeps it.
         self.log = docker.Volume(
             f"{name}-log", name=docker_name(args.stack, "gateway-log"), labels=volume_labels(args.labels),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
         networks = [docker.ContainerNetworksAdvancedArgs(name=args.outbound_network)] + [
             # The alias is how sandboxes name their proxy; they need no DNS beyond their own network.
@@ -64,6 +64,8 @@ class EgressGateway(pulumi.ComponentResource):
             image=args.image,
             user="proxy",
             command=["sh", "-c", ENTRYPOINT],
+            # Docker's init as PID 1: squid refuses to manage a PID file that says 1, and init reaps `tail`.
+            init=True,
             envs=[f"SANDSTACK_SQUID_CONF={config}"],
             networks_advanced=networks,
             capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"]),
@@ -75,6 +77,7 @@ class EgressGateway(pulumi.ComponentResource):
             memory_swap=256,
             cpus="1",
             restart="unless-stopped",
+            destroy_grace_seconds=10,
             healthcheck=docker.ContainerHealthcheckArgs(
                 tests=["CMD", "squid", "-k", "check", "-f", "/tmp/squid.conf"],
                 interval="2s", timeout="2s", retries=5, start_period="1s",
@@ -84,7 +87,7 @@ class EgressGateway(pulumi.ComponentResource):
             log_driver="json-file",
             log_opts={"max-size": "10m", "max-file": "5"},
             labels=container_labels({**args.labels, "sandstack.role": "gateway"}),
-            opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["healthcheck", "wait", "tmpfs"]),
+            opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["healthcheck", "wait", "tmpfs", "init", "destroy_grace_seconds"]),
         )
         self.container_name = self.container.name
         self.log_volume = self.log.name

@@ -35,6 +35,7 @@ class HostGuardArgs:
     stack: str
     image: pulumi.Input[str]
     rules: list[str]
+    bridges: list[str]
     pids: dict[str, int]  # container name → max processes
     labels: dict[str, str]
 
@@ -45,14 +46,14 @@ class HostGuard(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: HostGuardArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sandstack:index:HostGuard", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
         pids_lines = "\n".join(f"{n} {m}" for n, m in sorted(args.pids.items()))
 
         # State shared with sandboxes (read-only there): they wait for its boot-id marker, so after
         # a reboot no sandbox command runs before the firewall and pids limits are back.
         self.state = docker.Volume(
             f"{name}-state", name=docker_name(args.stack, "guard-state"), labels=volume_labels(args.labels),
-            opts=child,
+            # A named volume cannot exist twice: the old one must go before its replacement is made.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
         # The guard: host network namespace for the firewall, the host's cgroup tree for pids limits,
         # and only the three capabilities those need, with a read-only root.
@@ -66,6 +67,7 @@ class HostGuard(pulumi.ComponentResource):
                 f"SANDSTACK_STACK={args.stack}",
                 "SANDSTACK_RULES=" + "\n".join(args.rules),
                 f"SANDSTACK_PIDS={pids_lines}",
+                "SANDSTACK_BRIDGES=" + " ".join(sorted(args.bridges)),
             ],
             capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=["NET_ADMIN", "NET_RAW", "DAC_OVERRIDE"]),
             security_opts=["no-new-privileges:true"],
@@ -78,6 +80,8 @@ class HostGuard(pulumi.ComponentResource):
             memory=64,
             memory_swap=64,
             restart="unless-stopped",
+            # Time for the stop handler: on `pulumi destroy` it removes the rules and cgroups it made.
+            destroy_grace_seconds=10,
             healthcheck=docker.ContainerHealthcheckArgs(
                 tests=["CMD-SHELL", HEALTH_TEST], interval="2s", timeout="2s", retries=3, start_period="1s"
             ),
@@ -87,7 +91,7 @@ class HostGuard(pulumi.ComponentResource):
             log_opts={"max-size": "1m", "max-file": "2"},
             labels=container_labels({**args.labels, "sandstack.role": "guard"}),
             opts=pulumi.ResourceOptions(
-                parent=self, replace_on_changes=["healthcheck", "wait", "wait_timeout", "tmpfs"]
+                parent=self, replace_on_changes=["healthcheck", "wait", "wait_timeout", "tmpfs", "destroy_grace_seconds"]
             ),
         )
         self.state_volume = self.state.name

@@ -54,12 +54,9 @@ def host_address(endpoint: str) -> str:
     return rest.rsplit(":", 1)[0] if ":" in rest else rest
 
 
-def _bridge_options(bridge: str) -> dict[str, str]:
-    return {
-        "com.docker.network.bridge.name": bridge,
-        # Containers on one bridge cannot talk to each other; the guard opens only the gateway port.
-        "com.docker.network.bridge.enable_icc": "false",
-    }
+def _bridge_options(bridge: str, *, icc: bool = False) -> dict[str, str]:
+    # Without icc, containers on one bridge cannot talk to each other; the guard opens only the gateway port.
+    return {"com.docker.network.bridge.name": bridge, "com.docker.network.bridge.enable_icc": str(icc).lower()}
 
 
 class SandboxHost(pulumi.ComponentResource):
@@ -95,6 +92,34 @@ class SandboxHost(pulumi.ComponentResource):
         self.plans = {
             p.pool: plan_pool_network(args.stack, p.pool, p.template, ports.get(p.pool)) for p in args.placements
         }
+        egress_bridge = bridge_name(args.stack, "egress") if gateway_pools else None
+        rules = [rule for plan in self.plans.values() for rule in guard_rules(plan)]
+        bridges = [plan.bridge for plan in self.plans.values()]
+        if egress_bridge:
+            rules += egress_bridge_rules(egress_bridge)
+            bridges.append(egress_bridge)
+
+        # Closes the host to every sandbox on it and sets each sandbox's pids limit before it starts.
+        # Created first and deleted last: the networks depend on it, so on `pulumi destroy` it stops
+        # after they are gone and then removes its rules.
+        self.guard = HostGuard(
+            f"{name}-guard",
+            HostGuardArgs(
+                stack=args.stack,
+                image=self.infra_image,
+                rules=rules,
+                bridges=bridges,
+                pids={
+                    sandbox_name(args.stack, p.pool, i): p.template.limits.pids
+                    for p in args.placements
+                    for i in range(p.replicas)
+                },
+                labels=self.labels,
+            ),
+            opts=self.child_opts,
+        )
+        after_guard = pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[self.guard.container])
+
         self.networks = {}
         for pool, plan in self.plans.items():
             # One bridge per pool: internal (no route out) unless the pool egresses directly or publishes ports.
@@ -105,23 +130,21 @@ class SandboxHost(pulumi.ComponentResource):
                 driver="bridge",
                 options=_bridge_options(plan.bridge),
                 labels=network_labels({**self.labels, "sandstack.pool": pool}),
-                opts=child,
+                opts=after_guard,
             )
 
-        rules = [rule for plan in self.plans.values() for rule in guard_rules(plan)]
         self.gateway = None
-        if gateway_pools:
-            egress_bridge = bridge_name(args.stack, "egress")
-            rules += egress_bridge_rules(egress_bridge)
+        if egress_bridge:
             # The gateway's way out: a routed bridge that only the gateway joins.
             self.egress_network = docker.Network(
                 f"{name}-egress-net",
                 name=docker_name(args.stack, "egress"),
                 internal=False,
                 driver="bridge",
-                options=_bridge_options(egress_bridge),
+                # Only the gateway joins it, so inter-container traffic there is the gateway's own.
+                options=_bridge_options(egress_bridge, icc=True),
                 labels=network_labels({**self.labels, "sandstack.role": "egress"}),
-                opts=child,
+                opts=after_guard,
             )
             by_pool = {p.pool: p for p in args.placements}
             self.gateway = EgressGateway(
@@ -138,22 +161,6 @@ class SandboxHost(pulumi.ComponentResource):
                 opts=self.child_opts,
             )
 
-        # Closes the host to every sandbox on it and sets each sandbox's pids limit before it starts.
-        self.guard = HostGuard(
-            f"{name}-guard",
-            HostGuardArgs(
-                stack=args.stack,
-                image=self.infra_image,
-                rules=rules,
-                pids={
-                    sandbox_name(args.stack, p.pool, i): p.template.limits.pids
-                    for p in args.placements
-                    for i in range(p.replicas)
-                },
-                labels=self.labels,
-            ),
-            opts=self.child_opts,
-        )
         self.ready = [self.guard.container] + ([self.gateway.container] if self.gateway else [])
         self.register_outputs({
             "address": self.address,

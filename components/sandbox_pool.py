@@ -95,7 +95,7 @@ class SandboxPool(pulumi.ComponentResource):
         # or chmod its secrets, and no other user can read them (0400).
         volume = docker.Volume(
             f"{name}-secrets", name=docker_name(args.stack, args.pool, "secrets"),
-            labels=volume_labels(args.labels), opts=pulumi.ResourceOptions(parent=self),
+            labels=volume_labels(args.labels), opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
         # Run-once seeder: `uploads` cannot write into a read-only-root sandbox, so a throwaway container
         # with only CHOWN copies the files into the volume with the sandbox user as owner, then exits.

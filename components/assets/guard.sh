@@ -3,9 +3,12 @@
 #   SANDSTACK_STACK  stack name, tagged on every rule as a comment
 #   SANDSTACK_RULES  one iptables rule per line: CHAIN MATCH... -j TARGET
 #   SANDSTACK_PIDS   one "cgroup-name max-pids" per line, the sandboxes' cgroup parents
-# It re-applies everything every few seconds and never deletes a rule or a cgroup: a stopped or
-# replaced guard leaves the host closed (fail closed). After each complete pass it writes the boot id
-# to /state/ready; sandboxes mount /state read-only and start their command only once it matches.
+#   SANDSTACK_BRIDGES  the bridges the rules protect, space-separated
+# It re-applies everything every few seconds. After each complete pass it writes the boot id to
+# /state/ready; sandboxes mount /state read-only and start their command only once it matches.
+# When stopped it removes its rules and cgroups only if none of its bridges exists any more (the stack
+# was destroyed: Pulumi deletes sandboxes and networks before the guard they depend on); a guard that is
+# replaced or stopped while its networks exist leaves the host closed (fail closed).
 set -u
 set -f
 tag="sandstack:${SANDSTACK_STACK}"
@@ -74,7 +77,43 @@ apply_pids() {
     return $failed
 }
 
-trap 'log "stopping; rules and limits stay in place"; exit 0' TERM INT
+remove_all() {
+    while IFS= read -r rule; do
+        [ -n "$rule" ] || continue
+        chain=${rule%% *}
+        spec=${rule#* }
+        while $ipt -w -D "$chain" $spec -m comment --comment "$tag" 2>/dev/null; do :; done
+        [ "$chain" = INPUT ] && while $ip6t -w -D INPUT $spec -m comment --comment "$tag" 2>/dev/null; do :; done
+    done <<RULES
+$SANDSTACK_RULES
+RULES
+    while read -r name max; do
+        [ -n "$name" ] || continue
+        # runc made the sandbox's parent in every controller; all are empty once the stack is gone.
+        set +f
+        for dir in "$cgroot"/*/sandstack/"$name" "$cgroot/sandstack/$name"; do
+            [ -d "$dir" ] && rmdir "$dir" 2>/dev/null
+        done
+        set -f
+    done <<PIDS
+$SANDSTACK_PIDS
+PIDS
+    rm -f /state/ready
+}
+
+on_stop() {
+    for bridge in $SANDSTACK_BRIDGES; do
+        if [ -e "/sys/class/net/$bridge" ]; then
+            log "stopping; bridge $bridge still exists, so rules and limits stay in place"
+            exit 0
+        fi
+    done
+    remove_all
+    log "stopping; the stack's networks are gone, rules and cgroups removed"
+    exit 0
+}
+
+trap on_stop TERM INT
 while :; do
     if apply_rules && apply_pids; then
         cat /proc/sys/kernel/random/boot_id >/state/ready.tmp && mv /state/ready.tmp /state/ready

@@ -165,7 +165,8 @@ class Harness:
                 self._record(kind, reg)
                 return entry.id, entry.outputs
             outputs = backend.update(reg, mapping, entry, changed, start_again)
-            self.state.put(StateEntry(**{**entry.__dict__, "inputs": reg.inputs, "outputs": outputs}))
+            self.state.put(StateEntry(**{**entry.__dict__, "inputs": reg.inputs, "outputs": outputs,
+                                         "dependencies": tuple(info.dependencies)}))
             self._record(kind, reg, changed)
             return entry.id, outputs
         detail = ""
@@ -185,7 +186,7 @@ class Harness:
         built = mapping.title == "RemoteImage" and getattr(reg.plan, "build", None) is not None
         new = StateEntry(reg.urn, reg.typ, reg.name, "", reg.inputs, {}, host, self.state.next_seq(), generation,
                          built, False, info.delete_before_replace, info.protect, info.retain_on_delete,
-                         info.replacement_trigger)
+                         info.replacement_trigger, tuple(info.dependencies))
         try:
             new.id, new.outputs = backend.create(reg, mapping, autoname)
         except Exception as failure:

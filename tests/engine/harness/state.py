@@ -18,8 +18,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-# Deletion order: dependents first (Pulumi deletes in reverse dependency order; in Docker terms the
-# containers use networks, volumes and images, and nothing depends on a container).
+# Deletion order: dependents first, as Pulumi deletes in reverse dependency order (each entry keeps the
+# URNs it depends on: its inputs' sources and `depends_on`). Among entries free to go, Docker's own
+# order breaks ties: containers use networks, volumes and images.
 DELETE_PRIORITY = {"Container": 0, "Network": 1, "Volume": 1, "RemoteImage": 2}
 
 
@@ -40,6 +41,7 @@ class StateEntry:
     protect: bool = False
     retain_on_delete: bool = False
     replacement_trigger: str | None = None
+    dependencies: tuple[str, ...] = ()  # URNs this resource depends on (Pulumi's `dependencies`)
 
     @property
     def title(self) -> str:
@@ -102,7 +104,15 @@ class ResourceState:
             self.pending_delete.append(entry)
 
     def deletion_order(self, entries: Iterable[StateEntry]) -> list[StateEntry]:
-        return sorted(entries, key=lambda e: (DELETE_PRIORITY.get(e.title, 3), -e.seq))
+        """Nothing is deleted while an entry still to be deleted depends on it."""
+        remaining = sorted(entries, key=lambda e: (DELETE_PRIORITY.get(e.title, 3), -e.seq))
+        ordered: list[StateEntry] = []
+        while remaining:
+            needed = {dep for e in remaining for dep in e.dependencies}
+            free = [e for e in remaining if e.urn not in needed] or remaining[:1]  # a cycle: fall back
+            ordered.append(free[0])
+            remaining.remove(free[0])
+        return ordered
 
     def save(self) -> None:
         if self.path is None:
