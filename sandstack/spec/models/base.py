@@ -48,13 +48,17 @@ def _unit(parser):
     return BeforeValidator(validate)
 
 
+def text(pattern: str, title: str, hint: str, max_length: int | None = None) -> type[str]:
+    """A string type with a pattern, whose schema carries a title and a hint for error messages."""
+    schema: dict[str, Any] = {"type": "string", "pattern": pattern, "title": title, "x-hint": hint}
+    if max_length is not None:
+        schema["maxLength"] = max_length
+    return Annotated[str, StringConstraints(pattern=pattern, max_length=max_length), WithJsonSchema(schema)]  # type: ignore[return-value]
+
+
 NAME_PATTERN = r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$"
 NAME_HINT = "lowercase letters, digits and '-', starting with a letter, at most 32 characters"
-Name = Annotated[
-    str,
-    StringConstraints(pattern=NAME_PATTERN),
-    WithJsonSchema({"type": "string", "pattern": NAME_PATTERN, "title": "name", "x-hint": NAME_HINT}),
-]
+Name = text(NAME_PATTERN, "name", NAME_HINT)
 
 Size = Annotated[
     int,
@@ -109,52 +113,27 @@ IMAGE_PATTERN = (
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
 )
 IMAGE_HINT = "an image reference such as 'python:3.12-slim' or 'repo/name@sha256:<64 hex digits>'"
-ImageRef = Annotated[
-    str,
-    StringConstraints(pattern=IMAGE_PATTERN, max_length=512),
-    WithJsonSchema(
-        {"type": "string", "pattern": IMAGE_PATTERN, "maxLength": 512, "title": "image reference", "x-hint": IMAGE_HINT}
-    ),
-]
+ImageRef = text(IMAGE_PATTERN, "image reference", IMAGE_HINT, max_length=512)
 
 # Absolute container path; no '.' or '..' segments, no spaces or shell metacharacters.
 PATH_PATTERN = r"^/$|^(/(?!\.{1,2}(/|$))[A-Za-z0-9._@+-]+)+$"
 PATH_HINT = "an absolute path such as '/workspace', without '.' or '..' segments or spaces"
-AbsPath = Annotated[
-    str,
-    StringConstraints(pattern=PATH_PATTERN, max_length=1024),
-    WithJsonSchema({"type": "string", "pattern": PATH_PATTERN, "maxLength": 1024, "title": "path", "x-hint": PATH_HINT}),
-]
+AbsPath = text(PATH_PATTERN, "path", PATH_HINT, max_length=1024)
 
 CONFIG_KEY_PATTERN = r"^([A-Za-z][A-Za-z0-9_-]*:)?[A-Za-z][A-Za-z0-9_.-]{0,127}$"
 CONFIG_KEY_HINT = "a Pulumi config key such as 'apiToken' or 'myproject:apiToken'"
-ConfigKey = Annotated[
-    str,
-    StringConstraints(pattern=CONFIG_KEY_PATTERN),
-    WithJsonSchema({"type": "string", "pattern": CONFIG_KEY_PATTERN, "title": "config key", "x-hint": CONFIG_KEY_HINT}),
-]
+ConfigKey = text(CONFIG_KEY_PATTERN, "config key", CONFIG_KEY_HINT)
 
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 ENV_NAME_HINT = "letters, digits and '_', not starting with a digit"
-EnvName = Annotated[
-    str,
-    StringConstraints(pattern=ENV_NAME_PATTERN),
-    WithJsonSchema({"type": "string", "pattern": ENV_NAME_PATTERN, "title": "variable name", "x-hint": ENV_NAME_HINT}),
-]
+EnvName = text(ENV_NAME_PATTERN, "variable name", ENV_NAME_HINT)
 
 LABEL_KEY_PATTERN = r"^[a-z0-9]([a-z0-9._/-]{0,62}[a-z0-9])?$"
-LabelKey = Annotated[
-    str,
-    StringConstraints(pattern=LABEL_KEY_PATTERN),
-    WithJsonSchema(
-        {
-            "type": "string",
-            "pattern": LABEL_KEY_PATTERN,
-            "title": "label key",
-            "x-hint": "lowercase letters, digits, '.', '_', '/' and '-', at most 64 characters",
-        }
-    ),
-]
+LabelKey = text(
+    LABEL_KEY_PATTERN,
+    "label key",
+    "lowercase letters, digits, '.', '_', '/' and '-', at most 64 characters",
+)
 
 
 class SecretRef(StrictModel):

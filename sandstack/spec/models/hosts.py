@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, StringConstraints, WithJsonSchema
+from pydantic import StringConstraints
 
-from sandstack.spec.models.base import Cpus, ImageRef, LabelKey, SecretRef, Size, StrictModel, field
+from sandstack.spec.models.base import Cpus, ImageRef, LabelKey, SecretRef, Size, StrictModel, field, text
 
 ENDPOINT_PATTERN = (
     r"^(unix:///[A-Za-z0-9._/-]+"
@@ -14,25 +14,10 @@ ENDPOINT_PATTERN = (
     r"|tcp://[A-Za-z0-9.-]+:[0-9]{1,5})$"
 )
 ENDPOINT_HINT = "'unix:///var/run/docker.sock', 'ssh://user@host[:port]' or 'tcp://host:port' (with tls)"
-Endpoint = Annotated[
-    str,
-    StringConstraints(pattern=ENDPOINT_PATTERN),
-    WithJsonSchema({"type": "string", "pattern": ENDPOINT_PATTERN, "title": "Docker endpoint", "x-hint": ENDPOINT_HINT}),
-]
+Endpoint = text(ENDPOINT_PATTERN, "Docker endpoint", ENDPOINT_HINT)
 
 GPU_TYPE_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
-GpuType = Annotated[
-    str,
-    StringConstraints(pattern=GPU_TYPE_PATTERN),
-    WithJsonSchema(
-        {
-            "type": "string",
-            "pattern": GPU_TYPE_PATTERN,
-            "title": "GPU type",
-            "x-hint": "a lowercase GPU model name such as 'nvidia-l4'",
-        }
-    ),
-]
+GpuType = text(GPU_TYPE_PATTERN, "GPU type", "a lowercase GPU model name such as 'nvidia-l4'")
 
 
 class TlsMaterial(StrictModel):

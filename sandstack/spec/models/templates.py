@@ -17,6 +17,7 @@ from sandstack.spec.models.base import (
     Size,
     StrictModel,
     field,
+    text,
 )
 from sandstack.spec.models.limits import Lifecycle, LimitsOverride
 from sandstack.spec.models.network import NetworkPolicy, Port
@@ -32,51 +33,22 @@ CAPABILITIES = (
 Capability = Literal[CAPABILITIES]  # type: ignore[valid-type]
 
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
-SnapshotVersion = Annotated[
-    str,
-    StringConstraints(pattern=VERSION_PATTERN),
-    WithJsonSchema(
-        {
-            "type": "string",
-            "pattern": VERSION_PATTERN,
-            "title": "snapshot version",
-            "x-hint": "letters, digits, '.', '_' and '-', at most 64 characters, e.g. '2026-11-21.1'",
-        }
-    ),
-]
+SnapshotVersion = text(
+    VERSION_PATTERN,
+    "snapshot version",
+    "letters, digits, '.', '_' and '-', at most 64 characters, e.g. '2026-11-21.1'",
+)
 USER_PATTERN = r"^([a-z_][a-z0-9_-]{0,31}|[0-9]{1,10})(:([a-z_][a-z0-9_-]{0,31}|[0-9]{1,10}))?$"
-User = Annotated[
-    str,
-    StringConstraints(pattern=USER_PATTERN),
-    WithJsonSchema(
-        {
-            "type": "string",
-            "pattern": USER_PATTERN,
-            "title": "user",
-            "x-hint": "'uid[:gid]' or 'name[:group]', e.g. '10001:10001'",
-        }
-    ),
-]
+User = text(USER_PATTERN, "user", "'uid[:gid]' or 'name[:group]', e.g. '10001:10001'")
 RELATIVE_PATH_PATTERN = r"^(?!/)(?!.*(^|/)\.\.(/|$))[A-Za-z0-9._@+/-]+$"
-RelativePath = Annotated[
-    str,
-    StringConstraints(pattern=RELATIVE_PATH_PATTERN, max_length=1024),
-    WithJsonSchema(
-        {
-            "type": "string",
-            "pattern": RELATIVE_PATH_PATTERN,
-            "maxLength": 1024,
-            "title": "relative path",
-            "x-hint": "a path relative to the stack file's folder, without '..', e.g. 'files/agent.py'",
-        }
-    ),
-]
+RelativePath = text(
+    RELATIVE_PATH_PATTERN,
+    "relative path",
+    "a path relative to the stack file's folder, without '..', e.g. 'files/agent.py'",
+    max_length=1024,
+)
 MODE_PATTERN = r"^0?[0-7]{3}$"
-FileMode = Annotated[
-    str,
-    StringConstraints(pattern=MODE_PATTERN),
-    WithJsonSchema({"type": "string", "pattern": MODE_PATTERN, "title": "file mode", "x-hint": "octal, e.g. '0644'"}),
-]
+FileMode = text(MODE_PATTERN, "file mode", "octal, e.g. '0644'")
 Command = Annotated[list[Annotated[str, StringConstraints(max_length=4096)]], WithJsonSchema(
     {"type": "array", "items": {"type": "string", "maxLength": 4096}, "minItems": 1, "maxItems": 256}
 )]
