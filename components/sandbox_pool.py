@@ -76,7 +76,7 @@ class SandboxPool(pulumi.ComponentResource):
         self.sandboxes = pulumi.Output.all(*[self._describe(args, i, c) for i, c in enumerate(self.containers)])
         self.register_outputs({"sandboxes": self.sandboxes})
 
-    def _secrets(self, name: str, args: SandboxPoolArgs) -> tuple[docker.Volume, docker.Container]:
+    def _secrets(self, name: str, args: SandboxPoolArgs) -> tuple[docker.Volume, pulumi.Output[docker.Container]]:
         t = args.template
         uid, _, gid = t.user.partition(":")
         owner = f"{uid}:{gid or uid}"
@@ -125,8 +125,12 @@ class SandboxPool(pulumi.ComponentResource):
                 )
             return code
 
-        seeder.exit_code.apply(check)
-        return volume, seeder
+        def checked(code: int | None) -> docker.Container:
+            check(code)
+            return seeder
+
+        # Sandboxes depend on this output, not only on the seeder: a failed seed stops their creation.
+        return volume, seeder.exit_code.apply(checked)
 
     def _sandbox(self, name: str, args: SandboxPoolArgs, index: int, mounts: list, waits_on: list) -> docker.Container:
         t = args.template
@@ -185,6 +189,8 @@ class SandboxPool(pulumi.ComponentResource):
                 for p in t.ports if p.exposure != "none"
             ],
             read_only=t.read_only_root,
+            # A writable root is allowed only on hosts with `storage_quota` (rule disk-enforced): cap it there.
+            storage_opts={"size": str(t.limits.disk)} if not t.read_only_root else None,
             tmpfs={w.path: f"rw,nosuid,nodev,exec,size={w.size},mode=1777" for w in t.writable},
             mounts=mounts,
             capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=list(t.capabilities) or None),

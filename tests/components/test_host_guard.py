@@ -1,0 +1,142 @@
+"""The host guard (and the gateway's own confinement): exact inputs, and what waits for them."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.egress_gateway import ENTRYPOINT
+from components.host_guard import GUARD_SCRIPT, HEALTH_TEST, cgroup_parent
+from components.naming import bridge_name
+from components.network_plan import gateway_ports
+from tests.components.helpers import CONTAINER, NETWORK, env_map, spec
+
+LIMITS = {"cpus": 1, "memory": "256MiB", "disk": "256MiB"}
+TEMPLATES = {
+    "closed": {"base_image": "busybox:1.36", "limits": {**LIMITS, "pids": 64}},
+    "listed": {"base_image": "busybox:1.36", "limits": {**LIMITS, "pids": 128},
+               "network": {"egress": "allow-list", "allow": ["example.com"]}},
+}
+POOLS = {"closed": {"template": "closed", "hosts": ["local"], "replicas": 2},
+         "listed": {"template": "listed", "hosts": ["local"]}}
+LABELS = [{"label": "sandstack.host", "value": "local"}, {"label": "sandstack.managed-by", "value": "pulumi"},
+          {"label": "sandstack.stack", "value": "t"}]
+NEW = "-m conntrack ! --ctstate ESTABLISHED,RELATED"
+
+
+@pytest.fixture
+def built(build):
+    return build(spec(TEMPLATES, pools=POOLS))
+
+
+def test_guard_container_inputs(built):
+    closed, listed, egress = (bridge_name("t", "closed", "none-internal"),
+                              bridge_name("t", "listed", "gateway-internal"), bridge_name("t", "egress"))
+    port = gateway_ports("t", ["listed"])["listed"]
+    guard = built.container("local-guard-guard")
+    assert guard.inputs == {
+        "name": "sandstack-t-guard",
+        "image": built.reg("local-infra").outputs["imageId"],
+        "networkMode": "host",
+        "command": ["sh", "-c", GUARD_SCRIPT, "sandstack-guard"],
+        "envs": [
+            "SANDSTACK_STACK=t",
+            "SANDSTACK_RULES=" + "\n".join([
+                f"INPUT -i {closed} {NEW} -j DROP",
+                f"INPUT -i {listed} {NEW} -j DROP",
+                f"DOCKER-USER -i {listed} -o {listed} -p tcp --dport {port} -j ACCEPT",
+                f"DOCKER-USER -i {listed} -o {listed} -p tcp --sport {port} "
+                "-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT",
+                f"INPUT -i {egress} {NEW} -j DROP",
+            ]),
+            "SANDSTACK_PIDS=sandstack-t-closed-0 64\nsandstack-t-closed-1 64\nsandstack-t-listed-0 128",
+            "SANDSTACK_BRIDGES=" + " ".join(sorted([closed, listed, egress])),
+        ],
+        "capabilities": {"drops": ["ALL"], "adds": ["NET_ADMIN", "NET_RAW", "DAC_OVERRIDE"]},
+        "securityOpts": ["no-new-privileges:true"],
+        "readOnly": True,
+        "tmpfs": {"/tmp": "rw,nosuid,nodev,size=1m"},
+        "mounts": [{"type": "bind", "source": "/sys/fs/cgroup", "target": "/host-cgroup"},
+                   {"type": "volume", "source": "sandstack-t-guard-state", "target": "/state"}],
+        "memory": 64,
+        "memorySwap": 64,
+        "restart": "unless-stopped",
+        "destroyGraceSeconds": 10,
+        "healthcheck": {"tests": ["CMD-SHELL", HEALTH_TEST], "interval": "2s", "timeout": "2s", "retries": 3,
+                        "startPeriod": "1s"},
+        "wait": True,
+        "waitTimeout": 60,
+        "logDriver": "json-file",
+        "logOpts": {"max-size": "1m", "max-file": "2"},
+        "labels": LABELS + [{"label": "sandstack.role", "value": "guard"}],
+    }
+    assert guard.request.replace_on_changes == ("healthcheck", "wait", "waitTimeout", "tmpfs", "destroyGraceSeconds")
+    assert (guard.plan.host["NetworkMode"], guard.plan.host["Privileged"]) == ("host", False)
+    assert guard.plan.host["CapAdd"] == ["NET_ADMIN", "NET_RAW", "DAC_OVERRIDE"]
+
+
+def test_guard_state_volume_goes_before_its_replacement(built):
+    state = built.reg("local-guard-state")
+    assert state.inputs == {"name": "sandstack-t-guard-state", "labels": LABELS}
+    assert state.request.delete_before_replace is True
+
+
+def test_every_pids_entry_is_a_sandboxs_cgroup_parent(built):
+    pids = dict(line.split() for line in env_map(built.reg("local-guard-guard"))["SANDSTACK_PIDS"].split("\n"))
+    sandboxes = [r for r in built.mocks.by_type(CONTAINER) if r.name.startswith(("closed-", "listed-"))]
+    assert sorted(f"/sandstack/{name}" for name in pids) == sorted(s.inputs["cgroupParent"] for s in sandboxes)
+    assert cgroup_parent("sandstack-t-closed-0") == "/sandstack/sandstack-t-closed-0"
+
+
+def test_networks_are_created_after_the_guard(built):
+    guard = built.container("local-guard-guard")
+    for net in built.mocks.by_type(NETWORK):
+        assert net.request.dependencies == (guard.urn,), net.urn
+    assert built.names(NETWORK) == ["local-closed-net", "local-egress-net", "local-listed-net"]
+
+
+def test_sandboxes_wait_for_the_guard_and_the_gateway_and_see_the_guard_state(built):
+    guard, gateway = built.container("local-guard-guard"), built.container("local-gateway-proxy")
+    for name in ("closed-local-0", "closed-local-1", "listed-local-0"):
+        c = built.container(name)
+        assert {guard.urn, gateway.urn} <= set(c.request.dependencies), name
+        assert c.inputs["mounts"][0] == {"type": "volume", "source": "sandstack-t-guard-state",
+                                         "target": "/run/sandstack/guard", "readOnly": True}
+
+
+def test_without_a_gateway_pool_sandboxes_wait_for_the_guard_only(build):
+    built = build(spec({"closed": TEMPLATES["closed"]}))
+    c = built.container("closed-local-0")
+    assert set(c.request.dependencies) == {built.reg(n).urn for n in (
+        "local-guard-guard", "local-guard-state", "closed-local-image", "local-closed-net")}
+
+
+def test_the_gateway_is_unprivileged_read_only_and_bounded(built):
+    gateway = built.container("local-gateway-proxy")
+    inputs = {k: v for k, v in gateway.inputs.items() if k not in ("envs", "networksAdvanced")}
+    assert inputs == {
+        "name": "sandstack-t-gateway",
+        "image": built.reg("local-infra").outputs["imageId"],
+        "user": "proxy",
+        "command": ["sh", "-c", ENTRYPOINT],
+        "init": True,
+        "capabilities": {"drops": ["ALL"]},
+        "securityOpts": ["no-new-privileges:true"],
+        "readOnly": True,
+        "tmpfs": {"/tmp": "rw,nosuid,nodev,size=16m"},
+        "mounts": [{"type": "volume", "source": "sandstack-t-gateway-log", "target": "/var/log/squid"}],
+        "memory": 256,
+        "memorySwap": 256,
+        "cpus": "1",
+        "restart": "unless-stopped",
+        "destroyGraceSeconds": 10,
+        "healthcheck": {"tests": ["CMD", "squid", "-k", "check", "-f", "/tmp/squid.conf"], "interval": "2s",
+                        "timeout": "2s", "retries": 5, "startPeriod": "1s"},
+        "wait": True,
+        "waitTimeout": 60,
+        "logDriver": "json-file",
+        "logOpts": {"max-size": "10m", "max-file": "5"},
+        "labels": LABELS + [{"label": "sandstack.role", "value": "gateway"}],
+    }
+    assert list(env_map(gateway)) == ["SANDSTACK_SQUID_CONF"]
+    assert gateway.request.replace_on_changes == ("healthcheck", "wait", "tmpfs", "init", "destroyGraceSeconds")
+    assert built.reg("local-gateway-log").request.delete_before_replace is True

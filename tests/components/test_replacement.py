@@ -1,0 +1,148 @@
+"""Replacement behaviour is deliberate: successive `pulumi up`s on the dry harness, one spec change at a time."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.components.helpers import STACKS, changed, spec, stack_program, write_spec
+
+BASE = spec(
+    {
+        "agent": {"base_image": "busybox:1.36", "snapshot": {"version": "1", "setup": ["true"]},
+                  "limits": {"cpus": 1, "memory": "256MiB", "disk": "256MiB", "pids": 64},
+                  "network": {"egress": "allow-list", "allow": ["example.com"]},
+                  "readiness": {"command": ["true"], "interval": "5s"}},
+        "other": {"base_image": "busybox:1.36"},
+    },
+    pools={"agent": {"template": "agent", "hosts": ["local"], "replicas": 2},
+           "other": {"template": "other", "hosts": ["local"]}},
+)
+EVERYTHING = 13  # infra image, 2 snapshot images, guard volume + container, gateway volume + container,
+#                  3 networks (agent, other, egress), 3 sandboxes
+
+
+@pytest.fixture
+def up(dry_harness, tmp_path):
+    """`up(spec_dict)` → RunResult: writes the spec and runs the program once more on the same state."""
+    path = tmp_path / "spec" / "stack.yaml"
+
+    def run(data: dict):
+        write_spec(path.parent, data)
+        return dry_harness.run(stack_program(path))
+    return run
+
+
+def _changes(result) -> dict[str, tuple[str, tuple[str, ...]]]:
+    return {f"{a.kind} {a.name}": a.changed for a in result.actions if a.kind != "same"}
+
+
+def test_the_dev_stack_run_twice_changes_nothing_the_second_time(dry_harness, tmp_path):
+    shutil.copytree(STACKS, tmp_path / "stacks")
+    program = stack_program(tmp_path / "stacks" / "dev.yaml", stack="dev")
+    first = dry_harness.run(program)
+    # 5 images (infra + 4 snapshots), guard and gateway (volume + container each), 5 networks, 6 sandboxes
+    assert first.summary() == {"create": 20, "update": 0, "replace": 0, "delete": 0, "same": 0, "build": 5}
+    again = dry_harness.run(program)
+    assert again.summary() == {"create": 0, "update": 0, "replace": 0, "delete": 0, "same": 20, "build": 0}
+    assert again.outputs == first.outputs
+
+
+def test_the_same_spec_again_is_all_same(up):
+    assert up(BASE).summary() == {"create": EVERYTHING, "update": 0, "replace": 0, "delete": 0, "same": 0,
+                                  "build": 3}
+    assert up(BASE).summary() == {"create": 0, "update": 0, "replace": 0, "delete": 0, "same": EVERYTHING,
+                                  "build": 0}
+
+
+def test_bumping_the_snapshot_version_rebuilds_and_moves_only_that_pool(up):
+    first = up(BASE)
+    result = up(changed(BASE, "templates.agent.snapshot.version", "2"))
+    assert _changes(result) == {
+        "replace agent-local-image": ("build", "name", "triggers"),
+        "replace agent-local-0": ("image", "labels"),
+        "replace agent-local-1": ("image", "labels"),
+        "delete agent-local-image": (),  # the superseded snapshot, after the sandboxes moved off it
+    }
+    assert result.builds == 1
+    assert result.action("agent-local-image", "replace").detail.startswith("create-before-delete")
+    old, new = (r.outputs["sandboxes"][0] for r in (first, result))
+    assert (old["version"], new["version"]) == ("1", "2")
+    assert new["image"] == f"sandstack-t/agent:2-{new['digest'][:12]}"
+
+
+def test_changing_a_setup_step_rebuilds_even_with_the_same_version(up):
+    up(BASE)
+    result = up(changed(BASE, "templates.agent.snapshot.setup", ["true", "echo more"]))
+    assert set(_changes(result)) == {"replace agent-local-image", "replace agent-local-0", "replace agent-local-1",
+                                     "delete agent-local-image"}
+
+
+def test_changing_only_memory_updates_the_sandboxes_in_place(up):
+    up(BASE)
+    result = up(changed(BASE, "templates.agent.limits.memory", "512MiB"))
+    assert _changes(result) == {"update agent-local-0": ("memory", "memorySwap"),
+                                "update agent-local-1": ("memory", "memorySwap")}
+
+
+def test_changing_cpus_replaces_the_sandboxes(up):
+    up(BASE)
+    result = up(changed(BASE, "templates.agent.limits.cpus", 2))
+    assert _changes(result) == {"replace agent-local-0": ("cpus",), "replace agent-local-1": ("cpus",)}
+
+
+@pytest.mark.parametrize("path, value, fields", [
+    ("templates.agent.filesystem", {"writable": [{"path": "/tmp", "size": "128MiB"}]}, ("tmpfs",)),
+    ("templates.agent.readiness", {"command": ["true"], "interval": "7s"}, ("healthcheck", "waitTimeout")),
+])
+def test_inputs_the_provider_would_not_apply_replace_instead_of_a_silent_update(up, path, value, fields):
+    up(BASE)
+    result = up(changed(BASE, path, value))
+    assert _changes(result) == {"replace agent-local-0": fields, "replace agent-local-1": fields}
+
+
+def test_one_more_replica_creates_one_sandbox_and_renews_the_guards_pids_list(up):
+    up(BASE)
+    result = up(changed(BASE, "pools.agent.replicas", 3))
+    # The guard holds every sandbox's pids limit in its env, so it is replaced (delete-before-replace; its
+    # rules stay on the host meanwhile, see guard.sh) before the new sandbox starts under its cgroup parent.
+    assert _changes(result) == {"create agent-local-2": (), "replace local-guard-guard": ("envs",)}
+
+
+def test_one_replica_less_deletes_the_last_sandbox_only(up):
+    up(BASE)
+    result = up(changed(BASE, "pools.agent.replicas", 1))
+    assert _changes(result) == {"replace local-guard-guard": ("envs",), "delete agent-local-1": ()}
+
+
+def test_adding_a_gateway_pool_adds_its_objects_and_renews_guard_and_gateway_only(up):
+    up(BASE)
+    more = changed(BASE, "templates.logged", {"base_image": "busybox:1.36", "network": {"egress": "allow-all"}})
+    more["pools"]["logged"] = {"template": "logged", "hosts": ["local"]}
+    result = up(more)
+    assert _changes(result) == {
+        "create logged-local-image": (), "create local-logged-net": (), "create logged-local-0": (),
+        "replace local-guard-guard": ("envs",),                          # rules, pids and bridges of the new pool
+        "replace local-gateway-proxy": ("envs", "networksAdvanced"),     # its squid.conf and the new pool's network
+    }
+
+
+def test_the_first_gateway_pool_brings_the_gateway_and_leaves_other_sandboxes_alone(up):
+    closed = spec({"other": {"base_image": "busybox:1.36"}})
+    up(closed)
+    more = changed(closed, "templates.agent", {"base_image": "busybox:1.36",
+                                               "network": {"egress": "allow-list", "allow": ["example.com"]}})
+    more["pools"]["agent"] = {"template": "agent", "hosts": ["local"]}
+    result = up(more)
+    assert _changes(result) == {
+        "create agent-local-image": (), "create local-agent-net": (), "create local-egress-net": (),
+        "create local-gateway-log": (), "create local-gateway-proxy": (), "create agent-local-0": (),
+        "replace local-guard-guard": ("envs",),
+    }
+
+
+def test_changing_an_allow_entry_renews_only_the_gateway(up):
+    up(BASE)
+    result = up(changed(BASE, "templates.agent.network.allow", ["example.com", "example.org"]))
+    assert _changes(result) == {"replace local-gateway-proxy": ("envs",)}

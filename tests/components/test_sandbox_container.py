@@ -1,0 +1,204 @@
+"""The secure defaults of a sandbox container, as exact pulumi-docker wire inputs, and each loosening."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.snapshot_build import SUPERVISOR_PATH
+from tests.components.helpers import changed, env_map, host, label_map, spec
+from tests.engine.harness.schema import MiB, STATE_ONLY
+from tests.engine.harness.tables import MAPPINGS
+
+BASE = {
+    "base_image": "busybox:1.36",
+    "command": ["sh", "-c", "sleep 1d"],
+    "limits": {"cpus": 1.5, "memory": "512MiB", "disk": "1GiB", "pids": 100},
+    "lifecycle": {"max_lifetime": "2h", "idle_timeout": "10m"},
+    "filesystem": {"writable": [{"path": "/tmp", "size": "64MiB"}, {"path": "/work", "size": "128MiB"}]},
+}
+REPLACE_ON_CHANGES = ("tmpfs", "init", "healthcheck", "wait", "waitTimeout", "destroyGraceSeconds")
+
+
+def _sandbox(build, template: dict, **spec_extra):
+    built = build(spec({"t": template}, **spec_extra))
+    return built, built.container("t-local-0")
+
+
+def test_a_sandbox_container_has_exactly_the_secure_defaults(build):
+    built, c = _sandbox(build, BASE)
+    image = built.reg("t-local-image")
+    digest = image.inputs["triggers"]["digest"]
+    assert c.inputs == {
+        "name": "sandstack-t-t-0",
+        "hostname": "t-0",
+        "image": image.outputs["imageId"],
+        "user": "10001:10001",
+        "entrypoints": [SUPERVISOR_PATH, "7200", "600"],
+        "command": ["sh", "-c", "sleep 1d"],
+        "init": True,
+        "envs": [],
+        "labels": [
+            {"label": "sandstack.host", "value": "local"},
+            {"label": "sandstack.managed-by", "value": "pulumi"},
+            {"label": "sandstack.stack", "value": "t"},
+            {"label": "sandstack.role", "value": "sandbox"},
+            {"label": "sandstack.template", "value": "t"},
+            {"label": "sandstack.version", "value": ""},
+            {"label": "sandstack.digest", "value": digest},
+            {"label": "sandstack.pool", "value": "t"},
+            {"label": "sandstack.replica", "value": "0"},
+        ],
+        "networksAdvanced": [{"name": "sandstack-t-t"}],
+        "ports": [],
+        "readOnly": True,
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,exec,size={64 * MiB},mode=1777",
+                  "/work": f"rw,nosuid,nodev,exec,size={128 * MiB},mode=1777"},
+        "mounts": [{"type": "volume", "source": "sandstack-t-guard-state", "target": "/run/sandstack/guard",
+                    "readOnly": True}],
+        "capabilities": {"drops": ["ALL"]},
+        "securityOpts": ["no-new-privileges:true"],
+        "privileged": False,
+        "runtime": "runc",
+        "memory": 512,
+        "memorySwap": 512,
+        "cpus": "1.5",
+        "cgroupParent": "/sandstack/sandstack-t-t-0",
+        "wait": False,
+        "restart": "on-failure",
+        "destroyGraceSeconds": 10,
+        "logDriver": "json-file",
+        "logOpts": {"max-size": "10m", "max-file": "3"},
+    }
+    assert c.request.replace_on_changes == REPLACE_ON_CHANGES
+    assert c.secret_paths == frozenset()
+    # What the provider would send the daemon: bytes, NanoCpus, no swap beyond memory, no socket mount.
+    assert (c.plan.host["Memory"], c.plan.host["MemorySwap"]) == (512 * MiB, 512 * MiB)
+    assert c.plan.host["NanoCpus"] == 1_500_000_000
+    assert c.plan.host["CapDrop"] == ["ALL"] and c.plan.host["CapAdd"] == []
+    assert "PortBindings" not in c.plan.host
+    assert all("docker.sock" not in m["Source"] for m in c.plan.host["Mounts"])
+
+
+def test_every_input_the_provider_would_not_apply_replaces_the_sandbox(build):
+    template = {**BASE, "readiness": {"command": ["true"]}}
+    _, c = _sandbox(build, template)
+    container = MAPPINGS["docker:index/container:Container"]
+    never_applied = {f for f in c.inputs if container.by_name[f].change == STATE_ONLY}
+    assert never_applied == set(REPLACE_ON_CHANGES)
+    assert set(c.request.replace_on_changes) == never_applied
+
+
+def test_labels_carry_template_version_digest_pool_host_and_the_hosts_own_labels(build):
+    template = {**BASE, "snapshot": {"version": "7"}}
+    hosts = {"local": host(labels={"zone": "eu-1a"})}
+    built, c = _sandbox(build, template, hosts=hosts)
+    labels = label_map(c)
+    assert labels["zone"] == "eu-1a"
+    assert (labels["sandstack.template"], labels["sandstack.version"], labels["sandstack.pool"],
+            labels["sandstack.host"]) == ("t", "7", "t", "local")
+    assert labels["sandstack.digest"] == built.reg("t-local-image").inputs["triggers"]["digest"]
+    assert c.plan.config["Labels"] == labels
+
+
+@pytest.mark.parametrize("on_expiry, restart", [("stop", "on-failure"), ("restart", "unless-stopped")])
+def test_restart_policy_follows_on_expiry(build, on_expiry, restart):
+    _, c = _sandbox(build, changed(BASE, "lifecycle.on_expiry", on_expiry))
+    assert c.inputs["restart"] == restart
+
+
+def test_lifetime_without_idle_timeout_passes_zero_to_the_supervisor(build):
+    _, c = _sandbox(build, {**BASE, "lifecycle": {"max_lifetime": "90m"}})
+    assert c.inputs["entrypoints"] == [SUPERVISOR_PATH, "5400", "0"]
+
+
+def test_loosenings_show_up_exactly(build):
+    template = {**BASE, "runtime": "runsc",
+                "security": {"capabilities": ["NET_BIND_SERVICE", "SYS_PTRACE"], "privileged": True,
+                             "no_new_privileges": False}}
+    _, c = _sandbox(build, template)
+    assert c.inputs["capabilities"] == {"drops": ["ALL"], "adds": ["NET_BIND_SERVICE", "SYS_PTRACE"]}
+    assert c.inputs["privileged"] is True
+    assert c.inputs["runtime"] == "runsc"
+    assert "securityOpts" not in c.inputs
+    assert (c.plan.host["Privileged"], c.plan.host["Runtime"]) == (True, "runsc")
+
+
+def test_capabilities_added_for_a_root_sandbox_show_up_exactly(build):
+    template = {**BASE, "user": "0:0", "security": {"capabilities": ["CHOWN"]}}
+    _, c = _sandbox(build, template)
+    assert c.inputs["capabilities"] == {"drops": ["ALL"], "adds": ["CHOWN"]}
+    assert (c.inputs["user"], c.inputs["privileged"], c.inputs["securityOpts"]) == (
+        "0:0", False, ["no-new-privileges:true"])
+
+
+def test_a_writable_root_on_a_quota_host_is_capped_at_limits_disk(build):
+    template = {**BASE, "user": "1000:1000", "workdir": "/work",
+                "filesystem": {"read_only_root": False, "writable": [{"path": "/work", "size": "128MiB"}]}}
+    _, c = _sandbox(build, template, hosts={"local": host(storage_quota=True)})
+    assert (c.inputs["readOnly"], c.inputs["user"], c.inputs["workingDir"]) == (False, "1000:1000", "/work")
+    assert c.inputs["tmpfs"] == {"/work": f"rw,nosuid,nodev,exec,size={128 * MiB},mode=1777"}
+    assert c.inputs["storageOpts"] == {"size": str(1024 * MiB)}
+    assert c.plan.host["StorageOpt"] == {"size": str(1024 * MiB)}
+
+
+def test_a_read_only_root_sets_no_storage_quota_even_on_a_quota_host(build):
+    _, c = _sandbox(build, BASE, hosts={"local": host(storage_quota=True)})
+    assert "storageOpts" not in c.inputs
+
+
+def test_entrypoint_and_command_run_under_the_supervisor(build):
+    _, c = _sandbox(build, {**BASE, "entrypoint": ["/bin/agent"], "command": ["--serve", "8000"]})
+    assert c.inputs["entrypoints"] == [SUPERVISOR_PATH, "7200", "600"]
+    assert c.inputs["command"] == ["/bin/agent", "--serve", "8000"]
+
+
+def test_no_command_leaves_the_image_default_out(build):
+    template = {k: v for k, v in BASE.items() if k != "command"}
+    _, c = _sandbox(build, template)
+    assert "command" not in c.inputs
+
+
+def test_readiness_becomes_a_healthcheck_and_a_bounded_wait(build):
+    template = {**BASE, "readiness": {"command": ["test", "-f", "/tmp/ready"], "interval": "5s", "timeout": "2s",
+                                      "retries": 4, "start_period": "10s"}}
+    _, c = _sandbox(build, template)
+    assert c.inputs["healthcheck"] == {"tests": ["CMD", "test", "-f", "/tmp/ready"], "interval": "5s",
+                                       "timeout": "2s", "retries": 4, "startPeriod": "10s"}
+    assert (c.inputs["wait"], c.inputs["waitTimeout"]) == (True, 10 + (4 + 2) * (5 + 2) + 30)
+
+
+def test_env_merges_defaults_under_the_templates_own(build):
+    template = {**BASE, "env": {"LOG_LEVEL": "debug", "B": "2"}}
+    _, c = _sandbox(build, template, defaults={"env": {"LOG_LEVEL": "info", "A": "1"}})
+    assert c.inputs["envs"] == ["A=1", "B=2", "LOG_LEVEL=debug"]
+    assert env_map(c) == {"A": "1", "B": "2", "LOG_LEVEL": "debug"}
+
+
+def test_fractional_cpus_and_memory_in_whole_megabytes(build):
+    template = changed(changed(BASE, "limits.cpus", 0.25), "limits.memory", "1536MiB")
+    _, c = _sandbox(build, template)
+    assert (c.inputs["cpus"], c.inputs["memory"], c.inputs["memorySwap"]) == ("0.25", 1536, 1536)
+    assert c.plan.host["NanoCpus"] == 250_000_000
+
+
+def test_a_gpu_request_becomes_device_requests(build):
+    hosts = {"local": host(capacity={"cpus": 64, "memory": "256GiB", "disk": "1TiB",
+                                     "gpus": [{"type": "nvidia-l4", "count": 4}]})}
+    template = changed(BASE, "limits.gpus", {"count": 2, "type": "nvidia-l4"})
+    _, c = _sandbox(build, template, hosts=hosts)
+    assert c.inputs["deviceRequests"] == [{"driver": "nvidia", "count": 2, "capabilities": ["gpu"]}]
+    assert c.plan.host["DeviceRequests"] == [{"Driver": "nvidia", "Count": 2, "Capabilities": [["gpu"]]}]
+
+
+def test_no_gpu_request_sends_no_device_requests(build):
+    _, c = _sandbox(build, BASE)
+    assert "deviceRequests" not in c.inputs and "gpus" not in c.inputs
+
+
+def test_every_replica_gets_its_own_name_hostname_cgroup_parent_and_replica_label(build):
+    built = build(spec({"t": BASE}, pools={"t": {"template": "t", "hosts": ["local"], "replicas": 3}}))
+    for i in range(3):
+        c = built.container(f"t-local-{i}")
+        assert (c.inputs["name"], c.inputs["hostname"], c.inputs["cgroupParent"]) == (
+            f"sandstack-t-t-{i}", f"t-{i}", f"/sandstack/sandstack-t-t-{i}")
+        assert label_map(c)["sandstack.replica"] == str(i)
