@@ -55,6 +55,9 @@ class SandboxTemplate(pulumi.ComponentResource):
                 context=str(plan.context),
                 dockerfile="Dockerfile",
                 labels=image_labels,
+                # Every build runs every setup step: with the daemon's layer cache, a bumped version
+                # (unchanged steps) got the old steps' layers back and its setup never ran again.
+                no_cache=True,
             ),
             triggers={"digest": plan.digest},
             keep_locally=False,

@@ -1,0 +1,168 @@
+"""Lifecycle of real sandboxes: max lifetime (stop / restart), idle timeout, and the supervisor waiting for
+the host guard.
+
+sandstack's supervisor (the sandbox's entrypoint under Docker's init, components/assets/supervise.sh)
+enforces `max_lifetime` and `idle_timeout` and exits 0 at a limit; the restart policy chosen from
+`on_expiry` decides what follows. All pools start together when the module's stack is deployed, so their
+short timeouts run down in parallel; every wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from tests.engine.deploy import engine_spec
+from tests.engine.sandbox_helpers import client, sh, shared_deployment, state, wait_until
+
+pytestmark = pytest.mark.docker
+
+LIFETIME = 5
+IDLE = 4
+SLACK = 15  # seconds beyond a limit before a wait gives up (the supervisor checks once a second)
+SLEEPER = ["sleep", "100000"]
+
+
+@pytest.fixture(scope="module")
+def stack(debian_image, busybox_image, harness_sweep_orphans, tmp_path_factory):
+    small = {"memory": "16MiB"}
+    templates = {
+        "expire": {"base_image": busybox_image, "command": SLEEPER, "limits": small,
+                   "lifecycle": {"max_lifetime": f"{LIFETIME}s", "on_expiry": "stop"}},
+        "renew": {"base_image": busybox_image, "command": SLEEPER, "limits": small,
+                  "lifecycle": {"max_lifetime": f"{LIFETIME}s", "on_expiry": "restart"}},
+        "idle": {"base_image": busybox_image, "command": SLEEPER, "limits": small,
+                 "lifecycle": {"idle_timeout": f"{IDLE}s"}},
+        # Busy at a tenth of a CPU: far above the supervisor's idle threshold (20 ms of CPU per second),
+        # far below what would slow the other tests down.
+        "busy": {"base_image": busybox_image, "command": ["sh", "-c", "while :; do :; done"],
+                 "limits": {**small, "cpus": 0.1}, "lifecycle": {"idle_timeout": f"{IDLE}s"}},
+    }
+    spec = engine_spec(debian_image, templates)
+    with shared_deployment(__file__, tmp_path_factory.mktemp("lifecycle"), spec) as shared:
+        yield shared
+
+
+@pytest.fixture(scope="module")
+def gated(debian_image, busybox_image, harness_sweep_orphans, tmp_path_factory):
+    """A stack of its own (so its own guard): a sandbox whose command records when it started."""
+    templates = {"gated": {"base_image": busybox_image, "limits": {"memory": "16MiB"},
+                           "command": ["sh", "-c", "date +%s > /tmp/started; exec sleep 100000"]}}
+    spec = engine_spec(debian_image, templates)
+    with shared_deployment(__file__, tmp_path_factory.mktemp("gated"), spec) as shared:
+        yield shared
+
+
+def _time(rfc3339: str) -> float:
+    return datetime.fromisoformat(rfc3339[:26].rstrip("Z") + "+00:00").timestamp()
+
+
+def _logs(container) -> str:
+    return container.logs(stdout=True, stderr=True).decode(errors="replace")
+
+
+def test_sandbox_past_its_max_lifetime_is_stopped_and_stays_stopped(stack):
+    stack.proves("Container.entrypoints", "Container.init", "Container.restart")
+    sandbox = stack.container("expire")
+    final = wait_until(lambda: (lambda s: s if s["Status"] == "exited" else None)(state(sandbox)),
+                       LIFETIME + SLACK, what="the expired sandbox to stop")
+    # Stopped by the supervisor at the limit: a clean exit 0 about LIFETIME seconds after the start.
+    assert final["ExitCode"] == 0 and not final["OOMKilled"], final
+    lived = _time(final["FinishedAt"]) - _time(final["StartedAt"])
+    assert LIFETIME <= lived < LIFETIME + 5, f"lived {lived:.1f}s with max_lifetime {LIFETIME}s"
+    assert f"max lifetime of {LIFETIME}s reached" in _logs(sandbox)
+    # on_expiry: stop → it stays stopped (restart policy on-failure ignores a clean exit).
+    time.sleep(3)
+    assert state(sandbox)["Status"] == "exited"
+    sandbox.reload()
+    assert sandbox.attrs["RestartCount"] == 0
+    assert sandbox.attrs["HostConfig"]["RestartPolicy"]["Name"] == "on-failure"
+
+
+def test_sandbox_with_on_expiry_restart_comes_back_with_fresh_writable_paths(stack):
+    stack.proves("Container.entrypoints", "Container.restart", "Container.tmpfs")
+    sandbox = stack.container("renew")
+    # Leave a file in the writable /tmp of one run of the sandbox (retried if a restart races the write).
+    for _ in range(10):
+        first = wait_until(lambda: (lambda s: s["StartedAt"] if s["Running"] else None)(state(sandbox)),
+                           LIFETIME + SLACK, what="the renewing sandbox to run")
+        code, out = sh(sandbox, "echo left-behind > /tmp/leftover && cat /tmp/leftover")
+        if code == 0 and state(sandbox)["StartedAt"] == first:
+            break
+    else:
+        pytest.fail("could not write into one run of the sandbox")
+    assert out == "left-behind\n"
+    # The lifetime runs out, the supervisor exits 0 and the restart policy starts a fresh run.
+    wait_until(lambda: (lambda s: s["Running"] and s["StartedAt"] != first)(state(sandbox)),
+               LIFETIME + SLACK, what="the sandbox to come back after its max lifetime")
+    sandbox.reload()
+    assert sandbox.attrs["RestartCount"] >= 1
+    assert sandbox.attrs["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
+    assert f"max lifetime of {LIFETIME}s reached" in _logs(sandbox)
+    code, out = sh(sandbox, "ls -A /tmp; test ! -e /tmp/leftover")
+    assert code == 0, f"/tmp was not fresh after the restart: {out!r}"
+
+
+def test_idle_timeout_stops_an_idle_sandbox_and_not_a_busy_one(stack):
+    stack.proves("Container.entrypoints", "Container.restart")
+    idle, busy = stack.container("idle"), stack.container("busy")
+    busy_started = state(busy)["StartedAt"]
+    final = wait_until(lambda: (lambda s: s if s["Status"] == "exited" else None)(state(idle)),
+                       IDLE + SLACK, what="the idle sandbox to stop")
+    assert final["ExitCode"] == 0, final
+    assert f"idle for {IDLE}s" in _logs(idle)
+    # The busy one, started at the same moment with the same timeout, runs on past the point where the
+    # idle one was stopped, by more than the timeout again.
+    stopped_at = _time(final["FinishedAt"])
+    wait_until(lambda: time.time() > stopped_at + IDLE + 2, IDLE + 10, what="one more idle period")
+    now = state(busy)
+    assert now["Running"] and now["StartedAt"] == busy_started, now  # the same run, never stopped
+    busy.reload()
+    assert busy.attrs["RestartCount"] == 0
+    assert "idle for" not in _logs(busy)
+
+
+def test_sandbox_command_waits_for_the_guard_marker_of_this_boot(gated):
+    gated.proves("Container.entrypoints", "Container.mounts", "Container.mounts.readOnly")
+    docker = client()
+    stack = gated.deployment.stack
+    sandbox = gated.container("gated")
+    guard = docker.containers.get(f"sandstack-{stack}-guard")
+    marker = Path(docker.api.inspect_volume(f"sandstack-{stack}-guard-state")["Mountpoint"]) / "ready"
+    boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    wait_until(lambda: sh(sandbox, "test -s /tmp/started")[0] == 0, 20, what="the first start of the command")
+    assert marker.read_text().strip() == boot_id
+
+    def command_started() -> bool:
+        code, out = sh(sandbox, "test -s /tmp/started && ps -o args | grep -q '^sleep 100000'")
+        return code == 0
+
+    try:
+        # Stop the guard (it leaves its rules in place while the stack's bridges exist) and take its marker away.
+        guard.stop(timeout=10)
+        marker.unlink()
+        sandbox.restart(timeout=5)
+        wait_until(lambda: "waiting for the host guard" in _logs(sandbox), 10, what="the supervisor to wait")
+        time.sleep(3)
+        assert not command_started(), "the command ran with no guard marker"
+        # A marker from another boot (as after a reboot before the guard ran) does not count either.
+        marker.write_text(str(uuid.uuid4()) + "\n")
+        time.sleep(3)
+        assert not command_started(), "the command ran with a marker of another boot"
+
+        # The guard comes back, re-applies everything, writes this boot's id; only then the command starts.
+        guard.start()
+        wait_until(lambda: marker.exists() and marker.read_text().strip() == boot_id, 20, what="the guard's marker")
+        written = marker.stat().st_mtime
+        wait_until(command_started, 15, what="the command to start after the marker")
+        code, out = sh(sandbox, "cat /tmp/started")
+        assert int(out) >= int(written), f"command started at {out.strip()}, marker written at {written:.0f}"
+    finally:
+        guard.reload()
+        if guard.status != "running":
+            guard.start()
+        wait_until(lambda: marker.exists() and marker.read_text().strip() == boot_id, 20, what="the guard's marker")
