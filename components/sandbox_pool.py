@@ -52,25 +52,10 @@ def _duration(seconds: int) -> str:
     return f"{seconds}s"
 
 
-def check_capabilities(template: ResolvedTemplate) -> None:
-    """Added capabilities take effect only for uid 0: Docker gives a non-root process the added ones in its
-    bounding set only, never effective (moby#50083; measured on 20.10: `--user 2345 --cap-add CHOWN` →
-    CapEff 0, chown fails), and no-new-privileges ignores file capabilities. Refuse what cannot be enforced."""
-    uid = template.user.partition(":")[0]
-    if template.capabilities and not template.privileged and uid not in ("0", "root"):
-        raise pulumi.RunError(
-            f"templates.{template.name}.security.capabilities: {list(template.capabilities)} cannot take effect "
-            f"for user '{template.user}': Docker gives a non-root user added capabilities only in its bounding "
-            "set, never effective; run the template as user '0:0' (it keeps only the listed capabilities, "
-            "read-only root and no-new-privileges) or remove them"
-        )
-
-
 class SandboxPool(pulumi.ComponentResource):
     sandboxes: pulumi.Output[list[dict]]
 
     def __init__(self, name: str, args: SandboxPoolArgs, opts: pulumi.ResourceOptions | None = None):
-        check_capabilities(args.template)
         super().__init__("sandstack:index:SandboxPool", name, None, opts)
         t = args.template
         waits_on = list(args.depends_on)

@@ -16,7 +16,7 @@ from sandstack.spec.egress import EgressEntryError, parse_entry
 from sandstack.spec.errors import Diagnostic, JsonPath
 from sandstack.spec.loader import Document
 from sandstack.spec.models import NetworkPolicy, Stack, Template
-from sandstack.spec.resolve import UnknownProfile, effective_limits, effective_writable
+from sandstack.spec.resolve import BUILTIN_USER, UnknownProfile, effective_limits, effective_writable
 from sandstack.spec.units import format_cpus, format_size
 
 
@@ -333,6 +333,26 @@ def secrets_need_numeric_user(ctx: Context) -> Iterator[Diagnostic]:
             yield ctx.error(where, f"user {user!r} must be numeric ('uid' or 'uid:gid') in a template with "
                             "secrets: the files are owned by that uid before the image's user names are known",
                             "secret-user")
+
+
+@rule("capabilities-user")
+def capabilities_need_root(ctx: Context) -> Iterator[Diagnostic]:
+    """Docker gives a non-root process added capabilities only in its bounding set, never effective
+    (moby#50083; measured on 20.10: `--user 2345 --cap-add CHOWN` leaves CapEff 0), so they cannot be
+    enforced unless the sandbox runs as uid 0 (still read-only, no-new-privileges, only those caps)."""
+    d = ctx.stack.defaults
+    for path, template in _templates(ctx):
+        sec, dsec = template.security, d.security
+        caps = next((c for c in (sec and sec.capabilities, dsec and dsec.capabilities) if c is not None), [])
+        privileged = next((v for v in (sec and sec.privileged, dsec and dsec.privileged) if v is not None), False)
+        user = template.user or d.user or BUILTIN_USER
+        if caps and not privileged and user.partition(":")[0] not in ("0", "root"):
+            where = path + ("security", "capabilities") if sec and sec.capabilities is not None else (
+                "defaults", "security", "capabilities")
+            yield ctx.error(where, f"{list(caps)} cannot take effect for user {user!r}: Docker gives a non-root "
+                            "user added capabilities only in its bounding set, never effective; run the template "
+                            "as user '0:0' (it keeps only these capabilities, a read-only root and "
+                            "no-new-privileges) or remove them", "capabilities-user")
 
 
 @rule("memory-unit")

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import pulumi
 import pytest
 
 from components.snapshot_build import SUPERVISOR_PATH
-from tests.components.helpers import Built, changed, env_map, host, label_map, spec
+from tests.components.helpers import changed, env_map, host, label_map, spec
 from tests.engine.harness.schema import MiB, STATE_ONLY
 from tests.engine.harness.tables import MAPPINGS
-from tests.support.recording_mocks import RecordingMocks
 
 BASE = {
     "base_image": "busybox:1.36",
@@ -131,19 +129,6 @@ def test_capabilities_added_for_a_root_sandbox_show_up_exactly(build):
     assert c.inputs["capabilities"] == {"drops": ["ALL"], "adds": ["CHOWN"]}
     assert (c.inputs["user"], c.inputs["privileged"], c.inputs["securityOpts"]) == (
         "0:0", False, ["no-new-privileges:true"])
-
-
-def test_capabilities_a_non_root_sandbox_cannot_get_fail_the_program_with_the_exact_message(tmp_path):
-    template = {**BASE, "security": {"capabilities": ["NET_BIND_SERVICE"]}}
-    mocks = RecordingMocks()
-    with pytest.raises(pulumi.RunError) as failure:
-        Built.from_spec(tmp_path, spec({"t": template}), mocks=mocks)
-    assert str(failure.value) == (
-        "templates.t.security.capabilities: ['NET_BIND_SERVICE'] cannot take effect for user '10001:10001': "
-        "Docker gives a non-root user added capabilities only in its bounding set, never effective; run the "
-        "template as user '0:0' (it keeps only the listed capabilities, read-only root and no-new-privileges) "
-        "or remove them")
-    assert not [r for r in mocks.by_type("Container") if r.name.startswith("t-local-")]
 
 
 def test_a_writable_root_on_a_quota_host_is_capped_at_limits_disk(build):

@@ -175,6 +175,18 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
          ["stack.yaml:17:9: $.defaults.user: user 'app:app' must be numeric ('uid' or 'uid:gid') in a template "
           "with secrets: the files are owned by that uid before the image's user names are known"]),
     ],
+    "capabilities-user": [
+        ("capability-for-the-default-user", change("    secrets:\n", "    security: {capabilities: [CHOWN]}\n    secrets:\n"),
+         ["stack.yaml:40:30: $.templates.web.security.capabilities: ['CHOWN'] cannot take effect for user "
+          "'10001:10001': Docker gives a non-root user added capabilities only in its bounding set, never "
+          "effective; run the template as user '0:0' (it keeps only these capabilities, a read-only root and "
+          "no-new-privileges) or remove them"]),
+        ("capability-in-defaults", change("  limits: small\n", "  limits: small\n  security: {capabilities: [KILL]}\n"),
+         ["stack.yaml:17:28: $.defaults.security.capabilities: ['KILL'] cannot take effect for user "
+          "'10001:10001': Docker gives a non-root user added capabilities only in its bounding set, never "
+          "effective; run the template as user '0:0' (it keeps only these capabilities, a read-only root and "
+          "no-new-privileges) or remove them"]),
+    ],
     "memory-unit": [
         ("memory-not-whole-mib", change("      memory: 512MiB\n", "      memory: 1.5KiB\n"),
          ["stack.yaml:27:15: $.templates.web.limits.memory: 1.50KiB cannot be enforced exactly: Docker limits "

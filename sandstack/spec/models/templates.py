@@ -128,7 +128,10 @@ class Security(StrictModel):
 
     capabilities: list[Capability] | None = field(  # type: ignore[valid-type]
         None,
-        description="Linux capabilities added back after dropping all of them. Default none.",
+        description=(
+            "Linux capabilities added back after dropping all of them. Default none. Docker makes them "
+            "effective only for uid 0, so a template that adds any must run as user '0:0' (or privileged)."
+        ),
         change="replace",
     )
     privileged: bool | None = field(
