@@ -34,7 +34,7 @@ def test_guard_container_inputs(built):
     port = gateway_ports("t", ["listed"])["listed"]
     guard = built.container("local-guard-guard")
     assert guard.inputs == {
-        "name": "sandstack-t-guard",
+        "name": "sandstack-t_guard",
         "image": built.reg("local-infra").outputs["imageId"],
         "networkMode": "host",
         "command": ["sh", "-c", GUARD_SCRIPT, "sandstack-guard"],
@@ -43,8 +43,9 @@ def test_guard_container_inputs(built):
             "SANDSTACK_RULES=" + "\n".join([
                 f"INPUT -i {closed} {NEW} -j DROP",
                 f"INPUT -i {listed} {NEW} -j DROP",
-                f"DOCKER-USER -i {listed} -o {listed} -p tcp --dport {port} -j ACCEPT",
-                f"DOCKER-USER -i {listed} -o {listed} -p tcp --sport {port} "
+                # Only to and from the gateway's fixed address on listed's /23 (10.213.98.0/23).
+                f"DOCKER-USER -i {listed} -o {listed} -d 10.213.99.254/32 -p tcp --dport {port} -j ACCEPT",
+                f"DOCKER-USER -i {listed} -o {listed} -s 10.213.99.254/32 -p tcp --sport {port} "
                 "-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT",
                 f"INPUT -i {egress} {NEW} -j DROP",
             ]),
@@ -56,7 +57,7 @@ def test_guard_container_inputs(built):
         "readOnly": True,
         "tmpfs": {"/tmp": "rw,nosuid,nodev,size=1m"},
         "mounts": [{"type": "bind", "source": "/sys/fs/cgroup", "target": "/host-cgroup"},
-                   {"type": "volume", "source": "sandstack-t-guard-state", "target": "/state"}],
+                   {"type": "volume", "source": "sandstack-t_guard-state", "target": "/state"}],
         "memory": 64,
         "memorySwap": 64,
         "restart": "unless-stopped",
@@ -76,13 +77,13 @@ def test_guard_container_inputs(built):
 
 def test_guard_state_volume_goes_before_its_replacement(built):
     state = built.reg("local-guard-state")
-    assert state.inputs == {"name": "sandstack-t-guard-state", "labels": LABELS}
+    assert state.inputs == {"name": "sandstack-t_guard-state", "labels": LABELS}
     assert state.request.delete_before_replace is True
 
 
 def test_every_pids_entry_is_a_sandboxs_cgroup_parent(built):
     pids = dict(line.split() for line in env_map(built.reg("local-guard-guard"))["SANDSTACK_PIDS"].split("\n"))
-    sandboxes = [r for r in built.mocks.by_type(CONTAINER) if r.name.startswith(("closed-", "listed-"))]
+    sandboxes = [r for r in built.mocks.by_type(CONTAINER) if r.name.startswith(("closed.", "listed."))]
     assert sorted(f"/sandstack/{name}" for name in pids) == sorted(s.inputs["cgroupParent"] for s in sandboxes)
     assert cgroup_parent("sandstack-t-closed-0") == "/sandstack/sandstack-t-closed-0"
 
@@ -91,30 +92,30 @@ def test_networks_are_created_after_the_guard(built):
     guard = built.container("local-guard-guard")
     for net in built.mocks.by_type(NETWORK):
         assert net.request.dependencies == (guard.urn,), net.urn
-    assert built.names(NETWORK) == ["local-closed-net", "local-egress-net", "local-listed-net"]
+    assert built.names(NETWORK) == ["local-egress-net", "local-net.closed", "local-net.listed"]
 
 
 def test_sandboxes_wait_for_the_guard_and_the_gateway_and_see_the_guard_state(built):
     guard, gateway = built.container("local-guard-guard"), built.container("local-gateway-proxy")
-    for name in ("closed-local-0", "closed-local-1", "listed-local-0"):
+    for name in ("closed.local-0", "closed.local-1", "listed.local-0"):
         c = built.container(name)
         assert {guard.urn, gateway.urn} <= set(c.request.dependencies), name
-        assert c.inputs["mounts"][0] == {"type": "volume", "source": "sandstack-t-guard-state",
+        assert c.inputs["mounts"][0] == {"type": "volume", "source": "sandstack-t_guard-state",
                                          "target": "/run/sandstack/guard", "readOnly": True}
 
 
 def test_without_a_gateway_pool_sandboxes_wait_for_the_guard_only(build):
     built = build(spec({"closed": TEMPLATES["closed"]}))
-    c = built.container("closed-local-0")
+    c = built.container("closed.local-0")
     assert set(c.request.dependencies) == {built.reg(n).urn for n in (
-        "local-guard-guard", "local-guard-state", "closed-local-image", "local-closed-net")}
+        "local-guard-guard", "local-guard-state", "closed.local-image", "local-net.closed")}
 
 
 def test_the_gateway_is_unprivileged_read_only_and_bounded(built):
     gateway = built.container("local-gateway-proxy")
     inputs = {k: v for k, v in gateway.inputs.items() if k not in ("envs", "networksAdvanced")}
     assert inputs == {
-        "name": "sandstack-t-gateway",
+        "name": "sandstack-t_gateway",
         "image": built.reg("local-infra").outputs["imageId"],
         "user": "proxy",
         "command": ["sh", "-c", ENTRYPOINT],
@@ -123,7 +124,7 @@ def test_the_gateway_is_unprivileged_read_only_and_bounded(built):
         "securityOpts": ["no-new-privileges:true"],
         "readOnly": True,
         "tmpfs": {"/tmp": "rw,nosuid,nodev,size=16m"},
-        "mounts": [{"type": "volume", "source": "sandstack-t-gateway-log", "target": "/var/log/squid"}],
+        "mounts": [{"type": "volume", "source": "sandstack-t_gateway-log", "target": "/var/log/squid"}],
         "memory": 256,
         "memorySwap": 256,
         "cpus": "1",

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
 
 from components.naming import bridge_name
-from components.network_plan import gateway_ports
-from tests.components.helpers import NETWORK, env_map, spec
+from components.network_plan import gateway_ports, pool_subnets
+from sandstack.spec import SpecError
+from sandstack.spec.models.stack import Pool
+from tests.components.helpers import NETWORK, env_map, host, spec
 
 DROP_INPUT = "INPUT -i {br} -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP"
-GATEWAY_IN = "DOCKER-USER -i {br} -o {br} -p tcp --dport {port} -j ACCEPT"
-GATEWAY_BACK = "DOCKER-USER -i {br} -o {br} -p tcp --sport {port} -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT"
+GATEWAY_IN = "DOCKER-USER -i {br} -o {br} -d {gw}/32 -p tcp --dport {port} -j ACCEPT"
+GATEWAY_BACK = ("DOCKER-USER -i {br} -o {br} -s {gw}/32 -p tcp --sport {port} "
+                "-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT")
 DROP_NEW_OUT = "DOCKER-USER -i {br} ! -o {br} -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP"
 
 NETWORKS = {
@@ -20,6 +25,10 @@ NETWORKS = {
     "allow-all-unlogged": {"egress": "allow-all", "log": False},
 }
 PUBLISHED = [{"port": 8080, "exposure": "public"}]
+# Pool 'p' of stack 't' in the default subnet_pool 10.213.0.0/16: its /23 (hashed from "t/p"), Docker's bridge
+# address, the sandboxes' range (the first /24) and the gateway's fixed address (the /23's last usable one).
+P_SUBNET, P_BRIDGE, P_RANGE, P_GATEWAY = "10.213.64.0/23", "10.213.64.1", "10.213.64.0/24", "10.213.65.254"
+P_IPAM = [{"subnet": P_SUBNET, "gateway": P_BRIDGE, "ipRange": P_RANGE}]
 
 # (network, ports?) -> (bridge kind, internal, guard rules for the pool's bridge, uses the gateway)
 CASES = {
@@ -49,18 +58,19 @@ def test_network_guard_rules_gateway_and_proxy_per_egress_mode(build, network, p
     br = bridge_name("t", "p", kind)
     port = gateway_ports("t", ["p"])["p"]
 
-    net = built.reg("local-p-net")
+    net = built.reg("local-net.p")
     assert net.inputs == {
         "name": "sandstack-t-p", "internal": internal, "driver": "bridge",
         "options": {"com.docker.network.bridge.name": br, "com.docker.network.bridge.enable_icc": "false"},
+        "ipamConfigs": P_IPAM,
         "labels": [{"label": "sandstack.host", "value": "local"}, {"label": "sandstack.managed-by", "value": "pulumi"},
                    {"label": "sandstack.stack", "value": "t"}, {"label": "sandstack.pool", "value": "p"}],
     }
     assert net.plan["Internal"] is internal
 
     guard = env_map(built.reg("local-guard-guard"))
-    expected_rules = [r.format(br=br, port=port) for r in rules]
-    sandbox = built.container("p-local-0")
+    expected_rules = [r.format(br=br, port=port, gw=P_GATEWAY) for r in rules]
+    sandbox = built.container("p.local-0")
     proxy_vars = {k: v for k, v in env_map(sandbox).items() if k.lower() in ("http_proxy", "https_proxy", "no_proxy")}
     if via_gateway:
         egress_br = bridge_name("t", "egress")
@@ -68,18 +78,19 @@ def test_network_guard_rules_gateway_and_proxy_per_egress_mode(build, network, p
         assert guard["SANDSTACK_BRIDGES"] == " ".join(sorted([br, egress_br]))
         gateway = built.container("local-gateway-proxy")
         assert gateway.inputs["networksAdvanced"] == [
-            {"name": "sandstack-t-egress"}, {"name": "sandstack-t-p", "aliases": ["sandstack-gateway"]}]
+            {"name": "sandstack-t_egress"},
+            {"name": "sandstack-t-p", "aliases": ["sandstack-gateway"], "ipv4Address": P_GATEWAY}]
         assert f"\nhttp_port {port} name=p\n" in env_map(gateway)["SANDSTACK_SQUID_CONF"]
         url = f"http://sandstack-gateway:{port}"
         assert proxy_vars == {"HTTP_PROXY": url, "HTTPS_PROXY": url, "http_proxy": url, "https_proxy": url,
                               "NO_PROXY": "localhost,127.0.0.1,::1", "no_proxy": "localhost,127.0.0.1,::1"}
-        assert sorted(built.names(NETWORK)) == ["local-egress-net", "local-p-net"]
+        assert sorted(built.names(NETWORK)) == ["local-egress-net", "local-net.p"]
     else:
         assert guard["SANDSTACK_RULES"].split("\n") == expected_rules
         assert guard["SANDSTACK_BRIDGES"] == br
         assert proxy_vars == {}
         assert not [r for r in built.mocks.registrations.values() if "gateway" in r.name]
-        assert built.names(NETWORK) == ["local-p-net"]
+        assert built.names(NETWORK) == ["local-net.p"]
     assert sandbox.inputs["networksAdvanced"] == [{"name": "sandstack-t-p"}]
     assert "networkMode" not in sandbox.inputs  # network_mode would drop the gateway alias on this daemon
 
@@ -88,14 +99,14 @@ def test_the_egress_network_is_routed_and_only_the_gateway_joins_it(build):
     built = _build(build, "allow-list", False)
     egress = built.reg("local-egress-net")
     assert egress.inputs == {
-        "name": "sandstack-t-egress", "internal": False, "driver": "bridge",
+        "name": "sandstack-t_egress", "internal": False, "driver": "bridge",
         "options": {"com.docker.network.bridge.name": bridge_name("t", "egress"),
                     "com.docker.network.bridge.enable_icc": "true"},
         "labels": [{"label": "sandstack.host", "value": "local"}, {"label": "sandstack.managed-by", "value": "pulumi"},
                    {"label": "sandstack.stack", "value": "t"}, {"label": "sandstack.role", "value": "egress"}],
     }
     joined = [r.name for r in built.mocks.by_type("Container")
-              if {"name": "sandstack-t-egress"} in r.inputs.get("networksAdvanced", [])]
+              if {"name": "sandstack-t_egress"} in r.inputs.get("networksAdvanced", [])]
     assert joined == ["local-gateway-proxy"]
 
 
@@ -107,15 +118,17 @@ def test_one_gateway_serves_every_gateway_pool_each_on_its_own_port(build):
     ports = gateway_ports("t", ["listed", "logged"])
     assert ports["listed"] != ports["logged"]
     gateway = built.container("local-gateway-proxy")
+    # On each gateway pool's network the gateway holds that /23's last usable address (listed: 10.213.98.0/23,
+    # logged: 10.213.190.0/23); it does not join the networks of the other pools.
     assert gateway.inputs["networksAdvanced"] == [
-        {"name": "sandstack-t-egress"},
-        {"name": "sandstack-t-listed", "aliases": ["sandstack-gateway"]},
-        {"name": "sandstack-t-logged", "aliases": ["sandstack-gateway"]},
+        {"name": "sandstack-t_egress"},
+        {"name": "sandstack-t-listed", "aliases": ["sandstack-gateway"], "ipv4Address": "10.213.99.254"},
+        {"name": "sandstack-t-logged", "aliases": ["sandstack-gateway"], "ipv4Address": "10.213.191.254"},
     ]
     for pool in ("listed", "logged"):
-        assert env_map(built.container(f"{pool}-local-0"))["HTTP_PROXY"] == f"http://sandstack-gateway:{ports[pool]}"
+        assert env_map(built.container(f"{pool}.local-0"))["HTTP_PROXY"] == f"http://sandstack-gateway:{ports[pool]}"
     for pool in ("closed", "direct"):
-        assert "HTTP_PROXY" not in env_map(built.container(f"{pool}-local-0"))
+        assert "HTTP_PROXY" not in env_map(built.container(f"{pool}.local-0"))
     assert len([r for r in built.mocks.by_type("Container") if r.name.endswith("-gateway-proxy")]) == 1
 
 
@@ -154,12 +167,146 @@ def test_a_colliding_new_pool_never_renumbers_an_existing_one():
     assert gateway_ports("t", [first, second])[second] == port
 
 
+# --- pool subnets: one /23 of the host's subnet_pool per pool ---------------------------------------------
+
+FOUR_POOLS = {name: {"base_image": "busybox:1.36", "network": NETWORKS[mode]}
+              for name, mode in [("listed", "allow-list"), ("logged", "allow-all-logged"),
+                                 ("closed", "deny-all"), ("direct", "allow-all-unlogged")]}
+
+
+def _ipam(subnet: str, bridge: str, sandboxes: str) -> list[dict]:
+    return [{"subnet": subnet, "gateway": bridge, "ipRange": sandboxes}]
+
+
+def test_each_pool_network_gets_its_own_23_of_the_hosts_subnet_pool(build):
+    built = build(spec(FOUR_POOLS, hosts={"local": host(subnet_pool="172.30.0.0/20")}))
+    # Docker's bridge takes the /23's first address; sandboxes are given addresses from its first /24 only.
+    assert {r.name: r.inputs.get("ipamConfigs") for r in built.mocks.by_type(NETWORK)} == {
+        "local-net.closed": _ipam("172.30.4.0/23", "172.30.4.1", "172.30.4.0/24"),
+        "local-net.direct": _ipam("172.30.8.0/23", "172.30.8.1", "172.30.8.0/24"),
+        "local-net.listed": _ipam("172.30.2.0/23", "172.30.2.1", "172.30.2.0/24"),
+        "local-net.logged": _ipam("172.30.14.0/23", "172.30.14.1", "172.30.14.0/24"),
+        "local-egress-net": None,  # the gateway's way out, outside subnet_pool: Docker picks its addresses
+    }
+
+
+def test_the_gateway_has_the_last_usable_address_of_each_gateway_pool_network(build):
+    built = build(spec(FOUR_POOLS, hosts={"local": host(subnet_pool="172.30.0.0/20")}))
+    gateway = built.container("local-gateway-proxy")
+    # Outside the sandboxes' /24, so no sandbox can hold it; the guard's rules name it (below).
+    assert gateway.inputs["networksAdvanced"] == [
+        {"name": "sandstack-t_egress"},
+        {"name": "sandstack-t-listed", "aliases": ["sandstack-gateway"], "ipv4Address": "172.30.3.254"},
+        {"name": "sandstack-t-logged", "aliases": ["sandstack-gateway"], "ipv4Address": "172.30.15.254"},
+    ]
+    # squid refuses a pool's port to any source outside that pool's /23.
+    conf = env_map(gateway)["SANDSTACK_SQUID_CONF"].split("\n")
+    assert [line for line in conf if " src " in line or "_src" in line] == [
+        "acl listed_src src 172.30.2.0/23", "http_access deny listed_from !listed_src",
+        "acl logged_src src 172.30.14.0/23", "http_access deny logged_from !logged_src",
+    ]
+
+
+def test_the_guard_opens_each_gateway_pool_bridge_to_its_gateway_address_and_port_only(build):
+    built = build(spec(FOUR_POOLS, hosts={"local": host(subnet_pool="172.30.0.0/20")}))
+    ports = gateway_ports("t", ["listed", "logged"])
+    listed, logged = bridge_name("t", "listed", "gateway-internal"), bridge_name("t", "logged", "gateway-internal")
+    back = "-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT"
+    rules = env_map(built.reg("local-guard-guard"))["SANDSTACK_RULES"].split("\n")
+    assert [r for r in rules if " -o " in r and " ! -o " not in r] == [
+        f"DOCKER-USER -i {listed} -o {listed} -d 172.30.3.254/32 -p tcp --dport {ports['listed']} -j ACCEPT",
+        f"DOCKER-USER -i {listed} -o {listed} -s 172.30.3.254/32 -p tcp --sport {ports['listed']} {back}",
+        f"DOCKER-USER -i {logged} -o {logged} -d 172.30.15.254/32 -p tcp --dport {ports['logged']} -j ACCEPT",
+        f"DOCKER-USER -i {logged} -o {logged} -s 172.30.15.254/32 -p tcp --sport {ports['logged']} {back}",
+    ]
+
+
+def test_the_sandboxes_range_holds_the_most_replicas_a_pool_may_have_and_never_the_gateway(build):
+    tiny = {"cpus": 0.1, "memory": "64MiB", "disk": "64MiB"}  # 250 of them fit the helper's roomy host
+    built = build(spec({"p": {"base_image": "busybox:1.36", "network": NETWORKS["allow-list"], "limits": tiny}},
+                       pools={"p": {"template": "p", "hosts": ["local"], "replicas": 250}}))
+    [ipam] = built.reg("local-net.p").inputs["ipamConfigs"]
+    sandbox_range = ipaddress.IPv4Network(ipam["ipRange"])
+    # The /24 less its network and broadcast addresses and the bridge's own: 253 for at most 250 sandboxes.
+    free = set(sandbox_range.hosts()) - {ipaddress.IPv4Address(ipam["gateway"])}
+    assert (len(free), Pool.model_fields["replicas"].metadata[-1].le) == (253, 250)
+    assert len([r for r in built.mocks.by_type("Container") if r.name.startswith("p.local-")]) == 250
+    pool_net = built.container("local-gateway-proxy").inputs["networksAdvanced"][1]
+    gateway_ip = ipaddress.IPv4Address(pool_net["ipv4Address"])
+    assert gateway_ip in ipaddress.IPv4Network(ipam["subnet"]) and gateway_ip not in sandbox_range
+
+
+def test_pool_subnets_are_stable_when_a_pool_is_added():
+    before = pool_subnets("prod", ["python", "browser"], "10.213.0.0/16")
+    after = pool_subnets("prod", ["python", "browser", "scraper", "aaa-first"], "10.213.0.0/16")
+    assert before == {"python": ipaddress.IPv4Network("10.213.16.0/23"),
+                      "browser": ipaddress.IPv4Network("10.213.110.0/23")}
+    assert after == {**before, "scraper": ipaddress.IPv4Network("10.213.242.0/23"),
+                     "aaa-first": ipaddress.IPv4Network("10.213.40.0/23")}
+    assert pool_subnets("t", ["python"], "10.213.0.0/16") != {"python": before["python"]}  # hashed with the stack
+
+
+def test_adding_a_pool_leaves_the_other_pool_networks_as_they_are(build):
+    two = {name: {"base_image": "busybox:1.36", "network": NETWORKS[mode]}
+           for name, mode in [("a", "deny-all"), ("b", "allow-list")]}
+    first = build(spec(two))
+    second = build(spec({**two, "c": {"base_image": "busybox:1.36"}}))
+    for pool in ("a", "b"):
+        assert first.reg(f"local-net.{pool}").inputs == second.reg(f"local-net.{pool}").inputs, pool
+    assert {r.name: r.inputs["ipamConfigs"][0]["subnet"] for r in second.mocks.by_type(NETWORK)
+            if r.name.startswith("local-net.")} == {
+        "local-net.a": "10.213.54.0/23", "local-net.b": "10.213.90.0/23", "local-net.c": "10.213.92.0/23"}
+
+
+def test_a_22_subnet_pool_holds_two_pools_probing_past_a_collision_to_its_first_23():
+    # Both names hash to the /22's second /23; 'b' sorts after 'a', so it probes on and wraps to the first.
+    assert pool_subnets("t", ["a", "b"], "192.168.4.0/22") == {"a": ipaddress.IPv4Network("192.168.6.0/23"),
+                                                               "b": ipaddress.IPv4Network("192.168.4.0/23")}
+    assert pool_subnets("t", ["a"], "192.168.4.0/22") == {"a": ipaddress.IPv4Network("192.168.6.0/23")}
+
+
+def test_a_small_subnet_pool_is_used_as_given_and_one_pool_too_many_is_refused_before_any_resource(build):
+    template = {"base_image": "busybox:1.36"}
+    small = {"local": host(subnet_pool="192.168.4.0/22")}
+    built = build(spec({"a": template, "b": template}, hosts=small))
+    assert {r.name: r.inputs["ipamConfigs"] for r in built.mocks.by_type(NETWORK)} == {
+        "local-net.a": _ipam("192.168.6.0/23", "192.168.6.1", "192.168.6.0/24"),
+        "local-net.b": _ipam("192.168.4.0/23", "192.168.4.1", "192.168.4.0/24"),
+    }
+    # A third pool has no /23 left: the loader refuses the spec, so the program never plans its networks.
+    with pytest.raises(SpecError) as refused:
+        build(spec({"a": template, "b": template, "c": template}, hosts=small))
+    assert [(d.path, d.rule) for d in refused.value.diagnostics] == [("$.hosts.local.subnet_pool", "subnet-pool")]
+
+
+def _colliding_subnet_pair() -> tuple[str, str, ipaddress.IPv4Network]:
+    """Two pool names whose hashed /23s of the default subnet_pool collide (first in name order), and that /23."""
+    seen: dict[ipaddress.IPv4Network, str] = {}
+    for name in (f"p{i}" for i in range(400)):
+        subnet = pool_subnets("t", [name], "10.213.0.0/16")[name]
+        if subnet in seen:
+            first, second = sorted([seen[subnet], name])
+            return first, second, subnet
+        seen[subnet] = name
+    pytest.fail("no colliding pair among 400 names")
+
+
+@pytest.mark.xfail(strict=True, reason="design question (as for gateway ports, but a /16 holds only 128 pool "
+                   "networks, so collisions are common): a new pool that collides and sorts first takes an "
+                   "existing pool's /23 and replaces that pool's network (see also test_replacement's "
+                   "subnet_pool xfail: its sandboxes are not moved with it)")
+def test_a_colliding_new_pool_never_moves_an_existing_pools_subnet():
+    first, second, subnet = _colliding_subnet_pair()
+    assert pool_subnets("t", [second], "10.213.0.0/16") == {second: subnet}
+    assert pool_subnets("t", [first, second], "10.213.0.0/16")[second] == subnet
+
+
 def test_adding_a_gateway_pool_keeps_the_existing_pools_proxy_and_rules(build, tmp_path):
     one = {"a": {"base_image": "busybox:1.36", "network": NETWORKS["allow-list"]}}
     two = {**one, "b": {"base_image": "busybox:1.36", "network": NETWORKS["allow-all-logged"]}}
     first = build(spec(one))
     second = build(spec(two))
-    assert first.container("a-local-0").inputs["envs"] == second.container("a-local-0").inputs["envs"]
-    assert first.reg("local-a-net").inputs == second.reg("local-a-net").inputs
+    assert first.container("a.local-0").inputs["envs"] == second.container("a.local-0").inputs["envs"]
+    assert first.reg("local-net.a").inputs == second.reg("local-net.a").inputs
     a_rules = env_map(first.reg("local-guard-guard"))["SANDSTACK_RULES"].split("\n")
     assert set(a_rules) <= set(env_map(second.reg("local-guard-guard"))["SANDSTACK_RULES"].split("\n"))

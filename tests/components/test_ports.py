@@ -15,7 +15,7 @@ TEMPLATE = {"base_image": "busybox:1.36", "command": ["sleep", "infinity"], "por
 
 
 def test_exposure_binds_loopback_or_all_interfaces_and_none_is_not_published(build):
-    c = build(spec({"web": TEMPLATE})).container("web-local-0")
+    c = build(spec({"web": TEMPLATE})).container("web.local-0")
     assert c.inputs["ports"] == [
         {"internal": 8000, "ip": "127.0.0.1", "protocol": "tcp"},
         {"internal": 8080, "external": 18080, "ip": "0.0.0.0", "protocol": "tcp"},
@@ -32,7 +32,7 @@ def test_exposure_binds_loopback_or_all_interfaces_and_none_is_not_published(bui
 
 def test_only_unpublished_ports_publish_nothing(build):
     template = {**TEMPLATE, "ports": [{"port": 9000, "exposure": "none"}]}
-    c = build(spec({"web": template})).container("web-local-0")
+    c = build(spec({"web": template})).container("web.local-0")
     assert c.inputs["ports"] == []
     assert "PortBindings" not in c.plan.host
 
@@ -41,13 +41,13 @@ def test_stack_outputs_list_every_sandbox_with_its_port_addresses(build):
     built = build(spec({"web": TEMPLATE, "plain": {"base_image": "busybox:1.36"}},
                        pools={"web": {"template": "web", "hosts": ["local"]},
                               "plain": {"template": "plain", "hosts": ["local"], "replicas": 2}}))
-    c = built.container("web-local-0")
+    c = built.container("web.local-0")
     bound = {(p["internal"], p["protocol"]): p["external"] for p in c.outputs["ports"]}
     assert bound[(8080, "tcp")] == 18080 and len(set(bound.values())) == 4  # the others: random host ports
-    web_image = built.reg("web-local-image")
-    plain_image = built.reg("plain-local-image")
+    web_image = built.reg("web.local-image")
+    plain_image = built.reg("plain.local-image")
     assert built.sandboxes == [
-        {"name": "web-local-0", "pool": "web", "template": "web", "host": "local",
+        {"name": "local/web/0", "pool": "web", "template": "web", "host": "local",
          "container": "sandstack-t-web-0", "image": web_image.inputs["name"],
          "digest": web_image.inputs["triggers"]["digest"], "version": None, "egress": "deny-all",
          "network": "sandstack-t-web",
@@ -62,7 +62,7 @@ def test_stack_outputs_list_every_sandbox_with_its_port_addresses(build):
              {"name": "internal", "port": 9000, "protocol": "tcp", "exposure": "none", "address": None},
          ]},
     ] + [
-        {"name": f"plain-local-{i}", "pool": "plain", "template": "plain", "host": "local",
+        {"name": f"local/plain/{i}", "pool": "plain", "template": "plain", "host": "local",
          "container": f"sandstack-t-plain-{i}", "image": plain_image.inputs["name"],
          "digest": plain_image.inputs["triggers"]["digest"], "version": None, "egress": "deny-all",
          "network": "sandstack-t-plain", "ports": []}
@@ -78,7 +78,7 @@ def test_public_addresses_use_the_remote_hosts_name_and_loopback_stays_loopback(
     assert ports[(53, "udp")].startswith("edge.example.com:")
     assert ports[(8000, "tcp")].startswith("127.0.0.1:")
     assert ports[(9000, "tcp")] is None
-    assert built.sandboxes[0]["name"] == "web-edge-0" and built.sandboxes[0]["host"] == "edge"
+    assert built.sandboxes[0]["name"] == "edge/web/0" and built.sandboxes[0]["host"] == "edge"
 
 
 def test_outputs_carry_the_snapshot_version_and_egress_mode(build):

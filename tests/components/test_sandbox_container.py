@@ -21,12 +21,12 @@ REPLACE_ON_CHANGES = ("tmpfs", "init", "healthcheck", "wait", "waitTimeout", "de
 
 def _sandbox(build, template: dict, **spec_extra):
     built = build(spec({"t": template}, **spec_extra))
-    return built, built.container("t-local-0")
+    return built, built.container("t.local-0")
 
 
 def test_a_sandbox_container_has_exactly_the_secure_defaults(build):
     built, c = _sandbox(build, BASE)
-    image = built.reg("t-local-image")
+    image = built.reg("t.local-image")
     digest = image.inputs["triggers"]["digest"]
     assert c.inputs == {
         "name": "sandstack-t-t-0",
@@ -53,7 +53,7 @@ def test_a_sandbox_container_has_exactly_the_secure_defaults(build):
         "readOnly": True,
         "tmpfs": {"/tmp": f"rw,nosuid,nodev,exec,size={64 * MiB},mode=1777",
                   "/work": f"rw,nosuid,nodev,exec,size={128 * MiB},mode=1777"},
-        "mounts": [{"type": "volume", "source": "sandstack-t-guard-state", "target": "/run/sandstack/guard",
+        "mounts": [{"type": "volume", "source": "sandstack-t_guard-state", "target": "/run/sandstack/guard",
                     "readOnly": True}],
         "capabilities": {"drops": ["ALL"]},
         "securityOpts": ["no-new-privileges:true"],
@@ -96,7 +96,7 @@ def test_labels_carry_template_version_digest_pool_host_and_the_hosts_own_labels
     assert labels["zone"] == "eu-1a"
     assert (labels["sandstack.template"], labels["sandstack.version"], labels["sandstack.pool"],
             labels["sandstack.host"]) == ("t", "7", "t", "local")
-    assert labels["sandstack.digest"] == built.reg("t-local-image").inputs["triggers"]["digest"]
+    assert labels["sandstack.digest"] == built.reg("t.local-image").inputs["triggers"]["digest"]
     assert c.plan.config["Labels"] == labels
 
 
@@ -198,7 +198,7 @@ def test_no_gpu_request_sends_no_device_requests(build):
 def test_every_replica_gets_its_own_name_hostname_cgroup_parent_and_replica_label(build):
     built = build(spec({"t": BASE}, pools={"t": {"template": "t", "hosts": ["local"], "replicas": 3}}))
     for i in range(3):
-        c = built.container(f"t-local-{i}")
+        c = built.container(f"t.local-{i}")
         assert (c.inputs["name"], c.inputs["hostname"], c.inputs["cgroupParent"]) == (
             f"sandstack-t-t-{i}", f"t-{i}", f"/sandstack/sandstack-t-t-{i}")
         assert label_map(c)["sandstack.replica"] == str(i)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
 
 from components.squid_config import GatewayPool, render
@@ -13,6 +15,7 @@ HEADER = [
     "http_port 31000 name=agents",
     "http_port 32000 name=open-web",
     "pid_filename /tmp/squid.pid",
+    "shutdown_lifetime 2 seconds",
     "cache deny all",
     "cache_mem 0 MB",
     "pinger_enable off",
@@ -31,7 +34,9 @@ AGENTS = [
     "",
     "# pool 'agents': egress allow-list",
     "acl agents_from myportname agents",
+    "acl agents_src src 10.213.0.0/23",
     "note sandstack_pool agents agents_from",
+    "http_access deny agents_from !agents_src",
     # deny: exact domain, every port
     "acl agents_deny0 dstdomain -n bad.example.org",
     "http_access deny agents_from agents_deny0",
@@ -67,7 +72,9 @@ OPEN_WEB = [
     "",
     "# pool 'open-web': egress allow-all",
     "acl open_web_from myportname open-web",
+    "acl open_web_src src 10.213.2.0/23",
     "note sandstack_pool open-web open_web_from",
+    "http_access deny open_web_from !open_web_src",
     "acl open_web_deny0 dst 169.254.169.254/32",
     "acl open_web_deny1 dstdomain -n tracker.example",
     "acl open_web_deny1_port port 443",
@@ -77,9 +84,14 @@ OPEN_WEB = [
 FOOTER = ["", "http_access deny all", ""]
 
 
+# Each pool's network (a /23) and, as the gateway would have it, its last usable address there.
+SUBNETS = {"agents": "10.213.0.0/23", "open-web": "10.213.2.0/23", "open": "10.213.4.0/23", "v6": "10.213.6.0/23"}
+
+
 def _pool(name: str, port: int, egress: str, allow=(), deny=()) -> GatewayPool:
     network = EffectiveNetwork(egress, tuple(map(parse_entry, allow)), tuple(map(parse_entry, deny)), True)
-    return GatewayPool(name, port, network)
+    subnet = SUBNETS[name]
+    return GatewayPool(name, port, network, subnet, str(ipaddress.IPv4Network(subnet)[-2]))
 
 
 POOLS = [
@@ -97,8 +109,9 @@ def test_render_is_exact_for_a_small_policy():
 
 def test_allow_all_without_denies_allows_everything_on_its_port():
     text = render("t", "h1", [_pool("open", 30001, "allow-all")])
-    assert text.split("\n")[-8:] == [
-        "", "# pool 'open': egress allow-all", "acl open_from myportname open", "note sandstack_pool open open_from",
+    assert text.split("\n")[-10:] == [
+        "", "# pool 'open': egress allow-all", "acl open_from myportname open", "acl open_src src 10.213.4.0/23",
+        "note sandstack_pool open open_from", "http_access deny open_from !open_src",
         "http_access allow open_from", "", "http_access deny all", "",
     ]
 

@@ -39,12 +39,12 @@ def test_every_stack_builds_under_mocks_with_one_container_per_replica(path: Pat
     built = Built.from_path(path, stack=path.stem, secret_config=secrets, build_root=tmp_path)
 
     # Host by host (spec order), then that host's pools (spec order), then replicas.
-    expected = [f"{pool}-{h}-{i}" for h in spec.hosts for pool, p in spec.pools.items() if h in p.hosts
-                for i in range(p.replicas)]
+    placed = [(h, pool, i) for h in spec.hosts for pool, p in spec.pools.items() if h in p.hosts
+              for i in range(p.replicas)]
     sandbox_containers = [r.name for r in built.mocks.by_type(CONTAINER)
                           if {"label": "sandstack.role", "value": "sandbox"} in r.inputs["labels"]]
-    assert sorted(sandbox_containers) == sorted(expected)
-    assert [s["name"] for s in built.sandboxes] == expected
+    assert sorted(sandbox_containers) == sorted(f"{pool}.{h}-{i}" for h, pool, i in placed)
+    assert [s["name"] for s in built.sandboxes] == [f"{h}/{pool}/{i}" for h, pool, i in placed]
     # One guard per host, one gateway per host that has a gateway pool.
     assert sorted(r.name for r in built.mocks.by_type(CONTAINER) if r.name.endswith("-guard-guard")) == \
         sorted(f"{h}-guard-guard" for h in spec.hosts)
@@ -69,9 +69,9 @@ def test_main_runs_the_dev_stack_and_exports_sandboxes_and_hosts(project_dir, mo
     mocks = RecordingMocks()
     result = _run_main(project_dir, monkeypatch, mocks)
 
-    assert result.outputs["hosts"] == {"local": {"address": "localhost", "guard": "sandstack-dev-guard"}}
+    assert result.outputs["hosts"] == {"local": {"address": "localhost", "guard": "sandstack-dev_guard"}}
     assert [s["name"] for s in result.outputs["sandboxes"]] == [
-        "shell-local-0", "shell-local-1", "python-local-0", "python-local-1", "preview-local-0", "builder-local-0"]
+        "local/shell/0", "local/shell/1", "local/python/0", "local/python/1", "local/preview/0", "local/builder/0"]
     assert result.outputs["sandboxes"][2]["container"] == "sandstack-dev-python-0"
     # Build contexts go under the working directory's .sandstack/build (gitignored), one per template.
     assert sorted(p.name.rsplit("-", 1)[0] for p in (project_dir / ".sandstack" / "build").iterdir()) == \

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.components.helpers import CONTAINER, REMOTE_IMAGE, STACKS, Built, host, spec
-from tests.support.recording_mocks import DuplicateUrnError
+from tests.components.helpers import CONTAINER, NETWORK, REMOTE_IMAGE, STACKS, VOLUME, Built, host, spec
 
 STACK_URN = "urn:pulumi:{stack}::sandstack::pulumi:pulumi:Stack$sandstack:index:SandboxStack::sandstack"
 PROD_SECRETS = {"agentApiToken": "api-token", "githubToken": "gh-token", "gpuA.ca": "CA PEM",
@@ -72,20 +71,20 @@ def test_children_of_the_host_are_named_after_it(dev):
     host = dev.reg("local")
     assert host.typ == "sandstack:index:SandboxHost"
     own = [n for n in _children(dev, host) if n.startswith("local-")]
-    assert own == ["local-builder-net", "local-egress-net", "local-gateway", "local-guard", "local-infra",
-                   "local-preview-net", "local-provider", "local-python-net", "local-shell-net"]
-    # Templates and pools are built by the stack but parented to the host (its provider): named `<name>-<host>`.
+    assert own == ["local-egress-net", "local-gateway", "local-guard", "local-infra", "local-net.builder",
+                   "local-net.preview", "local-net.python", "local-net.shell", "local-provider"]
+    # Templates and pools are built by the stack but parented to the host (its provider): named `<name>.<host>`.
     others = [n for n in _children(dev, host) if n not in own]
-    assert others == ["builder-local", "builder-local", "preview-local", "preview-local", "python-local",
-                      "python-local", "shell-local", "shell-local"]
+    assert others == ["builder.local", "builder.local", "preview.local", "preview.local", "python.local",
+                      "python.local", "shell.local", "shell.local"]
     assert _children(dev, dev.reg("sandstack")) == ["local"]
 
 
 @pytest.mark.parametrize("component, roles", [
     ("local-guard", ["guard", "state"]),
     ("local-gateway", ["log", "proxy"]),
-    ("python-local", ["image", "0", "1"]),
-    ("shell-local", ["image", "0", "1"]),
+    ("python.local", ["image", "0", "1"]),
+    ("shell.local", ["image", "0", "1"]),
 ])
 def test_children_of_components_are_named_component_dash_role(dev, component, roles):
     parents = [r for r in dev.mocks.registrations.values() if r.name == component]
@@ -94,9 +93,10 @@ def test_children_of_components_are_named_component_dash_role(dev, component, ro
 
 
 def test_secret_seeder_and_volume_are_named_after_their_pool(prod):
-    pool = next(r for r in prod.mocks.by_type("sandstack:index:SandboxPool") if r.name == "python-warm-sbx-a")
+    pool = next(r for r in prod.mocks.by_type("sandstack:index:SandboxPool") if r.name == "python-warm.sbx-a")
     assert _children(prod, pool) == sorted(
-        [f"python-warm-sbx-a-{i}" for i in range(16)] + ["python-warm-sbx-a-secrets", "python-warm-sbx-a-secrets-seeder"])
+        [f"python-warm.sbx-a-{i}" for i in range(16)]
+        + ["python-warm.sbx-a-secrets", "python-warm.sbx-a-secrets-seeder"])
 
 
 def _without_none(value):
@@ -110,23 +110,23 @@ def _without_none(value):
 
 def test_register_outputs_of_every_component(dev):
     infra = dev.reg("local-infra")
-    image = dev.reg("python-local-image")
+    image = dev.reg("python.local-image")
     assert dev.outputs_of("local") == {
         "address": "localhost",
         "infra_image": infra.outputs["imageId"],
         "networks": {p: f"sandstack-dev-{p}" for p in ("shell", "python", "preview", "builder")},
-        "guard": "sandstack-dev-guard",
-        "gateway": "sandstack-dev-gateway",
+        "guard": "sandstack-dev_guard",
+        "gateway": "sandstack-dev_gateway",
     }
-    assert dev.outputs_of("local-guard") == {"state_volume": "sandstack-dev-guard-state",
-                                              "container_name": "sandstack-dev-guard"}
-    assert dev.outputs_of("local-gateway") == {"container_name": "sandstack-dev-gateway",
-                                                "log_volume": "sandstack-dev-gateway-log"}
+    assert dev.outputs_of("local-guard") == {"state_volume": "sandstack-dev_guard-state",
+                                              "container_name": "sandstack-dev_guard"}
+    assert dev.outputs_of("local-gateway") == {"container_name": "sandstack-dev_gateway",
+                                                "log_volume": "sandstack-dev_gateway-log"}
     template = next(out for urn, out in dev.mocks.component_outputs.items()
-                    if urn.endswith("SandboxTemplate::python-local"))
+                    if urn.endswith("SandboxTemplate::python.local"))
     assert template == {"image_name": image.inputs["name"], "image_id": image.outputs["imageId"],
                         "digest": image.inputs["triggers"]["digest"]}
-    pool = next(out for urn, out in dev.mocks.component_outputs.items() if urn.endswith("SandboxPool::python-local"))
+    pool = next(out for urn, out in dev.mocks.component_outputs.items() if urn.endswith("SandboxPool::python.local"))
     assert pool == _without_none({"sandboxes": [s for s in dev.sandboxes if s["pool"] == "python"]})
     assert dev.mocks.component_outputs[STACK_URN.format(stack="dev")] == _without_none({"sandboxes": dev.sandboxes})
 
@@ -135,37 +135,63 @@ def test_a_host_without_gateway_pools_outputs_no_gateway(prod):
     assert prod.outputs_of("gpu-a") == {"address": "gpu-a.internal.example.com",
                                         "infra_image": prod.reg("gpu-a-infra").outputs["imageId"],
                                         "networks": {"trainer": "sandstack-prod-trainer"},
-                                        "guard": "sandstack-prod-guard"}  # gateway: None, dropped by Pulumi
+                                        "guard": "sandstack-prod_guard"}  # gateway: None, dropped by Pulumi
     assert "gpu-a-gateway" not in {r.name for r in prod.mocks.registrations.values()}
-    assert prod.outputs_of("sbx-a")["gateway"] == "sandstack-prod-gateway"
+    assert prod.outputs_of("sbx-a")["gateway"] == "sandstack-prod_gateway"
 
 
 def test_names_are_deterministic_docker_names(dev):
     containers = {r.name: r.inputs["name"] for r in dev.mocks.by_type(CONTAINER)}
     assert containers == {
-        "local-guard-guard": "sandstack-dev-guard", "local-gateway-proxy": "sandstack-dev-gateway",
-        "shell-local-0": "sandstack-dev-shell-0", "shell-local-1": "sandstack-dev-shell-1",
-        "python-local-0": "sandstack-dev-python-0", "python-local-1": "sandstack-dev-python-1",
-        "preview-local-0": "sandstack-dev-preview-0", "builder-local-0": "sandstack-dev-builder-0",
+        "local-guard-guard": "sandstack-dev_guard", "local-gateway-proxy": "sandstack-dev_gateway",
+        "shell.local-0": "sandstack-dev-shell-0", "shell.local-1": "sandstack-dev-shell-1",
+        "python.local-0": "sandstack-dev-python-0", "python.local-1": "sandstack-dev-python-1",
+        "preview.local-0": "sandstack-dev-preview-0", "builder.local-0": "sandstack-dev-builder-0",
     }
     images = {r.name: r.inputs["name"].split(":")[0] for r in dev.mocks.by_type(REMOTE_IMAGE)}
-    assert images == {"local-infra": "sandstack-dev/infra", "shell-local-image": "sandstack-dev/shell",
-                      "python-local-image": "sandstack-dev/python", "preview-local-image": "sandstack-dev/preview",
-                      "builder-local-image": "sandstack-dev/builder"}
+    assert images == {"local-infra": "sandstack-dev/sandstack_infra", "shell.local-image": "sandstack-dev/shell",
+                      "python.local-image": "sandstack-dev/python", "preview.local-image": "sandstack-dev/preview",
+                      "builder.local-image": "sandstack-dev/builder"}
 
 
-# --- names a valid spec can make collide (design questions; see each reason) --------------------------
+# --- names a valid spec could once make collide -------------------------------------------------------
+# Logical names join user-given names with '.', host-level Docker names with '_': spec names allow neither
+# (lowercase, digits and '-'), so no pool, template or host name can take another object's name.
 
-@pytest.mark.xfail(strict=True, raises=DuplicateUrnError, reason="a pool named 'egress' gets the logical name and the "
-                   "Docker name of the gateway's egress network (`<host>-egress-net`, `sandstack-<stack>-egress`); "
-                   "the spec does not reserve the name")
 def test_a_gateway_pool_named_egress_builds(build):
-    build(spec({"egress": {"base_image": "busybox:1.36", "network": {"egress": "allow-list", "allow": ["a.example"]}}}))
+    built = build(spec({"egress": {"base_image": "busybox:1.36",
+                                   "network": {"egress": "allow-list", "allow": ["a.example"]}}}))
+    # The pool's network and the gateway's egress network: apart in logical name and in Docker name.
+    assert {r.name: r.inputs["name"] for r in built.mocks.by_type(NETWORK)} == {
+        "local-net.egress": "sandstack-t-egress", "local-egress-net": "sandstack-t_egress"}
+    assert [n["name"] for n in built.container("local-gateway-proxy").inputs["networksAdvanced"]] == [
+        "sandstack-t_egress", "sandstack-t-egress"]
+    assert built.container("egress.local-0").inputs["networksAdvanced"] == [{"name": "sandstack-t-egress"}]
 
 
-@pytest.mark.xfail(strict=True, raises=DuplicateUrnError, reason="`<pool>-<host>` is ambiguous with '-' in names: "
-                   "pool 'a-b' on host 'c' and pool 'a' on host 'b-c' are both SandboxPool 'a-b-c' under a SandboxHost")
 def test_pool_and_host_names_with_dashes_never_collide(build):
+    # Joined with '-', pool 'a-b' on host 'c' and pool 'a' on host 'b-c' were both SandboxPool 'a-b-c'.
     template = {"base_image": "busybox:1.36"}
-    build(spec({"t": template}, hosts={"c": host(), "b-c": host()},
-               pools={"a-b": {"template": "t", "hosts": ["c"]}, "a": {"template": "t", "hosts": ["b-c"]}}))
+    built = build(spec({"t": template}, hosts={"c": host(), "b-c": host()},
+                       pools={"a-b": {"template": "t", "hosts": ["c"]}, "a": {"template": "t", "hosts": ["b-c"]}}))
+    assert built.names("sandstack:index:SandboxPool") == ["a-b.c", "a.b-c"]
+    assert built.names("sandstack:index:SandboxTemplate") == ["t.b-c", "t.c"]
+    assert sorted((r.name, r.inputs["name"]) for r in built.mocks.by_type(CONTAINER)
+                  if r.name.startswith("a")) == [("a-b.c-0", "sandstack-t-a-b-0"), ("a.b-c-0", "sandstack-t-a-0")]
+    assert [s["name"] for s in built.sandboxes] == ["c/a-b/0", "b-c/a/0"]
+
+
+def test_pools_named_after_host_level_objects_keep_their_own_docker_names(build):
+    listed = {"base_image": "busybox:1.36", "network": {"egress": "allow-list", "allow": ["a.example"]}}
+    roles = ["egress", "gateway", "gateway-log", "guard", "guard-state", "infra"]
+    built = build(spec({r: listed for r in roles}))
+    docker_names = {typ: sorted(r.inputs["name"] for r in built.mocks.by_type(typ))
+                    for typ in (CONTAINER, NETWORK, VOLUME)}
+    assert docker_names == {
+        CONTAINER: sorted(["sandstack-t_guard", "sandstack-t_gateway"] + [f"sandstack-t-{r}-0" for r in roles]),
+        NETWORK: sorted(["sandstack-t_egress"] + [f"sandstack-t-{r}" for r in roles]),
+        VOLUME: ["sandstack-t_gateway-log", "sandstack-t_guard-state"],
+    }
+    # The infra image and a template named 'infra' are different repositories on the host.
+    images = {r.name: r.inputs["name"].split(":")[0] for r in built.mocks.by_type(REMOTE_IMAGE)}
+    assert (images["local-infra"], images["infra.local-image"]) == ("sandstack-t/sandstack_infra", "sandstack-t/infra")
