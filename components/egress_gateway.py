@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_docker as docker
 
-from components.naming import container_labels, docker_name, volume_labels
+from components.naming import container_labels, infra_name, volume_labels
 from components.network_plan import GATEWAY_ALIAS
 from components.squid_config import ACCESS_LOG, GatewayPool, render
 
@@ -48,19 +48,21 @@ class EgressGateway(pulumi.ComponentResource):
 
         # The egress audit log outlives the gateway container, so a restart or replacement keeps it.
         self.log = docker.Volume(
-            f"{name}-log", name=docker_name(args.stack, "gateway-log"), labels=volume_labels(args.labels),
+            f"{name}-log", name=infra_name(args.stack, "gateway-log"), labels=volume_labels(args.labels),
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
         networks = [docker.ContainerNetworksAdvancedArgs(name=args.outbound_network)] + [
             # The alias is how sandboxes name their proxy; they need no DNS beyond their own network.
-            docker.ContainerNetworksAdvancedArgs(name=args.pool_networks[p.pool], aliases=[GATEWAY_ALIAS])
+            # A fixed address: the guard opens each pool's bridge to exactly this address and port.
+            docker.ContainerNetworksAdvancedArgs(name=args.pool_networks[p.pool], aliases=[GATEWAY_ALIAS],
+                                                 ipv4_address=p.address)
             for p in sorted(args.pools, key=lambda p: p.pool)
         ]
         # Squid as an unprivileged user with no capabilities and a read-only root: a compromised proxy
         # holds nothing a sandbox does not already have.
         self.container = docker.Container(
             f"{name}-proxy",
-            name=docker_name(args.stack, "gateway"),
+            name=infra_name(args.stack, "gateway"),
             image=args.image,
             user="proxy",
             command=["sh", "-c", ENTRYPOINT],

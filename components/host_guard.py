@@ -14,7 +14,7 @@ from pathlib import Path
 import pulumi
 import pulumi_docker as docker
 
-from components.naming import container_labels, docker_name, volume_labels
+from components.naming import container_labels, infra_name, volume_labels
 
 GUARD_SCRIPT = (Path(__file__).parent / "assets" / "guard.sh").read_text()
 STATE_MOUNT = "/run/sandstack/guard"  # where sandboxes see the guard's state, read-only
@@ -51,7 +51,7 @@ class HostGuard(pulumi.ComponentResource):
         # State shared with sandboxes (read-only there): they wait for its boot-id marker, so after
         # a reboot no sandbox command runs before the firewall and pids limits are back.
         self.state = docker.Volume(
-            f"{name}-state", name=docker_name(args.stack, "guard-state"), labels=volume_labels(args.labels),
+            f"{name}-state", name=infra_name(args.stack, "guard-state"), labels=volume_labels(args.labels),
             # A named volume cannot exist twice: the old one must go before its replacement is made.
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
@@ -59,7 +59,7 @@ class HostGuard(pulumi.ComponentResource):
         # and only the three capabilities those need, with a read-only root.
         self.container = docker.Container(
             f"{name}-guard",
-            name=docker_name(args.stack, "guard"),
+            name=infra_name(args.stack, "guard"),
             image=args.image,
             network_mode="host",
             command=["sh", "-c", GUARD_SCRIPT, "sandstack-guard"],

@@ -22,6 +22,12 @@ def docker_name(stack: str, *parts: str) -> str:
     return "-".join((PREFIX, stack, *parts))
 
 
+def infra_name(stack: str, role: str) -> str:
+    """`sandstack-dev_gateway`: a host-level object of a stack. The '_' cannot appear in spec names, so no
+    pool or template name can ever produce the same Docker name."""
+    return f"{PREFIX}-{stack}_{role}"
+
+
 def bridge_name(stack: str, *parts: str) -> str:
     """A Linux bridge name for a sandstack network: at most 15 characters (IFNAMSIZ - 1), so hashed."""
     digest = hashlib.sha256("/".join((stack, *parts)).encode()).hexdigest()

@@ -5,12 +5,15 @@ inter-container traffic off (`enable_icc=false`), so sandboxes of one pool canno
 and sandboxes of different pools are on different bridges. The host guard (see `host_guard.py`)
 enforces the rest with the rules rendered here:
 
-| egress                  | bridge                  | outbound                                   |
-|-------------------------|-------------------------|--------------------------------------------|
-| deny-all                | internal                | none                                       |
-| allow-list              | internal                | only the gateway's port for this pool      |
-| allow-all, log on       | internal                | only the gateway's port for this pool      |
-| allow-all, log off      | routed                  | direct (NAT), no new connections to host   |
+| egress                  | bridge                  | outbound                                                |
+|-------------------------|-------------------------|---------------------------------------------------------|
+| deny-all                | internal                | none                                                    |
+| allow-list              | internal                | only the gateway's address and port for this pool       |
+| allow-all, log on       | internal                | only the gateway's address and port for this pool       |
+| allow-all, log off      | routed                  | direct (NAT), no new connections to host                |
+
+Each pool's network is a /23 of the host's `subnet_pool`: sandboxes get addresses from its first /24,
+the gateway the last address, fixed, so the guard's rules can name it.
 
 A pool that publishes ports needs a routed bridge (Docker publishes nothing on an internal one); the
 guard then drops every new connection leaving that bridge, so publishing a port never adds egress.
@@ -21,10 +24,12 @@ docker-proxy), which Docker never filters.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 from dataclasses import dataclass
 from typing import Literal
 
 from components.naming import bridge_name, docker_name
+from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
 from sandstack.spec.resolve import ResolvedTemplate
 
 Outbound = Literal["none", "gateway", "direct"]
@@ -44,6 +49,20 @@ class PoolNetwork:
     internal: bool
     outbound: Outbound
     gateway_port: int | None
+    subnet: ipaddress.IPv4Network
+
+    @property
+    def bridge_ip(self) -> str:
+        return str(self.subnet[1])
+
+    @property
+    def sandbox_range(self) -> str:
+        """Where Docker picks sandbox addresses: the first half, so they can never take the gateway's."""
+        return str(next(self.subnet.subnets(prefixlen_diff=1)))
+
+    @property
+    def gateway_ip(self) -> str:
+        return str(self.subnet[-2])
 
     @property
     def proxy_url(self) -> str | None:
@@ -60,21 +79,32 @@ def publishes_ports(template: ResolvedTemplate) -> bool:
     return any(p.exposure != "none" for p in template.ports)
 
 
-def gateway_ports(stack: str, pools: list[str]) -> dict[str, int]:
-    """A stable port per gateway pool: hashed from the name, probing past collisions in name order,
-    so adding a pool does not renumber (and replace) the others."""
+def _stable_slots(stack: str, pools: list[str], slots: int) -> dict[str, int]:
+    """A slot per pool, hashed from its name and probing past collisions in name order, so adding a pool
+    rarely moves (and replaces) another one."""
+    if len(pools) > slots:
+        raise ValueError(f"{len(pools)} pools do not fit in {slots} slots")  # rule subnet-pool reports it first
     taken: dict[str, int] = {}
-    used: set[int] = set()
     for pool in sorted(pools):
-        offset = int(hashlib.sha256(f"{stack}/{pool}".encode()).hexdigest(), 16) % GATEWAY_PORT_SPAN
-        while GATEWAY_PORT_BASE + offset in used:
-            offset = (offset + 1) % GATEWAY_PORT_SPAN
-        taken[pool] = GATEWAY_PORT_BASE + offset
-        used.add(taken[pool])
+        slot = int(hashlib.sha256(f"{stack}/{pool}".encode()).hexdigest(), 16) % slots
+        while slot in taken.values():
+            slot = (slot + 1) % slots
+        taken[pool] = slot
     return taken
 
 
-def plan_pool_network(stack: str, pool: str, template: ResolvedTemplate, gateway_port: int | None) -> PoolNetwork:
+def gateway_ports(stack: str, pools: list[str]) -> dict[str, int]:
+    return {pool: GATEWAY_PORT_BASE + slot for pool, slot in _stable_slots(stack, pools, GATEWAY_PORT_SPAN).items()}
+
+
+def pool_subnets(stack: str, pools: list[str], subnet_pool: str) -> dict[str, ipaddress.IPv4Network]:
+    """One /23 per pool from the host's `subnet_pool` (rule subnet-pool checks that they fit)."""
+    candidates = list(ipaddress.IPv4Network(subnet_pool).subnets(new_prefix=POOL_SUBNET_PREFIX))
+    return {pool: candidates[slot] for pool, slot in _stable_slots(stack, pools, len(candidates)).items()}
+
+
+def plan_pool_network(stack: str, pool: str, template: ResolvedTemplate, gateway_port: int | None,
+                      subnet: ipaddress.IPv4Network) -> PoolNetwork:
     outbound = outbound_of(template)
     internal = outbound != "direct" and not publishes_ports(template)
     kind = f"{outbound}-{'internal' if internal else 'routed'}"
@@ -87,6 +117,7 @@ def plan_pool_network(stack: str, pool: str, template: ResolvedTemplate, gateway
         internal=internal,
         outbound=outbound,
         gateway_port=gateway_port if outbound == "gateway" else None,
+        subnet=subnet,
     )
 
 
@@ -96,9 +127,10 @@ def guard_rules(network: PoolNetwork) -> list[str]:
     rules = [f"INPUT -i {br} {NOT_ESTABLISHED} -j DROP"]
     if network.gateway_port is not None:
         port = network.gateway_port
-        # icc is off on the bridge; these two rules open exactly the pool's gateway port.
-        rules.append(f"DOCKER-USER -i {br} -o {br} -p tcp --dport {port} -j ACCEPT")
-        rules.append(f"DOCKER-USER -i {br} -o {br} -p tcp --sport {port} {ESTABLISHED} -j ACCEPT")
+        gateway = network.gateway_ip
+        # icc is off on the bridge; these two rules open exactly the gateway's port, to the gateway only.
+        rules.append(f"DOCKER-USER -i {br} -o {br} -d {gateway}/32 -p tcp --dport {port} -j ACCEPT")
+        rules.append(f"DOCKER-USER -i {br} -o {br} -s {gateway}/32 -p tcp --sport {port} {ESTABLISHED} -j ACCEPT")
     if not network.internal and network.outbound != "direct":
         # Routed only to publish ports: answers to inbound connections leave, nothing new does.
         rules.append(f"DOCKER-USER -i {br} ! -o {br} {NOT_ESTABLISHED} -j DROP")

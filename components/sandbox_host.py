@@ -11,7 +11,7 @@ import pulumi_docker as docker
 
 from components.egress_gateway import EgressGateway, EgressGatewayArgs
 from components.host_guard import HostGuard, HostGuardArgs
-from components.naming import bridge_name, docker_name, labels, network_labels
+from components.naming import bridge_name, infra_name, labels, network_labels
 from components.network_plan import (
     PoolNetwork,
     egress_bridge_rules,
@@ -19,6 +19,7 @@ from components.network_plan import (
     guard_rules,
     outbound_of,
     plan_pool_network,
+    pool_subnets,
 )
 from components.sandbox_pool import sandbox_name
 from components.secrets import secret_value
@@ -89,8 +90,10 @@ class SandboxHost(pulumi.ComponentResource):
 
         gateway_pools = [p.pool for p in args.placements if outbound_of(p.template) == "gateway"]
         ports = gateway_ports(args.stack, gateway_pools)
+        subnets = pool_subnets(args.stack, [p.pool for p in args.placements], spec.subnet_pool)
         self.plans = {
-            p.pool: plan_pool_network(args.stack, p.pool, p.template, ports.get(p.pool)) for p in args.placements
+            p.pool: plan_pool_network(args.stack, p.pool, p.template, ports.get(p.pool), subnets[p.pool])
+            for p in args.placements
         }
         egress_bridge = bridge_name(args.stack, "egress") if gateway_pools else None
         rules = [rule for plan in self.plans.values() for rule in guard_rules(plan)]
@@ -119,18 +122,23 @@ class SandboxHost(pulumi.ComponentResource):
             opts=self.child_opts,
         )
         after_guard = pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[self.guard.container])
+        # A network's name is fixed per pool, so a replacement (e.g. a new subnet) must delete the old one
+        # first; Pulumi then replaces the sandboxes on it too.
+        pool_network_opts = pulumi.ResourceOptions.merge(after_guard, pulumi.ResourceOptions(delete_before_replace=True))
 
         self.networks = {}
         for pool, plan in self.plans.items():
             # One bridge per pool: internal (no route out) unless the pool egresses directly or publishes ports.
             self.networks[pool] = docker.Network(
-                f"{name}-{pool}-net",
+                f"{name}-net.{pool}",
                 name=plan.name,
                 internal=plan.internal,
                 driver="bridge",
                 options=_bridge_options(plan.bridge),
+                ipam_configs=[docker.NetworkIpamConfigArgs(subnet=str(plan.subnet), gateway=plan.bridge_ip,
+                                                           ip_range=plan.sandbox_range)],
                 labels=network_labels({**self.labels, "sandstack.pool": pool}),
-                opts=after_guard,
+                opts=pool_network_opts,
             )
 
         self.gateway = None
@@ -138,7 +146,7 @@ class SandboxHost(pulumi.ComponentResource):
             # The gateway's way out: a routed bridge that only the gateway joins.
             self.egress_network = docker.Network(
                 f"{name}-egress-net",
-                name=docker_name(args.stack, "egress"),
+                name=infra_name(args.stack, "egress"),
                 internal=False,
                 driver="bridge",
                 # Only the gateway joins it, so inter-container traffic there is the gateway's own.
@@ -153,7 +161,11 @@ class SandboxHost(pulumi.ComponentResource):
                     stack=args.stack,
                     host=args.host,
                     image=self.infra_image,
-                    pools=[GatewayPool(pool, ports[pool], by_pool[pool].template.network) for pool in gateway_pools],
+                    pools=[
+                        GatewayPool(pool, ports[pool], by_pool[pool].template.network, str(self.plans[pool].subnet),
+                                    self.plans[pool].gateway_ip)
+                        for pool in gateway_pools
+                    ],
                     pool_networks={pool: self.networks[pool].name for pool in gateway_pools},
                     outbound_network=self.egress_network.name,
                     labels=self.labels,
@@ -179,7 +191,8 @@ class SandboxHost(pulumi.ComponentResource):
         # sandstack's own gateway/guard image, built on the host from images/infra.
         return docker.RemoteImage(
             f"{name}-infra",
-            name=f"sandstack-{args.stack}/infra:{digest[:12]}",
+            # '_' keeps it apart from the stack's snapshot images, `sandstack-<stack>/<template>`.
+            name=f"sandstack-{args.stack}/sandstack_infra:{digest[:12]}",
             build=docker.RemoteImageBuildArgs(context=str(INFRA_CONTEXT), dockerfile="Dockerfile",
                                               labels=self.labels),
             triggers={"digest": digest},

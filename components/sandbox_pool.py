@@ -155,6 +155,8 @@ class SandboxPool(pulumi.ComponentResource):
             "sandstack.pool": args.pool,
             "sandstack.host": args.host,
             "sandstack.replica": str(index),
+            # The network is referred to by its unchanging name: a new subnet must still move the sandbox.
+            "sandstack.subnet": str(args.network.subnet),
         }
         readiness = t.readiness
         healthcheck = None
@@ -233,7 +235,7 @@ class SandboxPool(pulumi.ComponentResource):
                 out_ports.append({"name": p.name, "port": p.port, "protocol": p.protocol, "exposure": p.exposure,
                                   "address": address})
             return {
-                "name": f"{args.pool}-{args.host}-{index}", "pool": args.pool, "template": t.name, "host": args.host,
+                "name": f"{args.host}/{args.pool}/{index}", "pool": args.pool, "template": t.name, "host": args.host,
                 "container": container_name,
                 "image": image_name, "digest": args.digest, "version": t.snapshot_version,
                 "egress": t.network.egress, "network": args.network.name, "ports": out_ports,

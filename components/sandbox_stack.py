@@ -52,14 +52,14 @@ class SandboxStack(pulumi.ComponentResource):
                 key = (template.name, host_name)
                 if key not in self.templates:
                     self.templates[key] = SandboxTemplate(
-                        f"{template.name}-{host_name}",
+                        f"{template.name}.{host_name}",
                         SandboxTemplateArgs(template=template, stack=args.stack, host=host_name,
                                             build_root=args.build_root, host_labels=host.labels),
                         opts=host.child_opts,
                     )
                 image = self.templates[key]
                 self.pools[(placement.pool, host_name)] = SandboxPool(
-                    f"{placement.pool}-{host_name}",
+                    f"{placement.pool}.{host_name}",
                     SandboxPoolArgs(
                         stack=args.stack,
                         pool=placement.pool,

@@ -6,6 +6,7 @@ rule checks (a pool's template, a profile) skips what is broken rather than repo
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from sandstack.spec.egress import EgressEntryError, parse_entry
 from sandstack.spec.errors import Diagnostic, JsonPath
 from sandstack.spec.loader import Document
 from sandstack.spec.models import NetworkPolicy, Stack, Template
+from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
 from sandstack.spec.resolve import BUILTIN_USER, UnknownProfile, effective_limits, effective_writable
 from sandstack.spec.units import format_cpus, format_size
 
@@ -333,6 +335,37 @@ def secrets_need_numeric_user(ctx: Context) -> Iterator[Diagnostic]:
             yield ctx.error(where, f"user {user!r} must be numeric ('uid' or 'uid:gid') in a template with "
                             "secrets: the files are owned by that uid before the image's user names are known",
                             "secret-user")
+
+
+@rule("subnet-pool")
+def pools_fit_subnet_pool(ctx: Context) -> Iterator[Diagnostic]:
+    pools_on: dict[str, set[str]] = defaultdict(set)
+    for pool, _, host, _ in _placements(ctx):
+        pools_on[host].add(pool)
+    for name, host in ctx.stack.hosts.items():
+        where = ("hosts", name, "subnet_pool")
+        try:
+            network = ipaddress.IPv4Network(host.subnet_pool, strict=True)
+        except ValueError as exc:
+            loose = _loose_v4(host.subnet_pool)
+            hint = f"; did you mean '{loose}'?" if loose else ""
+            yield ctx.error(where, f"{host.subnet_pool!r} is not an IPv4 network ({exc}){hint}", "subnet-pool")
+            continue
+        if network.prefixlen > POOL_SUBNET_PREFIX:
+            yield ctx.error(where, f"{host.subnet_pool!r} is smaller than one pool's /{POOL_SUBNET_PREFIX}: use a prefix "
+                            f"of /{POOL_SUBNET_PREFIX} or shorter, e.g. '10.213.0.0/16'", "subnet-pool")
+        elif len(pools_on[name]) > 2 ** (POOL_SUBNET_PREFIX - network.prefixlen):
+            room = 2 ** (POOL_SUBNET_PREFIX - network.prefixlen)
+            yield ctx.error(where, f"{host.subnet_pool!r} has room for {room} pool network{'s' if room > 1 else ''} "
+                            f"(/{POOL_SUBNET_PREFIX} each) but {len(pools_on[name])} pools are placed on host "
+                            f"{name!r}: use a larger network", "subnet-pool")
+
+
+def _loose_v4(text: str) -> str | None:
+    try:
+        return str(ipaddress.IPv4Network(text, strict=False))
+    except ValueError:
+        return None
 
 
 @rule("capabilities-user")

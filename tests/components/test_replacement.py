@@ -148,10 +148,6 @@ def test_changing_an_allow_entry_renews_only_the_gateway(up):
     assert _changes(result) == {"replace local-gateway-proxy": ("envs",)}
 
 
-@pytest.mark.xfail(strict=True, reason="suspected product bug: a new subnet replaces the pool's network "
-                   "(create-before-delete, same Docker name) but not its sandboxes, whose inputs name the network "
-                   "only by its unchanged Docker name; they would stay on the old network while the guard and the "
-                   "gateway move to the new addresses")
 def test_changing_the_subnet_pool_moves_the_pools_network_and_its_sandboxes(up):
     up(BASE)
     result = up(changed(BASE, "hosts.local.subnet_pool", "10.99.0.0/16"))

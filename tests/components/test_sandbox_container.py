@@ -47,6 +47,7 @@ def test_a_sandbox_container_has_exactly_the_secure_defaults(build):
             {"label": "sandstack.digest", "value": digest},
             {"label": "sandstack.pool", "value": "t"},
             {"label": "sandstack.replica", "value": "0"},
+            {"label": "sandstack.subnet", "value": "10.213.234.0/23"},
         ],
         "networksAdvanced": [{"name": "sandstack-t-t"}],
         "ports": [],

@@ -19,6 +19,7 @@ from components.sandbox_stack import SandboxStack, SandboxStackArgs
 from sandstack.spec import load_stack
 
 _COUNTER = itertools.count()
+_SLOTS = itertools.count()
 
 
 def unique_stack() -> str:
@@ -28,7 +29,8 @@ def unique_stack() -> str:
 
 def engine_spec(infra_image: str, templates: dict, pools: dict | None = None, *, capacity: dict | None = None,
                 profiles: dict | None = None, defaults: dict | None = None) -> str:
-    """A stack spec on the local daemon. `pools` defaults to one replica of each template."""
+    """A stack spec on the local daemon. `pools` defaults to one replica of each template. `Deployment`
+    gives the host its own `subnet_pool`."""
     spec = {
         "version": 1,
         "hosts": {
@@ -57,14 +59,26 @@ class Deployment:
     workdir: Path
     stack: str = field(default_factory=unique_stack)
     secret_config: dict = field(default_factory=dict)
+    slot: int = field(default_factory=lambda: next(_SLOTS))
 
     @property
     def spec_path(self) -> Path:
         return self.workdir / "stack.yaml"
 
+    @property
+    def subnet_pool(self) -> str:
+        """This deployment's own /16 (10.200-249.0.0): stacks alive at the same time never overlap, and
+        every apply of one deployment uses the same one (so its networks are not replaced)."""
+        return f"10.{200 + self.slot % 50}.0.0/16"
+
     def write(self, spec_text: str, files: dict[str, str] | None = None) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.spec_path.write_text(spec_text)
+        data = yaml.safe_load(spec_text)
+        for host in (data.get("hosts") or {}).values():
+            if isinstance(host, dict) and host.get("endpoint", "").startswith("unix://"):
+                host.setdefault("subnet_pool", self.subnet_pool)
+        header = "# yaml-language-server: $schema=../schemas/stack.schema.json\n"
+        self.spec_path.write_text(header + yaml.safe_dump(data, sort_keys=False))
         for name, content in (files or {}).items():
             (self.workdir / name).parent.mkdir(parents=True, exist_ok=True)
             (self.workdir / name).write_text(content)

@@ -40,6 +40,7 @@ from typing import Callable, Iterator, TypeVar
 import docker as docker_sdk
 import docker.errors
 
+from components.naming import infra_name
 from tests.engine.deploy import Deployment
 from tests.engine.harness import coverage
 from tests.engine.harness.harness import Harness, RunResult
@@ -654,6 +655,10 @@ class NetStack:
         return self.deployment.stack
 
     def name(self, *parts: str) -> str:
+        """Docker name of a stack object: host-level roles (egress network, gateway, guard) use the '_' form
+        of `components.naming.infra_name`, pool objects the '-' form."""
+        if parts in (("egress",), ("gateway",), ("guard",)):
+            return infra_name(self.stack, parts[0])
         return "-".join(("sandstack", self.stack, *parts))
 
     def sandbox(self, pool: str, index: int = 0):

@@ -155,14 +155,6 @@ def test_gateway_refuses_requests_to_gateway_ports(net):
     assert len(lines) == len(urls) + 2 and all("verdict=TCP_DENIED status=403" in line for line in lines), lines
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product hole: the host guard opens the pool's gateway port on the pool's bridge with "
-    "`DOCKER-USER -i <bridge> -o <bridge> -p tcp --dport <port> -j ACCEPT` (components/network_plan.py "
-    "guard_rules), which matches every destination on that bridge, not only the gateway: the gateway's "
-    "address there is assigned by Docker at run time and the rendered rules cannot name it. So a sandbox "
-    "listening on that port number is reachable by the other sandboxes of its pool. Closing it needs the "
-    "gateway's address in the rule (pool networks with explicit subnets and a pinned gateway address, or a "
-    "guard that learns the address at run time)."))
 def test_allow_list_sandboxes_of_one_pool_cannot_reach_each_other(net):
     """Also on the pool's gateway port, the one port the host guard opens on the pool's bridge."""
     net.proves("Network.options")

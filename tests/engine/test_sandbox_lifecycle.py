@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from components.naming import infra_name
 from tests.engine.deploy import engine_spec
 from tests.engine.sandbox_helpers import client, sh, shared_deployment, state, wait_until
 
@@ -131,8 +132,8 @@ def test_sandbox_command_waits_for_the_guard_marker_of_this_boot(gated):
     docker = client()
     stack = gated.deployment.stack
     sandbox = gated.container("gated")
-    guard = docker.containers.get(f"sandstack-{stack}-guard")
-    marker = Path(docker.api.inspect_volume(f"sandstack-{stack}-guard-state")["Mountpoint"]) / "ready"
+    guard = docker.containers.get(infra_name(stack, "guard"))
+    marker = Path(docker.api.inspect_volume(infra_name(stack, "guard-state"))["Mountpoint"]) / "ready"
     boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     wait_until(lambda: sh(sandbox, "test -s /tmp/started")[0] == 0, 20, what="the first start of the command")
     assert marker.read_text().strip() == boot_id

@@ -175,6 +175,20 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
          ["stack.yaml:17:9: $.defaults.user: user 'app:app' must be numeric ('uid' or 'uid:gid') in a template "
           "with secrets: the files are owned by that uid before the image's user names are known"]),
     ],
+    "subnet-pool": [
+        ("host-bits-set", change("    capacity:\n", "    subnet_pool: 10.213.0.1/16\n    capacity:\n"),
+         ["stack.yaml:6:18: $.hosts.local.subnet_pool: '10.213.0.1/16' is not an IPv4 network (10.213.0.1/16 has "
+          "host bits set); did you mean '10.213.0.0/16'?"]),
+        ("smaller-than-a-pool", change("    capacity:\n", "    subnet_pool: 10.213.0.0/24\n    capacity:\n"),
+         ["stack.yaml:6:18: $.hosts.local.subnet_pool: '10.213.0.0/24' is smaller than one pool's /23: use a prefix "
+          "of /23 or shorter, e.g. '10.213.0.0/16'"]),
+        ("more-pools-than-networks",
+         change("    capacity:\n", "    subnet_pool: 10.213.0.0/23\n    capacity:\n",
+                "    replicas: 1\n", "    replicas: 1\n  web2:\n    template: web\n    hosts: [local]\n"
+                                     "    replicas: 0\n"),
+         ["stack.yaml:6:18: $.hosts.local.subnet_pool: '10.213.0.0/23' has room for 1 pool network (/23 each) but 2 "
+          "pools are placed on host 'local': use a larger network"]),
+    ],
     "capabilities-user": [
         ("capability-for-the-default-user", change("    secrets:\n", "    security: {capabilities: [CHOWN]}\n    secrets:\n"),
          ["stack.yaml:40:30: $.templates.web.security.capabilities: ['CHOWN'] cannot take effect for user "

@@ -16,6 +16,12 @@ ENDPOINT_PATTERN = (
 ENDPOINT_HINT = "'unix:///var/run/docker.sock', 'ssh://user@host[:port]' or 'tcp://host:port' (with tls)"
 Endpoint = text(ENDPOINT_PATTERN, "Docker endpoint", ENDPOINT_HINT)
 
+# Each pool gets a network of this size on each of its hosts, carved from the host's `subnet_pool`
+# (components/network_plan.py); one /23 leaves a /24 for up to 250 sandboxes and room for the gateway.
+POOL_SUBNET_PREFIX = 23
+CIDR4_PATTERN = r"^([0-9]{1,3}\.){3}[0-9]{1,3}/[0-9]{1,2}$"
+SubnetPool = text(CIDR4_PATTERN, "IPv4 network", "an IPv4 network in CIDR form, e.g. '10.213.0.0/16'")
+
 GPU_TYPE_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
 GpuType = text(GPU_TYPE_PATTERN, "GPU type", "a lowercase GPU model name such as 'nvidia-l4'")
 
@@ -81,6 +87,15 @@ class Host(StrictModel):
             "a read-only root so that `limits.disk` (the writable paths) is really enforced."
         ),
         change="replace",
+    )
+    subnet_pool: SubnetPool = field(
+        "10.213.0.0/16",
+        description=(
+            "Addresses for the pools' networks on this host: each pool gets a /23 of it (so at most 2^(23 - "
+            "prefix) pools), with the egress gateway on a fixed address the host guard's rules name. Must "
+            "not overlap other Docker networks or routes of the host; two stacks on one host need two pools."
+        ),
+        change="host",
     )
     infra_image: ImageRef | None = field(
         None,

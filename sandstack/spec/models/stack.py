@@ -22,7 +22,7 @@ class Pool(StrictModel):
     )
     replicas: int = field(
         1, description="Sandboxes per host. Default 1; 0 keeps the pool declared but empty.", change="replace",
-        ge=0, le=256,
+        ge=0, le=250,
     )
     description: Annotated[str, StringConstraints(max_length=500)] = field("", description="What it is for.",
                                                                           change="none")
