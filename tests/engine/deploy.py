@@ -2,21 +2,35 @@
 
 `engine_spec(...)` writes a spec that uses only the locally built test images (nothing is pulled) and
 `Deployment.up()` runs the real Pulumi program (`SandboxStack` from that spec) under the harness.
+
+`shared_deployment(...)`: one stack per test module, applied once through its own `Harness` and torn down
+at module end (Docker objects by the harness; the guard's host-level cgroups and firewall rules are checked
+gone too, `host_state.clear_host_state`). Tests that only read share it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import docker as docker_sdk
 import pulumi
 import yaml
 
+from components.naming import docker_name, infra_name
 from components.sandbox_stack import SandboxStack, SandboxStackArgs
 from sandstack.spec import load_stack
+from tests.engine.harness import coverage
+from tests.engine.harness.harness import Harness, RunResult
+from tests.engine.harness.teardown import remaining
+from tests.engine.host_state import clear_host_state
+
+HOST_ROLES = ("egress", "gateway", "guard")  # host-level objects of a stack: named with `infra_name`
 
 _COUNTER = itertools.count()
 _SLOTS = itertools.count()
@@ -24,7 +38,7 @@ _SLOTS = itertools.count()
 
 def unique_stack() -> str:
     """A short stack name per deployment: Docker names and bridge names derive from it."""
-    return f"e{next(_COUNTER)}x{__import__('os').getpid() % 1000}"
+    return f"e{next(_COUNTER)}x{os.getpid() % 1000}"
 
 
 def engine_spec(infra_image: str, templates: dict, pools: dict | None = None, *, capacity: dict | None = None,
@@ -99,8 +113,72 @@ class Deployment:
         return self.harness.run(self.program(), secret_config={f"sandstack:{k}": v for k, v in
                                                                self.secret_config.items()}, **kwargs)
 
+    def name(self, *parts: str) -> str:
+        """Docker name of a stack object: host-level roles (egress network, gateway, guard) use the '_' form
+        of `components.naming.infra_name`, pool objects the '-' form (`docker_name`)."""
+        if len(parts) == 1 and parts[0] in HOST_ROLES:
+            return infra_name(self.stack, parts[0])
+        return docker_name(self.stack, *parts)
+
     def container(self, pool: str, index: int = 0) -> "docker_sdk.models.containers.Container":
-        return docker_sdk.from_env().containers.get(f"sandstack-{self.stack}-{pool}-{index}")
+        return docker_sdk.from_env().containers.get(self.name(pool, str(index)))
+
+
+@dataclass
+class SharedDeployment:
+    """A module's deployed stack: its harness, the deployment and the first run's result."""
+
+    harness: Harness
+    deployment: Deployment
+    result: RunResult
+    label: str  # what the coverage table names as having applied the fields ("<module>::<deployment>")
+
+    @property
+    def stack(self) -> str:
+        return self.deployment.stack
+
+    def name(self, *parts: str) -> str:
+        return self.deployment.name(*parts)
+
+    def container(self, pool: str, index: int = 0):
+        return self.deployment.container(pool, index)
+
+    def proves(self, *fields: str) -> None:
+        """`harness.proves(...)` for a test of this module, checked like the `docker_harness` fixture does:
+        each field must have been applied to the engine by this module's deployment."""
+        self.harness.proves(*fields)
+        unapplied = [f for f in fields if self.label not in coverage.tests_using(f)]
+        assert not unapplied, f"{self.label} never applied {unapplied} to the engine"
+
+
+@contextlib.contextmanager
+def shared_deployment(module_file: str, workdir: Path, spec_text: str, *, stack: str | None = None,
+                      secret_config: dict | None = None,
+                      files: dict[str, str] | None = None) -> Iterator[SharedDeployment]:
+    """Deploys `spec_text` once for a whole test module and always tears it down, leaving nothing behind."""
+    label = f"{Path(module_file).relative_to(Path(__file__).parents[2])}::<module deployment>"
+    harness = Harness()
+    named = {"stack": stack} if stack is not None else {}
+    deployment = Deployment(harness, workdir, secret_config=dict(secret_config or {}), **named)
+    try:
+        # Field uses are recorded against PYTEST_CURRENT_TEST: name the module's deployment instead of
+        # whichever test happens to set the module fixture up.
+        previous = os.environ.get("PYTEST_CURRENT_TEST")
+        os.environ["PYTEST_CURRENT_TEST"] = f"{label} (setup)"
+        try:
+            result = deployment.up(spec_text, files)
+        finally:
+            if previous is None:
+                os.environ.pop("PYTEST_CURRENT_TEST", None)
+            else:
+                os.environ["PYTEST_CURRENT_TEST"] = previous
+        yield SharedDeployment(harness, deployment, result, label)
+    finally:
+        harness.teardown()
+        left = remaining(harness.backend.api, harness.session_id)
+        host_left = clear_host_state(deployment.stack)
+        assert not left, f"harness session {harness.session_id} left objects behind: {left}"
+        assert not host_left, f"stack {deployment.stack} left host state behind: {host_left}"
 
 
 def dedent(text: str) -> str:

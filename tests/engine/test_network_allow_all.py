@@ -16,8 +16,11 @@ import re
 import pytest
 
 from tests.engine.deploy import engine_spec
-from tests.engine.network_helpers import (SANDBOX_PORT, SANDBOX_UDP_PORT, answered, curl, deployed, http,
-                                          log_lines, mark, probe, stable_host_addresses, tcp, template, udp, wait_until)
+from tests.engine.net.lab import log_lines, mark
+from tests.engine.net.probes import (SANDBOX_PORT, SANDBOX_UDP_PORT, answered, curl, http, probe, stable_host_addresses,
+                                     tcp, template, udp)
+from tests.engine.net.stack import access_log, deployed
+from tests.engine.waiting import wait_until
 
 pytestmark = pytest.mark.docker
 
@@ -41,12 +44,6 @@ def net(docker_client, debian_image, harness_sweep_orphans, tmp_path_factory):
         stack.extra["netns"] = lab.netns("inet", 0, ["tcp:80", "udp:5353"])
         stack.extra["listener"] = lab.host_listener()
         yield stack
-
-
-def access_log(net) -> list[str]:
-    code, out = net.gateway.exec_run(["cat", "/var/log/squid/access.log"])
-    assert code == 0, out
-    return out.decode().splitlines()
 
 
 def test_allow_all_logged_reaches_any_host_through_the_gateway_and_logs_it(net):

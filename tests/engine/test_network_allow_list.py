@@ -14,8 +14,10 @@ import re
 import pytest
 
 from tests.engine.deploy import engine_spec
-from tests.engine.network_helpers import (SANDBOX_PORT, answered, curl, deployed, log_lines, mark, peers_in, probe,
-                                          stable_host_addresses, tcp, template, udp, wait_until)
+from tests.engine.net.lab import log_lines, mark, peers_in
+from tests.engine.net.probes import SANDBOX_PORT, answered, curl, probe, stable_host_addresses, tcp, template, udp
+from tests.engine.net.stack import access_log, deployed
+from tests.engine.waiting import wait_until
 
 pytestmark = pytest.mark.docker
 
@@ -40,12 +42,6 @@ def net(docker_client, debian_image, harness_sweep_orphans, tmp_path_factory):
                                               aliases=ALIASES)
         stack.extra["listener"] = stack.lab.host_listener()
         yield stack
-
-
-def access_log(net) -> list[str]:
-    code, out = net.gateway.exec_run(["cat", "/var/log/squid/access.log"])
-    assert code == 0, out
-    return out.decode().splitlines()
 
 
 def requests_seen(web, since: int) -> list[str]:

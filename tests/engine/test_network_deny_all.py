@@ -14,9 +14,10 @@ from __future__ import annotations
 import pytest
 
 from tests.engine.deploy import engine_spec
-from tests.engine.network_helpers import (SANDBOX_PORT, SANDBOX_UDP_PORT, answered, deployed, dns, host_dns,
-                                          host_tcp, log_lines, mark, peers_in, probe, resolve, stable_host_addresses,
-                                          tcp, template, udp)
+from tests.engine.net.lab import log_lines, mark, peers_in
+from tests.engine.net.probes import (SANDBOX_PORT, SANDBOX_UDP_PORT, answered, dns, host_dns, host_tcp, probe, resolve,
+                                     stable_host_addresses, tcp, template, udp)
+from tests.engine.net.stack import deployed
 
 pytestmark = pytest.mark.docker
 

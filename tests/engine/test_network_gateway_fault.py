@@ -19,7 +19,9 @@ from datetime import datetime
 import pytest
 
 from tests.engine.deploy import engine_spec
-from tests.engine.network_helpers import curl, deployed, template, wait_until
+from tests.engine.net.probes import curl, template
+from tests.engine.net.stack import deployed
+from tests.engine.waiting import wait_until
 
 pytestmark = pytest.mark.docker
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import pytest
 
 from tests.engine.deploy import engine_spec
-from tests.engine.network_helpers import (answered, deployed, guard_rules, probe, sandbox_cgroups,
-                                          stable_host_addresses, template, wait_until)
+from tests.engine.host_state import guard_rules, sandbox_cgroups
+from tests.engine.net.probes import answered, probe, stable_host_addresses, template
+from tests.engine.net.stack import deployed
+from tests.engine.waiting import wait_until
 
 pytestmark = pytest.mark.docker
 

@@ -18,8 +18,10 @@ import pytest
 
 from tests.engine.deploy import Deployment, engine_spec
 from tests.engine.harness.harness import Harness
-from tests.engine.network_helpers import (SANDBOX_PORT, SANDBOX_UDP_PORT, answered, curl, deployed, host_tcp,
-                                          log_lines, peers_in, probe, stable_host_addresses, tcp, template, udp)
+from tests.engine.net.lab import log_lines, peers_in
+from tests.engine.net.probes import (SANDBOX_PORT, SANDBOX_UDP_PORT, answered, curl, host_tcp, probe,
+                                     stable_host_addresses, tcp, template, udp)
+from tests.engine.net.stack import deployed
 
 pytestmark = pytest.mark.docker
 

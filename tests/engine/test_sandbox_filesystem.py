@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.deploy import engine_spec
-from tests.engine.sandbox_helpers import python, sh, shared_deployment, state
+from tests.engine.deploy import engine_spec, shared_deployment
+from tests.engine.sandbox_helpers import python, sh, state
 
 pytestmark = pytest.mark.docker
 

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from components.naming import infra_name
-from tests.engine.deploy import engine_spec
-from tests.engine.sandbox_helpers import client, sh, shared_deployment, state, wait_until
+from tests.engine.deploy import engine_spec, shared_deployment
+from tests.engine.sandbox_helpers import client, sh, state
+from tests.engine.waiting import wait_until
 
 pytestmark = pytest.mark.docker
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.deploy import Deployment, engine_spec
-from tests.engine.sandbox_helpers import python, sh, shared_deployment
+from tests.engine.deploy import Deployment, engine_spec, shared_deployment
+from tests.engine.sandbox_helpers import python, sh
 
 pytestmark = pytest.mark.docker
 

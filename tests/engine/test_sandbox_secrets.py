@@ -12,8 +12,8 @@ import tarfile
 
 import pytest
 
-from tests.engine.deploy import engine_spec
-from tests.engine.sandbox_helpers import client, python, sh, shared_deployment
+from tests.engine.deploy import engine_spec, shared_deployment
+from tests.engine.sandbox_helpers import client, python, sh
 
 pytestmark = pytest.mark.docker
 

@@ -14,7 +14,8 @@ import docker.errors
 import pytest
 
 from tests.engine.deploy import Deployment, engine_spec
-from tests.engine.sandbox_helpers import client, sh, state, wait_until
+from tests.engine.sandbox_helpers import client, sh, state
+from tests.engine.waiting import wait_until
 
 pytestmark = pytest.mark.docker
 

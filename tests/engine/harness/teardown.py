@@ -72,7 +72,7 @@ def sweep_orphans(api) -> dict[str, list[str]]:
     for objs in _labelled(api, LABEL_PID).values():
         for obj in objs:
             labels = obj.get("Labels") or {}
-            if not _alive(labels.get(LABEL_PID, "")) and labels.get(LABEL_SESSION):
+            if not pid_alive(labels.get(LABEL_PID, "")) and labels.get(LABEL_SESSION):
                 sessions.add(labels[LABEL_SESSION])
     for session in sorted(sessions):
         for kind, names in sweep_session(api, session).items():
@@ -80,7 +80,8 @@ def sweep_orphans(api) -> dict[str, list[str]]:
     return removed
 
 
-def _alive(pid_text: str) -> bool:
+def pid_alive(pid_text: str) -> bool:
+    """Whether process `pid_text` (a label's text) still runs here; anything but a number counts as gone."""
     try:
         os.kill(int(pid_text), 0)
     except (ValueError, ProcessLookupError):

@@ -1,0 +1,12 @@
+"""Shared pieces of the network isolation proofs (`tests/engine/test_network_*.py`).
+
+- `probes.py`: the `SERVER` and `PROBE` scripts, the test sandbox template, probes from inside a sandbox
+  and from the host, `curl`.
+- `lab.py`: the objects a test module creates itself (`Lab`, `Netns`, `HostListener`), the sweep of dead
+  runs' Labs, reading what a server saw.
+- `leak_guard.py`: `LeakGuard`, which drops and counts packets from the tests' networks leaving this machine.
+- `stack.py`: `NetStack` / `deployed(...)`, the module's stack with its Lab.
+
+The host guard's rules and cgroups (`guard_rules`, `sandbox_cgroups`) live in `tests/engine/host_state.py`,
+shared with the sandbox proofs; bounded waits in `tests/engine/waiting.py`.
+"""
