@@ -35,6 +35,8 @@ def spec(busybox: str, debian: str, replicas: int) -> str:
                  "ports": [{"port": 8000, "exposure": "host"}]},
         "direct": {"base_image": busybox, "command": sleeper, "network": {"egress": "allow-all", "log": False}},
     }
+    for template in templates.values():
+        template["limits"] = {"cpus": 0.25, "memory": "64MiB", "disk": "64MiB"}
     pools = {name: {"template": name, "hosts": ["local"], "replicas": replicas} for name in templates}
     return engine_spec(debian, templates, pools)
 
