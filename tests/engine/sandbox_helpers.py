@@ -31,6 +31,19 @@ def python(container, code: str, user: str | None = None, timeout: float = 60) -
     return result.exit_code, result.output.decode(errors="replace")
 
 
+# Python prelude for probes run with `python(...)`: `attempt(name, call)` prints "<name> ok" or
+# "<name> <errno name>", so one exec can try several operations and report each.
+ATTEMPT = (
+    "import errno, os, socket\n"
+    "def attempt(name, call):\n"
+    "    try:\n"
+    "        call()\n"
+    "        print(name, 'ok')\n"
+    "    except OSError as e:\n"
+    "        print(name, errno.errorcode[e.errno])\n"
+)
+
+
 def _controller_mount(controller: str) -> Path:
     """The host's cgroup v1 mount holding `controller` (`cpu` and `cpuacct` may be joint or apart)."""
     direct = CGROUP_ROOT / controller

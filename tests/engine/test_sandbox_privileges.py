@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.engine.deploy import Deployment, engine_spec, shared_deployment
-from tests.engine.sandbox_helpers import python, sh
+from tests.engine.sandbox_helpers import ATTEMPT, python, sh
 
 pytestmark = pytest.mark.docker
 
@@ -58,13 +58,7 @@ def _status_of_all(container, user: str | None = None) -> dict[str, dict[str, st
 
 def _probe_privileged_calls(container, user: str | None = None) -> dict[str, str]:
     code, out = python(container, (
-        "import errno, os, socket\n"
-        "def attempt(name, call):\n"
-        "    try:\n"
-        "        call()\n"
-        "        print(name, 'ok')\n"
-        "    except OSError as e:\n"
-        "        print(name, errno.errorcode[e.errno])\n"
+        ATTEMPT +
         "open('/tmp/owned', 'w').close()\n"
         "attempt('chown', lambda: os.chown('/tmp/owned', 4242, 4242))\n"
         "attempt('raw-icmp', lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))\n"

@@ -13,7 +13,7 @@ import tarfile
 import pytest
 
 from tests.engine.deploy import engine_spec, shared_deployment
-from tests.engine.sandbox_helpers import client, python, sh
+from tests.engine.sandbox_helpers import ATTEMPT, client, python, sh
 
 pytestmark = pytest.mark.docker
 
@@ -66,13 +66,7 @@ def test_secret_files_cannot_be_changed_chmodded_or_removed(stack):
     stack.proves("Container.mounts.readOnly")
     sandbox = stack.container("vault")
     code, out = python(sandbox, (
-        "import errno, os\n"
-        "def attempt(name, call):\n"
-        "    try:\n"
-        "        call()\n"
-        "        print(name, 'ok')\n"
-        "    except OSError as e:\n"
-        "        print(name, errno.errorcode[e.errno])\n"
+        ATTEMPT +
         "p = '/run/secrets/token'\n"
         "attempt('write', lambda: open(p, 'w'))\n"
         "attempt('chmod', lambda: os.chmod(p, 0o644))\n"
