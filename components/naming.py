@@ -7,14 +7,12 @@ the same and nothing is replaced by accident; two stacks can share a host withou
 from __future__ import annotations
 
 import hashlib
-from typing import Mapping, TypeVar
+from typing import Mapping
 
 import pulumi_docker as docker
 
 PREFIX = "sandstack"
 LABEL_PREFIX = "sandstack."
-
-T = TypeVar("T")
 
 
 def docker_name(stack: str, *parts: str) -> str:

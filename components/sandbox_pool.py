@@ -116,17 +116,13 @@ class SandboxPool(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-        def check(code: int | None) -> int | None:
+        def checked(code: int | None) -> docker.Container:
             # The provider records a failed run-once container's exit code without failing; we do.
             if code not in (None, 0):
                 raise pulumi.RunError(
                     f"secrets seeder for pool '{args.pool}' on host '{args.host}' exited with {code}: "
                     "its sandboxes would start without their secrets"
                 )
-            return code
-
-        def checked(code: int | None) -> docker.Container:
-            check(code)
             return seeder
 
         # Sandboxes depend on this output, not only on the seeder: a failed seed stops their creation.

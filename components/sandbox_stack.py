@@ -69,7 +69,7 @@ class SandboxStack(pulumi.ComponentResource):
                         replicas=placement.replicas,
                         image=image.image_id,
                         image_name=image.image_name,
-                        digest=image.plan_digest,
+                        digest=image.digest,
                         network=host.plans[placement.pool],
                         network_name=host.networks[placement.pool].name,
                         guard_state_volume=host.guard.state_volume,

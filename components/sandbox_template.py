@@ -34,7 +34,7 @@ class SandboxTemplate(pulumi.ComponentResource):
 
     image_name: pulumi.Output[str]
     image_id: pulumi.Output[str]
-    digest: pulumi.Output[str]
+    digest: str  # known before anything is built: the digest of the build inputs
 
     def __init__(self, name: str, args: SandboxTemplateArgs, opts: pulumi.ResourceOptions | None = None):
         template = args.template
@@ -71,6 +71,5 @@ class SandboxTemplate(pulumi.ComponentResource):
 
         self.image_name = self.image.name
         self.image_id = self.image.image_id
-        self.plan_digest = plan.digest
-        self.digest = pulumi.Output.from_input(plan.digest)
+        self.digest = plan.digest
         self.register_outputs({"image_name": self.image_name, "image_id": self.image_id, "digest": self.digest})

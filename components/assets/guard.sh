@@ -30,8 +30,6 @@ log "using $ipt"
 
 apply_rules() {
     failed=0
-    rules_file=/tmp/rules
-    printf '%s\n' "$SANDSTACK_RULES" >"$rules_file"
     while IFS= read -r rule; do
         [ -n "$rule" ] || continue
         chain=${rule%% *}
@@ -43,7 +41,9 @@ apply_rules() {
         if [ "$chain" = INPUT ] && ! $ip6t -w -C INPUT $spec -m comment --comment "$tag" 2>/dev/null; then
             $ip6t -w -I INPUT $spec -m comment --comment "$tag" || { log "cannot insert (v6): $rule"; failed=1; }
         fi
-    done <"$rules_file"
+    done <<RULES
+$SANDSTACK_RULES
+RULES
     return $failed
 }
 
@@ -66,14 +66,14 @@ apply_pids() {
         log "no pids cgroup controller under /sys/fs/cgroup"
         return 1
     fi
-    pids_file=/tmp/pids
-    printf '%s\n' "$SANDSTACK_PIDS" >"$pids_file"
     while read -r name max; do
         [ -n "$name" ] || continue
         dir=$(pids_dir "$name")
         mkdir -p "$dir" || { failed=1; continue; }
         [ "$(cat "$dir/pids.max")" = "$max" ] || echo "$max" >"$dir/pids.max" || { log "cannot limit $name"; failed=1; }
-    done <"$pids_file"
+    done <<PIDS
+$SANDSTACK_PIDS
+PIDS
     return $failed
 }
 

@@ -156,20 +156,42 @@ def _pick(*values):
     return next((v for v in values if v is not None), None)
 
 
+# Built-ins of the blocks merged field by field (`lifecycle`, `filesystem`, `security`).
+BUILTIN_FIELDS: dict[tuple[str, str], object] = {
+    ("lifecycle", "max_lifetime"): BUILTIN_MAX_LIFETIME,
+    ("lifecycle", "idle_timeout"): 0,
+    ("lifecycle", "on_expiry"): "stop",
+    ("filesystem", "read_only_root"): True,
+    ("filesystem", "writable"): BUILTIN_WRITABLE,
+    ("security", "capabilities"): (),
+    ("security", "privileged"): False,
+    ("security", "no_new_privileges"): True,
+}
+
+
+def inherited(stack: Stack, template: Template, block: str, name: str):
+    """One field of a field-by-field block: the template's, else the defaults', else the built-in.
+    An explicit empty list counts as set (`writable: []` means none)."""
+    own, default = getattr(template, block), getattr(stack.defaults, block)
+    return _pick(own and getattr(own, name), default and getattr(default, name), BUILTIN_FIELDS[(block, name)])
+
+
 def effective_writable(stack: Stack, template: Template) -> tuple[WritablePath, ...]:
-    """The template's writable paths, else the defaults', else '/tmp'; an explicit `[]` means none."""
-    fs, dfs = template.filesystem, stack.defaults.filesystem
-    return tuple(_pick(fs and fs.writable, dfs and dfs.writable, BUILTIN_WRITABLE))
+    return tuple(inherited(stack, template, "filesystem", "writable"))
+
+
+def effective_user(stack: Stack, template: Template) -> str:
+    return _pick(template.user, stack.defaults.user, BUILTIN_USER)
 
 
 def resolve_template(stack: Stack, name: str, source: Path) -> ResolvedTemplate:
     """Apply profiles, defaults and built-ins to one template. Assumes the semantic rules passed."""
     t = stack.templates[name]
     d = stack.defaults
-    lc, dlc = t.lifecycle, d.lifecycle
-    fs, dfs = t.filesystem, d.filesystem
-    sec, dsec = t.security, d.security
-    max_lifetime = _pick(lc and lc.max_lifetime, dlc and dlc.max_lifetime, BUILTIN_MAX_LIFETIME)
+
+    def field(block: str, name: str):
+        return inherited(stack, t, block, name)
+
     return ResolvedTemplate(
         name=name,
         description=t.description,
@@ -180,7 +202,7 @@ def resolve_template(stack: Stack, name: str, source: Path) -> ResolvedTemplate:
         push_to=t.snapshot.push_to,
         env={**d.env, **t.env},
         secrets=tuple(t.secrets),
-        user=_pick(t.user, d.user, BUILTIN_USER),
+        user=effective_user(stack, t),
         workdir=_pick(t.workdir, d.workdir),
         entrypoint=tuple(t.entrypoint) if t.entrypoint else None,
         command=tuple(t.command) if t.command else None,
@@ -190,15 +212,15 @@ def resolve_template(stack: Stack, name: str, source: Path) -> ResolvedTemplate:
         ports=tuple(t.ports),
         runtime=_pick(t.runtime, d.runtime, BUILTIN_RUNTIME),
         lifecycle=EffectiveLifecycle(
-            max_lifetime=max_lifetime,
-            idle_timeout=_pick(lc and lc.idle_timeout, dlc and dlc.idle_timeout, 0),
-            on_expiry=_pick(lc and lc.on_expiry, dlc and dlc.on_expiry, "stop"),
+            max_lifetime=field("lifecycle", "max_lifetime"),
+            idle_timeout=field("lifecycle", "idle_timeout"),
+            on_expiry=field("lifecycle", "on_expiry"),
         ),
-        read_only_root=_pick(fs and fs.read_only_root, dfs and dfs.read_only_root, True),
+        read_only_root=field("filesystem", "read_only_root"),
         writable=effective_writable(stack, t),
-        capabilities=tuple(_pick(sec and sec.capabilities, dsec and dsec.capabilities, ())),
-        privileged=_pick(sec and sec.privileged, dsec and dsec.privileged, False),
-        no_new_privileges=_pick(sec and sec.no_new_privileges, dsec and dsec.no_new_privileges, True),
+        capabilities=tuple(field("security", "capabilities")),
+        privileged=field("security", "privileged"),
+        no_new_privileges=field("security", "no_new_privileges"),
     )
 
 

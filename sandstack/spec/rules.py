@@ -18,7 +18,7 @@ from sandstack.spec.errors import Diagnostic, JsonPath
 from sandstack.spec.loader import Document
 from sandstack.spec.models import NetworkPolicy, Stack, Template
 from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
-from sandstack.spec.resolve import BUILTIN_USER, UnknownProfile, effective_limits, effective_writable
+from sandstack.spec.resolve import UnknownProfile, effective_limits, effective_user, effective_writable, inherited
 from sandstack.spec.units import format_cpus, format_size
 
 
@@ -278,14 +278,12 @@ def disk_limit_enforceable(ctx: Context) -> Iterator[Diagnostic]:
             limits = effective_limits(ctx.stack, template)
         except UnknownProfile:
             continue
-        fs, dfs = template.filesystem, ctx.stack.defaults.filesystem
         # The same writable paths resolution gives the sandbox: an explicit `[]` is none, not '/tmp'.
         total = sum(w.size for w in effective_writable(ctx.stack, template))
         if total > limits.disk:
             yield ctx.error(path + ("filesystem",), f"writable paths add up to {format_size(total)}, more than "
                             f"`limits.disk` {format_size(limits.disk)}", "disk-enforced")
-        read_only = next((v for v in (fs and fs.read_only_root, dfs and dfs.read_only_root) if v is not None), True)
-        if not read_only:
+        if not inherited(ctx.stack, template, "filesystem", "read_only_root"):
             for pool, template_name, host, _ in _placements(ctx):
                 if template_name == path[1] and not ctx.stack.hosts[host].storage_quota:
                     yield ctx.error(path + ("filesystem", "read_only_root"),
@@ -327,10 +325,9 @@ def secrets_under_secrets_mount(ctx: Context) -> Iterator[Diagnostic]:
 
 @rule("secret-user")
 def secrets_need_numeric_user(ctx: Context) -> Iterator[Diagnostic]:
-    default_user = ctx.stack.defaults.user
     for path, template in _templates(ctx):
-        user = template.user or default_user
-        if template.secrets and user is not None and not NUMERIC_USER.match(user):
+        user = effective_user(ctx.stack, template)
+        if template.secrets and not NUMERIC_USER.match(user):
             where = path + ("user",) if template.user else ("defaults", "user")
             yield ctx.error(where, f"user {user!r} must be numeric ('uid' or 'uid:gid') in a template with "
                             "secrets: the files are owned by that uid before the image's user names are known",
@@ -373,12 +370,11 @@ def capabilities_need_root(ctx: Context) -> Iterator[Diagnostic]:
     """Docker gives a non-root process added capabilities only in its bounding set, never effective
     (moby#50083; measured on 20.10: `--user 2345 --cap-add CHOWN` leaves CapEff 0), so they cannot be
     enforced unless the sandbox runs as uid 0 (still read-only, no-new-privileges, only those caps)."""
-    d = ctx.stack.defaults
     for path, template in _templates(ctx):
-        sec, dsec = template.security, d.security
-        caps = next((c for c in (sec and sec.capabilities, dsec and dsec.capabilities) if c is not None), [])
-        privileged = next((v for v in (sec and sec.privileged, dsec and dsec.privileged) if v is not None), False)
-        user = template.user or d.user or BUILTIN_USER
+        sec = template.security
+        caps = inherited(ctx.stack, template, "security", "capabilities")
+        privileged = inherited(ctx.stack, template, "security", "privileged")
+        user = effective_user(ctx.stack, template)
         if caps and not privileged and user.partition(":")[0] not in ("0", "root"):
             where = path + ("security", "capabilities") if sec and sec.capabilities is not None else (
                 "defaults", "security", "capabilities")
