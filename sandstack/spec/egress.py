@@ -11,6 +11,12 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+# Link-local networks, where cloud metadata services answer (169.254.169.254 on AWS, GCP and Azure;
+# instance credentials live there), plus AWS's IPv6 metadata address, which is unique-local rather than
+# link-local. Every egress mode refuses them unless a template sets `network.allow_metadata`; the gateway's
+# config and the host guard's rules both read this one tuple.
+METADATA_RANGES = ("169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128")
+
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _HOST_PORT = re.compile(r"^(?P<host>[^:\[\]]+)(:(?P<port>[0-9]{1,5}))?$")
 _BRACKETED = re.compile(r"^\[(?P<host>[^\]]+)\](:(?P<port>[0-9]{1,5}))?$")

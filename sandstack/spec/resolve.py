@@ -53,6 +53,8 @@ class EffectiveNetwork:
     allow: tuple[EgressRule, ...]
     deny: tuple[EgressRule, ...]
     log: bool
+    # Reach METADATA_RANGES (sandstack.spec.egress); false (the default) in every mode unless opted in.
+    allow_metadata: bool = False
 
     @property
     def uses_gateway(self) -> bool:
@@ -149,6 +151,7 @@ def effective_network(stack: Stack, template: Template) -> EffectiveNetwork:
         allow=tuple(parse_entry(e) for e in policy.allow),
         deny=tuple(parse_entry(e) for e in policy.deny),
         log=log,
+        allow_metadata=policy.allow_metadata,
     )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from sandstack.spec.egress import EgressEntryError, parse_entry
+from sandstack.spec.egress import METADATA_RANGES, EgressEntryError, parse_entry
 from sandstack.spec.errors import Diagnostic, JsonPath
 from sandstack.spec.loader import Document
 from sandstack.spec.models import NetworkPolicy, Stack, Template
@@ -160,6 +160,39 @@ def egress_fields_fit_mode(ctx: Context) -> Iterator[Diagnostic]:
                             "egress-mode", key=True)
         if mode == "deny-all" and policy.log:
             yield ctx.error(path + ("log",), "'deny-all' has no egress to log: remove `log`", "egress-mode", key=True)
+        if mode == "deny-all" and policy.allow_metadata:
+            yield ctx.error(path + ("allow_metadata",), "'deny-all' reaches no address, link-local or other: remove "
+                            "`allow_metadata`, or pick 'allow-list' or 'allow-all'", "egress-mode", key=True)
+
+
+@rule("egress-metadata")
+def allow_entries_outside_metadata(ctx: Context) -> Iterator[Diagnostic]:
+    """An allow entry wholly inside METADATA_RANGES allows nothing while `allow_metadata` is false: the gateway
+    and the guard refuse those addresses first. Say so here rather than leave a silently dead entry."""
+    for path, policy in _policies(ctx):
+        if policy.allow_metadata:
+            continue
+        for i, entry in enumerate(policy.allow):
+            blocked = _metadata_range(entry)
+            if blocked is not None:
+                yield ctx.error(path + ("allow", i), f"{entry!r} is inside {blocked}, which every mode refuses "
+                                "(cloud metadata and link-local addresses) unless `allow_metadata: true`: set it, "
+                                "a reviewable loosening, or remove the entry", "egress-metadata")
+
+
+def _metadata_range(entry: str) -> str | None:
+    try:
+        parsed = parse_entry(entry)
+    except EgressEntryError:
+        return None  # reported by egress-entry
+    if parsed.kind != "cidr":
+        return None
+    network = ipaddress.ip_network(parsed.value)
+    for blocked in METADATA_RANGES:
+        candidate = ipaddress.ip_network(blocked)
+        if network.version == candidate.version and network.subnet_of(candidate):  # type: ignore[arg-type]
+            return blocked
+    return None
 
 
 @rule("snapshot-version")

@@ -106,3 +106,17 @@ def test_a_domain_of_253_characters_is_the_limit() -> None:
     assert parse_entry(name) == EgressRule("domain", name)
     with pytest.raises(EgressEntryError):
         parse_entry("c" + name)
+
+
+def test_metadata_ranges_are_strict_networks_named_in_the_field_description() -> None:
+    """The gateway and the guard import METADATA_RANGES; the spec's reference must name the same ranges."""
+    import ipaddress
+
+    from sandstack.spec.egress import METADATA_RANGES
+    from sandstack.spec.models import NetworkPolicy
+
+    assert METADATA_RANGES == ("169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128")
+    assert [str(ipaddress.ip_network(r, strict=True)) for r in METADATA_RANGES] == list(METADATA_RANGES)
+    description = NetworkPolicy.model_fields["allow_metadata"].description
+    assert "169.254.0.0/16" in description and "fe80::/10" in description and "fd00:ec2::254" in description
+    assert NetworkPolicy().allow_metadata is False

@@ -73,6 +73,21 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
         ("log-in-deny-all", change("      allow:\n        - api.example.com\n", "      log: true\n",
                                    "      egress: allow-list\n", "      egress: deny-all\n"),
          ["stack.yaml:30:7: $.templates.web.network.log: 'deny-all' has no egress to log: remove `log`"]),
+        ("metadata-in-deny-all", change("      allow:\n        - api.example.com\n", "      allow_metadata: true\n",
+                                        "      egress: allow-list\n", "      egress: deny-all\n"),
+         ["stack.yaml:30:7: $.templates.web.network.allow_metadata: 'deny-all' reaches no address, link-local or "
+          "other: remove `allow_metadata`, or pick 'allow-list' or 'allow-all'"]),
+    ],
+    "egress-metadata": [
+        ("metadata-address-allowed-without-opt-in", change("        - api.example.com\n", "        - 169.254.169.254:80\n"),
+         ["stack.yaml:31:11: $.templates.web.network.allow[0]: '169.254.169.254:80' is inside 169.254.0.0/16, which "
+          "every mode refuses (cloud metadata and link-local addresses) unless `allow_metadata: true`: set it, a "
+          "reviewable loosening, or remove the entry"]),
+        ("aws-ipv6-metadata-allowed-without-opt-in",
+         change("        - api.example.com\n", "        - api.example.com\n        - '[fd00:ec2::254]:80'\n"),
+         ["stack.yaml:32:11: $.templates.web.network.allow[1]: '[fd00:ec2::254]:80' is inside fd00:ec2::254/128, "
+          "which every mode refuses (cloud metadata and link-local addresses) unless `allow_metadata: true`: set "
+          "it, a reviewable loosening, or remove the entry"]),
     ],
     "snapshot-version": [
         ("files-without-version", change('      version: "1"\n', ""),
@@ -275,3 +290,14 @@ def test_disk_rule_counts_inherited_writable_paths(check) -> None:
                   "    filesystem:\n      writable:\n        - path: /tmp\n          size: 64MiB\n", "")
     assert lines(check(text)) == [
         "stack.yaml:20:5: $.templates.web.filesystem: writable paths add up to 10GiB, more than `limits.disk` 256MiB"]
+
+
+def test_metadata_entries_pass_once_the_template_opts_in(check) -> None:
+    text = change("        - api.example.com\n", "        - 169.254.169.254:80\n        - fe80::/64\n"
+                  "      allow_metadata: true\n")
+    assert check(text) == []
+
+
+def test_a_network_merely_overlapping_the_metadata_ranges_is_not_refused(check) -> None:
+    """128.0.0.0/1 also covers 169.254.0.0/16; the gateway still refuses that part, the rest is allowed."""
+    assert check(change("        - api.example.com\n", "        - 128.0.0.0/1\n")) == []

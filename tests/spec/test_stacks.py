@@ -68,6 +68,7 @@ def test_builtins_apply_where_nothing_is_set(tmp_path: Path) -> None:
     assert (shell.read_only_root, shell.privileged, shell.no_new_privileges) == (True, False, True)
     assert shell.capabilities == ()
     assert shell.network.egress == "deny-all" and shell.network.log is False
+    assert shell.network.allow_metadata is False
     assert shell.env == {} and shell.workdir is None and shell.snapshot_version is None
 
 
@@ -209,3 +210,13 @@ def test_defaults_written_in_units_resolve_to_bytes_and_seconds(tmp_path: Path) 
     assert shell.readiness is not None
     assert (shell.readiness.interval, shell.readiness.timeout, shell.readiness.retries,
             shell.readiness.start_period) == (10, 5, 3, 0)
+
+
+def test_allow_metadata_is_off_in_every_mode_unless_the_policy_opts_in(dev, tmp_path: Path) -> None:
+    assert {name: t.network.allow_metadata for name, t in dev.templates.items()} == {
+        "shell": False, "python": False, "preview": False, "builder": False}
+    text = edit(fixture_text("rules.yaml"), "        - api.example.com\n",
+                "        - api.example.com\n      allow_metadata: true\n")
+    (tmp_path / "agent.py").write_text("")
+    (tmp_path / "stack.yaml").write_text(text)
+    assert load_stack(tmp_path / "stack.yaml").templates["web"].network.allow_metadata is True

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import StringConstraints, WithJsonSchema
 
+from sandstack.spec.egress import METADATA_RANGES
 from sandstack.spec.models.base import StrictModel, field
 
 EGRESS_MODES = ("deny-all", "allow-list", "allow-all")
@@ -58,6 +59,17 @@ class NetworkPolicy(StrictModel):
             "log. Default: on for 'allow-list' and 'allow-all'; not applicable to 'deny-all'."
         ),
         change="replace",
+    )
+    allow_metadata: bool = field(
+        False,
+        description=(
+            f"Let the sandbox reach link-local addresses ({METADATA_RANGES[0]} and {METADATA_RANGES[1]}), which "
+            f"include cloud metadata services (169.254.169.254) and their instance credentials, and AWS's IPv6 "
+            f"metadata address {METADATA_RANGES[2].removesuffix('/128')} (not link-local, refused with them). "
+            "Default false: every egress mode refuses them, at the gateway and in the host guard's rules, "
+            "whatever `allow` says. true is a reviewable loosening; not applicable to 'deny-all'."
+        ),
+        change="host",
     )
 
 
