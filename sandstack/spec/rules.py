@@ -154,15 +154,31 @@ def egress_fields_fit_mode(ctx: Context) -> Iterator[Diagnostic]:
         if mode == "allow-list" and not policy.allow:
             yield ctx.error(path + ("egress",), "'allow-list' with no `allow` entries allows nothing: list the "
                             "destinations, or use 'deny-all'", "egress-mode")
-        if policy.deny and not (mode == "allow-list" or (mode == "allow-all" and logged)):
-            why = "with `log: false` egress bypasses the gateway" if mode == "allow-all" else "nothing is allowed"
-            yield ctx.error(path + ("deny",), f"`deny` entries are enforced by the gateway, but {why} in {mode!r}",
-                            "egress-mode", key=True)
+        if policy.deny and mode == "deny-all":
+            yield ctx.error(path + ("deny",), "`deny` entries narrow what is allowed, but nothing is allowed in "
+                            "'deny-all'", "egress-mode", key=True)
+        if mode == "allow-all" and not logged:
+            yield from _direct_deny_entries(ctx, path, policy)
         if mode == "deny-all" and policy.log:
             yield ctx.error(path + ("log",), "'deny-all' has no egress to log: remove `log`", "egress-mode", key=True)
         if mode == "deny-all" and policy.allow_metadata:
             yield ctx.error(path + ("allow_metadata",), "'deny-all' reaches no address, link-local or other: remove "
                             "`allow_metadata`, or pick 'allow-list' or 'allow-all'", "egress-mode", key=True)
+
+
+def _direct_deny_entries(ctx: Context, path: JsonPath, policy: NetworkPolicy) -> Iterator[Diagnostic]:
+    """Unlogged 'allow-all' has no gateway: the host guard's firewall enforces `deny`, and a firewall sees
+    addresses, never the names a connection was made for."""
+    for i, entry in enumerate(policy.deny):
+        try:
+            kind = parse_entry(entry).kind
+        except EgressEntryError:
+            continue  # reported by egress-entry
+        if kind != "cidr":
+            yield ctx.error(path + ("deny", i), f"{entry!r}: a domain deny needs the gateway to see names; with "
+                            "`log: false` the sandbox connects directly, so only addresses and CIDRs can be denied, "
+                            "optionally with a port (e.g. '203.0.113.7', '10.0.0.0/8:443'); or set `log: true` to "
+                            "send egress through the gateway", "egress-mode")
 
 
 @rule("egress-metadata")

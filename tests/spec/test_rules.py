@@ -10,6 +10,9 @@ from sandstack.spec.rules import RULES
 from tests.spec.helpers import edit, fixture_text, lines
 
 BASE = fixture_text("rules.yaml")
+DIRECT_DENY = ("a domain deny needs the gateway to see names; with `log: false` the sandbox connects directly, so only "
+               "addresses and CIDRs can be denied, optionally with a port (e.g. '203.0.113.7', '10.0.0.0/8:443'); or "
+               "set `log: true` to send egress through the gateway")
 FIXED_PORT = "one sandbox per host can own a fixed port (drop `host_port` to let Docker pick)"
 
 
@@ -63,13 +66,16 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
           "list the destinations, or use 'deny-all'"]),
         ("deny-in-deny-all", change("      allow:\n        - api.example.com\n", "      deny: [x.example.com]\n",
                                     "      egress: allow-list\n", "      egress: deny-all\n"),
-         ["stack.yaml:30:7: $.templates.web.network.deny: `deny` entries are enforced by the gateway, but nothing "
-          "is allowed in 'deny-all'"]),
-        ("deny-bypassed-by-unlogged-allow-all",
-         change("      allow:\n        - api.example.com\n", "      log: false\n      deny: [x.example.com]\n",
+         ["stack.yaml:30:7: $.templates.web.network.deny: `deny` entries narrow what is allowed, but nothing is "
+          "allowed in 'deny-all'"]),
+        ("domain-deny-in-unlogged-allow-all",
+         change("      allow:\n        - api.example.com\n", "      log: false\n      deny: [10.0.0.0/8, x.example.com]\n",
                 "      egress: allow-list\n", "      egress: allow-all\n"),
-         ["stack.yaml:31:7: $.templates.web.network.deny: `deny` entries are enforced by the gateway, but with "
-          "`log: false` egress bypasses the gateway in 'allow-all'"]),
+         [f"stack.yaml:31:26: $.templates.web.network.deny[1]: 'x.example.com': {DIRECT_DENY}"]),
+        ("wildcard-deny-in-unlogged-allow-all",
+         change("      allow:\n        - api.example.com\n", "      log: false\n      deny: ['*.example.com:443']\n",
+                "      egress: allow-list\n", "      egress: allow-all\n"),
+         [f"stack.yaml:31:14: $.templates.web.network.deny[0]: '*.example.com:443': {DIRECT_DENY}"]),
         ("log-in-deny-all", change("      allow:\n        - api.example.com\n", "      log: true\n",
                                    "      egress: allow-list\n", "      egress: deny-all\n"),
          ["stack.yaml:30:7: $.templates.web.network.log: 'deny-all' has no egress to log: remove `log`"]),
@@ -301,3 +307,17 @@ def test_metadata_entries_pass_once_the_template_opts_in(check) -> None:
 def test_a_network_merely_overlapping_the_metadata_ranges_is_not_refused(check) -> None:
     """128.0.0.0/1 also covers 169.254.0.0/16; the gateway still refuses that part, the rest is allowed."""
     assert check(change("        - api.example.com\n", "        - 128.0.0.0/1\n")) == []
+
+
+def test_unlogged_allow_all_accepts_address_and_cidr_deny_entries(check) -> None:
+    """No gateway on that path: the host guard's firewall enforces them, so addresses and CIDRs are enough."""
+    text = change("      allow:\n        - api.example.com\n",
+                  "      log: false\n      deny: [203.0.113.7, '10.0.0.0/8:443', '[2001:db8::1]:22', 2001:db8::/32]\n",
+                  "      egress: allow-list\n", "      egress: allow-all\n")
+    assert check(text) == []
+
+
+def test_logged_allow_all_still_accepts_domain_deny_entries(check) -> None:
+    text = change("      allow:\n        - api.example.com\n", "      deny: [x.example.com, '*.example.org']\n",
+                  "      egress: allow-list\n", "      egress: allow-all\n")
+    assert check(text) == []

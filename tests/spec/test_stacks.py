@@ -220,3 +220,13 @@ def test_allow_metadata_is_off_in_every_mode_unless_the_policy_opts_in(dev, tmp_
     (tmp_path / "agent.py").write_text("")
     (tmp_path / "stack.yaml").write_text(text)
     assert load_stack(tmp_path / "stack.yaml").templates["web"].network.allow_metadata is True
+
+
+def test_unlogged_allow_all_carries_its_address_deny_entries(tmp_path: Path) -> None:
+    text = edit(fixture_text("rules.yaml"), "      egress: allow-list\n      allow:\n        - api.example.com\n",
+                "      egress: allow-all\n      log: false\n      deny: [169.254.169.254, '10.0.0.0/8:443']\n")
+    (tmp_path / "agent.py").write_text("")
+    (tmp_path / "stack.yaml").write_text(text)
+    network = load_stack(tmp_path / "stack.yaml").templates["web"].network
+    assert (network.egress, network.log, network.uses_gateway) == ("allow-all", False, False)
+    assert network.deny == (EgressRule("cidr", "169.254.169.254/32"), EgressRule("cidr", "10.0.0.0/8", 443))

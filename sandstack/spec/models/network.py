@@ -49,7 +49,13 @@ class NetworkPolicy(StrictModel):
     )
     deny: list[EgressEntry] = field(
         [],
-        description="Destinations refused even when `allow` matches them (deny wins). Needs the gateway.",
+        description=(
+            "Destinations refused even when `allow` matches them (deny wins). 'allow-list' and logged "
+            "'allow-all': the gateway refuses them, whatever their form. Unlogged 'allow-all' (`log: false`): "
+            "the host guard's firewall refuses them, and as it sees addresses, not names, only IP addresses "
+            "and CIDRs are accepted there (optionally with ':port'), never domains or wildcards. Not "
+            "applicable to 'deny-all'."
+        ),
         change="host", max_length=512,
     )
     log: bool | None = field(
