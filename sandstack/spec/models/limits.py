@@ -11,6 +11,13 @@ from sandstack.spec.models.hosts import GpuType
 # Small on purpose: a sandbox must ask for more, never get more by accident.
 BUILTIN_LIMITS = {"cpus": 1.0, "memory": 512 * 1024**2, "disk": 1024**3, "pids": 256}
 
+# The lifecycle contract the host guard and the sandbox container implement; the field descriptions below
+# quote these numbers, so the reference and the enforcement cannot drift apart.
+EXIT_LIFETIME = 124  # exit status of a sandbox stopped for good at `max_lifetime` (on_expiry 'stop')
+EXIT_IDLE = 123  # exit status of a sandbox stopped for good at `idle_timeout` (on_expiry 'stop')
+CRASH_RETRIES = 3  # on_expiry 'stop': a crashed sandbox is restarted at most this often (Docker's on-failure:3)
+IDLE_CPU_MS_PER_S = 20  # below this much CPU time per second (readiness probes excluded) a sandbox is idle
+
 
 class GpuRequest(StrictModel):
     count: int = field(description="Number of GPUs each sandbox gets.", change="replace", ge=1, le=16)
@@ -57,26 +64,33 @@ class LimitsOverride(Limits):
 
 
 class Lifecycle(StrictModel):
-    """How long a sandbox lives. Enforced inside the sandbox by sandstack's supervisor (PID 1), which
-    stops the sandbox's processes when a limit is reached."""
+    """How long a sandbox lives. Enforced from outside the sandbox by the host guard: at a limit it kills every
+    process of the sandbox, and nothing inside the sandbox can stop, trace or outlive it."""
 
     max_lifetime: Duration | None = field(
         None,
-        description="Longest time a sandbox runs after it starts, e.g. '24h'. Default 24h.",
+        description=(
+            "Longest time a sandbox runs, counted from its first start, e.g. '24h'. Default 24h. With "
+            "`on_expiry: stop`, restarts after a crash do not reset the clock."
+        ),
         change="replace",
     )
     idle_timeout: Duration | None = field(
         None,
         description=(
-            "Stop a sandbox whose processes used no CPU for this long, e.g. '30m'. Default: never."
+            f"How long a sandbox may stay idle, e.g. '30m': idle means its processes used less than "
+            f"{IDLE_CPU_MS_PER_S} ms of CPU per second (readiness probes excluded). Default: never."
         ),
         change="replace",
     )
     on_expiry: Literal["stop", "restart"] | None = field(
         None,
         description=(
-            "What happens at a limit: 'stop' (default) leaves the container stopped; 'restart' starts it "
-            "again with fresh writable paths, keeping a warm pool full."
+            f"What happens at a limit. 'stop' (default): the sandbox stops for good, with exit status "
+            f"{EXIT_LIFETIME} (max lifetime reached) or {EXIT_IDLE} (idle timeout reached); a crash keeps the "
+            f"command's own exit status and is restarted at most {CRASH_RETRIES} times (Docker's "
+            f"on-failure:{CRASH_RETRIES}), then stays stopped. 'restart': at a limit the sandbox starts again "
+            "with fresh writable paths and a fresh clock, keeping a warm pool full."
         ),
         change="replace",
     )
