@@ -189,7 +189,9 @@ class SandboxPool(pulumi.ComponentResource):
             read_only=t.read_only_root,
             # A writable root is allowed only on hosts with `storage_quota` (rule disk-enforced): cap it there.
             storage_opts={"size": str(t.limits.disk)} if not t.read_only_root else None,
-            tmpfs={w.path: f"rw,nosuid,nodev,exec,size={w.size},mode=1777" for w in t.writable},
+            # noexec unless the path opts in: a binary dropped into a writable path cannot be run from there.
+            tmpfs={w.path: f"rw,nosuid,nodev,{'exec' if w.exec else 'noexec'},size={w.size},mode=1777"
+                   for w in t.writable},
             mounts=mounts,
             capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=list(t.capabilities) or None),
             security_opts=["no-new-privileges:true"] if t.no_new_privileges else None,

@@ -52,8 +52,8 @@ def test_a_sandbox_container_has_exactly_the_secure_defaults(build):
         "networksAdvanced": [{"name": "sandstack-t-t"}],
         "ports": [],
         "readOnly": True,
-        "tmpfs": {"/tmp": f"rw,nosuid,nodev,exec,size={64 * MiB},mode=1777",
-                  "/work": f"rw,nosuid,nodev,exec,size={128 * MiB},mode=1777"},
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,noexec,size={64 * MiB},mode=1777",
+                  "/work": f"rw,nosuid,nodev,noexec,size={128 * MiB},mode=1777"},
         "mounts": [{"type": "volume", "source": "sandstack-t_guard-state", "target": "/run/sandstack/guard",
                     "readOnly": True}],
         "capabilities": {"drops": ["ALL"]},
@@ -137,7 +137,7 @@ def test_a_writable_root_on_a_quota_host_is_capped_at_limits_disk(build):
                 "filesystem": {"read_only_root": False, "writable": [{"path": "/work", "size": "128MiB"}]}}
     _, c = _sandbox(build, template, hosts={"local": host(storage_quota=True)})
     assert (c.inputs["readOnly"], c.inputs["user"], c.inputs["workingDir"]) == (False, "1000:1000", "/work")
-    assert c.inputs["tmpfs"] == {"/work": f"rw,nosuid,nodev,exec,size={128 * MiB},mode=1777"}
+    assert c.inputs["tmpfs"] == {"/work": f"rw,nosuid,nodev,noexec,size={128 * MiB},mode=1777"}
     assert c.inputs["storageOpts"] == {"size": str(1024 * MiB)}
     assert c.plan.host["StorageOpt"] == {"size": str(1024 * MiB)}
 

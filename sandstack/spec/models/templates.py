@@ -110,6 +110,14 @@ class WritablePath(StrictModel):
     path: AbsPath = field(description="A writable directory on the otherwise read-only root.", change="replace")
     size: Size = field("64MiB", description="Upper bound of what can be written there (a tmpfs, which counts against `limits.memory`). Default 64MiB.",
                        change="replace")
+    exec: bool = field(
+        False,
+        description=(
+            "Allow running programs from this path. Default false: mounted noexec, so a binary the sandbox "
+            "writes or downloads there cannot be executed (an interpreter can still read a script from it)."
+        ),
+        change="replace",
+    )
 
 
 class Filesystem(StrictModel):

@@ -1,0 +1,39 @@
+"""Hardening inputs of a sandbox container, exactly as pulumi-docker receives them: noexec writable paths
+(unless opted in), a bounded /dev/shm and a bounded number of open files."""
+
+from __future__ import annotations
+
+from tests.components.helpers import changed, spec
+from tests.engine.harness.schema import MiB
+
+BASE = {
+    "base_image": "busybox:1.36",
+    "command": ["sh", "-c", "sleep 1d"],
+    "limits": {"memory": "512MiB"},
+    "filesystem": {"writable": [{"path": "/tmp", "size": "64MiB"}, {"path": "/work", "size": "128MiB"}]},
+}
+
+
+def _sandbox(build, template: dict, **spec_extra):
+    return build(spec({"t": template}, **spec_extra)).container("t.local-0")
+
+
+def test_writable_paths_are_noexec_by_default(build):
+    c = _sandbox(build, BASE)
+    assert c.inputs["tmpfs"] == {"/tmp": f"rw,nosuid,nodev,noexec,size={64 * MiB},mode=1777",
+                                 "/work": f"rw,nosuid,nodev,noexec,size={128 * MiB},mode=1777"}
+    assert c.plan.host["Tmpfs"] == c.inputs["tmpfs"]
+
+
+def test_a_writable_path_that_opts_in_is_exec_and_only_that_one(build):
+    template = changed(BASE, "filesystem.writable", [{"path": "/tmp", "size": "64MiB"},
+                                                     {"path": "/work", "size": "128MiB", "exec": True}])
+    c = _sandbox(build, template)
+    assert c.inputs["tmpfs"] == {"/tmp": f"rw,nosuid,nodev,noexec,size={64 * MiB},mode=1777",
+                                 "/work": f"rw,nosuid,nodev,exec,size={128 * MiB},mode=1777"}
+
+
+def test_the_built_in_tmp_is_noexec(build):
+    template = {k: v for k, v in BASE.items() if k != "filesystem"}
+    c = _sandbox(build, template)
+    assert c.inputs["tmpfs"] == {"/tmp": f"rw,nosuid,nodev,noexec,size={64 * MiB},mode=1777"}
