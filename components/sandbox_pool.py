@@ -192,6 +192,8 @@ class SandboxPool(pulumi.ComponentResource):
             # noexec unless the path opts in: a binary dropped into a writable path cannot be run from there.
             tmpfs={w.path: f"rw,nosuid,nodev,{'exec' if w.exec else 'noexec'},size={w.size},mode=1777"
                    for w in t.writable},
+            # /dev/shm is memory any process can fill: bounded like the writable paths (the input is in MiB).
+            shm_size=t.shm_size // MIB,
             mounts=mounts,
             capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=list(t.capabilities) or None),
             security_opts=["no-new-privileges:true"] if t.no_new_privileges else None,

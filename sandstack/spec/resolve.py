@@ -32,6 +32,8 @@ BUILTIN_USER = "10001:10001"
 BUILTIN_RUNTIME = "runc"
 BUILTIN_MAX_LIFETIME = 24 * 3600
 BUILTIN_WRITABLE = (WritablePath(path="/tmp", size=64 * 1024**2),)
+# Small on purpose: /dev/shm is memory-backed and writable by any sandbox (Docker's default is 64MiB).
+BUILTIN_SHM_SIZE = 16 * 1024**2
 
 
 class UnknownProfile(KeyError):
@@ -99,6 +101,7 @@ class ResolvedTemplate:
     lifecycle: EffectiveLifecycle
     read_only_root: bool
     writable: tuple[WritablePath, ...]
+    shm_size: int  # bytes, whole MiB (rule memory-unit)
     capabilities: tuple[str, ...]
     privileged: bool
     no_new_privileges: bool
@@ -166,6 +169,7 @@ BUILTIN_FIELDS: dict[tuple[str, str], object] = {
     ("lifecycle", "on_expiry"): "stop",
     ("filesystem", "read_only_root"): True,
     ("filesystem", "writable"): BUILTIN_WRITABLE,
+    ("filesystem", "shm_size"): BUILTIN_SHM_SIZE,
     ("security", "capabilities"): (),
     ("security", "privileged"): False,
     ("security", "no_new_privileges"): True,
@@ -221,6 +225,7 @@ def resolve_template(stack: Stack, name: str, source: Path) -> ResolvedTemplate:
         ),
         read_only_root=field("filesystem", "read_only_root"),
         writable=effective_writable(stack, t),
+        shm_size=field("filesystem", "shm_size"),
         capabilities=tuple(field("security", "capabilities")),
         privileged=field("security", "privileged"),
         no_new_privileges=field("security", "no_new_privileges"),

@@ -445,3 +445,11 @@ def memory_in_whole_mebibytes(ctx: Context) -> Iterator[Diagnostic]:
         if memory < MIN_MEMORY or memory % MIB:
             yield ctx.error(path + ("memory",), f"{format_size(memory)} cannot be enforced exactly: Docker limits "
                             "memory in whole MiB, at least 6MiB", "memory-unit")
+    # /dev/shm is sized in whole MiB too, and 0 would give Docker's default (64MiB) instead of none.
+    filesystems = [(("defaults", "filesystem"), ctx.stack.defaults.filesystem)]
+    filesystems += [(p + ("filesystem",), t.filesystem) for p, t in _templates(ctx)]
+    for path, fs in filesystems:
+        shm = fs.shm_size if fs is not None else None
+        if shm is not None and (shm < MIB or shm % MIB):
+            yield ctx.error(path + ("shm_size",), f"{format_size(shm)} cannot be enforced exactly: Docker sizes "
+                            "/dev/shm in whole MiB, at least 1MiB", "memory-unit")

@@ -54,6 +54,7 @@ def test_a_sandbox_container_has_exactly_the_secure_defaults(build):
         "readOnly": True,
         "tmpfs": {"/tmp": f"rw,nosuid,nodev,noexec,size={64 * MiB},mode=1777",
                   "/work": f"rw,nosuid,nodev,noexec,size={128 * MiB},mode=1777"},
+        "shmSize": 16,
         "mounts": [{"type": "volume", "source": "sandstack-t_guard-state", "target": "/run/sandstack/guard",
                     "readOnly": True}],
         "capabilities": {"drops": ["ALL"]},

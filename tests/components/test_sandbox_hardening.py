@@ -37,3 +37,20 @@ def test_the_built_in_tmp_is_noexec(build):
     template = {k: v for k, v in BASE.items() if k != "filesystem"}
     c = _sandbox(build, template)
     assert c.inputs["tmpfs"] == {"/tmp": f"rw,nosuid,nodev,noexec,size={64 * MiB},mode=1777"}
+
+
+def test_dev_shm_is_16_mib_by_default(build):
+    c = _sandbox(build, BASE)
+    assert c.inputs["shmSize"] == 16
+    assert c.plan.host["ShmSize"] == 16 * MiB
+
+
+def test_dev_shm_takes_the_declared_size_in_mib(build):
+    c = _sandbox(build, changed(BASE, "filesystem.shm_size", "64MiB"))
+    assert c.inputs["shmSize"] == 64
+    assert c.plan.host["ShmSize"] == 64 * MiB
+
+
+def test_dev_shm_size_inherits_from_the_stack_defaults(build):
+    c = _sandbox(build, BASE, defaults={"filesystem": {"shm_size": "8MiB"}})
+    assert c.inputs["shmSize"] == 8

@@ -229,6 +229,12 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
         ("memory-below-docker-minimum", change("    memory: 256MiB\n", "    memory: 4MiB\n"),
          ["stack.yaml:13:13: $.profiles.small.memory: 4MiB cannot be enforced exactly: Docker limits memory in "
           "whole MiB, at least 6MiB"]),
+        ("shm-not-whole-mib", change("    filesystem:\n", "    filesystem:\n      shm_size: 1.5MiB\n"),
+         ["stack.yaml:37:17: $.templates.web.filesystem.shm_size: 1536KiB cannot be enforced exactly: Docker sizes "
+          "/dev/shm in whole MiB, at least 1MiB"]),
+        ("shm-zero-in-defaults", change("  limits: small\n", "  limits: small\n  filesystem: {shm_size: 0}\n"),
+         ["stack.yaml:17:26: $.defaults.filesystem.shm_size: 0B cannot be enforced exactly: Docker sizes /dev/shm "
+          "in whole MiB, at least 1MiB"]),
     ],
 }
 

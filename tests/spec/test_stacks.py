@@ -64,7 +64,8 @@ def test_builtins_apply_where_nothing_is_set(tmp_path: Path) -> None:
     assert shell.user == "10001:10001"
     assert shell.runtime == "runc"
     assert shell.lifecycle == EffectiveLifecycle(max_lifetime=24 * 3600, idle_timeout=0, on_expiry="stop")
-    assert shell.writable == (WritablePath(path="/tmp", size=64 * MiB),)
+    assert shell.writable == (WritablePath(path="/tmp", size=64 * MiB, exec=False),)
+    assert shell.shm_size == 16 * MiB
     assert (shell.read_only_root, shell.privileged, shell.no_new_privileges) == (True, False, True)
     assert shell.capabilities == ()
     assert shell.network.egress == "deny-all" and shell.network.log is False
@@ -230,3 +231,14 @@ def test_unlogged_allow_all_carries_its_address_deny_entries(tmp_path: Path) -> 
     network = load_stack(tmp_path / "stack.yaml").templates["web"].network
     assert (network.egress, network.log, network.uses_gateway) == ("allow-all", False, False)
     assert network.deny == (EgressRule("cidr", "169.254.169.254/32"), EgressRule("cidr", "10.0.0.0/8", 443))
+
+
+def test_shm_size_merges_field_by_field_template_over_defaults(tmp_path: Path) -> None:
+    text = edit(fixture_text("minimal.yaml"), "templates:\n",
+                "defaults:\n  filesystem: {shm_size: 8MiB}\ntemplates:\n  other:\n    base_image: busybox:1.36\n"
+                "    filesystem: {shm_size: 32MiB, writable: []}\n")
+    (tmp_path / "stack.yaml").write_text(text)
+    stack = load_stack(tmp_path / "stack.yaml")
+    assert stack.templates["shell"].shm_size == 8 * MiB
+    assert stack.templates["shell"].writable == (WritablePath(path="/tmp", size=64 * MiB),)
+    assert (stack.templates["other"].shm_size, stack.templates["other"].writable) == (32 * MiB, ())
