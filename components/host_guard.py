@@ -4,6 +4,10 @@ Docker filters traffic between networks but never traffic from a container to th
 pulumi-docker has no pids-limit input. The guard fixes both on the host it runs on: it keeps the
 firewall rules of `network_plan.py` in place and pre-creates each sandbox's cgroup parent with its
 `pids.max`, before any sandbox starts (docs/design/engine-findings.md a, b).
+
+It also enforces lifetimes and idle timeouts from outside the sandboxes: anything inside a sandbox runs
+as the sandbox's user in the sandbox's PID namespace, so an in-sandbox supervisor can be stopped, traced
+or killed by the very code it limits (docs/design/lifecycle.md).
 """
 
 from __future__ import annotations
@@ -15,8 +19,14 @@ import pulumi
 import pulumi_docker as docker
 
 from components.naming import container_labels, infra_name, volume_labels
+from sandstack.spec.resolve import ResolvedTemplate
 
 GUARD_SCRIPT = (Path(__file__).parent / "assets" / "guard.sh").read_text()
+# CPU a sandbox may use and still be idle: 20 ms per second, plus what its readiness probe may cost
+# (a `docker exec` runs the probe inside the sandbox's cgroup): a share per second and one run's worth
+# as a burst, so a probe never counts as activity and an agent's command does.
+IDLE_CPU_US_PER_S = 20_000
+PROBE_CPU_BUDGET_US = 100_000
 STATE_MOUNT = "/run/sandstack/guard"  # where sandboxes see the guard's state, read-only
 # Healthy = a complete pass in the last minute on this boot.
 HEALTH_TEST = (
@@ -30,6 +40,18 @@ def cgroup_parent(container_name: str) -> str:
     return f"/sandstack/{container_name}"
 
 
+def lifecycle_line(container_name: str, template: ResolvedTemplate) -> str | None:
+    """The guard's lifecycle entry for one sandbox: `name max idle on_expiry idle_us_per_s burst_us`."""
+    life = template.lifecycle
+    if not life.max_lifetime and not life.idle_timeout:
+        return None
+    per_second, burst = IDLE_CPU_US_PER_S, 0
+    if template.readiness and life.idle_timeout:
+        per_second += PROBE_CPU_BUDGET_US // template.readiness.interval
+        burst = PROBE_CPU_BUDGET_US
+    return f"{container_name} {life.max_lifetime} {life.idle_timeout} {life.on_expiry} {per_second} {burst}"
+
+
 @dataclass(frozen=True)
 class HostGuardArgs:
     stack: str
@@ -37,6 +59,7 @@ class HostGuardArgs:
     rules: list[str]
     bridges: list[str]
     pids: dict[str, int]  # container name → max processes
+    lifecycle: list[str]  # lifecycle_line() of each sandbox with a limit
     labels: dict[str, str]
 
 
@@ -55,24 +78,29 @@ class HostGuard(pulumi.ComponentResource):
             # A named volume cannot exist twice: the old one must go before its replacement is made.
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
-        # The guard: host network namespace for the firewall, the host's cgroup tree for pids limits,
-        # and only the three capabilities those need, with a read-only root.
+        # The guard: host network namespace for the firewall, the host's cgroup tree for pids limits, the
+        # host's PID namespace and KILL to end sandboxes at their limits from outside, and only the
+        # capabilities those need, with a read-only root.
         self.container = docker.Container(
             f"{name}-guard",
             name=infra_name(args.stack, "guard"),
             image=args.image,
             network_mode="host",
+            pid_mode="host",
             command=["sh", "-c", GUARD_SCRIPT, "sandstack-guard"],
             envs=[
                 f"SANDSTACK_STACK={args.stack}",
                 "SANDSTACK_RULES=" + "\n".join(args.rules),
                 f"SANDSTACK_PIDS={pids_lines}",
                 "SANDSTACK_BRIDGES=" + " ".join(sorted(args.bridges)),
+                "SANDSTACK_LIFECYCLE=" + "\n".join(sorted(args.lifecycle)),
             ],
-            capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=["NET_ADMIN", "NET_RAW", "DAC_OVERRIDE"]),
+            capabilities=docker.ContainerCapabilitiesArgs(
+                drops=["ALL"], adds=["NET_ADMIN", "NET_RAW", "DAC_OVERRIDE", "KILL"]),
             security_opts=["no-new-privileges:true"],
             read_only=True,
-            tmpfs={"/tmp": "rw,nosuid,nodev,size=1m"},
+            # One small state file per running sandbox (its lifetime clock and idle counters).
+            tmpfs={"/tmp": "rw,nosuid,nodev,noexec,size=8m"},
             mounts=[
                 docker.ContainerMountArgs(type="bind", source="/sys/fs/cgroup", target="/host-cgroup"),
                 docker.ContainerMountArgs(type="volume", source=self.state.name, target="/state"),

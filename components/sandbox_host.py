@@ -10,7 +10,7 @@ import pulumi
 import pulumi_docker as docker
 
 from components.egress_gateway import EgressGateway, EgressGatewayArgs
-from components.host_guard import HostGuard, HostGuardArgs
+from components.host_guard import HostGuard, HostGuardArgs, lifecycle_line
 from components.naming import bridge_name, infra_name, labels, network_labels
 from components.network_plan import (
     PoolNetwork,
@@ -117,6 +117,12 @@ class SandboxHost(pulumi.ComponentResource):
                     for p in args.placements
                     for i in range(p.replicas)
                 },
+                lifecycle=[
+                    line
+                    for p in args.placements
+                    for i in range(p.replicas)
+                    if (line := lifecycle_line(sandbox_name(args.stack, p.pool, i), p.template))
+                ],
                 labels=self.labels,
             ),
             opts=self.child_opts,

@@ -22,7 +22,10 @@ MIB = 1024 * 1024
 # replace the sandbox, or the diff would promise what the host does not do (shared/notes/pulumi-docker.md).
 REPLACE_ON_CHANGES = ["tmpfs", "init", "healthcheck", "wait", "wait_timeout", "destroy_grace_seconds"]
 EXPOSURE_BIND = {"host": "127.0.0.1", "public": "0.0.0.0"}
+# 'stop': a crash is retried a bounded number of times, with the lifetime clock kept (the guard's), and a
+# sandbox the guard expired ends at once on each retry; 'restart': every run is a fresh sandbox.
 RESTART_POLICY = {"stop": "on-failure", "restart": "unless-stopped"}
+CRASH_RETRIES = 3
 
 
 def sandbox_name(stack: str, pool: str, index: int) -> str:
@@ -174,8 +177,9 @@ class SandboxPool(pulumi.ComponentResource):
             image=args.image,
             user=t.user,
             working_dir=t.workdir,
-            # The supervisor (PID 2, under Docker's init) enforces max lifetime and idle timeout.
-            entrypoints=[SUPERVISOR_PATH, str(t.lifecycle.max_lifetime), str(t.lifecycle.idle_timeout)],
+            # The supervisor (under Docker's init) starts the command once the host is closed and turns the
+            # guard's lifetime verdicts into exit statuses; the guard enforces them from outside.
+            entrypoints=[SUPERVISOR_PATH],
             command=command or None,
             init=True,
             envs=envs,
@@ -210,6 +214,7 @@ class SandboxPool(pulumi.ComponentResource):
             wait=bool(readiness),
             wait_timeout=wait_timeout,
             restart=RESTART_POLICY[t.lifecycle.on_expiry],
+            max_retry_count=CRASH_RETRIES if t.lifecycle.on_expiry == "stop" else None,
             destroy_grace_seconds=10,
             log_driver="json-file",
             log_opts={"max-size": "10m", "max-file": "3"},

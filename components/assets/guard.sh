@@ -4,8 +4,13 @@
 #   SANDSTACK_RULES  one iptables rule per line: CHAIN MATCH... -j TARGET
 #   SANDSTACK_PIDS   one "cgroup-name max-pids" per line, the sandboxes' cgroup parents
 #   SANDSTACK_BRIDGES  the bridges the rules protect, space-separated
-# It re-applies everything every few seconds. After each complete pass it writes the boot id to
+#   SANDSTACK_LIFECYCLE  one "cgroup-name max-lifetime-s idle-timeout-s on-expiry idle-us-per-s idle-burst-us"
+#                      per line, for sandboxes with a limit (0 = off)
+# It re-applies rules and pids limits every 3 seconds. After each complete pass it writes the boot id to
 # /state/ready; sandboxes mount /state read-only and start their command only once it matches.
+# Every second it enforces lifetimes and idle timeouts from outside the sandboxes (enforce_lifecycle
+# below): it runs in the host's PID namespace with KILL, so nothing a sandbox does to its own processes
+# (stop, trace or kill its supervisor, crash, exhaust its pids) can outlive a limit.
 # When stopped it removes its rules and cgroups only if none of its bridges exists any more (the stack
 # was destroyed: Pulumi deletes sandboxes and networks before the guard they depend on); a guard that is
 # replaced or stopped while its networks exist leaves the host closed (fail closed).
@@ -113,13 +118,157 @@ on_stop() {
     exit 0
 }
 
-trap on_stop TERM INT
-while :; do
-    if apply_rules && apply_pids; then
-        cat /proc/sys/kernel/random/boot_id >/state/ready.tmp && mv /state/ready.tmp /state/ready
-    else
-        rm -f /state/ready
+# --- Lifetimes and idle timeouts -------------------------------------------------------------------
+# Per running container of a sandbox (its cgroup is <parent>/<container id>), one state file in /tmp:
+#   clock last_active usage_at_active expiring_init expiring_deadline
+# clock: when its lifetime started (for on_expiry 'stop', the first start seen: crash restarts keep it);
+# usage_at_active: CPU use (us) when it was last active. Readiness probes run in the container's cgroup
+# too, so the idle threshold carries a per-second share and a burst for them (computed by sandstack).
+btime=0
+while read -r key value; do [ "$key" = btime ] && btime=$value; done </proc/stat
+hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
+mkdir -p /tmp/lifecycle /state/expired
+
+cpu_dir() {
+    if [ -f "$cgroot/cgroup.controllers" ]; then echo "$cgroot/sandstack/$1/$2"; else echo "$cgroot/cpuacct/sandstack/$1/$2"; fi
+}
+
+cpu_usage_us() {  # $1: the container's cgroup in the cpu hierarchy; sets usage (empty when unreadable)
+    usage=""
+    if [ -r "$1/cpu.stat" ]; then
+        while read -r key value; do [ "$key" = usage_usec ] && usage=$value; done <"$1/cpu.stat"
+    elif [ -r "$1/cpuacct.usage" ]; then
+        read -r ns <"$1/cpuacct.usage" && usage=$((ns / 1000))
     fi
-    sleep 3 &
+}
+
+find_init() {  # $1: cgroup.procs file; sets init (the container's PID 1, Docker's init) and sup
+    # (init's first child, the supervisor: the lowest host pid among init's children, since init starts
+    # it before anything else; orphans that init adopted later have higher ones).
+    init="" sup=""
+    while read -r pid; do
+        while read -r key a b c; do
+            [ "$key" = NSpid: ] || continue
+            [ "${c:-${b:-$a}}" = 1 ] && init=$pid
+            break
+        done 2>/dev/null <"/proc/$pid/status"
+        [ -n "$init" ] && break
+    done <"$1"
+    [ -n "$init" ] || return 0
+    while read -r pid; do
+        [ -n "$sup" ] && [ "$pid" -gt "$sup" ] && continue
+        while read -r key value; do
+            [ "$key" = PPid: ] || continue
+            [ "$value" = "$init" ] && sup=$pid
+            break
+        done 2>/dev/null <"/proc/$pid/status"
+    done <"$1"
+}
+
+start_of() {  # $1: pid; sets started (epoch seconds)
+    started=0
+    read -r stat 2>/dev/null <"/proc/$1/stat" || return 0
+    set -- ${stat##*) }
+    started=$((btime + ${20} / hz))
+}
+
+freeze() {  # $1: name, $2: container id, $3: FROZEN or THAWED
+    if [ -f "$cgroot/cgroup.controllers" ]; then
+        [ "$3" = FROZEN ] && v=1 || v=0
+        echo "$v" >"$cgroot/sandstack/$1/$2/cgroup.freeze" 2>/dev/null
+    else
+        echo "$3" >"$cgroot/freezer/sandstack/$1/$2/freezer.state" 2>/dev/null
+    fi
+}
+
+expire() {  # name id procs-file init sup reason code mode now
+    log "sandbox $1 (${2%"${2#????????????}"}): $6 reached; stopping it (exit $7)"
+    if [ "$8" = stop ]; then
+        # Read by the sandbox's supervisor after a crash-retry: an expired sandbox stays stopped.
+        case "$6" in idle*) echo idle ;; *) echo lifetime ;; esac >"/state/expired/$2.tmp" \
+            && mv "/state/expired/$2.tmp" "/state/expired/$2"
+    fi
+    # Frozen, nothing in the sandbox can fork, trace or signal while everything but its init and
+    # supervisor is killed; the kills land when it thaws, before any of those processes runs again.
+    freeze "$1" "$2" FROZEN
+    for attempt in 1 2 3; do
+        while read -r pid; do
+            [ "$pid" = "$4" ] || [ "$pid" = "$5" ] || kill -KILL "$pid" 2>/dev/null
+        done <"$3"
+    done
+    [ -n "$5" ] && { kill -CONT "$5"; [ "$7" = 123 ] && kill -USR2 "$5" || kill -USR1 "$5"; } 2>/dev/null
+    freeze "$1" "$2" THAWED
+    expiring_init=$4 expiring_deadline=$(($9 + 3))
+}
+
+check_sandbox() {  # name id max idle mode idle_us burst_us now
+    name=$1 id=$2 max=$3 idle=$4 mode=$5 idle_us=$6 burst_us=$7 now=$8
+    procs=$(pids_dir "$name")/$id/cgroup.procs
+    find_init "$procs"
+    [ -n "$init" ] || return 0  # not running (stopped, or between restarts)
+    start_of "$init"
+    usage=""
+    [ "$idle" -gt 0 ] && cpu_usage_us "$(cpu_dir "$name" "$id")"
+    state=/tmp/lifecycle/$id
+    clock="" last_active="" usage_at_active="" expiring_init="" expiring_deadline=""
+    [ -r "$state" ] && read -r clock last_active usage_at_active expiring_init expiring_deadline <"$state"
+    [ "$expiring_init" != - ] || expiring_init=""
+    # A new run of a 'restart' sandbox is a fresh sandbox with a fresh clock; a 'stop' sandbox keeps the
+    # clock of its first start, so a crash restart buys it no time.
+    if [ -z "$clock" ] || { [ "$mode" = restart ] && [ "$started" != "$clock" ]; }; then
+        clock=$started last_active=$now usage_at_active=$usage
+    fi
+    [ "$usage_at_active" != - ] || usage_at_active=$usage
+    [ "$expiring_init" = "$init" ] || expiring_init="" expiring_deadline=""
+    if [ -n "$expiring_init" ]; then
+        if [ "$now" -ge "$expiring_deadline" ]; then
+            # The supervisor did not end the sandbox (it never answered): end it outright.
+            log "sandbox $name: its supervisor did not stop it; killing it (exit 137)"
+            while read -r pid; do kill -KILL "$pid" 2>/dev/null; done <"$procs"
+        fi
+    elif [ "$max" -gt 0 ] && [ $((now - clock)) -ge "$max" ]; then
+        expire "$name" "$id" "$procs" "$init" "$sup" "max lifetime of ${max}s" 124 "$mode" "$now"
+    elif [ "$idle" -gt 0 ] && [ -n "$usage" ]; then
+        if [ $((usage - usage_at_active)) -gt $(((now - last_active) * idle_us + burst_us)) ]; then
+            last_active=$now usage_at_active=$usage
+        elif [ $((now - last_active)) -ge "$idle" ]; then
+            expire "$name" "$id" "$procs" "$init" "$sup" "idle timeout of ${idle}s" 123 "$mode" "$now"
+        fi
+    fi
+    echo "$clock $last_active ${usage_at_active:--} ${expiring_init:--} ${expiring_deadline:--}" >"$state"
+}
+
+enforce_lifecycle() {
+    now=$(date +%s)
+    while read -r name max idle mode idle_us burst_us; do
+        [ -n "$name" ] || continue
+        set +f
+        for dir in "$(pids_dir "$name")"/*/; do
+            [ -d "$dir" ] || continue
+            id=${dir%/}
+            id=${id##*/}
+            set -f
+            check_sandbox "$name" "$id" "$max" "$idle" "$mode" "$idle_us" "$burst_us" "$now"
+            set +f
+        done
+        set -f
+    done <<LIFECYCLE
+$SANDSTACK_LIFECYCLE
+LIFECYCLE
+}
+
+trap on_stop TERM INT
+pass=0
+while :; do
+    if [ $((pass % 3)) -eq 0 ]; then
+        if apply_rules && apply_pids; then
+            cat /proc/sys/kernel/random/boot_id >/state/ready.tmp && mv /state/ready.tmp /state/ready
+        else
+            rm -f /state/ready
+        fi
+    fi
+    enforce_lifecycle
+    pass=$((pass + 1))
+    sleep 1 &
     wait $!
 done

@@ -1,24 +1,22 @@
 #!/bin/sh
-# sandstack supervisor, baked into every snapshot image and run as the sandbox's entrypoint
-# (under Docker's init). It starts the sandbox's command and enforces the template's lifecycle:
-#   supervise MAX_LIFETIME_SECONDS IDLE_TIMEOUT_SECONDS [COMMAND [ARG...]]
-# A limit of 0 is off. Without a command the sandbox simply stays up for exec sessions.
-# At a limit it stops the command and exits 0, so the restart policy decides what happens next:
-# 'on-failure' (on_expiry: stop) leaves the sandbox stopped, 'unless-stopped' (restart) starts a fresh one.
+# sandstack supervisor, baked into every snapshot image and run as the sandbox's entrypoint (under
+# Docker's init):   supervise [COMMAND [ARG...]]
+# It starts the command once the host guard has closed the host, and turns the guard's verdicts into exit
+# statuses. It enforces nothing itself: it runs as the sandbox's own user, so the sandbox could stop,
+# trace or kill it. Lifetimes and idle timeouts are enforced from outside by the host guard
+# (components/assets/guard.sh), which at a limit kills every other process of the sandbox and then sends
+# this script USR1 (max lifetime: exit 124) or USR2 (idle timeout: exit 123). Should this script not answer,
+# the guard kills the sandbox outright (exit 137); the reason is in the guard's log either way.
+# Without a command the sandbox simply stays up for exec sessions.
 set -u
-max_lifetime=${1:?max lifetime}
-idle_timeout=${2:?idle timeout}
-shift 2
-# CPU time (microseconds) the sandbox may use per second and still count as idle: the supervisor's
-# own once-a-second check costs a few milliseconds.
-idle_cpu_us=20000
 child=""
 
 stop_child() {
     [ -n "$child" ] || return 0
     kill -TERM "$child" 2>/dev/null
     waited=0
-    while kill -0 "$child" 2>/dev/null && [ "$waited" -lt 10 ]; do
+    # A dead child stays a zombie until waited for, so `kill -0` alone would wait the whole grace time.
+    while [ "$(ps_state "$child")" != Z ] && kill -0 "$child" 2>/dev/null && [ "$waited" -lt 10 ]; do
         sleep 1
         waited=$((waited + 1))
     done
@@ -26,71 +24,60 @@ stop_child() {
     return 0
 }
 
-cpu_usage_us() {
-    # cgroup v2, then the two cgroup v1 layouts; empty when none is readable.
-    if [ -r /sys/fs/cgroup/cpu.stat ]; then
-        while read -r key value; do
-            [ "$key" = usage_usec ] && echo "$value" && return 0
-        done </sys/fs/cgroup/cpu.stat
-    fi
-    for f in /sys/fs/cgroup/cpuacct/cpuacct.usage /sys/fs/cgroup/cpu,cpuacct/cpuacct.usage; do
-        if [ -r "$f" ]; then
-            read -r ns <"$f" && echo $((ns / 1000)) && return 0
-        fi
-    done
-    return 1
+ps_state() {
+    # Field 3 of /proc/PID/stat, after the command name (which may hold spaces or parentheses).
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+    rest=${stat##*) }
+    echo "${rest%% *}"
 }
 
+expired() {
+    # The guard has already killed everything else: nothing to wait for.
+    echo "sandstack: $2; stopping the sandbox (exit $1)" >&2
+    [ -n "$child" ] && kill -KILL "$child" 2>/dev/null
+    exit "$1"
+}
+
+trap 'expired 124 "max lifetime reached"' USR1
+trap 'expired 123 "idle timeout reached"' USR2
 trap 'stop_child; exit 143' TERM INT
 
 # The host guard writes this boot's id once the host firewall and this sandbox's pids limit are in
 # place; until then (e.g. right after a reboot) nothing but this script runs in the sandbox.
-guard_ready=/run/sandstack/guard/ready
-if [ -d "${guard_ready%/*}" ]; then
+guard_state=/run/sandstack/guard
+if [ -d "$guard_state" ]; then
     boot_id=$(cat /proc/sys/kernel/random/boot_id)
     waited=0
-    until [ "$(cat "$guard_ready" 2>/dev/null)" = "$boot_id" ]; do
+    until [ "$(cat "$guard_state/ready" 2>/dev/null)" = "$boot_id" ]; do
         [ $((waited % 10)) -eq 0 ] && echo "sandstack: waiting for the host guard (${waited}s)" >&2
         sleep 1
         waited=$((waited + 1))
     done
+    # A sandbox the guard expired stays expired: a restart (Docker's bounded crash retries) ends at once
+    # with the same status instead of giving the command a new run. Docker's own files under
+    # /var/lib/docker/containers/<id>/ are mounted into every container, which names this one.
+    id=$(sed -n 's#.*/containers/\([0-9a-f]\{64\}\)/.*#\1#p' /proc/self/mountinfo | head -n 1)
+    if [ -n "$id" ] && [ -r "$guard_state/expired/$id" ]; then
+        read -r reason <"$guard_state/expired/$id"
+        case "$reason" in
+            idle) echo "sandstack: this sandbox reached its idle timeout; it stays stopped" >&2; exit 123 ;;
+            *) echo "sandstack: this sandbox reached its max lifetime; it stays stopped" >&2; exit 124 ;;
+        esac
+    fi
 fi
 
 if [ "$#" -gt 0 ]; then
     "$@" &
     child=$!
-fi
-
-start=$(date +%s)
-last_active=$start
-last_usage=$(cpu_usage_us || true)
-if [ "$idle_timeout" -gt 0 ] && [ -z "$last_usage" ]; then
-    echo "sandstack: cannot read the sandbox's CPU usage; idle timeout disabled" >&2
-    idle_timeout=0
-fi
-
-while :; do
-    sleep 1 &
-    wait $!
-    if [ -n "$child" ] && ! kill -0 "$child" 2>/dev/null; then
+    # `wait` returns early when a trapped signal arrives; the trap exits, so looping is only for safety.
+    while :; do
         wait "$child"
-        exit $?
-    fi
-    now=$(date +%s)
-    if [ "$max_lifetime" -gt 0 ] && [ $((now - start)) -ge "$max_lifetime" ]; then
-        echo "sandstack: max lifetime of ${max_lifetime}s reached; stopping the sandbox" >&2
-        stop_child
-        exit 0
-    fi
-    if [ "$idle_timeout" -gt 0 ]; then
-        usage=$(cpu_usage_us)
-        if [ $((usage - last_usage)) -gt $(( (now - last_active + 1) * idle_cpu_us )) ]; then
-            last_active=$now
-            last_usage=$usage
-        elif [ $((now - last_active)) -ge "$idle_timeout" ]; then
-            echo "sandstack: idle for ${idle_timeout}s; stopping the sandbox" >&2
-            stop_child
-            exit 0
-        fi
-    fi
+        status=$?
+        [ "$(ps_state "$child")" = "" ] && exit "$status"
+    done
+fi
+# No command: stay up without polling (a poll would cost CPU and count as activity).
+while :; do
+    sleep 2147483647 &
+    wait $!
 done

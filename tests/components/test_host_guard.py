@@ -37,6 +37,8 @@ def test_guard_container_inputs(built):
         "name": "sandstack-t_guard",
         "image": built.reg("local-infra").outputs["imageId"],
         "networkMode": "host",
+        # The host's PID namespace and KILL: lifetimes are enforced from outside the sandboxes.
+        "pidMode": "host",
         "command": ["sh", "-c", GUARD_SCRIPT, "sandstack-guard"],
         "envs": [
             "SANDSTACK_STACK=t",
@@ -51,11 +53,14 @@ def test_guard_container_inputs(built):
             ]),
             "SANDSTACK_PIDS=sandstack-t-closed-0 64\nsandstack-t-closed-1 64\nsandstack-t-listed-0 128",
             "SANDSTACK_BRIDGES=" + " ".join(sorted([closed, listed, egress])),
+            # The built-in 24 h lifetime, no idle timeout, no readiness probe to allow for.
+            "SANDSTACK_LIFECYCLE=sandstack-t-closed-0 86400 0 stop 20000 0\nsandstack-t-closed-1 86400 0 stop 20000 0"
+            "\nsandstack-t-listed-0 86400 0 stop 20000 0",
         ],
-        "capabilities": {"drops": ["ALL"], "adds": ["NET_ADMIN", "NET_RAW", "DAC_OVERRIDE"]},
+        "capabilities": {"drops": ["ALL"], "adds": ["NET_ADMIN", "NET_RAW", "DAC_OVERRIDE", "KILL"]},
         "securityOpts": ["no-new-privileges:true"],
         "readOnly": True,
-        "tmpfs": {"/tmp": "rw,nosuid,nodev,size=1m"},
+        "tmpfs": {"/tmp": "rw,nosuid,nodev,noexec,size=8m"},
         "mounts": [{"type": "bind", "source": "/sys/fs/cgroup", "target": "/host-cgroup"},
                    {"type": "volume", "source": "sandstack-t_guard-state", "target": "/state"}],
         "memory": 64,
@@ -72,7 +77,7 @@ def test_guard_container_inputs(built):
     }
     assert guard.request.replace_on_changes == ("healthcheck", "wait", "waitTimeout", "tmpfs", "destroyGraceSeconds")
     assert (guard.plan.host["NetworkMode"], guard.plan.host["Privileged"]) == ("host", False)
-    assert guard.plan.host["CapAdd"] == ["NET_ADMIN", "NET_RAW", "DAC_OVERRIDE"]
+    assert guard.plan.host["CapAdd"] == ["NET_ADMIN", "NET_RAW", "DAC_OVERRIDE", "KILL"]
 
 
 def test_guard_state_volume_goes_before_its_replacement(built):

@@ -33,7 +33,7 @@ def test_a_sandbox_container_has_exactly_the_secure_defaults(build):
         "hostname": "t-0",
         "image": image.outputs["imageId"],
         "user": "10001:10001",
-        "entrypoints": [SUPERVISOR_PATH, "7200", "600"],
+        "entrypoints": [SUPERVISOR_PATH],
         "command": ["sh", "-c", "sleep 1d"],
         "init": True,
         "envs": [],
@@ -67,6 +67,7 @@ def test_a_sandbox_container_has_exactly_the_secure_defaults(build):
         "cgroupParent": "/sandstack/sandstack-t-t-0",
         "wait": False,
         "restart": "on-failure",
+        "maxRetryCount": 3,
         "destroyGraceSeconds": 10,
         "logDriver": "json-file",
         "logOpts": {"max-size": "10m", "max-file": "3"},
@@ -106,11 +107,24 @@ def test_labels_carry_template_version_digest_pool_host_and_the_hosts_own_labels
 def test_restart_policy_follows_on_expiry(build, on_expiry, restart):
     _, c = _sandbox(build, changed(BASE, "lifecycle.on_expiry", on_expiry))
     assert c.inputs["restart"] == restart
+    # Crashes of a 'stop' sandbox are retried a bounded number of times; 'restart' ones always come back.
+    assert c.inputs.get("maxRetryCount") == (3 if on_expiry == "stop" else None)
 
 
-def test_lifetime_without_idle_timeout_passes_zero_to_the_supervisor(build):
-    _, c = _sandbox(build, {**BASE, "lifecycle": {"max_lifetime": "90m"}})
-    assert c.inputs["entrypoints"] == [SUPERVISOR_PATH, "5400", "0"]
+def test_lifetimes_go_to_the_guard_not_the_supervisor(build):
+    result, c = _sandbox(build, {**BASE, "lifecycle": {"max_lifetime": "90m"}})
+    assert c.inputs["entrypoints"] == [SUPERVISOR_PATH]
+    guard_env = dict(e.split("=", 1) for e in result.container("local-guard-guard").inputs["envs"])
+    assert guard_env["SANDSTACK_LIFECYCLE"] == "sandstack-t-t-0 5400 0 stop 20000 0"
+
+
+def test_a_readiness_probe_raises_the_idle_threshold_by_its_budget(build):
+    template = {**BASE, "lifecycle": {"idle_timeout": "10m", "on_expiry": "restart"},
+                "readiness": {"command": ["true"], "interval": "4s"}}
+    result, _ = _sandbox(build, template)
+    guard_env = dict(e.split("=", 1) for e in result.container("local-guard-guard").inputs["envs"])
+    # 20 ms/s of its own, plus a 100 ms probe budget spread over the 4 s interval, and one run's worth.
+    assert guard_env["SANDSTACK_LIFECYCLE"] == "sandstack-t-t-0 86400 600 restart 45000 100000"
 
 
 def test_loosenings_show_up_exactly(build):
@@ -150,7 +164,7 @@ def test_a_read_only_root_sets_no_storage_quota_even_on_a_quota_host(build):
 
 def test_entrypoint_and_command_run_under_the_supervisor(build):
     _, c = _sandbox(build, {**BASE, "entrypoint": ["/bin/agent"], "command": ["--serve", "8000"]})
-    assert c.inputs["entrypoints"] == [SUPERVISOR_PATH, "7200", "600"]
+    assert c.inputs["entrypoints"] == [SUPERVISOR_PATH]
     assert c.inputs["command"] == ["/bin/agent", "--serve", "8000"]
 
 

@@ -1,10 +1,12 @@
 """Lifecycle of real sandboxes: max lifetime (stop / restart), idle timeout, and the supervisor waiting for
 the host guard.
 
-sandstack's supervisor (the sandbox's entrypoint under Docker's init, components/assets/supervise.sh)
-enforces `max_lifetime` and `idle_timeout` and exits 0 at a limit; the restart policy chosen from
-`on_expiry` decides what follows. All pools start together when the module's stack is deployed, so their
-short timeouts run down in parallel; every wait has a deadline.
+The host guard enforces `max_lifetime` and `idle_timeout` from outside the sandbox (components/assets/
+guard.sh): at a limit it kills every process of the sandbox but its supervisor, which then exits 124
+(lifetime) or 123 (idle); the restart policy chosen from `on_expiry` decides what follows. The attacks
+that defeated the old in-sandbox supervisor are in test_sandbox_lifecycle_attacks.py. All pools start
+together when the module's stack is deployed, so their short timeouts run down in parallel; every wait
+has a deadline.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ pytestmark = pytest.mark.docker
 
 LIFETIME = 5
 IDLE = 4
-SLACK = 15  # seconds beyond a limit before a wait gives up (the supervisor checks once a second)
+SLACK = 15  # seconds beyond a limit before a wait gives up (the guard checks once a second)
 SLEEPER = ["sleep", "100000"]
 
 
@@ -63,6 +65,18 @@ def _time(rfc3339: str) -> float:
     return datetime.fromisoformat(rfc3339[:26].rstrip("Z") + "+00:00").timestamp()
 
 
+def settled(container, within: float = 10) -> dict:
+    """The container's state once Docker has stopped retrying it (exited, and still exited 2 s later)."""
+    def still_exited():
+        first = state(container)
+        if first["Status"] != "exited":
+            return None
+        time.sleep(2)
+        second = state(container)
+        return second if second["Status"] == "exited" and second["FinishedAt"] == first["FinishedAt"] else None
+    return wait_until(still_exited, within, what=f"{container.name} to stay exited")
+
+
 def _logs(container) -> str:
     return container.logs(stdout=True, stderr=True).decode(errors="replace")
 
@@ -72,17 +86,21 @@ def test_sandbox_past_its_max_lifetime_is_stopped_and_stays_stopped(stack):
     sandbox = stack.container("expire")
     final = wait_until(lambda: (lambda s: s if s["Status"] == "exited" else None)(state(sandbox)),
                        LIFETIME + SLACK, what="the expired sandbox to stop")
-    # Stopped by the supervisor at the limit: a clean exit 0 about LIFETIME seconds after the start.
-    assert final["ExitCode"] == 0 and not final["OOMKilled"], final
-    lived = _time(final["FinishedAt"]) - _time(final["StartedAt"])
-    assert LIFETIME <= lived < LIFETIME + 5, f"lived {lived:.1f}s with max_lifetime {LIFETIME}s"
-    assert f"max lifetime of {LIFETIME}s reached" in _logs(sandbox)
-    # on_expiry: stop → it stays stopped (restart policy on-failure ignores a clean exit).
+    final = settled(sandbox)
+    # Stopped by the guard at the limit, with the lifetime's own status, about LIFETIME seconds after the
+    # sandbox was created (the clock runs from its first start).
+    assert final["ExitCode"] == 124 and not final["OOMKilled"], final
+    sandbox.reload()
+    lived = _time(final["FinishedAt"]) - _time(sandbox.attrs["Created"])
+    assert LIFETIME <= lived < LIFETIME + 6, f"lived {lived:.1f}s with max_lifetime {LIFETIME}s"
+    assert "max lifetime reached; stopping the sandbox (exit 124)" in _logs(sandbox)
+    # on_expiry: stop → it stays stopped: Docker's bounded crash retries each end at once, with 124 again,
+    # without running the command.
+    assert sandbox.attrs["HostConfig"]["RestartPolicy"] == {"Name": "on-failure", "MaximumRetryCount": 3}
+    assert sandbox.attrs["RestartCount"] <= 3
+    assert _logs(sandbox).count("it stays stopped") == sandbox.attrs["RestartCount"]
     time.sleep(3)
     assert state(sandbox)["Status"] == "exited"
-    sandbox.reload()
-    assert sandbox.attrs["RestartCount"] == 0
-    assert sandbox.attrs["HostConfig"]["RestartPolicy"]["Name"] == "on-failure"
 
 
 def test_sandbox_with_on_expiry_restart_comes_back_with_fresh_writable_paths(stack):
@@ -98,13 +116,13 @@ def test_sandbox_with_on_expiry_restart_comes_back_with_fresh_writable_paths(sta
     else:
         pytest.fail("could not write into one run of the sandbox")
     assert out == "left-behind\n"
-    # The lifetime runs out, the supervisor exits 0 and the restart policy starts a fresh run.
+    # The lifetime runs out, the sandbox exits 124 and the restart policy starts a fresh run.
     wait_until(lambda: (lambda s: s["Running"] and s["StartedAt"] != first)(state(sandbox)),
                LIFETIME + SLACK, what="the sandbox to come back after its max lifetime")
     sandbox.reload()
     assert sandbox.attrs["RestartCount"] >= 1
     assert sandbox.attrs["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
-    assert f"max lifetime of {LIFETIME}s reached" in _logs(sandbox)
+    assert "max lifetime reached; stopping the sandbox (exit 124)" in _logs(sandbox)
     code, out = sh(sandbox, "ls -A /tmp; test ! -e /tmp/leftover")
     assert code == 0, f"/tmp was not fresh after the restart: {out!r}"
 
@@ -113,10 +131,11 @@ def test_idle_timeout_stops_an_idle_sandbox_and_not_a_busy_one(stack):
     stack.proves("Container.entrypoints", "Container.restart")
     idle, busy = stack.container("idle"), stack.container("busy")
     busy_started = state(busy)["StartedAt"]
-    final = wait_until(lambda: (lambda s: s if s["Status"] == "exited" else None)(state(idle)),
-                       IDLE + SLACK, what="the idle sandbox to stop")
-    assert final["ExitCode"] == 0, final
-    assert f"idle for {IDLE}s" in _logs(idle)
+    wait_until(lambda: (lambda s: s if s["Status"] == "exited" else None)(state(idle)),
+               IDLE + SLACK, what="the idle sandbox to stop")
+    final = settled(idle)
+    assert final["ExitCode"] == 123, final
+    assert "idle timeout reached; stopping the sandbox (exit 123)" in _logs(idle)
     # The busy one, started at the same moment with the same timeout, runs on past the point where the
     # idle one was stopped, by more than the timeout again.
     stopped_at = _time(final["FinishedAt"])
@@ -125,7 +144,7 @@ def test_idle_timeout_stops_an_idle_sandbox_and_not_a_busy_one(stack):
     assert now["Running"] and now["StartedAt"] == busy_started, now  # the same run, never stopped
     busy.reload()
     assert busy.attrs["RestartCount"] == 0
-    assert "idle for" not in _logs(busy)
+    assert "idle timeout" not in _logs(busy)
 
 
 def test_sandbox_command_waits_for_the_guard_marker_of_this_boot(gated):
