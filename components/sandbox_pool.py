@@ -206,6 +206,9 @@ class SandboxPool(pulumi.ComponentResource):
             memory=memory_mb,
             memory_swap=memory_mb,
             cpus=f"{t.limits.cpus:g}",
+            # Open files per process, hard limit too (a process cannot raise it): with the pids limit, this
+            # bounds the sockets a sandbox can hold open.
+            ulimits=[docker.ContainerUlimitArgs(name="nofile", soft=t.limits.open_files, hard=t.limits.open_files)],
             cgroup_parent=cgroup_parent(container_name),
             device_requests=[
                 docker.ContainerDeviceRequestArgs(driver="nvidia", count=t.limits.gpus.count, capabilities=["gpu"])

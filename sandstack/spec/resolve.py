@@ -46,6 +46,7 @@ class EffectiveLimits:
     memory: int
     disk: int
     pids: int
+    open_files: int  # the nofile ulimit of each process, soft and hard
     gpus: GpuRequest | None = None
 
 

@@ -64,6 +64,7 @@ def test_a_sandbox_container_has_exactly_the_secure_defaults(build):
         "memory": 512,
         "memorySwap": 512,
         "cpus": "1.5",
+        "ulimits": [{"name": "nofile", "soft": 1024, "hard": 1024}],
         "cgroupParent": "/sandstack/sandstack-t-t-0",
         "wait": False,
         "restart": "on-failure",

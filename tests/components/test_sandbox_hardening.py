@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from tests.components.helpers import changed, spec
+import pytest
+
+from tests.components.helpers import changed, spec, stack_program, write_spec
 from tests.engine.harness.schema import MiB
 
 BASE = {
@@ -54,3 +56,43 @@ def test_dev_shm_takes_the_declared_size_in_mib(build):
 def test_dev_shm_size_inherits_from_the_stack_defaults(build):
     c = _sandbox(build, BASE, defaults={"filesystem": {"shm_size": "8MiB"}})
     assert c.inputs["shmSize"] == 8
+
+
+def test_open_files_are_1024_soft_and_hard_by_default(build):
+    c = _sandbox(build, BASE)
+    assert c.inputs["ulimits"] == [{"name": "nofile", "soft": 1024, "hard": 1024}]
+    assert c.plan.host["Ulimits"] == [{"Name": "nofile", "Soft": 1024, "Hard": 1024}]
+
+
+def test_open_files_take_the_declared_limit_from_a_profile_or_the_template(build):
+    template = changed(BASE, "limits", {"profile": "roomy", "memory": "512MiB"})
+    c = _sandbox(build, template, profiles={"roomy": {"open_files": 65536}})
+    assert c.inputs["ulimits"] == [{"name": "nofile", "soft": 65536, "hard": 65536}]
+    c = _sandbox(build, changed(template, "limits.open_files", 256), profiles={"roomy": {"open_files": 65536}})
+    assert c.inputs["ulimits"] == [{"name": "nofile", "soft": 256, "hard": 256}]
+
+
+@pytest.fixture
+def up(dry_harness, tmp_path):
+    """`up(spec_dict)` → RunResult: writes the spec and runs the program once more on the same state."""
+    path = tmp_path / "spec" / "stack.yaml"
+
+    def run(data: dict):
+        write_spec(path.parent, data)
+        return dry_harness.run(stack_program(path))
+    return run
+
+
+@pytest.mark.parametrize("path, value, fields", [
+    ("filesystem.shm_size", "32MiB", ("shmSize",)),
+    ("filesystem.writable", [{"path": "/tmp", "size": "64MiB", "exec": True}, {"path": "/work", "size": "128MiB"}],
+     ("tmpfs",)),
+    ("limits.open_files", 4096, ("ulimits",)),
+])
+def test_changing_a_hardening_input_replaces_the_sandbox(up, path, value, fields):
+    """The field's change effect is 'replace': the provider applies none of these to a running container."""
+    before = spec({"t": BASE})
+    up(before)
+    result = up(spec({"t": changed(BASE, path, value)}))
+    assert {f"{a.kind} {a.name}": a.changed for a in result.actions if a.kind != "same"} == {
+        "replace t.local-0": fields}

@@ -3,6 +3,9 @@ and the generated reference quotes exactly those numbers."""
 
 from __future__ import annotations
 
+import pytest
+
+from sandstack.spec import models
 from sandstack.spec.models import Lifecycle
 from sandstack.spec.models.limits import CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S
 
@@ -20,3 +23,14 @@ def test_lifecycle_descriptions_quote_the_contract() -> None:
     on_expiry = fields["on_expiry"].description
     assert f"exit status {EXIT_LIFETIME} (max lifetime reached) or {EXIT_IDLE} (idle timeout reached)" in on_expiry
     assert f"at most {CRASH_RETRIES} times (Docker's on-failure:{CRASH_RETRIES})" in on_expiry
+
+
+@pytest.mark.parametrize(("model", "name", "change"), [
+    ("NetworkPolicy", "allow_metadata", "host"),  # gateway config and guard rules, both host-level
+    ("Filesystem", "shm_size", "replace"),
+    ("WritablePath", "exec", "replace"),
+    ("Limits", "open_files", "replace"),  # ulimits are not updated in place by the provider
+])
+def test_hardening_fields_declare_their_change_effect(model: str, name: str, change: str) -> None:
+    info = getattr(models, model).model_fields[name]
+    assert info.json_schema_extra == {"x-change": change}

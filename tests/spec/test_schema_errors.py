@@ -103,7 +103,7 @@ CASES = [
      [f"stack.yaml:14:13: $.templates.shell.limits: 'Small' is not a valid name: {NAME_HINT}"]),
     ("anyOf", "mapping-branch-explained", with_template_field("    limits: {mem: 1GiB}"),
      ["stack.yaml:14:14: $.templates.shell.limits.mem: unknown field 'mem'; did you mean 'memory'? Allowed: cpus, "
-      "memory, disk, pids, gpus, profile"]),
+      "memory, disk, pids, open_files, gpus, profile"]),
     # Past the schema, the models parse units; their range errors point at the value, not the union.
     ("model", "size-out-of-range-in-a-union", with_template_field("    limits: {memory: 99999999999TiB}"),
      ["stack.yaml:14:22: $.templates.shell.limits.memory: '99999999999TiB' is out of range: sizes go from 0 to "

@@ -39,28 +39,28 @@ def prod():
 
 def test_dev_profile_plus_override_keeps_profile_fields_and_replaces_one(dev) -> None:
     # python: {profile: medium, pids: 512} over defaults `small`.
-    assert dev.templates["python"].limits == EffectiveLimits(cpus=1.0, memory=1 * GiB, disk=1 * GiB, pids=512)
+    assert dev.templates["python"].limits == EffectiveLimits(cpus=1.0, memory=1 * GiB, disk=1 * GiB, pids=512, open_files=1024)
 
 
 def test_prod_profile_plus_override_replaces_two_fields(prod) -> None:
     # python: {profile: small, memory: 1GiB, disk: 2GiB}; small is 0.5 CPU, 512MiB, 1GiB, 256 pids.
-    assert prod.templates["python"].limits == EffectiveLimits(cpus=0.5, memory=1 * GiB, disk=2 * GiB, pids=256)
+    assert prod.templates["python"].limits == EffectiveLimits(cpus=0.5, memory=1 * GiB, disk=2 * GiB, pids=256, open_files=1024)
 
 
 def test_template_without_limits_gets_the_defaults_profile(dev) -> None:
-    assert dev.templates["shell"].limits == EffectiveLimits(cpus=0.5, memory=256 * MiB, disk=256 * MiB, pids=128)
+    assert dev.templates["shell"].limits == EffectiveLimits(cpus=0.5, memory=256 * MiB, disk=256 * MiB, pids=128, open_files=1024)
 
 
 def test_profile_name_brings_its_gpu_request(prod) -> None:
     assert prod.templates["trainer"].limits == EffectiveLimits(
-        cpus=8.0, memory=64 * GiB, disk=64 * GiB, pids=4096, gpus=GpuRequest(count=1, type="nvidia-l4")
+        cpus=8.0, memory=64 * GiB, disk=64 * GiB, pids=4096, open_files=1024, gpus=GpuRequest(count=1, type="nvidia-l4")
     )
 
 
 def test_builtins_apply_where_nothing_is_set(tmp_path: Path) -> None:
     (tmp_path / "stack.yaml").write_text(fixture_text("minimal.yaml"))
     shell = load_stack(tmp_path / "stack.yaml").templates["shell"]
-    assert shell.limits == EffectiveLimits(cpus=1.0, memory=512 * MiB, disk=1 * GiB, pids=256, gpus=None)
+    assert shell.limits == EffectiveLimits(cpus=1.0, memory=512 * MiB, disk=1 * GiB, pids=256, open_files=1024, gpus=None)
     assert shell.user == "10001:10001"
     assert shell.runtime == "runc"
     assert shell.lifecycle == EffectiveLifecycle(max_lifetime=24 * 3600, idle_timeout=0, on_expiry="stop")
@@ -242,3 +242,13 @@ def test_shm_size_merges_field_by_field_template_over_defaults(tmp_path: Path) -
     assert stack.templates["shell"].shm_size == 8 * MiB
     assert stack.templates["shell"].writable == (WritablePath(path="/tmp", size=64 * MiB),)
     assert (stack.templates["other"].shm_size, stack.templates["other"].writable) == (32 * MiB, ())
+
+
+def test_open_files_merge_like_every_limit(tmp_path: Path) -> None:
+    text = edit(fixture_text("rules.yaml"), "    disk: 256MiB\n", "    disk: 256MiB\n    open_files: 4096\n")
+    text = edit(text, "      memory: 512MiB\n", "      memory: 512MiB\n      open_files: 256\n")
+    text = edit(text, "templates:\n", "templates:\n  plain:\n    base_image: busybox:1.36\n")
+    (tmp_path / "agent.py").write_text("")
+    (tmp_path / "stack.yaml").write_text(text)
+    stack = load_stack(tmp_path / "stack.yaml")
+    assert (stack.templates["web"].limits.open_files, stack.templates["plain"].limits.open_files) == (256, 4096)

@@ -9,7 +9,7 @@ from sandstack.spec.models.hosts import GpuType
 
 # Built-in limits for anything neither a profile, the stack defaults nor the template set.
 # Small on purpose: a sandbox must ask for more, never get more by accident.
-BUILTIN_LIMITS = {"cpus": 1.0, "memory": 512 * 1024**2, "disk": 1024**3, "pids": 256}
+BUILTIN_LIMITS = {"cpus": 1.0, "memory": 512 * 1024**2, "disk": 1024**3, "pids": 256, "open_files": 1024}
 
 # The lifecycle contract the host guard and the sandbox container implement; the field descriptions below
 # quote these numbers, so the reference and the enforcement cannot drift apart.
@@ -29,7 +29,7 @@ class GpuRequest(StrictModel):
 
 class Limits(StrictModel):
     """Resource limits of one sandbox. Unset fields come from the profile, then `defaults`, then built-ins
-    (1 CPU, 512MiB memory, 1GiB disk, 256 processes, no GPU)."""
+    (1 CPU, 512MiB memory, 1GiB disk, 256 processes, 1024 open files per process, no GPU)."""
 
     cpus: Cpus | None = field(
         None, description="CPU time the sandbox may use, in CPUs (1.5 = one and a half cores).", change="replace"
@@ -53,6 +53,15 @@ class Limits(StrictModel):
     pids: int | None = field(
         None, description="Maximum number of processes and threads inside the sandbox (fork-bomb guard).",
         change="replace", ge=8, le=65536,
+    )
+    open_files: int | None = field(
+        None,
+        description=(
+            "Most files, sockets and pipes each process of the sandbox may hold open (its nofile ulimit, soft "
+            "and hard alike, which it cannot raise). With `pids` it bounds the connections a sandbox can hold "
+            "open, at most about pids × open_files. Default 1024."
+        ),
+        change="replace", ge=64, le=1048576,
     )
     gpus: GpuRequest | None = field(None, description="GPUs attached to each sandbox. Default none.", change="replace")
 
