@@ -26,6 +26,15 @@ def infra_name(stack: str, role: str) -> str:
     return f"{PREFIX}-{stack}_{role}"
 
 
+def egress_network_name(stack: str) -> str:
+    """`sandstack-dev-_egress`: the gateway's way out. Docker routes a container on several networks through
+    the routed one whose *name* sorts first (measured on 20.10; the gateway's `gw_priority` does it on API
+    1.48+), so this name must sort before every pool network `sandstack-<stack>-<pool>`: pool names start
+    with a letter and '_' sorts before every letter. A pool that publishes ports has a routed network too,
+    and a default route through it would be dropped by the guard (docs/design/engine-findings.md)."""
+    return f"{PREFIX}-{stack}-_egress"
+
+
 def bridge_name(stack: str, *parts: str) -> str:
     """A Linux bridge name for a sandstack network: at most 15 characters (IFNAMSIZ - 1), so hashed."""
     digest = hashlib.sha256("/".join((stack, *parts)).encode()).hexdigest()

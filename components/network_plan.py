@@ -10,7 +10,8 @@ enforces the rest with the rules rendered here:
 | deny-all                | internal                | none                                                    |
 | allow-list              | internal                | only the gateway's address and port for this pool       |
 | allow-all, log on       | internal                | only the gateway's address and port for this pool       |
-| allow-all, log off      | routed                  | direct (NAT), no new connections to host                |
+| allow-all, log off      | routed                  | direct (NAT), no new connections to host; not to        |
+|                         |                         | link-local/metadata addresses nor the `deny` CIDRs      |
 
 Each pool's network is a /23 of the host's `subnet_pool`: sandboxes get addresses from its first /24,
 the gateway the last address, fixed, so the guard's rules can name it.
@@ -18,7 +19,9 @@ the gateway the last address, fixed, so the guard's rules can name it.
 A pool that publishes ports needs a routed bridge (Docker publishes nothing on an internal one); the
 guard then drops every new connection leaving that bridge, so publishing a port never adds egress.
 On every sandstack bridge the guard drops new connections to the host itself (its services, DNS,
-docker-proxy), which Docker never filters.
+docker-proxy), which Docker never filters. On a gateway pool's bridge it also bounds the connections
+to the gateway, per pool and per sandbox, so one sandbox cannot run the shared gateway out of file
+descriptors for every other pool.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from components.naming import bridge_name, docker_name
+from sandstack.spec.egress import METADATA_RANGES
 from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
 from sandstack.spec.resolve import ResolvedTemplate
 
@@ -36,6 +40,11 @@ Outbound = Literal["none", "gateway", "direct"]
 GATEWAY_ALIAS = "sandstack-gateway"
 GATEWAY_PORT_BASE = 30000
 GATEWAY_PORT_SPAN = 10000
+
+# Connections to the gateway: per pool (all of the bridge's sandboxes together) and per sandbox. Squid's
+# file descriptors (squid_config.MAX_FILEDESCRIPTORS, two per proxied connection) hold every pool's share.
+GATEWAY_CONNECTIONS_PER_POOL = 1024
+GATEWAY_CONNECTIONS_PER_SANDBOX = 256
 
 ESTABLISHED = "-m conntrack --ctstate ESTABLISHED,RELATED"
 NOT_ESTABLISHED = "-m conntrack ! --ctstate ESTABLISHED,RELATED"
@@ -50,6 +59,8 @@ class PoolNetwork:
     outbound: Outbound
     gateway_port: int | None
     subnet: ipaddress.IPv4Network
+    # Destinations a direct (routed) sandbox must not reach: iptables match fragments, e.g. "-d 10.0.0.0/8".
+    refused: tuple[str, ...] = ()
 
     @property
     def bridge_ip(self) -> str:
@@ -103,6 +114,25 @@ def pool_subnets(stack: str, pools: list[str], subnet_pool: str) -> dict[str, ip
     return {pool: candidates[slot] for pool, slot in _stable_slots(stack, pools, len(candidates)).items()}
 
 
+def ipv4_only(cidrs: tuple[str, ...] | list[str]) -> list[str]:
+    # Sandbox networks have no IPv6 address or route, so an IPv6 destination needs no rule.
+    return [c for c in cidrs if ipaddress.ip_network(c, strict=False).version == 4]
+
+
+def refused_destinations(template: ResolvedTemplate) -> tuple[str, ...]:
+    """What the guard refuses a direct sandbox: link-local and metadata addresses unless opted in, and the
+    template's address/CIDR `deny` entries (with a port: that port, TCP and UDP)."""
+    out = [] if template.network.allow_metadata else [f"-d {c}" for c in ipv4_only(METADATA_RANGES)]
+    for rule in template.network.deny:
+        if rule.kind != "cidr" or not ipv4_only([rule.value]):
+            continue  # rules egress-mode and egress-direct-deny refuse names here; IPv6 has no route
+        if rule.port is None:
+            out.append(f"-d {rule.value}")
+        else:
+            out += [f"-d {rule.value} -p {proto} --dport {rule.port}" for proto in ("tcp", "udp")]
+    return tuple(out)
+
+
 def plan_pool_network(stack: str, pool: str, template: ResolvedTemplate, gateway_port: int | None,
                       subnet: ipaddress.IPv4Network) -> PoolNetwork:
     outbound = outbound_of(template)
@@ -118,6 +148,7 @@ def plan_pool_network(stack: str, pool: str, template: ResolvedTemplate, gateway
         outbound=outbound,
         gateway_port=gateway_port if outbound == "gateway" else None,
         subnet=subnet,
+        refused=refused_destinations(template) if outbound == "direct" else (),
     )
 
 
@@ -131,12 +162,25 @@ def guard_rules(network: PoolNetwork) -> list[str]:
         # icc is off on the bridge; these two rules open exactly the gateway's port, to the gateway only.
         rules.append(f"DOCKER-USER -i {br} -o {br} -d {gateway}/32 -p tcp --dport {port} -j ACCEPT")
         rules.append(f"DOCKER-USER -i {br} -o {br} -s {gateway}/32 -p tcp --sport {port} {ESTABLISHED} -j ACCEPT")
+        # Listed after the ACCEPT, so the guard inserts them above it: past the bound, a new connection
+        # is reset instead of taking one more of squid's file descriptors.
+        new = f"DOCKER-USER -i {br} -o {br} -d {gateway}/32 -p tcp --dport {port} --syn -m connlimit"
+        rules.append(f"{new} --connlimit-above {GATEWAY_CONNECTIONS_PER_POOL} --connlimit-mask 0 "
+                     "-j REJECT --reject-with tcp-reset")
+        rules.append(f"{new} --connlimit-above {GATEWAY_CONNECTIONS_PER_SANDBOX} --connlimit-mask 32 "
+                     "-j REJECT --reject-with tcp-reset")
+    for match in network.refused:
+        rules.append(f"DOCKER-USER -i {br} ! -o {br} {match} -j DROP")
     if not network.internal and network.outbound != "direct":
         # Routed only to publish ports: answers to inbound connections leave, nothing new does.
         rules.append(f"DOCKER-USER -i {br} ! -o {br} {NOT_ESTABLISHED} -j DROP")
     return rules
 
 
-def egress_bridge_rules(bridge: str) -> list[str]:
-    """The gateway's outbound bridge: the gateway may reach the internet, never the host's services."""
-    return [f"INPUT -i {bridge} {NOT_ESTABLISHED} -j DROP"]
+def egress_bridge_rules(bridge: str, allow_metadata: bool) -> list[str]:
+    """The gateway's outbound bridge: the gateway may reach the internet, never the host's services, nor
+    link-local/metadata addresses unless a pool on the host opted in (squid refuses them per pool)."""
+    rules = [f"INPUT -i {bridge} {NOT_ESTABLISHED} -j DROP"]
+    if not allow_metadata:
+        rules += [f"DOCKER-USER -i {bridge} ! -o {bridge} -d {c} -j DROP" for c in ipv4_only(METADATA_RANGES)]
+    return rules

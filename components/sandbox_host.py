@@ -11,7 +11,7 @@ import pulumi_docker as docker
 
 from components.egress_gateway import EgressGateway, EgressGatewayArgs
 from components.host_guard import HostGuard, HostGuardArgs, lifecycle_line
-from components.naming import bridge_name, infra_name, labels, network_labels
+from components.naming import bridge_name, egress_network_name, infra_name, labels, network_labels
 from components.network_plan import (
     PoolNetwork,
     egress_bridge_rules,
@@ -99,7 +99,8 @@ class SandboxHost(pulumi.ComponentResource):
         rules = [rule for plan in self.plans.values() for rule in guard_rules(plan)]
         bridges = [plan.bridge for plan in self.plans.values()]
         if egress_bridge:
-            rules += egress_bridge_rules(egress_bridge)
+            opted_in = any(p.template.network.allow_metadata for p in args.placements if p.pool in gateway_pools)
+            rules += egress_bridge_rules(egress_bridge, opted_in)
             bridges.append(egress_bridge)
 
         # Closes the host to every sandbox on it and sets each sandbox's pids limit before it starts.
@@ -152,7 +153,7 @@ class SandboxHost(pulumi.ComponentResource):
             # The gateway's way out: a routed bridge that only the gateway joins.
             self.egress_network = docker.Network(
                 f"{name}-egress-net",
-                name=infra_name(args.stack, "egress"),
+                name=egress_network_name(args.stack),
                 internal=False,
                 driver="bridge",
                 # Only the gateway joins it, so inter-container traffic there is the gateway's own.

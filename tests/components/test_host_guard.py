@@ -49,7 +49,13 @@ def test_guard_container_inputs(built):
                 f"DOCKER-USER -i {listed} -o {listed} -d 10.213.99.254/32 -p tcp --dport {port} -j ACCEPT",
                 f"DOCKER-USER -i {listed} -o {listed} -s 10.213.99.254/32 -p tcp --sport {port} "
                 "-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT",
+                # Inserted above the ACCEPT: bounded connections to the gateway, per pool and per sandbox.
+                f"DOCKER-USER -i {listed} -o {listed} -d 10.213.99.254/32 -p tcp --dport {port} --syn -m connlimit "
+                "--connlimit-above 1024 --connlimit-mask 0 -j REJECT --reject-with tcp-reset",
+                f"DOCKER-USER -i {listed} -o {listed} -d 10.213.99.254/32 -p tcp --dport {port} --syn -m connlimit "
+                "--connlimit-above 256 --connlimit-mask 32 -j REJECT --reject-with tcp-reset",
                 f"INPUT -i {egress} {NEW} -j DROP",
+                f"DOCKER-USER -i {egress} ! -o {egress} -d 169.254.0.0/16 -j DROP",
             ]),
             "SANDSTACK_PIDS=sandstack-t-closed-0 64\nsandstack-t-closed-1 64\nsandstack-t-listed-0 128",
             "SANDSTACK_BRIDGES=" + " ".join(sorted([closed, listed, egress])),

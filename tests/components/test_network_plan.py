@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from components.naming import bridge_name
+from components.naming import bridge_name, docker_name, egress_network_name
 from components.network_plan import gateway_ports, pool_subnets
 from sandstack.spec import SpecError
 from sandstack.spec.models.stack import Pool
@@ -17,6 +17,13 @@ GATEWAY_IN = "DOCKER-USER -i {br} -o {br} -d {gw}/32 -p tcp --dport {port} -j AC
 GATEWAY_BACK = ("DOCKER-USER -i {br} -o {br} -s {gw}/32 -p tcp --sport {port} "
                 "-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT")
 DROP_NEW_OUT = "DOCKER-USER -i {br} ! -o {br} -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP"
+# Past these, a new connection to the gateway is reset: per pool (mask 0), then per sandbox (mask 32).
+GATEWAY_POOL_CAP = ("DOCKER-USER -i {br} -o {br} -d {gw}/32 -p tcp --dport {port} --syn -m connlimit "
+                    "--connlimit-above 1024 --connlimit-mask 0 -j REJECT --reject-with tcp-reset")
+GATEWAY_SANDBOX_CAP = ("DOCKER-USER -i {br} -o {br} -d {gw}/32 -p tcp --dport {port} --syn -m connlimit "
+                       "--connlimit-above 256 --connlimit-mask 32 -j REJECT --reject-with tcp-reset")
+GATEWAY = [GATEWAY_IN, GATEWAY_BACK, GATEWAY_POOL_CAP, GATEWAY_SANDBOX_CAP]
+NO_METADATA = "DOCKER-USER -i {br} ! -o {br} -d 169.254.0.0/16 -j DROP"
 
 NETWORKS = {
     "deny-all": {"egress": "deny-all"},
@@ -34,13 +41,12 @@ P_IPAM = [{"subnet": P_SUBNET, "gateway": P_BRIDGE, "ipRange": P_RANGE}]
 CASES = {
     ("deny-all", False): ("none-internal", True, [DROP_INPUT], False),
     ("deny-all", True): ("none-routed", False, [DROP_INPUT, DROP_NEW_OUT], False),
-    ("allow-list", False): ("gateway-internal", True, [DROP_INPUT, GATEWAY_IN, GATEWAY_BACK], True),
-    ("allow-list", True): ("gateway-routed", False, [DROP_INPUT, GATEWAY_IN, GATEWAY_BACK, DROP_NEW_OUT], True),
-    ("allow-all-logged", False): ("gateway-internal", True, [DROP_INPUT, GATEWAY_IN, GATEWAY_BACK], True),
-    ("allow-all-logged", True): ("gateway-routed", False,
-                                 [DROP_INPUT, GATEWAY_IN, GATEWAY_BACK, DROP_NEW_OUT], True),
-    ("allow-all-unlogged", False): ("direct-routed", False, [DROP_INPUT], False),
-    ("allow-all-unlogged", True): ("direct-routed", False, [DROP_INPUT], False),
+    ("allow-list", False): ("gateway-internal", True, [DROP_INPUT, *GATEWAY], True),
+    ("allow-list", True): ("gateway-routed", False, [DROP_INPUT, *GATEWAY, DROP_NEW_OUT], True),
+    ("allow-all-logged", False): ("gateway-internal", True, [DROP_INPUT, *GATEWAY], True),
+    ("allow-all-logged", True): ("gateway-routed", False, [DROP_INPUT, *GATEWAY, DROP_NEW_OUT], True),
+    ("allow-all-unlogged", False): ("direct-routed", False, [DROP_INPUT, NO_METADATA], False),
+    ("allow-all-unlogged", True): ("direct-routed", False, [DROP_INPUT, NO_METADATA], False),
 }
 
 
@@ -74,11 +80,12 @@ def test_network_guard_rules_gateway_and_proxy_per_egress_mode(build, network, p
     proxy_vars = {k: v for k, v in env_map(sandbox).items() if k.lower() in ("http_proxy", "https_proxy", "no_proxy")}
     if via_gateway:
         egress_br = bridge_name("t", "egress")
-        assert guard["SANDSTACK_RULES"].split("\n") == expected_rules + [DROP_INPUT.format(br=egress_br)]
+        assert guard["SANDSTACK_RULES"].split("\n") == expected_rules + [DROP_INPUT.format(br=egress_br),
+                                                                         NO_METADATA.format(br=egress_br)]
         assert guard["SANDSTACK_BRIDGES"] == " ".join(sorted([br, egress_br]))
         gateway = built.container("local-gateway-proxy")
         assert gateway.inputs["networksAdvanced"] == [
-            {"name": "sandstack-t_egress"},
+            {"name": "sandstack-t-_egress", "gwPriority": 1000},
             {"name": "sandstack-t-p", "aliases": ["sandstack-gateway"], "ipv4Address": P_GATEWAY}]
         assert f"\nhttp_port {port} name=p\n" in env_map(gateway)["SANDSTACK_SQUID_CONF"]
         url = f"http://sandstack-gateway:{port}"
@@ -99,14 +106,14 @@ def test_the_egress_network_is_routed_and_only_the_gateway_joins_it(build):
     built = _build(build, "allow-list", False)
     egress = built.reg("local-egress-net")
     assert egress.inputs == {
-        "name": "sandstack-t_egress", "internal": False, "driver": "bridge",
+        "name": "sandstack-t-_egress", "internal": False, "driver": "bridge",
         "options": {"com.docker.network.bridge.name": bridge_name("t", "egress"),
                     "com.docker.network.bridge.enable_icc": "true"},
         "labels": [{"label": "sandstack.host", "value": "local"}, {"label": "sandstack.managed-by", "value": "pulumi"},
                    {"label": "sandstack.stack", "value": "t"}, {"label": "sandstack.role", "value": "egress"}],
     }
     joined = [r.name for r in built.mocks.by_type("Container")
-              if {"name": "sandstack-t_egress"} in r.inputs.get("networksAdvanced", [])]
+              if {"name": "sandstack-t-_egress", "gwPriority": 1000} in r.inputs.get("networksAdvanced", [])]
     assert joined == ["local-gateway-proxy"]
 
 
@@ -121,7 +128,7 @@ def test_one_gateway_serves_every_gateway_pool_each_on_its_own_port(build):
     # On each gateway pool's network the gateway holds that /23's last usable address (listed: 10.213.98.0/23,
     # logged: 10.213.190.0/23); it does not join the networks of the other pools.
     assert gateway.inputs["networksAdvanced"] == [
-        {"name": "sandstack-t_egress"},
+        {"name": "sandstack-t-_egress", "gwPriority": 1000},
         {"name": "sandstack-t-listed", "aliases": ["sandstack-gateway"], "ipv4Address": "10.213.99.254"},
         {"name": "sandstack-t-logged", "aliases": ["sandstack-gateway"], "ipv4Address": "10.213.191.254"},
     ]
@@ -195,7 +202,7 @@ def test_the_gateway_has_the_last_usable_address_of_each_gateway_pool_network(bu
     gateway = built.container("local-gateway-proxy")
     # Outside the sandboxes' /24, so no sandbox can hold it; the guard's rules name it (below).
     assert gateway.inputs["networksAdvanced"] == [
-        {"name": "sandstack-t_egress"},
+        {"name": "sandstack-t-_egress", "gwPriority": 1000},
         {"name": "sandstack-t-listed", "aliases": ["sandstack-gateway"], "ipv4Address": "172.30.3.254"},
         {"name": "sandstack-t-logged", "aliases": ["sandstack-gateway"], "ipv4Address": "172.30.15.254"},
     ]
@@ -213,7 +220,7 @@ def test_the_guard_opens_each_gateway_pool_bridge_to_its_gateway_address_and_por
     listed, logged = bridge_name("t", "listed", "gateway-internal"), bridge_name("t", "logged", "gateway-internal")
     back = "-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT"
     rules = env_map(built.reg("local-guard-guard"))["SANDSTACK_RULES"].split("\n")
-    assert [r for r in rules if " -o " in r and " ! -o " not in r] == [
+    assert [r for r in rules if " -o " in r and " ! -o " not in r and "connlimit" not in r] == [
         f"DOCKER-USER -i {listed} -o {listed} -d 172.30.3.254/32 -p tcp --dport {ports['listed']} -j ACCEPT",
         f"DOCKER-USER -i {listed} -o {listed} -s 172.30.3.254/32 -p tcp --sport {ports['listed']} {back}",
         f"DOCKER-USER -i {logged} -o {logged} -d 172.30.15.254/32 -p tcp --dport {ports['logged']} -j ACCEPT",
@@ -310,3 +317,29 @@ def test_adding_a_gateway_pool_keeps_the_existing_pools_proxy_and_rules(build, t
     assert first.reg("local-net.a").inputs == second.reg("local-net.a").inputs
     a_rules = env_map(first.reg("local-guard-guard"))["SANDSTACK_RULES"].split("\n")
     assert set(a_rules) <= set(env_map(second.reg("local-guard-guard"))["SANDSTACK_RULES"].split("\n"))
+
+
+@pytest.mark.parametrize("pool", ["a", "web", "z9", "a-b"])
+def test_the_egress_network_sorts_before_every_pool_network(pool):
+    # Docker's default route goes through the routed network whose name sorts first: it must be egress.
+    assert sorted([docker_name("dev", pool), egress_network_name("dev")])[0] == egress_network_name("dev")
+
+
+def test_direct_egress_denies_metadata_and_its_deny_cidrs_in_the_guard(build):
+    network = {"egress": "allow-all", "log": False, "deny": ["10.9.0.0/16", "192.0.2.7:5432", "2001:db8::/32"]}
+    built = build(spec({"p": {"base_image": "busybox:1.36", "network": network}}))
+    br = bridge_name("t", "p", "direct-routed")
+    rules = env_map(built.reg("local-guard-guard"))["SANDSTACK_RULES"].split("\n")
+    # IPv6 entries need no rule: sandbox networks have no IPv6 route.
+    assert [r for r in rules if r.endswith("-j DROP") and " ! -o " in r] == [
+        f"DOCKER-USER -i {br} ! -o {br} -d 169.254.0.0/16 -j DROP",
+        f"DOCKER-USER -i {br} ! -o {br} -d 10.9.0.0/16 -j DROP",
+        f"DOCKER-USER -i {br} ! -o {br} -d 192.0.2.7/32 -p tcp --dport 5432 -j DROP",
+        f"DOCKER-USER -i {br} ! -o {br} -d 192.0.2.7/32 -p udp --dport 5432 -j DROP",
+    ]
+
+
+def test_an_explicit_metadata_opt_in_drops_the_link_local_rule(build):
+    network = {"egress": "allow-all", "log": False, "allow_metadata": True}
+    built = build(spec({"p": {"base_image": "busybox:1.36", "network": network}}))
+    assert "169.254.0.0/16" not in env_map(built.reg("local-guard-guard"))["SANDSTACK_RULES"]

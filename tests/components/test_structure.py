@@ -163,9 +163,9 @@ def test_a_gateway_pool_named_egress_builds(build):
                                    "network": {"egress": "allow-list", "allow": ["a.example"]}}}))
     # The pool's network and the gateway's egress network: apart in logical name and in Docker name.
     assert {r.name: r.inputs["name"] for r in built.mocks.by_type(NETWORK)} == {
-        "local-net.egress": "sandstack-t-egress", "local-egress-net": "sandstack-t_egress"}
+        "local-net.egress": "sandstack-t-egress", "local-egress-net": "sandstack-t-_egress"}
     assert [n["name"] for n in built.container("local-gateway-proxy").inputs["networksAdvanced"]] == [
-        "sandstack-t_egress", "sandstack-t-egress"]
+        "sandstack-t-_egress", "sandstack-t-egress"]
     assert built.container("egress.local-0").inputs["networksAdvanced"] == [{"name": "sandstack-t-egress"}]
 
 
@@ -189,7 +189,7 @@ def test_pools_named_after_host_level_objects_keep_their_own_docker_names(build)
                     for typ in (CONTAINER, NETWORK, VOLUME)}
     assert docker_names == {
         CONTAINER: sorted(["sandstack-t_guard", "sandstack-t_gateway"] + [f"sandstack-t-{r}-0" for r in roles]),
-        NETWORK: sorted(["sandstack-t_egress"] + [f"sandstack-t-{r}" for r in roles]),
+        NETWORK: sorted(["sandstack-t-_egress"] + [f"sandstack-t-{r}" for r in roles]),
         VOLUME: ["sandstack-t_gateway-log", "sandstack-t_guard-state"],
     }
     # The infra image and a template named 'infra' are different repositories on the host.

@@ -22,7 +22,7 @@ import docker as docker_sdk
 import pulumi
 import yaml
 
-from components.naming import docker_name, infra_name
+from components.naming import docker_name, egress_network_name, infra_name
 from components.sandbox_stack import SandboxStack, SandboxStackArgs
 from sandstack.spec import load_stack
 from tests.engine.harness import coverage
@@ -116,6 +116,8 @@ class Deployment:
     def name(self, *parts: str) -> str:
         """Docker name of a stack object: host-level roles (egress network, gateway, guard) use the '_' form
         of `components.naming.infra_name`, pool objects the '-' form (`docker_name`)."""
+        if parts == ("egress",):
+            return egress_network_name(self.stack)
         if len(parts) == 1 and parts[0] in HOST_ROLES:
             return infra_name(self.stack, parts[0])
         return docker_name(self.stack, *parts)
