@@ -133,6 +133,12 @@ def refused_destinations(template: ResolvedTemplate) -> tuple[str, ...]:
     return tuple(out)
 
 
+def gateway_refused(template: ResolvedTemplate, subnet_pool: str) -> tuple[str, ...]:
+    """What the gateway refuses a pool whatever its policy: link-local and metadata addresses unless the
+    template opts in, and the host's sandbox subnets (other pools' sandboxes, the gateway's own addresses)."""
+    return (*(() if template.network.allow_metadata else METADATA_RANGES), subnet_pool)
+
+
 def plan_pool_network(stack: str, pool: str, template: ResolvedTemplate, gateway_port: int | None,
                       subnet: ipaddress.IPv4Network) -> PoolNetwork:
     outbound = outbound_of(template)

@@ -16,6 +16,7 @@ from components.network_plan import (
     PoolNetwork,
     egress_bridge_rules,
     gateway_ports,
+    gateway_refused,
     guard_rules,
     outbound_of,
     plan_pool_network,
@@ -170,7 +171,8 @@ class SandboxHost(pulumi.ComponentResource):
                     image=self.infra_image,
                     pools=[
                         GatewayPool(pool, ports[pool], by_pool[pool].template.network, str(self.plans[pool].subnet),
-                                    self.plans[pool].gateway_ip)
+                                    self.plans[pool].gateway_ip,
+                                    gateway_refused(by_pool[pool].template, spec.subnet_pool))
                         for pool in gateway_pools
                     ],
                     pool_networks={pool: self.networks[pool].name for pool in gateway_pools},

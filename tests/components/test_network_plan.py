@@ -229,7 +229,8 @@ def test_the_guard_opens_each_gateway_pool_bridge_to_its_gateway_address_and_por
 
 
 def test_the_sandboxes_range_holds_the_most_replicas_a_pool_may_have_and_never_the_gateway(build):
-    tiny = {"cpus": 0.1, "memory": "64MiB", "disk": "64MiB"}  # 250 of them fit the helper's roomy host
+    # 250 of them fit the helper's roomy host; 112MiB holds the built-in /tmp and /dev/shm (rule writable-memory).
+    tiny = {"cpus": 0.1, "memory": "112MiB", "disk": "64MiB"}
     built = build(spec({"p": {"base_image": "busybox:1.36", "network": NETWORKS["allow-list"], "limits": tiny}},
                        pools={"p": {"template": "p", "hosts": ["local"], "replicas": 250}}))
     [ipam] = built.reg("local-net.p").inputs["ipamConfigs"]

@@ -160,10 +160,13 @@ class Lab:
         self._on_close(f"container {container.name}", lambda: container.remove(force=True))
         return container
 
-    def netns(self, name: str, index: int, specs: list[str]) -> "Netns":
+    def netns(self, name: str, index: int, specs: list[str], address: str | None = None) -> "Netns":
         """A network namespace reached from the host through a veth pair: 198.18.<n>.1 on the host side,
-        198.18.<n>.2 inside (198.18.0.0/15 is reserved for benchmarking), running SERVER."""
-        ns = Netns(f"sntest-{os.getpid()}-{name}", f"snt{os.getpid() % 100000}{index}", index, specs)
+        198.18.<n>.2 inside (198.18.0.0/15 is reserved for benchmarking), running SERVER. With `address`
+        (e.g. the metadata address 169.254.169.254) the namespace takes that address and the host side the
+        one below it, in a /30: a connected route more specific than any other on the host, checked before
+        the namespace is handed out, so nothing a test sends there can leave this machine."""
+        ns = Netns(f"sntest-{os.getpid()}-{name}", f"snt{os.getpid() % 100000}{index}", index, specs, address)
         self._on_close(f"netns {ns.name}", ns.close)
         ns.open()
         return ns
@@ -221,12 +224,18 @@ def peers_in(lines: list[str]) -> set[str]:
     return {line.split()[2] for line in lines if line.split()[:1] in (["tcp"], ["udp"], ["dns"])}
 
 
+def netns_address(index: int) -> str:
+    """The address `Lab.netns(name, index, ...)` gives its namespace (known before it exists, e.g. for a
+    spec's deny entry)."""
+    return str(ipaddress.ip_address("198.18.0.0") + 4 * (os.getpid() % 4000 * 8 + index) + 2)
+
+
 class Netns:
-    def __init__(self, name: str, veth: str, index: int, specs: list[str]):
+    def __init__(self, name: str, veth: str, index: int, specs: list[str], address: str | None = None):
         self.name, self.index, self.specs = name, index, specs
         self.host_if, self.ns_if = f"{veth}h", f"{veth}n"
-        base = ipaddress.ip_address("198.18.0.0") + 4 * (os.getpid() % 4000 * 8 + index)
-        self.host_ip, self.ip = str(base + 1), str(base + 2)
+        self.ip = address or netns_address(index)
+        self.host_ip = str(ipaddress.ip_address(self.ip) - 1)
         self.log = Path(f"/tmp/{name}.log")
         self.process: subprocess.Popen | None = None
 
@@ -244,6 +253,8 @@ class Netns:
         self._ip("link", "set", self.ns_if, "up", ns=True)
         self._ip("link", "set", "lo", "up", ns=True)
         self._ip("route", "add", "default", "via", self.host_ip, ns=True)
+        route = subprocess.run(["ip", "-o", "route", "get", self.ip], capture_output=True, text=True).stdout
+        assert f" dev {self.host_if} " in route, f"{self.ip} is not routed to the test namespace: {route}"
         handle = self.log.open("w")
         self.process = subprocess.Popen(["ip", "netns", "exec", self.name, "python3", "-c", SERVER, "netns",
                                          *self.specs], stdout=handle, stderr=subprocess.STDOUT)
