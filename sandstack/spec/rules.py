@@ -18,6 +18,7 @@ from sandstack.spec.errors import Diagnostic, JsonPath
 from sandstack.spec.loader import Document
 from sandstack.spec.models import NetworkPolicy, Stack, Template
 from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
+from sandstack.spec.models.limits import PROCESS_HEADROOM
 from sandstack.spec.resolve import UnknownProfile, effective_limits, effective_user, effective_writable, inherited
 from sandstack.spec.units import format_cpus, format_size
 
@@ -339,6 +340,53 @@ def disk_limit_enforceable(ctx: Context) -> Iterator[Diagnostic]:
                                     f"a writable root cannot be held to `limits.disk` on host {host!r} (pool "
                                     f"{pool!r}): it has no `storage_quota`; keep the root read-only and declare "
                                     "writable paths", "disk-enforced")
+
+
+@rule("writable-memory")
+def tmpfs_leaves_memory_for_processes(ctx: Context) -> Iterator[Diagnostic]:
+    """Writable paths and /dev/shm are tmpfs, charged to the sandbox's memory. If full ones can take all of
+    `limits.memory`, a sandbox can wedge itself: each new process (an exec, a restarted command) is OOM-killed
+    and nothing inside can run to free the space. Sizes are the resolved ones (built-ins, defaults, profiles)."""
+    for path, template in _templates(ctx):
+        try:
+            memory = effective_limits(ctx.stack, template).memory
+        except UnknownProfile:
+            continue
+        if memory < MIN_MEMORY or memory % MIB:
+            continue  # reported by memory-unit
+        writable = effective_writable(ctx.stack, template)
+        shm = inherited(ctx.stack, template, "filesystem", "shm_size")
+        total = sum(w.size for w in writable) + shm
+        if total + PROCESS_HEADROOM <= memory:
+            continue
+        parts = ", ".join([*(f"{w.path} {format_size(w.size)}" for w in writable), f"/dev/shm {format_size(shm)}"])
+        yield ctx.error(_writable_memory_place(path, template), f"writable paths and /dev/shm can hold "
+                        f"{format_size(total)} ({parts}), leaving less than {format_size(PROCESS_HEADROOM)} of "
+                        f"`limits.memory` {format_size(memory)} for processes: tmpfs files are memory, so full paths "
+                        "would get the sandbox's next process OOM-killed; shrink the paths or "
+                        "`filesystem.shm_size`, or raise `limits.memory` to at least "
+                        f"{format_size(total + PROCESS_HEADROOM)}", "writable-memory")
+
+
+def _writable_memory_place(path: JsonPath, template: Template) -> JsonPath:
+    """The template's own `filesystem`, else its own `limits` (at `memory` if it sets one), else the template."""
+    if template.filesystem is None and template.limits is not None:
+        if getattr(template.limits, "memory", None) is not None:
+            return path + ("limits", "memory")
+        return path + ("limits",)
+    return path + ("filesystem",)
+
+
+@rule("writable-size")
+def writable_paths_bounded(ctx: Context) -> Iterator[Diagnostic]:
+    """tmpfs reads `size=0` as no limit at all: such a path would be bounded by nothing but memory."""
+    owners = [(("defaults",), ctx.stack.defaults.filesystem)] + [(p, t.filesystem) for p, t in _templates(ctx)]
+    for path, fs in owners:
+        for i, w in enumerate((fs.writable or []) if fs else []):
+            if w.size == 0:
+                yield ctx.error(path + ("filesystem", "writable", i, "size"), f"size 0 would leave {w.path!r} "
+                                "unbounded (tmpfs reads 0 as no limit): give it a size, e.g. '64MiB', or remove "
+                                "the path", "writable-size")
 
 
 @rule("unique-paths")

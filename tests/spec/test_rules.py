@@ -10,6 +10,10 @@ from sandstack.spec.rules import RULES
 from tests.spec.helpers import edit, fixture_text, lines
 
 BASE = fixture_text("rules.yaml")
+FULL_TMPFS = ("writable paths and /dev/shm can hold 80MiB (/tmp 64MiB, /dev/shm 16MiB), leaving less than 32MiB "
+              "of `limits.memory` {}MiB for processes: tmpfs files are memory, so full paths would get the sandbox's "
+              "next process OOM-killed; shrink the paths or `filesystem.shm_size`, or raise `limits.memory` to at "
+              "least {}MiB")
 DIRECT_DENY = ("a domain deny needs the gateway to see names; with `log: false` the sandbox connects directly, so only "
                "addresses and CIDRs can be denied, optionally with a port (e.g. '203.0.113.7', '10.0.0.0/8:443'); or "
                "set `log: true` to send egress through the gateway")
@@ -154,14 +158,41 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
          ["stack.yaml:50:15: $.pools.web.replicas: pools on host 'local' request 2 nvidia-l4 GPUs; it has 1"]),
     ],
     "disk-enforced": [
-        ("writable-paths-exceed-disk", change("          size: 64MiB\n", "          size: 1GiB\n"),
-         ["stack.yaml:37:7: $.templates.web.filesystem: writable paths add up to 1GiB, more than `limits.disk` "
-          "256MiB"]),
+        ("writable-paths-exceed-disk", change("    disk: 256MiB\n", "    disk: 32MiB\n"),
+         ["stack.yaml:37:7: $.templates.web.filesystem: writable paths add up to 64MiB, more than `limits.disk` "
+          "32MiB"]),
         ("writable-root-without-storage-quota",
          change("    filesystem:\n", "    filesystem:\n      read_only_root: false\n"),
          ["stack.yaml:37:23: $.templates.web.filesystem.read_only_root: a writable root cannot be held to "
           "`limits.disk` on host 'local' (pool 'web'): it has no `storage_quota`; keep the root read-only and "
           "declare writable paths"]),
+    ],
+    "writable-memory": [
+        ("writable-paths-fill-memory", change("      memory: 512MiB\n", "      memory: 96MiB\n"),
+         [f"stack.yaml:37:7: $.templates.web.filesystem: {FULL_TMPFS.format(96, 112)}"]),
+        ("shm-fills-memory", change("    filesystem:\n", "    filesystem:\n      shm_size: 448MiB\n"),
+         ["stack.yaml:37:7: $.templates.web.filesystem: writable paths and /dev/shm can hold 512MiB (/tmp 64MiB, "
+          "/dev/shm 448MiB), leaving less than 32MiB of `limits.memory` 512MiB for processes: tmpfs files are "
+          "memory, so full paths would get the sandbox's next process OOM-killed; shrink the paths or "
+          "`filesystem.shm_size`, or raise `limits.memory` to at least 544MiB"]),
+        ("built-in-tmp-fills-the-templates-memory",
+         change("      memory: 512MiB\n", "      memory: 100MiB\n",
+                "    filesystem:\n      writable:\n        - path: /tmp\n          size: 64MiB\n", ""),
+         [f"stack.yaml:27:15: $.templates.web.limits.memory: {FULL_TMPFS.format(100, 112)}"]),
+        ("defaults-shm-fills-memory", change("  limits: small\n", "  limits: small\n  filesystem: {shm_size: 480MiB}\n"),
+         ["stack.yaml:38:7: $.templates.web.filesystem: writable paths and /dev/shm can hold 544MiB (/tmp 64MiB, "
+          "/dev/shm 480MiB), leaving less than 32MiB of `limits.memory` 512MiB for processes: tmpfs files are "
+          "memory, so full paths would get the sandbox's next process OOM-killed; shrink the paths or "
+          "`filesystem.shm_size`, or raise `limits.memory` to at least 576MiB"]),
+    ],
+    "writable-size": [
+        ("writable-path-of-size-zero", change("          size: 64MiB\n", "          size: 0\n"),
+         ["stack.yaml:39:17: $.templates.web.filesystem.writable[0].size: size 0 would leave '/tmp' unbounded "
+          "(tmpfs reads 0 as no limit): give it a size, e.g. '64MiB', or remove the path"]),
+        ("writable-path-of-size-zero-in-defaults",
+         change("  limits: small\n", "  limits: small\n  filesystem: {writable: [{path: /w, size: 0B}]}\n"),
+         ["stack.yaml:17:44: $.defaults.filesystem.writable[0].size: size 0 would leave '/w' unbounded (tmpfs "
+          "reads 0 as no limit): give it a size, e.g. '64MiB', or remove the path"]),
     ],
     "unique-paths": [
         ("writable-path-twice", change("          size: 64MiB\n", "          size: 64MiB\n        - path: /tmp\n"),
@@ -298,10 +329,11 @@ def test_disk_rule_counts_the_writable_paths_the_sandbox_gets(check) -> None:
 
 
 def test_disk_rule_counts_inherited_writable_paths(check) -> None:
-    text = change("  limits: small\n", "  limits: small\n  filesystem: {writable: [{path: /big, size: 10GiB}]}\n",
+    text = change("  limits: small\n", "  limits: small\n  filesystem: {writable: [{path: /big, size: 300MiB}]}\n",
                   "    filesystem:\n      writable:\n        - path: /tmp\n          size: 64MiB\n", "")
     assert lines(check(text)) == [
-        "stack.yaml:20:5: $.templates.web.filesystem: writable paths add up to 10GiB, more than `limits.disk` 256MiB"]
+        "stack.yaml:20:5: $.templates.web.filesystem: writable paths add up to 300MiB, more than `limits.disk` "
+        "256MiB"]
 
 
 def test_metadata_entries_pass_once_the_template_opts_in(check) -> None:
@@ -327,3 +359,21 @@ def test_logged_allow_all_still_accepts_domain_deny_entries(check) -> None:
     text = change("      allow:\n        - api.example.com\n", "      deny: [x.example.com, '*.example.org']\n",
                   "      egress: allow-list\n", "      egress: allow-all\n")
     assert check(text) == []
+
+
+def test_writable_memory_leaves_exactly_the_headroom(check) -> None:
+    """64MiB /tmp + 16MiB /dev/shm + 32MiB for processes = 112MiB: a limit of exactly that passes."""
+    assert check(change("      memory: 512MiB\n", "      memory: 112MiB\n")) == []
+    assert [d.rule for d in check(change("      memory: 512MiB\n", "      memory: 111MiB\n"))] == ["writable-memory"]
+
+
+def test_writable_memory_counts_the_writable_paths_the_sandbox_gets(check) -> None:
+    """`writable: []` is no /tmp at all: only /dev/shm and the headroom must fit."""
+    text = change("      memory: 512MiB\n", "      memory: 48MiB\n", "      writable:\n        - path: /tmp\n"
+                  "          size: 64MiB\n", "      writable: []\n")
+    assert check(text) == []
+
+
+def test_writable_memory_uses_the_profile_memory_when_the_template_sets_none(check) -> None:
+    text = change("      memory: 512MiB\n", "", "    memory: 256MiB\n", "    memory: 100MiB\n")
+    assert lines(check(text)) == [f"stack.yaml:36:7: $.templates.web.filesystem: {FULL_TMPFS.format(100, 112)}"]

@@ -43,8 +43,9 @@ def test_dev_profile_plus_override_keeps_profile_fields_and_replaces_one(dev) ->
 
 
 def test_prod_profile_plus_override_replaces_two_fields(prod) -> None:
-    # python: {profile: small, memory: 1GiB, disk: 2GiB}; small is 0.5 CPU, 512MiB, 1GiB, 256 pids.
-    assert prod.templates["python"].limits == EffectiveLimits(cpus=0.5, memory=1 * GiB, disk=2 * GiB, pids=256, open_files=1024)
+    # python: {profile: small, memory: 2GiB, disk: 2GiB}; small is 0.5 CPU, 512MiB, 1GiB, 256 pids.
+    assert prod.templates["python"].limits == EffectiveLimits(cpus=0.5, memory=2 * GiB, disk=2 * GiB, pids=256,
+                                                              open_files=1024)
 
 
 def test_template_without_limits_gets_the_defaults_profile(dev) -> None:

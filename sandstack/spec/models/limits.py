@@ -11,6 +11,12 @@ from sandstack.spec.models.hosts import GpuType
 # Small on purpose: a sandbox must ask for more, never get more by accident.
 BUILTIN_LIMITS = {"cpus": 1.0, "memory": 512 * 1024**2, "disk": 1024**3, "pids": 256, "open_files": 1024}
 
+# Memory a sandbox keeps for its processes with every writable path and /dev/shm full (rule writable-memory):
+# enough for docker-init, the supervisor and one more process (a `docker exec` of a shell or python3 takes
+# runc's init plus ~10MiB), so a sandbox that filled its tmpfs can still be entered and cleaned up instead of
+# having every new process OOM-killed.
+PROCESS_HEADROOM = 32 * 1024**2
+
 # The lifecycle contract the host guard and the sandbox container implement; the field descriptions below
 # quote these numbers, so the reference and the enforcement cannot drift apart.
 EXIT_LIFETIME = 124  # exit status of a sandbox stopped for good at `max_lifetime` (on_expiry 'stop')
@@ -38,7 +44,8 @@ class Limits(StrictModel):
         None,
         description=(
             "Memory limit in whole MiB (at least 6MiB); the sandbox gets no swap beyond it and is OOM-killed "
-            "past it. Files in writable paths (tmpfs) count against it."
+            "past it. Files in writable paths and /dev/shm (tmpfs) count against it, so their sizes must leave "
+            f"at least {PROCESS_HEADROOM // 1024**2}MiB of it for processes."
         ),
         change="in-place",
     )
