@@ -15,14 +15,42 @@ import pulumi_docker as docker
 
 from components.naming import container_labels, infra_name, volume_labels
 from components.network_plan import GATEWAY_ALIAS
-from components.squid_config import ACCESS_LOG, GatewayPool, render
+from components.squid_config import (
+    ACCESS_LOG,
+    ERROR_DIRECTORY,
+    SELF_ADDRESSES,
+    GatewayPool,
+    render,
+)
 
+# Debian's squid error templates, one file per error name (a symlink into squid-langpack).
+SQUID_TEMPLATES = "/usr/share/squid/errors/templates"
+# Squid's own pages name the sandbox's address, the gateway's host name and squid's version; this one
+# names only the error (`%c`, e.g. ERR_ACCESS_DENIED).
+ERROR_PAGE = "The sandstack gateway refused this request or could not complete it: %c"
+# Before squid starts: its config; its own addresses, which Docker picks (`hostname -I`: all but
+# loopback, refused apart, and IPv6 link-local), one a line for the `sandstack_self` acl; and an error
+# page for every template name squid may load (one it does not find here it loads from the stock
+# templates). Every step must succeed: an empty address list or a missing page would quietly undo a
+# refusal, so the gateway does not start instead.
+PREPARE = (
+    'printf "%s\\n" "$SANDSTACK_SQUID_CONF" > /tmp/squid.conf'
+    f" && hostname -I | tr -s ' ' '\\n' > {SELF_ADDRESSES} && grep -q . {SELF_ADDRESSES}"
+    f" && mkdir -p {ERROR_DIRECTORY}"
+    f" && for t in {SQUID_TEMPLATES}/ERR_*; do printf '%s\\n' '{ERROR_PAGE}' > {ERROR_DIRECTORY}/${{t##*/}}"
+    " || exit 1; done"
+    f" && test -s {ERROR_DIRECTORY}/ERR_ACCESS_DENIED"
+    # TLS error descriptions (no names, no addresses), which squid-openssl loads from the same directory;
+    # without them it only logs an error, so an image that lacks them still starts.
+    f" && {{ [ ! -e {SQUID_TEMPLATES}/error-details.txt ]"
+    f" || cp {SQUID_TEMPLATES}/error-details.txt {ERROR_DIRECTORY}/; }}"
+)
 # Squid runs in the foreground as the container's main process; `tail` copies the access log to
 # stdout so `docker logs` shows it (squid cannot reopen /dev/stdout once it is not root).
 ENTRYPOINT = (
-    'printf "%s\\n" "$SANDSTACK_SQUID_CONF" > /tmp/squid.conf'
-    f" && touch {ACCESS_LOG} && {{ tail -n 0 -F {ACCESS_LOG} & }}"
-    " && exec squid -N -f /tmp/squid.conf"
+    PREPARE
+    + f" && touch {ACCESS_LOG} && {{ tail -n 0 -F {ACCESS_LOG} & }}"
+    + " && exec squid -N -f /tmp/squid.conf"
 )
 
 
@@ -51,7 +79,9 @@ class EgressGateway(pulumi.ComponentResource):
             f"{name}-log", name=infra_name(args.stack, "gateway-log"), labels=volume_labels(args.labels),
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
-        networks = [docker.ContainerNetworksAdvancedArgs(name=args.outbound_network)] + [
+        # The egress network must be the gateway's route out: Engine API 1.48+ picks the default route by
+        # gw_priority; older daemons ignore it and take the routed network whose name sorts first (naming.py).
+        networks = [docker.ContainerNetworksAdvancedArgs(name=args.outbound_network, gw_priority=1000)] + [
             # The alias is how sandboxes name their proxy; they need no DNS beyond their own network.
             # A fixed address: the guard opens each pool's bridge to exactly this address and port.
             docker.ContainerNetworksAdvancedArgs(name=args.pool_networks[p.pool], aliases=[GATEWAY_ALIAS],

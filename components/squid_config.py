@@ -2,29 +2,70 @@
 
 One gateway serves every gateway pool on a host; each pool has its own listening port, and the host
 guard lets a pool's bridge reach only that port, so squid knows the pool from the port (`myportname`)
-without trusting any address. Rule order, per pool: deny entries, then allows, then deny all.
+without trusting any address. Rule order: the cache manager, a sandbox over its connection cap, gateway
+ports and loopback literals are refused for every pool; then, per pool, requests from outside its
+network, CONNECT to a port it may not tunnel to, its deny entries, its allows, and finally deny all.
 
 - Exact domains use `dstdomain -n`; `*.example.com` matches subdomains only (the apex is excluded).
+  A plain-domain *deny* also covers its subdomains (`blocked.test` refuses `x.blocked.test`): a deny
+  that a subdomain slips past protects nothing. Allow entries keep their exact meaning.
 - CIDR allows apply to IP-literal requests only: a `dst` check on a name makes squid resolve it, and a
-  denied name must not cause a DNS query (docs/design/engine-findings.md d).
-- An entry without a port allows ports 80 and 443 (HTTP and CONNECT); with a port, that port only.
-- Requests to any gateway port are refused: the gateway must never become a path into a sandbox.
+  denied name must not cause a DNS query (docs/design/engine-findings.md d). For the same reason every
+  `dst` refusal that must also hold for names (loopback, the gateway's own addresses, the pool's
+  `blocked` networks, CIDR denies) is a `!acl` condition on each allow line: squid resolves only a
+  name that an allow already matched.
+- An allow entry without a port allows ports 80 and 443; with a port, that port only. In every mode,
+  allow-all included, CONNECT (a TCP tunnel for any protocol) reaches only 443 and the ports that the
+  pool's allow entries name.
+- Requests to any gateway port, to the gateway's own addresses and to loopback (by address or by name)
+  are refused: the gateway must never become a path into a sandbox or into itself.
+- Nothing the gateway sends names the sandbox or the gateway: no X-Forwarded-For, no Via, no squid
+  version, and error pages from ERROR_DIRECTORY, which the gateway's entrypoint writes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from components.network_plan import GATEWAY_CONNECTIONS_PER_SANDBOX
 from sandstack.spec.egress import EgressRule
 from sandstack.spec.resolve import EffectiveNetwork
 
 ACCESS_LOG = "/var/log/squid/access.log"
+# Written by the gateway's entrypoint at start: its addresses are Docker's choice, known only then.
+SELF_ADDRESSES = "/tmp/sandstack-self"
+ERROR_DIRECTORY = "/tmp/sandstack-errors"
 DEFAULT_PORTS = (80, 443)
+CONNECT_PORT = 443
+# Loopback and "this host" (a connect to 0.0.0.0 or :: reaches the gateway's own listeners).
+LOOPBACK = ("127.0.0.0/8", "0.0.0.0/32", "::1", "::/128")
+# A sandbox's own share of the gateway's descriptors: far above what one agent's HTTP client keeps open
+# (browsers hold ~6 per host), far below MAX_FILEDESCRIPTORS, so one sandbox cannot starve every pool.
+# The guard resets a sandbox's connection past the same bound; squid's own cap holds if its rules do not.
+MAX_CONNECTIONS_PER_SANDBOX = GATEWAY_CONNECTIONS_PER_SANDBOX
+# The gateway's descriptors (two per proxied connection). Squid takes the lower of this and the container's
+# nofile limit, which is the Docker daemon's own (a container cannot raise it: measured 20000 on this
+# project's machines, 1048576 under systemd); the README asks hosts for at least this much. The guard
+# bounds each pool to network_plan.GATEWAY_CONNECTIONS_PER_POOL connections, so one pool cannot take all.
+MAX_FILEDESCRIPTORS = 16384
+VISIBLE_HOSTNAME = "sandstack-gateway"
 # One line per request: the sandbox (reverse DNS of its address on the pool network), its address,
 # the pool, the destination, squid's verdict (TCP_DENIED = refused) and the status sent back.
 LOG_FORMAT = (
     "logformat sandstack %{{%Y-%m-%dT%H:%M:%S}}tg.%03tuZ host={host} pool=%{{sandstack_pool}}note "
     "sandbox=%>A client=%>a method=%rm dest=%>rd:%>rP verdict=%Ss status=%>Hs bytes=%<st"
+)
+# What a destination or a sandbox would otherwise learn about the sandbox and the gateway: the sandbox's
+# internal address (X-Forwarded-For), the container id and squid version (Via, Server, error pages).
+ANONYMITY = (
+    f"visible_hostname {VISIBLE_HOSTNAME}",
+    "httpd_suppress_version_string on",
+    "via off",
+    "forwarded_for delete",
+    "reply_header_access X-Squid-Error deny all",
+    "reply_header_access X-Cache deny all",
+    "reply_header_access X-Cache-Lookup deny all",
+    f"error_directory {ERROR_DIRECTORY}",
 )
 
 
@@ -35,6 +76,9 @@ class GatewayPool:
     network: EffectiveNetwork
     subnet: str  # the pool's network: requests on its port from elsewhere are refused
     address: str  # the gateway's own address on that network
+    # Networks this pool must never reach through the gateway, whatever its policy says (link-local
+    # unless the template opts in, the host's sandbox subnets); the caller decides which.
+    blocked: tuple[str, ...] = ()
 
 
 def _acl_name(pool: str, kind: str, index: int) -> str:
@@ -47,7 +91,8 @@ def _entry_acls(pool: str, kind: str, index: int, rule: EgressRule) -> tuple[lis
     name = _acl_name(pool, kind, index)
     lines: list[str] = []
     if rule.kind == "domain":
-        lines.append(f"acl {name} dstdomain -n {rule.value}")
+        # `.name` matches the name and every subdomain: what a deny means, more than an allow says.
+        lines.append(f"acl {name} dstdomain -n {'.' if kind == 'deny' else ''}{rule.value}")
         cond = name
     elif rule.kind == "wildcard":
         lines.append(f"acl {name} dstdomain -n .{rule.value}")
@@ -63,14 +108,14 @@ def _entry_acls(pool: str, kind: str, index: int, rule: EgressRule) -> tuple[lis
     return lines, f"{cond} {name}_port"
 
 
-def render(stack: str, host: str, pools: list[GatewayPool]) -> str:
-    pools = sorted(pools, key=lambda p: p.pool)
-    out = [
+def _global(stack: str, host: str, pools: list[GatewayPool]) -> list[str]:
+    return [
         f"# Generated by sandstack for stack '{stack}' on host '{host}'; one listening port per pool.",
         *(f"http_port {p.port} name={p.pool}" for p in pools),
         "pid_filename /tmp/squid.pid",
         # Stop within Docker's grace period instead of waiting 30 s for open connections.
         "shutdown_lifetime 2 seconds",
+        f"max_filedescriptors {MAX_FILEDESCRIPTORS}",
         "cache deny all",
         "cache_mem 0 MB",
         "pinger_enable off",
@@ -78,36 +123,66 @@ def render(stack: str, host: str, pools: list[GatewayPool]) -> str:
         "cache_log stdio:/var/log/squid/cache.log",
         LOG_FORMAT.format(host=host),
         f"access_log stdio:{ACCESS_LOG} logformat=sandstack",
+        *ANONYMITY,
         r"acl sandstack_ip_literal dstdom_regex -n ^[0-9.]+$ ^\[?[0-9a-fA-F:]+\]?$",
         "acl sandstack_gateway_ports port " + " ".join(str(p.port) for p in pools),
-        "acl sandstack_localhost dst 127.0.0.0/8 ::1",
+        "acl sandstack_localhost dst " + " ".join(LOOPBACK),
+        f'acl sandstack_self dst "{SELF_ADDRESSES}"',
+        "acl sandstack_connect method CONNECT",
+        f"acl sandstack_maxconn maxconn {MAX_CONNECTIONS_PER_SANDBOX}",
+        # The cache manager (cache_object:// and /squid-internal-mgr/ URLs) shows every pool's requests
+        # and clients: first, before anything could allow it.
+        "http_access deny manager",
+        "http_access deny sandstack_maxconn",
         "http_access deny sandstack_gateway_ports",
         "http_access deny sandstack_ip_literal sandstack_localhost",
     ]
+
+
+def _pool(p: GatewayPool) -> list[str]:
+    prefix = p.pool.replace("-", "_")
+    port_acl, src_acl, connect_acl = f"{prefix}_from", f"{prefix}_src", f"{prefix}_connect_port"
+    connect_ports = sorted({CONNECT_PORT} | {r.port for r in p.network.allow if r.port})
+    out = ["", f"# pool '{p.pool}': egress {p.network.egress}", f"acl {port_acl} myportname {p.pool}",
+           f"acl {src_acl} src {p.subnet}", f"note sandstack_pool {p.pool} {port_acl}",
+           # The guard already confines the port to the pool's bridge; this says so twice.
+           f"http_access deny {port_acl} !{src_acl}",
+           # A tunnel carries any protocol: to an SSH or database port it is a raw connection out.
+           f"acl {connect_acl} port {' '.join(map(str, connect_ports))}",
+           f"http_access deny {port_acl} sandstack_connect !{connect_acl}"]
+    # `dst` refusals written as `!acl` on every allow: squid then resolves only names that an allow
+    # already matched (a `deny dst` line first would resolve every request).
+    refused: list[str] = []
+    for i, rule in enumerate(p.network.deny):
+        name = _acl_name(p.pool, "deny", i)
+        if rule.kind == "cidr":
+            # It holds for names too (their addresses); with a port it is one condition, port first, so
+            # a name on another port is not resolved for it.
+            out.append(f"acl {name} dst {rule.value}")
+            if rule.port is not None:
+                out += [f"acl {name}_port port {rule.port}", f"acl {name}_on_port all-of {name}_port {name}"]
+                name = f"{name}_on_port"
+            refused.append(name)
+            continue
+        lines, cond = _entry_acls(p.pool, "deny", i, rule)
+        out += lines + [f"http_access deny {port_acl} {cond}"]
+    refused += ["sandstack_localhost", "sandstack_self"]
+    if p.blocked:
+        out.append(f"acl {prefix}_blocked dst {' '.join(p.blocked)}")
+        refused.append(f"{prefix}_blocked")
+    unless = "".join(f" !{name}" for name in refused)
+    if p.network.egress == "allow-all":
+        out.append(f"http_access allow {port_acl}{unless}")
+    for i, rule in enumerate(p.network.allow):
+        lines, cond = _entry_acls(p.pool, "allow", i, rule)
+        out += lines + [f"http_access allow {port_acl} {cond}{unless}"]
+    return out
+
+
+def render(stack: str, host: str, pools: list[GatewayPool]) -> str:
+    pools = sorted(pools, key=lambda p: p.pool)
+    out = _global(stack, host, pools)
     for p in pools:
-        port_acl = f"{p.pool.replace('-', '_')}_from"
-        src_acl = f"{p.pool.replace('-', '_')}_src"
-        out += ["", f"# pool '{p.pool}': egress {p.network.egress}", f"acl {port_acl} myportname {p.pool}",
-                f"acl {src_acl} src {p.subnet}", f"note sandstack_pool {p.pool} {port_acl}",
-                # The guard already confines the port to the pool's bridge; this says so twice.
-                f"http_access deny {port_acl} !{src_acl}"]
-        # A port-less CIDR deny is written as `!acl` on every allow: squid then resolves only names
-        # that an allow already matched (a `deny dst` line first would resolve every request).
-        unless = ""
-        for i, rule in enumerate(p.network.deny):
-            name = _acl_name(p.pool, "deny", i)
-            if rule.kind == "cidr" and rule.port is None:
-                out.append(f"acl {name} dst {rule.value}")
-                unless += f" !{name}"
-                continue
-            lines, cond = _entry_acls(p.pool, "deny", i, rule)
-            if rule.kind == "cidr":
-                cond = cond.replace("sandstack_ip_literal ", "")
-            out += lines + [f"http_access deny {port_acl} {cond}"]
-        if p.network.egress == "allow-all":
-            out.append(f"http_access allow {port_acl}{unless}")
-        for i, rule in enumerate(p.network.allow):
-            lines, cond = _entry_acls(p.pool, "allow", i, rule)
-            out += lines + [f"http_access allow {port_acl} {cond}{unless}"]
+        out += _pool(p)
     out += ["", "http_access deny all", ""]
     return "\n".join(out)

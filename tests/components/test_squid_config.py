@@ -6,6 +6,7 @@ import ipaddress
 
 import pytest
 
+from components.egress_gateway import PREPARE
 from components.squid_config import GatewayPool, render
 from sandstack.spec.egress import parse_entry
 from sandstack.spec.resolve import EffectiveNetwork
@@ -16,6 +17,7 @@ HEADER = [
     "http_port 32000 name=open-web",
     "pid_filename /tmp/squid.pid",
     "shutdown_lifetime 2 seconds",
+    "max_filedescriptors 16384",
     "cache deny all",
     "cache_mem 0 MB",
     "pinger_enable off",
@@ -24,12 +26,28 @@ HEADER = [
     "logformat sandstack %{%Y-%m-%dT%H:%M:%S}tg.%03tuZ host=h1 pool=%{sandstack_pool}note sandbox=%>A "
     "client=%>a method=%rm dest=%>rd:%>rP verdict=%Ss status=%>Hs bytes=%<st",
     "access_log stdio:/var/log/squid/access.log logformat=sandstack",
+    # Nothing sent names the sandbox or the gateway.
+    "visible_hostname sandstack-gateway",
+    "httpd_suppress_version_string on",
+    "via off",
+    "forwarded_for delete",
+    "reply_header_access X-Squid-Error deny all",
+    "reply_header_access X-Cache deny all",
+    "reply_header_access X-Cache-Lookup deny all",
+    "error_directory /tmp/sandstack-errors",
     r"acl sandstack_ip_literal dstdom_regex -n ^[0-9.]+$ ^\[?[0-9a-fA-F:]+\]?$",
     "acl sandstack_gateway_ports port 31000 32000",
-    "acl sandstack_localhost dst 127.0.0.0/8 ::1",
+    "acl sandstack_localhost dst 127.0.0.0/8 0.0.0.0/32 ::1 ::/128",
+    'acl sandstack_self dst "/tmp/sandstack-self"',
+    "acl sandstack_connect method CONNECT",
+    "acl sandstack_maxconn maxconn 256",
+    "http_access deny manager",
+    "http_access deny sandstack_maxconn",
     "http_access deny sandstack_gateway_ports",
     "http_access deny sandstack_ip_literal sandstack_localhost",
 ]
+# What every allow line of a pool ends with: its port-less and ported CIDR denies, loopback, the gateway itself.
+AGENTS_UNLESS = "!agents_deny1 !agents_deny2_on_port !sandstack_localhost !sandstack_self"
 AGENTS = [
     "",
     "# pool 'agents': egress allow-list",
@@ -37,37 +55,41 @@ AGENTS = [
     "acl agents_src src 10.213.0.0/23",
     "note sandstack_pool agents agents_from",
     "http_access deny agents_from !agents_src",
-    # deny: exact domain, every port
-    "acl agents_deny0 dstdomain -n bad.example.org",
+    # CONNECT: 443 and the ports the allow entries name
+    "acl agents_connect_port port 443 8080 8443",
+    "http_access deny agents_from sandstack_connect !agents_connect_port",
+    # deny: exact domain, every port, subdomains too
+    "acl agents_deny0 dstdomain -n .bad.example.org",
     "http_access deny agents_from agents_deny0",
     # deny: CIDR without a port, written as `!acl` on every allow (no DNS for names no allow matched)
     "acl agents_deny1 dst 10.1.0.0/16",
-    # deny: CIDR with a port; it applies to names too (their addresses)
+    # deny: CIDR with a port; it applies to names too (their addresses), also as `!acl`, port first
     "acl agents_deny2 dst 10.2.0.0/16",
     "acl agents_deny2_port port 8443",
-    "http_access deny agents_from agents_deny2 agents_deny2_port",
+    "acl agents_deny2_on_port all-of agents_deny2_port agents_deny2",
     # deny: wildcard, subdomains only
     "acl agents_deny3 dstdomain -n .ads.example.org",
     "acl agents_deny3_apex dstdomain -n ads.example.org",
     "http_access deny agents_from agents_deny3 !agents_deny3_apex",
-    # allow: exact domain, web ports
+    # allow: exact domain (the apex only), web ports
     "acl agents_allow0 dstdomain -n example.com",
     "acl agents_allow0_port port 80 443",
-    "http_access allow agents_from agents_allow0 agents_allow0_port !agents_deny1",
+    f"http_access allow agents_from agents_allow0 agents_allow0_port {AGENTS_UNLESS}",
     # allow: wildcard, subdomains only, web ports
     "acl agents_allow1 dstdomain -n .example.org",
     "acl agents_allow1_apex dstdomain -n example.org",
     "acl agents_allow1_port port 80 443",
-    "http_access allow agents_from agents_allow1 !agents_allow1_apex agents_allow1_port !agents_deny1",
+    f"http_access allow agents_from agents_allow1 !agents_allow1_apex agents_allow1_port {AGENTS_UNLESS}",
     # allow: CIDR with a port, IP-literal requests only
     "acl agents_allow2 dst 10.0.0.0/8",
     "acl agents_allow2_port port 8443",
-    "http_access allow agents_from sandstack_ip_literal agents_allow2 agents_allow2_port !agents_deny1",
+    f"http_access allow agents_from sandstack_ip_literal agents_allow2 agents_allow2_port {AGENTS_UNLESS}",
     # allow: exact domain, one port
     "acl agents_allow3 dstdomain -n api.example.net",
     "acl agents_allow3_port port 8080",
-    "http_access allow agents_from agents_allow3 agents_allow3_port !agents_deny1",
+    f"http_access allow agents_from agents_allow3 agents_allow3_port {AGENTS_UNLESS}",
 ]
+OPEN_WEB_BLOCKED = ("169.254.0.0/16", "fe80::/10", "10.213.0.0/16")
 OPEN_WEB = [
     "",
     "# pool 'open-web': egress allow-all",
@@ -75,11 +97,14 @@ OPEN_WEB = [
     "acl open_web_src src 10.213.2.0/23",
     "note sandstack_pool open-web open_web_from",
     "http_access deny open_web_from !open_web_src",
+    "acl open_web_connect_port port 443",
+    "http_access deny open_web_from sandstack_connect !open_web_connect_port",
     "acl open_web_deny0 dst 169.254.169.254/32",
-    "acl open_web_deny1 dstdomain -n tracker.example",
+    "acl open_web_deny1 dstdomain -n .tracker.example",
     "acl open_web_deny1_port port 443",
     "http_access deny open_web_from open_web_deny1 open_web_deny1_port",
-    "http_access allow open_web_from !open_web_deny0",
+    "acl open_web_blocked dst 169.254.0.0/16 fe80::/10 10.213.0.0/16",
+    "http_access allow open_web_from !open_web_deny0 !sandstack_localhost !sandstack_self !open_web_blocked",
 ]
 FOOTER = ["", "http_access deny all", ""]
 
@@ -88,15 +113,15 @@ FOOTER = ["", "http_access deny all", ""]
 SUBNETS = {"agents": "10.213.0.0/23", "open-web": "10.213.2.0/23", "open": "10.213.4.0/23", "v6": "10.213.6.0/23"}
 
 
-def _pool(name: str, port: int, egress: str, allow=(), deny=()) -> GatewayPool:
+def _pool(name: str, port: int, egress: str, allow=(), deny=(), blocked=()) -> GatewayPool:
     network = EffectiveNetwork(egress, tuple(map(parse_entry, allow)), tuple(map(parse_entry, deny)), True)
     subnet = SUBNETS[name]
-    return GatewayPool(name, port, network, subnet, str(ipaddress.IPv4Network(subnet)[-2]))
+    return GatewayPool(name, port, network, subnet, str(ipaddress.IPv4Network(subnet)[-2]), blocked)
 
 
 POOLS = [
     # Given out of order: the config lists pools by name.
-    _pool("open-web", 32000, "allow-all", deny=["169.254.169.254", "tracker.example:443"]),
+    _pool("open-web", 32000, "allow-all", deny=["169.254.169.254", "tracker.example:443"], blocked=OPEN_WEB_BLOCKED),
     _pool("agents", 31000, "allow-list",
           allow=["example.com", "*.example.org", "10.0.0.0/8:8443", "api.example.net:8080"],
           deny=["bad.example.org", "10.1.0.0/16", "10.2.0.0/16:8443", "*.ads.example.org"]),
@@ -107,19 +132,25 @@ def test_render_is_exact_for_a_small_policy():
     assert render("t", "h1", POOLS).split("\n") == HEADER + AGENTS + OPEN_WEB + FOOTER
 
 
-def test_allow_all_without_denies_allows_everything_on_its_port():
+def test_allow_all_without_denies_allows_everything_but_loopback_and_the_gateway_and_tunnels_to_443_only():
     text = render("t", "h1", [_pool("open", 30001, "allow-all")])
-    assert text.split("\n")[-10:] == [
+    assert text.split("\n")[-12:] == [
         "", "# pool 'open': egress allow-all", "acl open_from myportname open", "acl open_src src 10.213.4.0/23",
         "note sandstack_pool open open_from", "http_access deny open_from !open_src",
-        "http_access allow open_from", "", "http_access deny all", "",
+        "acl open_connect_port port 443", "http_access deny open_from sandstack_connect !open_connect_port",
+        "http_access allow open_from !sandstack_localhost !sandstack_self", "", "http_access deny all", "",
     ]
 
 
 def test_an_ipv6_literal_allow_is_a_host_network_for_ip_literal_requests():
     text = render("t", "h1", [_pool("v6", 30002, "allow-list", allow=["[2001:db8::1]:443"])])
     assert "acl v6_allow0 dst 2001:db8::1/128\nacl v6_allow0_port port 443\n" \
-           "http_access allow v6_from sandstack_ip_literal v6_allow0 v6_allow0_port\n" in text
+           "http_access allow v6_from sandstack_ip_literal v6_allow0 v6_allow0_port !sandstack_localhost " \
+           "!sandstack_self\n" in text
+
+
+def _access(text: str) -> list[str]:
+    return [line for line in text.split("\n") if line.startswith("http_access ")]
 
 
 def test_every_gateway_port_is_refused_as_a_destination_before_any_allow():
@@ -129,19 +160,105 @@ def test_every_gateway_port_is_refused_as_a_destination_before_any_allow():
     assert lines[-2] == "http_access deny all"
 
 
+@pytest.mark.parametrize("pools", [POOLS, POOLS[:1], POOLS[1:], [_pool("v6", 30002, "allow-list", allow=["a.test"])]],
+                         ids=["both-modes", "allow-all", "allow-list", "ipv6-only"])
+def test_the_cache_manager_is_refused_first_for_every_pool_and_mode(pools):
+    # squid's built-in `manager` acl: cache_object:// URLs and /squid-internal-mgr/ paths on any host.
+    assert _access(render("t", "h1", pools))[0] == "http_access deny manager"
+
+
+def test_a_sandbox_over_its_connection_cap_is_refused_before_any_allow():
+    text = render("t", "h1", POOLS)
+    assert "\nacl sandstack_maxconn maxconn 256\n" in text
+    assert _access(text)[1] == "http_access deny sandstack_maxconn"
+    assert text.split("\n")[5] == "max_filedescriptors 16384"
+
+
+def test_connect_reaches_443_and_the_ports_allow_entries_name_before_any_allow_of_the_pool():
+    text = render("t", "h1", [_pool("agents", 31000, "allow-list", allow=["a.test", "b.test:22", "10.0.0.0/8:5432"],
+                                    deny=["c.test:2222"])])
+    access = _access(text)
+    assert "\nacl agents_connect_port port 22 443 5432\n" in text  # not 80, nor a deny entry's port
+    deny_connect = access.index("http_access deny agents_from sandstack_connect !agents_connect_port")
+    assert deny_connect < min(i for i, line in enumerate(access) if line.startswith("http_access allow"))
+    assert "\nacl sandstack_connect method CONNECT\n" in text
+
+
+def test_every_allow_refuses_loopback_the_gateway_itself_and_the_pools_blocked_networks():
+    text = render("t", "h1", POOLS)
+    allows = [line for line in _access(text) if line.startswith("http_access allow")]
+    assert len(allows) == 5
+    for line in allows:
+        pool = line.split()[2].removesuffix("_from")
+        tail = "!sandstack_localhost !sandstack_self" + (" !open_web_blocked" if pool == "open_web" else "")
+        assert line.endswith(" " + tail), line
+    assert 'acl sandstack_self dst "/tmp/sandstack-self"' in text.split("\n")
+    assert "agents_blocked" not in text  # no blocked networks given, no acl
+
+
+def _acl_types(text: str) -> dict[str, str]:
+    types: dict[str, str] = {"manager": "url_regex", "all": "src"}  # squid's built-ins
+    for line in text.split("\n"):
+        if line.startswith("acl "):
+            _, name, kind, *values = line.split()
+            # all-of is as costly as its costliest member
+            types[name] = "dst" if kind == "all-of" and any(types[v] == "dst" for v in values) else kind
+    return types
+
+
+@pytest.mark.parametrize("pools", [POOLS, [_pool("agents", 31000, "allow-list", allow=["a.test"],
+                                                 deny=["10.0.0.0/8", "10.1.0.0/16:80"], blocked=("10.9.0.0/16",))]])
+def test_no_dst_check_runs_on_a_name_before_an_allow_entry_matched(pools):
+    """A `dst` acl on a name makes squid resolve it: a name the pool may not reach must never cause a DNS
+    query. So a `dst` acl is never the first destination check of an allow-list's allow line, and a deny line
+    checks one only on IP-literal requests. (In allow-all every name the deny lines let through is the pool's
+    to reach, so resolving it on the allow line reveals nothing.)"""
+    text = render("t", "h1", pools)
+    types = _acl_types(text)
+    allow_all = {f"{p.pool.replace('-', '_')}_from" for p in pools if p.network.egress == "allow-all"}
+    for line in _access(text):
+        verdict, *conditions = line.split()[1:]
+        names = [c.lstrip("!") for c in conditions if not c.endswith("_from")]
+        dst = [i for i, n in enumerate(names) if types[n] == "dst"]
+        if not dst or (verdict == "allow" and conditions[0] in allow_all):
+            continue
+        if verdict == "deny":
+            assert names[0] == "sandstack_ip_literal", line
+        else:
+            assert dst[0] > 0 and types[names[0]] in ("dstdomain", "dstdom_regex"), line
+
+
+def test_a_plain_domain_deny_covers_its_subdomains_and_an_allow_stays_exact():
+    text = render("t", "h1", [_pool("agents", 31000, "allow-list", allow=["api.example.com"],
+                                    deny=["blocked.test", "*.ads.test"])])
+    assert "\nacl agents_deny0 dstdomain -n .blocked.test\nhttp_access deny agents_from agents_deny0\n" in text
+    assert "\nacl agents_deny1 dstdomain -n .ads.test\nacl agents_deny1_apex dstdomain -n ads.test\n" in text
+    assert "\nacl agents_allow0 dstdomain -n api.example.com\n" in text
+
+
+def test_the_gateway_names_neither_the_sandbox_nor_itself():
+    lines = render("t", "h1", POOLS).split("\n")
+    assert lines[13:21] == [
+        "visible_hostname sandstack-gateway", "httpd_suppress_version_string on", "via off", "forwarded_for delete",
+        "reply_header_access X-Squid-Error deny all", "reply_header_access X-Cache deny all",
+        "reply_header_access X-Cache-Lookup deny all", "error_directory /tmp/sandstack-errors",
+    ]
+
+
 @pytest.mark.docker
-def test_squid_parses_the_rendered_config(docker_client, tmp_path):
+def test_squid_parses_the_rendered_config_after_the_gateways_own_preparation(docker_client):
     from tests.engine import images
 
-    conf = tmp_path / "squid.conf"
-    conf.write_text(render("t", "h1", POOLS))
-    conf.chmod(0o644)
+    # The gateway's own preparation first: squid reads the address file and the error pages it writes.
+    script = PREPARE + " && squid -k parse -f /tmp/squid.conf && cat /tmp/sandstack-errors/ERR_ACCESS_DENIED"
     result = docker_client.containers.run(
-        images.debian_image(docker_client), ["squid", "-k", "parse", "-f", "/etc/squid/sandstack.conf"],
-        volumes={str(conf): {"bind": "/etc/squid/sandstack.conf", "mode": "ro"}},
+        images.debian_image(docker_client), ["sh", "-c", script], user="proxy",
+        environment={"SANDSTACK_SQUID_CONF": render("t", "h1", POOLS)},
         remove=True, stdout=True, stderr=True)  # default bridge: with no network squid warns about its hostname
     log = result.decode()
     assert "Processing: http_access deny all" in log
+    assert log.endswith("The sandstack gateway refused this request or could not complete it: %c\n"), log[-300:]
     problems = [line for line in log.splitlines() if ("ERROR" in line or "FATAL" in line or "WARNING" in line)
-                and "IPv6" not in line]  # the test container has no IPv6: squid says so, harmlessly
+                and "IPv6" not in line  # the test container has no IPv6: squid says so, harmlessly
+                and "HTTP requires the use of Via" not in line]  # `via off`, on purpose: Via names the gateway
     assert problems == []
