@@ -19,13 +19,14 @@ import pulumi
 import pulumi_docker as docker
 
 from components.naming import container_labels, infra_name, volume_labels
+from sandstack.spec.models.limits import IDLE_CPU_MS_PER_S
 from sandstack.spec.resolve import ResolvedTemplate
 
 GUARD_SCRIPT = (Path(__file__).parent / "assets" / "guard.sh").read_text()
 # CPU a sandbox may use and still be idle: 20 ms per second, plus what its readiness probe may cost
 # (a `docker exec` runs the probe inside the sandbox's cgroup): a share per second and one run's worth
 # as a burst, so a probe never counts as activity and an agent's command does.
-IDLE_CPU_US_PER_S = 20_000
+IDLE_CPU_US_PER_S = IDLE_CPU_MS_PER_S * 1000
 PROBE_CPU_BUDGET_US = 100_000
 STATE_MOUNT = "/run/sandstack/guard"  # where sandboxes see the guard's state, read-only
 # Healthy = a complete pass in the last minute on this boot.

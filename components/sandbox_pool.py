@@ -14,6 +14,7 @@ from components.network_plan import PoolNetwork
 from components.secrets import secret_value
 from components.snapshot_build import SUPERVISOR_PATH
 from sandstack.spec.models import SecretRef
+from sandstack.spec.models.limits import CRASH_RETRIES
 from sandstack.spec.resolve import ResolvedTemplate
 
 SECRETS_MOUNT = "/run/secrets"
@@ -25,7 +26,6 @@ EXPOSURE_BIND = {"host": "127.0.0.1", "public": "0.0.0.0"}
 # 'stop': a crash is retried a bounded number of times, with the lifetime clock kept (the guard's), and a
 # sandbox the guard expired ends at once on each retry; 'restart': every run is a fresh sandbox.
 RESTART_POLICY = {"stop": "on-failure", "restart": "unless-stopped"}
-CRASH_RETRIES = 3
 
 
 def sandbox_name(stack: str, pool: str, index: int) -> str:

@@ -177,11 +177,32 @@ BUILTIN_FIELDS: dict[tuple[str, str], object] = {
 }
 
 
+def scaled_builtin(block: str, name: str, memory: int):
+    """The built-in /tmp and /dev/shm of a sandbox: 64MiB and 16MiB, or a quarter and an eighth of a smaller
+    memory limit (in whole MiB, at least 1MiB), so that built-ins alone never fill a small sandbox's memory
+    (rule writable-memory)."""
+    mib = 1024**2
+    if (block, name) == ("filesystem", "writable"):
+        return (WritablePath(path="/tmp", size=max(mib, min(BUILTIN_WRITABLE[0].size, memory // 4 // mib * mib))),)
+    if (block, name) == ("filesystem", "shm_size"):
+        return max(mib, min(BUILTIN_SHM_SIZE, memory // 8 // mib * mib))
+    return BUILTIN_FIELDS[(block, name)]
+
+
 def inherited(stack: Stack, template: Template, block: str, name: str):
     """One field of a field-by-field block: the template's, else the defaults', else the built-in.
     An explicit empty list counts as set (`writable: []` means none)."""
     own, default = getattr(template, block), getattr(stack.defaults, block)
-    return _pick(own and getattr(own, name), default and getattr(default, name), BUILTIN_FIELDS[(block, name)])
+    chosen = _pick(own and getattr(own, name), default and getattr(default, name))
+    if chosen is not None:
+        return chosen
+    if block != "filesystem":
+        return BUILTIN_FIELDS[(block, name)]
+    try:
+        memory = effective_limits(stack, template).memory
+    except UnknownProfile:
+        memory = BUILTIN_LIMITS["memory"]  # rule ref-profile reports the profile
+    return scaled_builtin(block, name, memory)
 
 
 def effective_writable(stack: Stack, template: Template) -> tuple[WritablePath, ...]:

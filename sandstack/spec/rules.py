@@ -18,7 +18,7 @@ from sandstack.spec.errors import Diagnostic, JsonPath
 from sandstack.spec.loader import Document
 from sandstack.spec.models import NetworkPolicy, Stack, Template
 from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
-from sandstack.spec.models.limits import PROCESS_HEADROOM
+from sandstack.spec.models.limits import process_headroom
 from sandstack.spec.resolve import UnknownProfile, effective_limits, effective_user, effective_writable, inherited
 from sandstack.spec.units import format_cpus, format_size
 
@@ -357,15 +357,16 @@ def tmpfs_leaves_memory_for_processes(ctx: Context) -> Iterator[Diagnostic]:
         writable = effective_writable(ctx.stack, template)
         shm = inherited(ctx.stack, template, "filesystem", "shm_size")
         total = sum(w.size for w in writable) + shm
-        if total + PROCESS_HEADROOM <= memory:
+        headroom = process_headroom(memory)
+        if total + headroom <= memory:
             continue
         parts = ", ".join([*(f"{w.path} {format_size(w.size)}" for w in writable), f"/dev/shm {format_size(shm)}"])
         yield ctx.error(_writable_memory_place(path, template), f"writable paths and /dev/shm can hold "
-                        f"{format_size(total)} ({parts}), leaving less than {format_size(PROCESS_HEADROOM)} of "
+                        f"{format_size(total)} ({parts}), leaving less than {format_size(headroom)} of "
                         f"`limits.memory` {format_size(memory)} for processes: tmpfs files are memory, so full paths "
                         "would get the sandbox's next process OOM-killed; shrink the paths or "
                         "`filesystem.shm_size`, or raise `limits.memory` to at least "
-                        f"{format_size(total + PROCESS_HEADROOM)}", "writable-memory")
+                        f"{format_size(total + headroom)}", "writable-memory")
 
 
 def _writable_memory_place(path: JsonPath, template: Template) -> JsonPath:

@@ -152,3 +152,16 @@ def test_the_gateway_is_unprivileged_read_only_and_bounded(built):
     assert list(env_map(gateway)) == ["SANDSTACK_SQUID_CONF"]
     assert gateway.request.replace_on_changes == ("healthcheck", "wait", "tmpfs", "init", "destroyGraceSeconds")
     assert built.reg("local-gateway-log").request.delete_before_replace is True
+
+
+def test_the_scripts_use_the_documented_expiry_statuses():
+    # The statuses are a contract (spec descriptions, README); the shell scripts cannot import them.
+    from components.snapshot_build import SUPERVISOR_SOURCE
+    from sandstack.spec.models.limits import EXIT_IDLE, EXIT_LIFETIME
+
+    supervisor = SUPERVISOR_SOURCE.read_text()
+    assert f"trap 'expired {EXIT_LIFETIME} \"max lifetime reached\"' USR1" in supervisor
+    assert f"trap 'expired {EXIT_IDLE} \"idle timeout reached\"' USR2" in supervisor
+    assert f'"max lifetime of ${{max}}s" {EXIT_LIFETIME} "$mode"' in GUARD_SCRIPT
+    assert f'"idle timeout of ${{idle}}s" {EXIT_IDLE} "$mode"' in GUARD_SCRIPT
+    assert f'[ "$7" = {EXIT_IDLE} ] && kill -USR2' in GUARD_SCRIPT

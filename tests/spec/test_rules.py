@@ -10,7 +10,8 @@ from sandstack.spec.rules import RULES
 from tests.spec.helpers import edit, fixture_text, lines
 
 BASE = fixture_text("rules.yaml")
-FULL_TMPFS = ("writable paths and /dev/shm can hold 80MiB (/tmp 64MiB, /dev/shm 16MiB), leaving less than 32MiB "
+# Below 128MiB the built-in /dev/shm is an eighth of the memory limit (here 96 or 100MiB: 12MiB).
+FULL_TMPFS = ("writable paths and /dev/shm can hold 76MiB (/tmp 64MiB, /dev/shm 12MiB), leaving less than 32MiB "
               "of `limits.memory` {}MiB for processes: tmpfs files are memory, so full paths would get the sandbox's "
               "next process OOM-killed; shrink the paths or `filesystem.shm_size`, or raise `limits.memory` to at "
               "least {}MiB")
@@ -169,16 +170,17 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
     ],
     "writable-memory": [
         ("writable-paths-fill-memory", change("      memory: 512MiB\n", "      memory: 96MiB\n"),
-         [f"stack.yaml:37:7: $.templates.web.filesystem: {FULL_TMPFS.format(96, 112)}"]),
+         [f"stack.yaml:37:7: $.templates.web.filesystem: {FULL_TMPFS.format(96, 108)}"]),
         ("shm-fills-memory", change("    filesystem:\n", "    filesystem:\n      shm_size: 448MiB\n"),
          ["stack.yaml:37:7: $.templates.web.filesystem: writable paths and /dev/shm can hold 512MiB (/tmp 64MiB, "
           "/dev/shm 448MiB), leaving less than 32MiB of `limits.memory` 512MiB for processes: tmpfs files are "
           "memory, so full paths would get the sandbox's next process OOM-killed; shrink the paths or "
           "`filesystem.shm_size`, or raise `limits.memory` to at least 544MiB"]),
-        ("built-in-tmp-fills-the-templates-memory",
+        ("defaults-tmp-fills-the-templates-memory",
          change("      memory: 512MiB\n", "      memory: 100MiB\n",
-                "    filesystem:\n      writable:\n        - path: /tmp\n          size: 64MiB\n", ""),
-         [f"stack.yaml:27:15: $.templates.web.limits.memory: {FULL_TMPFS.format(100, 112)}"]),
+                "    filesystem:\n      writable:\n        - path: /tmp\n          size: 64MiB\n", "",
+                "  limits: small\n", "  limits: small\n  filesystem: {writable: [{path: /tmp, size: 64MiB}]}\n"),
+         [f"stack.yaml:28:15: $.templates.web.limits.memory: {FULL_TMPFS.format(100, 108)}"]),
         ("defaults-shm-fills-memory", change("  limits: small\n", "  limits: small\n  filesystem: {shm_size: 480MiB}\n"),
          ["stack.yaml:38:7: $.templates.web.filesystem: writable paths and /dev/shm can hold 544MiB (/tmp 64MiB, "
           "/dev/shm 480MiB), leaving less than 32MiB of `limits.memory` 512MiB for processes: tmpfs files are "
@@ -362,9 +364,16 @@ def test_logged_allow_all_still_accepts_domain_deny_entries(check) -> None:
 
 
 def test_writable_memory_leaves_exactly_the_headroom(check) -> None:
-    """64MiB /tmp + 16MiB /dev/shm + 32MiB for processes = 112MiB: a limit of exactly that passes."""
-    assert check(change("      memory: 512MiB\n", "      memory: 112MiB\n")) == []
-    assert [d.rule for d in check(change("      memory: 512MiB\n", "      memory: 111MiB\n"))] == ["writable-memory"]
+    """64MiB /tmp + 13MiB /dev/shm (an eighth of 109MiB) + 32MiB for processes = 109MiB: that limit passes."""
+    assert check(change("      memory: 512MiB\n", "      memory: 109MiB\n")) == []
+    assert [d.rule for d in check(change("      memory: 512MiB\n", "      memory: 108MiB\n"))] == ["writable-memory"]
+
+
+def test_built_in_writable_sizes_scale_down_so_a_small_sandbox_validates(check) -> None:
+    """No `filesystem` at all and 16MiB of memory: /tmp 4MiB + /dev/shm 2MiB leave half of it (8MiB)."""
+    text = change("      memory: 512MiB\n", "      memory: 16MiB\n",
+                  "    filesystem:\n      writable:\n        - path: /tmp\n          size: 64MiB\n", "")
+    assert check(text) == []
 
 
 def test_writable_memory_counts_the_writable_paths_the_sandbox_gets(check) -> None:
@@ -376,4 +385,4 @@ def test_writable_memory_counts_the_writable_paths_the_sandbox_gets(check) -> No
 
 def test_writable_memory_uses_the_profile_memory_when_the_template_sets_none(check) -> None:
     text = change("      memory: 512MiB\n", "", "    memory: 256MiB\n", "    memory: 100MiB\n")
-    assert lines(check(text)) == [f"stack.yaml:36:7: $.templates.web.filesystem: {FULL_TMPFS.format(100, 112)}"]
+    assert lines(check(text)) == [f"stack.yaml:36:7: $.templates.web.filesystem: {FULL_TMPFS.format(100, 108)}"]

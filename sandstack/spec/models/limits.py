@@ -17,6 +17,12 @@ BUILTIN_LIMITS = {"cpus": 1.0, "memory": 512 * 1024**2, "disk": 1024**3, "pids":
 # having every new process OOM-killed.
 PROCESS_HEADROOM = 32 * 1024**2
 
+
+def process_headroom(memory: int) -> int:
+    """What writable paths and /dev/shm must leave of `memory`: PROCESS_HEADROOM, or half of a smaller limit
+    (a 16MiB busybox sandbox runs in a few MiB)."""
+    return min(PROCESS_HEADROOM, memory // 2)
+
 # The lifecycle contract the host guard and the sandbox container implement; the field descriptions below
 # quote these numbers, so the reference and the enforcement cannot drift apart.
 EXIT_LIFETIME = 124  # exit status of a sandbox stopped for good at `max_lifetime` (on_expiry 'stop')
@@ -45,7 +51,7 @@ class Limits(StrictModel):
         description=(
             "Memory limit in whole MiB (at least 6MiB); the sandbox gets no swap beyond it and is OOM-killed "
             "past it. Files in writable paths and /dev/shm (tmpfs) count against it, so their sizes must leave "
-            f"at least {PROCESS_HEADROOM // 1024**2}MiB of it for processes."
+            f"at least {PROCESS_HEADROOM // 1024**2}MiB (or half of a smaller limit) of it for processes."
         ),
         change="in-place",
     )

@@ -126,15 +126,15 @@ class Filesystem(StrictModel):
     )
     writable: list[WritablePath] | None = field(
         None,
-        description="Writable paths, each a size-bounded tmpfs emptied at every start. Default: '/tmp' of 64MiB.",
+        description="Writable paths, each a size-bounded tmpfs emptied at every start. Default: '/tmp' of 64MiB (a quarter of a smaller memory limit).",
         change="replace", max_length=32,
     )
     shm_size: Size | None = field(
         None,
         description=(
             "Size of /dev/shm, which every sandbox has: a tmpfs that counts against `limits.memory`, mounted "
-            "nosuid, nodev and noexec, emptied at every start. In whole MiB, at least 1MiB. Default 16MiB "
-            "(Docker's own default is 64MiB). Programs that share memory through it, such as Chromium, may "
+            "nosuid, nodev and noexec, emptied at every start. In whole MiB, at least 1MiB. Default 16MiB, "
+            "or an eighth of a smaller memory limit (Docker's own default is 64MiB). Programs that share memory through it, such as Chromium, may "
             "need more (or their own flag to avoid it, e.g. '--disable-dev-shm-usage')."
         ),
         change="replace",
