@@ -51,7 +51,9 @@ class Limits(StrictModel):
         description=(
             "Memory limit in whole MiB (at least 6MiB); the sandbox gets no swap beyond it and is OOM-killed "
             "past it. Files in writable paths and /dev/shm (tmpfs) count against it, so their sizes must leave "
-            f"at least {PROCESS_HEADROOM // 1024**2}MiB (or half of a smaller limit) of it for processes."
+            f"at least {PROCESS_HEADROOM // 1024**2}MiB (or half of a smaller limit) of it for processes. "
+            "A change applies in place, except under 256MiB for a template on the built-in /tmp or /dev/shm "
+            "sizes, which follow the limit: their new sizes replace the sandboxes."
         ),
         change="in-place",
     )

@@ -30,7 +30,9 @@ EgressEntry = Annotated[
 class NetworkPolicy(StrictModel):
     """Where a sandbox may connect. Inbound is always closed except the declared `ports`.
 
-    No mode can reach the Docker host's own services, other pools' sandboxes, or a DNS resolver outside.
+    No mode can reach the Docker host's own services, other pools' sandboxes, or (unless `allow_metadata`)
+    link-local and cloud metadata addresses. Only unlogged 'allow-all' reaches DNS resolvers (any of them):
+    in the other modes the gateway resolves names and the sandbox reaches no resolver.
     """
 
     egress: EgressMode = field(
@@ -38,20 +40,26 @@ class NetworkPolicy(StrictModel):
         description=(
             "'deny-all' (default): no route anywhere. 'allow-list': only the host's egress gateway (an HTTP "
             "proxy) is reachable and it forwards only to `allow` minus `deny`. 'allow-all': any destination; "
-            "with `log` on, egress goes through the gateway (HTTP and HTTPS via the proxy only) and is logged, "
-            "with `log` off the sandbox gets a direct route out for any protocol."
+            "with `log` on, egress goes through the gateway (plain HTTP to any port, HTTPS tunnels to port 443 "
+            "only) and is logged, with `log` off the sandbox gets a direct route out for any protocol."
         ),
         change="replace",
     )
     allow: list[EgressEntry] = field(
-        [], description="Destinations an 'allow-list' sandbox may reach through the gateway.", change="host",
-        max_length=512,
+        [],
+        description=(
+            "Destinations an 'allow-list' sandbox may reach through the gateway. A domain matches exactly that "
+            "name; '*.example.com' matches its subdomains, not the apex. Without ':port': HTTP on ports 80 and "
+            "443 and HTTPS tunnels (CONNECT) to 443; with a port, that port only."
+        ),
+        change="host", max_length=512,
     )
     deny: list[EgressEntry] = field(
         [],
         description=(
-            "Destinations refused even when `allow` matches them (deny wins). 'allow-list' and logged "
-            "'allow-all': the gateway refuses them, whatever their form. Unlogged 'allow-all' (`log: false`): "
+            "Destinations refused even when `allow` matches them (deny wins). A domain also refuses all its "
+            "subdomains ('blocked.test' refuses 'x.blocked.test'); '*.example.com' refuses its subdomains "
+            "only. 'allow-list' and logged 'allow-all': the gateway refuses them, whatever their form. Unlogged 'allow-all' (`log: false`): "
             "the host guard's firewall refuses them, and as it sees addresses, not names, only IP addresses "
             "and CIDRs are accepted there (optionally with ':port'), never domains or wildcards. Not "
             "applicable to 'deny-all'."
