@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_docker as docker
 
+from components.host_guard import cgroup_parent
 from components.naming import container_labels, infra_name, volume_labels
 from components.network_plan import GATEWAY_ALIAS
 from components.squid_config import (
@@ -45,6 +46,9 @@ PREPARE = (
     f" && {{ [ ! -e {SQUID_TEMPLATES}/error-details.txt ]"
     f" || cp {SQUID_TEMPLATES}/error-details.txt {ERROR_DIRECTORY}/; }}"
 )
+# Processes and threads of the gateway (squid, its helpers, `tail`): written by the host guard into the
+# gateway's cgroup parent, as for sandboxes (pulumi-docker has no pids-limit input).
+GATEWAY_PIDS = 512
 # Squid runs in the foreground as the container's main process; `tail` copies the access log to
 # stdout so `docker logs` shows it (squid cannot reopen /dev/stdout once it is not root).
 ENTRYPOINT = (
@@ -108,6 +112,7 @@ class EgressGateway(pulumi.ComponentResource):
             memory=256,
             memory_swap=256,
             cpus="1",
+            cgroup_parent=cgroup_parent(infra_name(args.stack, "gateway")),
             restart="unless-stopped",
             destroy_grace_seconds=10,
             healthcheck=docker.ContainerHealthcheckArgs(

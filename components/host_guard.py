@@ -108,6 +108,8 @@ class HostGuard(pulumi.ComponentResource):
             ],
             memory=64,
             memory_swap=64,
+            # Enough for a pass a second over hundreds of sandboxes; bounded like everything else.
+            cpus="0.5",
             restart="unless-stopped",
             # Time for the stop handler: on `pulumi destroy` it removes the rules and cgroups it made.
             destroy_grace_seconds=10,

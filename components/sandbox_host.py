@@ -9,7 +9,7 @@ from pathlib import Path
 import pulumi
 import pulumi_docker as docker
 
-from components.egress_gateway import EgressGateway, EgressGatewayArgs
+from components.egress_gateway import GATEWAY_PIDS, EgressGateway, EgressGatewayArgs
 from components.host_guard import HostGuard, HostGuardArgs, lifecycle_line
 from components.naming import bridge_name, egress_network_name, infra_name, labels, network_labels
 from components.network_plan import (
@@ -115,9 +115,10 @@ class SandboxHost(pulumi.ComponentResource):
                 rules=rules,
                 bridges=bridges,
                 pids={
-                    sandbox_name(args.stack, p.pool, i): p.template.limits.pids
-                    for p in args.placements
-                    for i in range(p.replicas)
+                    **{sandbox_name(args.stack, p.pool, i): p.template.limits.pids
+                       for p in args.placements
+                       for i in range(p.replicas)},
+                    **({infra_name(args.stack, "gateway"): GATEWAY_PIDS} if gateway_pools else {}),
                 },
                 lifecycle=[
                     line

@@ -57,7 +57,8 @@ def test_guard_container_inputs(built):
                 f"INPUT -i {egress} {NEW} -j DROP",
                 f"DOCKER-USER -i {egress} ! -o {egress} -d 169.254.0.0/16 -j DROP",
             ]),
-            "SANDSTACK_PIDS=sandstack-t-closed-0 64\nsandstack-t-closed-1 64\nsandstack-t-listed-0 128",
+            "SANDSTACK_PIDS=sandstack-t-closed-0 64\nsandstack-t-closed-1 64\nsandstack-t-listed-0 128"
+            "\nsandstack-t_gateway 512",
             "SANDSTACK_BRIDGES=" + " ".join(sorted([closed, listed, egress])),
             # The built-in 24 h lifetime, no idle timeout, no readiness probe to allow for.
             "SANDSTACK_LIFECYCLE=sandstack-t-closed-0 86400 0 stop 20000 0\nsandstack-t-closed-1 86400 0 stop 20000 0"
@@ -71,6 +72,7 @@ def test_guard_container_inputs(built):
                    {"type": "volume", "source": "sandstack-t_guard-state", "target": "/state"}],
         "memory": 64,
         "memorySwap": 64,
+        "cpus": "0.5",
         "restart": "unless-stopped",
         "destroyGraceSeconds": 10,
         "healthcheck": {"tests": ["CMD-SHELL", HEALTH_TEST], "interval": "2s", "timeout": "2s", "retries": 3,
@@ -92,10 +94,11 @@ def test_guard_state_volume_goes_before_its_replacement(built):
     assert state.request.delete_before_replace is True
 
 
-def test_every_pids_entry_is_a_sandboxs_cgroup_parent(built):
+def test_every_pids_entry_is_a_sandboxs_or_the_gateways_cgroup_parent(built):
     pids = dict(line.split() for line in env_map(built.reg("local-guard-guard"))["SANDSTACK_PIDS"].split("\n"))
-    sandboxes = [r for r in built.mocks.by_type(CONTAINER) if r.name.startswith(("closed.", "listed."))]
-    assert sorted(f"/sandstack/{name}" for name in pids) == sorted(s.inputs["cgroupParent"] for s in sandboxes)
+    limited = [r for r in built.mocks.by_type(CONTAINER) if r.name.startswith(("closed.", "listed.", "local-gateway"))]
+    assert sorted(f"/sandstack/{name}" for name in pids) == sorted(s.inputs["cgroupParent"] for s in limited)
+    assert pids["sandstack-t_gateway"] == "512"
     assert cgroup_parent("sandstack-t-closed-0") == "/sandstack/sandstack-t-closed-0"
 
 
@@ -139,6 +142,7 @@ def test_the_gateway_is_unprivileged_read_only_and_bounded(built):
         "memory": 256,
         "memorySwap": 256,
         "cpus": "1",
+        "cgroupParent": "/sandstack/sandstack-t_gateway",
         "restart": "unless-stopped",
         "destroyGraceSeconds": 10,
         "healthcheck": {"tests": ["CMD", "squid", "-k", "check", "-f", "/tmp/squid.conf"], "interval": "2s",

@@ -22,7 +22,8 @@ from tests.engine.deploy import engine_spec
 from tests.engine.net.lab import netns_address
 from tests.engine.net.probes import answered, curl, probe, tcp, template
 from tests.engine.net.stack import access_log, deployed
-from tests.engine.sandbox_helpers import python
+from components.egress_gateway import GATEWAY_PIDS
+from tests.engine.sandbox_helpers import parent_cgroup, python, read_int
 
 pytestmark = pytest.mark.docker
 
@@ -140,3 +141,10 @@ def test_one_sandbox_holding_gateway_connections_neither_exceeds_its_share_nor_s
     code, out = python(other, "import resource; print(resource.getrlimit(resource.RLIMIT_NOFILE))")
     assert out.strip() == "(1024, 1024)", out  # the built-in open-files limit of a sandbox
     assert any(f"dest={inet.ip}:80" in line for line in access_log(net)[-5:])
+
+
+def test_the_gateway_runs_under_a_pids_limit_and_the_guard_under_a_cpu_limit(net):
+    net.proves("Container.cgroupParent", "Container.cpus")
+    assert read_int(parent_cgroup(net.gateway, "pids") / "pids.max") == GATEWAY_PIDS
+    net.guard.reload()
+    assert net.guard.attrs["HostConfig"]["NanoCpus"] == 500_000_000
