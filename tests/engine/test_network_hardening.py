@@ -30,6 +30,7 @@ pytestmark = pytest.mark.docker
 INET, BLOCKED = 0, 1  # Lab.netns indexes
 METADATA = "169.254.169.254"
 HOLD = 600  # connections one sandbox tries to hold open to its gateway port
+CROWD = 5  # sandboxes of one pool that together try 5 × 256 connections, past the pool's 1024
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +45,14 @@ def net(docker_client, debian_image, harness_sweep_orphans, tmp_path_factory):
         "direct": template(debian_image, {"egress": "allow-all", "log": False,
                                           "deny": [f"{netns_address(BLOCKED)}/32"]}),
         "meta": template(debian_image, {"egress": "allow-all", "log": False, "allow_metadata": True}),
+        "crowd": template(debian_image, {"egress": "allow-list", "allow": [tests_range]},
+                          limits={"cpus": 0.25, "memory": "128MiB", "pids": 64, "open_files": 4096}),
+    }, {
+        **{p: {"template": p, "hosts": ["local"]} for p in ("web", "listed", "logged", "direct", "meta")},
+        "crowd": {"template": "crowd", "hosts": ["local"], "replicas": CROWD},
     })
     with deployed(__file__, "hd", tmp_path_factory.mktemp("hardening"), spec, docker_client, debian_image,
-                  {p: 1 for p in ("web", "listed", "logged", "direct", "meta")}) as stack:
+                  {**{p: 1 for p in ("web", "listed", "logged", "direct", "meta")}, "crowd": CROWD}) as stack:
         lab = stack.lab
         stack.extra["inet"] = lab.netns("inet", INET, ["tcp:80"])
         stack.extra["blocked"] = lab.netns("blocked", BLOCKED, ["tcp:80"])
@@ -125,13 +131,27 @@ time.sleep({hold})
 """
 
 
+def _hold(sandbox, n: int, seconds: int):
+    """Starts HOLDER in `sandbox`; returns its output stream (first line: held and refused counts)."""
+    exec_id = sandbox.client.api.exec_create(sandbox.id, ["timeout", str(seconds + 20), "python3", "-c",
+                                                          HOLDER.format(n=n, hold=seconds)])["Id"]
+    return sandbox.client.api.exec_start(exec_id, stream=True)
+
+
+def test_one_pool_holding_gateway_connections_gets_at_most_its_share_and_another_pool_is_served(net):
+    streams = [_hold(net.sandbox("crowd", i), 256, 40) for i in range(CROWD)]
+    counts = [tuple(int(x) for x in next(iter(s)).decode().split()) for s in streams]
+    held = sum(h for h, _ in counts)
+    # The guard resets the pool's 1025th connection (all its sandboxes together) and each sandbox's 257th.
+    assert 1000 <= held <= 1024, counts
+    got = curl(net.sandbox("logged"), f"http://{net.extra['inet'].ip}/", timeout=5)
+    assert got.status == 200, got
+
+
 def test_one_sandbox_holding_gateway_connections_neither_exceeds_its_share_nor_stalls_another_pool(net):
     net.proves("Container.ulimits")
     hog, other, inet = net.sandbox("listed"), net.sandbox("logged"), net.extra["inet"]
-    exec_id = hog.client.api.exec_create(hog.id, ["timeout", "60", "python3", "-c",
-                                                  HOLDER.format(n=HOLD, hold=40)])["Id"]
-    stream = hog.client.api.exec_start(exec_id, stream=True)
-    first = next(iter(stream)).decode().split()
+    first = next(iter(_hold(hog, HOLD, 40))).decode().split()
     held, refused = int(first[0]), int(first[1])
     # The guard resets connections past 256 per sandbox (squid's own per-client cap is the same).
     assert 200 <= held <= 256 and refused == HOLD - held, (held, refused)
