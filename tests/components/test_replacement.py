@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from tests.components.helpers import STACKS, changed, spec, stack_program, write_spec
+from tests.components.helpers import STACKS, changed, spec, stack_program
 
 BASE = spec(
     {
@@ -21,17 +21,6 @@ BASE = spec(
 )
 EVERYTHING = 13  # infra image, 2 snapshot images, guard volume + container, gateway volume + container,
 #                  3 networks (agent, other, egress), 3 sandboxes
-
-
-@pytest.fixture
-def up(dry_harness, tmp_path):
-    """`up(spec_dict)` → RunResult: writes the spec and runs the program once more on the same state."""
-    path = tmp_path / "spec" / "stack.yaml"
-
-    def run(data: dict):
-        write_spec(path.parent, data)
-        return dry_harness.run(stack_program(path))
-    return run
 
 
 def _changes(result) -> dict[str, tuple[str, tuple[str, ...]]]:

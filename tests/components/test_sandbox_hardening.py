@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.components.helpers import changed, spec, stack_program, write_spec
+from tests.components.helpers import changed, spec
 from tests.engine.harness.schema import MiB
 
 BASE = {
@@ -70,17 +70,6 @@ def test_open_files_take_the_declared_limit_from_a_profile_or_the_template(build
     assert c.inputs["ulimits"] == [{"name": "nofile", "soft": 65536, "hard": 65536}]
     c = _sandbox(build, changed(template, "limits.open_files", 256), profiles={"roomy": {"open_files": 65536}})
     assert c.inputs["ulimits"] == [{"name": "nofile", "soft": 256, "hard": 256}]
-
-
-@pytest.fixture
-def up(dry_harness, tmp_path):
-    """`up(spec_dict)` → RunResult: writes the spec and runs the program once more on the same state."""
-    path = tmp_path / "spec" / "stack.yaml"
-
-    def run(data: dict):
-        write_spec(path.parent, data)
-        return dry_harness.run(stack_program(path))
-    return run
 
 
 @pytest.mark.parametrize("path, value, fields", [

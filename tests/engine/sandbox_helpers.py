@@ -8,11 +8,14 @@ The module's stack comes from `deploy.shared_deployment(...)`, bounded waits fro
 
 from __future__ import annotations
 
+import time
+from datetime import datetime
 from pathlib import Path
 
 import docker as docker_sdk
 
 from tests.engine.host_state import CGROUP_ROOT
+from tests.engine.waiting import wait_until
 
 
 def sh(container, script: str, user: str | None = None, timeout: float = 60) -> tuple[int, str]:
@@ -42,6 +45,48 @@ ATTEMPT = (
     "    except OSError as e:\n"
     "        print(name, errno.errorcode[e.errno])\n"
 )
+
+
+# Python for `python3 -c FILL PATH`: writes PATH in 64 KiB chunks up to 64 MiB, then prints "no-limit N",
+# or the errno name and how much was written when a write fails (ENOSPC at a size bound); removes PATH.
+FILL = (
+    "import errno, os, sys\n"
+    "path = sys.argv[1]\n"
+    "written = 0\n"
+    "chunk = b'\\1' * 65536\n"
+    "try:\n"
+    "    with open(path, 'wb', buffering=0) as f:\n"
+    "        while written < 64 << 20:\n"
+    "            written += f.write(chunk)\n"
+    "    print('no-limit', written)\n"
+    "except OSError as e:\n"
+    "    print(errno.errorcode[e.errno], os.path.getsize(path))\n"
+    "finally:\n"
+    "    os.remove(path)\n"
+)
+
+
+def ended(container, within: float) -> dict:
+    """The container's state once Docker has stopped retrying it (exited, and still exited 2 s later), with
+    `lived` (seconds from its creation to its last exit) and `restarts` added."""
+    def still_exited():
+        first = state(container)
+        if first["Status"] != "exited":
+            return None
+        time.sleep(2)
+        second = state(container)
+        return second if second["Status"] == "exited" and second["FinishedAt"] == first["FinishedAt"] else None
+
+    final = wait_until(still_exited, within, what=f"{container.name} to end for good")
+    container.reload()
+    final["lived"] = docker_time(final["FinishedAt"]) - docker_time(container.attrs["Created"])
+    final["restarts"] = container.attrs["RestartCount"]
+    return final
+
+
+def docker_time(rfc3339: str) -> float:
+    """Seconds since the epoch of a Docker timestamp (nanoseconds cut to microseconds)."""
+    return datetime.fromisoformat(rfc3339[:26].rstrip("Z") + "+00:00").timestamp()
 
 
 def _controller_mount(controller: str) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.engine.deploy import engine_spec, shared_deployment
-from tests.engine.sandbox_helpers import python, sh, state
+from tests.engine.sandbox_helpers import FILL, python, sh, state
 
 pytestmark = pytest.mark.docker
 
@@ -82,21 +82,7 @@ def test_root_filesystem_is_read_only_even_for_root_in_the_sandbox(stack):
 def test_declared_writable_paths_are_writable_and_bounded_by_their_size(stack):
     stack.proves("Container.tmpfs", "Container.readOnly")
     sandbox = stack.container("plain")
-    probe = (
-        "import errno, os, sys\n"
-        "path = sys.argv[1]\n"
-        "written = 0\n"
-        "chunk = b'\\1' * 65536\n"
-        "try:\n"
-        "    with open(path, 'wb', buffering=0) as f:\n"
-        "        while written < 64 << 20:\n"
-        "            written += f.write(chunk)\n"
-        "    print('no-limit', written)\n"
-        "except OSError as e:\n"
-        "    print(errno.errorcode[e.errno], os.path.getsize(path))\n"
-        "finally:\n"
-        "    os.remove(path)\n"
-    )
+    probe = FILL
     for mount, size_mib in (("/work", WORK_MIB), ("/tmp", TMP_MIB)):
         result = sandbox.exec_run(["python3", "-c", probe, f"{mount}/fill"])
         assert result.exit_code == 0, result.output

@@ -13,7 +13,7 @@ import re
 import pytest
 
 from tests.engine.deploy import engine_spec, shared_deployment
-from tests.engine.sandbox_helpers import python, sh
+from tests.engine.sandbox_helpers import FILL, python, sh
 
 pytestmark = pytest.mark.docker
 
@@ -83,21 +83,6 @@ def test_a_writable_path_that_opts_in_runs_programs(stack):
     assert "noexec" not in options and {"nosuid", "nodev"} <= options, options
 
 
-FILL = (
-    "import errno, os, sys\n"
-    "path = sys.argv[1]\n"
-    "written = 0\n"
-    "chunk = b'\\1' * 65536\n"
-    "try:\n"
-    "    with open(path, 'wb', buffering=0) as f:\n"
-    "        while written < 64 << 20:\n"
-    "            written += f.write(chunk)\n"
-    "    print('no-limit', written)\n"
-    "except OSError as e:\n"
-    "    print(errno.errorcode[e.errno], os.path.getsize(path))\n"
-    "finally:\n"
-    "    os.remove(path)\n"
-)
 
 
 @pytest.mark.parametrize(("pool", "size_mib"), [("hard", SHM_MIB), ("plain", BUILTIN_SHM_MIB)])

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from components.naming import infra_name
 from tests.engine.deploy import engine_spec, shared_deployment
-from tests.engine.sandbox_helpers import client, sh, state
+from tests.engine.sandbox_helpers import client, docker_time, ended, sh, state
 from tests.engine.waiting import wait_until
 
 pytestmark = pytest.mark.docker
@@ -61,22 +60,6 @@ def gated(debian_image, busybox_image, harness_sweep_orphans, tmp_path_factory):
         yield shared
 
 
-def _time(rfc3339: str) -> float:
-    return datetime.fromisoformat(rfc3339[:26].rstrip("Z") + "+00:00").timestamp()
-
-
-def settled(container, within: float = 10) -> dict:
-    """The container's state once Docker has stopped retrying it (exited, and still exited 2 s later)."""
-    def still_exited():
-        first = state(container)
-        if first["Status"] != "exited":
-            return None
-        time.sleep(2)
-        second = state(container)
-        return second if second["Status"] == "exited" and second["FinishedAt"] == first["FinishedAt"] else None
-    return wait_until(still_exited, within, what=f"{container.name} to stay exited")
-
-
 def _logs(container) -> str:
     return container.logs(stdout=True, stderr=True).decode(errors="replace")
 
@@ -86,13 +69,12 @@ def test_sandbox_past_its_max_lifetime_is_stopped_and_stays_stopped(stack):
     sandbox = stack.container("expire")
     final = wait_until(lambda: (lambda s: s if s["Status"] == "exited" else None)(state(sandbox)),
                        LIFETIME + SLACK, what="the expired sandbox to stop")
-    final = settled(sandbox)
+    final = ended(sandbox, 10)
     # Stopped by the guard at the limit, with the lifetime's own status, about LIFETIME seconds after the
     # sandbox was created (the clock runs from its first start).
     assert final["ExitCode"] == 124 and not final["OOMKilled"], final
+    assert LIFETIME <= final["lived"] < LIFETIME + 6, f"lived {final['lived']:.1f}s with max_lifetime {LIFETIME}s"
     sandbox.reload()
-    lived = _time(final["FinishedAt"]) - _time(sandbox.attrs["Created"])
-    assert LIFETIME <= lived < LIFETIME + 6, f"lived {lived:.1f}s with max_lifetime {LIFETIME}s"
     assert "max lifetime reached; stopping the sandbox (exit 124)" in _logs(sandbox)
     # on_expiry: stop → it stays stopped: Docker's bounded crash retries each end at once, with 124 again,
     # without running the command.
@@ -133,12 +115,12 @@ def test_idle_timeout_stops_an_idle_sandbox_and_not_a_busy_one(stack):
     busy_started = state(busy)["StartedAt"]
     wait_until(lambda: (lambda s: s if s["Status"] == "exited" else None)(state(idle)),
                IDLE + SLACK, what="the idle sandbox to stop")
-    final = settled(idle)
+    final = ended(idle, 10)
     assert final["ExitCode"] == 123, final
     assert "idle timeout reached; stopping the sandbox (exit 123)" in _logs(idle)
     # The busy one, started at the same moment with the same timeout, runs on past the point where the
     # idle one was stopped, by more than the timeout again.
-    stopped_at = _time(final["FinishedAt"])
+    stopped_at = docker_time(final["FinishedAt"])
     wait_until(lambda: time.time() > stopped_at + IDLE + 2, IDLE + 10, what="one more idle period")
     now = state(busy)
     assert now["Running"] and now["StartedAt"] == busy_started, now  # the same run, never stopped

@@ -10,14 +10,10 @@ All pools start together, so their limits run down in parallel; every wait has a
 
 from __future__ import annotations
 
-import time
-from datetime import datetime
-
 import pytest
 
 from tests.engine.deploy import engine_spec, shared_deployment
-from tests.engine.sandbox_helpers import sh, state
-from tests.engine.waiting import wait_until
+from tests.engine.sandbox_helpers import ended, sh
 
 pytestmark = pytest.mark.docker
 
@@ -63,30 +59,8 @@ def stack(debian_image, busybox_image, harness_sweep_orphans, tmp_path_factory):
         yield shared
 
 
-def _time(rfc3339: str) -> float:
-    return datetime.fromisoformat(rfc3339[:26].rstrip("Z") + "+00:00").timestamp()
-
-
 def _logs(container) -> str:
     return container.logs(stdout=True, stderr=True).decode(errors="replace")
-
-
-def ended(container, limit: float) -> dict:
-    """Waits until Docker has given up on the container (exited, and still exited 2 s later); returns its
-    state and how long after its creation it ended."""
-    def still_exited():
-        first = state(container)
-        if first["Status"] != "exited":
-            return None
-        time.sleep(2)
-        second = state(container)
-        return second if second["Status"] == "exited" and second["FinishedAt"] == first["FinishedAt"] else None
-
-    final = wait_until(still_exited, limit + SLACK, what=f"{container.name} to end for good")
-    container.reload()
-    final["lived"] = _time(final["FinishedAt"]) - _time(container.attrs["Created"])
-    final["restarts"] = container.attrs["RestartCount"]
-    return final
 
 
 # The supervisor's pid inside the sandbox (its command name is the script's).
@@ -99,7 +73,7 @@ def test_stopping_the_supervisor_from_an_exec_does_not_outlive_max_lifetime(stac
     code, out = sh(sandbox, f"pid=$({SUPERVISOR_PID}); kill -STOP $pid && sed -n 's/^State:[[:space:]]*//p' "
                             "/proc/$pid/status")
     assert code == 0 and out.startswith("T"), out
-    final = ended(sandbox, LIFETIME)
+    final = ended(sandbox, LIFETIME + SLACK)
     assert final["ExitCode"] == 124, final
     assert LIFETIME <= final["lived"] < LIFETIME + 8, final
 
@@ -108,7 +82,7 @@ def test_stopping_the_supervisor_from_an_exec_does_not_outlive_max_lifetime(stac
 def test_stopping_the_supervisor_from_the_command_does_not_outlive_max_lifetime(stack, pool):
     stack.proves("Container.entrypoints", "Container.restart", "Container.maxRetryCount")
     sandbox = stack.container(pool)
-    final = ended(sandbox, LIFETIME)
+    final = ended(sandbox, LIFETIME + SLACK)
     assert "supervisor-stopped" in _logs(sandbox)  # the attack ran
     assert final["ExitCode"] == 124 and not final["OOMKilled"], final
     assert LIFETIME <= final["lived"] < LIFETIME + 8, final
@@ -117,7 +91,7 @@ def test_stopping_the_supervisor_from_the_command_does_not_outlive_max_lifetime(
 
 def test_a_ptrace_attach_to_the_supervisor_does_not_outlive_max_lifetime(stack):
     sandbox = stack.container("traced")
-    final = ended(sandbox, LIFETIME)
+    final = ended(sandbox, LIFETIME + SLACK)
     assert "supervisor-attached" in _logs(sandbox)  # the attack ran
     assert final["ExitCode"] == 124, final
     assert LIFETIME <= final["lived"] < LIFETIME + 8, final
@@ -125,7 +99,7 @@ def test_a_ptrace_attach_to_the_supervisor_does_not_outlive_max_lifetime(stack):
 
 def test_killing_the_supervisor_ends_in_bounded_retries_not_a_fresh_clock(stack):
     sandbox = stack.container("killer")
-    final = ended(sandbox, LIFETIME)
+    final = ended(sandbox, LIFETIME + SLACK)
     # Each run kills its supervisor after 2 s (exit 137) and Docker retries at most 3 times; the clock is
     # the first start's, so the sandbox is gone by its lifetime whichever comes first.
     assert final["restarts"] <= 3, final
@@ -135,7 +109,7 @@ def test_killing_the_supervisor_ends_in_bounded_retries_not_a_fresh_clock(stack)
 
 def test_a_crashing_command_is_retried_three_times_and_keeps_its_own_status(stack):
     sandbox = stack.container("crash")
-    final = ended(sandbox, 10)
+    final = ended(sandbox, 10 + SLACK)
     # A crash is not a timeout: the command's own status, after Docker's bounded retries.
     assert final["ExitCode"] == 3 and final["restarts"] == 3, final
     assert _logs(sandbox).count("crashing") == 4
@@ -144,7 +118,7 @@ def test_a_crashing_command_is_retried_three_times_and_keeps_its_own_status(stac
 
 def test_stopping_the_supervisor_does_not_defeat_the_idle_timeout(stack):
     sandbox = stack.container("idlestop")
-    final = ended(sandbox, IDLE)
+    final = ended(sandbox, IDLE + SLACK)
     assert "supervisor-stopped" in _logs(sandbox)
     assert final["ExitCode"] == 123, final
     assert IDLE <= final["lived"] < IDLE + 8, final
@@ -154,7 +128,7 @@ def test_stopping_the_supervisor_does_not_defeat_the_idle_timeout(stack):
 def test_readiness_probes_do_not_count_as_activity(stack):
     stack.proves("Container.healthcheck")
     sandbox = stack.container("probed")
-    final = ended(sandbox, IDLE)
+    final = ended(sandbox, IDLE + SLACK)
     assert final["ExitCode"] == 123, final
     assert IDLE <= final["lived"] < IDLE + 8, final
     sandbox.reload()
