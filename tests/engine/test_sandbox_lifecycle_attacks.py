@@ -70,8 +70,10 @@ SUPERVISOR_PID = 'for d in /proc/[0-9]*; do read -r c < "$d/comm" && [ "$c" = su
 # First in the module: it attacks while the sandbox still runs.
 def test_stopping_the_supervisor_from_an_exec_does_not_outlive_max_lifetime(stack):
     sandbox = stack.container("execstop")
-    code, out = sh(sandbox, f"pid=$({SUPERVISOR_PID}); kill -STOP $pid && sed -n 's/^State:[[:space:]]*//p' "
-                            "/proc/$pid/status")
+    # A signal is delivered asynchronously: wait (bounded) until the supervisor shows as stopped.
+    code, out = sh(sandbox, f"pid=$({SUPERVISOR_PID}); kill -STOP $pid && for i in 1 2 3 4 5; do "
+                            "grep -q '^State:[[:space:]]*T' /proc/$pid/status && break; sleep 1; done; "
+                            "sed -n 's/^State:[[:space:]]*//p' /proc/$pid/status")
     assert code == 0 and out.startswith("T"), out
     final = ended(sandbox, LIFETIME + SLACK)
     assert final["ExitCode"] == 124, final
