@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_docker as docker
 
-from components.host_guard import cgroup_parent
-from components.naming import container_labels, infra_name, volume_labels
-from components.network_plan import GATEWAY_ALIAS
-from components.squid_config import (
+from sandstack.components.host_guard import cgroup_parent
+from sandstack.components.naming import container_labels, infra_name, volume_labels
+from sandstack.components.network_plan import GATEWAY_ALIAS
+from sandstack.components.squid_config import (
     ACCESS_LOG,
     ERROR_DIRECTORY,
     SELF_ADDRESSES,

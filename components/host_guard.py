@@ -13,16 +13,16 @@ or killed by the very code it limits (docs/design/lifecycle.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pulumi
 import pulumi_docker as docker
 
-from components.naming import container_labels, infra_name, volume_labels
+from sandstack.components.package_files import GUARD_SCRIPT_FILE
+from sandstack.components.naming import container_labels, infra_name, volume_labels
 from sandstack.spec.models.limits import IDLE_CPU_MS_PER_S
 from sandstack.spec.resolve import ResolvedTemplate
 
-GUARD_SCRIPT = (Path(__file__).parent / "assets" / "guard.sh").read_text()
+GUARD_SCRIPT = GUARD_SCRIPT_FILE.read_text()
 # CPU a sandbox may use and still be idle: 20 ms per second, plus what its readiness probe may cost
 # (a `docker exec` runs the probe inside the sandbox's cgroup): a share per second and one run's worth
 # as a burst, so a probe never counts as activity and an agent's command does.

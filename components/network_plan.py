@@ -31,7 +31,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Literal
 
-from components.naming import bridge_name, docker_name
+from sandstack.components.naming import bridge_name, docker_name
 from sandstack.spec.egress import METADATA_RANGES
 from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
 from sandstack.spec.resolve import ResolvedTemplate

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from pathlib import Path
 
 import pulumi
 import pulumi_docker as docker
 
-from components.egress_gateway import GATEWAY_PIDS, EgressGateway, EgressGatewayArgs
-from components.host_guard import HostGuard, HostGuardArgs, lifecycle_line
-from components.naming import bridge_name, egress_network_name, infra_name, labels, network_labels
-from components.network_plan import (
+from sandstack.components.egress_gateway import GATEWAY_PIDS, EgressGateway, EgressGatewayArgs
+from sandstack.components.host_guard import HostGuard, HostGuardArgs, lifecycle_line
+from sandstack.components.package_files import INFRA_CONTEXT
+from sandstack.components.naming import bridge_name, egress_network_name, infra_name, labels, network_labels
+from sandstack.components.network_plan import (
     PoolNetwork,
     egress_bridge_rules,
     gateway_ports,
@@ -22,13 +22,12 @@ from components.network_plan import (
     plan_pool_network,
     pool_subnets,
 )
-from components.sandbox_pool import sandbox_name
-from components.secrets import secret_value
-from components.squid_config import GatewayPool
+from sandstack.components.sandbox_pool import sandbox_name
+from sandstack.components.secrets import secret_value
+from sandstack.components.squid_config import GatewayPool
 from sandstack.spec.models import Host
 from sandstack.spec.resolve import ResolvedTemplate
 
-INFRA_CONTEXT = Path(__file__).resolve().parent.parent / "images" / "infra"
 
 
 @dataclass(frozen=True)
@@ -198,7 +197,7 @@ class SandboxHost(pulumi.ComponentResource):
             return docker.RemoteImage(f"{name}-infra", name=args.spec.infra_image, keep_locally=True, opts=child)
         dockerfile = (INFRA_CONTEXT / "Dockerfile").read_bytes()
         digest = hashlib.sha256(dockerfile).hexdigest()
-        # sandstack's own gateway/guard image, built on the host from images/infra.
+        # sandstack's own gateway/guard image, built on the host from the packaged assets/infra.
         return docker.RemoteImage(
             f"{name}-infra",
             # '_' keeps it apart from the stack's snapshot images, `sandstack-<stack>/<template>`.

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_docker as docker
 
-from components.host_guard import STATE_MOUNT, cgroup_parent
-from components.naming import container_labels, docker_name, volume_labels
-from components.network_plan import PoolNetwork
-from components.secrets import secret_value
-from components.snapshot_build import SUPERVISOR_PATH
+from sandstack.components.host_guard import STATE_MOUNT, cgroup_parent
+from sandstack.components.naming import container_labels, docker_name, volume_labels
+from sandstack.components.network_plan import PoolNetwork
+from sandstack.components.secrets import secret_value
+from sandstack.components.snapshot_build import SUPERVISOR_PATH
 from sandstack.spec.models import SecretRef
 from sandstack.spec.models.limits import CRASH_RETRIES
 from sandstack.spec.resolve import ResolvedTemplate

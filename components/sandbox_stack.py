@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pulumi
 
-from components.sandbox_host import Placement, SandboxHost, SandboxHostArgs
-from components.sandbox_pool import SandboxPool, SandboxPoolArgs
-from components.sandbox_template import SandboxTemplate, SandboxTemplateArgs
+from sandstack.components.sandbox_host import Placement, SandboxHost, SandboxHostArgs
+from sandstack.components.sandbox_pool import SandboxPool, SandboxPoolArgs
+from sandstack.components.sandbox_template import SandboxTemplate, SandboxTemplateArgs
 from sandstack.spec.resolve import ResolvedStack
 
 DEFAULT_BUILD_ROOT = Path(".sandstack") / "build"

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.network_plan import GATEWAY_CONNECTIONS_PER_SANDBOX
+from sandstack.components.network_plan import GATEWAY_CONNECTIONS_PER_SANDBOX
 from sandstack.spec.egress import EgressRule
 from sandstack.spec.resolve import EffectiveNetwork
 

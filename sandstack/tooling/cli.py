@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from rich.console import Console
@@ -11,6 +12,13 @@ from rich.console import Console
 from sandstack.spec.errors import render
 from sandstack.tooling import generate
 from sandstack.tooling.validate import EXIT_INVALID, EXIT_OK, validate_files
+
+
+def package_version() -> str:
+    try:
+        return version("sandstack")
+    except PackageNotFoundError:  # a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def _plural(n: int, word: str) -> str:
@@ -53,6 +61,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sandstack", description="Sandboxes for AI agents, declared as code.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     validate = sub.add_parser("validate", help="validate stack spec files (exit 0 valid, 1 invalid, 2 unreadable)")

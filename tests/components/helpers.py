@@ -16,7 +16,7 @@ from typing import Any
 import pulumi
 import yaml
 
-from components.sandbox_stack import SandboxStack, SandboxStackArgs
+from sandstack.program import build_stack
 from sandstack.spec import load_stack
 from tests.support.recording_mocks import ProgramResult, RecordingMocks, Registration, run_program
 
@@ -70,8 +70,7 @@ def write_spec(folder: Path, data: dict, files: dict[str, str] | None = None) ->
 def stack_program(path: Path, stack: str = STACK, build_root: Path | None = None):
     """The Pulumi program of `path`: load it, build a SandboxStack, export its sandboxes."""
     def program() -> None:
-        built = SandboxStack("sandstack", SandboxStackArgs(spec=load_stack(path), stack=stack,
-                                                           build_root=build_root or path.parent / "build"))
+        built = build_stack(load_stack(path), stack=stack, build_root=build_root or path.parent / "build")
         pulumi.export("sandboxes", built.sandboxes)
     return program
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from components.egress_gateway import ENTRYPOINT
-from components.host_guard import GUARD_SCRIPT, HEALTH_TEST, cgroup_parent
-from components.naming import bridge_name
-from components.network_plan import gateway_ports
+from sandstack.components.egress_gateway import ENTRYPOINT
+from sandstack.components.host_guard import GUARD_SCRIPT, HEALTH_TEST, cgroup_parent
+from sandstack.components.naming import bridge_name
+from sandstack.components.network_plan import gateway_ports
 from tests.components.helpers import CONTAINER, NETWORK, env_map, spec
 
 LIMITS = {"cpus": 1, "memory": "256MiB", "disk": "256MiB"}
@@ -160,7 +160,7 @@ def test_the_gateway_is_unprivileged_read_only_and_bounded(built):
 
 def test_the_scripts_use_the_documented_expiry_statuses():
     # The statuses are a contract (spec descriptions, README); the shell scripts cannot import them.
-    from components.snapshot_build import SUPERVISOR_SOURCE
+    from sandstack.components.snapshot_build import SUPERVISOR_SOURCE
     from sandstack.spec.models.limits import EXIT_IDLE, EXIT_LIFETIME
 
     supervisor = SUPERVISOR_SOURCE.read_text()

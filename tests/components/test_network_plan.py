@@ -6,8 +6,8 @@ import ipaddress
 
 import pytest
 
-from components.naming import bridge_name, docker_name, egress_network_name
-from components.network_plan import gateway_ports, pool_subnets
+from sandstack.components.naming import bridge_name, docker_name, egress_network_name
+from sandstack.components.network_plan import gateway_ports, pool_subnets
 from sandstack.spec import SpecError
 from sandstack.spec.models.stack import Pool
 from tests.components.helpers import NETWORK, env_map, host, spec

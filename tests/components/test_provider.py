@@ -5,7 +5,7 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from components.sandbox_host import host_address
+from sandstack.components.sandbox_host import host_address
 from tests.components.helpers import LOCAL, host, spec
 
 TEMPLATES = {"t": {"base_image": "busybox:1.36"}}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.snapshot_build import SUPERVISOR_PATH
+from sandstack.components.snapshot_build import SUPERVISOR_PATH
 from tests.components.helpers import changed, env_map, host, label_map, spec
 from tests.engine.harness.schema import MiB, STATE_ONLY
 from tests.engine.harness.tables import MAPPINGS

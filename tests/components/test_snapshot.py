@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from components import snapshot_build
-from components.snapshot_build import SUPERVISOR_PATH, SUPERVISOR_SOURCE, prepare_build
+from sandstack.components import snapshot_build
+from sandstack.components.snapshot_build import SUPERVISOR_PATH, SUPERVISOR_SOURCE, prepare_build
 from sandstack.spec import load_stack
 from tests.components.helpers import REMOTE_IMAGE, Built, host, spec, write_spec
 from tests.support.recording_mocks import DryBackend, RecordingMocks
@@ -164,9 +164,9 @@ def test_sandbox_template_builds_a_remote_image_on_the_host_and_never_pushes(bui
     assert built.container("agent.local-0").inputs["image"] == image.outputs["imageId"]
 
 
-def test_the_infra_image_is_built_from_images_infra_unless_the_host_declares_one(build):
+def test_the_infra_image_is_built_from_the_packaged_infra_context_unless_the_host_declares_one(build):
     built = build(spec({"t": {"base_image": "busybox:1.36"}}))
-    dockerfile = Path(__file__).resolve().parents[2] / "images" / "infra" / "Dockerfile"
+    dockerfile = Path(__file__).resolve().parents[2] / "components" / "assets" / "infra" / "Dockerfile"
     digest = _sha(dockerfile.read_bytes())
     assert built.reg("local-infra").inputs == {
         "name": f"sandstack-t/sandstack_infra:{digest[:12]}",

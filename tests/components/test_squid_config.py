@@ -6,8 +6,8 @@ import ipaddress
 
 import pytest
 
-from components.egress_gateway import PREPARE
-from components.squid_config import GatewayPool, render
+from sandstack.components.egress_gateway import PREPARE
+from sandstack.components.squid_config import GatewayPool, render
 from sandstack.spec.egress import parse_entry
 from sandstack.spec.resolve import EffectiveNetwork
 

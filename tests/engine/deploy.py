@@ -22,8 +22,8 @@ import docker as docker_sdk
 import pulumi
 import yaml
 
-from components.naming import docker_name, egress_network_name, infra_name
-from components.sandbox_stack import SandboxStack, SandboxStackArgs
+from sandstack.components.naming import docker_name, egress_network_name, infra_name
+from sandstack.program import build_stack
 from sandstack.spec import load_stack
 from tests.engine.harness import coverage
 from tests.engine.harness.harness import Harness, RunResult
@@ -101,8 +101,7 @@ class Deployment:
         spec_path, stack, build_root = self.spec_path, self.stack, self.workdir / "build"
 
         def run() -> None:
-            spec = load_stack(spec_path)
-            deployed = SandboxStack("sandstack", SandboxStackArgs(spec=spec, stack=stack, build_root=build_root))
+            deployed = build_stack(load_stack(spec_path), stack=stack, build_root=build_root)
             pulumi.export("sandboxes", deployed.sandboxes)
 
         return run

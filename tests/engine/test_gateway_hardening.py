@@ -15,8 +15,8 @@ import secrets
 
 import pytest
 
-from components.egress_gateway import ERROR_PAGE
-from components.squid_config import MAX_CONNECTIONS_PER_SANDBOX, MAX_FILEDESCRIPTORS
+from sandstack.components.egress_gateway import ERROR_PAGE
+from sandstack.components.squid_config import MAX_CONNECTIONS_PER_SANDBOX, MAX_FILEDESCRIPTORS
 from tests.engine.deploy import engine_spec
 from tests.engine.net.lab import log_lines, mark
 from tests.engine.net.probes import curl, template

@@ -101,7 +101,7 @@ class Host(StrictModel):
         None,
         description=(
             "Image for the host's egress gateway and guard (needs squid and iptables). Default: sandstack "
-            "builds its bundled `images/infra` Dockerfile on the host."
+            "builds its bundled infra Dockerfile (`components/assets/infra`) on the host."
         ),
         change="host",
     )

@@ -1,0 +1,59 @@
+"""The Pulumi program, as a library function that `__main__.py`, a user's own program, the tests and the
+benchmarks all call.
+
+    import sandstack.program
+    sandstack.program.program()                      # stacks/<pulumi stack>.yaml, or config `sandstack:spec`
+
+    # A program of one's own, with two specs side by side:
+    from sandstack.program import build_stack
+    a = build_stack("stacks/agents.yaml", name="agents")
+    b = build_stack("stacks/ci.yaml", name="ci")
+
+The spec is loaded with the same loader as `sandstack validate`; an invalid one creates nothing and fails
+with the same located messages, without a traceback.
+"""
+
+from __future__ import annotations
+
+from os import PathLike
+from pathlib import Path
+
+import pulumi
+
+from sandstack.components.sandbox_stack import DEFAULT_BUILD_ROOT, SandboxStack, SandboxStackArgs
+from sandstack.spec import SpecError, load_stack
+from sandstack.spec.resolve import ResolvedStack
+
+SpecSource = str | PathLike | ResolvedStack
+
+
+def load(spec: SpecSource) -> ResolvedStack:
+    """A resolved spec from a file (validated) or as given."""
+    if isinstance(spec, ResolvedStack):
+        return spec
+    try:
+        return load_stack(spec)
+    except SpecError as error:
+        raise pulumi.RunError(f"{spec} is not a valid sandstack spec:\n{error}") from None
+
+
+def build_stack(spec: SpecSource, *, name: str = "sandstack", stack: str | None = None,
+                build_root: Path = DEFAULT_BUILD_ROOT,
+                opts: pulumi.ResourceOptions | None = None) -> SandboxStack:
+    """One `SandboxStack` component for `spec`. `name` is its Pulumi name (unique in a program); `stack`
+    names its Docker objects (default: the Pulumi stack's name), so two specs in one program need two."""
+    return SandboxStack(name, SandboxStackArgs(spec=load(spec), stack=stack or pulumi.get_stack(),
+                                               build_root=build_root), opts)
+
+
+def program(spec: SpecSource | None = None, *, build_root: Path = DEFAULT_BUILD_ROOT) -> SandboxStack:
+    """The whole program of this repository's `Pulumi.yaml`: the spec (default: config `sandstack:spec`,
+    else `stacks/<stack>.yaml`), its components, and the outputs consumers read with
+    `pulumi stack output --json`: `sandboxes` and `hosts`."""
+    if spec is None:
+        spec = pulumi.Config().get("spec") or f"stacks/{pulumi.get_stack()}.yaml"
+    built = build_stack(spec, build_root=build_root)
+    pulumi.export("sandboxes", built.sandboxes)
+    pulumi.export("hosts", {name: {"address": host.address, "guard": host.guard.container_name}
+                            for name, host in built.hosts.items()})
+    return built
