@@ -95,7 +95,7 @@ class EgressGateway(pulumi.ComponentResource):
         # Squid as an unprivileged user with no capabilities and a read-only root: a compromised proxy
         # holds nothing a sandbox does not already have.
         self.container = docker.Container(
-            f"{name}-proxy",
+            f"{name}-container",
             name=infra_name(args.stack, "gateway"),
             image=args.image,
             user="proxy",

@@ -83,7 +83,7 @@ class HostGuard(pulumi.ComponentResource):
         # host's PID namespace and KILL to end sandboxes at their limits from outside, and only the
         # capabilities those need, with a read-only root.
         self.container = docker.Container(
-            f"{name}-guard",
+            f"{name}-container",
             name=infra_name(args.stack, "guard"),
             image=args.image,
             network_mode="host",

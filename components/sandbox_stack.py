@@ -41,8 +41,9 @@ class SandboxStack(pulumi.ComponentResource):
         self.templates: dict[tuple[str, str], SandboxTemplate] = {}
         self.pools: dict[tuple[str, str], SandboxPool] = {}
         for host_name, placements in placements_by_host(spec).items():
+            # Every child is named after this component, so two stacks can share one program.
             host = SandboxHost(
-                host_name,
+                f"{name}-{host_name}",
                 SandboxHostArgs(stack=args.stack, host=host_name, spec=spec.hosts[host_name], placements=placements),
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -52,14 +53,14 @@ class SandboxStack(pulumi.ComponentResource):
                 key = (template.name, host_name)
                 if key not in self.templates:
                     self.templates[key] = SandboxTemplate(
-                        f"{template.name}.{host_name}",
+                        f"{name}-{template.name}.{host_name}",
                         SandboxTemplateArgs(template=template, stack=args.stack, host=host_name,
                                             build_root=args.build_root, host_labels=host.labels),
                         opts=host.child_opts,
                     )
                 image = self.templates[key]
                 self.pools[(placement.pool, host_name)] = SandboxPool(
-                    f"{placement.pool}.{host_name}",
+                    f"{name}-{placement.pool}.{host_name}",
                     SandboxPoolArgs(
                         stack=args.stack,
                         pool=placement.pool,

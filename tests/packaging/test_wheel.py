@@ -1,0 +1,144 @@
+"""sandstack as a plugin: the wheel and sdist hold everything the components read at run time, and a
+Pulumi program outside the checkout gets sandboxes from the installed wheel alone.
+
+The build runs on a copy of the tracked files (nothing written into the checkout) with the installed
+setuptools (no network). The fresh virtualenv finds the dependencies (pulumi, pydantic, ...) through a
+`.pth` line naming this venv's site-packages (a bare path: this venv's editable-install hook does not
+run there), and gets sandstack only from the wheel; the program checks where it imported it from.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RUNTIME_FILES = (
+    "sandstack/components/assets/guard.sh",
+    "sandstack/components/assets/supervise.sh",
+    "sandstack/components/assets/infra/Dockerfile",
+    "sandstack/schemas/stack.schema.json",
+)
+
+# Two specs in one program, each its own SandboxStack, under Pulumi's mocks.
+PROGRAM = textwrap.dedent('''
+    import json, sys
+    from pathlib import Path
+    import pulumi
+
+    class Mocks(pulumi.runtime.Mocks):
+        def new_resource(self, args):
+            return args.name + "-id", {**args.inputs, "name": args.inputs.get("name", args.name),
+                                       "imageId": "sha256:" + "0" * 64, "repoDigest": "",
+                                       "ports": args.inputs.get("ports", [])}
+        def call(self, args):
+            return {}
+
+    pulumi.runtime.set_mocks(Mocks(), project="external", stack="dev", preview=False)
+
+    import sandstack
+    from sandstack.components import SandboxStack
+    from sandstack.program import build_stack
+
+    spec = """
+    version: 1
+    hosts:
+      local:
+        endpoint: unix:///var/run/docker.sock
+        capacity: {cpus: 8, memory: 16GiB, disk: 100GiB}
+    templates:
+      agent:
+        base_image: busybox:1.36
+    pools:
+      agent: {template: agent, hosts: [local], replicas: 2}
+    """
+    Path("one.yaml").write_text(spec)
+    Path("two.yaml").write_text(spec.replace("replicas: 2", "replicas: 1"))
+
+    @pulumi.runtime.test  # runs the program's event loop until the outputs below are known
+    def program():
+        one = build_stack("one.yaml", name="one", stack="one")
+        two = build_stack("two.yaml", name="two", stack="two")
+        assert isinstance(one, SandboxStack)
+
+        def report(values):
+            print(json.dumps({"module": sandstack.__file__, "one": [s["name"] for s in values[0]],
+                              "two": [s["container"] for s in values[1]]}), flush=True)
+
+        return pulumi.Output.all(one.sandboxes, two.sandboxes).apply(report)
+
+    program()
+''')
+
+
+def _copy_tracked(dest: Path) -> None:
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        source = REPO / name
+        if source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    """The wheel and the sdist, built from a copy of the tracked files."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("needs a git checkout to know the tracked files")
+    source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("dist")
+    _copy_tracked(source)
+    for hook in ("build_sdist", "build_wheel"):  # one process each: setuptools keeps state between them
+        build = f"from setuptools import build_meta as b; import sys; print(b.{hook}(sys.argv[1]))"
+        built = subprocess.run([sys.executable, "-c", build, str(out)], cwd=source, capture_output=True, text=True)
+        assert built.returncode == 0, built.stderr[-3000:]
+    return out
+
+
+def test_the_wheel_holds_one_package_with_its_runtime_files(dist):
+    [wheel] = dist.glob("sandstack-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/", 1)[0] for n in names}
+    assert top == {"sandstack", next(t for t in top if t.endswith(".dist-info"))}, top
+    assert set(RUNTIME_FILES) <= set(names), set(RUNTIME_FILES) - set(names)
+    assert "sandstack/components/sandbox_stack.py" in names and "sandstack/program.py" in names
+
+
+def test_the_sdist_holds_the_sources_and_runtime_files(dist):
+    [sdist] = dist.glob("sandstack-*.tar.gz")
+    names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
+    for path in ("components/assets/guard.sh", "components/assets/supervise.sh",
+                 "components/assets/infra/Dockerfile", "schemas/stack.schema.json", "pyproject.toml"):
+        assert path in names, path
+
+
+def test_an_external_program_gets_sandboxes_from_the_installed_wheel_alone(dist, tmp_path):
+    [wheel] = dist.glob("sandstack-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    (site / "_sandstack_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
+                    "--no-index", str(wheel)], check=True, capture_output=True)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    (work / "program.py").write_text(PROGRAM)
+    run = subprocess.run([str(python), "program.py"], cwd=work, capture_output=True, text=True, timeout=120,
+                         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["module"].startswith(str(site)), report["module"]
+    assert report["one"] == ["local/agent/0", "local/agent/1"]
+    assert report["two"] == ["sandstack-two-agent-0"]
+    version = subprocess.run([str(venv / "bin" / "sandstack"), "--version"], capture_output=True, text=True)
+    assert version.stdout.strip() == "sandstack 0.2.0", version
