@@ -160,6 +160,10 @@ def egress_fields_fit_mode(ctx: Context) -> Iterator[Diagnostic]:
                             "'deny-all'", "egress-mode", key=True)
         if mode == "allow-all" and not logged:
             yield from _direct_deny_entries(ctx, path, policy)
+        if mode == "allow-list" and policy.log is False:
+            yield ctx.error(path + ("log",), "'allow-list' egress always goes through the gateway, which logs every "
+                            "request: remove `log: false` (only 'allow-all' has an unlogged, direct mode)",
+                            "egress-mode", key=True)
         if mode == "deny-all" and policy.log:
             yield ctx.error(path + ("log",), "'deny-all' has no egress to log: remove `log`", "egress-mode", key=True)
         if mode == "deny-all" and policy.allow_metadata:

@@ -98,9 +98,9 @@ def test_bumped_snapshot_version_builds_a_new_image_and_moves_the_pool_to_it(doc
 
     # Same setup, new version: one new build, and both sandboxes replaced onto it.
     assert moved.builds == 1
-    assert moved.action("snap.local-image", "replace").built
+    assert moved.action("sandstack-snap.local-image", "replace").built
     for i in range(2):
-        assert "image" in moved.action(f"snap.local-{i}", "replace").changed
+        assert "image" in moved.action(f"sandstack-snap.local-{i}", "replace").changed
     new = [deployment.container("snap", i) for i in range(2)]
     new_image = new[0].image.id
     assert new_image != old_image

@@ -81,6 +81,10 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
          change("      allow:\n        - api.example.com\n", "      log: false\n      deny: ['*.example.com:443']\n",
                 "      egress: allow-list\n", "      egress: allow-all\n"),
          [f"stack.yaml:31:14: $.templates.web.network.deny[0]: '*.example.com:443': {DIRECT_DENY}"]),
+        ("unlogged-allow-list", change("      allow:\n        - api.example.com\n",
+                                       "      log: false\n      allow:\n        - api.example.com\n"),
+         ["stack.yaml:30:7: $.templates.web.network.log: 'allow-list' egress always goes through the gateway, which "
+          "logs every request: remove `log: false` (only 'allow-all' has an unlogged, direct mode)"]),
         ("log-in-deny-all", change("      allow:\n        - api.example.com\n", "      log: true\n",
                                    "      egress: allow-list\n", "      egress: deny-all\n"),
          ["stack.yaml:30:7: $.templates.web.network.log: 'deny-all' has no egress to log: remove `log`"]),

@@ -70,7 +70,8 @@ class NetworkPolicy(StrictModel):
         None,
         description=(
             "Record one egress-log line per request (sandbox, destination, verdict) in the gateway's access "
-            "log. Default: on for 'allow-list' and 'allow-all'; not applicable to 'deny-all'."
+            "log. Default: on for 'allow-list' and 'allow-all'. 'allow-list' is always logged (`log: false` is "
+            "refused); `log: false` on 'allow-all' gives a direct, unlogged route out; not applicable to 'deny-all'."
         ),
         change="replace",
     )
