@@ -19,7 +19,7 @@ import pulumi_docker as docker
 
 from sandstack.components.package_files import GUARD_SCRIPT_FILE
 from sandstack.components.naming import container_labels, infra_name, volume_labels
-from sandstack.spec.models.limits import IDLE_CPU_MS_PER_S
+from sandstack.spec.models.limits import EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S
 from sandstack.spec.resolve import ResolvedTemplate
 
 GUARD_SCRIPT = GUARD_SCRIPT_FILE.read_text()
@@ -29,6 +29,9 @@ GUARD_SCRIPT = GUARD_SCRIPT_FILE.read_text()
 IDLE_CPU_US_PER_S = IDLE_CPU_MS_PER_S * 1000
 PROBE_CPU_BUDGET_US = 100_000
 STATE_MOUNT = "/run/sandstack/guard"  # where sandboxes see the guard's state, read-only
+# The documented exit statuses of an expired sandbox, given to the guard script (which signals the
+# supervisor accordingly) rather than repeated in it.
+EXIT_STATUS_ENVS = [f"SANDSTACK_EXIT_LIFETIME={EXIT_LIFETIME}", f"SANDSTACK_EXIT_IDLE={EXIT_IDLE}"]
 # Healthy = a complete pass in the last minute on this boot.
 HEALTH_TEST = (
     'test "$(cat /state/ready 2>/dev/null)" = "$(cat /proc/sys/kernel/random/boot_id)" '
@@ -95,6 +98,7 @@ class HostGuard(pulumi.ComponentResource):
                 f"SANDSTACK_PIDS={pids_lines}",
                 "SANDSTACK_BRIDGES=" + " ".join(sorted(args.bridges)),
                 "SANDSTACK_LIFECYCLE=" + "\n".join(sorted(args.lifecycle)),
+                *EXIT_STATUS_ENVS,
             ],
             capabilities=docker.ContainerCapabilitiesArgs(
                 drops=["ALL"], adds=["NET_ADMIN", "NET_RAW", "DAC_OVERRIDE", "KILL"]),

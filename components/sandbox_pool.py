@@ -14,7 +14,7 @@ from sandstack.components.network_plan import PoolNetwork
 from sandstack.components.secrets import secret_value
 from sandstack.components.snapshot_build import SUPERVISOR_PATH
 from sandstack.spec.models import SecretRef
-from sandstack.spec.models.limits import CRASH_RETRIES
+from sandstack.spec.models.limits import CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME
 from sandstack.spec.resolve import ResolvedTemplate
 
 SECRETS_MOUNT = "/run/secrets"
@@ -26,6 +26,10 @@ EXPOSURE_BIND = {"host": "127.0.0.1", "public": "0.0.0.0"}
 # 'stop': a crash is retried a bounded number of times, with the lifetime clock kept (the guard's), and a
 # sandbox the guard expired ends at once on each retry; 'restart': every run is a fresh sandbox.
 RESTART_POLICY = {"stop": "on-failure", "restart": "unless-stopped"}
+# The supervisor takes the contract it shares with sandstack as arguments, not environment: the command
+# inherits its environment, and a template's `env` must not be able to move the guard's state.
+SUPERVISOR_ENTRYPOINT = (SUPERVISOR_PATH, f"--exit-lifetime={EXIT_LIFETIME}", f"--exit-idle={EXIT_IDLE}",
+                         f"--guard-state={STATE_MOUNT}", "--")
 
 
 def sandbox_name(stack: str, pool: str, index: int) -> str:
@@ -179,7 +183,7 @@ class SandboxPool(pulumi.ComponentResource):
             working_dir=t.workdir,
             # The supervisor (under Docker's init) starts the command once the host is closed and turns the
             # guard's lifetime verdicts into exit statuses; the guard enforces them from outside.
-            entrypoints=[SUPERVISOR_PATH],
+            entrypoints=list(SUPERVISOR_ENTRYPOINT),
             command=command or None,
             init=True,
             envs=envs,

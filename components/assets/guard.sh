@@ -6,6 +6,15 @@
 #   SANDSTACK_BRIDGES  the bridges the rules protect, space-separated
 #   SANDSTACK_LIFECYCLE  one "cgroup-name max-lifetime-s idle-timeout-s on-expiry idle-us-per-s idle-burst-us"
 #                      per line, for sandboxes with a limit (0 = off)
+#   SANDSTACK_EXIT_LIFETIME, SANDSTACK_EXIT_IDLE  the exit statuses of a sandbox ended at its max lifetime
+#                      or idle timeout (sandstack.spec.models.limits: a documented contract, kept in one place)
+# For tests only, so that the script runs against a temporary tree without root or Docker (tests/assets);
+# unset, they are the guard container's layout (components/host_guard.py):
+#   SANDSTACK_GUARD_CGROUP (/host-cgroup), SANDSTACK_GUARD_STATE (/state), SANDSTACK_GUARD_PROC (/proc),
+#   SANDSTACK_GUARD_NET (/sys/class/net), SANDSTACK_GUARD_TMP (/tmp)
+#   SANDSTACK_GUARD_KILL  a command used instead of the shell's kill builtin (a test's fake pids cannot be
+#                      signalled, and a builtin cannot be replaced through PATH)
+#   SANDSTACK_GUARD_PASSES  N: exit 0 after N passes (unset: run until stopped)
 # It re-applies rules and pids limits every 3 seconds. After each complete pass it writes the boot id to
 # /state/ready; sandboxes mount /state read-only and start their command only once it matches.
 # Every second it enforces lifetimes and idle timeouts from outside the sandboxes (enforce_lifecycle
@@ -17,7 +26,15 @@
 set -u
 set -f
 tag="sandstack:${SANDSTACK_STACK}"
-cgroot=/host-cgroup
+exit_lifetime=${SANDSTACK_EXIT_LIFETIME:?} exit_idle=${SANDSTACK_EXIT_IDLE:?}
+cgroot=${SANDSTACK_GUARD_CGROUP:-/host-cgroup}
+statedir=${SANDSTACK_GUARD_STATE:-/state}
+proc=${SANDSTACK_GUARD_PROC:-/proc}
+netdir=${SANDSTACK_GUARD_NET:-/sys/class/net}
+lifecycle=${SANDSTACK_GUARD_TMP:-/tmp}/lifecycle
+# Unquoted where used, so the default 'kill' is looked up as a command name: the builtin, as before.
+signal=${SANDSTACK_GUARD_KILL:-kill}
+passes=${SANDSTACK_GUARD_PASSES:-}
 
 log() { echo "sandstack-guard: $*" >&2; }
 
@@ -103,12 +120,12 @@ RULES
     done <<PIDS
 $SANDSTACK_PIDS
 PIDS
-    rm -f /state/ready
+    rm -f "$statedir/ready"
 }
 
 on_stop() {
     for bridge in $SANDSTACK_BRIDGES; do
-        if [ -e "/sys/class/net/$bridge" ]; then
+        if [ -e "$netdir/$bridge" ]; then
             log "stopping; bridge $bridge still exists, so rules and limits stay in place"
             exit 0
         fi
@@ -119,15 +136,15 @@ on_stop() {
 }
 
 # --- Lifetimes and idle timeouts -------------------------------------------------------------------
-# Per running container of a sandbox (its cgroup is <parent>/<container id>), one state file in /tmp:
+# Per running container of a sandbox (its cgroup is <parent>/<container id>), one state file in /tmp/lifecycle:
 #   clock last_active usage_at_active expiring_init expiring_deadline
 # clock: when its lifetime started (for on_expiry 'stop', the first start seen: crash restarts keep it);
 # usage_at_active: CPU use (us) when it was last active. Readiness probes run in the container's cgroup
 # too, so the idle threshold carries a per-second share and a burst for them (computed by sandstack).
 btime=0
-while read -r key value; do [ "$key" = btime ] && btime=$value; done </proc/stat
+while read -r key value; do [ "$key" = btime ] && btime=$value; done <"$proc/stat"
 hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
-mkdir -p /tmp/lifecycle /state/expired
+mkdir -p "$lifecycle" "$statedir/expired"
 
 cpu_dir() {
     if [ -f "$cgroot/cgroup.controllers" ]; then echo "$cgroot/sandstack/$1/$2"; else echo "$cgroot/cpuacct/sandstack/$1/$2"; fi
@@ -151,7 +168,7 @@ find_init() {  # $1: cgroup.procs file; sets init (the container's PID 1, Docker
             [ "$key" = NSpid: ] || continue
             [ "${c:-${b:-$a}}" = 1 ] && init=$pid
             break
-        done 2>/dev/null <"/proc/$pid/status"
+        done 2>/dev/null <"$proc/$pid/status"
         [ -n "$init" ] && break
     done <"$1"
     [ -n "$init" ] || return 0
@@ -161,13 +178,13 @@ find_init() {  # $1: cgroup.procs file; sets init (the container's PID 1, Docker
             [ "$key" = PPid: ] || continue
             [ "$value" = "$init" ] && sup=$pid
             break
-        done 2>/dev/null <"/proc/$pid/status"
+        done 2>/dev/null <"$proc/$pid/status"
     done <"$1"
 }
 
 start_of() {  # $1: pid; sets started (epoch seconds)
     started=0
-    read -r stat 2>/dev/null <"/proc/$1/stat" || return 0
+    read -r stat 2>/dev/null <"$proc/$1/stat" || return 0
     set -- ${stat##*) }
     started=$((btime + ${20} / hz))
 }
@@ -185,18 +202,18 @@ expire() {  # name id procs-file init sup reason code mode now
     log "sandbox $1 (${2%"${2#????????????}"}): $6 reached; stopping it (exit $7)"
     if [ "$8" = stop ]; then
         # Read by the sandbox's supervisor after a crash-retry: an expired sandbox stays stopped.
-        case "$6" in idle*) echo idle ;; *) echo lifetime ;; esac >"/state/expired/$2.tmp" \
-            && mv "/state/expired/$2.tmp" "/state/expired/$2"
+        case "$6" in idle*) echo idle ;; *) echo lifetime ;; esac >"$statedir/expired/$2.tmp" \
+            && mv "$statedir/expired/$2.tmp" "$statedir/expired/$2"
     fi
     # Frozen, nothing in the sandbox can fork, trace or signal while everything but its init and
     # supervisor is killed; the kills land when it thaws, before any of those processes runs again.
     freeze "$1" "$2" FROZEN
     for attempt in 1 2 3; do
         while read -r pid; do
-            [ "$pid" = "$4" ] || [ "$pid" = "$5" ] || kill -KILL "$pid" 2>/dev/null
+            [ "$pid" = "$4" ] || [ "$pid" = "$5" ] || $signal -KILL "$pid" 2>/dev/null
         done <"$3"
     done
-    [ -n "$5" ] && { kill -CONT "$5"; [ "$7" = 123 ] && kill -USR2 "$5" || kill -USR1 "$5"; } 2>/dev/null
+    [ -n "$5" ] && { $signal -CONT "$5"; [ "$7" = "$exit_idle" ] && $signal -USR2 "$5" || $signal -USR1 "$5"; } 2>/dev/null
     freeze "$1" "$2" THAWED
     expiring_init=$4 expiring_deadline=$(($9 + 3))
 }
@@ -209,7 +226,7 @@ check_sandbox() {  # name id max idle mode idle_us burst_us now
     start_of "$init"
     usage=""
     [ "$idle" -gt 0 ] && cpu_usage_us "$(cpu_dir "$name" "$id")"
-    state=/tmp/lifecycle/$id
+    state=$lifecycle/$id
     clock="" last_active="" usage_at_active="" expiring_init="" expiring_deadline=""
     [ -r "$state" ] && read -r clock last_active usage_at_active expiring_init expiring_deadline <"$state"
     [ "$expiring_init" != - ] || expiring_init=""
@@ -224,15 +241,15 @@ check_sandbox() {  # name id max idle mode idle_us burst_us now
         if [ "$now" -ge "$expiring_deadline" ]; then
             # The supervisor did not end the sandbox (it never answered): end it outright.
             log "sandbox $name: its supervisor did not stop it; killing it (exit 137)"
-            while read -r pid; do kill -KILL "$pid" 2>/dev/null; done <"$procs"
+            while read -r pid; do $signal -KILL "$pid" 2>/dev/null; done <"$procs"
         fi
     elif [ "$max" -gt 0 ] && [ $((now - clock)) -ge "$max" ]; then
-        expire "$name" "$id" "$procs" "$init" "$sup" "max lifetime of ${max}s" 124 "$mode" "$now"
+        expire "$name" "$id" "$procs" "$init" "$sup" "max lifetime of ${max}s" "$exit_lifetime" "$mode" "$now"
     elif [ "$idle" -gt 0 ] && [ -n "$usage" ]; then
         if [ $((usage - usage_at_active)) -gt $(((now - last_active) * idle_us + burst_us)) ]; then
             last_active=$now usage_at_active=$usage
         elif [ $((now - last_active)) -ge "$idle" ]; then
-            expire "$name" "$id" "$procs" "$init" "$sup" "idle timeout of ${idle}s" 123 "$mode" "$now"
+            expire "$name" "$id" "$procs" "$init" "$sup" "idle timeout of ${idle}s" "$exit_idle" "$mode" "$now"
         fi
     fi
     echo "$clock $last_active ${usage_at_active:--} ${expiring_init:--} ${expiring_deadline:--}" >"$state"
@@ -262,13 +279,14 @@ pass=0
 while :; do
     if [ $((pass % 3)) -eq 0 ]; then
         if apply_rules && apply_pids; then
-            cat /proc/sys/kernel/random/boot_id >/state/ready.tmp && mv /state/ready.tmp /state/ready
+            cat "$proc/sys/kernel/random/boot_id" >"$statedir/ready.tmp" && mv "$statedir/ready.tmp" "$statedir/ready"
         else
-            rm -f /state/ready
+            rm -f "$statedir/ready"
         fi
     fi
     enforce_lifecycle
     pass=$((pass + 1))
+    [ "$pass" = "$passes" ] && exit 0
     sleep 1 &
     wait $!
 done

@@ -17,6 +17,8 @@ BASE = {
     "filesystem": {"writable": [{"path": "/tmp", "size": "64MiB"}, {"path": "/work", "size": "128MiB"}]},
 }
 REPLACE_ON_CHANGES = ("tmpfs", "init", "healthcheck", "wait", "waitTimeout", "destroyGraceSeconds")
+# The supervisor is given the documented expiry statuses and the guard's state mount (tests/assets run it).
+SUPERVISOR = [SUPERVISOR_PATH, "--exit-lifetime=124", "--exit-idle=123", "--guard-state=/run/sandstack/guard", "--"]
 
 
 def _sandbox(build, template: dict, **spec_extra):
@@ -33,7 +35,7 @@ def test_a_sandbox_container_has_exactly_the_secure_defaults(build):
         "hostname": "t-0",
         "image": image.outputs["imageId"],
         "user": "10001:10001",
-        "entrypoints": [SUPERVISOR_PATH],
+        "entrypoints": SUPERVISOR,
         "command": ["sh", "-c", "sleep 1d"],
         "init": True,
         "envs": [],
@@ -114,7 +116,7 @@ def test_restart_policy_follows_on_expiry(build, on_expiry, restart):
 
 def test_lifetimes_go_to_the_guard_not_the_supervisor(build):
     result, c = _sandbox(build, {**BASE, "lifecycle": {"max_lifetime": "90m"}})
-    assert c.inputs["entrypoints"] == [SUPERVISOR_PATH]
+    assert c.inputs["entrypoints"] == SUPERVISOR
     guard_env = dict(e.split("=", 1) for e in result.container("local-guard-guard").inputs["envs"])
     assert guard_env["SANDSTACK_LIFECYCLE"] == "sandstack-t-t-0 5400 0 stop 20000 0"
 
@@ -165,7 +167,7 @@ def test_a_read_only_root_sets_no_storage_quota_even_on_a_quota_host(build):
 
 def test_entrypoint_and_command_run_under_the_supervisor(build):
     _, c = _sandbox(build, {**BASE, "entrypoint": ["/bin/agent"], "command": ["--serve", "8000"]})
-    assert c.inputs["entrypoints"] == [SUPERVISOR_PATH]
+    assert c.inputs["entrypoints"] == SUPERVISOR
     assert c.inputs["command"] == ["/bin/agent", "--serve", "8000"]
 
 
