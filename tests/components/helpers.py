@@ -1,7 +1,7 @@
 """Component-suite helpers: small specs written as YAML next to their files, built under recording mocks.
 
     stack = Built.from_spec(tmp_path, spec(templates={"t": {...}}))
-    stack.container("t.local-0").inputs["user"]      # wire (camelCase) inputs as the mocks recorded them
+    stack.container("sandstack-t.local-0").inputs["user"]  # wire (camelCase) inputs as the mocks recorded them
 
 Every spec goes through `load_stack` (the loader `pulumi up` uses), so what is built is what validates.
 """

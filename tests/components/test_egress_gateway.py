@@ -19,7 +19,7 @@ LISTED = {"base_image": "busybox:1.36", "network": {"egress": "allow-list", "all
 
 @pytest.fixture
 def gateway(build):
-    return build(spec({"listed": LISTED})).container("local-gateway-proxy")
+    return build(spec({"listed": LISTED})).container("sandstack-local-gateway-container")
 
 
 def test_the_entrypoint_prepares_addresses_and_error_pages_then_runs_squid_in_the_foreground():
@@ -98,8 +98,8 @@ def test_squid_is_told_its_file_descriptor_budget_and_the_container_keeps_the_da
 
 def test_the_egress_network_is_the_gateways_default_route(build):
     built = build(spec({"listed": LISTED}))
-    networks = built.container("local-gateway-proxy").inputs["networksAdvanced"]
-    assert networks[0] == {"name": built.reg("local-egress-net").inputs["name"], "gwPriority": 1000}
+    networks = built.container("sandstack-local-gateway-container").inputs["networksAdvanced"]
+    assert networks[0] == {"name": built.reg("sandstack-local-egress-net").inputs["name"], "gwPriority": 1000}
     assert [n.get("gwPriority") for n in networks[1:]] == [None]  # the pool's network: no route out
 
 

@@ -32,10 +32,10 @@ def test_guard_container_inputs(built):
     closed, listed, egress = (bridge_name("t", "closed", "none-internal"),
                               bridge_name("t", "listed", "gateway-internal"), bridge_name("t", "egress"))
     port = gateway_ports("t", ["listed"])["listed"]
-    guard = built.container("local-guard-guard")
+    guard = built.container("sandstack-local-guard-container")
     assert guard.inputs == {
         "name": "sandstack-t_guard",
-        "image": built.reg("local-infra").outputs["imageId"],
+        "image": built.reg("sandstack-local-infra").outputs["imageId"],
         "networkMode": "host",
         # The host's PID namespace and KILL: lifetimes are enforced from outside the sandboxes.
         "pidMode": "host",
@@ -92,29 +92,33 @@ def test_guard_container_inputs(built):
 
 
 def test_guard_state_volume_goes_before_its_replacement(built):
-    state = built.reg("local-guard-state")
+    state = built.reg("sandstack-local-guard-state")
     assert state.inputs == {"name": "sandstack-t_guard-state", "labels": LABELS}
     assert state.request.delete_before_replace is True
 
 
 def test_every_pids_entry_is_a_sandboxs_or_the_gateways_cgroup_parent(built):
-    pids = dict(line.split() for line in env_map(built.reg("local-guard-guard"))["SANDSTACK_PIDS"].split("\n"))
-    limited = [r for r in built.mocks.by_type(CONTAINER) if r.name.startswith(("closed.", "listed.", "local-gateway"))]
+    guard_env = env_map(built.reg("sandstack-local-guard-container"))
+    pids = dict(line.split() for line in guard_env["SANDSTACK_PIDS"].split("\n"))
+    limited = [r for r in built.mocks.by_type(CONTAINER)
+               if r.name.startswith(("sandstack-closed.local-", "sandstack-listed.local-", "sandstack-local-gateway-"))]
     assert sorted(f"/sandstack/{name}" for name in pids) == sorted(s.inputs["cgroupParent"] for s in limited)
     assert pids["sandstack-t_gateway"] == "512"
     assert cgroup_parent("sandstack-t-closed-0") == "/sandstack/sandstack-t-closed-0"
 
 
 def test_networks_are_created_after_the_guard(built):
-    guard = built.container("local-guard-guard")
+    guard = built.container("sandstack-local-guard-container")
     for net in built.mocks.by_type(NETWORK):
         assert net.request.dependencies == (guard.urn,), net.urn
-    assert built.names(NETWORK) == ["local-egress-net", "local-net.closed", "local-net.listed"]
+    assert built.names(NETWORK) == ["sandstack-local-egress-net", "sandstack-local-net.closed",
+                                    "sandstack-local-net.listed"]
 
 
 def test_sandboxes_wait_for_the_guard_and_the_gateway_and_see_the_guard_state(built):
-    guard, gateway = built.container("local-guard-guard"), built.container("local-gateway-proxy")
-    for name in ("closed.local-0", "closed.local-1", "listed.local-0"):
+    guard = built.container("sandstack-local-guard-container")
+    gateway = built.container("sandstack-local-gateway-container")
+    for name in ("sandstack-closed.local-0", "sandstack-closed.local-1", "sandstack-listed.local-0"):
         c = built.container(name)
         assert {guard.urn, gateway.urn} <= set(c.request.dependencies), name
         assert c.inputs["mounts"][0] == {"type": "volume", "source": "sandstack-t_guard-state",
@@ -123,17 +127,18 @@ def test_sandboxes_wait_for_the_guard_and_the_gateway_and_see_the_guard_state(bu
 
 def test_without_a_gateway_pool_sandboxes_wait_for_the_guard_only(build):
     built = build(spec({"closed": TEMPLATES["closed"]}))
-    c = built.container("closed.local-0")
+    c = built.container("sandstack-closed.local-0")
     assert set(c.request.dependencies) == {built.reg(n).urn for n in (
-        "local-guard-guard", "local-guard-state", "closed.local-image", "local-net.closed")}
+        "sandstack-local-guard-container", "sandstack-local-guard-state", "sandstack-closed.local-image",
+        "sandstack-local-net.closed")}
 
 
 def test_the_gateway_is_unprivileged_read_only_and_bounded(built):
-    gateway = built.container("local-gateway-proxy")
+    gateway = built.container("sandstack-local-gateway-container")
     inputs = {k: v for k, v in gateway.inputs.items() if k not in ("envs", "networksAdvanced")}
     assert inputs == {
         "name": "sandstack-t_gateway",
-        "image": built.reg("local-infra").outputs["imageId"],
+        "image": built.reg("sandstack-local-infra").outputs["imageId"],
         "user": "proxy",
         "command": ["sh", "-c", ENTRYPOINT],
         "init": True,
@@ -158,7 +163,7 @@ def test_the_gateway_is_unprivileged_read_only_and_bounded(built):
     }
     assert list(env_map(gateway)) == ["SANDSTACK_SQUID_CONF"]
     assert gateway.request.replace_on_changes == ("healthcheck", "wait", "tmpfs", "init", "destroyGraceSeconds")
-    assert built.reg("local-gateway-log").request.delete_before_replace is True
+    assert built.reg("sandstack-local-gateway-log").request.delete_before_replace is True
 
 
 def test_the_scripts_take_the_expiry_statuses_from_sandstack_instead_of_repeating_them():

@@ -64,7 +64,7 @@ def test_network_guard_rules_gateway_and_proxy_per_egress_mode(build, network, p
     br = bridge_name("t", "p", kind)
     port = gateway_ports("t", ["p"])["p"]
 
-    net = built.reg("local-net.p")
+    net = built.reg("sandstack-local-net.p")
     assert net.inputs == {
         "name": "sandstack-t-p", "internal": internal, "driver": "bridge",
         "options": {"com.docker.network.bridge.name": br, "com.docker.network.bridge.enable_icc": "false"},
@@ -74,16 +74,16 @@ def test_network_guard_rules_gateway_and_proxy_per_egress_mode(build, network, p
     }
     assert net.plan["Internal"] is internal
 
-    guard = env_map(built.reg("local-guard-guard"))
+    guard = env_map(built.reg("sandstack-local-guard-container"))
     expected_rules = [r.format(br=br, port=port, gw=P_GATEWAY) for r in rules]
-    sandbox = built.container("p.local-0")
+    sandbox = built.container("sandstack-p.local-0")
     proxy_vars = {k: v for k, v in env_map(sandbox).items() if k.lower() in ("http_proxy", "https_proxy", "no_proxy")}
     if via_gateway:
         egress_br = bridge_name("t", "egress")
         assert guard["SANDSTACK_RULES"].split("\n") == expected_rules + [DROP_INPUT.format(br=egress_br),
                                                                          NO_METADATA.format(br=egress_br)]
         assert guard["SANDSTACK_BRIDGES"] == " ".join(sorted([br, egress_br]))
-        gateway = built.container("local-gateway-proxy")
+        gateway = built.container("sandstack-local-gateway-container")
         assert gateway.inputs["networksAdvanced"] == [
             {"name": "sandstack-t-_egress", "gwPriority": 1000},
             {"name": "sandstack-t-p", "aliases": ["sandstack-gateway"], "ipv4Address": P_GATEWAY}]
@@ -91,20 +91,20 @@ def test_network_guard_rules_gateway_and_proxy_per_egress_mode(build, network, p
         url = f"http://sandstack-gateway:{port}"
         assert proxy_vars == {"HTTP_PROXY": url, "HTTPS_PROXY": url, "http_proxy": url, "https_proxy": url,
                               "NO_PROXY": "localhost,127.0.0.1,::1", "no_proxy": "localhost,127.0.0.1,::1"}
-        assert sorted(built.names(NETWORK)) == ["local-egress-net", "local-net.p"]
+        assert sorted(built.names(NETWORK)) == ["sandstack-local-egress-net", "sandstack-local-net.p"]
     else:
         assert guard["SANDSTACK_RULES"].split("\n") == expected_rules
         assert guard["SANDSTACK_BRIDGES"] == br
         assert proxy_vars == {}
         assert not [r for r in built.mocks.registrations.values() if "gateway" in r.name]
-        assert built.names(NETWORK) == ["local-net.p"]
+        assert built.names(NETWORK) == ["sandstack-local-net.p"]
     assert sandbox.inputs["networksAdvanced"] == [{"name": "sandstack-t-p"}]
     assert "networkMode" not in sandbox.inputs  # network_mode would drop the gateway alias on this daemon
 
 
 def test_the_egress_network_is_routed_and_only_the_gateway_joins_it(build):
     built = _build(build, "allow-list", False)
-    egress = built.reg("local-egress-net")
+    egress = built.reg("sandstack-local-egress-net")
     assert egress.inputs == {
         "name": "sandstack-t-_egress", "internal": False, "driver": "bridge",
         "options": {"com.docker.network.bridge.name": bridge_name("t", "egress"),
@@ -114,7 +114,7 @@ def test_the_egress_network_is_routed_and_only_the_gateway_joins_it(build):
     }
     joined = [r.name for r in built.mocks.by_type("Container")
               if {"name": "sandstack-t-_egress", "gwPriority": 1000} in r.inputs.get("networksAdvanced", [])]
-    assert joined == ["local-gateway-proxy"]
+    assert joined == ["sandstack-local-gateway-container"]
 
 
 def test_one_gateway_serves_every_gateway_pool_each_on_its_own_port(build):
@@ -124,7 +124,7 @@ def test_one_gateway_serves_every_gateway_pool_each_on_its_own_port(build):
     built = build(spec(templates))
     ports = gateway_ports("t", ["listed", "logged"])
     assert ports["listed"] != ports["logged"]
-    gateway = built.container("local-gateway-proxy")
+    gateway = built.container("sandstack-local-gateway-container")
     # On each gateway pool's network the gateway holds that /23's last usable address (listed: 10.213.98.0/23,
     # logged: 10.213.190.0/23); it does not join the networks of the other pools.
     assert gateway.inputs["networksAdvanced"] == [
@@ -133,10 +133,11 @@ def test_one_gateway_serves_every_gateway_pool_each_on_its_own_port(build):
         {"name": "sandstack-t-logged", "aliases": ["sandstack-gateway"], "ipv4Address": "10.213.191.254"},
     ]
     for pool in ("listed", "logged"):
-        assert env_map(built.container(f"{pool}.local-0"))["HTTP_PROXY"] == f"http://sandstack-gateway:{ports[pool]}"
+        assert env_map(built.container(f"sandstack-{pool}.local-0"))["HTTP_PROXY"] == \
+            f"http://sandstack-gateway:{ports[pool]}"
     for pool in ("closed", "direct"):
-        assert "HTTP_PROXY" not in env_map(built.container(f"{pool}.local-0"))
-    assert len([r for r in built.mocks.by_type("Container") if r.name.endswith("-gateway-proxy")]) == 1
+        assert "HTTP_PROXY" not in env_map(built.container(f"sandstack-{pool}.local-0"))
+    assert len([r for r in built.mocks.by_type("Container") if r.name.endswith("-gateway-container")]) == 1
 
 
 def test_gateway_ports_are_stable_when_a_pool_is_added():
@@ -189,17 +190,17 @@ def test_each_pool_network_gets_its_own_23_of_the_hosts_subnet_pool(build):
     built = build(spec(FOUR_POOLS, hosts={"local": host(subnet_pool="172.30.0.0/20")}))
     # Docker's bridge takes the /23's first address; sandboxes are given addresses from its first /24 only.
     assert {r.name: r.inputs.get("ipamConfigs") for r in built.mocks.by_type(NETWORK)} == {
-        "local-net.closed": _ipam("172.30.4.0/23", "172.30.4.1", "172.30.4.0/24"),
-        "local-net.direct": _ipam("172.30.8.0/23", "172.30.8.1", "172.30.8.0/24"),
-        "local-net.listed": _ipam("172.30.2.0/23", "172.30.2.1", "172.30.2.0/24"),
-        "local-net.logged": _ipam("172.30.14.0/23", "172.30.14.1", "172.30.14.0/24"),
-        "local-egress-net": None,  # the gateway's way out, outside subnet_pool: Docker picks its addresses
+        "sandstack-local-net.closed": _ipam("172.30.4.0/23", "172.30.4.1", "172.30.4.0/24"),
+        "sandstack-local-net.direct": _ipam("172.30.8.0/23", "172.30.8.1", "172.30.8.0/24"),
+        "sandstack-local-net.listed": _ipam("172.30.2.0/23", "172.30.2.1", "172.30.2.0/24"),
+        "sandstack-local-net.logged": _ipam("172.30.14.0/23", "172.30.14.1", "172.30.14.0/24"),
+        "sandstack-local-egress-net": None,  # the gateway's way out, outside subnet_pool: Docker picks its addresses
     }
 
 
 def test_the_gateway_has_the_last_usable_address_of_each_gateway_pool_network(build):
     built = build(spec(FOUR_POOLS, hosts={"local": host(subnet_pool="172.30.0.0/20")}))
-    gateway = built.container("local-gateway-proxy")
+    gateway = built.container("sandstack-local-gateway-container")
     # Outside the sandboxes' /24, so no sandbox can hold it; the guard's rules name it (below).
     assert gateway.inputs["networksAdvanced"] == [
         {"name": "sandstack-t-_egress", "gwPriority": 1000},
@@ -219,7 +220,7 @@ def test_the_guard_opens_each_gateway_pool_bridge_to_its_gateway_address_and_por
     ports = gateway_ports("t", ["listed", "logged"])
     listed, logged = bridge_name("t", "listed", "gateway-internal"), bridge_name("t", "logged", "gateway-internal")
     back = "-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT"
-    rules = env_map(built.reg("local-guard-guard"))["SANDSTACK_RULES"].split("\n")
+    rules = env_map(built.reg("sandstack-local-guard-container"))["SANDSTACK_RULES"].split("\n")
     assert [r for r in rules if " -o " in r and " ! -o " not in r and "connlimit" not in r] == [
         f"DOCKER-USER -i {listed} -o {listed} -d 172.30.3.254/32 -p tcp --dport {ports['listed']} -j ACCEPT",
         f"DOCKER-USER -i {listed} -o {listed} -s 172.30.3.254/32 -p tcp --sport {ports['listed']} {back}",
@@ -233,13 +234,13 @@ def test_the_sandboxes_range_holds_the_most_replicas_a_pool_may_have_and_never_t
     tiny = {"cpus": 0.1, "memory": "112MiB", "disk": "64MiB"}
     built = build(spec({"p": {"base_image": "busybox:1.36", "network": NETWORKS["allow-list"], "limits": tiny}},
                        pools={"p": {"template": "p", "hosts": ["local"], "replicas": 250}}))
-    [ipam] = built.reg("local-net.p").inputs["ipamConfigs"]
+    [ipam] = built.reg("sandstack-local-net.p").inputs["ipamConfigs"]
     sandbox_range = ipaddress.IPv4Network(ipam["ipRange"])
     # The /24 less its network and broadcast addresses and the bridge's own: 253 for at most 250 sandboxes.
     free = set(sandbox_range.hosts()) - {ipaddress.IPv4Address(ipam["gateway"])}
     assert (len(free), Pool.model_fields["replicas"].metadata[-1].le) == (253, 250)
-    assert len([r for r in built.mocks.by_type("Container") if r.name.startswith("p.local-")]) == 250
-    pool_net = built.container("local-gateway-proxy").inputs["networksAdvanced"][1]
+    assert len([r for r in built.mocks.by_type("Container") if r.name.startswith("sandstack-p.local-")]) == 250
+    pool_net = built.container("sandstack-local-gateway-container").inputs["networksAdvanced"][1]
     gateway_ip = ipaddress.IPv4Address(pool_net["ipv4Address"])
     assert gateway_ip in ipaddress.IPv4Network(ipam["subnet"]) and gateway_ip not in sandbox_range
 
@@ -260,10 +261,11 @@ def test_adding_a_pool_leaves_the_other_pool_networks_as_they_are(build):
     first = build(spec(two))
     second = build(spec({**two, "c": {"base_image": "busybox:1.36"}}))
     for pool in ("a", "b"):
-        assert first.reg(f"local-net.{pool}").inputs == second.reg(f"local-net.{pool}").inputs, pool
+        assert first.reg(f"sandstack-local-net.{pool}").inputs == second.reg(f"sandstack-local-net.{pool}").inputs, pool
     assert {r.name: r.inputs["ipamConfigs"][0]["subnet"] for r in second.mocks.by_type(NETWORK)
-            if r.name.startswith("local-net.")} == {
-        "local-net.a": "10.213.54.0/23", "local-net.b": "10.213.90.0/23", "local-net.c": "10.213.92.0/23"}
+            if r.name.startswith("sandstack-local-net.")} == {
+        "sandstack-local-net.a": "10.213.54.0/23", "sandstack-local-net.b": "10.213.90.0/23",
+        "sandstack-local-net.c": "10.213.92.0/23"}
 
 
 def test_a_22_subnet_pool_holds_two_pools_probing_past_a_collision_to_its_first_23():
@@ -278,8 +280,8 @@ def test_a_small_subnet_pool_is_used_as_given_and_one_pool_too_many_is_refused_b
     small = {"local": host(subnet_pool="192.168.4.0/22")}
     built = build(spec({"a": template, "b": template}, hosts=small))
     assert {r.name: r.inputs["ipamConfigs"] for r in built.mocks.by_type(NETWORK)} == {
-        "local-net.a": _ipam("192.168.6.0/23", "192.168.6.1", "192.168.6.0/24"),
-        "local-net.b": _ipam("192.168.4.0/23", "192.168.4.1", "192.168.4.0/24"),
+        "sandstack-local-net.a": _ipam("192.168.6.0/23", "192.168.6.1", "192.168.6.0/24"),
+        "sandstack-local-net.b": _ipam("192.168.4.0/23", "192.168.4.1", "192.168.4.0/24"),
     }
     # A third pool has no /23 left: the loader refuses the spec, so the program never plans its networks.
     with pytest.raises(SpecError) as refused:
@@ -314,10 +316,11 @@ def test_adding_a_gateway_pool_keeps_the_existing_pools_proxy_and_rules(build, t
     two = {**one, "b": {"base_image": "busybox:1.36", "network": NETWORKS["allow-all-logged"]}}
     first = build(spec(one))
     second = build(spec(two))
-    assert first.container("a.local-0").inputs["envs"] == second.container("a.local-0").inputs["envs"]
-    assert first.reg("local-net.a").inputs == second.reg("local-net.a").inputs
-    a_rules = env_map(first.reg("local-guard-guard"))["SANDSTACK_RULES"].split("\n")
-    assert set(a_rules) <= set(env_map(second.reg("local-guard-guard"))["SANDSTACK_RULES"].split("\n"))
+    assert first.container("sandstack-a.local-0").inputs["envs"] == \
+        second.container("sandstack-a.local-0").inputs["envs"]
+    assert first.reg("sandstack-local-net.a").inputs == second.reg("sandstack-local-net.a").inputs
+    a_rules = env_map(first.reg("sandstack-local-guard-container"))["SANDSTACK_RULES"].split("\n")
+    assert set(a_rules) <= set(env_map(second.reg("sandstack-local-guard-container"))["SANDSTACK_RULES"].split("\n"))
 
 
 @pytest.mark.parametrize("pool", ["a", "web", "z9", "a-b"])
@@ -330,7 +333,7 @@ def test_direct_egress_denies_metadata_and_its_deny_cidrs_in_the_guard(build):
     network = {"egress": "allow-all", "log": False, "deny": ["10.9.0.0/16", "192.0.2.7:5432", "2001:db8::/32"]}
     built = build(spec({"p": {"base_image": "busybox:1.36", "network": network}}))
     br = bridge_name("t", "p", "direct-routed")
-    rules = env_map(built.reg("local-guard-guard"))["SANDSTACK_RULES"].split("\n")
+    rules = env_map(built.reg("sandstack-local-guard-container"))["SANDSTACK_RULES"].split("\n")
     # IPv6 entries need no rule: sandbox networks have no IPv6 route.
     assert [r for r in rules if r.endswith("-j DROP") and " ! -o " in r] == [
         f"DOCKER-USER -i {br} ! -o {br} -d 169.254.0.0/16 -j DROP",
@@ -343,4 +346,4 @@ def test_direct_egress_denies_metadata_and_its_deny_cidrs_in_the_guard(build):
 def test_an_explicit_metadata_opt_in_drops_the_link_local_rule(build):
     network = {"egress": "allow-all", "log": False, "allow_metadata": True}
     built = build(spec({"p": {"base_image": "busybox:1.36", "network": network}}))
-    assert "169.254.0.0/16" not in env_map(built.reg("local-guard-guard"))["SANDSTACK_RULES"]
+    assert "169.254.0.0/16" not in env_map(built.reg("sandstack-local-guard-container"))["SANDSTACK_RULES"]

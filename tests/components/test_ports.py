@@ -15,7 +15,7 @@ TEMPLATE = {"base_image": "busybox:1.36", "command": ["sleep", "infinity"], "por
 
 
 def test_exposure_binds_loopback_or_all_interfaces_and_none_is_not_published(build):
-    c = build(spec({"web": TEMPLATE})).container("web.local-0")
+    c = build(spec({"web": TEMPLATE})).container("sandstack-web.local-0")
     assert c.inputs["ports"] == [
         {"internal": 8000, "ip": "127.0.0.1", "protocol": "tcp"},
         {"internal": 8080, "external": 18080, "ip": "0.0.0.0", "protocol": "tcp"},
@@ -32,7 +32,7 @@ def test_exposure_binds_loopback_or_all_interfaces_and_none_is_not_published(bui
 
 def test_only_unpublished_ports_publish_nothing(build):
     template = {**TEMPLATE, "ports": [{"port": 9000, "exposure": "none"}]}
-    c = build(spec({"web": template})).container("web.local-0")
+    c = build(spec({"web": template})).container("sandstack-web.local-0")
     assert c.inputs["ports"] == []
     assert "PortBindings" not in c.plan.host
 
@@ -41,11 +41,11 @@ def test_stack_outputs_list_every_sandbox_with_its_port_addresses(build):
     built = build(spec({"web": TEMPLATE, "plain": {"base_image": "busybox:1.36"}},
                        pools={"web": {"template": "web", "hosts": ["local"]},
                               "plain": {"template": "plain", "hosts": ["local"], "replicas": 2}}))
-    c = built.container("web.local-0")
+    c = built.container("sandstack-web.local-0")
     bound = {(p["internal"], p["protocol"]): p["external"] for p in c.outputs["ports"]}
     assert bound[(8080, "tcp")] == 18080 and len(set(bound.values())) == 4  # the others: random host ports
-    web_image = built.reg("web.local-image")
-    plain_image = built.reg("plain.local-image")
+    web_image = built.reg("sandstack-web.local-image")
+    plain_image = built.reg("sandstack-plain.local-image")
     assert built.sandboxes == [
         {"name": "local/web/0", "pool": "web", "template": "web", "host": "local",
          "container": "sandstack-t-web-0", "image": web_image.inputs["name"],

@@ -19,12 +19,12 @@ def _hosts(**endpoints) -> dict:
 
 def test_unix_socket_endpoint_sets_only_host(build):
     built = build(spec(TEMPLATES))
-    provider = built.reg("local-provider")
+    provider = built.reg("sandstack-local-provider")
     assert provider.typ == "pulumi:providers:docker"
     assert provider.inputs == {"host": LOCAL}
     assert provider.secret_paths == frozenset()
-    assert provider.request.parent == built.reg("local").urn
-    assert built.outputs_of("local")["address"] == "localhost"
+    assert provider.request.parent == built.reg("sandstack-local").urn
+    assert built.outputs_of("sandstack-local")["address"] == "localhost"
 
 
 def test_ssh_endpoints_map_to_host_and_ssh_opts(build):
@@ -34,22 +34,22 @@ def test_ssh_endpoints_map_to_host_and_ssh_opts(build):
     )
     built = build(spec(TEMPLATES, pools={"t": {"template": "t", "hosts": ["a", "b"]}}, hosts=hosts))
     # Provider inputs travel as strings: Pulumi JSON-encodes the list for the provider to decode.
-    assert built.reg("a-provider").inputs == {"host": "ssh://deploy@sbx-a.example.com",
-                                              "sshOpts": '["-o", "StrictHostKeyChecking=yes"]'}
-    assert built.reg("b-provider").inputs == {"host": "ssh://deploy@sbx-b.example.com:2222"}
-    assert built.outputs_of("a")["address"] == "sbx-a.example.com"
-    assert built.outputs_of("b")["address"] == "sbx-b.example.com"
+    assert built.reg("sandstack-a-provider").inputs == {"host": "ssh://deploy@sbx-a.example.com",
+                                                        "sshOpts": '["-o", "StrictHostKeyChecking=yes"]'}
+    assert built.reg("sandstack-b-provider").inputs == {"host": "ssh://deploy@sbx-b.example.com:2222"}
+    assert built.outputs_of("sandstack-a")["address"] == "sbx-a.example.com"
+    assert built.outputs_of("sandstack-b")["address"] == "sbx-b.example.com"
 
 
 def test_tcp_tls_material_comes_from_secret_config_and_stays_secret(build):
     hosts = _hosts(gpu={"endpoint": "tcp://gpu-a.example.com:2376", "tls": TLS})
     built = build(spec(TEMPLATES, pools={"t": {"template": "t", "hosts": ["gpu"]}}, hosts=hosts),
                   secret_config=TLS_SECRETS)
-    provider = built.reg("gpu-provider")
+    provider = built.reg("sandstack-gpu-provider")
     assert provider.inputs == {"host": "tcp://gpu-a.example.com:2376", "caMaterial": "CA PEM",
                                "certMaterial": "CERT PEM", "keyMaterial": "KEY PEM"}
     assert provider.secret_paths == frozenset({"caMaterial", "certMaterial", "keyMaterial"})
-    assert built.outputs_of("gpu")["address"] == "gpu-a.example.com"
+    assert built.outputs_of("sandstack-gpu")["address"] == "gpu-a.example.com"
 
 
 @pytest.mark.parametrize("missing, key", [("sandstack:gpuA.cert", "sandstack:gpuA.cert"),

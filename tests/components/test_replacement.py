@@ -49,13 +49,13 @@ def test_bumping_the_snapshot_version_rebuilds_and_moves_only_that_pool(up):
     first = up(BASE)
     result = up(changed(BASE, "templates.agent.snapshot.version", "2"))
     assert _changes(result) == {
-        "replace agent.local-image": ("build", "name", "triggers"),
-        "replace agent.local-0": ("image", "labels"),
-        "replace agent.local-1": ("image", "labels"),
-        "delete agent.local-image": (),  # the superseded snapshot, after the sandboxes moved off it
+        "replace sandstack-agent.local-image": ("build", "name", "triggers"),
+        "replace sandstack-agent.local-0": ("image", "labels"),
+        "replace sandstack-agent.local-1": ("image", "labels"),
+        "delete sandstack-agent.local-image": (),  # the superseded snapshot, after the sandboxes moved off it
     }
     assert result.builds == 1
-    assert result.action("agent.local-image", "replace").detail.startswith("create-before-delete")
+    assert result.action("sandstack-agent.local-image", "replace").detail.startswith("create-before-delete")
     old, new = (r.outputs["sandboxes"][0] for r in (first, result))
     assert (old["version"], new["version"]) == ("1", "2")
     assert new["image"] == f"sandstack-t/agent:2-{new['digest'][:12]}"
@@ -64,21 +64,22 @@ def test_bumping_the_snapshot_version_rebuilds_and_moves_only_that_pool(up):
 def test_changing_a_setup_step_rebuilds_even_with_the_same_version(up):
     up(BASE)
     result = up(changed(BASE, "templates.agent.snapshot.setup", ["true", "echo more"]))
-    assert set(_changes(result)) == {"replace agent.local-image", "replace agent.local-0", "replace agent.local-1",
-                                     "delete agent.local-image"}
+    assert set(_changes(result)) == {"replace sandstack-agent.local-image", "replace sandstack-agent.local-0",
+                                     "replace sandstack-agent.local-1", "delete sandstack-agent.local-image"}
 
 
 def test_changing_only_memory_updates_the_sandboxes_in_place(up):
     up(BASE)
     result = up(changed(BASE, "templates.agent.limits.memory", "512MiB"))
-    assert _changes(result) == {"update agent.local-0": ("memory", "memorySwap"),
-                                "update agent.local-1": ("memory", "memorySwap")}
+    assert _changes(result) == {"update sandstack-agent.local-0": ("memory", "memorySwap"),
+                                "update sandstack-agent.local-1": ("memory", "memorySwap")}
 
 
 def test_changing_cpus_replaces_the_sandboxes(up):
     up(BASE)
     result = up(changed(BASE, "templates.agent.limits.cpus", 2))
-    assert _changes(result) == {"replace agent.local-0": ("cpus",), "replace agent.local-1": ("cpus",)}
+    assert _changes(result) == {"replace sandstack-agent.local-0": ("cpus",),
+                                "replace sandstack-agent.local-1": ("cpus",)}
 
 
 @pytest.mark.parametrize("path, value, fields", [
@@ -88,7 +89,7 @@ def test_changing_cpus_replaces_the_sandboxes(up):
 def test_inputs_the_provider_would_not_apply_replace_instead_of_a_silent_update(up, path, value, fields):
     up(BASE)
     result = up(changed(BASE, path, value))
-    assert _changes(result) == {"replace agent.local-0": fields, "replace agent.local-1": fields}
+    assert _changes(result) == {"replace sandstack-agent.local-0": fields, "replace sandstack-agent.local-1": fields}
 
 
 def test_one_more_replica_creates_one_sandbox_and_renews_the_guards_pids_list(up):
@@ -96,13 +97,15 @@ def test_one_more_replica_creates_one_sandbox_and_renews_the_guards_pids_list(up
     result = up(changed(BASE, "pools.agent.replicas", 3))
     # The guard holds every sandbox's pids limit in its env, so it is replaced (delete-before-replace; its
     # rules stay on the host meanwhile, see guard.sh) before the new sandbox starts under its cgroup parent.
-    assert _changes(result) == {"create agent.local-2": (), "replace local-guard-guard": ("envs",)}
+    assert _changes(result) == {"create sandstack-agent.local-2": (),
+                                "replace sandstack-local-guard-container": ("envs",)}
 
 
 def test_one_replica_less_deletes_the_last_sandbox_only(up):
     up(BASE)
     result = up(changed(BASE, "pools.agent.replicas", 1))
-    assert _changes(result) == {"replace local-guard-guard": ("envs",), "delete agent.local-1": ()}
+    assert _changes(result) == {"replace sandstack-local-guard-container": ("envs",),
+                                "delete sandstack-agent.local-1": ()}
 
 
 def test_adding_a_gateway_pool_adds_its_objects_and_renews_guard_and_gateway_only(up):
@@ -111,9 +114,11 @@ def test_adding_a_gateway_pool_adds_its_objects_and_renews_guard_and_gateway_onl
     more["pools"]["logged"] = {"template": "logged", "hosts": ["local"]}
     result = up(more)
     assert _changes(result) == {
-        "create logged.local-image": (), "create local-net.logged": (), "create logged.local-0": (),
-        "replace local-guard-guard": ("envs",),                          # rules, pids and bridges of the new pool
-        "replace local-gateway-proxy": ("envs", "networksAdvanced"),     # its squid.conf and the new pool's network
+        "create sandstack-logged.local-image": (), "create sandstack-local-net.logged": (),
+        "create sandstack-logged.local-0": (),
+        "replace sandstack-local-guard-container": ("envs",),  # rules, pids and bridges of the new pool
+        # its squid.conf and the new pool's network
+        "replace sandstack-local-gateway-container": ("envs", "networksAdvanced"),
     }
 
 
@@ -125,21 +130,23 @@ def test_the_first_gateway_pool_brings_the_gateway_and_leaves_other_sandboxes_al
     more["pools"]["agent"] = {"template": "agent", "hosts": ["local"]}
     result = up(more)
     assert _changes(result) == {
-        "create agent.local-image": (), "create local-net.agent": (), "create local-egress-net": (),
-        "create local-gateway-log": (), "create local-gateway-proxy": (), "create agent.local-0": (),
-        "replace local-guard-guard": ("envs",),
+        "create sandstack-agent.local-image": (), "create sandstack-local-net.agent": (),
+        "create sandstack-local-egress-net": (), "create sandstack-local-gateway-log": (),
+        "create sandstack-local-gateway-container": (), "create sandstack-agent.local-0": (),
+        "replace sandstack-local-guard-container": ("envs",),
     }
 
 
 def test_changing_an_allow_entry_renews_only_the_gateway(up):
     up(BASE)
     result = up(changed(BASE, "templates.agent.network.allow", ["example.com", "example.org"]))
-    assert _changes(result) == {"replace local-gateway-proxy": ("envs",)}
+    assert _changes(result) == {"replace sandstack-local-gateway-container": ("envs",)}
 
 
 def test_changing_the_subnet_pool_moves_the_pools_network_and_its_sandboxes(up):
     up(BASE)
     result = up(changed(BASE, "hosts.local.subnet_pool", "10.99.0.0/16"))
     changes = _changes(result)
-    assert changes["replace local-net.agent"] == ("ipamConfigs",)
-    assert {"replace agent.local-0", "replace agent.local-1", "replace other.local-0"} <= set(changes)
+    assert changes["replace sandstack-local-net.agent"] == ("ipamConfigs",)
+    assert {"replace sandstack-agent.local-0", "replace sandstack-agent.local-1",
+            "replace sandstack-other.local-0"} <= set(changes)

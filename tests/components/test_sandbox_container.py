@@ -23,12 +23,12 @@ SUPERVISOR = [SUPERVISOR_PATH, "--exit-lifetime=124", "--exit-idle=123", "--guar
 
 def _sandbox(build, template: dict, **spec_extra):
     built = build(spec({"t": template}, **spec_extra))
-    return built, built.container("t.local-0")
+    return built, built.container("sandstack-t.local-0")
 
 
 def test_a_sandbox_container_has_exactly_the_secure_defaults(build):
     built, c = _sandbox(build, BASE)
-    image = built.reg("t.local-image")
+    image = built.reg("sandstack-t.local-image")
     digest = image.inputs["triggers"]["digest"]
     assert c.inputs == {
         "name": "sandstack-t-t-0",
@@ -102,7 +102,7 @@ def test_labels_carry_template_version_digest_pool_host_and_the_hosts_own_labels
     assert labels["zone"] == "eu-1a"
     assert (labels["sandstack.template"], labels["sandstack.version"], labels["sandstack.pool"],
             labels["sandstack.host"]) == ("t", "7", "t", "local")
-    assert labels["sandstack.digest"] == built.reg("t.local-image").inputs["triggers"]["digest"]
+    assert labels["sandstack.digest"] == built.reg("sandstack-t.local-image").inputs["triggers"]["digest"]
     assert c.plan.config["Labels"] == labels
 
 
@@ -117,7 +117,7 @@ def test_restart_policy_follows_on_expiry(build, on_expiry, restart):
 def test_lifetimes_go_to_the_guard_not_the_supervisor(build):
     result, c = _sandbox(build, {**BASE, "lifecycle": {"max_lifetime": "90m"}})
     assert c.inputs["entrypoints"] == SUPERVISOR
-    guard_env = dict(e.split("=", 1) for e in result.container("local-guard-guard").inputs["envs"])
+    guard_env = dict(e.split("=", 1) for e in result.container("sandstack-local-guard-container").inputs["envs"])
     assert guard_env["SANDSTACK_LIFECYCLE"] == "sandstack-t-t-0 5400 0 stop 20000 0"
 
 
@@ -125,7 +125,7 @@ def test_a_readiness_probe_raises_the_idle_threshold_by_its_budget(build):
     template = {**BASE, "lifecycle": {"idle_timeout": "10m", "on_expiry": "restart"},
                 "readiness": {"command": ["true"], "interval": "4s"}}
     result, _ = _sandbox(build, template)
-    guard_env = dict(e.split("=", 1) for e in result.container("local-guard-guard").inputs["envs"])
+    guard_env = dict(e.split("=", 1) for e in result.container("sandstack-local-guard-container").inputs["envs"])
     # 20 ms/s of its own, plus a 100 ms probe budget spread over the 4 s interval, and one run's worth.
     assert guard_env["SANDSTACK_LIFECYCLE"] == "sandstack-t-t-0 86400 600 restart 45000 100000"
 
@@ -217,7 +217,7 @@ def test_no_gpu_request_sends_no_device_requests(build):
 def test_every_replica_gets_its_own_name_hostname_cgroup_parent_and_replica_label(build):
     built = build(spec({"t": BASE}, pools={"t": {"template": "t", "hosts": ["local"], "replicas": 3}}))
     for i in range(3):
-        c = built.container(f"t.local-{i}")
+        c = built.container(f"sandstack-t.local-{i}")
         assert (c.inputs["name"], c.inputs["hostname"], c.inputs["cgroupParent"]) == (
             f"sandstack-t-t-{i}", f"t-{i}", f"/sandstack/sandstack-t-t-{i}")
         assert label_map(c)["sandstack.replica"] == str(i)

@@ -17,7 +17,7 @@ BASE = {
 
 
 def _sandbox(build, template: dict, **spec_extra):
-    return build(spec({"t": template}, **spec_extra)).container("t.local-0")
+    return build(spec({"t": template}, **spec_extra)).container("sandstack-t.local-0")
 
 
 def test_writable_paths_are_noexec_by_default(build):
@@ -84,4 +84,4 @@ def test_changing_a_hardening_input_replaces_the_sandbox(up, path, value, fields
     up(before)
     result = up(spec({"t": changed(BASE, path, value)}))
     assert {f"{a.kind} {a.name}": a.changed for a in result.actions if a.kind != "same"} == {
-        "replace t.local-0": fields}
+        "replace sandstack-t.local-0": fields}

@@ -42,23 +42,23 @@ class SeederExits(DryBackend):
 
 def test_env_secret_references_become_secret_envs(build):
     built = build(spec({"agent": AGENT}, pools=POOLS), secret_config=SECRETS)
-    c = built.container("agent.local-0")
+    c = built.container("sandstack-agent.local-0")
     assert c.inputs["envs"] == ["OTHER=vault-value", "PLAIN=x", "TOKEN=tok"]
     assert c.secret_paths == frozenset({"envs"})
 
 
 def test_plain_env_is_not_secret(build):
     template = {"base_image": "busybox:1.36", "env": {"PLAIN": "x"}}
-    c = build(spec({"agent": template})).container("agent.local-0")
+    c = build(spec({"agent": template})).container("sandstack-agent.local-0")
     assert (c.inputs["envs"], c.secret_paths) == (["PLAIN=x"], frozenset())
 
 
 def test_the_seeder_uploads_each_secret_and_copies_it_owned_by_the_sandbox_user(build):
     built = build(spec({"agent": AGENT}, pools=POOLS), secret_config=SECRETS)
-    seeder = built.container("agent.local-secrets-seeder")
+    seeder = built.container("sandstack-agent.local-secrets-seeder")
     assert seeder.inputs == {
         "name": "sandstack-t-agent-secrets-seeder",
-        "image": built.reg("local-infra").outputs["imageId"],
+        "image": built.reg("sandstack-local-infra").outputs["imageId"],
         "networkMode": "none",
         "command": ["sh", "-c", SEED_SCRIPT],
         "uploads": [{"file": "/staging/0", "content": "gh-secret", "permissions": "0400"},
@@ -80,21 +80,21 @@ def test_the_seeder_uploads_each_secret_and_copies_it_owned_by_the_sandbox_user(
 def test_the_seeder_chowns_to_the_templates_own_user(build):
     template = {**AGENT, "user": "2000:3000", "env": {}}
     built = build(spec({"agent": template}), secret_config=SECRETS)
-    script = built.container("agent.local-secrets-seeder").inputs["command"][2]
+    script = built.container("sandstack-agent.local-secrets-seeder").inputs["command"][2]
     assert "chown 2000:3000 /seed/github-token\n" in script and "10001" not in script
 
 
 def test_sandboxes_mount_the_secrets_volume_read_only_and_wait_for_the_seeder(build):
     built = build(spec({"agent": AGENT}, pools=POOLS), secret_config=SECRETS)
-    volume = built.reg("agent.local-secrets")
+    volume = built.reg("sandstack-agent.local-secrets")
     assert volume.inputs == {"name": "sandstack-t-agent-secrets",
                              "labels": [{"label": "sandstack.host", "value": "local"},
                                         {"label": "sandstack.managed-by", "value": "pulumi"},
                                         {"label": "sandstack.stack", "value": "t"}]}
     assert volume.request.delete_before_replace is True
-    seeder = built.container("agent.local-secrets-seeder")
+    seeder = built.container("sandstack-agent.local-secrets-seeder")
     for i in range(2):
-        c = built.container(f"agent.local-{i}")
+        c = built.container(f"sandstack-agent.local-{i}")
         assert c.inputs["mounts"] == [
             {"type": "volume", "source": "sandstack-t_guard-state", "target": "/run/sandstack/guard", "readOnly": True},
             {"type": "volume", "source": "sandstack-t-agent-secrets", "target": "/run/secrets", "readOnly": True},
@@ -106,7 +106,8 @@ def test_sandboxes_mount_the_secrets_volume_read_only_and_wait_for_the_seeder(bu
 def test_without_secret_files_there_is_no_seeder_and_no_volume(build):
     built = build(spec({"agent": {**AGENT, "secrets": []}}), secret_config=SECRETS)
     assert [r.name for r in built.mocks.registrations.values() if "secrets" in r.name] == []
-    assert [m["target"] for m in built.container("agent.local-0").inputs["mounts"]] == ["/run/sandstack/guard"]
+    mounts = built.container("sandstack-agent.local-0").inputs["mounts"]
+    assert [m["target"] for m in mounts] == ["/run/sandstack/guard"]
 
 
 def test_a_seeder_that_exited_0_lets_the_sandboxes_start(tmp_path):
@@ -121,9 +122,9 @@ def test_a_failed_seeder_fails_the_program_and_no_sandbox_is_created(tmp_path):
         Built.from_spec(tmp_path, spec({"agent": AGENT}, pools=POOLS), secret_config=SECRETS, mocks=mocks)
     assert str(failure.value) == ("secrets seeder for pool 'agent' on host 'local' exited with 3: "
                                   "its sandboxes would start without their secrets")
-    assert "agent.local-secrets-seeder" in {r.name for r in mocks.registrations.values()}
-    assert [r.name for r in mocks.by_type("Container") if r.name.startswith("agent.local-")] == \
-        ["agent.local-secrets-seeder"]
+    assert "sandstack-agent.local-secrets-seeder" in {r.name for r in mocks.registrations.values()}
+    assert [r.name for r in mocks.by_type("Container") if r.name.startswith("sandstack-agent.local-")] == \
+        ["sandstack-agent.local-secrets-seeder"]
 
 
 @pytest.mark.parametrize("missing", ["apiToken", "vault:key", "sshKey"])

@@ -143,7 +143,7 @@ def test_prepare_build_is_idempotent_and_repairs_a_stale_context(agent, tmp_path
 
 def test_sandbox_template_builds_a_remote_image_on_the_host_and_never_pushes(build, tmp_path):
     built = build(spec({"agent": AGENT}, hosts={"local": host(labels={"zone": "z1"})}), FILES)
-    image = built.reg("agent.local-image")
+    image = built.reg("sandstack-agent.local-image")
     digest = image.inputs["triggers"]["digest"]
     context = tmp_path / "spec" / "build" / f"agent-{digest[:12]}"
     assert image.typ == REMOTE_IMAGE
@@ -161,14 +161,14 @@ def test_sandbox_template_builds_a_remote_image_on_the_host_and_never_pushes(bui
     assert component.inputs == {"tag": f"1-{digest[:12]}"}  # the component's own input
     assert [r.typ for r in built.mocks.registrations.values() if "registryImage" in r.typ] == []
     # The pool's containers run the image by id (a rebuilt image changes it, so they move to it).
-    assert built.container("agent.local-0").inputs["image"] == image.outputs["imageId"]
+    assert built.container("sandstack-agent.local-0").inputs["image"] == image.outputs["imageId"]
 
 
 def test_the_infra_image_is_built_from_the_packaged_infra_context_unless_the_host_declares_one(build):
     built = build(spec({"t": {"base_image": "busybox:1.36"}}))
     dockerfile = Path(__file__).resolve().parents[2] / "components" / "assets" / "infra" / "Dockerfile"
     digest = _sha(dockerfile.read_bytes())
-    assert built.reg("local-infra").inputs == {
+    assert built.reg("sandstack-local-infra").inputs == {
         "name": f"sandstack-t/sandstack_infra:{digest[:12]}",
         "build": {"context": str(dockerfile.parent), "dockerfile": "Dockerfile",
                   "labels": {"sandstack.host": "local", "sandstack.managed-by": "pulumi", "sandstack.stack": "t"}},
@@ -179,7 +179,7 @@ def test_the_infra_image_is_built_from_the_packaged_infra_context_unless_the_hos
 def test_a_declared_infra_image_is_used_as_is_and_kept(build):
     built = build(spec({"t": {"base_image": "busybox:1.36"}},
                        hosts={"local": host(infra_image="registry.example.com/infra:5")}))
-    assert built.reg("local-infra").inputs == {"name": "registry.example.com/infra:5", "keepLocally": True}
+    assert built.reg("sandstack-local-infra").inputs == {"name": "registry.example.com/infra:5", "keepLocally": True}
 
 
 def test_push_to_pushes_the_same_image_to_the_declared_registry(tmp_path):
@@ -192,10 +192,11 @@ def test_push_to_pushes_the_same_image_to_the_declared_registry(tmp_path):
     agent = {**AGENT, "snapshot": {**AGENT["snapshot"], "push_to": "registry.example.com/team/agent"}}
     mocks = RecordingMocks(DryBackend(extra_types={"docker:index/registryImage:RegistryImage": registry_image}))
     built = Built.from_spec(tmp_path / "spec", spec({"agent": agent}), FILES, mocks=mocks)
-    image = built.reg("agent.local-image")
+    image = built.reg("sandstack-agent.local-image")
     tag = image.inputs["name"].rsplit(":", 1)[1]
     assert image.inputs["name"] == f"registry.example.com/team/agent:{tag}"
     [push] = pushed
-    assert (push.name, push.inputs) == ("agent.local-push", {"name": image.inputs["name"], "keepRemotely": True})
+    assert (push.name, push.inputs) == ("sandstack-agent.local-push",
+                                        {"name": image.inputs["name"], "keepRemotely": True})
     assert push.request.parent == built.mocks.by_type("sandstack:index:SandboxTemplate")[0].urn
     assert push.provider == image.provider != ""

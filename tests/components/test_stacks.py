@@ -43,11 +43,11 @@ def test_every_stack_builds_under_mocks_with_one_container_per_replica(path: Pat
               for i in range(p.replicas)]
     sandbox_containers = [r.name for r in built.mocks.by_type(CONTAINER)
                           if {"label": "sandstack.role", "value": "sandbox"} in r.inputs["labels"]]
-    assert sorted(sandbox_containers) == sorted(f"{pool}.{h}-{i}" for h, pool, i in placed)
+    assert sorted(sandbox_containers) == sorted(f"sandstack-{pool}.{h}-{i}" for h, pool, i in placed)
     assert [s["name"] for s in built.sandboxes] == [f"{h}/{pool}/{i}" for h, pool, i in placed]
     # One guard per host, one gateway per host that has a gateway pool.
-    assert sorted(r.name for r in built.mocks.by_type(CONTAINER) if r.name.endswith("-guard-guard")) == \
-        sorted(f"{h}-guard-guard" for h in spec.hosts)
+    assert sorted(r.name for r in built.mocks.by_type(CONTAINER) if r.name.endswith("-guard-container")) == \
+        sorted(f"sandstack-{h}-guard-container" for h in spec.hosts)
 
 
 # --- the Pulumi program (__main__.py) ---------------------------------------------------------------

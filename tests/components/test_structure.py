@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pulumi
 import pytest
 
-from tests.components.helpers import CONTAINER, NETWORK, REMOTE_IMAGE, STACKS, VOLUME, Built, host, spec
+from sandstack.program import build_stack
+from tests.components.helpers import (CONTAINER, NETWORK, REMOTE_IMAGE, STACKS, VOLUME, Built, host, spec,
+                                      write_spec)
+from tests.support.recording_mocks import RecordingMocks, run_program
 
 STACK_URN = "urn:pulumi:{stack}::sandstack::pulumi:pulumi:Stack$sandstack:index:SandboxStack::sandstack"
 PROD_SECRETS = {"agentApiToken": "api-token", "githubToken": "gh-token", "gpuA.ca": "CA PEM",
@@ -45,8 +49,9 @@ def test_every_resource_descends_from_the_sandbox_stack(which, request):
 
 
 def test_every_docker_resource_uses_the_provider_of_its_own_host(prod):
-    providers = {r.name.removesuffix("-provider"): f"{r.urn}::{r.id}" for r in prod.mocks.by_type("pulumi:providers:docker")}
-    assert sorted(providers) == ["gpu-a", "sbx-a", "sbx-b"]
+    providers = {r.name.removesuffix("-provider"): f"{r.urn}::{r.id}"
+                 for r in prod.mocks.by_type("pulumi:providers:docker")}
+    assert sorted(providers) == ["sandstack-gpu-a", "sandstack-sbx-a", "sandstack-sbx-b"]
     checked = 0
     for reg in prod.mocks.registrations.values():
         if not reg.custom or reg.typ.startswith("pulumi:providers:"):
@@ -68,23 +73,27 @@ def _children(built: Built, parent) -> list[str]:
 
 
 def test_children_of_the_host_are_named_after_it(dev):
-    host = dev.reg("local")
+    # The stack's host is `<stack component>-<host>`, so two SandboxStacks can share one program.
+    assert _children(dev, dev.reg("sandstack")) == ["sandstack-local"]
+    host = dev.reg("sandstack-local")
     assert host.typ == "sandstack:index:SandboxHost"
-    own = [n for n in _children(dev, host) if n.startswith("local-")]
-    assert own == ["local-egress-net", "local-gateway", "local-guard", "local-infra", "local-net.builder",
-                   "local-net.preview", "local-net.python", "local-net.shell", "local-provider"]
-    # Templates and pools are built by the stack but parented to the host (its provider): named `<name>.<host>`.
+    own = [n for n in _children(dev, host) if n.startswith("sandstack-local-")]
+    assert own == ["sandstack-local-egress-net", "sandstack-local-gateway", "sandstack-local-guard",
+                   "sandstack-local-infra", "sandstack-local-net.builder", "sandstack-local-net.preview",
+                   "sandstack-local-net.python", "sandstack-local-net.shell", "sandstack-local-provider"]
+    # Templates and pools are built by the stack but parented to the host (its provider): named
+    # `<stack component>-<name>.<host>`.
     others = [n for n in _children(dev, host) if n not in own]
-    assert others == ["builder.local", "builder.local", "preview.local", "preview.local", "python.local",
-                      "python.local", "shell.local", "shell.local"]
-    assert _children(dev, dev.reg("sandstack")) == ["local"]
+    assert others == ["sandstack-builder.local", "sandstack-builder.local", "sandstack-preview.local",
+                      "sandstack-preview.local", "sandstack-python.local", "sandstack-python.local",
+                      "sandstack-shell.local", "sandstack-shell.local"]
 
 
 @pytest.mark.parametrize("component, roles", [
-    ("local-guard", ["guard", "state"]),
-    ("local-gateway", ["log", "proxy"]),
-    ("python.local", ["image", "0", "1"]),
-    ("shell.local", ["image", "0", "1"]),
+    ("sandstack-local-guard", ["container", "state"]),
+    ("sandstack-local-gateway", ["container", "log"]),
+    ("sandstack-python.local", ["image", "0", "1"]),
+    ("sandstack-shell.local", ["image", "0", "1"]),
 ])
 def test_children_of_components_are_named_component_dash_role(dev, component, roles):
     parents = [r for r in dev.mocks.registrations.values() if r.name == component]
@@ -93,10 +102,11 @@ def test_children_of_components_are_named_component_dash_role(dev, component, ro
 
 
 def test_secret_seeder_and_volume_are_named_after_their_pool(prod):
-    pool = next(r for r in prod.mocks.by_type("sandstack:index:SandboxPool") if r.name == "python-warm.sbx-a")
+    pool = next(r for r in prod.mocks.by_type("sandstack:index:SandboxPool")
+                if r.name == "sandstack-python-warm.sbx-a")
     assert _children(prod, pool) == sorted(
-        [f"python-warm.sbx-a-{i}" for i in range(16)]
-        + ["python-warm.sbx-a-secrets", "python-warm.sbx-a-secrets-seeder"])
+        [f"sandstack-python-warm.sbx-a-{i}" for i in range(16)]
+        + ["sandstack-python-warm.sbx-a-secrets", "sandstack-python-warm.sbx-a-secrets-seeder"])
 
 
 def _without_none(value):
@@ -109,49 +119,53 @@ def _without_none(value):
 
 
 def test_register_outputs_of_every_component(dev):
-    infra = dev.reg("local-infra")
-    image = dev.reg("python.local-image")
-    assert dev.outputs_of("local") == {
+    infra = dev.reg("sandstack-local-infra")
+    image = dev.reg("sandstack-python.local-image")
+    assert dev.outputs_of("sandstack-local") == {
         "address": "localhost",
         "infra_image": infra.outputs["imageId"],
         "networks": {p: f"sandstack-dev-{p}" for p in ("shell", "python", "preview", "builder")},
         "guard": "sandstack-dev_guard",
         "gateway": "sandstack-dev_gateway",
     }
-    assert dev.outputs_of("local-guard") == {"state_volume": "sandstack-dev_guard-state",
-                                              "container_name": "sandstack-dev_guard"}
-    assert dev.outputs_of("local-gateway") == {"container_name": "sandstack-dev_gateway",
-                                                "log_volume": "sandstack-dev_gateway-log"}
+    assert dev.outputs_of("sandstack-local-guard") == {"state_volume": "sandstack-dev_guard-state",
+                                                        "container_name": "sandstack-dev_guard"}
+    assert dev.outputs_of("sandstack-local-gateway") == {"container_name": "sandstack-dev_gateway",
+                                                          "log_volume": "sandstack-dev_gateway-log"}
     template = next(out for urn, out in dev.mocks.component_outputs.items()
-                    if urn.endswith("SandboxTemplate::python.local"))
+                    if urn.endswith("SandboxTemplate::sandstack-python.local"))
     assert template == {"image_name": image.inputs["name"], "image_id": image.outputs["imageId"],
                         "digest": image.inputs["triggers"]["digest"]}
-    pool = next(out for urn, out in dev.mocks.component_outputs.items() if urn.endswith("SandboxPool::python.local"))
+    pool = next(out for urn, out in dev.mocks.component_outputs.items()
+                if urn.endswith("SandboxPool::sandstack-python.local"))
     assert pool == _without_none({"sandboxes": [s for s in dev.sandboxes if s["pool"] == "python"]})
     assert dev.mocks.component_outputs[STACK_URN.format(stack="dev")] == _without_none({"sandboxes": dev.sandboxes})
 
 
 def test_a_host_without_gateway_pools_outputs_no_gateway(prod):
-    assert prod.outputs_of("gpu-a") == {"address": "gpu-a.internal.example.com",
-                                        "infra_image": prod.reg("gpu-a-infra").outputs["imageId"],
-                                        "networks": {"trainer": "sandstack-prod-trainer"},
-                                        "guard": "sandstack-prod_guard"}  # gateway: None, dropped by Pulumi
-    assert "gpu-a-gateway" not in {r.name for r in prod.mocks.registrations.values()}
-    assert prod.outputs_of("sbx-a")["gateway"] == "sandstack-prod_gateway"
+    assert prod.outputs_of("sandstack-gpu-a") == {"address": "gpu-a.internal.example.com",
+                                                  "infra_image": prod.reg("sandstack-gpu-a-infra").outputs["imageId"],
+                                                  "networks": {"trainer": "sandstack-prod-trainer"},
+                                                  "guard": "sandstack-prod_guard"}  # gateway: None, dropped by Pulumi
+    assert "sandstack-gpu-a-gateway" not in {r.name for r in prod.mocks.registrations.values()}
+    assert prod.outputs_of("sandstack-sbx-a")["gateway"] == "sandstack-prod_gateway"
 
 
 def test_names_are_deterministic_docker_names(dev):
     containers = {r.name: r.inputs["name"] for r in dev.mocks.by_type(CONTAINER)}
     assert containers == {
-        "local-guard-guard": "sandstack-dev_guard", "local-gateway-proxy": "sandstack-dev_gateway",
-        "shell.local-0": "sandstack-dev-shell-0", "shell.local-1": "sandstack-dev-shell-1",
-        "python.local-0": "sandstack-dev-python-0", "python.local-1": "sandstack-dev-python-1",
-        "preview.local-0": "sandstack-dev-preview-0", "builder.local-0": "sandstack-dev-builder-0",
+        "sandstack-local-guard-container": "sandstack-dev_guard",
+        "sandstack-local-gateway-container": "sandstack-dev_gateway",
+        "sandstack-shell.local-0": "sandstack-dev-shell-0", "sandstack-shell.local-1": "sandstack-dev-shell-1",
+        "sandstack-python.local-0": "sandstack-dev-python-0", "sandstack-python.local-1": "sandstack-dev-python-1",
+        "sandstack-preview.local-0": "sandstack-dev-preview-0", "sandstack-builder.local-0": "sandstack-dev-builder-0",
     }
     images = {r.name: r.inputs["name"].split(":")[0] for r in dev.mocks.by_type(REMOTE_IMAGE)}
-    assert images == {"local-infra": "sandstack-dev/sandstack_infra", "shell.local-image": "sandstack-dev/shell",
-                      "python.local-image": "sandstack-dev/python", "preview.local-image": "sandstack-dev/preview",
-                      "builder.local-image": "sandstack-dev/builder"}
+    assert images == {"sandstack-local-infra": "sandstack-dev/sandstack_infra",
+                      "sandstack-shell.local-image": "sandstack-dev/shell",
+                      "sandstack-python.local-image": "sandstack-dev/python",
+                      "sandstack-preview.local-image": "sandstack-dev/preview",
+                      "sandstack-builder.local-image": "sandstack-dev/builder"}
 
 
 # --- names a valid spec could once make collide -------------------------------------------------------
@@ -163,10 +177,10 @@ def test_a_gateway_pool_named_egress_builds(build):
                                    "network": {"egress": "allow-list", "allow": ["a.example"]}}}))
     # The pool's network and the gateway's egress network: apart in logical name and in Docker name.
     assert {r.name: r.inputs["name"] for r in built.mocks.by_type(NETWORK)} == {
-        "local-net.egress": "sandstack-t-egress", "local-egress-net": "sandstack-t-_egress"}
-    assert [n["name"] for n in built.container("local-gateway-proxy").inputs["networksAdvanced"]] == [
-        "sandstack-t-_egress", "sandstack-t-egress"]
-    assert built.container("egress.local-0").inputs["networksAdvanced"] == [{"name": "sandstack-t-egress"}]
+        "sandstack-local-net.egress": "sandstack-t-egress", "sandstack-local-egress-net": "sandstack-t-_egress"}
+    gateway = built.container("sandstack-local-gateway-container")
+    assert [n["name"] for n in gateway.inputs["networksAdvanced"]] == ["sandstack-t-_egress", "sandstack-t-egress"]
+    assert built.container("sandstack-egress.local-0").inputs["networksAdvanced"] == [{"name": "sandstack-t-egress"}]
 
 
 def test_pool_and_host_names_with_dashes_never_collide(build):
@@ -174,10 +188,11 @@ def test_pool_and_host_names_with_dashes_never_collide(build):
     template = {"base_image": "busybox:1.36"}
     built = build(spec({"t": template}, hosts={"c": host(), "b-c": host()},
                        pools={"a-b": {"template": "t", "hosts": ["c"]}, "a": {"template": "t", "hosts": ["b-c"]}}))
-    assert built.names("sandstack:index:SandboxPool") == ["a-b.c", "a.b-c"]
-    assert built.names("sandstack:index:SandboxTemplate") == ["t.b-c", "t.c"]
+    assert built.names("sandstack:index:SandboxPool") == ["sandstack-a-b.c", "sandstack-a.b-c"]
+    assert built.names("sandstack:index:SandboxTemplate") == ["sandstack-t.b-c", "sandstack-t.c"]
     assert sorted((r.name, r.inputs["name"]) for r in built.mocks.by_type(CONTAINER)
-                  if r.name.startswith("a")) == [("a-b.c-0", "sandstack-t-a-b-0"), ("a.b-c-0", "sandstack-t-a-0")]
+                  if r.name.startswith("sandstack-a")) == [("sandstack-a-b.c-0", "sandstack-t-a-b-0"),
+                                                           ("sandstack-a.b-c-0", "sandstack-t-a-0")]
     assert [s["name"] for s in built.sandboxes] == ["c/a-b/0", "b-c/a/0"]
 
 
@@ -194,4 +209,48 @@ def test_pools_named_after_host_level_objects_keep_their_own_docker_names(build)
     }
     # The infra image and a template named 'infra' are different repositories on the host.
     images = {r.name: r.inputs["name"].split(":")[0] for r in built.mocks.by_type(REMOTE_IMAGE)}
-    assert (images["local-infra"], images["infra.local-image"]) == ("sandstack-t/sandstack_infra", "sandstack-t/infra")
+    assert (images["sandstack-local-infra"], images["sandstack-infra.local-image"]) == (
+        "sandstack-t/sandstack_infra", "sandstack-t/infra")
+
+
+# --- two stacks in one program ------------------------------------------------------------------------
+
+def test_two_sandbox_stacks_from_two_specs_share_one_program_each_with_its_own_sandboxes(tmp_path):
+    # The same template, pool and host names in both specs: only the components' names ('a', 'b') keep the
+    # logical names apart, and only the Docker stack names ('one', 'two') the Docker names.
+    plain = {"base_image": "busybox:1.36"}
+    listed = {"base_image": "busybox:1.36", "network": {"egress": "allow-list", "allow": ["a.example"]}}
+    one = write_spec(tmp_path / "one", spec({"t": plain}, pools={"t": {"template": "t", "hosts": ["local"],
+                                                                       "replicas": 2}}))
+    two = write_spec(tmp_path / "two", spec({"t": plain, "web": listed}))
+
+    def program() -> None:
+        for name, path, stack in (("a", one, "one"), ("b", two, "two")):
+            component = build_stack(path, name=name, stack=stack, build_root=tmp_path / "build" / name)
+            pulumi.export(name, component.sandboxes)
+
+    mocks = RecordingMocks()  # refuses a second registration of a URN, as the engine does
+    built = Built(mocks, run_program(program, mocks, stack="t"))
+
+    stacks = {r.name: r for r in mocks.by_type("sandstack:index:SandboxStack")}
+    assert sorted(stacks) == ["a", "b"]
+    mine: dict[str, dict[str, str]] = {"a": {}, "b": {}}
+    for reg in mocks.registrations.values():
+        if reg.typ == "sandstack:index:SandboxStack":
+            continue
+        chain = [r for r in _ancestors(built, reg) if r.typ == "sandstack:index:SandboxStack"]
+        assert len(chain) == 1 and reg.name.startswith(f"{chain[0].name}-"), reg.urn
+        if reg.typ == CONTAINER:
+            mine[chain[0].name][reg.name] = reg.inputs["name"]
+    assert mine == {
+        "a": {"a-local-guard-container": "sandstack-one_guard",
+              "a-t.local-0": "sandstack-one-t-0", "a-t.local-1": "sandstack-one-t-1"},
+        "b": {"b-local-guard-container": "sandstack-two_guard", "b-local-gateway-container": "sandstack-two_gateway",
+              "b-t.local-0": "sandstack-two-t-0", "b-web.local-0": "sandstack-two-web-0"},
+    }
+    assert {k: [(s["name"], s["container"]) for s in v] for k, v in built.result.outputs.items()} == {
+        "a": [("local/t/0", "sandstack-one-t-0"), ("local/t/1", "sandstack-one-t-1")],
+        "b": [("local/t/0", "sandstack-two-t-0"), ("local/web/0", "sandstack-two-web-0")],
+    }
+    for name, reg in stacks.items():
+        assert mocks.component_outputs[reg.urn] == _without_none({"sandboxes": built.result.outputs[name]})
