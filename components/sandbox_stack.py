@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,10 @@ from sandstack.components.sandbox_template import SandboxTemplate, SandboxTempla
 from sandstack.spec.resolve import ResolvedStack
 
 DEFAULT_BUILD_ROOT = Path(".sandstack") / "build"
+# Children are named `<name>-<host>`, `<name>-<pool>.<host>`: spec names may hold '-', so the component's
+# name must not, or two stacks in one program could build the same child name ('a' + host 'b-c' and
+# 'a-b' + host 'c').
+COMPONENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,9 @@ class SandboxStack(pulumi.ComponentResource):
     sandboxes: pulumi.Output[list[dict]]
 
     def __init__(self, name: str, args: SandboxStackArgs, opts: pulumi.ResourceOptions | None = None):
+        if not COMPONENT_NAME.match(name):
+            raise ValueError(f"SandboxStack name {name!r} is not allowed: use letters, digits and '_', starting "
+                             "with a letter (no '-': children are named '<name>-<host>', and spec names hold '-')")
         super().__init__("sandstack:index:SandboxStack", name, None, opts)
         spec = args.spec
         self.hosts: dict[str, SandboxHost] = {}

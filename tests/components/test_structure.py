@@ -254,3 +254,14 @@ def test_two_sandbox_stacks_from_two_specs_share_one_program_each_with_its_own_s
     }
     for name, reg in stacks.items():
         assert mocks.component_outputs[reg.urn] == _without_none({"sandboxes": built.result.outputs[name]})
+
+
+@pytest.mark.parametrize("name", ["a-b", "", "1st", "a.b"])
+def test_a_stack_component_name_that_could_collide_is_refused(name):
+    from sandstack.components.sandbox_stack import SandboxStack, SandboxStackArgs
+
+    with pytest.raises(ValueError) as refused:
+        SandboxStack(name, SandboxStackArgs(spec=None, stack="t"))  # refused before anything is read
+    assert str(refused.value) == (
+        f"SandboxStack name {name!r} is not allowed: use letters, digits and '_', starting with a letter "
+        "(no '-': children are named '<name>-<host>', and spec names hold '-')")
