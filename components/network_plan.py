@@ -29,14 +29,12 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 from dataclasses import dataclass
-from typing import Literal
 
 from sandstack.components.naming import bridge_name, docker_name
 from sandstack.spec.egress import METADATA_RANGES
 from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
-from sandstack.spec.resolve import ResolvedTemplate
+from sandstack.spec.resolve import Outbound, ResolvedTemplate
 
-Outbound = Literal["none", "gateway", "direct"]
 GATEWAY_ALIAS = "sandstack-gateway"
 GATEWAY_PORT_BASE = 30000
 GATEWAY_PORT_SPAN = 10000
@@ -81,9 +79,7 @@ class PoolNetwork:
 
 
 def outbound_of(template: ResolvedTemplate) -> Outbound:
-    if template.network.egress == "deny-all":
-        return "none"
-    return "gateway" if template.network.uses_gateway else "direct"
+    return template.network.outbound  # decoded once, in sandstack.spec.resolve.decode_egress
 
 
 def publishes_ports(template: ResolvedTemplate) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from sandstack.spec.egress import EgressRule, parse_entry
 from sandstack.spec.models import (
@@ -50,6 +51,20 @@ class EffectiveLimits:
     gpus: GpuRequest | None = None
 
 
+Outbound = Literal["none", "gateway", "direct"]
+
+
+def decode_egress(egress: str, log: bool | None) -> tuple[Outbound, bool]:
+    """The one decoding of a policy's `egress` and `log`: how its traffic leaves and whether it is logged.
+    deny-all: nowhere; allow-list: through the gateway, logged (rule egress-mode refuses `log: false`);
+    allow-all: through the gateway and logged unless `log: false`, then directly and unlogged."""
+    if egress == "deny-all":
+        return "none", False
+    if egress == "allow-list" or log is not False:
+        return "gateway", True
+    return "direct", False
+
+
 @dataclass(frozen=True)
 class EffectiveNetwork:
     egress: str
@@ -60,9 +75,13 @@ class EffectiveNetwork:
     allow_metadata: bool = False
 
     @property
+    def outbound(self) -> Outbound:
+        return decode_egress(self.egress, self.log)[0]
+
+    @property
     def uses_gateway(self) -> bool:
         """allow-list always, allow-all when logged: their traffic leaves through the host's proxy."""
-        return self.egress == "allow-list" or (self.egress == "allow-all" and self.log)
+        return self.outbound == "gateway"
 
 
 @dataclass(frozen=True)
@@ -149,7 +168,7 @@ def _profile(stack: Stack, name: str) -> Limits:
 
 def effective_network(stack: Stack, template: Template) -> EffectiveNetwork:
     policy = template.network or stack.defaults.network or NetworkPolicy()
-    log = policy.log if policy.log is not None else policy.egress != "deny-all"
+    _, log = decode_egress(policy.egress, policy.log)
     return EffectiveNetwork(
         egress=policy.egress,
         allow=tuple(parse_entry(e) for e in policy.allow),

@@ -19,7 +19,14 @@ from sandstack.spec.loader import Document
 from sandstack.spec.models import NetworkPolicy, Stack, Template
 from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
 from sandstack.spec.models.limits import process_headroom
-from sandstack.spec.resolve import UnknownProfile, effective_limits, effective_user, effective_writable, inherited
+from sandstack.spec.resolve import (
+    UnknownProfile,
+    decode_egress,
+    effective_limits,
+    effective_user,
+    effective_writable,
+    inherited,
+)
 from sandstack.spec.units import format_cpus, format_size
 
 
@@ -148,7 +155,7 @@ def _policies(ctx: Context) -> Iterator[tuple[JsonPath, NetworkPolicy]]:
 def egress_fields_fit_mode(ctx: Context) -> Iterator[Diagnostic]:
     for path, policy in _policies(ctx):
         mode = policy.egress
-        logged = policy.log if policy.log is not None else mode != "deny-all"
+        outbound, _ = decode_egress(mode, policy.log)
         if policy.allow and mode != "allow-list":
             yield ctx.error(path + ("allow",), f"`allow` entries need `egress: allow-list`; this policy is {mode!r}",
                             "egress-mode", key=True)
@@ -158,7 +165,7 @@ def egress_fields_fit_mode(ctx: Context) -> Iterator[Diagnostic]:
         if policy.deny and mode == "deny-all":
             yield ctx.error(path + ("deny",), "`deny` entries narrow what is allowed, but nothing is allowed in "
                             "'deny-all'", "egress-mode", key=True)
-        if mode == "allow-all" and not logged:
+        if outbound == "direct":
             yield from _direct_deny_entries(ctx, path, policy)
         if mode == "allow-list" and policy.log is False:
             yield ctx.error(path + ("log",), "'allow-list' egress always goes through the gateway, which logs every "

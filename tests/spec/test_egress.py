@@ -120,3 +120,17 @@ def test_metadata_ranges_are_strict_networks_named_in_the_field_description() ->
     description = NetworkPolicy.model_fields["allow_metadata"].description
     assert "169.254.0.0/16" in description and "fe80::/10" in description and "fd00:ec2::254" in description
     assert NetworkPolicy().allow_metadata is False
+
+
+@pytest.mark.parametrize("egress, log, decoded", [
+    ("deny-all", None, ("none", False)),
+    ("allow-list", None, ("gateway", True)),
+    ("allow-list", True, ("gateway", True)),
+    ("allow-all", None, ("gateway", True)),
+    ("allow-all", True, ("gateway", True)),
+    ("allow-all", False, ("direct", False)),
+])
+def test_egress_and_log_are_decoded_in_one_place(egress, log, decoded):
+    from sandstack.spec.resolve import decode_egress
+
+    assert decode_egress(egress, log) == decoded
