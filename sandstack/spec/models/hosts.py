@@ -84,9 +84,10 @@ class Host(StrictModel):
         description=(
             "Whether the daemon's storage supports per-container size quotas (overlay2 on xfs with pquota). "
             "When true, `limits.disk` also caps a writable root filesystem; when false, templates must keep "
-            "a read-only root so that `limits.disk` (the writable paths) is really enforced."
+            "a read-only root so that `limits.disk` (the writable paths) is really enforced. Checked, not "
+            "applied: a change alone changes no sandbox."
         ),
-        change="replace",
+        change="none",
     )
     subnet_pool: SubnetPool = field(
         "10.213.0.0/16",
@@ -106,6 +107,10 @@ class Host(StrictModel):
         change="host",
     )
     labels: dict[LabelKey, Annotated[str, StringConstraints(max_length=256)]] = field(
-        {}, description="Free-form labels copied onto every Docker object sandstack creates on this host.",
-        change="replace",
+        {},
+        description=(
+            "Free-form labels copied onto every Docker object sandstack creates on this host: a change replaces "
+            "them all (host objects, snapshot images, sandboxes)."
+        ),
+        change="host",
     )

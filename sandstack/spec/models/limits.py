@@ -34,8 +34,12 @@ IDLE_CPU_MS_PER_S = 20  # below this much CPU time per second (readiness probes 
 class GpuRequest(StrictModel):
     count: int = field(description="Number of GPUs each sandbox gets.", change="replace", ge=1, le=16)
     type: GpuType | None = field(
-        None, description="GPU model the host must have (see `hosts.*.capacity.gpus`); any type when unset.",
-        change="replace",
+        None,
+        description=(
+            "GPU model the host must have (see `hosts.*.capacity.gpus`); any type when unset. Used for placement: "
+            "the sandbox gets `count` GPUs of the host's, so a change is checked, not applied."
+        ),
+        change="none",
     )
 
 
@@ -66,8 +70,12 @@ class Limits(StrictModel):
         change="replace",
     )
     pids: int | None = field(
-        None, description="Maximum number of processes and threads inside the sandbox (fork-bomb guard).",
-        change="replace", ge=8, le=65536,
+        None,
+        description=(
+            "Maximum number of processes and threads inside the sandbox (fork-bomb guard). The host guard "
+            "writes it into each sandbox's cgroup, so a change renews the guard, not the sandboxes."
+        ),
+        change="host", ge=8, le=65536,
     )
     open_files: int | None = field(
         None,
@@ -95,17 +103,19 @@ class Lifecycle(StrictModel):
         None,
         description=(
             "Longest time a sandbox runs, counted from its first start, e.g. '24h'. Default 24h. With "
-            "`on_expiry: stop`, restarts after a crash do not reset the clock."
+            "`on_expiry: stop`, restarts after a crash do not reset the clock. Enforced by the host guard: a "
+            "change renews the guard, not the sandboxes."
         ),
-        change="replace",
+        change="host",
     )
     idle_timeout: Duration | None = field(
         None,
         description=(
             f"How long a sandbox may stay idle, e.g. '30m': idle means its processes used less than "
-            f"{IDLE_CPU_MS_PER_S} ms of CPU per second (readiness probes excluded). Default: never."
+            f"{IDLE_CPU_MS_PER_S} ms of CPU per second (readiness probes excluded). Default: never. Enforced by "
+            "the host guard: a change renews the guard, not the sandboxes."
         ),
-        change="replace",
+        change="host",
     )
     on_expiry: Literal["stop", "restart"] | None = field(
         None,

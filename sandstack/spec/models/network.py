@@ -41,9 +41,10 @@ class NetworkPolicy(StrictModel):
             "'deny-all' (default): no route anywhere. 'allow-list': only the host's egress gateway (an HTTP "
             "proxy) is reachable and it forwards only to `allow` minus `deny`. 'allow-all': any destination; "
             "with `log` on, egress goes through the gateway (plain HTTP to any port, HTTPS tunnels to port 443 "
-            "only) and is logged, with `log` off the sandbox gets a direct route out for any protocol."
+            "only) and is logged, with `log` off the sandbox gets a direct route out for any protocol. A change "
+            "renews the pool's network (its sandboxes move with it), the host guard's rules and the gateway."
         ),
-        change="replace",
+        change="host",
     )
     allow: list[EgressEntry] = field(
         [],
@@ -71,9 +72,10 @@ class NetworkPolicy(StrictModel):
         description=(
             "Record one egress-log line per request (sandbox, destination, verdict) in the gateway's access "
             "log. Default: on for 'allow-list' and 'allow-all'. 'allow-list' is always logged (`log: false` is "
-            "refused); `log: false` on 'allow-all' gives a direct, unlogged route out; not applicable to 'deny-all'."
+            "refused); `log: false` on 'allow-all' gives a direct, unlogged route out; not applicable to 'deny-all'. "
+            "A change renews the pool's network (its sandboxes move with it), the host guard's rules and the gateway."
         ),
-        change="replace",
+        change="host",
     )
     allow_metadata: bool = field(
         False,

@@ -167,7 +167,7 @@ class TemplateDefaults(StrictModel):
         None, description="Limits: a profile name, or fields with an optional `profile`.", change="replace"
     )
     network: NetworkPolicy | None = field(
-        None, description="Network policy; a template's own `network` replaces it whole.", change="replace"
+        None, description="Network policy; a template's own `network` replaces it whole.", change="host"
     )
     runtime: Literal["runc", "runsc"] | None = field(
         None, description="Isolation runtime: 'runc' (default) or 'runsc' (gVisor, must be installed on the host).",
