@@ -124,7 +124,8 @@ class EgressGateway(pulumi.ComponentResource):
             log_driver="json-file",
             log_opts={"max-size": "10m", "max-file": "5"},
             labels=container_labels({**args.labels, "sandstack.role": "gateway"}),
-            opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["healthcheck", "wait", "tmpfs", "init", "destroy_grace_seconds"]),
+            opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["healthcheck", "wait", "wait_timeout", "tmpfs", "init",
+                                                                      "destroy_grace_seconds"]),
         )
         self.container_name = self.container.name
         self.log_volume = self.log.name

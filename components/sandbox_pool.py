@@ -87,7 +87,8 @@ class SandboxPool(pulumi.ComponentResource):
         t = args.template
         uid, _, gid = t.user.partition(":")
         owner = f"{uid}:{gid or uid}"
-        script = ["set -e"]
+        # A re-seed starts from an empty volume: a secret the spec removed or moved must not stay readable.
+        script = ["set -e", "find /seed -mindepth 1 -delete"]
         uploads = []
         for i, s in enumerate(t.secrets):
             relative = s.path.removeprefix(SECRETS_MOUNT + "/")

@@ -162,7 +162,8 @@ def test_the_gateway_is_unprivileged_read_only_and_bounded(built):
         "labels": LABELS + [{"label": "sandstack.role", "value": "gateway"}],
     }
     assert list(env_map(gateway)) == ["SANDSTACK_SQUID_CONF"]
-    assert gateway.request.replace_on_changes == ("healthcheck", "wait", "tmpfs", "init", "destroyGraceSeconds")
+    assert gateway.request.replace_on_changes == ("healthcheck", "wait", "waitTimeout", "tmpfs", "init",
+                                                  "destroyGraceSeconds")
     assert built.reg("sandstack-local-gateway-log").request.delete_before_replace is True
 
 

@@ -100,3 +100,18 @@ def test_seeder_ran_once_and_left_no_copy_in_its_staging_dir(stack):
     # The volume holds exactly the declared files (and the directory for the nested one).
     code, out = sh(stack.container("vault"), "cd /run/secrets && find . -mindepth 1 | sort")
     assert out.split() == ["./db", "./db/password", "./token"], out
+
+
+def test_a_secret_file_moved_in_the_spec_is_gone_from_the_running_sandbox(stack):
+    # Last in the module: it applies a changed spec to the module's stack. Only the seeder is replaced; the
+    # running sandbox sees the re-seeded volume, which must not keep the old path readable.
+    stack.proves("Container.uploads")
+    moved = stack.deployment.spec_path.read_text().replace("/run/secrets/token", "/run/secrets/moved")
+    assert moved != stack.deployment.spec_path.read_text()
+    result = stack.deployment.up(moved)
+    assert result.error is None, result.error
+    sandbox = stack.container("vault")
+    code, out = sh(sandbox, "ls -A /run/secrets /run/secrets/db")
+    assert code == 0 and out.split() == ["/run/secrets:", "db", "moved", "/run/secrets/db:", "password"], out
+    code, out = python(sandbox, "print(open('/run/secrets/moved').read(), end='')")
+    assert code == 0 and out == FILE_VALUE, out
