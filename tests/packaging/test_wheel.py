@@ -142,3 +142,23 @@ def test_an_external_program_gets_sandboxes_from_the_installed_wheel_alone(dist,
     assert report["two"] == ["sandstack-two-agent-0"]
     version = subprocess.run([str(venv / "bin" / "sandstack"), "--version"], capture_output=True, text=True)
     assert version.stdout.strip() == "sandstack 0.2.0", version
+
+
+def test_declared_dependencies_are_the_ones_the_package_imports():
+    import ast
+    import tomllib
+
+    declared = {d.split(">")[0].split("<")[0].split("=")[0].strip().replace("-", "_").lower()
+                for d in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]}
+    imported = set()
+    for folder in ("sandstack", "components"):
+        for path in (REPO / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    imported |= {a.name.split(".")[0] for a in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    imported.add(node.module.split(".")[0])
+    third_party = {m for m in imported if m not in sys.stdlib_module_names and m != "sandstack"}
+    # Import names that differ from the distribution's name.
+    as_distributions = {{"yaml": "pyyaml"}.get(m, m) for m in third_party}
+    assert as_distributions == declared, (as_distributions, declared)
