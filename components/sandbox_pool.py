@@ -2,38 +2,25 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_docker as docker
 
-from sandstack.components.host_guard import STATE_MOUNT, cgroup_parent
+from sandstack.components.host_guard import STATE_MOUNT
 from sandstack.components.naming import container_labels, docker_name, volume_labels
 from sandstack.components.network_plan import PoolNetwork
+from sandstack.components.sandbox_plan import SUPERVISOR_ENTRYPOINT, plan_sandbox, sandbox_name
 from sandstack.components.secrets import secret_value
-from sandstack.components.snapshot_build import SUPERVISOR_PATH
 from sandstack.spec.models import SecretRef
-from sandstack.spec.models.limits import CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME
 from sandstack.spec.resolve import ResolvedTemplate
 
+__all__ = ["SandboxPool", "SandboxPoolArgs", "SUPERVISOR_ENTRYPOINT", "sandbox_name"]
+
 SECRETS_MOUNT = "/run/secrets"
-MIB = 1024 * 1024
 # Inputs the provider shows as updates but never applies to a running container: changing them must
 # replace the sandbox, or the diff would promise what the host does not do (shared/notes/pulumi-docker.md).
 REPLACE_ON_CHANGES = ["tmpfs", "init", "healthcheck", "wait", "wait_timeout", "destroy_grace_seconds"]
-EXPOSURE_BIND = {"host": "127.0.0.1", "public": "0.0.0.0"}
-# 'stop': a crash is retried a bounded number of times, with the lifetime clock kept (the guard's), and a
-# sandbox the guard expired ends at once on each retry; 'restart': every run is a fresh sandbox.
-RESTART_POLICY = {"stop": "on-failure", "restart": "unless-stopped"}
-# The supervisor takes the contract it shares with sandstack as arguments, not environment: the command
-# inherits its environment, and a template's `env` must not be able to move the guard's state.
-SUPERVISOR_ENTRYPOINT = (SUPERVISOR_PATH, f"--exit-lifetime={EXIT_LIFETIME}", f"--exit-idle={EXIT_IDLE}",
-                         f"--guard-state={STATE_MOUNT}", "--")
-
-
-def sandbox_name(stack: str, pool: str, index: int) -> str:
-    return docker_name(stack, pool, str(index))
 
 
 @dataclass(frozen=True)
@@ -53,10 +40,6 @@ class SandboxPoolArgs:
     infra_image: pulumi.Input[str]
     labels: dict[str, str]
     depends_on: list[pulumi.Resource] = field(default_factory=list)
-
-
-def _duration(seconds: int) -> str:
-    return f"{seconds}s"
 
 
 class SandboxPool(pulumi.ComponentResource):
@@ -137,92 +120,53 @@ class SandboxPool(pulumi.ComponentResource):
         return volume, seeder.exit_code.apply(checked)
 
     def _sandbox(self, name: str, args: SandboxPoolArgs, index: int, mounts: list, waits_on: list) -> docker.Container:
-        t = args.template
-        container_name = sandbox_name(args.stack, args.pool, index)
-        memory_mb = math.ceil(t.limits.memory / MIB)
-        env = dict(t.env)
-        if args.network.proxy_url:
-            proxy = args.network.proxy_url
-            no_proxy = "localhost,127.0.0.1,::1"
-            env.update(HTTP_PROXY=proxy, HTTPS_PROXY=proxy, http_proxy=proxy, https_proxy=proxy,
-                       NO_PROXY=no_proxy, no_proxy=no_proxy)
-        envs = [
-            secret_value(v.secret).apply(lambda s, k=k: f"{k}={s}") if isinstance(v, SecretRef) else f"{k}={v}"
-            for k, v in sorted(env.items())
-        ]
-        labels = {
-            **args.labels,
-            "sandstack.role": "sandbox",
-            "sandstack.template": t.name,
-            "sandstack.version": t.snapshot_version or "",
-            "sandstack.digest": args.digest,
-            "sandstack.pool": args.pool,
-            "sandstack.host": args.host,
-            "sandstack.replica": str(index),
-            # The network is referred to by its unchanging name: a new subnet must still move the sandbox.
-            "sandstack.subnet": str(args.network.subnet),
-        }
-        readiness = t.readiness
-        healthcheck = None
-        wait_timeout = None
-        if readiness:
-            healthcheck = docker.ContainerHealthcheckArgs(
-                tests=["CMD", *readiness.command],
-                interval=_duration(readiness.interval),
-                timeout=_duration(readiness.timeout),
-                retries=readiness.retries,
-                start_period=_duration(readiness.start_period),
-            )
-            wait_timeout = readiness.start_period + (readiness.retries + 2) * (readiness.interval + readiness.timeout) + 30
-        command = [*(t.entrypoint or ()), *(t.command or ())]
+        plan = plan_sandbox(stack=args.stack, pool=args.pool, host=args.host, template=args.template, index=index,
+                            network=args.network, digest=args.digest, labels=args.labels)
+        hc = plan.healthcheck
+        # One sandbox, exactly as planned (components/sandbox_plan.py); only Pulumi's outputs are added here.
         return docker.Container(
             f"{name}-{index}",
-            name=container_name,
-            hostname=f"{args.pool}-{index}",
+            name=plan.name,
+            hostname=plan.hostname,
             image=args.image,
-            user=t.user,
-            working_dir=t.workdir,
+            user=plan.user,
+            working_dir=plan.workdir,
             # The supervisor (under Docker's init) starts the command once the host is closed and turns the
             # guard's lifetime verdicts into exit statuses; the guard enforces them from outside.
-            entrypoints=list(SUPERVISOR_ENTRYPOINT),
-            command=command or None,
+            entrypoints=list(plan.entrypoints),
+            command=list(plan.command) if plan.command else None,
             init=True,
-            envs=envs,
-            labels=container_labels(labels),
+            envs=[secret_value(v.secret).apply(lambda s, k=k: f"{k}={s}") if isinstance(v, SecretRef) else f"{k}={v}"
+                  for k, v in plan.env.items()],
+            labels=container_labels(plan.labels),
             networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=args.network_name)],
-            ports=[
-                docker.ContainerPortArgs(internal=p.port, external=p.host_port, ip=EXPOSURE_BIND[p.exposure],
-                                         protocol=p.protocol)
-                for p in t.ports if p.exposure != "none"
-            ],
-            read_only=t.read_only_root,
-            # A writable root is allowed only on hosts with `storage_quota` (rule disk-enforced): cap it there.
-            storage_opts={"size": str(t.limits.disk)} if not t.read_only_root else None,
-            # noexec unless the path opts in: a binary dropped into a writable path cannot be run from there.
-            tmpfs={w.path: f"rw,nosuid,nodev,{'exec' if w.exec else 'noexec'},size={w.size},mode=1777"
-                   for w in t.writable},
-            # /dev/shm is memory any process can fill: bounded like the writable paths (the input is in MiB).
-            shm_size=t.shm_size // MIB,
+            ports=[docker.ContainerPortArgs(internal=p.internal, external=p.external, ip=p.ip, protocol=p.protocol)
+                   for p in plan.ports],
+            read_only=plan.read_only,
+            storage_opts=plan.storage_opts,
+            tmpfs=plan.tmpfs,
+            shm_size=plan.shm_size_mb,
             mounts=mounts,
-            capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=list(t.capabilities) or None),
-            security_opts=["no-new-privileges:true"] if t.no_new_privileges else None,
-            privileged=t.privileged,
-            runtime=t.runtime,
-            memory=memory_mb,
-            memory_swap=memory_mb,
-            cpus=f"{t.limits.cpus:g}",
+            capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=list(plan.capability_adds) or None),
+            security_opts=list(plan.security_opts) if plan.security_opts else None,
+            privileged=plan.privileged,
+            runtime=plan.runtime,
+            memory=plan.memory_mb,
+            memory_swap=plan.memory_mb,
+            cpus=plan.cpus,
             # Open files per process, hard limit too (a process cannot raise it): with the pids limit, this
             # bounds the sockets a sandbox can hold open.
-            ulimits=[docker.ContainerUlimitArgs(name="nofile", soft=t.limits.open_files, hard=t.limits.open_files)],
-            cgroup_parent=cgroup_parent(container_name),
-            device_requests=[
-                docker.ContainerDeviceRequestArgs(driver="nvidia", count=t.limits.gpus.count, capabilities=["gpu"])
-            ] if t.limits.gpus else None,
-            healthcheck=healthcheck,
-            wait=bool(readiness),
-            wait_timeout=wait_timeout,
-            restart=RESTART_POLICY[t.lifecycle.on_expiry],
-            max_retry_count=CRASH_RETRIES if t.lifecycle.on_expiry == "stop" else None,
+            ulimits=[docker.ContainerUlimitArgs(name="nofile", soft=plan.open_files, hard=plan.open_files)],
+            cgroup_parent=plan.cgroup_parent,
+            device_requests=[docker.ContainerDeviceRequestArgs(driver="nvidia", count=plan.gpu_count,
+                                                               capabilities=["gpu"])] if plan.gpu_count else None,
+            healthcheck=docker.ContainerHealthcheckArgs(tests=list(hc.tests), interval=hc.interval,
+                                                        timeout=hc.timeout, retries=hc.retries,
+                                                        start_period=hc.start_period) if hc else None,
+            wait=hc is not None,
+            wait_timeout=plan.wait_timeout,
+            restart=plan.restart,
+            max_retry_count=plan.max_retry_count,
             destroy_grace_seconds=10,
             log_driver="json-file",
             log_opts={"max-size": "10m", "max-file": "3"},

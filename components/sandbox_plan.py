@@ -1,0 +1,148 @@
+"""What one sandbox container is, as plain values: the plan `SandboxPool` turns into a `docker.Container`.
+
+Pure functions: nothing here registers or reads a Pulumi resource. The few inputs only known while Pulumi runs (the image id, the network's name, the
+volumes, secret values) are filled in by the component; everything the spec decides is here, so a test
+of a sandbox's settings needs no mocks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sandstack.components.host_guard import STATE_MOUNT, cgroup_parent
+from sandstack.components.naming import docker_name
+from sandstack.components.network_plan import PoolNetwork
+from sandstack.components.snapshot_build import SUPERVISOR_PATH
+from sandstack.spec.models import SecretRef
+from sandstack.spec.models.limits import CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME
+from sandstack.spec.resolve import ResolvedTemplate
+
+MIB = 1024 * 1024
+EXPOSURE_BIND = {"host": "127.0.0.1", "public": "0.0.0.0"}
+# 'stop': a crash is retried a bounded number of times, with the lifetime clock kept (the guard's), and a
+# sandbox the guard expired ends at once on each retry; 'restart': every run is a fresh sandbox.
+RESTART_POLICY = {"stop": "on-failure", "restart": "unless-stopped"}
+# The supervisor takes the contract it shares with sandstack as arguments, not environment: the command
+# inherits its environment, and a template's `env` must not be able to move the guard's state.
+SUPERVISOR_ENTRYPOINT = (SUPERVISOR_PATH, f"--exit-lifetime={EXIT_LIFETIME}", f"--exit-idle={EXIT_IDLE}",
+                         f"--guard-state={STATE_MOUNT}", "--")
+NO_PROXY = "localhost,127.0.0.1,::1"
+
+
+def sandbox_name(stack: str, pool: str, index: int) -> str:
+    return docker_name(stack, pool, str(index))
+
+
+@dataclass(frozen=True)
+class Healthcheck:
+    tests: tuple[str, ...]
+    interval: str
+    timeout: str
+    retries: int
+    start_period: str
+
+
+@dataclass(frozen=True)
+class PortBinding:
+    internal: int
+    external: int | None
+    ip: str
+    protocol: str
+
+
+@dataclass(frozen=True)
+class SandboxPlan:
+    name: str  # Docker container name
+    hostname: str
+    user: str
+    workdir: str | None
+    entrypoints: tuple[str, ...]
+    command: tuple[str, ...] | None
+    env: dict[str, str | SecretRef]  # sorted by name; SecretRef values are resolved by the component
+    labels: dict[str, str]
+    ports: tuple[PortBinding, ...]
+    read_only: bool
+    storage_opts: dict[str, str] | None
+    tmpfs: dict[str, str]
+    shm_size_mb: int
+    capability_adds: tuple[str, ...]
+    security_opts: tuple[str, ...] | None
+    privileged: bool
+    runtime: str
+    memory_mb: int
+    cpus: str
+    open_files: int
+    cgroup_parent: str
+    gpu_count: int | None
+    healthcheck: Healthcheck | None
+    wait_timeout: int | None
+    restart: str
+    max_retry_count: int | None
+
+
+def _duration(seconds: int) -> str:
+    return f"{seconds}s"
+
+
+def plan_sandbox(*, stack: str, pool: str, host: str, template: ResolvedTemplate, index: int,
+                 network: PoolNetwork, digest: str, labels: dict[str, str]) -> SandboxPlan:
+    t = template
+    name = sandbox_name(stack, pool, index)
+    env = dict(t.env)
+    if network.proxy_url:
+        proxy = network.proxy_url
+        env.update(HTTP_PROXY=proxy, HTTPS_PROXY=proxy, http_proxy=proxy, https_proxy=proxy,
+                   NO_PROXY=NO_PROXY, no_proxy=NO_PROXY)
+    healthcheck = wait_timeout = None
+    if t.readiness:
+        r = t.readiness
+        healthcheck = Healthcheck(("CMD", *r.command), _duration(r.interval), _duration(r.timeout), r.retries,
+                                  _duration(r.start_period))
+        # Long enough for the probe to pass within its retries, with room for a slow first start.
+        wait_timeout = r.start_period + (r.retries + 2) * (r.interval + r.timeout) + 30
+    command = (*(t.entrypoint or ()), *(t.command or ()))
+    return SandboxPlan(
+        name=name,
+        hostname=f"{pool}-{index}",
+        user=t.user,
+        workdir=t.workdir,
+        entrypoints=SUPERVISOR_ENTRYPOINT,
+        command=command or None,
+        env=dict(sorted(env.items())),
+        labels={
+            **labels,
+            "sandstack.role": "sandbox",
+            "sandstack.template": t.name,
+            "sandstack.version": t.snapshot_version or "",
+            "sandstack.digest": digest,
+            "sandstack.pool": pool,
+            "sandstack.host": host,
+            "sandstack.replica": str(index),
+            # The network is referred to by its unchanging name: a new subnet must still move the sandbox.
+            "sandstack.subnet": str(network.subnet),
+        },
+        ports=tuple(PortBinding(p.port, p.host_port, EXPOSURE_BIND[p.exposure], p.protocol)
+                    for p in t.ports if p.exposure != "none"),
+        read_only=t.read_only_root,
+        # A writable root is allowed only on hosts with `storage_quota` (rule disk-enforced): cap it there.
+        storage_opts={"size": str(t.limits.disk)} if not t.read_only_root else None,
+        # noexec unless the path opts in: a binary dropped into a writable path cannot be run from there.
+        tmpfs={w.path: f"rw,nosuid,nodev,{'exec' if w.exec else 'noexec'},size={w.size},mode=1777"
+               for w in t.writable},
+        # /dev/shm is memory any process can fill: bounded like the writable paths (the input is in MiB).
+        shm_size_mb=t.shm_size // MIB,
+        capability_adds=tuple(t.capabilities),
+        security_opts=("no-new-privileges:true",) if t.no_new_privileges else None,
+        privileged=t.privileged,
+        runtime=t.runtime,
+        memory_mb=math.ceil(t.limits.memory / MIB),
+        cpus=f"{t.limits.cpus:g}",
+        open_files=t.limits.open_files,
+        cgroup_parent=cgroup_parent(name),
+        gpu_count=t.limits.gpus.count if t.limits.gpus else None,
+        healthcheck=healthcheck,
+        wait_timeout=wait_timeout,
+        restart=RESTART_POLICY[t.lifecycle.on_expiry],
+        max_retry_count=CRASH_RETRIES if t.lifecycle.on_expiry == "stop" else None,
+    )
