@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_docker as docker
 
-from sandstack.components.host_guard import cgroup_parent
-from sandstack.components.naming import container_labels, infra_name, volume_labels
+from sandstack.components.contract import cgroup_parent
+from sandstack.components.naming import infra_name
+from sandstack.components.resource_args import container_labels, volume_labels
 from sandstack.components.network_plan import GATEWAY_ALIAS
 from sandstack.components.squid_config import (
     ACCESS_LOG,

@@ -18,7 +18,9 @@ import pulumi
 import pulumi_docker as docker
 
 from sandstack.components.package_files import GUARD_SCRIPT_FILE
-from sandstack.components.naming import container_labels, infra_name, volume_labels
+
+from sandstack.components.naming import infra_name
+from sandstack.components.resource_args import container_labels, volume_labels
 from sandstack.spec.models.limits import EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S
 from sandstack.spec.resolve import ResolvedTemplate
 
@@ -28,7 +30,6 @@ GUARD_SCRIPT = GUARD_SCRIPT_FILE.read_text()
 # as a burst, so a probe never counts as activity and an agent's command does.
 IDLE_CPU_US_PER_S = IDLE_CPU_MS_PER_S * 1000
 PROBE_CPU_BUDGET_US = 100_000
-STATE_MOUNT = "/run/sandstack/guard"  # where sandboxes see the guard's state, read-only
 # The documented exit statuses of an expired sandbox, given to the guard script (which signals the
 # supervisor accordingly) rather than repeated in it.
 EXIT_STATUS_ENVS = [f"SANDSTACK_EXIT_LIFETIME={EXIT_LIFETIME}", f"SANDSTACK_EXIT_IDLE={EXIT_IDLE}"]
@@ -37,11 +38,6 @@ HEALTH_TEST = (
     'test "$(cat /state/ready 2>/dev/null)" = "$(cat /proc/sys/kernel/random/boot_id)" '
     "&& test -n \"$(find /state/ready -mmin -1)\""
 )
-
-
-def cgroup_parent(container_name: str) -> str:
-    """The sandbox's cgroup parent, whose pids.max the guard writes."""
-    return f"/sandstack/{container_name}"
 
 
 def lifecycle_line(container_name: str, template: ResolvedTemplate) -> str | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 from typing import Mapping
 
-import pulumi_docker as docker
 
 PREFIX = "sandstack"
 LABEL_PREFIX = "sandstack."
@@ -50,15 +49,3 @@ def labels(
     for key, value in (extra or {}).items():
         out.setdefault(key, value)
     return dict(sorted(out.items()))
-
-
-def container_labels(values: Mapping[str, str]) -> list[docker.ContainerLabelArgs]:
-    return [docker.ContainerLabelArgs(label=k, value=v) for k, v in values.items()]
-
-
-def network_labels(values: Mapping[str, str]) -> list[docker.NetworkLabelArgs]:
-    return [docker.NetworkLabelArgs(label=k, value=v) for k, v in values.items()]
-
-
-def volume_labels(values: Mapping[str, str]) -> list[docker.VolumeLabelArgs]:
-    return [docker.VolumeLabelArgs(label=k, value=v) for k, v in values.items()]

@@ -11,7 +11,8 @@ import pulumi_docker as docker
 from sandstack.components.egress_gateway import GATEWAY_PIDS, EgressGateway, EgressGatewayArgs
 from sandstack.components.host_guard import HostGuard, HostGuardArgs, lifecycle_line
 from sandstack.components.package_files import INFRA_CONTEXT
-from sandstack.components.naming import bridge_name, egress_network_name, infra_name, labels, network_labels
+from sandstack.components.naming import bridge_name, egress_network_name, infra_name, labels
+from sandstack.components.resource_args import network_labels
 from sandstack.components.network_plan import (
     PoolNetwork,
     egress_bridge_rules,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sandstack.components.host_guard import STATE_MOUNT, cgroup_parent
+from sandstack.components.contract import STATE_MOUNT, cgroup_parent
 from sandstack.components.naming import docker_name
 from sandstack.components.network_plan import PoolNetwork
 from sandstack.components.snapshot_build import SUPERVISOR_PATH

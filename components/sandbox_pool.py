@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_docker as docker
 
-from sandstack.components.host_guard import STATE_MOUNT
-from sandstack.components.naming import container_labels, docker_name, volume_labels
+from sandstack.components.contract import STATE_MOUNT
+from sandstack.components.naming import docker_name
+from sandstack.components.resource_args import container_labels, volume_labels
 from sandstack.components.network_plan import PoolNetwork
 from sandstack.components.sandbox_plan import SUPERVISOR_ENTRYPOINT, plan_sandbox, sandbox_name
 from sandstack.components.secrets import secret_value

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from sandstack.components.egress_gateway import ENTRYPOINT
-from sandstack.components.host_guard import GUARD_SCRIPT, HEALTH_TEST, cgroup_parent
+from sandstack.components.contract import cgroup_parent
+from sandstack.components.host_guard import GUARD_SCRIPT, HEALTH_TEST
 from sandstack.components.naming import bridge_name
 from sandstack.components.network_plan import gateway_ports
 from tests.components.helpers import CONTAINER, NETWORK, env_map, spec

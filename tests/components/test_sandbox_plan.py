@@ -46,3 +46,15 @@ def test_a_gateway_pool_gets_its_proxy_settings_and_readiness_its_healthcheck(tm
     assert plan.ports == (PortBinding(8080, None, "127.0.0.1", "tcp"),)  # exposure none is not published
     assert plan.healthcheck == Healthcheck(("CMD", "true"), "2s", "1s", 3, "0s")
     assert plan.wait_timeout == 0 + (3 + 2) * (2 + 1) + 30
+
+
+def test_the_plan_modules_import_without_pulumi():
+    # Plans are computed and tested without the Pulumi SDK or the provider's (issue: a pure plan layer).
+    import subprocess
+    import sys
+
+    code = ("import sys, sandstack.components.sandbox_plan, sandstack.components.network_plan, "
+            "sandstack.components.squid_config, sandstack.components.snapshot_build, sandstack.components.naming; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'pulumi', 'pulumi_docker'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
