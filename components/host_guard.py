@@ -17,9 +17,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_docker as docker
 
-from sandstack.components.package_files import GUARD_SCRIPT_FILE
-
 from sandstack.components.naming import infra_name
+from sandstack.components.package_files import GUARD_SCRIPT_FILE
 from sandstack.components.resource_args import container_labels, volume_labels
 from sandstack.spec.models.limits import EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S
 from sandstack.spec.resolve import ResolvedTemplate

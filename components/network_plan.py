@@ -115,10 +115,15 @@ def ipv4_only(cidrs: tuple[str, ...] | list[str]) -> list[str]:
     return [c for c in cidrs if ipaddress.ip_network(c, strict=False).version == 4]
 
 
+def refused_metadata(template: ResolvedTemplate) -> tuple[str, ...]:
+    """METADATA_RANGES unless the template opted in: refused in every mode, by the gateway and the guard."""
+    return () if template.network.allow_metadata else METADATA_RANGES
+
+
 def refused_destinations(template: ResolvedTemplate) -> tuple[str, ...]:
     """What the guard refuses a direct sandbox: link-local and metadata addresses unless opted in, and the
     template's address/CIDR `deny` entries (with a port: that port, TCP and UDP)."""
-    out = [] if template.network.allow_metadata else [f"-d {c}" for c in ipv4_only(METADATA_RANGES)]
+    out = [f"-d {c}" for c in ipv4_only(refused_metadata(template))]
     for rule in template.network.deny:
         if rule.kind != "cidr" or not ipv4_only([rule.value]):
             continue  # rules egress-mode and egress-direct-deny refuse names here; IPv6 has no route
@@ -132,7 +137,7 @@ def refused_destinations(template: ResolvedTemplate) -> tuple[str, ...]:
 def gateway_refused(template: ResolvedTemplate, subnet_pool: str) -> tuple[str, ...]:
     """What the gateway refuses a pool whatever its policy: link-local and metadata addresses unless the
     template opts in, and the host's sandbox subnets (other pools' sandboxes, the gateway's own addresses)."""
-    return (*(() if template.network.allow_metadata else METADATA_RANGES), subnet_pool)
+    return (*refused_metadata(template), subnet_pool)
 
 
 def plan_pool_network(stack: str, pool: str, template: ResolvedTemplate, gateway_port: int | None,

@@ -8,6 +8,6 @@ from pathlib import Path
 
 ASSETS = Path(str(files("sandstack.components") / "assets"))
 GUARD_SCRIPT_FILE = ASSETS / "guard.sh"
-SUPERVISOR_FILE = ASSETS / "supervise.sh"
+SUPERVISOR_SOURCE = ASSETS / "supervise.sh"
 # The build context of sandstack's gateway/guard/seeder image (one Dockerfile).
 INFRA_CONTEXT = ASSETS / "infra"

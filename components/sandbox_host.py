@@ -30,7 +30,6 @@ from sandstack.spec.models import Host
 from sandstack.spec.resolve import ResolvedTemplate
 
 
-
 @dataclass(frozen=True)
 class Placement:
     """A pool's share of one host: which template, how many sandboxes."""
@@ -98,6 +97,8 @@ class SandboxHost(pulumi.ComponentResource):
         }
         egress_bridge = bridge_name(args.stack, "egress") if gateway_pools else None
         rules = [rule for plan in self.plans.values() for rule in guard_rules(plan)]
+        sandboxes = [(sandbox_name(args.stack, p.pool, i), p.template)
+                     for p in args.placements for i in range(p.replicas)]
         bridges = [plan.bridge for plan in self.plans.values()]
         if egress_bridge:
             opted_in = any(p.template.network.allow_metadata for p in args.placements if p.pool in gateway_pools)
@@ -115,17 +116,10 @@ class SandboxHost(pulumi.ComponentResource):
                 rules=rules,
                 bridges=bridges,
                 pids={
-                    **{sandbox_name(args.stack, p.pool, i): p.template.limits.pids
-                       for p in args.placements
-                       for i in range(p.replicas)},
+                    **{name: template.limits.pids for name, template in sandboxes},
                     **({infra_name(args.stack, "gateway"): GATEWAY_PIDS} if gateway_pools else {}),
                 },
-                lifecycle=[
-                    line
-                    for p in args.placements
-                    for i in range(p.replicas)
-                    if (line := lifecycle_line(sandbox_name(args.stack, p.pool, i), p.template))
-                ],
+                lifecycle=[line for name, template in sandboxes if (line := lifecycle_line(name, template))],
                 labels=self.labels,
             ),
             opts=self.child_opts,

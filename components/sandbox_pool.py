@@ -14,11 +14,11 @@ from sandstack.components.network_plan import PoolNetwork
 from sandstack.components.sandbox_plan import SUPERVISOR_ENTRYPOINT, plan_sandbox, sandbox_name
 from sandstack.components.secrets import secret_value
 from sandstack.spec.models import SecretRef
+from sandstack.spec.models.templates import SECRETS_DIR
 from sandstack.spec.resolve import ResolvedTemplate
 
 __all__ = ["SandboxPool", "SandboxPoolArgs", "SUPERVISOR_ENTRYPOINT", "sandbox_name"]
 
-SECRETS_MOUNT = "/run/secrets"
 # Inputs the provider shows as updates but never applies to a running container: changing them must
 # replace the sandbox, or the diff would promise what the host does not do (shared/notes/pulumi-docker.md).
 REPLACE_ON_CHANGES = ["tmpfs", "init", "healthcheck", "wait", "wait_timeout", "destroy_grace_seconds"]
@@ -58,7 +58,7 @@ class SandboxPool(pulumi.ComponentResource):
         if t.secrets:
             volume, seeder = self._secrets(name, args)
             waits_on.append(seeder)
-            mounts.append(docker.ContainerMountArgs(type="volume", source=volume.name, target=SECRETS_MOUNT,
+            mounts.append(docker.ContainerMountArgs(type="volume", source=volume.name, target=SECRETS_DIR,
                                                     read_only=True))
 
         self.containers = [
@@ -75,7 +75,7 @@ class SandboxPool(pulumi.ComponentResource):
         script = ["set -e", "find /seed -mindepth 1 -delete"]
         uploads = []
         for i, s in enumerate(t.secrets):
-            relative = s.path.removeprefix(SECRETS_MOUNT + "/")
+            relative = s.path.removeprefix(SECRETS_DIR + "/")
             uploads.append(docker.ContainerUploadArgs(file=f"/staging/{i}", content=secret_value(s.secret),
                                                       permissions="0400"))
             script.append(

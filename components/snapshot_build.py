@@ -14,10 +14,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandstack.components.package_files import SUPERVISOR_FILE
+from sandstack.components.package_files import SUPERVISOR_SOURCE
 from sandstack.spec.resolve import ResolvedTemplate
 
-SUPERVISOR_SOURCE = SUPERVISOR_FILE
 SUPERVISOR_PATH = "/usr/local/lib/sandstack/supervise"
 # Bump when the generated Dockerfile changes shape, so every snapshot is rebuilt with it.
 FORMAT = 1

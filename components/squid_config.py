@@ -39,10 +39,6 @@ DEFAULT_PORTS = (80, 443)
 CONNECT_PORT = 443
 # Loopback and "this host" (a connect to 0.0.0.0 or :: reaches the gateway's own listeners).
 LOOPBACK = ("127.0.0.0/8", "0.0.0.0/32", "::1", "::/128")
-# A sandbox's own share of the gateway's descriptors: far above what one agent's HTTP client keeps open
-# (browsers hold ~6 per host), far below MAX_FILEDESCRIPTORS, so one sandbox cannot starve every pool.
-# The guard resets a sandbox's connection past the same bound; squid's own cap holds if its rules do not.
-MAX_CONNECTIONS_PER_SANDBOX = GATEWAY_CONNECTIONS_PER_SANDBOX
 # The gateway's descriptors (two per proxied connection). Squid takes the lower of this and the container's
 # nofile limit, which is the Docker daemon's own (a container cannot raise it: measured 20000 on this
 # project's machines, 1048576 under systemd); the README asks hosts for at least this much. The guard
@@ -129,7 +125,9 @@ def _global(stack: str, host: str, pools: list[GatewayPool]) -> list[str]:
         "acl sandstack_localhost dst " + " ".join(LOOPBACK),
         f'acl sandstack_self dst "{SELF_ADDRESSES}"',
         "acl sandstack_connect method CONNECT",
-        f"acl sandstack_maxconn maxconn {MAX_CONNECTIONS_PER_SANDBOX}",
+        # A sandbox's share of the gateway's descriptors: the guard's bound, which resets a sandbox's
+        # connection past it; squid's own cap holds should the guard's rules be missing.
+        f"acl sandstack_maxconn maxconn {GATEWAY_CONNECTIONS_PER_SANDBOX}",
         # The cache manager (cache_object:// and /squid-internal-mgr/ URLs) shows every pool's requests
         # and clients: first, before anything could allow it.
         "http_access deny manager",

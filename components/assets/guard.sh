@@ -69,12 +69,9 @@ RULES
     return $failed
 }
 
-pids_dir() {
-    if [ -f "$cgroot/cgroup.controllers" ]; then
-        echo "$cgroot/sandstack/$1"
-    else
-        echo "$cgroot/pids/sandstack/$1"
-    fi
+cg_dir() {  # $1: controller, $2: path under sandstack's subtree; sets cg (no subshell: called every second)
+    # cgroup v2 has one tree for every controller; v1 one tree per controller.
+    if [ -f "$cgroot/cgroup.controllers" ]; then cg=$cgroot/sandstack/$2; else cg=$cgroot/$1/sandstack/$2; fi
 }
 
 apply_pids() {
@@ -90,7 +87,8 @@ apply_pids() {
     fi
     while read -r name max; do
         [ -n "$name" ] || continue
-        dir=$(pids_dir "$name")
+        cg_dir pids "$name"
+        dir=$cg
         mkdir -p "$dir" || { failed=1; continue; }
         [ "$(cat "$dir/pids.max")" = "$max" ] || echo "$max" >"$dir/pids.max" || { log "cannot limit $name"; failed=1; }
     done <<PIDS
@@ -146,10 +144,6 @@ while read -r key value; do [ "$key" = btime ] && btime=$value; done <"$proc/sta
 hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
 mkdir -p "$lifecycle" "$statedir/expired"
 
-cpu_dir() {
-    if [ -f "$cgroot/cgroup.controllers" ]; then echo "$cgroot/sandstack/$1/$2"; else echo "$cgroot/cpuacct/sandstack/$1/$2"; fi
-}
-
 cpu_usage_us() {  # $1: the container's cgroup in the cpu hierarchy; sets usage (empty when unreadable)
     usage=""
     if [ -r "$1/cpu.stat" ]; then
@@ -190,20 +184,21 @@ start_of() {  # $1: pid; sets started (epoch seconds)
 }
 
 freeze() {  # $1: name, $2: container id, $3: FROZEN or THAWED
+    cg_dir freezer "$1/$2"
     if [ -f "$cgroot/cgroup.controllers" ]; then
         [ "$3" = FROZEN ] && v=1 || v=0
-        echo "$v" >"$cgroot/sandstack/$1/$2/cgroup.freeze" 2>/dev/null
+        echo "$v" >"$cg/cgroup.freeze" 2>/dev/null
     else
-        echo "$3" >"$cgroot/freezer/sandstack/$1/$2/freezer.state" 2>/dev/null
+        echo "$3" >"$cg/freezer.state" 2>/dev/null
     fi
 }
 
 expire() {  # name id procs-file init sup reason code mode now
     log "sandbox $1 (${2%"${2#????????????}"}): $6 reached; stopping it (exit $7)"
+    if [ "$7" = "$exit_idle" ]; then kind=idle sig=USR2; else kind=lifetime sig=USR1; fi
     if [ "$8" = stop ]; then
         # Read by the sandbox's supervisor after a crash-retry: an expired sandbox stays stopped.
-        case "$6" in idle*) echo idle ;; *) echo lifetime ;; esac >"$statedir/expired/$2.tmp" \
-            && mv "$statedir/expired/$2.tmp" "$statedir/expired/$2"
+        echo "$kind" >"$statedir/expired/$2.tmp" && mv "$statedir/expired/$2.tmp" "$statedir/expired/$2"
     fi
     # Frozen, nothing in the sandbox can fork, trace or signal while everything but its init and
     # supervisor is killed; the kills land when it thaws, before any of those processes runs again.
@@ -213,19 +208,20 @@ expire() {  # name id procs-file init sup reason code mode now
             [ "$pid" = "$4" ] || [ "$pid" = "$5" ] || $signal -KILL "$pid" 2>/dev/null
         done <"$3"
     done
-    [ -n "$5" ] && { $signal -CONT "$5"; [ "$7" = "$exit_idle" ] && $signal -USR2 "$5" || $signal -USR1 "$5"; } 2>/dev/null
+    [ -n "$5" ] && { $signal -CONT "$5"; $signal "-$sig" "$5"; } 2>/dev/null
     freeze "$1" "$2" THAWED
     expiring_init=$4 expiring_deadline=$(($9 + 3))
 }
 
 check_sandbox() {  # name id max idle mode idle_us burst_us now
     name=$1 id=$2 max=$3 idle=$4 mode=$5 idle_us=$6 burst_us=$7 now=$8
-    procs=$(pids_dir "$name")/$id/cgroup.procs
+    cg_dir pids "$name/$id"
+    procs=$cg/cgroup.procs
     find_init "$procs"
     [ -n "$init" ] || return 0  # not running (stopped, or between restarts)
     start_of "$init"
     usage=""
-    [ "$idle" -gt 0 ] && cpu_usage_us "$(cpu_dir "$name" "$id")"
+    if [ "$idle" -gt 0 ]; then cg_dir cpuacct "$name/$id"; cpu_usage_us "$cg"; fi
     state=$lifecycle/$id
     clock="" last_active="" usage_at_active="" expiring_init="" expiring_deadline=""
     [ -r "$state" ] && read -r clock last_active usage_at_active expiring_init expiring_deadline <"$state"
@@ -259,8 +255,9 @@ enforce_lifecycle() {
     now=$(date +%s)
     while read -r name max idle mode idle_us burst_us; do
         [ -n "$name" ] || continue
+        cg_dir pids "$name"
         set +f
-        for dir in "$(pids_dir "$name")"/*/; do
+        for dir in "$cg"/*/; do
             [ -d "$dir" ] || continue
             id=${dir%/}
             id=${id##*/}

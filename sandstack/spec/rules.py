@@ -19,6 +19,7 @@ from sandstack.spec.loader import Document
 from sandstack.spec.models import NetworkPolicy, Stack, Template
 from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
 from sandstack.spec.models.limits import process_headroom
+from sandstack.spec.models.templates import SECRETS_DIR
 from sandstack.spec.resolve import (
     UnknownProfile,
     decode_egress,
@@ -30,7 +31,6 @@ from sandstack.spec.resolve import (
 from sandstack.spec.units import format_cpus, format_size
 
 
-SECRETS_DIR = "/run/secrets"
 # Paths sandstack mounts into every sandbox; a writable path there would hide or break the mount.
 RESERVED_PATHS = {
     SECRETS_DIR: "where secret files are mounted read-only",

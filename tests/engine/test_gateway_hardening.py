@@ -16,7 +16,8 @@ import secrets
 import pytest
 
 from sandstack.components.egress_gateway import ERROR_PAGE
-from sandstack.components.squid_config import MAX_CONNECTIONS_PER_SANDBOX, MAX_FILEDESCRIPTORS
+from sandstack.components.network_plan import GATEWAY_CONNECTIONS_PER_SANDBOX
+from sandstack.components.squid_config import MAX_FILEDESCRIPTORS
 from tests.engine.deploy import engine_spec
 from tests.engine.net.lab import log_lines, mark
 from tests.engine.net.probes import curl, template
@@ -303,7 +304,7 @@ def test_one_sandbox_over_its_connection_cap_is_refused_while_its_neighbour_is_s
     net.proves("Container.envs")
     hog, neighbour = net.sandbox("open", 0), net.sandbox("open", 1)
     command = ["timeout", "60", "python3", "-c", HOLD, "sandstack-gateway", str(net.gateway_port("open")),
-               str(MAX_CONNECTIONS_PER_SANDBOX)]
+               str(GATEWAY_CONNECTIONS_PER_SANDBOX)]
     output = ""
     stream = hog.exec_run(command, stream=True).output
     for chunk in stream:

@@ -88,6 +88,10 @@ class Snapshot(StrictModel):
     )
 
 
+# Where secret files are mounted, read-only: the spec's rules and the sandbox containers share it.
+SECRETS_DIR = "/run/secrets"
+
+
 class SecretFile(StrictModel):
     """A secret delivered as a file: owned by the sandbox user, mode 0400, on a read-only mount."""
 
