@@ -3,14 +3,14 @@
     from sandstack.components import SandboxStack, SandboxStackArgs
 
 Files they read at run time (the host guard's and the supervisor's scripts, the infra image's Dockerfile)
-are package data under `assets/` (`package_files.py`).
+are package data under `assets/` (read by `sandstack.plan.package_files`).
 """
 
 __all__ = ["SandboxStack", "SandboxStackArgs"]
 
 
 def __getattr__(name: str):
-    # Lazily, so that the pure modules (naming, network_plan, squid_config) import without Pulumi.
+    # Lazily: the plan layer reads this package's assets and must import without Pulumi.
     if name in __all__:
         from sandstack.components import sandbox_stack
 

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_docker as docker
 
-from sandstack.components.contract import cgroup_parent
-from sandstack.components.naming import infra_name
+from sandstack.plan.changes import host_container_replace_on_changes
+from sandstack.plan.contract import cgroup_parent
+from sandstack.plan.naming import infra_name
 from sandstack.components.resource_args import container_labels, volume_labels
-from sandstack.components.network_plan import GATEWAY_ALIAS
-from sandstack.components.squid_config import (
+from sandstack.plan.network import GATEWAY_ALIAS
+from sandstack.plan.squid import (
     ACCESS_LOG,
     ERROR_DIRECTORY,
     SELF_ADDRESSES,
@@ -125,8 +126,7 @@ class EgressGateway(pulumi.ComponentResource):
             log_driver="json-file",
             log_opts={"max-size": "10m", "max-file": "5"},
             labels=container_labels({**args.labels, "sandstack.role": "gateway"}),
-            opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["healthcheck", "wait", "wait_timeout", "tmpfs", "init",
-                                                                      "destroy_grace_seconds"]),
+            opts=pulumi.ResourceOptions(parent=self, replace_on_changes=host_container_replace_on_changes()),
         )
         self.container_name = self.container.name
         self.log_volume = self.log.name

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_docker as docker
 
-from sandstack.components.naming import infra_name
-from sandstack.components.package_files import GUARD_SCRIPT_FILE
+from sandstack.plan.changes import host_container_replace_on_changes
+from sandstack.plan.naming import infra_name
+from sandstack.plan.package_files import GUARD_SCRIPT_FILE
 from sandstack.components.resource_args import container_labels, volume_labels
 from sandstack.spec.models.limits import EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S
 from sandstack.spec.resolve import ResolvedTemplate
@@ -120,9 +121,7 @@ class HostGuard(pulumi.ComponentResource):
             log_driver="json-file",
             log_opts={"max-size": "1m", "max-file": "2"},
             labels=container_labels({**args.labels, "sandstack.role": "guard"}),
-            opts=pulumi.ResourceOptions(
-                parent=self, replace_on_changes=["healthcheck", "wait", "wait_timeout", "tmpfs", "destroy_grace_seconds"]
-            ),
+            opts=pulumi.ResourceOptions(parent=self, replace_on_changes=host_container_replace_on_changes()),
         )
         self.state_volume = self.state.name
         self.container_name = self.container.name

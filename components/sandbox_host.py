@@ -10,10 +10,10 @@ import pulumi_docker as docker
 
 from sandstack.components.egress_gateway import GATEWAY_PIDS, EgressGateway, EgressGatewayArgs
 from sandstack.components.host_guard import HostGuard, HostGuardArgs, lifecycle_line
-from sandstack.components.package_files import INFRA_CONTEXT
-from sandstack.components.naming import bridge_name, egress_network_name, infra_name, labels
+from sandstack.plan.package_files import INFRA_CONTEXT
+from sandstack.plan.naming import bridge_name, egress_network_name, infra_name, labels
 from sandstack.components.resource_args import network_labels
-from sandstack.components.network_plan import (
+from sandstack.plan.network import (
     PoolNetwork,
     egress_bridge_rules,
     gateway_ports,
@@ -25,7 +25,7 @@ from sandstack.components.network_plan import (
 )
 from sandstack.components.sandbox_pool import sandbox_name
 from sandstack.components.secrets import secret_value
-from sandstack.components.squid_config import GatewayPool
+from sandstack.plan.squid import GatewayPool
 from sandstack.spec.models import Host
 from sandstack.spec.resolve import ResolvedTemplate
 

@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_docker as docker
 
-from sandstack.components.contract import STATE_MOUNT
-from sandstack.components.naming import docker_name
+from sandstack.plan.changes import sandbox_replace_on_changes
+from sandstack.plan.contract import STATE_MOUNT
+from sandstack.plan.naming import docker_name
 from sandstack.components.resource_args import container_labels, volume_labels
-from sandstack.components.network_plan import PoolNetwork
-from sandstack.components.sandbox_plan import SUPERVISOR_ENTRYPOINT, plan_sandbox, sandbox_name
+from sandstack.plan.network import PoolNetwork
+from sandstack.plan.sandbox import SUPERVISOR_ENTRYPOINT, plan_sandbox, sandbox_name
 from sandstack.components.secrets import secret_value
 from sandstack.spec.models import SecretRef
 from sandstack.spec.models.templates import SECRETS_DIR
@@ -19,9 +20,6 @@ from sandstack.spec.resolve import ResolvedTemplate
 
 __all__ = ["SandboxPool", "SandboxPoolArgs", "SUPERVISOR_ENTRYPOINT", "sandbox_name"]
 
-# Inputs the provider shows as updates but never applies to a running container: changing them must
-# replace the sandbox, or the diff would promise what the host does not do (shared/notes/pulumi-docker.md).
-REPLACE_ON_CHANGES = ["tmpfs", "init", "healthcheck", "wait", "wait_timeout", "destroy_grace_seconds"]
 
 
 @dataclass(frozen=True)
@@ -124,7 +122,7 @@ class SandboxPool(pulumi.ComponentResource):
         plan = plan_sandbox(stack=args.stack, pool=args.pool, host=args.host, template=args.template, index=index,
                             network=args.network, digest=args.digest, labels=args.labels)
         hc = plan.healthcheck
-        # One sandbox, exactly as planned (components/sandbox_plan.py); only Pulumi's outputs are added here.
+        # One sandbox, exactly as planned (sandstack/plan/sandbox.py); only Pulumi's outputs are added here.
         return docker.Container(
             f"{name}-{index}",
             name=plan.name,
@@ -171,7 +169,7 @@ class SandboxPool(pulumi.ComponentResource):
             destroy_grace_seconds=10,
             log_driver="json-file",
             log_opts={"max-size": "10m", "max-file": "3"},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=waits_on, replace_on_changes=REPLACE_ON_CHANGES),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=waits_on, replace_on_changes=sandbox_replace_on_changes()),
         )
 
     def _describe(self, args: SandboxPoolArgs, index: int, container: docker.Container) -> pulumi.Output[dict]:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pulumi
 import pulumi_docker as docker
 
-from sandstack.components.naming import labels
-from sandstack.components.snapshot_build import prepare_build
+from sandstack.plan.naming import labels
+from sandstack.plan.snapshot import prepare_build
 from sandstack.spec.resolve import ResolvedTemplate
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sandstack.components.sandbox_pool import SUPERVISOR_ENTRYPOINT
-from sandstack.components.snapshot_build import SUPERVISOR_SOURCE
+from sandstack.plan.snapshot import SUPERVISOR_SOURCE
 from sandstack.spec.models.limits import EXIT_IDLE, EXIT_LIFETIME
 from tests.assets.fakes import BOOT_ID, SHELL
 

@@ -1,4 +1,4 @@
-"""Component-suite helpers: small specs written as YAML next to their files, built under recording mocks.
+"""Component-suite helpers: a spec (tests.support.specs) built under recording mocks, and its registrations.
 
     stack = Built.from_spec(tmp_path, spec(templates={"t": {...}}))
     stack.container("sandstack-t.local-0").inputs["user"]  # wire (camelCase) inputs as the mocks recorded them
@@ -8,71 +8,20 @@ Every spec goes through `load_stack` (the loader `pulumi up` uses), so what is b
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pulumi
-import yaml
 
-from sandstack.program import build_stack
-from sandstack.spec import load_stack
-from tests.support.recording_mocks import ProgramResult, RecordingMocks, Registration, run_program
+from tests.support.specs import STACK, stack_program, write_spec
+from tests.provider.mocks import ProgramResult, RecordingMocks, Registration, run_program
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = REPO / "stacks"
-STACK = "t"  # the stack name of every small spec: Docker names are `sandstack-t-...`
-LOCAL = "unix:///var/run/docker.sock"
 CONTAINER = "docker:index/container:Container"
 NETWORK = "docker:index/network:Network"
 VOLUME = "docker:index/volume:Volume"
 REMOTE_IMAGE = "docker:index/remoteImage:RemoteImage"
-
-
-def host(endpoint: str = LOCAL, **extra: Any) -> dict:
-    return {"endpoint": endpoint, "capacity": {"cpus": 64, "memory": "256GiB", "disk": "1TiB"}, **extra}
-
-
-def spec(templates: dict, pools: dict | None = None, hosts: dict | None = None, **extra: Any) -> dict:
-    """A stack with one roomy local host; `pools` defaults to one replica of each template there."""
-    out = {
-        "version": 1,
-        "hosts": hosts or {"local": host()},
-        "templates": templates,
-        "pools": pools if pools is not None else {n: {"template": n, "hosts": ["local"]} for n in templates},
-    }
-    out.update(extra)
-    return out
-
-
-def changed(data: dict, path: str, value: Any) -> dict:
-    """A deep copy of `data` with the dotted `path` set to `value` (one field changed)."""
-    out = copy.deepcopy(data)
-    node = out
-    *parents, last = path.split(".")
-    for key in parents:
-        node = node.setdefault(key, {})
-    node[last] = value
-    return out
-
-
-def write_spec(folder: Path, data: dict, files: dict[str, str] | None = None) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, content in (files or {}).items():
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_text(content)
-    path = folder / "stack.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
-
-
-def stack_program(path: Path, stack: str = STACK, build_root: Path | None = None):
-    """The Pulumi program of `path`: load it, build a SandboxStack, export its sandboxes."""
-    def program() -> None:
-        built = build_stack(load_stack(path), stack=stack, build_root=build_root or path.parent / "build")
-        pulumi.export("sandboxes", built.sandboxes)
-    return program
 
 
 @dataclass

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from sandstack.components.egress_gateway import ENTRYPOINT, ERROR_PAGE, PREPARE, SQUID_TEMPLATES
-from sandstack.components.squid_config import ERROR_DIRECTORY, SELF_ADDRESSES
-from tests.components.helpers import env_map, spec
+from sandstack.plan.squid import ERROR_DIRECTORY, SELF_ADDRESSES
+from tests.components.helpers import env_map
+from tests.support.specs import spec
 
 LISTED = {"base_image": "busybox:1.36", "network": {"egress": "allow-list", "allow": ["example.com"]}}
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from sandstack.components.egress_gateway import ENTRYPOINT
-from sandstack.components.contract import cgroup_parent
+from sandstack.plan.contract import cgroup_parent
 from sandstack.components.host_guard import GUARD_SCRIPT, HEALTH_TEST
-from sandstack.components.naming import bridge_name
-from sandstack.components.network_plan import gateway_ports
-from tests.components.helpers import CONTAINER, NETWORK, env_map, spec
+from sandstack.plan.naming import bridge_name
+from sandstack.plan.network import gateway_ports
+from tests.components.helpers import CONTAINER, NETWORK, env_map
+from tests.support.specs import spec
 
 LIMITS = {"cpus": 1, "memory": "256MiB", "disk": "256MiB"}
 TEMPLATES = {
@@ -22,6 +23,9 @@ POOLS = {"closed": {"template": "closed", "hosts": ["local"], "replicas": 2},
 LABELS = [{"label": "sandstack.host", "value": "local"}, {"label": "sandstack.managed-by", "value": "pulumi"},
           {"label": "sandstack.stack", "value": "t"}]
 NEW = "-m conntrack ! --ctstate ESTABLISHED,RELATED"
+
+# What the provider never applies in place: a change of any of them replaces the container.
+HOST_REPLACE_ON_CHANGES = ("destroyGraceSeconds", "healthcheck", "init", "tmpfs", "wait", "waitTimeout")
 
 
 @pytest.fixture
@@ -87,7 +91,7 @@ def test_guard_container_inputs(built):
         "logOpts": {"max-size": "1m", "max-file": "2"},
         "labels": LABELS + [{"label": "sandstack.role", "value": "guard"}],
     }
-    assert guard.request.replace_on_changes == ("healthcheck", "wait", "waitTimeout", "tmpfs", "destroyGraceSeconds")
+    assert guard.request.replace_on_changes == HOST_REPLACE_ON_CHANGES
     assert (guard.plan.host["NetworkMode"], guard.plan.host["Privileged"]) == ("host", False)
     assert guard.plan.host["CapAdd"] == ["NET_ADMIN", "NET_RAW", "DAC_OVERRIDE", "KILL"]
 
@@ -163,8 +167,7 @@ def test_the_gateway_is_unprivileged_read_only_and_bounded(built):
         "labels": LABELS + [{"label": "sandstack.role", "value": "gateway"}],
     }
     assert list(env_map(gateway)) == ["SANDSTACK_SQUID_CONF"]
-    assert gateway.request.replace_on_changes == ("healthcheck", "wait", "waitTimeout", "tmpfs", "init",
-                                                  "destroyGraceSeconds")
+    assert gateway.request.replace_on_changes == HOST_REPLACE_ON_CHANGES
     assert built.reg("sandstack-local-gateway-log").request.delete_before_replace is True
 
 
@@ -176,7 +179,7 @@ def test_the_scripts_take_the_expiry_statuses_from_sandstack_instead_of_repeatin
 
     from sandstack.components.host_guard import EXIT_STATUS_ENVS
     from sandstack.components.sandbox_pool import SUPERVISOR_ENTRYPOINT
-    from sandstack.components.snapshot_build import SUPERVISOR_SOURCE
+    from sandstack.plan.snapshot import SUPERVISOR_SOURCE
     from sandstack.spec.models.limits import EXIT_IDLE, EXIT_LIFETIME
 
     assert EXIT_STATUS_ENVS == [f"SANDSTACK_EXIT_LIFETIME={EXIT_LIFETIME}", f"SANDSTACK_EXIT_IDLE={EXIT_IDLE}"]

@@ -6,11 +6,12 @@ import ipaddress
 
 import pytest
 
-from sandstack.components.naming import bridge_name, docker_name, egress_network_name
-from sandstack.components.network_plan import gateway_ports, pool_subnets
+from sandstack.plan.naming import bridge_name, docker_name, egress_network_name
+from sandstack.plan.network import gateway_ports, pool_subnets
 from sandstack.spec import SpecError
 from sandstack.spec.models.stack import Pool
-from tests.components.helpers import NETWORK, env_map, host, spec
+from tests.components.helpers import NETWORK, env_map
+from tests.support.specs import host, spec
 
 DROP_INPUT = "INPUT -i {br} -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP"
 GATEWAY_IN = "DOCKER-USER -i {br} -o {br} -d {gw}/32 -p tcp --dport {port} -j ACCEPT"

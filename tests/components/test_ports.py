@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.components.helpers import host, spec
+from tests.support.specs import host, spec
 
 PORTS = [
     {"port": 8000, "exposure": "host", "name": "api"},

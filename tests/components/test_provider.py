@@ -6,7 +6,7 @@ import pulumi
 import pytest
 
 from sandstack.components.sandbox_host import host_address
-from tests.components.helpers import LOCAL, host, spec
+from tests.support.specs import LOCAL, host, spec
 
 TEMPLATES = {"t": {"base_image": "busybox:1.36"}}
 TLS = {"ca": {"secret": "gpuA.ca"}, "cert": {"secret": "gpuA.cert"}, "key": {"secret": "infra:clientKey"}}

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import pytest
 
-from tests.components.helpers import changed, spec
-from tests.engine.harness.schema import MiB
+from tests.support.specs import changed, spec
 
+MiB = 1024**2
 BASE = {
     "base_image": "busybox:1.36",
     "command": ["sh", "-c", "sleep 1d"],
@@ -70,18 +69,3 @@ def test_open_files_take_the_declared_limit_from_a_profile_or_the_template(build
     assert c.inputs["ulimits"] == [{"name": "nofile", "soft": 65536, "hard": 65536}]
     c = _sandbox(build, changed(template, "limits.open_files", 256), profiles={"roomy": {"open_files": 65536}})
     assert c.inputs["ulimits"] == [{"name": "nofile", "soft": 256, "hard": 256}]
-
-
-@pytest.mark.parametrize("path, value, fields", [
-    ("filesystem.shm_size", "32MiB", ("shmSize",)),
-    ("filesystem.writable", [{"path": "/tmp", "size": "64MiB", "exec": True}, {"path": "/work", "size": "128MiB"}],
-     ("tmpfs",)),
-    ("limits.open_files", 4096, ("ulimits",)),
-])
-def test_changing_a_hardening_input_replaces_the_sandbox(up, path, value, fields):
-    """The field's change effect is 'replace': the provider applies none of these to a running container."""
-    before = spec({"t": BASE})
-    up(before)
-    result = up(spec({"t": changed(BASE, path, value)}))
-    assert {f"{a.kind} {a.name}": a.changed for a in result.actions if a.kind != "same"} == {
-        "replace sandstack-t.local-0": fields}

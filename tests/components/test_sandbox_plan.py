@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import ipaddress
 
-from sandstack.components.network_plan import plan_pool_network
-from sandstack.components.sandbox_plan import SUPERVISOR_ENTRYPOINT, Healthcheck, PortBinding, plan_sandbox
+from sandstack.plan.network import plan_pool_network
+from sandstack.plan.sandbox import SUPERVISOR_ENTRYPOINT, Healthcheck, PortBinding, plan_sandbox
 from sandstack.spec import load_stack
-from tests.components.helpers import spec, write_spec
+from tests.support.specs import spec, write_spec
 
 SUBNET = ipaddress.IPv4Network("10.213.64.0/23")
 
@@ -53,8 +53,10 @@ def test_the_plan_modules_import_without_pulumi():
     import subprocess
     import sys
 
-    code = ("import sys, sandstack.components.sandbox_plan, sandstack.components.network_plan, "
-            "sandstack.components.squid_config, sandstack.components.snapshot_build, sandstack.components.naming; "
+    code = ("import importlib, pkgutil, sys, sandstack.plan as plan\n"
+            "names = [m.name for m in pkgutil.iter_modules(plan.__path__)]\n"
+            "for name in names: importlib.import_module('sandstack.plan.' + name)\n"
+            "assert len(names) >= 8, names\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'pulumi', 'pulumi_docker'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from tests.components.helpers import Built, spec
-from tests.support.recording_mocks import DryBackend, RecordingMocks
+from tests.components.helpers import Built
+from tests.support.specs import spec
+from tests.provider.mocks import DryBackend, RecordingMocks
 
 AGENT = {
     "base_image": "busybox:1.36",

@@ -6,8 +6,7 @@ import ipaddress
 
 import pytest
 
-from sandstack.components.egress_gateway import PREPARE
-from sandstack.components.squid_config import GatewayPool, render
+from sandstack.plan.squid import GatewayPool, render
 from sandstack.spec.egress import parse_entry
 from sandstack.spec.resolve import EffectiveNetwork
 
@@ -243,22 +242,3 @@ def test_the_gateway_names_neither_the_sandbox_nor_itself():
         "reply_header_access X-Squid-Error deny all", "reply_header_access X-Cache deny all",
         "reply_header_access X-Cache-Lookup deny all", "error_directory /tmp/sandstack-errors",
     ]
-
-
-@pytest.mark.docker
-def test_squid_parses_the_rendered_config_after_the_gateways_own_preparation(docker_client):
-    from tests.engine import images
-
-    # The gateway's own preparation first: squid reads the address file and the error pages it writes.
-    script = PREPARE + " && squid -k parse -f /tmp/squid.conf && cat /tmp/sandstack-errors/ERR_ACCESS_DENIED"
-    result = docker_client.containers.run(
-        images.debian_image(docker_client), ["sh", "-c", script], user="proxy",
-        environment={"SANDSTACK_SQUID_CONF": render("t", "h1", POOLS)},
-        remove=True, stdout=True, stderr=True)  # default bridge: with no network squid warns about its hostname
-    log = result.decode()
-    assert "Processing: http_access deny all" in log
-    assert log.endswith("The sandstack gateway refused this request or could not complete it: %c\n"), log[-300:]
-    problems = [line for line in log.splitlines() if ("ERROR" in line or "FATAL" in line or "WARNING" in line)
-                and "IPv6" not in line  # the test container has no IPv6: squid says so, harmlessly
-                and "HTTP requires the use of Via" not in line]  # `via off`, on purpose: Via names the gateway
-    assert problems == []

@@ -13,7 +13,7 @@ import pytest
 
 from sandstack.spec import load_stack
 from tests.components.helpers import CONTAINER, REPO, STACKS, Built
-from tests.support.recording_mocks import RecordingMocks, run_program
+from tests.provider.mocks import RecordingMocks, run_program
 
 STACK_FILES = sorted(STACKS.glob("*.yaml"))
 

@@ -6,9 +6,9 @@ import pulumi
 import pytest
 
 from sandstack.program import build_stack
-from tests.components.helpers import (CONTAINER, NETWORK, REMOTE_IMAGE, STACKS, VOLUME, Built, host, spec,
-                                      write_spec)
-from tests.support.recording_mocks import RecordingMocks, run_program
+from tests.components.helpers import CONTAINER, NETWORK, REMOTE_IMAGE, STACKS, VOLUME, Built
+from tests.support.specs import host, spec, write_spec
+from tests.provider.mocks import RecordingMocks, run_program
 
 STACK_URN = "urn:pulumi:{stack}::sandstack::pulumi:pulumi:Stack$sandstack:index:SandboxStack::sandstack"
 PROD_SECRETS = {"agentApiToken": "api-token", "githubToken": "gh-token", "gpuA.ca": "CA PEM",

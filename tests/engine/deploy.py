@@ -22,13 +22,14 @@ import docker as docker_sdk
 import pulumi
 import yaml
 
-from sandstack.components.naming import docker_name, egress_network_name, infra_name
+from sandstack.plan.naming import docker_name, egress_network_name, infra_name
 from sandstack.program import build_stack
 from sandstack.spec import load_stack
 from tests.engine.harness import coverage
 from tests.engine.harness.harness import Harness, RunResult
 from tests.engine.harness.teardown import remaining
 from tests.engine.host_state import clear_host_state
+from tests.support.specs import spec, spec_text
 
 HOST_ROLES = ("egress", "gateway", "guard")  # host-level objects of a stack: named with `infra_name`
 
@@ -45,24 +46,10 @@ def engine_spec(infra_image: str, templates: dict, pools: dict | None = None, *,
                 profiles: dict | None = None, defaults: dict | None = None) -> str:
     """A stack spec on the local daemon. `pools` defaults to one replica of each template. `Deployment`
     gives the host its own `subnet_pool`."""
-    spec = {
-        "version": 1,
-        "hosts": {
-            "local": {
-                "endpoint": "unix:///var/run/docker.sock",
-                "capacity": capacity or {"cpus": 2, "memory": "8GiB", "disk": "20GiB"},
-                "overcommit": {"cpus": 8, "memory": 2},
-                "infra_image": infra_image,
-            }
-        },
-        "templates": templates,
-        "pools": pools if pools is not None else {name: {"template": name, "hosts": ["local"]} for name in templates},
-    }
-    if profiles:
-        spec["profiles"] = profiles
-    if defaults:
-        spec["defaults"] = defaults
-    return "# yaml-language-server: $schema=../schemas/stack.schema.json\n" + yaml.safe_dump(spec, sort_keys=False)
+    local = {"endpoint": "unix:///var/run/docker.sock", "infra_image": infra_image,
+             "capacity": capacity or {"cpus": 2, "memory": "8GiB", "disk": "20GiB"},
+             "overcommit": {"cpus": 8, "memory": 2}}
+    return spec_text(spec(templates, pools, hosts={"local": local}, profiles=profiles, defaults=defaults))
 
 
 @dataclass
@@ -114,7 +101,7 @@ class Deployment:
 
     def name(self, *parts: str) -> str:
         """Docker name of a stack object: host-level roles (egress network, gateway, guard) use the '_' form
-        of `components.naming.infra_name`, pool objects the '-' form (`docker_name`)."""
+        of `sandstack.plan.naming.infra_name`, pool objects the '-' form (`docker_name`)."""
         if parts == ("egress",):
             return egress_network_name(self.stack)
         if len(parts) == 1 and parts[0] in HOST_ROLES:

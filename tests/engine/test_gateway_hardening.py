@@ -16,8 +16,8 @@ import secrets
 import pytest
 
 from sandstack.components.egress_gateway import ERROR_PAGE
-from sandstack.components.network_plan import GATEWAY_CONNECTIONS_PER_SANDBOX
-from sandstack.components.squid_config import MAX_FILEDESCRIPTORS
+from sandstack.plan.network import GATEWAY_CONNECTIONS_PER_SANDBOX
+from sandstack.plan.squid import MAX_FILEDESCRIPTORS
 from tests.engine.deploy import engine_spec
 from tests.engine.net.lab import log_lines, mark
 from tests.engine.net.probes import curl, template

@@ -12,7 +12,6 @@ egress network's old name), `listed` (allow-list), `logged` (allow-all through t
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 import struct
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sandstack.components.naming import infra_name
+from sandstack.plan.naming import infra_name
 from tests.engine.deploy import engine_spec, shared_deployment
 from tests.engine.sandbox_helpers import client, docker_time, ended, sh, state
 from tests.engine.waiting import wait_until

@@ -7,6 +7,7 @@ import pytest
 
 from sandstack.spec import models
 from sandstack.spec.models import Lifecycle
+from sandstack.spec.models.base import change_of
 from sandstack.spec.models.limits import CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S
 
 
@@ -33,4 +34,4 @@ def test_lifecycle_descriptions_quote_the_contract() -> None:
 ])
 def test_hardening_fields_declare_their_change_effect(model: str, name: str, change: str) -> None:
     info = getattr(models, model).model_fields[name]
-    assert info.json_schema_extra == {"x-change": change}
+    assert change_of(info).label == change

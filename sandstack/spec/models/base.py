@@ -6,27 +6,35 @@ published schema, the editor completion and the Python validation accept the sam
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, WithJsonSchema
+from pydantic.fields import FieldInfo
 
 from sandstack.spec import units
+from sandstack.spec.changes import Effect, effect_of
 
-# What changing a field does to what `pulumi up` manages; shown in the reference table
-# and in the schema (`x-change`) so reviewers know the blast radius of a diff.
-Change = Literal["rebuild", "replace", "in-place", "host", "none"]
-CHANGE_MEANING: dict[str, str] = {
-    "rebuild": "rebuilds the snapshot image; the pool's sandboxes are replaced onto it",
-    "replace": "replaces the pool's sandbox containers",
-    "in-place": "updates running sandboxes without replacing them",
-    "host": "replaces host-level resources (provider, networks, gateway)",
-    "none": "validation and placement only; changes no resource by itself",
-}
+class ChangeNote:
+    """A field's declared change effect (sandstack.spec.changes), written into its schema as `x-change`."""
+
+    def __init__(self, effect: Effect):
+        self.effect = effect
+
+    def __call__(self, schema: dict[str, Any]) -> None:
+        schema["x-change"] = self.effect.label
 
 
-def field(default: Any = ..., *, description: str, change: Change, **kwargs: Any) -> Any:
-    """A pydantic Field whose schema says what changing it does (`x-change`)."""
-    return Field(default, description=description, json_schema_extra={"x-change": change}, **kwargs)
+def field(default: Any = ..., *, description: str, change: str | Effect, **kwargs: Any) -> Any:
+    """A pydantic Field that declares what changing it does on the next `pulumi up` (the change table)."""
+    return Field(default, description=description, json_schema_extra=ChangeNote(effect_of(change)), **kwargs)
+
+
+def change_of(info: FieldInfo) -> Effect:
+    """The declared change effect of a model field."""
+    note = info.json_schema_extra
+    if not isinstance(note, ChangeNote):
+        raise TypeError("a spec field declared without sandstack.spec.models.base.field()")
+    return note.effect
 
 
 class StrictModel(BaseModel):

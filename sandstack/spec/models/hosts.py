@@ -6,7 +6,9 @@ from typing import Annotated
 
 from pydantic import StringConstraints
 
-from sandstack.spec.models.base import Cpus, ImageRef, LabelKey, SecretRef, Size, StrictModel, field, text
+from sandstack.spec import changes
+from sandstack.spec.models.base import (ConfigKey, Cpus, ImageRef, LabelKey, Size, StrictModel,
+                                         field, text)
 
 ENDPOINT_PATTERN = (
     r"^(unix:///[A-Za-z0-9._/-]+"
@@ -17,7 +19,7 @@ ENDPOINT_HINT = "'unix:///var/run/docker.sock', 'ssh://user@host[:port]' or 'tcp
 Endpoint = text(ENDPOINT_PATTERN, "Docker endpoint", ENDPOINT_HINT)
 
 # Each pool gets a network of this size on each of its hosts, carved from the host's `subnet_pool`
-# (components/network_plan.py); one /23 leaves a /24 for up to 250 sandboxes and room for the gateway.
+# (sandstack/plan/network.py); one /23 leaves a /24 for up to 250 sandboxes and room for the gateway.
 POOL_SUBNET_PREFIX = 23
 CIDR4_PATTERN = r"^([0-9]{1,3}\.){3}[0-9]{1,3}/[0-9]{1,2}$"
 SubnetPool = text(CIDR4_PATTERN, "IPv4 network", "an IPv4 network in CIDR form, e.g. '10.213.0.0/16'")
@@ -26,12 +28,18 @@ GPU_TYPE_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
 GpuType = text(GPU_TYPE_PATTERN, "GPU type", "a lowercase GPU model name such as 'nvidia-l4'")
 
 
+class TlsSecretRef(StrictModel):
+    """A Pulumi secret holding PEM text for the provider: unlike a sandbox's secrets, a change renews the host."""
+
+    secret: ConfigKey = field(description="Pulumi config key holding the PEM text.", change="host")
+
+
 class TlsMaterial(StrictModel):
     """Client TLS for a `tcp://` endpoint. Each item is a secret reference: PEM text never sits in a spec."""
 
-    ca: SecretRef = field(description="CA certificate that signed the daemon's certificate (PEM).", change="host")
-    cert: SecretRef = field(description="Client certificate (PEM) the daemon trusts.", change="host")
-    key: SecretRef = field(description="Private key of the client certificate (PEM).", change="host")
+    ca: TlsSecretRef = field(description="CA certificate that signed the daemon's certificate (PEM).", change="host")
+    cert: TlsSecretRef = field(description="Client certificate (PEM) the daemon trusts.", change="host")
+    key: TlsSecretRef = field(description="Private key of the client certificate (PEM).", change="host")
 
 
 class GpuInventory(StrictModel):
@@ -112,5 +120,5 @@ class Host(StrictModel):
             "Free-form labels copied onto every Docker object sandstack creates on this host: a change replaces "
             "them all (host objects, snapshot images, sandboxes)."
         ),
-        change="host",
+        change=changes.Effect(sandboxes="replace", snapshot="rebuild", secrets=True, host=None, scope="host"),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from sandstack.spec.changes import GUARD, IN_PLACE_AND_GUARD, REPLACE, REPLACE_AND_GUARD, Effect
 from sandstack.spec.models.base import Cpus, Duration, Name, Size, StrictModel, field
 from sandstack.spec.models.hosts import GpuType
 
@@ -59,15 +60,17 @@ class Limits(StrictModel):
             "A change applies in place, except under 256MiB for a template on the built-in /tmp or /dev/shm "
             "sizes, which follow the limit: their new sizes replace the sandboxes."
         ),
-        change="in-place",
+        change=Effect(sandboxes="update", label_text="in-place", when=(
+            ("built-in /tmp or /dev/shm under 256MiB", Effect(sandboxes="replace", forces=("tmpfs",))),)),
     )
     disk: Size | None = field(
         None,
         description=(
             "Disk the sandbox may write: the sum of its writable paths' sizes must fit, and with a host "
-            "`storage_quota` it also caps a writable root."
+            "`storage_quota` it also caps a writable root. With the read-only root (the default) a change is "
+            "checked, not applied."
         ),
-        change="replace",
+        change=Effect(when=(("writable root", REPLACE),)),
     )
     pids: int | None = field(
         None,
@@ -75,7 +78,7 @@ class Limits(StrictModel):
             "Maximum number of processes and threads inside the sandbox (fork-bomb guard). The host guard "
             "writes it into each sandbox's cgroup, so a change renews the guard, not the sandboxes."
         ),
-        change="host", ge=8, le=65536,
+        change=GUARD, ge=8, le=65536,
     )
     open_files: int | None = field(
         None,
@@ -92,7 +95,8 @@ class Limits(StrictModel):
 class LimitsOverride(Limits):
     """A profile by name plus single fields overriding it, e.g. `{profile: small, memory: 2GiB}`."""
 
-    profile: Name | None = field(None, description="Name of a profile in `profiles` to start from.", change="replace")
+    profile: Name | None = field(None, description="Name of a profile in `profiles` to start from.",
+                                 change=REPLACE_AND_GUARD)
 
 
 class Lifecycle(StrictModel):
@@ -106,7 +110,7 @@ class Lifecycle(StrictModel):
             "`on_expiry: stop`, restarts after a crash do not reset the clock. Enforced by the host guard: a "
             "change renews the guard, not the sandboxes."
         ),
-        change="host",
+        change=GUARD,
     )
     idle_timeout: Duration | None = field(
         None,
@@ -115,7 +119,7 @@ class Lifecycle(StrictModel):
             f"{IDLE_CPU_MS_PER_S} ms of CPU per second (readiness probes excluded). Default: never. Enforced by "
             "the host guard: a change renews the guard, not the sandboxes."
         ),
-        change="host",
+        change=GUARD,
     )
     on_expiry: Literal["stop", "restart"] | None = field(
         None,
@@ -124,7 +128,8 @@ class Lifecycle(StrictModel):
             f"{EXIT_LIFETIME} (max lifetime reached) or {EXIT_IDLE} (idle timeout reached); a crash keeps the "
             f"command's own exit status and is restarted at most {CRASH_RETRIES} times (Docker's "
             f"on-failure:{CRASH_RETRIES}), then stays stopped. 'restart': at a limit the sandbox starts again "
-            "with fresh writable paths and a fresh clock, keeping a warm pool full."
+            "with fresh writable paths and a fresh clock, keeping a warm pool full. The restart policy changes in place; the guard's lifecycle "
+            "lines are renewed."
         ),
-        change="replace",
+        change=IN_PLACE_AND_GUARD,
     )

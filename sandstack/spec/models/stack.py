@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import StringConstraints
 
+from sandstack.spec.changes import Effect
 from sandstack.spec.models.base import Name, StrictModel, field
 from sandstack.spec.models.hosts import Host
 from sandstack.spec.models.limits import Limits
@@ -15,13 +16,20 @@ from sandstack.spec.models.templates import Template, TemplateDefaults
 class Pool(StrictModel):
     """A warm pool: `replicas` running sandboxes of one template on each of its hosts."""
 
-    template: Name = field(description="Name of a template in `templates`.", change="replace")
+    template: Name = field(
+        description="Name of a template in `templates`. A change moves the pool to that template's snapshot image, "
+                    "network policy and secrets.",
+        change=Effect(sandboxes="replace", snapshot="switch", secrets=True, host=None),
+    )
     hosts: list[Name] = field(
-        description="Names of hosts in `hosts`; the pool runs `replicas` sandboxes on each.",
-        change="replace", min_length=1, max_length=64,
+        description="Names of hosts in `hosts`; the pool runs `replicas` sandboxes on each. A host added gets "
+                    "the pool's objects (and its own, if new); a host removed loses them; the others keep theirs.",
+        change=Effect(sandboxes="scale", host=None, scope="placement", label_text="placement"), min_length=1, max_length=64,
     )
     replicas: int = field(
-        1, description="Sandboxes per host. Default 1; 0 keeps the pool declared but empty.", change="replace",
+        1, description="Sandboxes per host. Default 1; 0 keeps the pool declared but empty. The guard holds each "
+                    "sandbox's pids limit, so it is renewed.",
+        change=Effect(sandboxes="scale", host=frozenset({"guard"})),
         ge=0, le=250,
     )
     description: Annotated[str, StringConstraints(max_length=500)] = field("", description="What it is for.",

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import StringConstraints, WithJsonSchema
 
+from sandstack.spec.changes import IN_PLACE_AND_GUARD, REPLACE_AND_GUARD, RESEED, Effect
 from sandstack.spec.models.base import (
     AbsPath,
     ConfigKey,
@@ -92,35 +93,44 @@ class Snapshot(StrictModel):
 SECRETS_DIR = "/run/secrets"
 
 
+# Settings that reach the container through inputs the provider shows as updates but never applies
+# (its healthcheck, its tmpfs mounts): a change must replace the sandboxes (sandstack.plan.changes).
+PROBE = Effect(sandboxes="replace", forces=("healthcheck",))
+PROBE_AND_GUARD = Effect(sandboxes="replace", host=frozenset({"guard"}), forces=("healthcheck",),
+                         when=(("no idle_timeout", PROBE),))
+TMPFS = Effect(sandboxes="replace", forces=("tmpfs",))
+
+
 class SecretFile(StrictModel):
     """A secret delivered as a file: owned by the sandbox user, mode 0400, on a read-only mount."""
 
-    secret: ConfigKey = field(description="Pulumi secret config key holding the file's content.", change="replace")
-    path: AbsPath = field(description="Path of the file inside the sandbox, under /run/secrets/, e.g. '/run/secrets/token'.", change="replace")
+    secret: ConfigKey = field(description="Pulumi secret config key holding the file's content.", change=RESEED)
+    path: AbsPath = field(description="Path of the file inside the sandbox, under /run/secrets/, e.g. '/run/secrets/token'.", change=RESEED)
 
 
 class Readiness(StrictModel):
     """A command Docker runs inside the sandbox to tell when it is ready (its health check)."""
 
-    command: Command = field(description="Command and arguments (exec form); exit 0 means ready.", change="replace")
-    interval: Duration = field("10s", description="Time between checks. Default '10s'.", change="replace")
-    timeout: Duration = field("5s", description="Time one check may take. Default '5s'.", change="replace")
-    retries: int = field(3, description="Consecutive failures before unhealthy. Default 3.", change="replace",
+    command: Command = field(description="Command and arguments (exec form); exit 0 means ready.", change=PROBE)
+    interval: Duration = field("10s", description="Time between checks. Default '10s'. With an `idle_timeout` it also sets the "
+                               "guard's CPU allowance for probes, so a change renews the guard.", change=PROBE_AND_GUARD)
+    timeout: Duration = field("5s", description="Time one check may take. Default '5s'.", change=PROBE)
+    retries: int = field(3, description="Consecutive failures before unhealthy. Default 3.", change=PROBE,
                          ge=1, le=100)
-    start_period: Duration = field("0s", description="Grace time after start. Default '0s'.", change="replace")
+    start_period: Duration = field("0s", description="Grace time after start. Default '0s'.", change=PROBE)
 
 
 class WritablePath(StrictModel):
-    path: AbsPath = field(description="A writable directory on the otherwise read-only root.", change="replace")
+    path: AbsPath = field(description="A writable directory on the otherwise read-only root.", change=TMPFS)
     size: Size = field("64MiB", description="Upper bound of what can be written there (a tmpfs, which counts against `limits.memory`). Default 64MiB.",
-                       change="replace")
+                       change=TMPFS)
     exec: bool = field(
         False,
         description=(
             "Allow running programs from this path. Default false: mounted noexec, so a binary the sandbox "
             "writes or downloads there cannot be executed (an interpreter can still read a script from it)."
         ),
-        change="replace",
+        change=TMPFS,
     )
 
 
@@ -131,7 +141,7 @@ class Filesystem(StrictModel):
     writable: list[WritablePath] | None = field(
         None,
         description="Writable paths, each a size-bounded tmpfs emptied at every start. Default: '/tmp' of 64MiB (a quarter of a smaller memory limit).",
-        change="replace", max_length=32,
+        change=TMPFS, max_length=32,
     )
     shm_size: Size | None = field(
         None,
@@ -168,7 +178,7 @@ class TemplateDefaults(StrictModel):
     """Settings applied to every template that does not set them itself (stack-level `defaults`)."""
 
     limits: Name | LimitsOverride | None = field(
-        None, description="Limits: a profile name, or fields with an optional `profile`.", change="replace"
+        None, description="Limits: a profile name, or fields with an optional `profile`.", change=REPLACE_AND_GUARD
     )
     network: NetworkPolicy | None = field(
         None, description="Network policy; a template's own `network` replaces it whole.", change="host"
@@ -177,14 +187,18 @@ class TemplateDefaults(StrictModel):
         None, description="Isolation runtime: 'runc' (default) or 'runsc' (gVisor, must be installed on the host).",
         change="replace",
     )
-    lifecycle: Lifecycle | None = field(None, description="Lifetime limits, merged field by field.", change="replace")
+    lifecycle: Lifecycle | None = field(None, description="Lifetime limits, merged field by field.",
+                                        change=IN_PLACE_AND_GUARD)
     filesystem: Filesystem | None = field(None, description="Root and writable paths, merged field by field.",
-                                          change="replace")
+                                          change=TMPFS)
     security: Security | None = field(None, description="Loosenings, merged field by field.", change="replace")
     env: dict[EnvName, Annotated[str, StringConstraints(max_length=32768)] | SecretRef] = field(
         {}, description="Environment merged under each template's own `env`.", change="replace"
     )
-    user: User | None = field(None, description="User the sandbox runs as. Default '10001:10001'.", change="replace")
+    user: User | None = field(
+        None, description="User the sandbox runs as. Default '10001:10001'. Secret files are re-seeded for it.",
+        change=Effect(sandboxes="replace", secrets=True),
+    )
     workdir: AbsPath | None = field(None, description="Working directory. Default: the image's.", change="replace")
 
 
@@ -197,10 +211,10 @@ class Template(TemplateDefaults):
         description="Image the snapshot starts from; pin with '@sha256:…' for reproducible builds.", change="rebuild"
     )
     snapshot: Snapshot = field(Snapshot(), description="Build steps baked into the snapshot image.", change="rebuild")
-    secrets: list[SecretFile] = field([], description="Secrets delivered as files.", change="replace",
+    secrets: list[SecretFile] = field([], description="Secrets delivered as files.", change=RESEED,
                                       max_length=64)
     entrypoint: Command | None = field(None, description="Entrypoint override (exec form).", change="replace")
     command: Command | None = field(None, description="Command (exec form). Default: the image's.", change="replace")
-    readiness: Readiness | None = field(None, description="Readiness probe. Default: none.", change="replace")
+    readiness: Readiness | None = field(None, description="Readiness probe. Default: none.", change=PROBE_AND_GUARD)
     ports: list[Port] = field([], description="Ports the sandbox listens on, and their exposure.", change="replace",
                               max_length=64)

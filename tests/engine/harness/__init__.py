@@ -10,7 +10,7 @@ the real computed outputs. A state keyed by URN makes successive runs behave lik
 Public API (see README.md beside this file):
     Harness, RunResult, Action                 -- harness.py / state.py
     docker_harness, dry_harness, recording_mocks fixtures -- fixtures.py
-    RecordingMocks, run_program, install_mocks -- tests/support/recording_mocks.py
+    RecordingMocks, run_program, install_mocks -- tests/provider/mocks.py
     MAPPINGS (the field tables)                -- tables.py
 """
 
@@ -28,6 +28,6 @@ def __getattr__(name: str):
         from tests.engine.harness.state import Action
         return Action
     if name == "MAPPINGS":
-        from tests.engine.harness.tables import MAPPINGS
+        from tests.provider.tables import MAPPINGS
         return MAPPINGS
     raise AttributeError(name)

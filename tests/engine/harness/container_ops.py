@@ -15,10 +15,10 @@ from decimal import Decimal
 
 import docker.errors
 
-from tests.engine.harness.container_fields import upload_tar
-from tests.engine.harness.container_map import ContainerPlan
-from tests.engine.harness.schema import MiB
-from tests.support.recording_mocks import HarnessError
+from tests.provider.container_fields import upload_tar
+from tests.provider.container_map import ContainerPlan
+from tests.provider.schema import MiB
+from tests.provider.mocks import HarnessError
 
 # Containers attached with `attach` must exit by then (the provider's create timeout is 20 minutes).
 ATTACH_TIMEOUT_SECONDS = 600

@@ -1,7 +1,7 @@
 """Field coverage: which test applied which mapped input, on the engine and in dry recording.
 
 Derived from the mapping tables (tables.MAPPINGS: every supported field) and the field uses the
-mocks record during the session (recording_mocks.FIELD_USE), plus the fields tests claim to prove
+mocks record during the session (tests/provider/mocks.py FIELD_USE), plus the fields tests claim to prove
 (`harness.proves("Container.memory")`). Written as Markdown at the end of a pytest session, to
 $SANDSTACK_HARNESS_COVERAGE if set (CI: tests/engine/harness/COVERAGE.md), else .sandstack/harness-coverage.md.
 """
@@ -14,8 +14,8 @@ import threading
 from pathlib import Path
 from typing import Iterable
 
-from tests.engine.harness.tables import MAPPINGS
-from tests.support import recording_mocks
+from tests.provider.tables import MAPPINGS
+from tests.provider import mocks as recording_mocks
 
 CLAIMS: dict[str, set[str]] = {}   # field ("Container.memory") -> tests claiming to prove it
 _LOCK = threading.Lock()

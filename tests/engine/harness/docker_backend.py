@@ -16,9 +16,9 @@ import docker
 import pulumi
 
 from tests.engine.harness import container_ops, other_ops
-from tests.engine.harness.schema import Ctx, ResourceMapping
-from tests.engine.harness.tables import MAPPINGS, PROVIDER_LOCAL_FIELDS
-from tests.support.recording_mocks import HarnessError, Registration, UnsupportedResourceError
+from tests.provider.schema import Ctx, ResourceMapping
+from tests.provider.tables import MAPPINGS, PROVIDER_LOCAL_FIELDS
+from tests.provider.mocks import HarnessError, Registration, UnsupportedResourceError
 
 LABEL_SESSION = "sandstack.harness.session"
 LABEL_PID = "sandstack.harness.pid"

@@ -21,7 +21,7 @@ import pytest
 
 from tests.engine.harness import coverage
 from tests.engine.harness.harness import Harness
-from tests.support.recording_mocks import RecordingMocks, current_test
+from tests.provider.mocks import RecordingMocks, current_test
 
 __all__ = ["harness_sweep_orphans", "docker_harness", "dry_harness", "recording_mocks",
            "pytest_runtest_makereport", "pytest_sessionfinish", "pytest_terminal_summary"]

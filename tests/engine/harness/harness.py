@@ -20,9 +20,9 @@ from typing import Any, Callable
 
 from tests.engine.harness import coverage
 from tests.engine.harness.container_ops import PartialCreateError
-from tests.engine.harness.schema import ResourceMapping
+from tests.provider.schema import ResourceMapping
 from tests.engine.harness.state import Action, ResourceState, RunLog, StateEntry, changed_fields, with_ignored
-from tests.support.recording_mocks import (DryBackend, HarnessError, RecordingMocks, Registration, current_test,
+from tests.provider.mocks import (DryBackend, HarnessError, RecordingMocks, Registration, current_test,
                                            run_program)
 
 

@@ -12,8 +12,8 @@ import time
 
 import docker.errors
 
-from tests.engine.harness.other_maps import ImagePlan
-from tests.support.recording_mocks import HarnessError
+from tests.provider.other_maps import ImagePlan
+from tests.provider.mocks import HarnessError
 
 REMOVE_RETRY_SECONDS = 30  # the provider's networkRemoveRefreshTimeout
 

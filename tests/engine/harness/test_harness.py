@@ -14,7 +14,7 @@ import pytest
 
 from tests.engine.harness.docker_backend import LABEL_SESSION
 from tests.engine.harness.teardown import remaining
-from tests.support.recording_mocks import HarnessError, UnmappedFieldError, UnsupportedResourceError
+from tests.provider.mocks import HarnessError, UnmappedFieldError, UnsupportedResourceError
 
 pytestmark = pytest.mark.docker
 

@@ -30,7 +30,7 @@ import hashlib
 import ipaddress
 from dataclasses import dataclass
 
-from sandstack.components.naming import bridge_name, docker_name
+from sandstack.plan.naming import bridge_name, docker_name
 from sandstack.spec.egress import METADATA_RANGES
 from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
 from sandstack.spec.resolve import Outbound, ResolvedTemplate
@@ -40,7 +40,7 @@ GATEWAY_PORT_BASE = 30000
 GATEWAY_PORT_SPAN = 10000
 
 # Connections to the gateway: per pool (all of the bridge's sandboxes together) and per sandbox. Squid's
-# file descriptors (squid_config.MAX_FILEDESCRIPTORS, two per proxied connection) hold every pool's share.
+# file descriptors (squid.MAX_FILEDESCRIPTORS, two per proxied connection) hold every pool's share.
 GATEWAY_CONNECTIONS_PER_POOL = 1024
 GATEWAY_CONNECTIONS_PER_SANDBOX = 256
 

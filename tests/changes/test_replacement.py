@@ -6,7 +6,10 @@ import shutil
 
 import pytest
 
-from tests.components.helpers import STACKS, changed, spec, stack_program
+from sandstack.plan.changes import NEVER_APPLIED, sandbox_replace_on_changes
+from tests.provider.schema import STATE_ONLY
+from tests.provider.tables import MAPPINGS
+from tests.support.specs import STACKS, changed, spec, stack_program
 
 BASE = spec(
     {
@@ -150,3 +153,43 @@ def test_changing_the_subnet_pool_moves_the_pools_network_and_its_sandboxes(up):
     assert changes["replace sandstack-local-net.agent"] == ("ipamConfigs",)
     assert {"replace sandstack-agent.local-0", "replace sandstack-agent.local-1",
             "replace sandstack-other.local-0"} <= set(changes)
+
+
+HARDENED = {
+    "base_image": "busybox:1.36",
+    "limits": {"memory": "512MiB"},
+    "filesystem": {"writable": [{"path": "/tmp", "size": "64MiB"}, {"path": "/work", "size": "128MiB"}]},
+}
+
+
+@pytest.mark.parametrize("path, value, fields", [
+    ("filesystem.shm_size", "32MiB", ("shmSize",)),
+    ("filesystem.writable", [{"path": "/tmp", "size": "64MiB", "exec": True}, {"path": "/work", "size": "128MiB"}],
+     ("tmpfs",)),
+    ("limits.open_files", 4096, ("ulimits",)),
+])
+def test_changing_a_hardening_input_replaces_the_sandbox(up, path, value, fields):
+    """The field's change effect is 'replace': the provider applies none of these to a running container."""
+    up(spec({"t": HARDENED}))
+    result = up(spec({"t": changed(HARDENED, path, value)}))
+    assert _changes(result) == {"replace sandstack-t.local-0": fields}
+
+
+def test_replace_on_changes_is_exactly_what_the_provider_never_applies(up):
+    """A sandbox's list comes from the change table (readiness → healthcheck, writable paths → tmpfs) and the
+    plan's own settings; it is exactly the inputs it sets that the provider keeps in state only (harness
+    table), and the guard's and gateway's lists cover theirs."""
+    result = up(BASE)
+    container = MAPPINGS["docker:index/container:Container"]
+    snake = {"waitTimeout": "wait_timeout", "destroyGraceSeconds": "destroy_grace_seconds"}
+
+    def state_only(reg) -> set[str]:
+        return {snake.get(f, f) for f in reg.inputs if container.by_name[f].change == STATE_ONLY}
+
+    regs = {r.name: r for r in result.registrations.values()}
+    sandbox = regs["sandstack-agent.local-0"]
+    assert state_only(sandbox) == set(sandbox_replace_on_changes()) == set(NEVER_APPLIED)
+    assert [snake.get(f, f) for f in sandbox.request.replace_on_changes] == sandbox_replace_on_changes()
+    for name in ("sandstack-local-guard-container", "sandstack-local-gateway-container"):
+        assert state_only(regs[name]) <= set(NEVER_APPLIED)
+        assert {snake.get(f, f) for f in regs[name].request.replace_on_changes} == set(NEVER_APPLIED)

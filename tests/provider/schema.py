@@ -1,7 +1,7 @@
 """Field tables: how the harness maps each pulumi-docker input onto the Docker Engine API.
 
 Docker-independent (no daemon, no Docker SDK), so the recording mocks in
-``tests/support/recording_mocks.py`` use the same tables as the engine harness.
+``tests/provider/mocks.py`` use the same tables as the engine harness.
 
 Each resource type has ONE ``ResourceMapping``: a tuple of ``Field`` rows, one per input the harness
 understands, keyed by its wire name (camelCase, as ``Mocks.new_resource`` receives it). Everything else
@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, NoReturn
 
-from tests.support.recording_mocks import InputValueError, UnmappedFieldError, contains_unknown
+from tests.provider.mocks import InputValueError, UnmappedFieldError, contains_unknown
 
 #: Upstream source the mappings mirror (the pulumi-docker 5.2 upstream submodule is at this tag).
 MIRRORED_UPSTREAM = "kreuzwerker/terraform-provider-docker v4.5.0 (commit 5074970c)"

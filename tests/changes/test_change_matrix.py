@@ -1,52 +1,47 @@
-"""The change matrix: every spec field's declared change effect, proven on the dry harness (issue 8).
+"""The change matrix: every spec field's declared change effect, proven on the dry harness.
 
-Each field of the spec models (walked recursively from `Stack`) has one case below: a value it changes
-to in the rich fixture `BASE` (two pools on one local host: `agent`, an allow-list pool with its own
-template that sets nearly every field, readiness, a port, secret env and a secret file, a snapshot with
-setup and a file; `free`, an allow-all pool whose template inherits everything from `defaults` and the
-`small` profile). The base is applied, then the changed spec, and what the second `pulumi up` did
-(created/updated/replaced/deleted resources, by logical name) must be exactly what the field's
-declared effect (`field(..., change=...)`, shown in the README reference) promises:
+Each field of the spec models (walked from `Stack`, sandstack.spec.walk) has a case below: a value it
+changes to in the rich fixture `BASE` (two pools on one local host: `agent`, an allow-list pool with its
+own template that sets nearly every field, readiness, a port, secret env and a secret file, a snapshot
+with setup and a file; `free`, an allow-all pool whose template inherits everything from `defaults` and
+the `small` profile). The base is applied, then the changed spec, and what the second `pulumi up` did
+(created/updated/replaced/deleted resources, by logical name) must be exactly what the field's declared
+`Effect` (sandstack.spec.changes; the README reference's Change column) promises, nothing more and
+nothing less:
 
-- none: nothing is created, updated, replaced or deleted.
-- in-place: exactly the affected pools' sandbox containers are updated; nothing else changes.
-- replace: exactly the affected pools' sandbox containers are replaced; the only other changes allowed
-  are those pools' secrets objects (volume, seeder), and only where the case concerns secrets.
-  Nothing on the host (guard, gateway, networks, infra image) and no snapshot image changes.
-- rebuild: exactly the changed template's snapshot image is replaced (create-before-delete: its old
-  image is deleted at the end of the run) and its pools' sandboxes are replaced onto it; nothing else.
-- host: at least one host-level object (the provider's inputs, infra image, guard volume/container,
-  gateway volume/container, egress network, the pools' networks) changes, and every other change is a
-  consequence of a host object: a sandbox, secrets object or snapshot image changes only when its provider
-  was replaced (`<provider>`); a sandbox also when its pool's network was replaced; the secrets seeder (a
-  run-once container on the infra image) also when the infra image was replaced, with only its `image`.
-  The dry harness gives providers no diff, so a change of the provider's inputs is counted as its update.
+- sandboxes: 'update' / 'replace' each sandbox of the affected pools; 'scale' creates or deletes them.
+- snapshot: 'rebuild' replaces the pools' template images (the old image is deleted at the end of the
+  run); 'switch' creates or deletes the images of the old and new templates as they fall out of use.
+- secrets: the pools' secrets objects change (required where a pool has them).
+- host: each named role (guard, gateway, networks, infra, provider) changes, and no other host object;
+  `None` ('host'): some host objects change, as the value requires.
+- consequences: everything on a replaced provider (`<provider>`), the sandboxes of a replaced pool
+  network, a seeder re-run on a new infra image (`image` only), the old object of a replace.
+- scope: 'pools' (below), 'host' (every pool on the host), 'placement' (objects on other hosts only).
+The dry harness gives providers no diff, so a change of the provider's inputs is counted as its update.
 
 The "affected pools" of a case are `agent` for `templates.*` and `pools.*` fields, `free` for `defaults.*`
-and `profiles.*` fields (the `agent` template sets those itself), unless the case says otherwise.
+and `profiles.*` fields (the `agent` template sets those itself), unless the case says otherwise. A
+declaration's `when` conditions each have a case whose `prepare` sets the condition up.
 
 `test_every_model_field_has_a_case` fails when a model field has neither a case nor an entry in
-`EXEMPT` (a short list, each with its reason): a new field must come with its matrix case.
-A case whose effect differs from the declaration and cannot be fixed by a better declaration (the effect
-needs a category the reference lacks, or the components would have to change) is a strict xfail naming
-the finding.
+`EXEMPT` (a short list, each with its reason), or a declared condition has no case.
 """
 
 from __future__ import annotations
 
 import copy
 import re
-import typing
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import pytest
-from pydantic import BaseModel
 
+from sandstack.spec.changes import Effect
 from sandstack.spec.models import Stack
-from tests.components.helpers import stack_program, write_spec
-from tests.support.recording_mocks import UnsupportedResourceError
+from sandstack.spec.models.base import change_of
+from sandstack.spec.walk import model_fields
+from tests.provider.mocks import UnsupportedResourceError
 
 HOST = "local"
 SECRETS = {"apiToken": "tok", "apiToken2": "tok2", "githubToken": "gh", "githubToken2": "gh2",
@@ -110,35 +105,7 @@ BASE: dict = {
     },
 }
 
-# --- model walk ----------------------------------------------------------------------------------------
-
-
-def _models_in(annotation: Any, suffix: str = "") -> list[tuple[str, type[BaseModel]]]:
-    """(path suffix, model) of each model inside a type: a map's values add '.*', a list's items '[]'."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [(suffix, annotation)]
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin is typing.Annotated:
-        return _models_in(args[0], suffix)
-    if origin is dict:
-        return _models_in(args[1], suffix + ".*")
-    if origin is list:
-        return _models_in(args[0], suffix + "[]")
-    return [found for arg in args for found in _models_in(arg, suffix)]
-
-
-def model_fields(model: type[BaseModel] = Stack, prefix: str = "") -> dict[str, str]:
-    """Every field path ('templates.*.ports[].port') → its declared change effect."""
-    out: dict[str, str] = {}
-    for name, info in model.model_fields.items():
-        path = prefix + name
-        out[path] = info.json_schema_extra["x-change"]  # type: ignore[index]
-        for suffix, sub in _models_in(info.annotation):
-            out.update(model_fields(sub, f"{path}{suffix}."))
-    return out
-
-
-DECLARED = model_fields()
+DECLARED: dict[str, Effect] = {path: change_of(info) for path, info in model_fields(Stack).items()}
 
 # Fields with no case, each with why: maps whose entries are the unit of change (each entry's fields have
 # their own cases), and the top-level blocks that only group fields.
@@ -161,14 +128,18 @@ class Case:
     at: str | None = None  # the concrete spec path (default: '*' → the default key, '[]' → item 0)
     prepare: Callable[[dict], None] | None = None  # adjusts the base for this case (applied to both runs)
     pools: tuple[str, ...] | None = None  # the affected pools (default: by prefix, see the docstring)
-    secrets: bool = False  # replace: the pool's secrets objects may change too
+    condition: str | None = None  # one of the declaration's `when` conditions, which `prepare` sets up
     xfail: str | None = None
     raises: type[BaseException] = AssertionError  # how an xfail case fails: the matrix's own assertion
     variant: str = ""  # a second case of one field (e.g. under a condition its description names)
 
     @property
     def id(self) -> str:
-        return f"{self.path}#{self.variant}" if self.variant else self.path
+        variant = self.variant or self.condition
+        return f"{self.path}#{variant}" if variant else self.path
+
+    def effect(self) -> Effect:
+        return DECLARED[self.path].under(self.condition)
 
     def spec_path(self) -> str:
         if self.at:
@@ -226,54 +197,9 @@ AGENT_ALLOW_ALL = setting(templates__agent__network={"egress": "allow-all", "den
 WRITABLE_ROOT = setting(hosts__local__storage_quota=True, templates__agent__filesystem={
     "read_only_root": False, "writable": [{"path": "/tmp", "size": "64MiB"}], "shm_size": "16MiB"})
 
-MEMORY_BUILTIN_XFAIL = (
-    "under 256MiB a template on the built-in /tmp or /dev/shm sizes gets new tmpfs sizes with its memory "
-    "limit, which replaces its sandboxes: 'in-place' holds only above that (the description says so; a "
-    "conditional effect has no category)"
-)
-PIDS_MIXED = (
-    "mixes 'replace' and 'host': the new limits replace the sandboxes and the new pids limit renews the host "
-    "guard (which holds every sandbox's pids.max); no category says both"
-)
-PROBE_MIXED = (
-    "mixes 'replace' and 'host': with an `idle_timeout`, the readiness interval sets the CPU budget of the "
-    "guard's idle check (its lifecycle line), so the guard is renewed along with the replaced sandboxes"
-)
-SECRETS_SEEDER = (
-    "only the secrets seeder is replaced: the sandboxes keep running and read the re-seeded volume, so the "
-    "'replace' declaration overstates it, and a changed or removed path leaves the old file in the volume "
-    "(the seeder never empties it); fixing that is a component change"
-)
-TLS_SECRET = (
-    "SecretRef.secret is declared once ('replace', right for `env`), but under `hosts.*.tls` its change "
-    "renews the provider (a 'host' change); one declaration cannot say both without splitting the model"
-)
-LABELS_EVERYWHERE = (
-    "host labels are on every object sandstack makes on the host: a change renews the host objects, rebuilds "
-    "every snapshot image (build labels) and replaces every sandbox and secrets object, more than 'host' says"
-)
-DISK_READ_ONLY = (
-    "with the read-only root (the default) `limits.disk` only bounds the writable paths' sizes at validation: "
-    "a change applies to nothing, so 'replace' (true with a writable root) overstates it"
-)
-REPLICAS_MIXED = (
-    "creates or deletes sandboxes (no replace) and renews the host guard (its pids list); no category says this"
-)
-POOL_TEMPLATE_MIXED = (
-    "moving a pool to another template also renews its network, the guard and the gateway (the network policy "
-    "changes) and deletes the old template's image and secrets objects; no category says this"
-)
-POOL_HOSTS_ADDED = (
-    "placing a pool on one more host creates its network, snapshot image, secrets objects and sandboxes there "
-    "(and that host's gateway and egress network), renews that host's guard and changes nothing on the other "
-    "hosts: no sandbox is replaced, and no category says this"
-)
 PUSH_UNMAPPED = "the engine harness does not map docker:index/registryImage:RegistryImage, so `push_to` is unproven"
-LIFECYCLE_XFAIL = (
-    "mixes 'in-place' and 'host': `on_expiry` is in the host guard's lifecycle lines (the guard is renewed) and "
-    "in the sandboxes' restart policy and retry count, which the provider updates in place; no sandbox is "
-    "replaced, and no category says both"
-)
+NO_IDLE = setting(templates__agent__lifecycle__idle_timeout=None, defaults__lifecycle__idle_timeout=None)
+BUILTIN_TMPFS = "built-in /tmp or /dev/shm under 256MiB"
 
 CASES: list[Case] = [
     # --- stack
@@ -284,11 +210,11 @@ CASES: list[Case] = [
     Case("hosts.*.tls", {"ca": {"secret": "caPem2"}, "cert": {"secret": "certPem2"}, "key": {"secret": "keyPem2"}},
          prepare=TCP_TLS),
     Case("hosts.*.tls.ca", {"secret": "caPem2"}, prepare=TCP_TLS),
-    Case("hosts.*.tls.ca.secret", "caPem2", prepare=TCP_TLS, xfail=TLS_SECRET),
+    Case("hosts.*.tls.ca.secret", "caPem2", prepare=TCP_TLS),
     Case("hosts.*.tls.cert", {"secret": "certPem2"}, prepare=TCP_TLS),
-    Case("hosts.*.tls.cert.secret", "certPem2", prepare=TCP_TLS, xfail=TLS_SECRET),
+    Case("hosts.*.tls.cert.secret", "certPem2", prepare=TCP_TLS),
     Case("hosts.*.tls.key", {"secret": "keyPem2"}, prepare=TCP_TLS),
-    Case("hosts.*.tls.key.secret", "keyPem2", prepare=TCP_TLS, xfail=TLS_SECRET),
+    Case("hosts.*.tls.key.secret", "keyPem2", prepare=TCP_TLS),
     Case("hosts.*.ssh_opts", ["-p", "2222"], prepare=SSH),
     Case("hosts.*.capacity", {"cpus": 32, "memory": "128GiB", "disk": "512GiB",
                               "gpus": [{"type": "nvidia-l4", "count": 4}]}),
@@ -307,12 +233,15 @@ CASES: list[Case] = [
     Case("hosts.*.subnet_pool", "10.99.0.0/16"),
     Case("hosts.*.infra_image", "registry.example.com/sandstack-infra:2",
          prepare=setting(hosts__local__infra_image="registry.example.com/sandstack-infra:1")),
-    Case("hosts.*.labels", {"team": "agents"}, xfail=LABELS_EVERYWHERE),
+    Case("hosts.*.labels", {"team": "agents"}),
     # --- profiles (the `free` pool's limits come from `small`)
     Case("profiles.*.cpus", 2),
     Case("profiles.*.memory", "768MiB"),
-    Case("profiles.*.disk", "256MiB", prepare=setting(hosts__local__storage_quota=True, defaults__filesystem__read_only_root=False)),
-    Case("profiles.*.disk", "256MiB", variant="read-only-root", xfail=DISK_READ_ONLY),
+    Case("profiles.*.memory", "192MiB", prepare=setting(defaults__filesystem=None, profiles__small__memory="128MiB"),
+         condition=BUILTIN_TMPFS),
+    Case("profiles.*.disk", "256MiB", prepare=setting(hosts__local__storage_quota=True, defaults__filesystem__read_only_root=False),
+         condition="writable root"),
+    Case("profiles.*.disk", "256MiB"),
     Case("profiles.*.pids", 256),
     Case("profiles.*.open_files", 2048),
     Case("profiles.*.gpus", {"count": 2}),
@@ -321,10 +250,14 @@ CASES: list[Case] = [
          prepare=setting(hosts__local__capacity__gpus=[{"type": "nvidia-l4", "count": 8},
                                                        {"type": "nvidia-a100", "count": 8}])),
     # --- defaults (the `free` template inherits them all)
-    Case("defaults.limits", {"profile": "small", "cpus": 3, "memory": "1GiB"}),
+    Case("defaults.limits", {"profile": "small", "cpus": 3, "memory": "1GiB"}, condition="pids unchanged"),
     Case("defaults.limits.cpus", 3),
     Case("defaults.limits.memory", "1GiB"),
-    Case("defaults.limits.disk", "256MiB", prepare=setting(hosts__local__storage_quota=True, defaults__filesystem__read_only_root=False)),
+    Case("defaults.limits.memory", "192MiB", prepare=setting(defaults__filesystem=None, defaults__limits__memory="128MiB"),
+         condition=BUILTIN_TMPFS),
+    Case("defaults.limits.disk", "256MiB", prepare=setting(hosts__local__storage_quota=True, defaults__filesystem__read_only_root=False),
+         condition="writable root"),
+    Case("defaults.limits.disk", "256MiB"),
     Case("defaults.limits.pids", 256),
     Case("defaults.limits.open_files", 2048),
     Case("defaults.limits.gpus", {"count": 2}),
@@ -332,7 +265,9 @@ CASES: list[Case] = [
     Case("defaults.limits.gpus.type", "nvidia-a100", prepare=setting(
         defaults__limits__gpus={"count": 1, "type": "nvidia-l4"},
         hosts__local__capacity__gpus=[{"type": "nvidia-l4", "count": 8}, {"type": "nvidia-a100", "count": 8}])),
-    Case("defaults.limits.profile", "big", xfail=PIDS_MIXED),
+    Case("defaults.limits", {"profile": "small", "cpus": 3, "memory": "1GiB", "pids": 200}),
+    Case("defaults.limits.profile", "big"),
+    Case("defaults.limits.profile", "big", prepare=setting(profiles__big__pids=128), condition="pids unchanged"),
     Case("defaults.network", {"egress": "allow-all", "log": False}),
     Case("defaults.network.egress", "deny-all", prepare=setting(defaults__network={"egress": "allow-all"})),
     Case("defaults.network.allow", ["example.org", "example.net"], prepare=FREE_ALLOW_LIST),
@@ -341,10 +276,10 @@ CASES: list[Case] = [
     Case("defaults.network.allow_metadata", True),
     Case("defaults.runtime", "runsc"),
     Case("defaults.lifecycle", {"max_lifetime": "48h", "idle_timeout": "1h", "on_expiry": "restart"},
-         xfail=LIFECYCLE_XFAIL),
+    ),
     Case("defaults.lifecycle.max_lifetime", "48h"),
     Case("defaults.lifecycle.idle_timeout", "1h"),
-    Case("defaults.lifecycle.on_expiry", "restart", xfail=LIFECYCLE_XFAIL),
+    Case("defaults.lifecycle.on_expiry", "restart"),
     Case("defaults.filesystem", {"read_only_root": True, "writable": [{"path": "/scratch", "size": "32MiB"}]}),
     Case("defaults.filesystem.read_only_root", False, prepare=setting(hosts__local__storage_quota=True)),
     Case("defaults.filesystem.writable", [{"path": "/tmp", "size": "64MiB"}, {"path": "/scratch", "size": "32MiB"}]),
@@ -364,13 +299,15 @@ CASES: list[Case] = [
     Case("defaults.user", "20001:20001"),
     Case("defaults.workdir", "/home"),
     # --- templates (the `agent` template sets each itself)
-    Case("templates.*.limits", {"profile": "big"}, xfail=PIDS_MIXED),
+    Case("templates.*.limits", {"profile": "big"}),
+    Case("templates.*.limits", {"profile": "big", "pids": 64}, condition="pids unchanged"),
     Case("templates.*.limits.cpus", 3),
     Case("templates.*.limits.memory", "2GiB"),
-    Case("templates.*.limits.memory", "192MiB", variant="built-in-tmpfs", prepare=setting(
+    Case("templates.*.limits.memory", "192MiB", prepare=setting(
         templates__agent__filesystem=None, defaults__filesystem=None, templates__agent__limits__memory="128MiB"),
-         xfail=MEMORY_BUILTIN_XFAIL),
-    Case("templates.*.limits.disk", "256MiB", prepare=WRITABLE_ROOT),
+         condition=BUILTIN_TMPFS),
+    Case("templates.*.limits.disk", "256MiB", prepare=WRITABLE_ROOT, condition="writable root"),
+    Case("templates.*.limits.disk", "256MiB"),
     Case("templates.*.limits.pids", 128),
     Case("templates.*.limits.open_files", 4096),
     Case("templates.*.limits.gpus", {"count": 2}),
@@ -378,8 +315,9 @@ CASES: list[Case] = [
     Case("templates.*.limits.gpus.type", "nvidia-a100",
          prepare=setting(hosts__local__capacity__gpus=[{"type": "nvidia-l4", "count": 8},
                                                        {"type": "nvidia-a100", "count": 8}])),
-    Case("templates.*.limits.profile", "small", prepare=setting(templates__agent__limits={"profile": "big"}),
-         xfail=PIDS_MIXED),
+    Case("templates.*.limits.profile", "small", prepare=setting(templates__agent__limits={"profile": "big"})),
+    Case("templates.*.limits.profile", "small", prepare=setting(templates__agent__limits={"profile": "big"},
+                                                                profiles__big__pids=128), condition="pids unchanged"),
     Case("templates.*.network", {"egress": "allow-list", "allow": ["example.org"]}),
     Case("templates.*.network.egress", "deny-all", prepare=setting(templates__agent__network={"egress": "allow-all"})),
     Case("templates.*.network.allow", ["example.com", "example.org"]),
@@ -388,10 +326,10 @@ CASES: list[Case] = [
     Case("templates.*.network.allow_metadata", True),
     Case("templates.*.runtime", "runsc"),
     Case("templates.*.lifecycle", {"max_lifetime": "6h", "idle_timeout": "10m", "on_expiry": "restart"},
-         xfail=LIFECYCLE_XFAIL),
+    ),
     Case("templates.*.lifecycle.max_lifetime", "6h"),
     Case("templates.*.lifecycle.idle_timeout", "10m"),
-    Case("templates.*.lifecycle.on_expiry", "restart", xfail=LIFECYCLE_XFAIL),
+    Case("templates.*.lifecycle.on_expiry", "restart"),
     Case("templates.*.filesystem", {"read_only_root": True, "writable": [{"path": "/scratch", "size": "32MiB"}]}),
     Case("templates.*.filesystem.read_only_root", False, prepare=setting(hosts__local__storage_quota=True)),
     Case("templates.*.filesystem.writable", [{"path": "/tmp", "size": "64MiB"}, {"path": "/scratch", "size": "8MiB"}]),
@@ -406,7 +344,7 @@ CASES: list[Case] = [
     Case("templates.*.security.no_new_privileges", False),
     Case("templates.*.env", {"MODE": "y", "TOKEN": {"secret": "apiToken"}}),
     Case("templates.*.env.*.secret", "apiToken2"),
-    Case("templates.*.user", "20001:20001", secrets=True),
+    Case("templates.*.user", "20001:20001"),
     Case("templates.*.workdir", "/home"),
     Case("templates.*.description", "another agent"),
     Case("templates.*.base_image", "busybox:1.37"),
@@ -421,15 +359,16 @@ CASES: list[Case] = [
     Case("templates.*.snapshot.push_to", "registry.example.com/agent", xfail=PUSH_UNMAPPED,
          raises=UnsupportedResourceError),
     Case("templates.*.secrets", [{"secret": "githubToken", "path": "/run/secrets/github-token"},
-                                 {"secret": "apiToken", "path": "/run/secrets/api-token"}], secrets=True,
-         xfail=SECRETS_SEEDER),
-    Case("templates.*.secrets[].secret", "githubToken2", secrets=True, xfail=SECRETS_SEEDER),
-    Case("templates.*.secrets[].path", "/run/secrets/gh", secrets=True, xfail=SECRETS_SEEDER),
+                                 {"secret": "apiToken", "path": "/run/secrets/api-token"}]),
+    Case("templates.*.secrets[].secret", "githubToken2"),
+    Case("templates.*.secrets[].path", "/run/secrets/gh"),
     Case("templates.*.entrypoint", ["/bin/sh", "-ec"]),
     Case("templates.*.command", ["sleep 3600"]),
-    Case("templates.*.readiness", {"command": ["true"], "interval": "7s"}, xfail=PROBE_MIXED),
+    Case("templates.*.readiness", {"command": ["true"], "interval": "7s"}),
+    Case("templates.*.readiness", {"command": ["true"], "interval": "7s"}, prepare=NO_IDLE, condition="no idle_timeout"),
     Case("templates.*.readiness.command", ["test", "-e", "/tmp"]),
-    Case("templates.*.readiness.interval", "7s", xfail=PROBE_MIXED),
+    Case("templates.*.readiness.interval", "7s"),
+    Case("templates.*.readiness.interval", "7s", prepare=NO_IDLE, condition="no idle_timeout"),
     Case("templates.*.readiness.timeout", "3s"),
     Case("templates.*.readiness.retries", 5),
     Case("templates.*.readiness.start_period", "3s"),
@@ -441,12 +380,12 @@ CASES: list[Case] = [
     Case("templates.*.ports[].host_port", 18081),
     Case("templates.*.ports[].name", "web"),
     # --- pools
-    Case("pools.*.template", "free", xfail=POOL_TEMPLATE_MIXED),
+    Case("pools.*.template", "free"),
     Case("pools.*.hosts", [HOST, "other"], prepare=setting(hosts__other={
         "endpoint": "ssh://deploy@other.example.com", "capacity": {"cpus": 8, "memory": "16GiB", "disk": "100GiB",
                                                              "gpus": [{"type": "nvidia-l4", "count": 2}]}}),
-         xfail=POOL_HOSTS_ADDED),
-    Case("pools.*.replicas", 2, prepare=setting(templates__agent__ports__0__host_port=None), xfail=REPLICAS_MIXED),
+    ),
+    Case("pools.*.replicas", 2, prepare=setting(templates__agent__ports__0__host_port=None)),
     Case("pools.*.description", "more agents"),
 ]
 CASE_IDS = [c.id for c in CASES]
@@ -454,15 +393,26 @@ CASE_IDS = [c.id for c in CASES]
 # --- classification ------------------------------------------------------------------------------------
 
 PROVIDER = f"sandstack-{HOST}-provider"
-HOST_OBJECTS = {f"sandstack-{HOST}-{role}" for role in
-                ("provider", "infra", "guard-state", "guard-container", "gateway-log", "gateway-container", "egress-net")}
+ROLE_OBJECTS = {
+    "provider": {PROVIDER},
+    "infra": {f"sandstack-{HOST}-infra"},
+    "guard": {f"sandstack-{HOST}-guard-state", f"sandstack-{HOST}-guard-container"},
+    "gateway": {f"sandstack-{HOST}-gateway-log", f"sandstack-{HOST}-gateway-container"},
+    "networks": {f"sandstack-{HOST}-egress-net"},
+}
+HOST_OBJECTS = set().union(*ROLE_OBJECTS.values())
 POOL_NETWORK = re.compile(rf"^sandstack-{HOST}-net\.(?P<pool>[a-z0-9-]+)$")
 SANDBOX = re.compile(rf"^sandstack-(?P<pool>[a-z0-9-]+)\.{HOST}-[0-9]+$")
 SECRETS_OBJECT = re.compile(rf"^sandstack-(?P<pool>[a-z0-9-]+)\.{HOST}-secrets(-seeder)?$")
+IMAGE = re.compile(rf"^sandstack-(?P<template>[a-z0-9-]+)\.{HOST}-image$")
+ELSEWHERE = re.compile(rf"^sandstack-(?!{HOST}\b)[a-z0-9-]+$|^sandstack-[a-z0-9-]+\.(?!{HOST}-)")
 
 
-def is_host_object(name: str) -> bool:
-    return name in HOST_OBJECTS or bool(POOL_NETWORK.match(name))
+def role_of(name: str) -> str | None:
+    """The host role of a host-level object (a pool's network belongs to 'networks'), else None."""
+    if POOL_NETWORK.match(name):
+        return "networks"
+    return next((role for role, names in ROLE_OBJECTS.items() if name in names), None)
 
 
 def _changes(before, after) -> dict[str, tuple[str, ...]]:
@@ -475,69 +425,88 @@ def _changes(before, after) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def _sandboxes(result, pools: tuple[str, ...]) -> set[str]:
-    return {name for name in (r.name for r in result.registrations.values())
-            if (m := SANDBOX.match(name)) and m["pool"] in pools}
+def _names(result) -> set[str]:
+    return {r.name for r in result.registrations.values()}
 
 
-def expected_problems(effect: str, case: Case, before, after) -> list[str]:
-    """How the second run differs from what `effect` promises (empty: it keeps the promise)."""
+def _templates(data: dict, pools: tuple[str, ...]) -> set[str]:
+    return {data["pools"][p]["template"] for p in pools if p in data["pools"]}
+
+
+def expected_changes(effect: Effect, case: Case, runs, specs) -> tuple[set[str], list[str]]:
+    """The changes `effect` promises for this case, and what it promises that must not be missing."""
+    (before, after), (old_spec, new_spec) = runs, specs
     changes = _changes(before, after)
-    pools = case.affected()
-    sandboxes = _sandboxes(before, pools) | _sandboxes(after, pools)
-    if effect == "none":
-        expected = {}
-    elif effect == "in-place":
-        expected = {f"update {s}" for s in sandboxes}
-    elif effect == "replace":
-        expected = {f"replace {s}" for s in sandboxes}
-        if case.secrets:
-            expected |= {k for k in changes if (m := SECRETS_OBJECT.match(k.split(" ", 1)[1])) and m["pool"] in pools}
-    elif effect == "rebuild":
-        template = before_template(case)
-        image = f"sandstack-{template}.{HOST}-image"
-        expected = {f"replace {image}", f"delete {image}"} | {f"replace {s}" for s in sandboxes}
-    elif effect == "host":
-        host_changes = {k for k in changes if is_host_object(k.split(" ", 1)[1])}
-        if not host_changes:
-            return [f"no host-level object changed: {changes}"]
-        moved = {m["pool"] for k in changes if k.startswith("replace ") and (m := POOL_NETWORK.match(k[8:]))}
-        expected = set(host_changes)
-        for key, fields in changes.items():
-            name = key.split(" ", 1)[1]
-            sandbox = SANDBOX.match(name)
-            if "<provider>" in fields or (sandbox and sandbox["pool"] in moved and key.startswith("replace ")):
-                expected.add(key)
-            # The secrets seeder runs once on the infra image: a new infra image re-runs it.
-            if SECRETS_OBJECT.match(name) and fields == ("image",) and f"replace sandstack-{HOST}-infra" in changes:
-                expected.add(key)
-            if key.startswith("delete ") and f"replace {name}" in expected:
-                expected.add(key)  # the old object of a create-before-delete replacement
+    names = _names(before) | _names(after)
+    pools = tuple(old_spec["pools"]) if effect.scope == "host" else case.affected()
+    sandboxes_before = {n for n in _names(before) if (m := SANDBOX.match(n)) and m["pool"] in pools}
+    sandboxes_after = {n for n in _names(after) if (m := SANDBOX.match(n)) and m["pool"] in pools}
+    expected: set[str] = set()
+    required: list[str] = []
+
+    action = {"update": "update", "replace": "replace"}.get(effect.sandboxes)
+    if action:
+        expected |= {f"{action} {s}" for s in sandboxes_before & sandboxes_after}
+    if effect.sandboxes == "scale":
+        expected |= {f"create {s}" for s in sandboxes_after - sandboxes_before}
+        expected |= {f"delete {s}" for s in sandboxes_before - sandboxes_after}
+    if effect.snapshot == "rebuild":
+        for template in _templates(old_spec, pools):
+            expected |= {f"replace sandstack-{template}.{HOST}-image", f"delete sandstack-{template}.{HOST}-image"}
+    if effect.snapshot == "switch":
+        for template in _templates(old_spec, pools) | _templates(new_spec, pools):
+            expected |= {f"create sandstack-{template}.{HOST}-image", f"delete sandstack-{template}.{HOST}-image"}
+        expected &= set(changes)  # an image still used, or already there, stays
+    if effect.secrets:
+        found = {k for k in changes if (m := SECRETS_OBJECT.match(k.split(" ", 1)[1])) and m["pool"] in pools}
+        expected |= found
+        has_secrets = any((m := SECRETS_OBJECT.match(n)) and m["pool"] in pools for n in names)
+        if has_secrets and not found:
+            required.append("the pool's secrets objects")
+    if effect.scope == "placement":
+        expected |= {k for k in changes if ELSEWHERE.search(k.split(" ", 1)[1])}
+
+    host_changes = {k for k in changes if role_of(k.split(" ", 1)[1])}
+    if effect.host is None:
+        if not host_changes and effect.scope != "placement":
+            required.append("a host-level object")
+        expected |= host_changes
     else:
-        raise AssertionError(effect)
-    if set(changes) == set(expected):
+        for role in effect.host:
+            found = {k for k in host_changes if role_of(k.split(" ", 1)[1]) == role}
+            expected |= found
+            if not found:
+                required.append(f"the host's {role}")
+    # Consequences of renewed host objects: everything on a replaced provider, the sandboxes of a replaced pool
+    # network, a seeder re-run on a new infra image, and the old object of a create-before-delete replace.
+    moved = {m["pool"] for k in changes if k.startswith("replace ") and (m := POOL_NETWORK.match(k[8:]))}
+    for key, fields in changes.items():
+        name = key.split(" ", 1)[1]
+        sandbox = SANDBOX.match(name)
+        if "<provider>" in fields and f"update {PROVIDER}" in expected:
+            expected.add(key)
+        if sandbox and sandbox["pool"] in moved and key.startswith("replace ") and f"replace sandstack-{HOST}-net.{sandbox['pool']}" in expected:
+            expected.add(key)
+        if SECRETS_OBJECT.match(name) and fields == ("image",) and f"replace sandstack-{HOST}-infra" in expected:
+            expected.add(key)
+    for key in list(changes):
+        if key.startswith("delete ") and f"replace {key[7:]}" in expected:
+            expected.add(key)
+    return expected, required
+
+
+def expected_problems(effect: Effect, case: Case, runs, specs) -> list[str]:
+    """How the second run differs from what `effect` promises (empty: it keeps the promise)."""
+    changes = _changes(*runs)
+    expected, required = expected_changes(effect, case, runs, specs)
+    unexpected = {k: changes[k] for k in sorted(set(changes) - expected)}
+    missing = sorted(expected - set(changes)) + [f"({what})" for what in required]
+    if not unexpected and not missing:
         return []
-    unexpected = {k: changes[k] for k in sorted(set(changes) - set(expected))}
-    missing = sorted(set(expected) - set(changes))
-    return [f"declared {effect!r}: unexpected {unexpected}, missing {missing}"]
-
-
-def before_template(case: Case) -> str:
-    return "agent" if case.path.startswith("templates.") else "free"
+    return [f"declared {effect.label!r}: unexpected {unexpected}, missing {missing}"]
 
 
 # --- the tests -----------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def apply(dry_harness, tmp_path: Path):
-    """`apply(spec_dict)` → RunResult: one `pulumi up` of the spec, with the matrix's secrets set."""
-    folder = tmp_path / "spec"
-
-    def run(data: dict):
-        write_spec(folder, data, FILES)
-        return dry_harness.run(stack_program(folder / "stack.yaml"), secret_config=SECRETS)
-    return run
 
 
 def test_every_model_field_has_a_case():
@@ -546,6 +515,10 @@ def test_every_model_field_has_a_case():
     assert not {c.path for c in CASES} & set(EXEMPT), "an exempt field has a case"
     assert sorted(set(DECLARED) - covered) == [], "add a change-matrix case for each new field"
     assert sorted(covered - set(DECLARED)) == [], "a case or exemption names no model field"
+    conditions = {(path, cond) for path, effect in DECLARED.items() for cond, _ in effect.when}
+    cased = {(c.path, c.condition) for c in CASES}
+    assert sorted(conditions - cased) == [], "add a case for each condition a declaration names"
+    assert sorted(c for c in cased if c[1] and c not in conditions) == [], "a case names an undeclared condition"
 
 
 def test_the_base_stack_is_rich_enough_and_stable(apply):
@@ -569,7 +542,12 @@ def test_a_field_change_does_what_its_declaration_says(apply, case: Case):
         case.prepare(base)
     after_spec = copy.deepcopy(base)
     _set(after_spec, case.spec_path(), case.value)
-    before = apply(base)
-    after = apply(after_spec)
-    problems = expected_problems(DECLARED[case.path], case, before, after)
+    runs = apply(base), apply(after_spec)
+    problems = expected_problems(case.effect(), case, runs, (base, after_spec))
     assert not problems, f"{case.path} ({case.spec_path()} → {case.value!r}): {problems[0]}"
+
+
+@pytest.fixture
+def apply(up):
+    """`apply(spec_dict)` → RunResult: one `pulumi up` of the spec, with the matrix's files and secrets."""
+    return lambda data: up(data, FILES, SECRETS)

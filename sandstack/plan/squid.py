@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sandstack.components.network_plan import GATEWAY_CONNECTIONS_PER_SANDBOX
+from sandstack.plan.network import GATEWAY_CONNECTIONS_PER_SANDBOX
 from sandstack.spec.egress import EgressRule
 from sandstack.spec.resolve import EffectiveNetwork
 
@@ -42,7 +42,7 @@ LOOPBACK = ("127.0.0.0/8", "0.0.0.0/32", "::1", "::/128")
 # The gateway's descriptors (two per proxied connection). Squid takes the lower of this and the container's
 # nofile limit, which is the Docker daemon's own (a container cannot raise it: measured 20000 on this
 # project's machines, 1048576 under systemd); the README asks hosts for at least this much. The guard
-# bounds each pool to network_plan.GATEWAY_CONNECTIONS_PER_POOL connections, so one pool cannot take all.
+# bounds each pool to network.GATEWAY_CONNECTIONS_PER_POOL connections, so one pool cannot take all.
 MAX_FILEDESCRIPTORS = 16384
 VISIBLE_HOSTNAME = "sandstack-gateway"
 # One line per request: the sandbox (reverse DNS of its address on the pool network), its address,

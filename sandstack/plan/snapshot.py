@@ -14,7 +14,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandstack.components.package_files import SUPERVISOR_SOURCE
+from sandstack.plan.package_files import SUPERVISOR_SOURCE
 from sandstack.spec.resolve import ResolvedTemplate
 
 SUPERVISOR_PATH = "/usr/local/lib/sandstack/supervise"

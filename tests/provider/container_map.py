@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from tests.engine.harness import container_fields as cf
-from tests.engine.harness.schema import (LABEL_SUB, MiB, STATE_ONLY, UPDATE, Ctx, Field,
+from tests.provider import container_fields as cf
+from tests.provider.schema import (LABEL_SUB, MiB, STATE_ONLY, UPDATE, Ctx, Field,
                                          ResourceMapping, go_duration_ns, label_map)
 
 
@@ -270,4 +270,4 @@ FIELDS = (
 )
 
 CONTAINER = ResourceMapping("docker:index/container:Container", FIELDS, new_plan, autoname=True,
-                            module="tests/engine/harness/container_map.py")
+                            module="tests/provider/container_map.py")

@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sandstack.components.contract import STATE_MOUNT, cgroup_parent
-from sandstack.components.naming import docker_name
-from sandstack.components.network_plan import PoolNetwork
-from sandstack.components.snapshot_build import SUPERVISOR_PATH
+from sandstack.plan.contract import STATE_MOUNT, cgroup_parent
+from sandstack.plan.naming import docker_name
+from sandstack.plan.network import PoolNetwork
+from sandstack.plan.snapshot import SUPERVISOR_PATH
 from sandstack.spec.models import SecretRef
 from sandstack.spec.models.limits import CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME
 from sandstack.spec.resolve import ResolvedTemplate

@@ -1,0 +1,108 @@
+"""What changing a spec field does on the next `pulumi up`: the one change table.
+
+Every model field declares its effect once, beside the field (`field(..., change=...)`), either by a
+preset name or as an `Effect`. That declaration is the only one: the JSON Schema carries its label
+(`x-change`), the README reference's Change column is generated from it, the sandbox containers'
+`replace_on_changes` is the union of the container settings the declared fields force
+(`Effect.forces`, see `sandstack.plan.changes`), the diff explains a replacement with it, and the
+change-matrix test (tests/changes/test_change_matrix.py) applies each field's change and asserts that
+exactly the declared resources change.
+
+An effect names what it does to each kind of object sandstack manages: the sandbox containers of the
+pools the field belongs to, their snapshot image, their secrets volume, and the host's own objects.
+A field whose effect depends on another setting says so in `when` (each condition is a matrix case).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+# Host objects a field may renew, as the reference and the diff name them.
+HostRole = Literal["provider", "infra", "guard", "gateway", "networks"]
+HOST_ROLE_WORDS: dict[str, str] = {
+    "provider": "the Docker provider (every object on the host follows it)",
+    "infra": "the infra image (guard, gateway and secrets seeders run on it)",
+    "guard": "the host guard container (its rules, pids limits and lifecycle lines)",
+    "gateway": "the egress gateway container (its squid config)",
+    "networks": "the pool networks and the egress network",
+}
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What a change of one field does to the objects of the pools it concerns (`scope`)."""
+
+    sandboxes: Literal["none", "update", "replace", "scale"] = "none"  # scale: sandboxes created or deleted
+    snapshot: Literal["none", "rebuild", "switch"] = "none"  # switch: the pool moves to another image
+    secrets: bool = False  # the secrets volume is re-seeded (its seeder runs again)
+    host: frozenset[str] | None = frozenset()  # host objects renewed; None: some of them, by value
+    scope: Literal["pools", "host", "placement"] = "pools"
+    when: tuple[tuple[str, Effect], ...] = ()  # (condition in words, the effect under it)
+    forces: tuple[str, ...] = ()  # sandbox container settings this field feeds that only a replace applies
+    label_text: str = ""  # the Change column's word, for the presets
+
+    @property
+    def label(self) -> str:
+        """The Change column: the preset word, or its parts joined by '+', then the conditions."""
+        if self.label_text:
+            base = self.label_text
+        else:
+            parts = [part for part in (
+                {"update": "in-place", "replace": "replace", "scale": "scale"}.get(self.sandboxes),
+                {"rebuild": "rebuild", "switch": "switch"}.get(self.snapshot),
+                "reseed" if self.secrets else None,
+                "host" if self.host is None else None,
+                *(sorted(self.host or ())),
+            ) if part]
+            if self.scope == "host":
+                parts.append("all pools")
+            base = " + ".join(parts) or "none"
+        return base + "".join(f"; {cond}: {effect.label}" for cond, effect in self.when)
+
+    def under(self, condition: str | None) -> Effect:
+        if condition is None:
+            return self
+        for cond, effect in self.when:
+            if cond == condition:
+                return effect
+        raise KeyError(f"no condition {condition!r} in {self.label!r}")
+
+
+NONE = Effect(label_text="none")
+IN_PLACE = Effect(sandboxes="update", label_text="in-place")
+REPLACE = Effect(sandboxes="replace", label_text="replace")
+REBUILD = Effect(sandboxes="replace", snapshot="rebuild", label_text="rebuild")
+RESEED = Effect(secrets=True, label_text="reseed")
+HOST = Effect(host=None, label_text="host")
+GUARD = Effect(host=frozenset({"guard"}))  # the guard holds the value (pids.max, lifecycle lines)
+# A block of limits: the guard holds each sandbox's pids limit, so it is renewed when that limit changes.
+REPLACE_AND_GUARD = Effect(sandboxes="replace", host=frozenset({"guard"}), when=(("pids unchanged", REPLACE),))
+IN_PLACE_AND_GUARD = Effect(sandboxes="update", host=frozenset({"guard"}))
+PRESETS: dict[str, Effect] = {e.label_text: e for e in (NONE, IN_PLACE, REPLACE, REBUILD, RESEED, HOST)}
+
+# The Change column's legend (README reference).
+MEANING: dict[str, str] = {
+    "none": "validation and placement only; changes no resource by itself",
+    "in-place": "updates the pool's running sandboxes without replacing them",
+    "replace": "replaces the pool's sandbox containers",
+    "rebuild": "rebuilds the template's snapshot image; the pool's sandboxes are replaced onto it",
+    "reseed": "re-seeds the pool's secrets volume; running sandboxes read the new files, none is replaced",
+    "scale": "creates or deletes sandboxes; the others keep running",
+    "placement": "creates the pool's objects on hosts added to it (renewing their guard and gateway), deletes them "
+                 "from hosts removed; nothing changes on the hosts it keeps",
+    "switch": "the pool moves to another template's snapshot image; an image no pool uses is deleted",
+    "host": "renews host objects (provider, networks, guard, gateway) as the value requires, and what they carry",
+    **{role: f"also renews {words}" for role, words in HOST_ROLE_WORDS.items()},
+    "all pools": "for every pool on the host, not only the field's own",
+    "X; cond: Y": "X, except under the condition, where Y",
+}
+
+
+def effect_of(change: str | Effect) -> Effect:
+    if isinstance(change, Effect):
+        return change
+    try:
+        return PRESETS[change]
+    except KeyError:
+        raise ValueError(f"unknown change effect {change!r}; one of {sorted(PRESETS)} or an Effect") from None

@@ -1,0 +1,54 @@
+"""The layers point one way, and the test suites keep their own rooms (checked on the import statements).
+
+spec → plan → components → tooling/program; the plan imports neither Pulumi nor the components (it reads the
+components' package data through importlib.resources only). Component tests do not use the engine harness;
+the provider model (tests/provider), the spec builders (tests/support) and the harness (tests/engine/harness)
+do not import each other except harness → provider.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.support.specs import REPO
+
+
+def imports_of(folder: Path) -> dict[str, set[str]]:
+    """Every module each .py file under `folder` imports (absolute names; relative imports are refused)."""
+    out: dict[str, set[str]] = {}
+    for path in sorted(folder.rglob("*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                assert node.level == 0, f"{path}: relative import"
+                names |= {node.module or ""} | {f"{node.module}.{alias.name}" for alias in node.names}
+        out[str(path.relative_to(REPO))] = names
+    return out
+
+
+def offenders(folder: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
+    found = {}
+    for path, names in imports_of(REPO / folder).items():
+        bad = sorted(n for n in names if any(n == f or n.startswith(f + ".") for f in forbidden))
+        if bad:
+            found[path] = bad
+    return found
+
+
+@pytest.mark.parametrize(("folder", "forbidden"), [
+    ("sandstack/spec", ("sandstack.plan", "sandstack.components", "sandstack.tooling", "sandstack.program",
+                        "pulumi", "pulumi_docker")),
+    ("sandstack/plan", ("sandstack.components", "sandstack.tooling", "sandstack.program", "pulumi", "pulumi_docker")),
+    ("components", ("sandstack.tooling",)),
+    ("tests/components", ("tests.engine", "tests.changes")),
+    ("tests/support", ("tests.engine", "tests.provider", "tests.components")),
+    ("tests/provider", ("tests.engine", "tests.support", "tests.components")),
+    ("tests/engine/harness", ("tests.support", "tests.components", "tests.changes")),
+])
+def test_a_layer_imports_nothing_above_it(folder: str, forbidden: tuple[str, ...]):
+    assert offenders(folder, forbidden) == {}
