@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pulumi
 
-from sandstack.components.sandbox_host import Placement, SandboxHost, SandboxHostArgs
+from sandstack.components.sandbox_host import SandboxHost, SandboxHostArgs
 from sandstack.components.sandbox_pool import SandboxPool, SandboxPoolArgs
 from sandstack.components.sandbox_template import SandboxTemplate, SandboxTemplateArgs
+from sandstack.plan.host import placements_by_host
 from sandstack.spec.resolve import ResolvedStack
 
 DEFAULT_BUILD_ROOT = Path(".sandstack") / "build"
@@ -25,15 +26,6 @@ class SandboxStackArgs:
     spec: ResolvedStack
     stack: str
     build_root: Path = DEFAULT_BUILD_ROOT
-
-
-def placements_by_host(spec: ResolvedStack) -> dict[str, list[Placement]]:
-    """Each host's pools, in spec order; hosts without pools still get their host resources."""
-    out: dict[str, list[Placement]] = {host: [] for host in spec.hosts}
-    for pool_name, pool in spec.pools.items():
-        for host in dict.fromkeys(pool.hosts):
-            out[host].append(Placement(pool_name, spec.templates[pool.template], pool.replicas))
-    return out
 
 
 class SandboxStack(pulumi.ComponentResource):

@@ -8,15 +8,16 @@
 #                      per line, for sandboxes with a limit (0 = off)
 #   SANDSTACK_EXIT_LIFETIME, SANDSTACK_EXIT_IDLE  the exit statuses of a sandbox ended at its max lifetime
 #                      or idle timeout (sandstack.spec.models.limits: a documented contract, kept in one place)
-# For tests only, so that the script runs against a temporary tree without root or Docker (tests/assets);
-# unset, they are the guard container's layout (components/host_guard.py):
-#   SANDSTACK_GUARD_CGROUP (/host-cgroup), SANDSTACK_GUARD_STATE (/state), SANDSTACK_GUARD_PROC (/proc),
-#   SANDSTACK_GUARD_NET (/sys/class/net), SANDSTACK_GUARD_TMP (/tmp)
+#   SANDSTACK_GUARD_CGROUP  where the host's cgroup tree is mounted; SANDSTACK_GUARD_CGROUP_ROOT  the subtree
+#                      sandboxes' cgroup parents live in; SANDSTACK_GUARD_STATE  the state volume sandboxes read
+#                      (the host/sandbox contract, sandstack/plan/contract.py; tests point them at a temporary tree)
+# For tests only, so that the script runs without root or Docker (tests/assets); unset, the container's own:
+#   SANDSTACK_GUARD_PROC (/proc), SANDSTACK_GUARD_NET (/sys/class/net), SANDSTACK_GUARD_TMP (/tmp)
 #   SANDSTACK_GUARD_KILL  a command used instead of the shell's kill builtin (a test's fake pids cannot be
 #                      signalled, and a builtin cannot be replaced through PATH)
 #   SANDSTACK_GUARD_PASSES  N: exit 0 after N passes (unset: run until stopped)
 # It re-applies rules and pids limits every 3 seconds. After each complete pass it writes the boot id to
-# /state/ready; sandboxes mount /state read-only and start their command only once it matches.
+# the state volume's `ready`; sandboxes mount it read-only and start their command only once it matches.
 # Every second it enforces lifetimes and idle timeouts from outside the sandboxes (enforce_lifecycle
 # below): it runs in the host's PID namespace with KILL, so nothing a sandbox does to its own processes
 # (stop, trace or kill its supervisor, crash, exhaust its pids) can outlive a limit.
@@ -27,8 +28,8 @@ set -u
 set -f
 tag="sandstack:${SANDSTACK_STACK}"
 exit_lifetime=${SANDSTACK_EXIT_LIFETIME:?} exit_idle=${SANDSTACK_EXIT_IDLE:?}
-cgroot=${SANDSTACK_GUARD_CGROUP:-/host-cgroup}
-statedir=${SANDSTACK_GUARD_STATE:-/state}
+# The host/sandbox contract (sandstack/plan/contract.py), given by sandstack: nothing is assumed here.
+cgroot=${SANDSTACK_GUARD_CGROUP:?} subtree=${SANDSTACK_GUARD_CGROUP_ROOT:?} statedir=${SANDSTACK_GUARD_STATE:?}
 proc=${SANDSTACK_GUARD_PROC:-/proc}
 netdir=${SANDSTACK_GUARD_NET:-/sys/class/net}
 lifecycle=${SANDSTACK_GUARD_TMP:-/tmp}/lifecycle
@@ -71,16 +72,16 @@ RULES
 
 cg_dir() {  # $1: controller, $2: path under sandstack's subtree; sets cg (no subshell: called every second)
     # cgroup v2 has one tree for every controller; v1 one tree per controller.
-    if [ -f "$cgroot/cgroup.controllers" ]; then cg=$cgroot/sandstack/$2; else cg=$cgroot/$1/sandstack/$2; fi
+    if [ -f "$cgroot/cgroup.controllers" ]; then cg=$cgroot/$subtree/$2; else cg=$cgroot/$1/$subtree/$2; fi
 }
 
 apply_pids() {
     failed=0
     if [ -f "$cgroot/cgroup.controllers" ]; then
         # cgroup v2: the pids controller must be enabled down to the sandboxes' parents.
-        mkdir -p "$cgroot/sandstack"
+        mkdir -p "$cgroot/$subtree"
         grep -qw pids "$cgroot/cgroup.subtree_control" || echo +pids >"$cgroot/cgroup.subtree_control"
-        grep -qw pids "$cgroot/sandstack/cgroup.subtree_control" || echo +pids >"$cgroot/sandstack/cgroup.subtree_control"
+        grep -qw pids "$cgroot/$subtree/cgroup.subtree_control" || echo +pids >"$cgroot/$subtree/cgroup.subtree_control"
     elif [ ! -d "$cgroot/pids" ]; then
         log "no pids cgroup controller under /sys/fs/cgroup"
         return 1
@@ -111,7 +112,7 @@ RULES
         [ -n "$name" ] || continue
         # runc made the sandbox's parent in every controller; all are empty once the stack is gone.
         set +f
-        for dir in "$cgroot"/*/sandstack/"$name" "$cgroot/sandstack/$name"; do
+        for dir in "$cgroot"/*/"$subtree"/"$name" "$cgroot/$subtree/$name"; do
             [ -d "$dir" ] && rmdir "$dir" 2>/dev/null
         done
         set -f

@@ -12,3 +12,7 @@ CGROUP_ROOT_NAME = "sandstack"  # the guard's cgroup subtree, under every contro
 def cgroup_parent(container_name: str) -> str:
     """A sandbox's (or the gateway's) cgroup parent, whose pids.max the guard writes."""
     return f"/{CGROUP_ROOT_NAME}/{container_name}"
+
+# Inside the guard's container: the host's cgroup tree and the state volume sandboxes read.
+GUARD_CGROUP_MOUNT = "/host-cgroup"
+GUARD_STATE_DIR = "/state"

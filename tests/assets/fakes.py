@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from sandstack.components.host_guard import EXIT_STATUS_ENVS, GUARD_SCRIPT
+from sandstack.components.host_guard import GUARD_SCRIPT
+from sandstack.plan.contract import CGROUP_ROOT_NAME
+from sandstack.spec.models.limits import EXIT_IDLE, EXIT_LIFETIME
 
 # dash on Debian and Ubuntu; SANDSTACK_TEST_SHELL=/path/to/busybox-sh-link runs the same tests under busybox.
 SHELL = os.environ.get("SANDSTACK_TEST_SHELL", "/bin/sh")
@@ -140,9 +142,11 @@ class FakeHost:
             "SANDSTACK_PIDS": "\n".join(f"{n} {m}" for n, m in (pids or {}).items()),
             "SANDSTACK_BRIDGES": " ".join(bridges),
             "SANDSTACK_LIFECYCLE": "\n".join(lifecycle),
-            # As components/host_guard.py passes them.
-            **dict(e.split("=", 1) for e in EXIT_STATUS_ENVS),
+            # As the guard's plan (sandstack/plan/guard.py) passes them.
+            "SANDSTACK_EXIT_LIFETIME": str(EXIT_LIFETIME),
+            "SANDSTACK_EXIT_IDLE": str(EXIT_IDLE),
             "SANDSTACK_GUARD_CGROUP": str(self.cgroup),
+            "SANDSTACK_GUARD_CGROUP_ROOT": CGROUP_ROOT_NAME,
             "SANDSTACK_GUARD_STATE": str(self.state),
             "SANDSTACK_GUARD_PROC": str(self.proc),
             "SANDSTACK_GUARD_NET": str(self.net),

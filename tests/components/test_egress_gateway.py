@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sandstack.components.egress_gateway import ENTRYPOINT, ERROR_PAGE, PREPARE, SQUID_TEMPLATES
+from sandstack.plan.gateway import ENTRYPOINT, ERROR_PAGE, PREPARE, SQUID_TEMPLATES
 from sandstack.plan.squid import ERROR_DIRECTORY, SELF_ADDRESSES
 from tests.components.helpers import env_map
 from tests.support.specs import spec

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sandstack.components.egress_gateway import ENTRYPOINT
+from sandstack.plan.gateway import ENTRYPOINT
 from sandstack.plan.contract import cgroup_parent
-from sandstack.components.host_guard import GUARD_SCRIPT, HEALTH_TEST
+from sandstack.components.host_guard import GUARD_SCRIPT
+from sandstack.plan.guard import HEALTH_TEST
 from sandstack.plan.naming import bridge_name
 from sandstack.plan.network import gateway_ports
 from tests.components.helpers import CONTAINER, NETWORK, env_map
@@ -71,6 +72,11 @@ def test_guard_container_inputs(built):
             # The documented expiry statuses (sandstack.spec.models.limits), which the script does not repeat.
             "SANDSTACK_EXIT_LIFETIME=124",
             "SANDSTACK_EXIT_IDLE=123",
+            # The contract's paths and cgroup subtree (sandstack/plan/contract.py), which the script does not
+            # repeat either.
+            "SANDSTACK_GUARD_CGROUP=/host-cgroup",
+            "SANDSTACK_GUARD_CGROUP_ROOT=sandstack",
+            "SANDSTACK_GUARD_STATE=/state",
         ],
         "capabilities": {"drops": ["ALL"], "adds": ["NET_ADMIN", "NET_RAW", "DAC_OVERRIDE", "KILL"]},
         "securityOpts": ["no-new-privileges:true"],
@@ -177,12 +183,16 @@ def test_the_scripts_take_the_expiry_statuses_from_sandstack_instead_of_repeatin
     # both scripts with them and check what they do.
     import re
 
-    from sandstack.components.host_guard import EXIT_STATUS_ENVS
+    from sandstack.plan.guard import GuardPlan
     from sandstack.components.sandbox_pool import SUPERVISOR_ENTRYPOINT
     from sandstack.plan.snapshot import SUPERVISOR_SOURCE
     from sandstack.spec.models.limits import EXIT_IDLE, EXIT_LIFETIME
 
-    assert EXIT_STATUS_ENVS == [f"SANDSTACK_EXIT_LIFETIME={EXIT_LIFETIME}", f"SANDSTACK_EXIT_IDLE={EXIT_IDLE}"]
+    env = GuardPlan("t", (), (), (), ()).env
+    assert env[5:7] == [f"SANDSTACK_EXIT_LIFETIME={EXIT_LIFETIME}", f"SANDSTACK_EXIT_IDLE={EXIT_IDLE}"]
     assert SUPERVISOR_ENTRYPOINT[1:3] == (f"--exit-lifetime={EXIT_LIFETIME}", f"--exit-idle={EXIT_IDLE}")
     for script in (GUARD_SCRIPT, SUPERVISOR_SOURCE.read_text()):
         assert not re.search(rf"\b({EXIT_LIFETIME}|{EXIT_IDLE})\b", script)
+    # Nor the contract's paths and cgroup subtree: only comments name them.
+    code = "\n".join(line for line in GUARD_SCRIPT.splitlines() if not line.lstrip().startswith("#"))
+    assert not re.search(r"/host-cgroup|/state\b|/sandstack\b", code)

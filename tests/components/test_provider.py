@@ -5,7 +5,7 @@ from __future__ import annotations
 import pulumi
 import pytest
 
-from sandstack.components.sandbox_host import host_address
+from sandstack.plan.host import host_address
 from tests.support.specs import LOCAL, host, spec
 
 TEMPLATES = {"t": {"base_image": "busybox:1.36"}}

@@ -15,7 +15,7 @@ import secrets
 
 import pytest
 
-from sandstack.components.egress_gateway import ERROR_PAGE
+from sandstack.plan.gateway import ERROR_PAGE
 from sandstack.plan.network import GATEWAY_CONNECTIONS_PER_SANDBOX
 from sandstack.plan.squid import MAX_FILEDESCRIPTORS
 from tests.engine.deploy import engine_spec

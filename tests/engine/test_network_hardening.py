@@ -21,7 +21,7 @@ from tests.engine.deploy import engine_spec
 from tests.engine.net.lab import netns_address
 from tests.engine.net.probes import answered, curl, probe, tcp, template
 from tests.engine.net.stack import access_log, deployed
-from sandstack.components.egress_gateway import GATEWAY_PIDS
+from sandstack.plan.gateway import GATEWAY_PIDS
 from tests.engine.sandbox_helpers import parent_cgroup, python, read_int
 
 pytestmark = pytest.mark.docker

@@ -7,7 +7,7 @@ import ipaddress
 
 import pytest
 
-from sandstack.components.egress_gateway import PREPARE
+from sandstack.plan.gateway import PREPARE
 from sandstack.plan.squid import GatewayPool, render
 from sandstack.spec.egress import parse_entry
 from sandstack.spec.resolve import EffectiveNetwork

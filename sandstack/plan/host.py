@@ -1,0 +1,124 @@
+"""One host's plan: its labels and address, its infra image, one network per pool placed on it, the
+guard that closes it to its sandboxes, and the gateway of its gateway pools. Pure values; SandboxHost
+only turns them into resources."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from sandstack.plan.gateway import GATEWAY_PIDS, GatewayPlan, plan_gateway
+from sandstack.plan.guard import GuardPlan, plan_guard
+from sandstack.plan.naming import bridge_name, egress_network_name, labels
+from sandstack.plan.network import (
+    PoolNetwork,
+    egress_bridge_rules,
+    gateway_ports,
+    gateway_refused,
+    guard_rules,
+    outbound_of,
+    plan_pool_network,
+    pool_subnets,
+)
+from sandstack.plan.package_files import INFRA_CONTEXT
+from sandstack.plan.sandbox import sandbox_name
+from sandstack.plan.squid import GatewayPool
+from sandstack.spec.models import Host
+from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A pool's share of one host: which template, how many sandboxes."""
+
+    pool: str
+    template: ResolvedTemplate
+    replicas: int
+
+
+@dataclass(frozen=True)
+class InfraImagePlan:
+    """The image the guard, gateway and secrets seeders run: declared by the host, or built from the package."""
+
+    name: str
+    declared: bool
+    digest: str | None  # of the packaged Dockerfile, when sandstack builds it
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    stack: str
+    host: str
+    labels: dict[str, str]
+    address: str
+    infra: InfraImagePlan
+    networks: dict[str, PoolNetwork]  # by pool
+    egress_bridge: str | None  # the gateway's way out, when the host has a gateway
+    guard: GuardPlan
+    gateway: GatewayPlan | None
+
+    @property
+    def egress_network(self) -> str | None:
+        return egress_network_name(self.stack) if self.egress_bridge else None
+
+
+def placements_by_host(spec: ResolvedStack) -> dict[str, list[Placement]]:
+    """Each host's pools, in spec order; hosts without pools still get their host resources."""
+    out: dict[str, list[Placement]] = {host: [] for host in spec.hosts}
+    for pool_name, pool in spec.pools.items():
+        for host in dict.fromkeys(pool.hosts):
+            out[host].append(Placement(pool_name, spec.templates[pool.template], pool.replicas))
+    return out
+
+
+def plan_hosts(spec: ResolvedStack, stack: str) -> dict[str, HostPlan]:
+    """Every host's plan, by host name, in spec order."""
+    return {host: plan_host(stack, host, spec.hosts[host], placements)
+            for host, placements in placements_by_host(spec).items()}
+
+
+def host_address(endpoint: str) -> str:
+    """Where clients reach the host's public ports: the endpoint's host name, or localhost for a socket."""
+    if endpoint.startswith("unix://"):
+        return "localhost"
+    rest = endpoint.split("://", 1)[1].rsplit("@", 1)[-1]
+    return rest.rsplit(":", 1)[0] if ":" in rest else rest
+
+
+def plan_infra_image(stack: str, spec: Host) -> InfraImagePlan:
+    if spec.infra_image:
+        return InfraImagePlan(spec.infra_image, True, None)
+    digest = hashlib.sha256((INFRA_CONTEXT / "Dockerfile").read_bytes()).hexdigest()
+    # '_' keeps it apart from the stack's snapshot images, `sandstack-<stack>/<template>`.
+    return InfraImagePlan(f"sandstack-{stack}/sandstack_infra:{digest[:12]}", False, digest)
+
+
+def plan_host(stack: str, host: str, spec: Host, placements: list[Placement]) -> HostPlan:
+    gateway_pools = [p.pool for p in placements if outbound_of(p.template) == "gateway"]
+    ports = gateway_ports(stack, gateway_pools)
+    subnets = pool_subnets(stack, [p.pool for p in placements], spec.subnet_pool)
+    networks = {p.pool: plan_pool_network(stack, p.pool, p.template, ports.get(p.pool), subnets[p.pool])
+                for p in placements}
+    egress_bridge = bridge_name(stack, "egress") if gateway_pools else None
+    rules = [rule for plan in networks.values() for rule in guard_rules(plan)]
+    bridges = [plan.bridge for plan in networks.values()]
+    if egress_bridge:
+        opted_in = any(p.template.network.allow_metadata for p in placements if p.pool in gateway_pools)
+        rules += egress_bridge_rules(egress_bridge, opted_in)
+        bridges.append(egress_bridge)
+    by_pool = {p.pool: p for p in placements}
+    gateway = plan_gateway(stack, host, [
+        GatewayPool(pool, ports[pool], by_pool[pool].template.network, str(networks[pool].subnet),
+                    networks[pool].gateway_ip, gateway_refused(by_pool[pool].template, spec.subnet_pool))
+        for pool in gateway_pools
+    ])
+    sandboxes = [(sandbox_name(stack, p.pool, i), p.template) for p in placements for i in range(p.replicas)]
+    pids = {name: template.limits.pids for name, template in sandboxes}
+    if gateway:
+        pids[gateway.container_name] = GATEWAY_PIDS
+    return HostPlan(
+        stack=stack, host=host, labels=labels(stack, spec.labels, host=host), address=host_address(spec.endpoint),
+        infra=plan_infra_image(stack, spec), networks=networks, egress_bridge=egress_bridge,
+        guard=plan_guard(stack, rules, bridges, pids, sandboxes), gateway=gateway,
+    )
+
