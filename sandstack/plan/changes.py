@@ -24,6 +24,10 @@ from sandstack.spec.walk import model_fields
 
 # Inputs the provider keeps in state only, which the plan sets itself (not from a spec field).
 PLAN_SETTINGS_NEVER_APPLIED = ("init", "wait", "wait_timeout", "destroy_grace_seconds")
+# Sandbox settings (sandstack.plan.sandbox.SandboxPlan) whose inputs the provider updates on the running
+# container (terraform-provider-docker's container update: memory and swap, restart policy and retries);
+# a change of any other setting replaces the container.
+UPDATED_IN_PLACE = frozenset({"memory_mb", "restart", "max_retry_count"})
 # Every input of that kind the components set on any container.
 NEVER_APPLIED = ("destroy_grace_seconds", "healthcheck", "init", "tmpfs", "wait", "wait_timeout")
 

@@ -1,4 +1,4 @@
-"""The `sandstack` command line: validate specs, regenerate generated files."""
+"""The `sandstack` command line: validate specs, preview and diff stacks, regenerate generated files."""
 
 from __future__ import annotations
 
@@ -59,6 +59,18 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_preview(args: argparse.Namespace) -> int:
+    from sandstack.tooling import review
+
+    return review.preview(args)
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from sandstack.tooling import review
+
+    return review.diff(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sandstack", description="Sandboxes for AI agents, declared as code.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
@@ -68,6 +80,22 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("files", nargs="+", metavar="FILE")
     validate.add_argument("--format", choices=("text", "json", "github"), default="text")
     validate.set_defaults(func=cmd_validate)
+
+    preview = sub.add_parser("preview", help="what `pulumi up` of a spec makes, offline (exit 0, 1 invalid, 2 unreadable)")
+    preview.add_argument("spec", metavar="STACKFILE", help="a stack file, or git:REF:PATH")
+    preview.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    preview.add_argument("--stack", help="the Pulumi stack name (default: the file's name without .yaml)")
+    preview.set_defaults(func=cmd_preview)
+
+    diff = sub.add_parser("diff", help="what `pulumi up` would change from BASE to HEAD, and whether security "
+                                       "got looser (exit 0, 3 when --fail-on triggers, 1 invalid, 2 unreadable)")
+    diff.add_argument("base", metavar="BASE", help="a stack file, or git:REF:PATH (e.g. git:main:stacks/prod.yaml)")
+    diff.add_argument("head", metavar="HEAD", help="a stack file, or git:REF:PATH")
+    diff.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    diff.add_argument("--stack", help="the Pulumi stack name (default: HEAD's file name without .yaml)")
+    diff.add_argument("--fail-on", action="append", choices=("replace", "security"), default=[],
+                      help="exit 3 when a resource is replaced or deleted, or when security gets looser")
+    diff.set_defaults(func=cmd_diff)
 
     gen = sub.add_parser("generate", help="regenerate the JSON Schema and the README reference from the models")
     gen.add_argument("--check", action="store_true", help="exit 1 if a generated file is stale, write nothing")

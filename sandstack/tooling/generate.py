@@ -1,4 +1,5 @@
-"""Generated files: the JSON Schema and the README's spec reference, written or checked for staleness."""
+"""Generated files: the JSON Schema, the README's spec reference and its review example, written or checked
+for staleness."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from sandstack.spec.schema import SCHEMA_FILE, render_schema
+from sandstack.tooling import examples
 from sandstack.tooling.reference import render_reference, splice
 
 REGENERATE = "sandstack generate"
@@ -15,12 +17,13 @@ REGENERATE = "sandstack generate"
 @dataclass(frozen=True)
 class Generated:
     path: str
-    render: Callable[[str], str]  # current text of the file → what it should be
+    render: Callable[[Path, str], str]  # (repository root, current text of the file) → what it should be
 
 
 GENERATED = (
-    Generated(SCHEMA_FILE, lambda _current: render_schema()),
-    Generated("README.md", lambda current: splice(current, render_reference())),
+    Generated(SCHEMA_FILE, lambda _root, _current: render_schema()),
+    Generated("README.md", lambda root, current: examples.splice(splice(current, render_reference()),
+                                                                 examples.render_examples(root))),
 )
 
 
@@ -31,7 +34,7 @@ def stale(root: Path) -> list[str]:
         target = root / item.path
         current = target.read_text(encoding="utf-8") if target.exists() else ""
         try:
-            wanted = item.render(current)
+            wanted = item.render(root, current)
         except ValueError:
             out.append(item.path)
             continue
@@ -46,7 +49,7 @@ def write(root: Path) -> list[str]:
     for item in GENERATED:
         target = root / item.path
         current = target.read_text(encoding="utf-8") if target.exists() else ""
-        wanted = item.render(current)
+        wanted = item.render(root, current)
         if current != wanted:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(wanted, encoding="utf-8")

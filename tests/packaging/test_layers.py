@@ -1,6 +1,7 @@
 """The layers point one way, and the test suites keep their own rooms (checked on the import statements).
 
-spec → plan → components → tooling/program; the plan imports neither Pulumi nor the components (it reads the
+spec → plan → components → tooling/program, and plan → review (previews and diffs: no Pulumi, no components);
+the plan imports neither Pulumi nor the components (it reads the
 components' package data through importlib.resources only). Component tests do not use the engine harness;
 the provider model (tests/provider), the spec builders (tests/support) and the harness (tests/engine/harness)
 do not import each other except harness → provider.
@@ -44,7 +45,9 @@ def offenders(folder: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
     ("sandstack/spec", ("sandstack.plan", "sandstack.components", "sandstack.tooling", "sandstack.program",
                         "pulumi", "pulumi_docker")),
     ("sandstack/plan", ("sandstack.components", "sandstack.tooling", "sandstack.program", "pulumi", "pulumi_docker")),
-    ("components", ("sandstack.tooling",)),
+    ("sandstack/review", ("sandstack.components", "sandstack.tooling", "sandstack.program", "pulumi",
+                          "pulumi_docker")),
+    ("components", ("sandstack.tooling", "sandstack.review")),
     ("tests/components", ("tests.engine", "tests.changes")),
     ("tests/support", ("tests.engine", "tests.provider", "tests.components")),
     ("tests/provider", ("tests.engine", "tests.support", "tests.components")),

@@ -1,0 +1,117 @@
+"""The diff in words: the security summary first, then snapshot rebuilds, then what happens on each host."""
+
+from __future__ import annotations
+
+import json
+from itertools import groupby
+
+from sandstack.review.diff import COMPONENT_TYPE, Diff, ResourceChange, describe
+from sandstack.spec.changes import MEANING
+
+FORMAT_VERSION = 1
+VERB = {"create": "created", "update": "updated in place", "replace": "replaced", "delete": "deleted"}
+
+
+def to_json(diff: Diff, base: str, head: str) -> str:
+    data = {
+        "format": FORMAT_VERSION, "base": base, "head": head, "counts": diff.counts(),
+        "security": [f.to_json() for f in diff.security],
+        "snapshots": [{"host": s.host, "template": s.template, "why": s.why, "unbumped": s.unbumped}
+                      for s in diff.snapshots],
+        "resources": [c.to_json() for c in diff.changes],
+    }
+    return json.dumps(data, sort_keys=True, indent=2) + "\n"
+
+
+def _security_lines(diff: Diff) -> list[str]:
+    if not diff.security:
+        return ["no security-relevant change"]
+    return [f"{'LOOSER' if f.loosens else 'tighter'}  pool {f.pool}: {f.text}" for f in diff.security]
+
+
+def _group_key(c: ResourceChange) -> tuple:
+    """Sandboxes of one pool with the same action and changes read as one line."""
+    if c.resource.kind == "sandbox":
+        return (c.resource.host, c.resource.pool, c.action, tuple(sorted(c.changed)),
+                tuple(f.path for f in c.reasons))
+    return (c.resource.name,)
+
+
+def _entries(diff: Diff) -> dict[str, list[tuple[str, list[str]]]]:
+    """Per host: (headline, detail lines) of each change, sandboxes of one pool grouped."""
+    out: dict[str, list[tuple[str, list[str]]]] = {}
+    changes = [c for c in diff.changes if not c.resource.type.startswith(COMPONENT_TYPE)]
+    for _, group in groupby(changes, key=_group_key):
+        items = list(group)
+        first = items[0]
+        r = first.resource
+        lost = " (recreated: running processes and writable paths are lost)" if first.action == "replace" else ""
+        if r.kind == "sandbox" and len(items) > 1:
+            head = f"{len(items)} sandboxes of pool `{r.pool}` on host `{r.host}` {VERB[first.action]}{lost}"
+        elif r.kind == "sandbox":
+            head = f"sandbox `{r.name}` of pool `{r.pool}` {VERB[first.action]}{lost}"
+        else:
+            head = f"{r.kind} `{r.name}` {VERB[first.action]}"
+        details = [describe(k, o, n) for k, (o, n) in sorted(first.changed.items())]
+        details += [f"because {f.text()}" for f in first.reasons]
+        out.setdefault(r.host or "(stack)", []).append((head, details))
+    return out
+
+
+def _legend(diff: Diff) -> list[str]:
+    """The change table's words for each effect named in the reasons (`[replace]`, `[scale + guard]`)."""
+    words = sorted({w for c in diff.changes for f in c.reasons
+                    for part in f.effect.label.split("; ") for w in part.split(": ")[-1].split(" + ")})
+    return [f"{w}: {MEANING[w]}" for w in words if w in MEANING]
+
+
+def to_text(diff: Diff, base: str, head: str) -> str:
+    lines = [f"sandstack diff {base} → {head}", "", "Security:"]
+    lines += [f"  {line}" for line in _security_lines(diff)]
+    if diff.snapshots:
+        lines += ["", "Snapshots:"]
+        for s in diff.snapshots:
+            flag = "  (changed WITHOUT a version bump)" if s.unbumped else ""
+            lines.append(f"  template {s.template} on host {s.host} rebuilds: {', '.join(s.why)}{flag}")
+    lines += ["", _summary(diff)]
+    for host, entries in _entries(diff).items():
+        lines += ["", f"host {host}:"]
+        for head_line, details in entries:
+            lines.append(f"  {head_line}")
+            lines += [f"      {d}" for d in details]
+    if _legend(diff):
+        lines += ["", "Change effects (the change table):"] + [f"  {line}" for line in _legend(diff)]
+    return "\n".join(lines) + "\n"
+
+
+def _summary(diff: Diff) -> str:
+    counts = diff.counts()
+    if not any(counts.values()):
+        return "No changes: `pulumi up` would change nothing."
+    return "Resources: " + ", ".join(f"{n} {VERB[k].split()[0]}" for k, n in counts.items() if n) + "."
+
+
+def to_markdown(diff: Diff, base: str, head: str) -> str:
+    loosens = [f for f in diff.security if f.loosens]
+    lines = [f"### sandstack diff: `{base}` → `{head}`", ""]
+    lines.append(f"**Security:** {len(loosens)} loosening(s), {len(diff.security) - len(loosens)} tightening(s)")
+    lines.append("")
+    for f in diff.security:
+        lines.append(f"- {'⚠️ **looser**' if f.loosens else 'tighter'} — pool `{f.pool}`: {f.text}")
+    if diff.snapshots:
+        lines += ["", "**Snapshots:**", ""]
+        for s in diff.snapshots:
+            flag = " — ⚠️ changed **without a version bump**" if s.unbumped else ""
+            lines.append(f"- template `{s.template}` on host `{s.host}` rebuilds: {', '.join(s.why)}{flag}")
+    lines += ["", f"**{_summary(diff)}**"]
+    for host, entries in _entries(diff).items():
+        lines += ["", f"<details><summary>host <code>{host}</code>: {len(entries)} change(s)</summary>", ""]
+        for head_line, details in entries:
+            lines.append(f"- {head_line}")
+            lines += [f"  - {d}" for d in details]
+        lines += ["", "</details>"]
+    if _legend(diff):
+        lines += ["", "<sub>Change effects: " + "; ".join(f"<b>{line.split(': ', 1)[0]}</b>: "
+                                                          f"{line.split(': ', 1)[1]}" for line in _legend(diff))
+                  + "</sub>"]
+    return "\n".join(lines) + "\n"

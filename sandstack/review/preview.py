@@ -1,0 +1,155 @@
+"""`sandstack preview`: the resources of one spec as a tree (text), markdown or stable JSON."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from typing import Any
+
+from rich.console import Console
+from rich.tree import Tree
+
+from sandstack.review.resources import Resource
+
+FORMAT_VERSION = 1
+
+
+def _limits(p: dict[str, Any]) -> str:
+    parts = [f"cpus {p['cpus']}", f"memory {p['memory_mb']}MiB", f"open files {p['open_files']}"]
+    if p.get("gpu_count"):
+        parts.append(f"gpus {p['gpu_count']}")
+    return ", ".join(parts)
+
+
+def _mib(tmpfs_options: str) -> str:
+    size = int(tmpfs_options.rsplit("size=", 1)[1].split(",")[0])
+    return f"{size / 2**20:g}MiB"
+
+
+def _env(env: dict[str, Any]) -> str:
+    return ", ".join(f"{k}=<secret {v['secret']}>" if isinstance(v, dict) else f"{k}={v}" for k, v in env.items())
+
+
+def summary(r: Resource) -> list[str]:
+    """The key settings of a resource, one short line each (what a reviewer reads)."""
+    p = r.props
+    if r.kind == "sandbox":
+        egress = p["egress"]
+        lines = [
+            f"image {p['image']}", f"limits: {_limits(p)}, pids {p['pids']} (set by the guard)",
+            f"runtime {p['runtime']}, user {p['user']}, read-only root {str(p['read_only']).lower()}, "
+            f"privileged {str(p['privileged']).lower()}, no-new-privileges {str(bool(p['security_opts'])).lower()}",
+            f"egress {egress['mode']} ({egress['outbound']}, {'logged' if egress['log'] else 'not logged'})"
+            + (f"; allow {', '.join(egress['allow'])}" if egress["allow"] else "")
+            + (f"; deny {', '.join(egress['deny'])}" if egress["deny"] else ""),
+        ]
+        if p["capability_adds"]:
+            lines.append("capabilities " + ", ".join(p["capability_adds"]))
+        for port in p["ports"]:
+            exposure = "public" if port["ip"] == "0.0.0.0" else "host"
+            lines.append(f"port {port['internal']}/{port['protocol']} {exposure} on {port['ip']}:"
+                         f"{port['external'] or '<any>'}")
+        lines.append("writable " + ", ".join(f"{path} ({_mib(opts)})"
+                                             for path, opts in p["tmpfs"].items()) if p["tmpfs"] else "writable none")
+        life = p["lifecycle"]
+        lines.append(f"lifecycle: max {life['max_lifetime'] or 'unlimited'}s, idle {life['idle_timeout'] or 'never'}"
+                     f"{'s' if life['idle_timeout'] else ''}, on expiry {life['on_expiry']}")
+        if p["env"]:
+            lines.append("env " + _env(p["env"]))
+        if p["secret_files"]:
+            lines.append("secret files " + ", ".join(p["secret_files"]))
+        return lines
+    if r.kind == "snapshot":
+        return [f"{p['image']} (version {p['version'] or '-'}, digest {p['digest'][:12]})",
+                f"from {p['base_image']}, {len(p['setup'])} setup steps, {len(p['files'])} files"]
+    if r.kind == "network":
+        return [f"{p['name']} {p['subnet']} ({'internal' if p['internal'] else 'routed'}, outbound {p['outbound']}"
+                + (f", gateway port {p['gateway_port']}" if p["gateway_port"] else "") + ")"]
+    if r.kind == "guard" and p:
+        return [f"{len(p['rules'])} firewall rules on {len(p['bridges'])} bridges, "
+                f"{len(p['pids'])} pids limits, {len(p['lifecycle'])} lifecycle lines"]
+    if r.kind == "gateway" and p:
+        return ["pools " + ", ".join(f"{k} on :{v['port']}" for k, v in p["pools"].items())]
+    if r.kind == "provider":
+        tls = " with TLS from secrets " + ", ".join(v["secret"] for v in p["tls"].values()) if p["tls"] else ""
+        return [p["endpoint"] + tls]
+    if r.kind == "infra image":
+        return [p["image"] + (" (declared)" if p["declared"] else " (built from the package)")]
+    if r.kind == "pool":
+        return [f"{p['replicas']} sandboxes"]
+    if r.kind == "host":
+        return [f"address {p['address']}"]
+    return [p["name"]] if "name" in p else []
+
+
+def to_json(stack: str, source: str, resources: list[Resource]) -> str:
+    data = {"format": FORMAT_VERSION, "stack": stack, "source": source,
+            "resources": [r.to_json() for r in resources]}
+    return json.dumps(data, sort_keys=True, indent=2) + "\n"
+
+
+def _children(resources: list[Resource]) -> dict[str | None, list[Resource]]:
+    out: dict[str | None, list[Resource]] = {}
+    for r in resources:
+        out.setdefault(r.parent, []).append(r)
+    return out
+
+
+def _grouped(children: list[Resource]) -> list[tuple[str, Resource]]:
+    """(label, resource) per node: a pool's sandboxes that differ only by index read as one node."""
+    out: list[tuple[str, Resource]] = []
+    run: list[Resource] = []
+
+    def flush() -> None:
+        if len(run) > 1:
+            out.append((f"[bold]sandboxes[/bold] {run[0].name} … {run[-1].name} ({len(run)}, alike)", run[0]))
+        elif run:
+            out.append((f"[bold]sandbox[/bold] {run[0].name}", run[0]))
+        run.clear()
+
+    for r in children:
+        if r.kind == "sandbox" and run and summary(r) == summary(run[0]):
+            run.append(r)
+            continue
+        flush()
+        if r.kind == "sandbox":
+            run.append(r)
+        else:
+            out.append((f"[bold]{r.kind}[/bold] {r.name}", r))
+    flush()
+    return out
+
+
+def to_text(stack: str, source: str, resources: list[Resource], width: int = 120) -> str:
+    children = _children(resources)
+
+    def add(node: Tree, label: str, r: Resource) -> None:
+        branch = node.add(label)
+        for line in summary(r):
+            branch.add(line, style="dim")
+        for child_label, child in _grouped(children.get(r.key, [])):
+            add(branch, child_label, child)
+
+    root = Tree(f"stack [bold]{stack}[/bold] ({source})")
+    for r in children.get(None, []):
+        for label, child in _grouped(children.get(r.key, [])):
+            add(root, label, child)
+    buffer = StringIO()
+    Console(file=buffer, width=width, no_color=True, highlight=False, markup=True).print(root)
+    return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n"
+
+
+def to_markdown(stack: str, source: str, resources: list[Resource]) -> str:
+    children = _children(resources)
+    lines = [f"### sandstack preview: stack `{stack}` (`{source}`)", ""]
+
+    def add(label: str, r: Resource, depth: int) -> None:
+        lines.append("  " * depth + "- " + label.replace("[bold]", "**").replace("[/bold]", "**"))
+        lines.extend("  " * (depth + 1) + f"- {line}" for line in summary(r))
+        for child_label, child in _grouped(children.get(r.key, [])):
+            add(child_label, child, depth + 1)
+
+    for r in children.get(None, []):
+        for label, child in _grouped(children.get(r.key, [])):
+            add(label, child, 0)
+    return "\n".join(lines) + "\n"

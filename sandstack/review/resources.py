@@ -1,0 +1,168 @@
+"""The resources `pulumi up` of a spec registers, from the plan (the same values the components register).
+
+Each resource has the logical name and type Pulumi gives it, its parent, where it belongs (host, pool,
+template) and its key settings as plain JSON values. Secret values are never known here: a secret shows
+as its config key. A test checks that the names and types are exactly what the program registers under
+mocks, for every stack in `stacks/`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sandstack.plan.changes import sandbox_replace_on_changes
+from sandstack.plan.host import HostPlan, plan_hosts
+from sandstack.plan.naming import docker_name
+from sandstack.plan.sandbox import plan_sandbox
+from sandstack.plan.snapshot import plan_snapshot
+from sandstack.spec.models import SecretRef
+from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
+
+COMPONENT = "sandstack"  # the SandboxStack name `sandstack.program` uses
+T = "sandstack:index:"
+CONTAINER, NETWORK, VOLUME = "docker:index/container:Container", "docker:index/network:Network", "docker:index/volume:Volume"
+REMOTE_IMAGE, REGISTRY_IMAGE = "docker:index/remoteImage:RemoteImage", "docker:index/registryImage:RegistryImage"
+PROVIDER = "pulumi:providers:docker"
+
+
+@dataclass(frozen=True)
+class Resource:
+    name: str  # Pulumi's logical name
+    type: str
+    parent: str | None  # the parent's key (a pool and a template may share a logical name, not a type)
+    kind: str  # what a reviewer calls it: host, provider, infra image, guard, gateway, network, snapshot, ...
+    host: str | None = None
+    pool: str | None = None
+    template: str | None = None
+    props: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.type}::{self.name}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def _secret_or_value(value: str | SecretRef) -> Any:
+    return {"secret": value.secret} if isinstance(value, SecretRef) else value
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, SecretRef):
+        return {"secret": value.secret}
+    return value
+
+
+def _host_resources(stack_name: str, host: str, plan: HostPlan, spec) -> list[Resource]:
+    base = f"{stack_name}-{host}"
+    host_key, guard_key, gateway_key = f"{T}SandboxHost::{base}", f"{T}HostGuard::{base}-guard", \
+        f"{T}EgressGateway::{base}-gateway"
+    out = [
+        Resource(base, T + "SandboxHost", f"{T}SandboxStack::{stack_name}", "host", host, props={"address": plan.address,
+                                                                         "labels": plan.labels}),
+        Resource(f"{base}-provider", PROVIDER, host_key, "provider", host, props={
+            "endpoint": spec.endpoint, "ssh_opts": list(spec.ssh_opts),
+            "tls": {k: {"secret": getattr(spec.tls, k).secret} for k in ("ca", "cert", "key")} if spec.tls else None}),
+        Resource(f"{base}-infra", REMOTE_IMAGE, host_key, "infra image", host, props={
+            "image": plan.infra.name, "declared": plan.infra.declared, "digest": plan.infra.digest}),
+        Resource(f"{base}-guard", T + "HostGuard", host_key, "guard", host),
+        Resource(f"{base}-guard-state", VOLUME, guard_key, "guard state", host,
+                 props={"name": plan.guard.state_volume}),
+        Resource(f"{base}-guard-container", CONTAINER, guard_key, "guard", host, props={
+            "name": plan.guard.container_name, "rules": list(plan.guard.rules), "bridges": list(plan.guard.bridges),
+            "pids": {name: limit for name, limit in plan.guard.pids}, "lifecycle": list(plan.guard.lifecycle)}),
+    ]
+    for pool, net in plan.networks.items():
+        out.append(Resource(f"{base}-net.{pool}", NETWORK, host_key, "network", host, pool, props={
+            "name": net.name, "bridge": net.bridge, "subnet": str(net.subnet), "internal": net.internal,
+            "outbound": net.outbound, "gateway_port": net.gateway_port}))
+    if plan.gateway:
+        out += [
+            Resource(f"{base}-egress-net", NETWORK, host_key, "egress network", host,
+                     props={"name": plan.egress_network, "bridge": plan.egress_bridge}),
+            Resource(f"{base}-gateway", T + "EgressGateway", host_key, "gateway", host),
+            Resource(f"{base}-gateway-log", VOLUME, gateway_key, "gateway log", host,
+                     props={"name": plan.gateway.log_volume}),
+            Resource(f"{base}-gateway-container", CONTAINER, gateway_key, "gateway", host, props={
+                "name": plan.gateway.container_name,
+                "pools": {p.pool: {"port": p.port, "address": p.address} for p in plan.gateway.pools},
+                "squid_conf": plan.gateway.config}),
+        ]
+    return out
+
+
+def _template_resources(stack_name: str, stack: str, host: str, template: ResolvedTemplate) -> list[Resource]:
+    snap = plan_snapshot(template, stack)
+    base = f"{stack_name}-{template.name}.{host}"
+    key = f"{T}SandboxTemplate::{base}"
+    out = [
+        Resource(base, T + "SandboxTemplate", f"{T}SandboxHost::{stack_name}-{host}", "template", host, template=template.name),
+        Resource(f"{base}-image", REMOTE_IMAGE, key, "snapshot", host, template=template.name, props={
+            "image": snap.image, "version": template.snapshot_version, "digest": snap.digest,
+            "base_image": template.base_image, "setup": list(template.setup),
+            "files": [{"path": f.path, "mode": f.mode, "source": f.source.name} for f in template.files]}),
+    ]
+    if template.push_to:
+        out.append(Resource(f"{base}-push", REGISTRY_IMAGE, key, "snapshot push", host, template=template.name,
+                            props={"image": snap.image}))
+    return out
+
+
+def _pool_resources(stack_name: str, stack: str, host: str, pool: str, replicas: int, template: ResolvedTemplate,
+                    plan: HostPlan) -> list[Resource]:
+    base = f"{stack_name}-{pool}.{host}"
+    digest = plan_snapshot(template, stack).digest
+    key = f"{T}SandboxPool::{base}"
+    out = [Resource(base, T + "SandboxPool", f"{T}SandboxHost::{stack_name}-{host}", "pool", host, pool, template.name,
+                    props={"replicas": replicas})]
+    if template.secrets:
+        files = {s.path: {"secret": s.secret} for s in template.secrets}
+        out += [
+            Resource(f"{base}-secrets", VOLUME, key, "secrets volume", host, pool, template.name,
+                     props={"name": docker_name(stack, pool, "secrets")}),
+            Resource(f"{base}-secrets-seeder", CONTAINER, key, "secrets seeder", host, pool, template.name,
+                     props={"name": docker_name(stack, pool, "secrets-seeder"), "owner": template.user,
+                            "files": files}),
+        ]
+    image = plan_snapshot(template, stack).image
+    for index in range(replicas):
+        sandbox = plan_sandbox(stack=stack, pool=pool, host=host, template=template, index=index,
+                               network=plan.networks[pool], digest=digest, labels=plan.labels)
+        props = _jsonable(asdict(sandbox))
+        props["env"] = {k: _secret_or_value(v) for k, v in sandbox.env.items()}
+        props.update(image=image, network=plan.networks[pool].name, egress=_egress(template),
+                     lifecycle=asdict(template.lifecycle), pids=template.limits.pids, replace_on_changes=sandbox_replace_on_changes(),
+                     secret_files=sorted(s.path for s in template.secrets))
+        out.append(Resource(f"{base}-{index}", CONTAINER, key, "sandbox", host, pool, template.name, props))
+    return out
+
+
+def _egress(template: ResolvedTemplate) -> dict[str, Any]:
+    n = template.network
+    return {"mode": n.egress, "outbound": n.outbound, "log": n.log, "allow": [str(r) for r in n.allow],
+            "deny": [str(r) for r in n.deny], "allow_metadata": n.allow_metadata}
+
+
+def stack_resources(spec: ResolvedStack, stack: str, component: str = COMPONENT) -> list[Resource]:
+    """Every resource of the spec, in registration order: the stack, then per host its own objects, its
+    templates' snapshot images and its pools' objects."""
+    out = [Resource(component, T + "SandboxStack", None, "stack")]
+    hosts = plan_hosts(spec, stack)
+    for host, plan in hosts.items():
+        out += _host_resources(component, host, plan, spec.hosts[host])
+        seen: set[str] = set()
+        for pool_name, pool in spec.pools.items():
+            if host not in pool.hosts:
+                continue
+            template = spec.templates[pool.template]
+            if template.name not in seen:
+                seen.add(template.name)
+                out += _template_resources(component, stack, host, template)
+            out += _pool_resources(component, stack, host, pool_name, pool.replicas, template, plan)
+    return out

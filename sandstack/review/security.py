@@ -1,0 +1,127 @@
+"""The security summary of a change: what got looser (and what got tighter), per pool, from the resolved
+specs (effective values after profiles and defaults), in words a reviewer acts on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sandstack.spec.models import SecretRef
+from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
+
+EGRESS_ORDER = {"deny-all": 0, "allow-list": 1, "allow-all": 2}
+EXPOSURE_ORDER = {"none": 0, "host": 1, "public": 2}
+LIMITS = (("cpus", "CPUs"), ("memory", "memory"), ("disk", "disk"), ("pids", "pids"), ("open_files", "open files"))
+
+
+@dataclass(frozen=True)
+class Finding:
+    pool: str
+    loosens: bool  # True: security got looser; False: tighter
+    area: str  # egress, limits, ports, privileges, lifetime, secrets, pool
+    text: str
+
+    def to_json(self) -> dict:
+        return {"pool": self.pool, "loosens": self.loosens, "area": self.area, "text": self.text}
+
+
+def _secret_keys(t: ResolvedTemplate) -> dict[str, str]:
+    """Where each secret goes → its config key (env variables and secret files)."""
+    out = {f"env {k}": v.secret for k, v in t.env.items() if isinstance(v, SecretRef)}
+    out.update({f"file {s.path}": s.secret for s in t.secrets})
+    return out
+
+
+def _uid(user: str) -> str:
+    return user.split(":", 1)[0]
+
+
+def compare_templates(pool: str, old: ResolvedTemplate, new: ResolvedTemplate) -> list[Finding]:
+    out: list[Finding] = []
+
+    def add(loosens: bool, area: str, text: str) -> None:
+        out.append(Finding(pool, loosens, area, text))
+
+    # Egress: mode, lists, logging, metadata.
+    a, b = old.network, new.network
+    if a.egress != b.egress:
+        add(EGRESS_ORDER[b.egress] > EGRESS_ORDER[a.egress], "egress", f"egress {a.egress} → {b.egress}")
+    allow_a, allow_b = {str(r) for r in a.allow}, {str(r) for r in b.allow}
+    deny_a, deny_b = {str(r) for r in a.deny}, {str(r) for r in b.deny}
+    if b.egress != "deny-all":
+        for entry in sorted(allow_b - allow_a):
+            add(True, "egress", f"allow entry added: {entry}")
+        for entry in sorted(deny_a - deny_b):
+            add(True, "egress", f"deny entry removed: {entry}")
+    for entry in sorted(allow_a - allow_b):
+        add(False, "egress", f"allow entry removed: {entry}")
+    for entry in sorted(deny_b - deny_a):
+        add(False, "egress", f"deny entry added: {entry}")
+    if a.log != b.log and b.egress != "deny-all":
+        add(not b.log, "egress", "egress logging turned " + ("on" if b.log else "off"))
+    if a.allow_metadata != b.allow_metadata:
+        add(b.allow_metadata, "egress", "metadata addresses " + ("reachable" if b.allow_metadata else "refused again"))
+    # Limits.
+    for name, words in LIMITS:
+        x, y = getattr(old.limits, name), getattr(new.limits, name)
+        if x != y:
+            add(y > x, "limits", f"{words} {x:g} → {y:g}" if isinstance(x, float) else f"{words} {x} → {y}")
+    gpus_a = old.limits.gpus.count if old.limits.gpus else 0
+    gpus_b = new.limits.gpus.count if new.limits.gpus else 0
+    if gpus_a != gpus_b:
+        add(gpus_b > gpus_a, "limits", f"GPUs {gpus_a} → {gpus_b}")
+    # Ports.
+    ports_a = {(p.port, p.protocol): p.exposure for p in old.ports}
+    for p in new.ports:
+        before = ports_a.get((p.port, p.protocol), "none")
+        if EXPOSURE_ORDER[p.exposure] > EXPOSURE_ORDER[before]:
+            add(True, "ports", f"port {p.port}/{p.protocol} "
+                + ("made public" if p.exposure == "public" else "newly published on the host") + f" (was {before})")
+        elif EXPOSURE_ORDER[p.exposure] < EXPOSURE_ORDER[before]:
+            add(False, "ports", f"port {p.port}/{p.protocol} exposure {before} → {p.exposure}")
+    # Privileges.
+    for cap in sorted(set(new.capabilities) - set(old.capabilities)):
+        add(True, "privileges", f"capability {cap} added")
+    for cap in sorted(set(old.capabilities) - set(new.capabilities)):
+        add(False, "privileges", f"capability {cap} removed")
+    if old.privileged != new.privileged:
+        add(new.privileged, "privileges", "privileged " + ("on" if new.privileged else "off"))
+    if old.no_new_privileges != new.no_new_privileges:
+        add(not new.no_new_privileges, "privileges",
+            "no_new_privileges " + ("on" if new.no_new_privileges else "off"))
+    if (_uid(old.user) == "0") != (_uid(new.user) == "0"):
+        add(_uid(new.user) == "0", "privileges", f"user {old.user} → {new.user}")
+    if old.read_only_root != new.read_only_root:
+        add(not new.read_only_root, "privileges", "root filesystem " + ("read-only" if new.read_only_root else "writable"))
+    if old.runtime != new.runtime:
+        add(new.runtime == "runc", "privileges", f"runtime {old.runtime} → {new.runtime}")
+    # Lifetime (0 = unlimited / never).
+    for name, words in (("max_lifetime", "max lifetime"), ("idle_timeout", "idle timeout")):
+        x, y = getattr(old.lifecycle, name), getattr(new.lifecycle, name)
+        if x != y:
+            looser = y == 0 or (x != 0 and y > x)
+            add(looser, "lifetime", f"{words} {x or 'none'}{'s' if x else ''} → {y or 'none'}{'s' if y else ''}"
+                + (" (removed)" if y == 0 else ""))
+    # Secrets: keys only.
+    keys_a, keys_b = _secret_keys(old), _secret_keys(new)
+    for where in sorted(keys_b.keys() - keys_a.keys()):
+        add(True, "secrets", f"secret added: {where} from `{keys_b[where]}`")
+    for where in sorted(keys_a.keys() - keys_b.keys()):
+        add(False, "secrets", f"secret removed: {where} (was `{keys_a[where]}`)")
+    for where in sorted(keys_a.keys() & keys_b.keys()):
+        if keys_a[where] != keys_b[where]:
+            add(True, "secrets", f"secret re-pointed: {where} `{keys_a[where]}` → `{keys_b[where]}`")
+    return out
+
+
+def compare(old: ResolvedStack, new: ResolvedStack) -> list[Finding]:
+    out: list[Finding] = []
+    for pool in sorted(set(old.pools) | set(new.pools)):
+        if pool not in old.pools:
+            t = new.templates[new.pools[pool].template]
+            out.append(Finding(pool, True, "pool", f"new pool of template `{t.name}` with egress {t.network.egress}"))
+            continue
+        if pool not in new.pools:
+            out.append(Finding(pool, False, "pool", "pool removed"))
+            continue
+        out += compare_templates(pool, old.templates[old.pools[pool].template], new.templates[new.pools[pool].template])
+    return out

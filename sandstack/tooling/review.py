@@ -1,0 +1,75 @@
+"""`sandstack preview` and `sandstack diff`: load the inputs, print the report, pick the exit status.
+
+Exit statuses: 0 done (no --fail-on condition), 1 an input is not a valid spec (its located errors are
+printed), 2 an input cannot be read (missing file, ref or path), 3 a --fail-on condition triggered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+
+from sandstack.review import diff_report, preview as preview_report
+from sandstack.review.diff import diff as compute_diff
+from sandstack.review.resources import stack_resources
+from sandstack.review.sources import SourceError, opened
+from sandstack.spec import SpecError, load_stack
+from sandstack.spec.resolve import ResolvedStack
+
+EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE, EXIT_FAIL_ON = 0, 1, 2, 3
+
+
+class _Stop(Exception):
+    def __init__(self, code: int):
+        self.code = code
+
+
+def _load(stack: ExitStack, source: str) -> ResolvedStack:
+    try:
+        path = stack.enter_context(opened(source))
+    except SourceError as error:
+        print(f"sandstack: {error}", file=sys.stderr)
+        raise _Stop(EXIT_UNREADABLE) from None
+    try:
+        return load_stack(path)
+    except SpecError as error:
+        print(f"{source} is not a valid sandstack spec:\n{error}", file=sys.stderr)
+        raise _Stop(EXIT_INVALID) from None
+    except OSError as error:
+        print(f"sandstack: {source}: {error.strerror or error}", file=sys.stderr)
+        raise _Stop(EXIT_UNREADABLE) from None
+
+
+def _stack_name(explicit: str | None, source: str) -> str:
+    return explicit or Path(source.rsplit(":", 1)[-1]).stem
+
+
+def preview(args: argparse.Namespace) -> int:
+    try:
+        with ExitStack() as stack:
+            spec = _load(stack, args.spec)
+            name = _stack_name(args.stack, args.spec)
+            resources = stack_resources(spec, name)
+            render = {"text": preview_report.to_text, "json": preview_report.to_json,
+                      "markdown": preview_report.to_markdown}[args.format]
+            sys.stdout.write(render(name, args.spec, resources))
+    except _Stop as stop:
+        return stop.code
+    return EXIT_OK
+
+
+def diff(args: argparse.Namespace) -> int:
+    try:
+        with ExitStack() as stack:
+            old = _load(stack, args.base)
+            new = _load(stack, args.head)
+            result = compute_diff(old, new, _stack_name(args.stack, args.head))
+            render = {"text": diff_report.to_text, "json": diff_report.to_json,
+                      "markdown": diff_report.to_markdown}[args.format]
+            sys.stdout.write(render(result, args.base, args.head))
+    except _Stop as stop:
+        return stop.code
+    failed = ("replace" in args.fail_on and result.replaces()) or ("security" in args.fail_on and result.loosens())
+    return EXIT_FAIL_ON if failed else EXIT_OK

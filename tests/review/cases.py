@@ -1,0 +1,80 @@
+"""The review suite's specs: one base stack and one change of each kind a reviewer must see."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable
+
+from tests.support.specs import host, spec
+
+FILES = {"files/tool.sh": "echo tool\n"}
+
+BASE = spec(
+    {
+        "agent": {
+            "base_image": "python:3.12-slim",
+            "snapshot": {"version": "1", "setup": ["pip install requests"],
+                         "files": [{"source": "files/tool.sh", "path": "/usr/local/bin/tool", "mode": "0755"}]},
+            "limits": {"cpus": 1, "memory": "1GiB", "pids": 256},
+            "network": {"egress": "allow-list", "allow": ["api.github.com"], "deny": ["gist.github.com"]},
+            "env": {"MODE": "agent", "GITHUB_TOKEN": {"secret": "githubToken"}},
+            "ports": [{"port": 8000, "exposure": "host", "name": "api"}],
+            "lifecycle": {"max_lifetime": "8h", "idle_timeout": "30m"},
+            "runtime": "runsc",
+        },
+        "shell": {"base_image": "busybox:1.36", "command": ["sleep", "infinity"]},
+    },
+    pools={"agent": {"template": "agent", "hosts": ["gpu-1"], "replicas": 3},
+           "shell": {"template": "shell", "hosts": ["gpu-1"], "replicas": 2}},
+    hosts={"gpu-1": host("ssh://deploy@gpu-1.example.com")},
+)
+
+
+def _set(path: str, value: Any) -> Callable[[dict], None]:
+    def change(data: dict) -> None:
+        node = data
+        *parents, last = path.split(".")
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+        if value is None:
+            del node[last]
+        elif isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+    return change
+
+
+def _host_added(data: dict) -> None:
+    data["hosts"]["gpu-2"] = host("ssh://deploy@gpu-2.example.com")
+    data["pools"]["shell"]["hosts"] = ["gpu-1", "gpu-2"]
+
+
+CASES: dict[str, Callable[[dict], None]] = {
+    "version-bumped": _set("templates.agent.snapshot.version", "2"),
+    "setup-without-bump": _set("templates.agent.snapshot.setup", ["pip install requests httpx"]),
+    "allow-widened": _set("templates.agent.network.allow", ["api.github.com", "pypi.org"]),
+    "deny-removed": _set("templates.agent.network.deny", None),
+    "port-public": _set("templates.agent.ports.0.exposure", "public"),
+    "pool-resized": _set("pools.agent.replicas", 5),
+    "replicas-zero": _set("pools.shell.replicas", 0),
+    "host-added": _host_added,
+    "limits-raised": _set("templates.agent.limits.memory", "4GiB"),
+    "cpus-raised": _set("templates.agent.limits.cpus", 2),
+    "secret-repointed": _set("templates.agent.env.GITHUB_TOKEN", {"secret": "githubTokenV2"}),
+    "capability-added": lambda d: (_set("templates.shell.security", {"capabilities": ["NET_BIND_SERVICE"]})(d),
+                                   _set("templates.shell.user", "0:0")(d)),
+    "runtime-changed": _set("templates.agent.runtime", "runc"),
+}
+
+
+def pair(case: str) -> tuple[dict, dict]:
+    """(base, head) of a case; 'host-removed' is 'host-added' the other way round."""
+    if case == "host-removed":
+        return pair("host-added")[::-1]
+    head = copy.deepcopy(BASE)
+    CASES[case](head)
+    return copy.deepcopy(BASE), head
+
+
+PAIRS = [*CASES, "host-removed"]

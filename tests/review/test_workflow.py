@@ -1,0 +1,32 @@
+"""The documented CI workflow is valid YAML of the shape GitHub Actions reads, and runs the review commands."""
+
+from __future__ import annotations
+
+import yaml
+
+from sandstack.tooling.cli import build_parser
+from sandstack.tooling.examples import WORKFLOW
+from tests.support.specs import REPO
+
+
+def test_the_workflow_is_valid_and_validates_diffs_and_comments():
+    text = (REPO / WORKFLOW).read_text()
+    data = yaml.safe_load(text)
+    # PyYAML reads the key `on` as True (YAML 1.1); GitHub reads it as "on".
+    assert set(data) == {"name", True, "permissions", "jobs"}
+    assert data[True] == {"pull_request": {"paths": ["stacks/**"]}}
+    assert data["permissions"] == {"contents": "read", "pull-requests": "write"}
+    steps = data["jobs"]["review"]["steps"]
+    assert all(("uses" in s) != ("run" in s) for s in steps)
+    runs = "\n".join(s.get("run", "") for s in steps)
+    assert "sandstack validate --format github stacks/*.yaml" in runs
+    assert 'sandstack diff "$base" "$file" --format markdown --fail-on security' in runs
+    assert "fetch-depth: 0" in text  # git: inputs need the base branch
+
+
+def test_the_commands_the_workflow_runs_exist_with_those_options():
+    parser = build_parser()
+    parser.parse_args(["validate", "--format", "github", "a.yaml"])
+    parser.parse_args(["diff", "git:origin/main:stacks/a.yaml", "stacks/a.yaml", "--format", "markdown",
+                       "--fail-on", "security"])
+    parser.parse_args(["preview", "stacks/a.yaml", "--format", "markdown"])
