@@ -26,6 +26,7 @@ __all__ = ["CheckResult", "Diagnostic", "ResolvedStack", "SpecError", "check_fil
 class CheckResult:
     diagnostics: list[Diagnostic]
     stack: ResolvedStack | None
+    document: Document | None = None  # the parsed file, with where each key and value stands (policy checks)
 
     @property
     def unreadable(self) -> bool:
@@ -83,7 +84,7 @@ def check_file(path: str | os.PathLike[str], display: str | None = None) -> Chec
     diagnostics = run_rules(Context(doc, stack, Path(path)))
     if diagnostics:
         return CheckResult(sorted(set(diagnostics)), None)
-    return CheckResult([], resolve_stack(stack, Path(path)))
+    return CheckResult([], resolve_stack(stack, Path(path)), doc)
 
 
 def load_stack(path: str | os.PathLike[str], display: str | None = None) -> ResolvedStack:

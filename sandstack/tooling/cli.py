@@ -1,4 +1,4 @@
-"""The `sandstack` command line: validate specs, preview and diff stacks, regenerate generated files."""
+"""The `sandstack` command line: validate and check specs, preview and diff stacks, regenerate generated files."""
 
 from __future__ import annotations
 
@@ -71,6 +71,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return review.diff(args)
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    from sandstack.tooling import check
+
+    return check.run(args, package_version())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sandstack", description="Sandboxes for AI agents, declared as code.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
@@ -96,6 +102,18 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--fail-on", action="append", choices=("replace", "security"), default=[],
                       help="exit 3 when a resource is replaced or deleted, or when security gets looser")
     diff.set_defaults(func=cmd_diff)
+
+    check = sub.add_parser("check", help="validate stack files and check them against the built-in rules and "
+                                         "policy files (exit 0 clean, 1 findings, 2 unreadable)")
+    check.add_argument("files", nargs="+", metavar="STACKFILE")
+    check.add_argument("--policy", action="append", default=[], metavar="FILE",
+                       help="an organisation policy file (cerberus rules, settings); repeatable")
+    check.add_argument("--base", metavar="REF",
+                       help="compare snapshots with this git ref (git:REF:<file>) or spec, for SBX-SNAP-001")
+    check.add_argument("--format", choices=("text", "json", "github", "sarif"), default="text")
+    check.add_argument("--strict", action="store_true", help="warnings fail too")
+    check.add_argument("--no-suppressions", action="store_true", help="ignore the stacks' suppressions")
+    check.set_defaults(func=cmd_check)
 
     gen = sub.add_parser("generate", help="regenerate the JSON Schema and the README reference from the models")
     gen.add_argument("--check", action="store_true", help="exit 1 if a generated file is stale, write nothing")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from sandstack.spec.schema import SCHEMA_FILE, render_schema
-from sandstack.tooling import examples
+from sandstack.tooling import examples, policy_index
 from sandstack.tooling.reference import render_reference, splice
 
 REGENERATE = "sandstack generate"
@@ -24,6 +24,7 @@ GENERATED = (
     Generated(SCHEMA_FILE, lambda _root, _current: render_schema()),
     Generated("README.md", lambda root, current: examples.splice(splice(current, render_reference()),
                                                                  examples.render_examples(root))),
+    Generated(policy_index.PATH, lambda _root, _current: policy_index.render_index()),
 )
 
 

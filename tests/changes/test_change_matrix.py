@@ -387,6 +387,29 @@ CASES: list[Case] = [
     ),
     Case("pools.*.replicas", 2, prepare=setting(templates__agent__ports__0__host_port=None)),
     Case("pools.*.description", "more agents"),
+    # --- policy (what `sandstack check` reports; no resource)
+    Case("policy", {"production": True}),
+    Case("policy.production", True),
+    Case("policy.untrusted", True),
+    Case("policy.ceilings", {"cpus": 8}),
+    Case("policy.ceilings.cpus", 8),
+    Case("policy.ceilings.memory", "8GiB"),
+    Case("policy.ceilings.pids", 512),
+    Case("policy.ceilings.max_lifetime", "12h"),
+    Case("policy.ceilings.gpus", 2),
+    Case("policy.capabilities", ["NET_BIND_SERVICE"]),
+    Case("policy.public_ports", [8080]),
+    Case("policy.registries", ["registry.example.com"]),
+    Case("policy.writable_root", ["agent"]),
+    Case("policy.private_egress", True),
+    Case("policy.suppressions", [{"rule": "SBX-PORT-001", "target": "template/agent", "reason": "reviewed"}]),
+    Case("policy.suppressions[].rule", "SBX-NET-004", prepare=setting(policy={"suppressions": [
+        {"rule": "SBX-PORT-001", "target": "template/agent", "reason": "reviewed"}]})),
+    Case("policy.suppressions[].target", "pool/agent", prepare=setting(policy={"suppressions": [
+        {"rule": "SBX-PORT-001", "target": "template/agent", "reason": "reviewed"}]})),
+    Case("policy.suppressions[].reason", "reviewed again", prepare=setting(policy={"suppressions": [
+        {"rule": "SBX-PORT-001", "target": "template/agent", "reason": "reviewed"}]})),
+    Case("policy.severity", {"SBX-NET-004": "error"}),
 ]
 CASE_IDS = [c.id for c in CASES]
 

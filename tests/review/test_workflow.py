@@ -15,13 +15,16 @@ def test_the_workflow_is_valid_and_validates_diffs_and_comments():
     # PyYAML reads the key `on` as True (YAML 1.1); GitHub reads it as "on".
     assert set(data) == {"name", True, "permissions", "jobs"}
     assert data[True] == {"pull_request": {"paths": ["stacks/**"]}}
-    assert data["permissions"] == {"contents": "read", "pull-requests": "write"}
+    assert data["permissions"] == {"contents": "read", "pull-requests": "write", "security-events": "write"}
     steps = data["jobs"]["review"]["steps"]
     assert all(("uses" in s) != ("run" in s) for s in steps)
     runs = "\n".join(s.get("run", "") for s in steps)
     assert "sandstack validate --format github stacks/*.yaml" in runs
     assert 'sandstack diff "$base" "$file" --format markdown --fail-on security' in runs
     assert "fetch-depth: 0" in text  # git: inputs need the base branch
+    assert "sandstack check stacks/*.yaml --policy policies/memory.yaml" in runs and "--format sarif" in runs
+    upload = next(s for s in steps if s.get("uses", "").startswith("github/codeql-action/upload-sarif"))
+    assert upload["with"]["sarif_file"] == "sandstack.sarif"
 
 
 def test_the_commands_the_workflow_runs_exist_with_those_options():
@@ -30,3 +33,4 @@ def test_the_commands_the_workflow_runs_exist_with_those_options():
     parser.parse_args(["diff", "git:origin/main:stacks/a.yaml", "stacks/a.yaml", "--format", "markdown",
                        "--fail-on", "security"])
     parser.parse_args(["preview", "stacks/a.yaml", "--format", "markdown"])
+    parser.parse_args(["check", "stacks/a.yaml", "--policy", "p.yaml", "--base", "origin/main", "--format", "sarif"])

@@ -43,7 +43,7 @@ CASES = [
     ("additionalProperties", "top-level-typo", edit(MINIMAL, "templates:", "template:"),
      ["stack.yaml:2:1: $: missing required field 'templates' (sandbox templates by name)",
       "stack.yaml:10:1: $.template: unknown field 'template'; did you mean 'templates'? Allowed: version, "
-      "description, hosts, profiles, defaults, templates, pools"]),
+      "description, hosts, profiles, defaults, templates, pools, policy"]),
     ("propertyNames", "template-name", edit(MINIMAL, "  shell:", "  Shell:"),
      [f"stack.yaml:11:3: $.templates.Shell: 'Shell' is not a valid name: {NAME_HINT}"]),
     ("propertyNames", "env-name", with_template_field("    env: {1BAD: x}"),

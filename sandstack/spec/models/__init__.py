@@ -4,6 +4,7 @@ from sandstack.spec.models.base import SecretRef
 from sandstack.spec.models.hosts import Capacity, GpuInventory, Host, Overcommit, TlsMaterial
 from sandstack.spec.models.limits import BUILTIN_LIMITS, GpuRequest, Lifecycle, Limits, LimitsOverride
 from sandstack.spec.models.network import EGRESS_MODES, NetworkPolicy, Port
+from sandstack.spec.models.policy import Ceilings, Policy, Suppression
 from sandstack.spec.models.stack import Pool, Stack
 from sandstack.spec.models.templates import (
     Filesystem,
@@ -18,7 +19,7 @@ from sandstack.spec.models.templates import (
 )
 
 __all__ = [
-    "BUILTIN_LIMITS", "EGRESS_MODES", "Capacity", "Filesystem", "GpuInventory", "GpuRequest", "Host", "Lifecycle",
+    "BUILTIN_LIMITS", "EGRESS_MODES", "Capacity", "Ceilings", "Policy", "Suppression", "Filesystem", "GpuInventory", "GpuRequest", "Host", "Lifecycle",
     "Limits", "LimitsOverride", "NetworkPolicy", "Overcommit", "Pool", "Port", "Readiness", "SecretFile",
     "SecretRef", "Security", "Snapshot", "SnapshotFile", "Stack", "Template", "TemplateDefaults", "TlsMaterial",
     "WritablePath",

@@ -10,6 +10,7 @@ from sandstack.spec.changes import Effect
 from sandstack.spec.models.base import Name, StrictModel, field
 from sandstack.spec.models.hosts import Host
 from sandstack.spec.models.limits import Limits
+from sandstack.spec.models.policy import Policy
 from sandstack.spec.models.templates import Template, TemplateDefaults
 
 
@@ -58,4 +59,8 @@ class Stack(StrictModel):
     pools: dict[Name, Pool] = field(
         {}, description="Warm pools: templates placed on hosts with a replica count.", change="replace",
         max_length=256,
+    )
+    policy: Policy = field(
+        Policy(), description="What `sandstack check` holds this stack to, and its reasoned exceptions.",
+        change="none",
     )

@@ -1,0 +1,242 @@
+"""The built-in rules: their catalogue (IDs, names, descriptions, severities, remediation) and the checks that
+read the resolved stack and its plan. Container-level checks live in `containers` (shared with CrossGuard)."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Iterator
+
+from sandstack.plan.host import plan_hosts
+from sandstack.plan.sandbox import plan_sandbox
+from sandstack.plan.snapshot import build_inputs, plan_snapshot
+from sandstack.policy.containers import ContainerPolicy, container_violations, facts_of_plan
+from sandstack.policy.credentials import looks_like_credential
+from sandstack.policy.findings import Rule, Violation
+from sandstack.spec.egress import METADATA_RANGES
+from sandstack.spec.models import Policy
+from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
+
+R = Rule
+RULES: dict[str, Rule] = {r.id: r for r in (
+    R("SBX-PRIV-001", "no-privileged", "Checks whether a template runs privileged.", "error",
+      "Remove `security.privileged`; add only the capabilities the workload needs."),
+    R("SBX-PRIV-002", "allowed-capabilities", "Checks whether a template adds capabilities outside `policy.capabilities`.",
+      "error", "Drop the capability, or add it to `policy.capabilities` after review."),
+    R("SBX-PRIV-003", "no-root-user", "Checks whether a template runs as root.", "error",
+      "Set `user` to an unprivileged uid:gid such as '10001:10001'."),
+    R("SBX-PRIV-004", "no-new-privileges", "Checks whether a template turns `no_new_privileges` off.", "error",
+      "Remove `security.no_new_privileges: false`."),
+    R("SBX-PRIV-005", "read-only-root", "Checks whether a template has a writable root without being listed in "
+      "`policy.writable_root`.", "error", "Keep the root read-only and declare writable paths instead."),
+    R("SBX-PRIV-006", "untrusted-needs-runsc", "Checks whether every template of a stack marked `policy.untrusted` "
+      "uses the runsc runtime.", "error", "Set `runtime: runsc` (gVisor must be installed on the hosts)."),
+    R("SBX-LIM-001", "limits-under-ceilings", "Checks whether a template's cpus, memory and pids are under "
+      "`policy.ceilings`.", "error", "Lower the limit or raise the ceiling after review."),
+    R("SBX-LIM-002", "bounded-lifetime", "Checks whether every sandbox has a max lifetime under "
+      "`policy.ceilings.max_lifetime`.", "error", "Set `lifecycle.max_lifetime`, e.g. '8h'."),
+    R("SBX-NET-001", "no-allow-all-in-production", "Checks whether a production stack uses `allow-all` egress.",
+      "error", "Use `egress: allow-list` with the destinations the workload needs."),
+    R("SBX-NET-002", "egress-logged", "Checks whether egress that leaves the host is logged.", "error",
+      "Remove `network.log: false` so the gateway logs every request."),
+    R("SBX-NET-003", "no-private-destinations", "Checks whether allow lists name private, link-local or metadata "
+      "addresses without `policy.private_egress`.", "error",
+      "Remove the entry, or set `policy.private_egress: true` after review."),
+    R("SBX-NET-004", "metadata-opt-in", "Checks whether a template opts in to the cloud metadata address.",
+      "warning", "Remove `network.allow_metadata` unless the workload needs instance credentials."),
+    R("SBX-PORT-001", "public-ports-allowed", "Checks whether public ports are in `policy.public_ports`.", "error",
+      "Use `exposure: host`, or add the port to `policy.public_ports` after review."),
+    R("SBX-IMG-001", "pinned-base-images", "Checks whether a production stack pins base images by digest.", "error",
+      "Write the base image as 'name@sha256:<digest>'."),
+    R("SBX-IMG-002", "allowed-registries", "Checks whether base images come from `policy.registries`.", "error",
+      "Use an image from an allowed registry, or add the registry after review."),
+    R("SBX-SEC-001", "no-plaintext-credentials", "Checks whether an env value or name looks like a credential "
+      "(detect-secrets' plugins).", "error",
+      "Move the value to a Pulumi secret (`pulumi config set --secret KEY`) and refer to it as {secret: KEY}; "
+      "rotate the credential, it is in the repository's history."),
+    R("SBX-SEC-002", "secret-key-not-a-value", "Checks whether a secret reference's config key looks like a "
+      "pasted credential.", "error",
+      "Use the config key's name (e.g. 'githubToken'), set the value with `pulumi config set --secret`, and "
+      "rotate the pasted credential."),
+    R("SBX-GPU-001", "no-gpu-with-privileged", "Checks whether a GPU request is combined with privileged.", "error",
+      "Remove `security.privileged`: GPUs are attached through device requests."),
+    R("SBX-GPU-002", "gpu-ceiling", "Checks whether GPU counts are under `policy.ceilings.gpus`.", "error",
+      "Lower `limits.gpus.count` or raise the ceiling after review."),
+    R("SBX-SNAP-001", "version-bumped", "Checks whether a snapshot's setup, files or base image changed without a "
+      "version bump (with `--base`).", "error", "Bump `snapshot.version`."),
+)}
+
+# Where each container-level rule's field sits under a template (and under `defaults`).
+FIELD_PATHS = {
+    "security.privileged": ("security", "privileged"), "security.capabilities": ("security", "capabilities"),
+    "user": ("user",), "security.no_new_privileges": ("security", "no_new_privileges"),
+    "filesystem.read_only_root": ("filesystem", "read_only_root"), "runtime": ("runtime",), "ports": ("ports",),
+    "limits.gpus": ("limits", "gpus"),
+}
+PRIVATE = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
+                                                  "127.0.0.0/8", "fc00::/7", "::1/128", "169.254.0.0/16",
+                                                  "fe80::/10", *METADATA_RANGES))
+
+
+def template_path(spec: ResolvedStack, template: str, *rel: object) -> tuple:
+    """Where a template's setting is written: its own key, else `defaults`' key, else the template."""
+    own = ("templates", template, *rel)
+    data = spec.spec.model_dump(exclude_unset=True)
+    node: object = data
+    for part in own:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            defaults = data.get("defaults", {})
+            probe: object = defaults
+            for p in rel:
+                if isinstance(probe, dict) and p in probe:
+                    probe = probe[p]
+                else:
+                    return own
+            return ("defaults", *rel)
+    return own
+
+
+def container_policy(policy: Policy, template: str) -> ContainerPolicy:
+    return ContainerPolicy(capabilities=tuple(policy.capabilities), public_ports=tuple(policy.public_ports),
+                           writable_root=template in policy.writable_root, untrusted=policy.untrusted,
+                           max_gpus=policy.ceilings.gpus)
+
+
+def _used_templates(spec: ResolvedStack) -> dict[str, ResolvedTemplate]:
+    return {name: t for name, t in spec.templates.items()}
+
+
+def check_containers(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
+    """The container-level rules on each template's planned sandbox (the plan the components register)."""
+    hosts = plan_hosts(spec, "check")
+    seen: set[str] = set()
+    for pool_name, pool in spec.pools.items():
+        t = spec.templates[pool.template]
+        if t.name in seen:
+            continue
+        seen.add(t.name)
+        host = pool.hosts[0]
+        plan = plan_sandbox(stack="check", pool=pool_name, host=host, template=t, index=0,
+                            network=hosts[host].networks[pool_name], digest=plan_snapshot(t, "check").digest,
+                            labels={})
+        for rule, where, message in container_violations(facts_of_plan(plan), container_policy(policy, t.name)):
+            yield Violation(rule, f"template/{t.name}", template_path(spec, t.name, *FIELD_PATHS[where]),
+                            f"Template '{t.name}' {message}.")
+
+
+def check_limits(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
+    c = policy.ceilings
+    for name, t in _used_templates(spec).items():
+        for field, value, ceiling, words in (("cpus", t.limits.cpus, c.cpus, "CPUs"),
+                                             ("memory", t.limits.memory, c.memory, "bytes of memory"),
+                                             ("pids", t.limits.pids, c.pids, "processes")):
+            if value > ceiling:
+                yield Violation("SBX-LIM-001", f"template/{name}", template_path(spec, name, "limits", field),
+                                f"Template '{name}' must have at most {ceiling:g} {words}, not {value:g}.")
+        life = t.lifecycle.max_lifetime
+        if not life or life > c.max_lifetime:
+            yield Violation("SBX-LIM-002", f"template/{name}", template_path(spec, name, "lifecycle", "max_lifetime"),
+                            f"Template '{name}' must have a max lifetime of at most {c.max_lifetime}s, not "
+                            f"{f'{life}s' if life else 'unlimited'}.")
+
+
+def _private(entry) -> bool:
+    if entry.kind != "cidr":
+        return entry.value in ("localhost",) or entry.value.endswith(".internal")
+    network = ipaddress.ip_network(entry.value)
+    return any(network.version == p.version and network.overlaps(p) for p in PRIVATE)
+
+
+def check_network(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
+    for name, t in _used_templates(spec).items():
+        n = t.network
+        if policy.production and n.egress == "allow-all":
+            yield Violation("SBX-NET-001", f"template/{name}", template_path(spec, name, "network", "egress"),
+                            f"Template '{name}' must not use allow-all egress in a production stack.")
+        if n.egress != "deny-all" and not n.log:
+            yield Violation("SBX-NET-002", f"template/{name}", template_path(spec, name, "network", "log"),
+                            f"Template '{name}' must log its egress (network.log is false).")
+        if not policy.private_egress:
+            for index, entry in enumerate(n.allow):
+                if _private(entry):
+                    yield Violation("SBX-NET-003", f"template/{name}",
+                                    template_path(spec, name, "network", "allow", index),
+                                    f"Template '{name}' must not allow the private or link-local destination {entry}.")
+        if n.allow_metadata:
+            yield Violation("SBX-NET-004", f"template/{name}", template_path(spec, name, "network", "allow_metadata"),
+                            f"Template '{name}' opts in to the cloud metadata address.")
+
+
+def _registry(image: str) -> str:
+    first, _, rest = image.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return image.split("@")[0].rsplit(":", 1)[0] if "@" not in image else image.split("@")[0]
+    return "docker.io/" + (image if rest else "library/" + image)
+
+
+def check_images(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
+    for name, t in _used_templates(spec).items():
+        path = template_path(spec, name, "base_image")
+        if policy.production and "@sha256:" not in t.base_image:
+            yield Violation("SBX-IMG-001", f"template/{name}", path,
+                            f"Template '{name}' must pin its base image by digest in a production stack.")
+        if policy.registries is not None:
+            repository = _registry(t.base_image)
+            if not any(repository == r or repository.startswith(r.rstrip("/") + "/") for r in policy.registries):
+                yield Violation("SBX-IMG-002", f"template/{name}", path,
+                                f"Template '{name}' must use a base image from an allowed registry "
+                                f"({', '.join(policy.registries) or 'none'}).")
+
+
+def check_credentials(spec: ResolvedStack) -> Iterator[Violation]:
+    data = spec.spec.model_dump(exclude_unset=True)
+    blocks = [(("defaults",), data.get("defaults", {}), "defaults")] + [
+        (("templates", name), body, f"template/{name}") for name, body in data.get("templates", {}).items()]
+    for prefix, body, target in blocks:
+        owner = "The stack defaults" if target == "defaults" else f"Template '{prefix[-1]}'"
+        target = "stack" if target == "defaults" else target
+        for key, value in (body.get("env") or {}).items():
+            if isinstance(value, dict):
+                if looks_like_credential(value["secret"]):
+                    yield Violation("SBX-SEC-002", target, (*prefix, "env", key, "secret"),
+                                    f"{owner} must name a config key in env {key}'s secret reference, not a "
+                                    "value that looks like a credential (not shown).")
+            elif looks_like_credential(value, name=key):
+                yield Violation("SBX-SEC-001", target, (*prefix, "env", key),
+                                f"{owner} must not hold a credential in plain env {key} (value not shown).")
+            if looks_like_credential(key):
+                yield Violation("SBX-SEC-001", target, (*prefix, "env"),
+                                f"{owner} has an env name that looks like a credential (not shown).")
+        for index, item in enumerate(body.get("secrets") or []):
+            if looks_like_credential(item["secret"]):
+                yield Violation("SBX-SEC-002", target, (*prefix, "secrets", index, "secret"),
+                                f"{owner} must name a config key for the secret file {item['path']}, not a value "
+                                "that looks like a credential (not shown).")
+    for host, body in data.get("hosts", {}).items():
+        for part, ref in (body.get("tls") or {}).items():
+            if looks_like_credential(ref["secret"]):
+                yield Violation("SBX-SEC-002", f"host/{host}", ("hosts", host, "tls", part, "secret"),
+                                f"Host '{host}' must name a config key for its TLS {part}, not a value that looks "
+                                "like a credential (not shown).")
+
+
+def check_snapshots(spec: ResolvedStack, base: ResolvedStack | None) -> Iterator[Violation]:
+    if base is None:
+        return
+    for name, t in spec.templates.items():
+        if name not in base.templates:
+            continue
+        a, b = build_inputs(base.templates[name]), build_inputs(t)
+        changed = [w for w, k in (("setup", "setup"), ("files", "files"), ("base image", "base_image")) if a[k] != b[k]]
+        if changed and a["version"] == b["version"]:
+            yield Violation("SBX-SNAP-001", f"template/{name}", template_path(spec, name, "snapshot", "version"),
+                            f"Template '{name}' must bump snapshot.version: its {' and '.join(changed)} changed.")
+
+
+def builtin_violations(spec: ResolvedStack, policy: Policy, base: ResolvedStack | None = None) -> list[Violation]:
+    return [*check_containers(spec, policy), *check_limits(spec, policy), *check_network(spec, policy),
+            *check_images(spec, policy), *check_credentials(spec), *check_snapshots(spec, base)]
+

@@ -1,0 +1,88 @@
+"""Container-level rules, written once over plain facts of a container, so that `sandstack check` (facts from
+the sandbox plan) and the CrossGuard pack (facts from the inputs `pulumi preview` sees) enforce the same thing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sandstack.plan.sandbox import EXPOSURE_BIND, SandboxPlan
+
+
+@dataclass(frozen=True)
+class ContainerFacts:
+    privileged: bool
+    capabilities: tuple[str, ...]
+    user: str
+    no_new_privileges: bool
+    read_only_root: bool
+    runtime: str
+    public_ports: tuple[int, ...]
+    gpus: int  # 0 when none
+
+
+@dataclass(frozen=True)
+class ContainerPolicy:
+    capabilities: tuple[str, ...] = ()
+    public_ports: tuple[int, ...] = ()
+    writable_root: bool = False
+    untrusted: bool = False
+    max_gpus: int = 8
+
+
+def facts_of_plan(plan: SandboxPlan) -> ContainerFacts:
+    return ContainerFacts(
+        privileged=plan.privileged, capabilities=tuple(plan.capability_adds), user=plan.user,
+        no_new_privileges=bool(plan.security_opts and "no-new-privileges:true" in plan.security_opts),
+        read_only_root=plan.read_only, runtime=plan.runtime,
+        public_ports=tuple(p.internal for p in plan.ports if p.ip == EXPOSURE_BIND["public"]),
+        gpus=plan.gpu_count or 0)
+
+
+def facts_of_inputs(props: dict[str, Any]) -> ContainerFacts:
+    """From a docker:index/container:Container's inputs as a policy pack sees them (camelCase)."""
+    caps = props.get("capabilities") or {}
+    ports = props.get("ports") or []
+    requests = props.get("deviceRequests") or []
+    return ContainerFacts(
+        privileged=bool(props.get("privileged")), capabilities=tuple(caps.get("adds") or ()),
+        user=str(props.get("user") or ""),
+        no_new_privileges="no-new-privileges:true" in (props.get("securityOpts") or []),
+        read_only_root=bool(props.get("readOnly")), runtime=str(props.get("runtime") or "runc"),
+        public_ports=tuple(int(p["internal"]) for p in ports if p.get("ip", "0.0.0.0") == EXPOSURE_BIND["public"]),
+        # A device request for GPUs; count -1 is "all of the host's".
+        gpus=sum(99 if int(r.get("count", 0)) < 0 else int(r.get("count", 0)) for r in requests
+                 if "gpu" in (r.get("capabilities") or [])))
+
+
+def _root(user: str) -> bool:
+    return user == "" or user.split(":", 1)[0] in ("0", "root")
+
+
+def container_violations(facts: ContainerFacts, policy: ContainerPolicy) -> list[tuple[str, str, str]]:
+    """(rule id, field in words, message) of each container-level rule the facts break."""
+    out = []
+    if facts.privileged:
+        out.append(("SBX-PRIV-001", "security.privileged", "must not run privileged"))
+    extra = sorted(set(facts.capabilities) - set(policy.capabilities))
+    if extra:
+        out.append(("SBX-PRIV-002", "security.capabilities",
+                    f"must not add capabilities outside the allowed set: {', '.join(extra)}"))
+    if _root(facts.user):
+        out.append(("SBX-PRIV-003", "user", f"must not run as root (user {facts.user or 'unset'})"))
+    if not facts.no_new_privileges:
+        out.append(("SBX-PRIV-004", "security.no_new_privileges", "must keep no_new_privileges on"))
+    if not facts.read_only_root and not policy.writable_root:
+        out.append(("SBX-PRIV-005", "filesystem.read_only_root", "must keep a read-only root filesystem"))
+    if policy.untrusted and facts.runtime != "runsc":
+        out.append(("SBX-PRIV-006", "runtime", f"must use the runsc runtime for untrusted code, not {facts.runtime}"))
+    bad_ports = sorted(set(facts.public_ports) - set(policy.public_ports))
+    if bad_ports:
+        out.append(("SBX-PORT-001", "ports", "must not expose port(s) "
+                    f"{', '.join(map(str, bad_ports))} publicly (allowed: "
+                    f"{', '.join(map(str, policy.public_ports)) or 'none'})"))
+    if facts.gpus and facts.privileged:
+        out.append(("SBX-GPU-001", "limits.gpus", "must not combine GPUs with privileged"))
+    if facts.gpus > policy.max_gpus:
+        out.append(("SBX-GPU-002", "limits.gpus", f"must request at most {policy.max_gpus} GPUs, not {facts.gpus}"))
+    return out

@@ -1,0 +1,45 @@
+"""Rules and what they find: the vocabulary every policy module, report and the CrossGuard pack share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str  # SBX-<AREA>-NNN (built-in) or the organisation's own
+    name: str  # kebab-case
+    description: str  # "Checks whether …"
+    severity: Severity
+    remediation: str
+    source: str = "built-in"  # or the policy file that declares it
+
+
+@dataclass(frozen=True)
+class Violation:
+    """What a rule found, before it is located in the file: the target, the JSON path at fault, the message."""
+
+    rule: str
+    target: str  # template/<name>, pool/<name>, host/<name> or stack
+    path: tuple  # JSON path in the stack file (the nearest existing node is reported)
+    message: str
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    file: str
+    line: int
+    column: int
+    rule: str
+    severity: str
+    target: str
+    path: str
+    message: str
+    remediation: str = ""
+    suppressed: str | None = field(default=None, compare=False)  # the suppression's reason
+
+    def text(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}: {self.severity} {self.rule}: {self.message}"

@@ -1,0 +1,176 @@
+"""Organisation rules as data: cerberus schemas a platform team writes in YAML, applied to a flat view of each
+resolved template, pool or host. A policy file is read with the spec's own safe loader, so a broken one gets
+the same located errors (FILE:LINE:COL) as a broken stack.
+
+    rules:
+      - id: ORG-MEM-001
+        name: memory-range
+        applies_to: template            # template | pool | host
+        severity: error                 # error | warning
+        description: Checks whether memory is between 512MiB and 8GiB, in an even number of MiB.
+        message: "Template '{name}' must have between 512MiB and 8GiB of memory, in an even number of MiB"
+        remediation: Set limits.memory to e.g. 2GiB.
+        schema:
+          memory_mib: {min: 512, max: 8192, check_with: even}
+    config: {public_ports: [8080]}      # optional: the same settings as a stack's `policy:`; the file's win
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from cerberus import Validator
+from cerberus.schema import SchemaError
+
+from sandstack.policy.findings import Rule, Violation
+from sandstack.spec.errors import Diagnostic, SpecError
+from sandstack.spec.loader import Document, load
+from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
+
+MIB = 1024 * 1024
+TARGETS = ("template", "pool", "host")
+# Where each field of a view is written in the stack file (under the template, pool or host).
+VIEW_PATHS: dict[str, dict[str, tuple]] = {
+    "template": {"cpus": ("limits", "cpus"), "memory_mib": ("limits", "memory"), "disk_mib": ("limits", "disk"),
+                 "pids": ("limits", "pids"), "open_files": ("limits", "open_files"), "gpus": ("limits", "gpus"),
+                 "max_lifetime_s": ("lifecycle", "max_lifetime"), "idle_timeout_s": ("lifecycle", "idle_timeout"),
+                 "runtime": ("runtime",), "user": ("user",), "egress": ("network", "egress"),
+                 "log": ("network", "log"), "allow": ("network", "allow"), "public_ports": ("ports",),
+                 "host_ports": ("ports",), "privileged": ("security", "privileged"),
+                 "capabilities": ("security", "capabilities"), "base_image": ("base_image",),
+                 "read_only_root": ("filesystem", "read_only_root")},
+    "pool": {"template": ("template",), "replicas": ("replicas",), "hosts": ("hosts",)},
+    "host": {"endpoint": ("endpoint",), "cpus": ("capacity", "cpus"), "memory_mib": ("capacity", "memory"),
+             "disk_mib": ("capacity", "disk"), "gpus": ("capacity", "gpus")},
+}
+
+FILE_SCHEMA = {
+    "rules": {"type": "list", "required": True, "schema": {"type": "dict", "schema": {
+        "id": {"type": "string", "required": True, "regex": r"[A-Z][A-Z0-9]*(-[A-Z0-9]+)*-[0-9]{3}"},
+        "name": {"type": "string", "required": True, "regex": r"[a-z][a-z0-9]*(-[a-z0-9]+)*"},
+        "applies_to": {"type": "string", "required": True, "allowed": list(TARGETS)},
+        "severity": {"type": "string", "required": True, "allowed": ["error", "warning"]},
+        "description": {"type": "string", "required": True, "regex": r"Checks whether .+"},
+        "message": {"type": "string", "required": True},
+        "remediation": {"type": "string", "required": True},
+        "schema": {"type": "dict", "required": True, "keysrules": {"type": "string"}},
+    }}},
+    "config": {"type": "dict"},
+}
+
+
+class OrgValidator(Validator):
+    """Cerberus with the checks organisation rules need beyond its own."""
+
+    def _check_with_even(self, field_name: str, value: Any) -> None:
+        if isinstance(value, (int, float)) and int(value) % 2:
+            self._error(field_name, "must be even")
+
+
+@dataclass(frozen=True)
+class OrgRule:
+    rule: Rule
+    applies_to: str
+    message: str
+    schema: dict
+    path: tuple  # where the rule is in its file
+
+
+@dataclass
+class PolicyFile:
+    file: str
+    rules: list[OrgRule] = field(default_factory=list)
+    config: dict = field(default_factory=dict)
+
+
+def _diagnostic(doc: Document, path: tuple, message: str, key: bool = False) -> Diagnostic:
+    return doc.diagnostic(path, message, "policy-file", key=key)
+
+
+def _walk_errors(tree: Any, path: tuple) -> list[tuple[tuple, str]]:
+    """Cerberus' nested error dict as (path, message) pairs."""
+    out = []
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            out += _walk_errors(value, (*path, key))
+    elif isinstance(tree, list):
+        for item in tree:
+            out += _walk_errors(item, path) if isinstance(item, (dict, list)) else [(path, str(item))]
+    return out
+
+
+def load_policy_file(path: str | os.PathLike[str]) -> PolicyFile:
+    """The rules of one policy file, or SpecError with every problem located in it."""
+    doc = load(path)
+    if not isinstance(doc.data, dict):
+        raise SpecError([_diagnostic(doc, (), "a policy file is a mapping with `rules` (and optionally `config`)")])
+    checker = Validator(FILE_SCHEMA)
+    if not checker.validate(doc.data):
+        raise SpecError(sorted({_diagnostic(doc, p, m) for p, m in _walk_errors(checker.errors, ())}))
+    out = PolicyFile(doc.file, config=doc.data.get("config") or {})
+    problems = []
+    seen: set[str] = set()
+    for index, item in enumerate(doc.data["rules"]):
+        where = ("rules", index)
+        if item["id"] in seen:
+            problems.append(_diagnostic(doc, (*where, "id"), f"rule ID {item['id']!r} is declared twice"))
+        seen.add(item["id"])
+        unknown = sorted(set(item["schema"]) - set(VIEW_PATHS[item["applies_to"]]) - {"name"})
+        if unknown:
+            problems.append(_diagnostic(doc, (*where, "schema", unknown[0]), f"{unknown[0]!r} is not a field of a "
+                                        f"{item['applies_to']}; use one of {', '.join(sorted(VIEW_PATHS[item['applies_to']]))}", key=True))
+            continue
+        try:
+            OrgValidator(item["schema"])
+        except SchemaError as error:
+            problems.append(_diagnostic(doc, (*where, "schema"), f"not a valid cerberus schema: {error}"))
+            continue
+        rule = Rule(item["id"], item["name"], item["description"], item["severity"], item["remediation"], doc.file)
+        out.rules.append(OrgRule(rule, item["applies_to"], item["message"], item["schema"], where))
+    if problems:
+        raise SpecError(sorted(problems))
+    return out
+
+
+def template_view(t: ResolvedTemplate) -> dict[str, Any]:
+    n = t.network
+    return {
+        "name": t.name, "cpus": t.limits.cpus, "memory_mib": t.limits.memory // MIB, "disk_mib": t.limits.disk // MIB,
+        "pids": t.limits.pids, "open_files": t.limits.open_files, "gpus": t.limits.gpus.count if t.limits.gpus else 0,
+        "max_lifetime_s": t.lifecycle.max_lifetime, "idle_timeout_s": t.lifecycle.idle_timeout,
+        "runtime": t.runtime, "user": t.user, "egress": n.egress, "log": n.log, "allow": [str(a) for a in n.allow],
+        "public_ports": [p.port for p in t.ports if p.exposure == "public"],
+        "host_ports": [p.port for p in t.ports if p.exposure == "host"], "privileged": t.privileged,
+        "capabilities": list(t.capabilities), "base_image": t.base_image, "read_only_root": t.read_only_root,
+    }
+
+
+def views(spec: ResolvedStack, applies_to: str) -> list[tuple[str, tuple, dict[str, Any]]]:
+    """(target, its path in the stack file, its view) of every template, pool or host."""
+    if applies_to == "template":
+        return [(f"template/{n}", ("templates", n), template_view(t)) for n, t in spec.templates.items()]
+    if applies_to == "pool":
+        return [(f"pool/{n}", ("pools", n), {"name": n, "template": p.template, "replicas": p.replicas,
+                                              "hosts": list(p.hosts)}) for n, p in spec.pools.items()]
+    return [(f"host/{n}", ("hosts", n), {
+        "name": n, "endpoint": h.endpoint, "cpus": h.capacity.cpus, "memory_mib": h.capacity.memory // MIB,
+        "disk_mib": h.capacity.disk // MIB, "gpus": sum(g.count for g in h.capacity.gpus)})
+        for n, h in spec.hosts.items()]
+
+
+def org_violations(spec: ResolvedStack, files: list[PolicyFile]) -> list[Violation]:
+    out = []
+    for policy in files:
+        for org in policy.rules:
+            checker = OrgValidator(org.schema, allow_unknown=True)
+            for target, base, view in views(spec, org.applies_to):
+                if checker.validate(view):
+                    continue
+                for field_name, messages in sorted(checker.errors.items()):
+                    detail = "; ".join(m if isinstance(m, str) else str(m) for m in messages)
+                    rel = VIEW_PATHS[org.applies_to].get(field_name, ())
+                    message = org.message.format(**{"name": view["name"]}) + f" ({field_name} {view.get(field_name)!r}: {detail})."
+                    out.append(Violation(org.rule.id, target, (*base, *rel), message))
+    return out

@@ -1,0 +1,70 @@
+"""The stack's own policy settings: what `sandstack check` holds this stack to, and its reasoned exceptions.
+
+Organisation policy files (`sandstack check --policy FILE`) may set the same settings; theirs win.
+Nothing here changes a resource: a change only changes what the check reports.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints
+
+from sandstack.spec.models.base import Cpus, Duration, Name, Size, StrictModel, field, text
+from sandstack.spec.models.templates import Capability
+
+RULE_ID_PATTERN = r"^[A-Z][A-Z0-9]*(-[A-Z0-9]+)*-[0-9]{3}$"
+RuleId = text(RULE_ID_PATTERN, "rule ID", "a rule ID such as 'SBX-PRIV-001' or 'ORG-MEM-001'")
+TARGET_PATTERN = r"^(template|pool|host)s?/[a-z]([a-z0-9-]{0,30}[a-z0-9])?$|^stack$"
+Target = text(TARGET_PATTERN, "rule target", "'template/<name>', 'pool/<name>', 'host/<name>' or 'stack'")
+REGISTRY_PATTERN = r"^[a-zA-Z0-9]([a-zA-Z0-9.-]*[a-zA-Z0-9])?(:[0-9]+)?(/[a-z0-9._/-]+)?$"
+Registry = text(REGISTRY_PATTERN, "registry", "a registry host, optionally with a path, e.g. 'registry.example.com/team'")
+
+
+class Ceilings(StrictModel):
+    """Upper bounds for every sandbox of the stack (rules SBX-LIM-001, SBX-LIM-002, SBX-GPU-002)."""
+
+    cpus: Cpus = field(16, description="Most CPUs a sandbox may have. Default 16.", change="none")
+    memory: Size = field("64GiB", description="Most memory a sandbox may have. Default 64GiB.", change="none")
+    pids: int = field(4096, description="Most processes a sandbox may have. Default 4096.", change="none",
+                      ge=8, le=65536)
+    max_lifetime: Duration = field("24h", description="Longest lifetime a sandbox may have. Default 24h.",
+                                   change="none")
+    gpus: int = field(8, description="Most GPUs a sandbox may have. Default 8.", change="none", ge=0, le=16)
+
+
+class Suppression(StrictModel):
+    """An accepted finding: which rule, on what, and why (a suppression without a reason is an error)."""
+
+    rule: RuleId = field(description="The rule ID, e.g. 'SBX-PORT-001'.", change="none")
+    target: Target = field(description="What it applies to: 'template/<name>', 'pool/<name>', 'host/<name>' "
+                                       "or 'stack'.", change="none")
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=500)] = field(
+        description="Why the finding is accepted; shown in the check's summary.", change="none")
+
+
+class Policy(StrictModel):
+    """What `sandstack check` holds the stack to. Secure by default: only what is listed is allowed."""
+
+    production: bool = field(False, description="A production stack: refuses `allow-all` egress and requires "
+                                                "base images pinned by digest.", change="none")
+    untrusted: bool = field(False, description="The stack runs untrusted code: every template must use the "
+                                               "'runsc' (gVisor) runtime.", change="none")
+    ceilings: Ceilings = field(Ceilings(), description="Upper bounds for every sandbox.", change="none")
+    capabilities: list[Capability] = field(  # type: ignore[valid-type]
+        [], description="Capabilities templates may add. Default none.", change="none", max_length=64)
+    public_ports: list[Annotated[int, Field(ge=1, le=65535)]] = field(
+        [], description="Ports that may be exposed `public`. Default none (e.g. [8080]).", change="none",
+        max_length=64)
+    registries: list[Registry] | None = field(  # type: ignore[valid-type]
+        None, description="Registries base images may come from (e.g. 'docker.io/library'). Default: any.",
+        change="none", max_length=64)
+    writable_root: list[Name] = field(
+        [], description="Templates allowed a writable root filesystem. Default none.", change="none",
+        max_length=128)
+    private_egress: bool = field(
+        False, description="Allow private, link-local and metadata addresses in allow lists.", change="none")
+    suppressions: list[Suppression] = field([], description="Accepted findings, each with a reason.",
+                                            change="none", max_length=256)
+    severity: dict[RuleId, Literal["error", "warning", "off"]] = field(  # type: ignore[valid-type]
+        {}, description="Per-rule severity overrides, e.g. {SBX-NET-004: error}.", change="none")

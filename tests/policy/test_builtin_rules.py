@@ -1,0 +1,93 @@
+"""Each built-in rule: the clean stack passes it, and one changed field fails it with the exact message at the
+field's place in the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandstack.policy.builtin import RULES
+from sandstack.policy.runner import check
+from tests.policy.cases import CLEAN, changed
+from tests.support.specs import write_spec
+
+T = "Template 'agent'"
+CASES = [
+    ("SBX-PRIV-001", [("templates.agent.security", {"privileged": True})], f"{T} must not run privileged.",
+     "$.templates.agent.security.privileged"),
+    ("SBX-PRIV-002", [("templates.agent.security", {"capabilities": ["NET_ADMIN"]}), ("templates.agent.user", "0:0")],
+     f"{T} must not add capabilities outside the allowed set: NET_ADMIN.", "$.templates.agent.security.capabilities"),
+    ("SBX-PRIV-003", [("templates.agent.user", "0:0")], f"{T} must not run as root (user 0:0).",
+     "$.templates.agent.user"),
+    ("SBX-PRIV-004", [("templates.agent.security", {"no_new_privileges": False})],
+     f"{T} must keep no_new_privileges on.", "$.templates.agent.security.no_new_privileges"),
+    ("SBX-PRIV-005", [("templates.agent.filesystem", {"read_only_root": False}),
+                      ("hosts.local.storage_quota", True)],
+     f"{T} must keep a read-only root filesystem.", "$.templates.agent.filesystem.read_only_root"),
+    ("SBX-PRIV-006", [("templates.agent.runtime", "runc")], f"{T} must use the runsc runtime for untrusted code, "
+     "not runc.", "$.templates.agent.runtime"),
+    ("SBX-LIM-001", [("templates.agent.limits.cpus", 32)], f"{T} must have at most 16 CPUs, not 32.",
+     "$.templates.agent.limits.cpus"),
+    ("SBX-LIM-002", [("templates.agent.lifecycle.max_lifetime", "48h")],
+     f"{T} must have a max lifetime of at most 86400s, not 172800s.", "$.templates.agent.lifecycle.max_lifetime"),
+    ("SBX-NET-001", [("templates.agent.network", {"egress": "allow-all"})],
+     f"{T} must not use allow-all egress in a production stack.", "$.templates.agent.network.egress"),
+    ("SBX-NET-002", [("templates.agent.network", {"egress": "allow-all", "log": False}),
+                     ("policy.production", False)],
+     f"{T} must log its egress (network.log is false).", "$.templates.agent.network.log"),
+    ("SBX-NET-003", [("templates.agent.network.allow", ["api.github.com", "10.1.0.0/16:443"])],
+     f"{T} must not allow the private or link-local destination 10.1.0.0/16:443.",
+     "$.templates.agent.network.allow[1]"),
+    ("SBX-NET-004", [("templates.agent.network.allow_metadata", True)],
+     f"{T} opts in to the cloud metadata address.", "$.templates.agent.network.allow_metadata"),
+    ("SBX-PORT-001", [("templates.agent.ports", [{"port": 9000, "exposure": "public"}])],
+     f"{T} must not expose port(s) 9000 publicly (allowed: 8080).", "$.templates.agent.ports"),
+    ("SBX-IMG-001", [("templates.agent.base_image", "python:3.12-slim")],
+     f"{T} must pin its base image by digest in a production stack.", "$.templates.agent.base_image"),
+    ("SBX-IMG-002", [("templates.agent.base_image", "registry.example.com/python:3.12" + "@sha256:" + "ab" * 32)],
+     f"{T} must use a base image from an allowed registry (docker.io/library).", "$.templates.agent.base_image"),
+    ("SBX-SEC-001", [("templates.agent.env.MODE", "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8")],
+     f"{T} must not hold a credential in plain env MODE (value not shown).", "$.templates.agent.env.MODE"),
+    ("SBX-SEC-002", [("templates.agent.env.GITHUB_TOKEN", {"secret": "AKIAIOSFODNN7EXAMPLE"})],
+     f"{T} must name a config key in env GITHUB_TOKEN's secret reference, not a value that looks like a "
+     "credential (not shown).", "$.templates.agent.env.GITHUB_TOKEN.secret"),
+    ("SBX-GPU-001", [("templates.agent.security", {"privileged": True}),
+                     ("templates.agent.limits.gpus", {"count": 1}),
+                     ("hosts.local.capacity.gpus", [{"type": "nvidia-l4", "count": 2}])],
+     f"{T} must not combine GPUs with privileged.", "$.templates.agent.limits.gpus"),
+    ("SBX-GPU-002", [("templates.agent.limits.gpus", {"count": 4}), ("policy.ceilings", {"gpus": 2}),
+                     ("hosts.local.capacity.gpus", [{"type": "nvidia-l4", "count": 8}])],
+     f"{T} must request at most 2 GPUs, not 4.", "$.templates.agent.limits.gpus"),
+]
+
+
+def _findings(tmp_path: Path, data: dict):
+    path = write_spec(tmp_path, data)
+    report = check([str(path)], [])
+    assert report.invalid == [] and report.unreadable == []
+    return path, report.active()
+
+
+def test_the_clean_stack_passes_every_rule(tmp_path):
+    assert _findings(tmp_path, CLEAN)[1] == []
+
+
+def test_every_built_in_rule_has_a_case_and_a_complete_entry():
+    assert sorted({c[0] for c in CASES} | {"SBX-SNAP-001"}) == sorted(RULES)
+    for rule in RULES.values():
+        assert rule.name.islower() and " " not in rule.name and rule.description.startswith("Checks whether ")
+        assert rule.severity in ("error", "warning") and rule.remediation
+
+
+@pytest.mark.parametrize(("rule", "changes", "message", "where"), CASES, ids=[c[0] for c in CASES])
+def test_one_changed_field_fails_the_rule_with_its_message_at_the_field(rule, changes, message, where, tmp_path):
+    path, findings = _findings(tmp_path, changed(*changes))
+    mine = [f for f in findings if f.rule == rule]
+    assert [(f.message, f.path, f.severity) for f in mine] == [(message, where, RULES[rule].severity)]
+    lines = path.read_text().splitlines()
+    key = where.rsplit(".", 1)[-1].split("[")[0]
+    # The finding points at the field's value: on the key's line, or a line of the block under it.
+    above = [i for i, line in enumerate(lines[:mine[0].line], 1) if f" {key}:" in line or line.startswith(f"{key}:")]
+    assert above and above[-1] >= mine[0].line - 3, (key, mine[0].line)
+    assert mine[0].target == "template/agent" and mine[0].remediation == RULES[rule].remediation

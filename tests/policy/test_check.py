@@ -1,0 +1,167 @@
+"""`sandstack check`: exit statuses, suppressions, organisation policies, secrets never echoed, SARIF, --base."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft4Validator
+
+from sandstack.tooling.cli import main
+from tests.policy.cases import CLEAN, changed
+from tests.support.specs import REPO, STACKS, write_spec
+
+TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+SARIF_SCHEMA = json.loads((Path(__file__).parent / "sarif-schema-2.1.0.json").read_text())
+POLICIES = REPO / "policies"
+
+
+def _check(tmp_path: Path, capsys, data: dict, *extra: str) -> tuple[int, str, str]:
+    path = write_spec(tmp_path / "spec", data)
+    code = main(["check", str(path), *extra])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_the_committed_stacks_are_clean_with_reasoned_suppressions(capsys):
+    code = main(["check", str(STACKS / "dev.yaml"), str(STACKS / "prod.yaml"), "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert [(f["rule"], f["target"]) for f in data["findings"] if f["suppressed"] is None] == []
+    assert all(f["suppressed"] for f in data["findings"])
+    assert data["summary"] == "0 errors, 0 warnings, 3 suppressed"
+
+
+def test_the_issue_s_unsafe_stack_is_refused_and_the_token_never_printed(tmp_path, capsys):
+    # A privileged root sandbox, unlogged allow-all egress, a plaintext token and a token as a secret key.
+    data = changed(("templates.agent.security", {"privileged": True}), ("templates.agent.user", "0:0"),
+                   ("templates.agent.network", {"egress": "allow-all", "log": False}),
+                   ("templates.agent.env.GITHUB_TOKEN", TOKEN), ("templates.agent.env.API", {"secret": TOKEN}),
+                   ("policy.production", False))
+    for fmt in ("text", "json", "github", "sarif"):
+        code, out, err = _check(tmp_path, capsys, data, "--format", fmt)
+        assert code == 1
+        assert TOKEN not in out + err and TOKEN[:12] not in out + err
+    code, out, _ = _check(tmp_path, capsys, data, "--format", "json")
+    rules = sorted({f["rule"] for f in json.loads(out)["findings"]})
+    assert rules == ["SBX-NET-002", "SBX-PRIV-001", "SBX-PRIV-003", "SBX-SEC-001", "SBX-SEC-002"]
+
+
+def test_warnings_fail_only_with_strict(tmp_path, capsys):
+    data = changed(("templates.agent.network.allow_metadata", True))
+    assert _check(tmp_path, capsys, data)[0] == 0
+    assert _check(tmp_path, capsys, data, "--strict")[0] == 1
+
+
+def test_a_suppression_needs_a_reason_and_an_unused_one_is_reported(tmp_path, capsys):
+    base = changed(("templates.agent.network.allow_metadata", True))
+    data = changed(("templates.agent.network.allow_metadata", True), ("policy.suppressions", [
+        {"rule": "SBX-NET-004", "target": "template/agent", "reason": "needs instance credentials"},
+        {"rule": "SBX-PRIV-001", "target": "template/agent", "reason": "nothing to suppress"}]))
+    code, out, _ = _check(tmp_path, capsys, data, "--format", "json", "--strict")
+    findings = json.loads(out)["findings"]
+    assert code == 1  # the unused suppression is a warning
+    assert [(f["rule"], f["suppressed"]) for f in findings] == [
+        ("SBX-NET-004", "needs instance credentials"), ("SBX-POL-001", None)]
+    assert findings[1]["message"] == "Suppression of SBX-PRIV-001 on template/agent matches no finding."
+    code, out, _ = _check(tmp_path, capsys, data, "--format", "json", "--no-suppressions")
+    assert [f["suppressed"] for f in json.loads(out)["findings"]] == [None]
+    del base
+    no_reason = changed(("policy.suppressions", [{"rule": "SBX-NET-004", "target": "template/agent", "reason": ""}]))
+    code, _, err = _check(tmp_path, capsys, no_reason)
+    assert code == 1 and "$.policy.suppressions[0].reason" in err + _
+
+
+@pytest.mark.parametrize(("policy", "change", "rule", "message"), [
+    ("memory.yaml", ("templates.agent.limits.memory", "1025MiB"), "ORG-MEM-001",
+     "Template 'agent' must have between 512MiB and 8GiB of memory, in an even number of MiB (memory_mib 1025: "
+     "must be even)."),
+    ("memory.yaml", ("templates.agent.limits.memory", "16GiB"), "ORG-MEM-001",
+     "Template 'agent' must have between 512MiB and 8GiB of memory, in an even number of MiB (memory_mib 16384: "
+     "max value is 8192)."),
+    ("cpus.yaml", ("templates.agent.limits.cpus", 3), "ORG-CPU-001",
+     "Template 'agent' must have 1, 2, 4 or 8 CPUs (cpus 3.0: unallowed value 3.0)."),
+    ("lifetime.yaml", ("templates.agent.lifecycle.max_lifetime", "5s"), "ORG-LIFE-001",
+     "Template 'agent' must have a max lifetime between 10s and 24h (max_lifetime_s 5: min value is 10)."),
+    ("sizes.yaml", ("templates.agent.limits.memory", "512MiB"), "ORG-SIZE-001",
+     "Template 'agent' must have 1-16 CPUs and 1-64GiB of memory (memory_mib 512: min value is 1024)."),
+    ("ports.yaml", ("templates.agent.ports", [{"port": 8080, "exposure": "public"}, {"port": 9090, "exposure": "public"}]),
+     "ORG-PORT-001", "Template 'agent' must expose only port 8080 publicly (public_ports [8080, 9090]: "
+     "{1: ['unallowed value 9090']})."),
+])
+def test_the_example_org_policies_refuse_out_of_range_values_with_their_own_ids(policy, change, rule, message,
+                                                                                tmp_path, capsys):
+    assert _check(tmp_path, capsys, CLEAN, "--policy", str(POLICIES / policy))[0] == 0
+    code, out, _ = _check(tmp_path, capsys, changed(change, ("policy.ceilings", {"memory": "64GiB"})),
+                          "--policy", str(POLICIES / policy), "--format", "json")
+    mine = [f for f in json.loads(out)["findings"] if f["rule"] == rule]
+    assert code == 1 and [f["message"] for f in mine] == [message]
+
+
+def test_a_gpu_ceiling_as_data(tmp_path, capsys):
+    data = changed(("templates.agent.limits.gpus", {"count": 12}), ("policy.ceilings", {"gpus": 16}),
+                   ("hosts.local.capacity.gpus", [{"type": "nvidia-l4", "count": 16}]))
+    code, out, _ = _check(tmp_path, capsys, data, "--policy", str(POLICIES / "sizes.yaml"), "--format", "json")
+    assert [f["message"] for f in json.loads(out)["findings"]] == [
+        "Template 'agent' must request at most 8 GPUs (gpus 12: max value is 8)."]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("rules: [{id: X}]\n", "policy.yaml:1:9: $.rules[0].applies_to: required field"),
+    ("rules:\n  - id: ORG-A-001\n    name: a\n    applies_to: template\n    severity: error\n"
+     "    description: Checks whether a.\n    message: m\n    remediation: r\n    schema: {memroy_mib: {max: 1}}\n",
+     "policy.yaml:9:14: $.rules[0].schema.memroy_mib: 'memroy_mib' is not a field of a template; use one of "),
+    ("rules: [\n", "policy.yaml:2:1"),
+])
+def test_a_broken_policy_file_gets_located_errors_and_exit_2(text, expected, tmp_path, capsys):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(text)
+    code, out, err = _check(tmp_path, capsys, CLEAN, "--policy", str(policy))
+    assert code == 2 and out == "" and str(policy) in err and "Traceback" not in err
+    assert expected in err
+
+
+def test_sarif_is_valid_against_the_official_schema(tmp_path, capsys):
+    data = changed(("templates.agent.security", {"privileged": True}), ("templates.agent.network.allow_metadata", True),
+                   ("policy.suppressions", [{"rule": "SBX-NET-004", "target": "template/agent", "reason": "ok"}]))
+    code, out, err = _check(tmp_path, capsys, data, "--format", "sarif", "--policy", str(POLICIES / "cpus.yaml"))
+    log = json.loads(out)
+    Draft4Validator(SARIF_SCHEMA).validate(log)
+    run = log["runs"][0]
+    ids = [r["id"] for r in run["tool"]["driver"]["rules"]]
+    assert "SBX-PRIV-001" in ids and "ORG-CPU-001" in ids
+    results = {r["ruleId"]: r for r in run["results"]}
+    assert results["SBX-PRIV-001"]["level"] == "error"
+    assert results["SBX-PRIV-001"]["locations"][0]["physicalLocation"]["region"]["startLine"] > 1
+    assert results["SBX-NET-004"]["suppressions"] == [{"kind": "inSource", "justification": "ok"}]
+    assert code == 1 and err.strip() == "1 error, 0 warnings, 1 suppressed"
+
+
+def test_github_annotations(tmp_path, capsys):
+    code, out, _ = _check(tmp_path, capsys, changed(("templates.agent.user", "0:0")), "--format", "github")
+    assert code == 1
+    assert out.startswith("::error file=") and ",title=sandstack SBX-PRIV-003::Template 'agent' must not run as " \
+        "root (user 0%3A0)." not in out
+    assert "title=sandstack SBX-PRIV-003::Template 'agent' must not run as root (user 0:0). Fix: " in out
+
+
+def test_base_catches_setup_changed_without_a_version_bump(tmp_path, capsys):
+    base = write_spec(tmp_path / "base", CLEAN)
+    head = changed(("templates.agent.snapshot.setup", ["pip install requests httpx"]))
+    code, out, _ = _check(tmp_path, capsys, head, "--base", str(base), "--format", "json")
+    assert code == 1
+    assert [f["message"] for f in json.loads(out)["findings"]] == [
+        "Template 'agent' must bump snapshot.version: its setup changed."]
+    bumped = changed(("templates.agent.snapshot.setup", ["pip install requests httpx"]),
+                     ("templates.agent.snapshot.version", "2"))
+    assert _check(tmp_path, capsys, bumped, "--base", str(base))[0] == 0
+
+
+def test_an_invalid_stack_is_reported_like_validate_and_exits_1(tmp_path, capsys):
+    code, out, err = _check(tmp_path, capsys, changed(("templates.agent.limits.cpus", "lots")))
+    assert code == 1 and "$.templates.agent.limits.cpus" in out + err
+
+
+def test_a_missing_stack_exits_2(tmp_path, capsys):
+    assert main(["check", str(tmp_path / "nope.yaml")]) == 2

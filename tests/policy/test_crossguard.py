@@ -1,0 +1,81 @@
+"""The CrossGuard pack's validators, called directly with container inputs captured from a mocked run of the
+real program (the pack's entry point blocks waiting for the engine, so it is only checked for its rule list)."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sandstack.policy.crossguard import CONTAINER, CONTAINER_RULES, validator
+from tests.components.helpers import Built
+from tests.policy.cases import CLEAN, changed
+from tests.support.specs import REPO
+
+PACK = REPO / "policies" / "crossguard"
+
+
+@dataclass
+class Args:
+    resource_type: str
+    props: dict
+    name: str
+    config: dict = field(default_factory=dict)
+
+
+def _violations(props: dict, name: str = "c", config: dict | None = None) -> list[str]:
+    found: list[str] = []
+    for rule in CONTAINER_RULES:
+        validator(rule)(Args(CONTAINER, props, name, config or {}), lambda message, urn: found.append(message))
+    return found
+
+
+def _inputs(tmp_path: Path, data: dict) -> dict[str, dict[str, Any]]:
+    built = Built.from_spec(tmp_path / "spec", data, secret_config={"githubToken": "t"})
+    return {r.name: r.inputs for r in built.mocks.registrations.values() if r.typ == CONTAINER}
+
+
+def test_sandstack_s_own_sandboxes_pass_and_its_host_containers_are_skipped(tmp_path):
+    containers = _inputs(tmp_path, CLEAN)
+    config = {"publicPorts": [8080], "untrusted": True}
+    assert {name: _violations(props, name, config) for name, props in containers.items()} == {
+        name: [] for name in containers}
+    assert "sandstack-local-guard-container" in containers  # root, host namespaces: skipped by role
+
+
+def test_a_privileged_root_sandbox_is_refused_with_the_same_rules_as_check(tmp_path):
+    data = changed(("templates.agent.security", {"privileged": True}), ("templates.agent.user", "0:0"))
+    props = _inputs(tmp_path, data)["sandstack-agent.local-0"]
+    assert _violations(props, "sandstack-agent.local-0", {"publicPorts": [8080], "untrusted": True}) == [
+        "Container 'sandstack-agent.local-0' must not run privileged. Remove `security.privileged`; add only the "
+        "capabilities the workload needs.",
+        "Container 'sandstack-agent.local-0' must not run as root (user 0:0). Set `user` to an unprivileged "
+        "uid:gid such as '10001:10001'.",
+    ]
+
+
+def test_a_container_made_outside_sandstack_is_checked_too():
+    props = {"image": "busybox", "privileged": False, "ports": [{"internal": 22, "ip": "0.0.0.0"}],
+             "capabilities": {"adds": ["SYS_ADMIN"]}}
+    assert _violations(props, "rogue") == [
+        "Container 'rogue' must not add capabilities outside the allowed set: SYS_ADMIN. Drop the capability, or add "
+        "it to `policy.capabilities` after review.",
+        "Container 'rogue' must not run as root (user unset). Set `user` to an unprivileged uid:gid such as "
+        "'10001:10001'.",
+        "Container 'rogue' must keep no_new_privileges on. Remove `security.no_new_privileges: false`.",
+        "Container 'rogue' must keep a read-only root filesystem. Keep the root read-only and declare writable paths "
+        "instead.",
+        "Container 'rogue' must not expose port(s) 22 publicly (allowed: none). Use `exposure: host`, or add the "
+        "port to `policy.public_ports` after review.",
+    ]
+
+
+def test_the_pack_declares_each_container_rule_and_is_a_python_pack():
+    assert yaml.safe_load((PACK / "PulumiPolicy.yaml").read_text())["runtime"] == "python"
+    tree = ast.parse((PACK / "__main__.py").read_text())
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert {"PolicyPack", "ResourceValidationPolicy", "CONTAINER_RULES", "validator"} <= names
+    assert "pulumi-policy" in (PACK / "requirements.txt").read_text()
