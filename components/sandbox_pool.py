@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 from dataclasses import dataclass, field
 
 import pulumi
@@ -9,6 +11,7 @@ import pulumi_docker as docker
 
 from sandstack.plan.changes import sandbox_replace_on_changes
 from sandstack.plan.contract import STATE_MOUNT
+from sandstack.plan.data import SEED_DIR, DataPlan, plan_data
 from sandstack.plan.naming import docker_name
 from sandstack.components.resource_args import container_labels, volume_labels
 from sandstack.plan.network import PoolNetwork
@@ -20,6 +23,16 @@ from sandstack.spec.resolve import ResolvedTemplate
 
 __all__ = ["SandboxPool", "SandboxPoolArgs", "SUPERVISOR_ENTRYPOINT", "sandbox_name"]
 
+
+
+def _checked(seeder: docker.Container, what: str, missing: str) -> pulumi.Output[docker.Container]:
+    """The seeder, once it exited 0: the provider records a failed run-once container's exit code without
+    failing; we fail, so no sandbox starts without what it was seeded with."""
+    def check(code: int | None) -> docker.Container:
+        if code not in (None, 0):
+            raise pulumi.RunError(f"{what} exited with {code}: its sandboxes would start without {missing}")
+        return seeder
+    return seeder.exit_code.apply(check)
 
 
 @dataclass(frozen=True)
@@ -34,6 +47,7 @@ class SandboxPoolArgs:
     image_name: pulumi.Input[str]
     digest: str
     network: PoolNetwork
+    gpu_device_ids: tuple[tuple[str, ...], ...]  # each replica's GPU devices (plan.host), empty when none
     network_name: pulumi.Input[str]  # the Docker network (an output, so it is created first)
     guard_state_volume: pulumi.Input[str]
     infra_image: pulumi.Input[str]
@@ -58,6 +72,12 @@ class SandboxPool(pulumi.ComponentResource):
             waits_on.append(seeder)
             mounts.append(docker.ContainerMountArgs(type="volume", source=volume.name, target=SECRETS_DIR,
                                                     read_only=True))
+        data = plan_data(args.stack, args.pool, t)
+        if data:
+            volumes, data_seeder = self._data(name, args, data)
+            waits_on.append(data_seeder)
+            mounts += [docker.ContainerMountArgs(type="volume", source=v.name, target=d.path, read_only=True)
+                       for v, d in zip(volumes, data.volumes)]
 
         self.containers = [
             self._sandbox(name, args, i, mounts, waits_on) for i in range(args.replicas)
@@ -106,21 +126,44 @@ class SandboxPool(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-        def checked(code: int | None) -> docker.Container:
-            # The provider records a failed run-once container's exit code without failing; we do.
-            if code not in (None, 0):
-                raise pulumi.RunError(
-                    f"secrets seeder for pool '{args.pool}' on host '{args.host}' exited with {code}: "
-                    "its sandboxes would start without their secrets"
-                )
-            return seeder
-
         # Sandboxes depend on this output, not only on the seeder: a failed seed stops their creation.
-        return volume, seeder.exit_code.apply(checked)
+        return volume, _checked(seeder, f"secrets seeder for pool '{args.pool}' on host '{args.host}'",
+                                "their secrets")
+
+    def _data(self, name: str, args: SandboxPoolArgs,
+              plan: DataPlan) -> tuple[list[docker.Volume], pulumi.Output[docker.Container]]:
+        # One volume per data mount: sandboxes mount each read-only where the spec says.
+        volumes = [
+            docker.Volume(f"{name}-data{i}", name=v.name, labels=volume_labels(args.labels),
+                          opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True))
+            for i, v in enumerate(plan.volumes)
+        ]
+        # Run-once loader: the provider uploads the files into it (a changed file replaces only this container),
+        # it copies them into the volumes, readable by every user and writable by none.
+        seeder = docker.Container(
+            f"{name}-data-seeder",
+            name=plan.seeder_name,
+            image=args.infra_image,
+            network_mode="none",
+            command=["sh", "-c", plan.script],
+            uploads=[docker.ContainerUploadArgs(file=target, content_base64=base64.b64encode(source.read_bytes()).decode())
+                     for target, source in plan.uploads],
+            mounts=[docker.ContainerMountArgs(type="volume", source=v.name, target=f"{SEED_DIR}/{i}")
+                    for i, v in enumerate(volumes)],
+            capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"]),
+            security_opts=["no-new-privileges:true"],
+            attach=True,
+            must_run=False,
+            logs=True,
+            labels=container_labels({**args.labels, "sandstack.role": "data-seeder"}),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return volumes, _checked(seeder, f"data loader for pool '{args.pool}' on host '{args.host}'", "their data")
 
     def _sandbox(self, name: str, args: SandboxPoolArgs, index: int, mounts: list, waits_on: list) -> docker.Container:
         plan = plan_sandbox(stack=args.stack, pool=args.pool, host=args.host, template=args.template, index=index,
-                            network=args.network, digest=args.digest, labels=args.labels)
+                            network=args.network, digest=args.digest, labels=args.labels,
+                            gpu_device_ids=args.gpu_device_ids[index] if args.gpu_device_ids else ())
         hc = plan.healthcheck
         # One sandbox, exactly as planned (sandstack/plan/sandbox.py); only Pulumi's outputs are added here.
         return docker.Container(
@@ -157,8 +200,9 @@ class SandboxPool(pulumi.ComponentResource):
             # bounds the sockets a sandbox can hold open.
             ulimits=[docker.ContainerUlimitArgs(name="nofile", soft=plan.open_files, hard=plan.open_files)],
             cgroup_parent=plan.cgroup_parent,
-            device_requests=[docker.ContainerDeviceRequestArgs(driver="nvidia", count=plan.gpu_count,
-                                                               capabilities=["gpu"])] if plan.gpu_count else None,
+            # The host's own devices of the requested model, by id (placement: sandstack/plan/host.py).
+            device_requests=[docker.ContainerDeviceRequestArgs(driver="nvidia", device_ids=list(plan.gpu_device_ids),
+                                                               capabilities=["gpu"])] if plan.gpu_device_ids else None,
             healthcheck=docker.ContainerHealthcheckArgs(tests=list(hc.tests), interval=hc.interval,
                                                         timeout=hc.timeout, retries=hc.retries,
                                                         start_period=hc.start_period) if hc else None,

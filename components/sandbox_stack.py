@@ -11,7 +11,7 @@ import pulumi
 from sandstack.components.sandbox_host import SandboxHost, SandboxHostArgs
 from sandstack.components.sandbox_pool import SandboxPool, SandboxPoolArgs
 from sandstack.components.sandbox_template import SandboxTemplate, SandboxTemplateArgs
-from sandstack.plan.host import placements_by_host
+from sandstack.plan.host import placements_by_host, snapshot_owners
 from sandstack.spec.resolve import ResolvedStack
 
 DEFAULT_BUILD_ROOT = Path(".sandstack") / "build"
@@ -40,6 +40,7 @@ class SandboxStack(pulumi.ComponentResource):
         self.hosts: dict[str, SandboxHost] = {}
         self.templates: dict[tuple[str, str], SandboxTemplate] = {}
         self.pools: dict[tuple[str, str], SandboxPool] = {}
+        owners = snapshot_owners(spec)
         for host_name, placements in placements_by_host(spec).items():
             # Every child is named after this component, so two stacks can share one program.
             host = SandboxHost(
@@ -50,11 +51,13 @@ class SandboxStack(pulumi.ComponentResource):
             self.hosts[host_name] = host
             for placement in placements:
                 template = placement.template
-                key = (template.name, host_name)
+                # Templates with the same snapshot content share one image on this host (the first one's).
+                owner = spec.templates[owners[(host_name, template.name)]]
+                key = (owner.name, host_name)
                 if key not in self.templates:
                     self.templates[key] = SandboxTemplate(
-                        f"{name}-{template.name}.{host_name}",
-                        SandboxTemplateArgs(template=template, stack=args.stack, host=host_name,
+                        f"{name}-{owner.name}.{host_name}",
+                        SandboxTemplateArgs(template=owner, stack=args.stack, host=host_name,
                                             build_root=args.build_root, host_labels=host.labels),
                         opts=host.child_opts,
                     )
@@ -72,6 +75,7 @@ class SandboxStack(pulumi.ComponentResource):
                         image_name=image.image_name,
                         digest=image.digest,
                         network=host.plans[placement.pool],
+                        gpu_device_ids=host.plan.gpus.get(placement.pool, ()),
                         network_name=host.networks[placement.pool].name,
                         guard_state_volume=host.guard.state_volume,
                         infra_image=host.infra_image,

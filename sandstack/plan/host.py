@@ -22,6 +22,7 @@ from sandstack.plan.network import (
 )
 from sandstack.plan.package_files import INFRA_CONTEXT
 from sandstack.plan.sandbox import sandbox_name
+from sandstack.plan.snapshot import plan_snapshot
 from sandstack.plan.squid import GatewayPool
 from sandstack.spec.models import Host
 from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
@@ -56,6 +57,10 @@ class HostPlan:
     egress_bridge: str | None  # the gateway's way out, when the host has a gateway
     guard: GuardPlan
     gateway: GatewayPlan | None
+    gpus: dict[str, tuple[tuple[str, ...], ...]]  # pool → each replica's GPU device ids
+
+    def gpu_ids(self, pool: str, index: int) -> tuple[str, ...]:
+        return self.gpus[pool][index] if pool in self.gpus else ()
 
     @property
     def egress_network(self) -> str | None:
@@ -71,6 +76,18 @@ def placements_by_host(spec: ResolvedStack) -> dict[str, list[Placement]]:
     return out
 
 
+def snapshot_owners(spec: ResolvedStack) -> dict[tuple[str, str], str]:
+    """(host, template) → the template whose snapshot image it uses there: templates whose snapshot content
+    (the build digest) and push target are the same build one image per host, named after the first."""
+    out: dict[tuple[str, str], str] = {}
+    for host, placements in placements_by_host(spec).items():
+        first: dict[tuple[str, str | None], str] = {}
+        for p in placements:
+            key = (plan_snapshot(p.template, "").digest, p.template.push_to)
+            out[(host, p.template.name)] = first.setdefault(key, p.template.name)
+    return out
+
+
 def plan_hosts(spec: ResolvedStack, stack: str) -> dict[str, HostPlan]:
     """Every host's plan, by host name, in spec order."""
     return {host: plan_host(stack, host, spec.hosts[host], placements)
@@ -83,6 +100,34 @@ def host_address(endpoint: str) -> str:
         return "localhost"
     rest = endpoint.split("://", 1)[1].rsplit("@", 1)[-1]
     return rest.rsplit(":", 1)[0] if ":" in rest else rest
+
+
+def host_gpu_ids(spec: Host) -> list[tuple[str, str]]:
+    """(type, device id) of each of the host's GPUs, in declaration order; undeclared ids are indexes."""
+    out, offset = [], 0
+    for inventory in spec.capacity.gpus:
+        ids = inventory.ids or [str(offset + i) for i in range(inventory.count)]
+        offset += inventory.count
+        out += [(inventory.type, device) for device in ids]
+    return out
+
+
+def assign_gpus(spec: Host, placements: list[Placement]) -> dict[str, tuple[tuple[str, ...], ...]]:
+    """Each replica's own devices of the type it requests, first free first, pools in spec order (rule
+    gpu-host has checked that they fit)."""
+    free = host_gpu_ids(spec)
+    out: dict[str, tuple[tuple[str, ...], ...]] = {}
+    for p in placements:
+        request = p.template.limits.gpus
+        if request is None:
+            continue
+        replicas = []
+        for _ in range(p.replicas):
+            picked = [device for kind, device in free if request.type in (None, kind)][:request.count]
+            free = [(kind, device) for kind, device in free if device not in picked]
+            replicas.append(tuple(picked))
+        out[p.pool] = tuple(replicas)
+    return out
 
 
 def plan_infra_image(stack: str, spec: Host) -> InfraImagePlan:
@@ -120,5 +165,6 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement]) ->
         stack=stack, host=host, labels=labels(stack, spec.labels, host=host), address=host_address(spec.endpoint),
         infra=plan_infra_image(stack, spec), networks=networks, egress_bridge=egress_bridge,
         guard=plan_guard(stack, rules, bridges, pids, sandboxes), gateway=gateway,
+        gpus=assign_gpus(spec, placements),
     )
 

@@ -74,7 +74,7 @@ class SandboxPlan:
     cpus: str
     open_files: int
     cgroup_parent: str
-    gpu_count: int | None
+    gpu_device_ids: tuple[str, ...] | None  # the host's devices this sandbox gets (placement: plan.host)
     healthcheck: Healthcheck | None
     wait_timeout: int | None
     restart: str
@@ -86,7 +86,8 @@ def _duration(seconds: int) -> str:
 
 
 def plan_sandbox(*, stack: str, pool: str, host: str, template: ResolvedTemplate, index: int,
-                 network: PoolNetwork, digest: str, labels: dict[str, str]) -> SandboxPlan:
+                 network: PoolNetwork, digest: str, labels: dict[str, str],
+                 gpu_device_ids: tuple[str, ...] = ()) -> SandboxPlan:
     t = template
     name = sandbox_name(stack, pool, index)
     env = dict(t.env)
@@ -140,7 +141,7 @@ def plan_sandbox(*, stack: str, pool: str, host: str, template: ResolvedTemplate
         cpus=f"{t.limits.cpus:g}",
         open_files=t.limits.open_files,
         cgroup_parent=cgroup_parent(name),
-        gpu_count=t.limits.gpus.count if t.limits.gpus else None,
+        gpu_device_ids=gpu_device_ids or None,
         healthcheck=healthcheck,
         wait_timeout=wait_timeout,
         restart=RESTART_POLICY[t.lifecycle.on_expiry],

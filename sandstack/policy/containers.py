@@ -36,7 +36,7 @@ def facts_of_plan(plan: SandboxPlan) -> ContainerFacts:
         no_new_privileges=bool(plan.security_opts and "no-new-privileges:true" in plan.security_opts),
         read_only_root=plan.read_only, runtime=plan.runtime,
         public_ports=tuple(p.internal for p in plan.ports if p.ip == EXPOSURE_BIND["public"]),
-        gpus=plan.gpu_count or 0)
+        gpus=len(plan.gpu_device_ids or ()))
 
 
 def facts_of_inputs(props: dict[str, Any]) -> ContainerFacts:
@@ -51,8 +51,8 @@ def facts_of_inputs(props: dict[str, Any]) -> ContainerFacts:
         read_only_root=bool(props.get("readOnly")), runtime=str(props.get("runtime") or "runc"),
         public_ports=tuple(int(p["internal"]) for p in ports if p.get("ip", "0.0.0.0") == EXPOSURE_BIND["public"]),
         # A device request for GPUs; count -1 is "all of the host's".
-        gpus=sum(99 if int(r.get("count", 0)) < 0 else int(r.get("count", 0)) for r in requests
-                 if "gpu" in (r.get("capabilities") or [])))
+        gpus=sum(len(r["deviceIds"]) if r.get("deviceIds") else 99 if int(r.get("count", 0)) < 0
+                 else int(r.get("count", 0)) for r in requests if "gpu" in (r.get("capabilities") or [])))
 
 
 def _root(user: str) -> bool:

@@ -25,7 +25,7 @@ from sandstack.spec.resolve import ResolvedStack
 from sandstack.spec.walk import model_fields
 
 # Settings shown for a reviewer that are not inputs of their own (each reaches Docker through another one).
-INFORMATIVE = {"egress", "lifecycle", "secret_files", "replace_on_changes", "pids"}  # pids: the guard's
+INFORMATIVE = {"egress", "lifecycle", "secret_files", "replace_on_changes", "pids", "data"}  # pids: the guard's
 COMPONENT_TYPE = "sandstack:index:"
 
 
@@ -208,6 +208,8 @@ def _reaches(effect: Effect, kind: str, changed: set[str]) -> bool:
         return any(e.snapshot != "none" for e in effects)
     if kind in ("secrets volume", "secrets seeder"):
         return any(e.secrets for e in effects) or host_any
+    if kind in ("data volume", "data loader"):
+        return any(e.data for e in effects) or host_any
     if kind in ("guard", "guard state"):
         return "guard" in roles or host_any
     if kind in ("gateway", "gateway log"):

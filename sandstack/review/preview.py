@@ -16,8 +16,8 @@ FORMAT_VERSION = 1
 
 def _limits(p: dict[str, Any]) -> str:
     parts = [f"cpus {p['cpus']}", f"memory {p['memory_mb']}MiB", f"open files {p['open_files']}"]
-    if p.get("gpu_count"):
-        parts.append(f"gpus {p['gpu_count']}")
+    if p.get("gpu_device_ids"):
+        parts.append(f"gpus {', '.join(p['gpu_device_ids'])}")
     return ", ".join(parts)
 
 
@@ -58,6 +58,8 @@ def summary(r: Resource) -> list[str]:
             lines.append("env " + _env(p["env"]))
         if p["secret_files"]:
             lines.append("secret files " + ", ".join(p["secret_files"]))
+        if p.get("data"):
+            lines.append("read-only data at " + ", ".join(p["data"]))
         return lines
     if r.kind == "snapshot":
         return [f"{p['image']} (version {p['version'] or '-'}, digest {p['digest'][:12]})",
@@ -75,6 +77,10 @@ def summary(r: Resource) -> list[str]:
         return [p["endpoint"] + tls]
     if r.kind == "infra image":
         return [p["image"] + (" (declared)" if p["declared"] else " (built from the package)")]
+    if r.kind == "data loader":
+        return [f"{len(p['files'])} files"]
+    if r.kind == "data volume":
+        return [f"{p['name']} at {p['path']} (read-only)"]
     if r.kind == "pool":
         return [f"{p['replicas']} sandboxes"]
     if r.kind == "host":

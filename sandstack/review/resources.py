@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sandstack.plan.changes import sandbox_replace_on_changes
-from sandstack.plan.host import HostPlan, plan_hosts
+from sandstack.plan.data import plan_data
+from sandstack.plan.host import HostPlan, plan_hosts, snapshot_owners
 from sandstack.plan.naming import docker_name
 from sandstack.plan.sandbox import plan_sandbox
 from sandstack.plan.snapshot import plan_snapshot
@@ -115,7 +116,7 @@ def _template_resources(stack_name: str, stack: str, host: str, template: Resolv
 
 
 def _pool_resources(stack_name: str, stack: str, host: str, pool: str, replicas: int, template: ResolvedTemplate,
-                    plan: HostPlan) -> list[Resource]:
+                    plan: HostPlan, owner: ResolvedTemplate) -> list[Resource]:
     base = f"{stack_name}-{pool}.{host}"
     digest = plan_snapshot(template, stack).digest
     key = f"{T}SandboxPool::{base}"
@@ -130,15 +131,23 @@ def _pool_resources(stack_name: str, stack: str, host: str, pool: str, replicas:
                      props={"name": docker_name(stack, pool, "secrets-seeder"), "owner": template.user,
                             "files": files}),
         ]
-    image = plan_snapshot(template, stack).image
+    data = plan_data(stack, pool, template)
+    if data:
+        out += [Resource(f"{base}-data{i}", VOLUME, key, "data volume", host, pool, template.name,
+                         props={"name": v.name, "path": v.path}) for i, v in enumerate(data.volumes)]
+        out.append(Resource(f"{base}-data-seeder", CONTAINER, key, "data loader", host, pool, template.name,
+                            props={"name": data.seeder_name, "files": data.files}))
+    image = plan_snapshot(owner, stack).image  # the shared image of identical snapshots
     for index in range(replicas):
         sandbox = plan_sandbox(stack=stack, pool=pool, host=host, template=template, index=index,
-                               network=plan.networks[pool], digest=digest, labels=plan.labels)
+                               network=plan.networks[pool], digest=digest, labels=plan.labels,
+                               gpu_device_ids=plan.gpu_ids(pool, index))
         props = _jsonable(asdict(sandbox))
         props["env"] = {k: _secret_or_value(v) for k, v in sandbox.env.items()}
         props.update(image=image, network=plan.networks[pool].name, egress=_egress(template),
                      lifecycle=asdict(template.lifecycle), pids=template.limits.pids, replace_on_changes=sandbox_replace_on_changes(),
-                     secret_files=sorted(s.path for s in template.secrets))
+                     secret_files=sorted(s.path for s in template.secrets),
+                     data=[d.path for d in template.data])
         out.append(Resource(f"{base}-{index}", CONTAINER, key, "sandbox", host, pool, template.name, props))
     return out
 
@@ -154,6 +163,7 @@ def stack_resources(spec: ResolvedStack, stack: str, component: str = COMPONENT)
     templates' snapshot images and its pools' objects."""
     out = [Resource(component, T + "SandboxStack", None, "stack")]
     hosts = plan_hosts(spec, stack)
+    owners = snapshot_owners(spec)
     for host, plan in hosts.items():
         out += _host_resources(component, host, plan, spec.hosts[host])
         seen: set[str] = set()
@@ -161,8 +171,9 @@ def stack_resources(spec: ResolvedStack, stack: str, component: str = COMPONENT)
             if host not in pool.hosts:
                 continue
             template = spec.templates[pool.template]
-            if template.name not in seen:
-                seen.add(template.name)
-                out += _template_resources(component, stack, host, template)
-            out += _pool_resources(component, stack, host, pool_name, pool.replicas, template, plan)
+            owner = spec.templates[owners[(host, template.name)]]
+            if owner.name not in seen:
+                seen.add(owner.name)
+                out += _template_resources(component, stack, host, owner)
+            out += _pool_resources(component, stack, host, pool_name, pool.replicas, template, plan, owner)
     return out

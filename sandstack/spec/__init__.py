@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from sandstack.spec.errors import Diagnostic, SpecError
+from sandstack.spec.inherit import expand, extends_diagnostics
 from sandstack.spec.loader import Document, load
 from sandstack.spec.models import Stack
 from sandstack.spec.resolve import ResolvedStack, resolve_stack
@@ -66,7 +67,7 @@ def _model_diagnostics(doc: Document, exc: ValidationError) -> list[Diagnostic]:
 
 
 def check_file(path: str | os.PathLike[str], display: str | None = None) -> CheckResult:
-    """Every layer in order: parse → JSON Schema → models → semantic rules → resolution.
+    """Every layer in order: parse → JSON Schema → models → inheritance → semantic rules → resolution.
 
     A layer runs only when the one before it passed, so one mistake is reported once.
     """
@@ -81,6 +82,10 @@ def check_file(path: str | os.PathLike[str], display: str | None = None) -> Chec
         stack = Stack.model_validate(doc.data)
     except ValidationError as exc:
         return CheckResult(sorted(set(_model_diagnostics(doc, exc))), None)
+    diagnostics = list(extends_diagnostics(doc, stack))
+    if diagnostics:
+        return CheckResult(sorted(set(diagnostics)), None)
+    stack = expand(stack)  # every later layer sees each template whole (extends, defaults' image and snapshot)
     diagnostics = run_rules(Context(doc, stack, Path(path)))
     if diagnostics:
         return CheckResult(sorted(set(diagnostics)), None)

@@ -36,8 +36,9 @@ class Effect:
     sandboxes: Literal["none", "update", "replace", "scale"] = "none"  # scale: sandboxes created or deleted
     snapshot: Literal["none", "rebuild", "switch"] = "none"  # switch: the pool moves to another image
     secrets: bool = False  # the secrets volume is re-seeded (its seeder runs again)
+    data: bool = False  # the pool's read-only data volumes are reloaded (their seeder runs again)
     host: frozenset[str] | None = frozenset()  # host objects renewed; None: some of them, by value
-    scope: Literal["pools", "host", "placement"] = "pools"
+    scope: Literal["pools", "host", "gpu", "placement"] = "pools"
     when: tuple[tuple[str, Effect], ...] = ()  # (condition in words, the effect under it)
     forces: tuple[str, ...] = ()  # sandbox container settings this field feeds that only a replace applies
     label_text: str = ""  # the Change column's word, for the presets
@@ -52,11 +53,14 @@ class Effect:
                 {"update": "in-place", "replace": "replace", "scale": "scale"}.get(self.sandboxes),
                 {"rebuild": "rebuild", "switch": "switch"}.get(self.snapshot),
                 "reseed" if self.secrets else None,
+                "reload" if self.data else None,
                 "host" if self.host is None else None,
                 *(sorted(self.host or ())),
             ) if part]
             if self.scope == "host":
                 parts.append("all pools")
+            if self.scope == "gpu":
+                parts.append("gpu pools")
             base = " + ".join(parts) or "none"
         return base + "".join(f"; {cond}: {effect.label}" for cond, effect in self.when)
 
@@ -74,12 +78,13 @@ IN_PLACE = Effect(sandboxes="update", label_text="in-place")
 REPLACE = Effect(sandboxes="replace", label_text="replace")
 REBUILD = Effect(sandboxes="replace", snapshot="rebuild", label_text="rebuild")
 RESEED = Effect(secrets=True, label_text="reseed")
+RELOAD = Effect(data=True, label_text="reload")
 HOST = Effect(host=None, label_text="host")
 GUARD = Effect(host=frozenset({"guard"}))  # the guard holds the value (pids.max, lifecycle lines)
 # A block of limits: the guard holds each sandbox's pids limit, so it is renewed when that limit changes.
 REPLACE_AND_GUARD = Effect(sandboxes="replace", host=frozenset({"guard"}), when=(("pids unchanged", REPLACE),))
 IN_PLACE_AND_GUARD = Effect(sandboxes="update", host=frozenset({"guard"}))
-PRESETS: dict[str, Effect] = {e.label_text: e for e in (NONE, IN_PLACE, REPLACE, REBUILD, RESEED, HOST)}
+PRESETS: dict[str, Effect] = {e.label_text: e for e in (NONE, IN_PLACE, REPLACE, REBUILD, RESEED, RELOAD, HOST)}
 
 # The Change column's legend (README reference).
 MEANING: dict[str, str] = {
@@ -88,6 +93,7 @@ MEANING: dict[str, str] = {
     "replace": "replaces the pool's sandbox containers",
     "rebuild": "rebuilds the template's snapshot image; the pool's sandboxes are replaced onto it",
     "reseed": "re-seeds the pool's secrets volume; running sandboxes read the new files, none is replaced",
+    "reload": "reloads the pool's read-only data volumes; running sandboxes read the new files, none is replaced",
     "scale": "creates or deletes sandboxes; the others keep running",
     "placement": "creates the pool's objects on hosts added to it (renewing their guard and gateway), deletes them "
                  "from hosts removed; nothing changes on the hosts it keeps",
@@ -95,6 +101,7 @@ MEANING: dict[str, str] = {
     "host": "renews host objects (provider, networks, guard, gateway) as the value requires, and what they carry",
     **{role: f"also renews {words}" for role, words in HOST_ROLE_WORDS.items()},
     "all pools": "for every pool on the host, not only the field's own",
+    "gpu pools": "for the host's pools that request GPUs (their device ids move)",
     "X; cond: Y": "X, except under the condition, where Y",
 }
 

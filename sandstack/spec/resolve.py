@@ -99,6 +99,21 @@ class ResolvedFile:
 
 
 @dataclass(frozen=True)
+class ResolvedData:
+    """A read-only data mount: `files` are (path relative to the mount, file next to the stack), sorted."""
+
+    source: Path
+    path: str
+    files: tuple[tuple[str, Path], ...]
+
+
+def data_files(source: Path) -> tuple[tuple[str, Path], ...]:
+    if source.is_file():
+        return ((source.name, source),)
+    return tuple((p.relative_to(source).as_posix(), p) for p in sorted(source.rglob("*")) if p.is_file())
+
+
+@dataclass(frozen=True)
 class ResolvedTemplate:
     name: str
     description: str
@@ -109,6 +124,7 @@ class ResolvedTemplate:
     push_to: str | None
     env: dict[str, str | SecretRef]
     secrets: tuple[SecretFile, ...]
+    data: tuple[ResolvedData, ...]
     user: str
     workdir: str | None
     entrypoint: tuple[str, ...] | None
@@ -250,6 +266,8 @@ def resolve_template(stack: Stack, name: str, source: Path) -> ResolvedTemplate:
         push_to=t.snapshot.push_to,
         env={**d.env, **t.env},
         secrets=tuple(t.secrets),
+        data=tuple(ResolvedData(source.parent / d.source, d.path, data_files(source.parent / d.source))
+                   for d in t.data),
         user=effective_user(stack, t),
         workdir=_pick(t.workdir, d.workdir),
         entrypoint=tuple(t.entrypoint) if t.entrypoint else None,

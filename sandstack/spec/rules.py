@@ -223,6 +223,14 @@ def _metadata_range(entry: str) -> str | None:
     return None
 
 
+@rule("base-image")
+def base_image_set(ctx: Context) -> Iterator[Diagnostic]:
+    for path, template in _templates(ctx):
+        if template.base_image is None:
+            yield ctx.error(path, f"template {path[-1]!r} has no `base_image`: set it, or inherit one from the "
+                            "template it `extends` or from `defaults`", "base-image")
+
+
 @rule("snapshot-version")
 def snapshot_version_with_setup(ctx: Context) -> Iterator[Diagnostic]:
     for path, template in _templates(ctx):
@@ -244,6 +252,40 @@ def snapshot_files_exist(ctx: Context) -> Iterator[Diagnostic]:
                                 "snapshot-file")
             elif not target.is_file():
                 yield ctx.error(where, f"{item.source!r} is not a file (looked in {str(base)!r})", "snapshot-file")
+
+
+DATA_MAX_BYTES = 64 * 1024**2  # per template: data is uploaded through the provider's state, not a registry
+DATA_MAX_FILES = 1000
+
+
+@rule("data-source")
+def data_sources(ctx: Context) -> Iterator[Diagnostic]:
+    base = ctx.source.parent.resolve()
+    for path, template in _templates(ctx):
+        total, count, seen = 0, 0, set()
+        for i, item in enumerate(template.data):
+            where = path + ("data", i)
+            target = (base / item.source).resolve()
+            if base not in target.parents:
+                yield ctx.error(where + ("source",), f"{item.source!r} resolves outside the stack file's folder "
+                                f"{str(base)!r}", "data-source")
+                continue
+            if not target.exists():
+                yield ctx.error(where + ("source",), f"{item.source!r} is neither a file nor a folder (looked in "
+                                f"{str(base)!r})", "data-source")
+                continue
+            files = [target] if target.is_file() else [p for p in target.rglob("*") if p.is_file()]
+            total += sum(p.stat().st_size for p in files)
+            count += len(files)
+            if item.path in seen or item.path == "/" or item.path == SECRETS_DIR or \
+                    item.path.startswith(SECRETS_DIR + "/"):
+                yield ctx.error(where + ("path",), f"{item.path!r} is taken (another data mount, the root or the "
+                                "secrets folder): mount data at a path of its own, e.g. '/opt/skills'", "data-source")
+            seen.add(item.path)
+        if total > DATA_MAX_BYTES or count > DATA_MAX_FILES:
+            yield ctx.error(path + ("data",), f"data mounts hold {count} files of {total} bytes; at most "
+                            f"{DATA_MAX_FILES} files and {DATA_MAX_BYTES // 1024**2}MiB per template (use a volume "
+                            "or the snapshot image for more)", "data-source")
 
 
 @rule("unique-host-port")
@@ -330,6 +372,24 @@ def gpus_where_hosts_have_them(ctx: Context) -> Iterator[Diagnostic]:
         elif used[(host, gpus.type)] > have:
             yield ctx.error(("pools", pool, "replicas"), f"pools on host {host!r} request "
                             f"{used[(host, gpus.type)]} {kind}; it has {have}", "gpu-host")
+
+
+@rule("gpu-ids")
+def gpu_ids_match_counts(ctx: Context) -> Iterator[Diagnostic]:
+    for host, spec in ctx.stack.hosts.items():
+        seen: dict[str, int] = {}
+        for index, inventory in enumerate(spec.capacity.gpus):
+            if inventory.ids is None:
+                continue
+            where = ("hosts", host, "capacity", "gpus", index, "ids")
+            if len(inventory.ids) != inventory.count:
+                yield ctx.error(where, f"{len(inventory.ids)} device ids for {inventory.count} {inventory.type} "
+                                "GPUs: list exactly `count` ids", "gpu-ids")
+            for position, device in enumerate(inventory.ids):
+                if device in seen:
+                    yield ctx.error((*where, position), f"device id {device!r} is listed twice on host {host!r}",
+                                    "gpu-ids")
+                seen[device] = index
 
 
 @rule("disk-enforced")

@@ -47,7 +47,8 @@ HOST = "local"
 SECRETS = {"apiToken": "tok", "apiToken2": "tok2", "githubToken": "gh", "githubToken2": "gh2",
            "sharedToken": "shared", "sharedToken2": "shared2", "caPem": "CA", "caPem2": "CA2",
            "certPem": "CERT", "certPem2": "CERT2", "keyPem": "KEY", "keyPem2": "KEY2"}
-FILES = {"files/tool.sh": "echo tool\n", "files/other.sh": "echo other\n"}
+FILES = {"files/tool.sh": "echo tool\n", "files/other.sh": "echo other\n", "skills/a.md": "# a\n",
+         "skills/b.md": "# b\n"}
 
 BASE: dict = {
     "version": 1,
@@ -59,8 +60,8 @@ BASE: dict = {
         "labels": {"team": "sandbox"},
     }},
     "profiles": {
-        "small": {"cpus": 1, "memory": "512MiB", "disk": "512MiB", "pids": 128, "open_files": 1024,
-                  "gpus": {"count": 1, "type": "nvidia-l4"}},
+        # No GPUs: a GPU pool placed after another would take devices that pool's changes move (see GPU_LATER).
+        "small": {"cpus": 1, "memory": "512MiB", "disk": "512MiB", "pids": 128, "open_files": 1024},
         "big": {"cpus": 4, "memory": "2GiB", "disk": "1GiB", "pids": 512, "open_files": 4096},
     },
     "defaults": {
@@ -92,6 +93,7 @@ BASE: dict = {
             "user": "10001:10001",
             "workdir": "/work",
             "secrets": [{"secret": "githubToken", "path": "/run/secrets/github-token"}],
+            "data": [{"source": "skills", "path": "/opt/skills"}],
             "entrypoint": ["/bin/sh", "-c"],
             "command": ["sleep infinity"],
             "readiness": {"command": ["true"], "interval": "5s", "timeout": "2s", "retries": 3, "start_period": "1s"},
@@ -197,6 +199,14 @@ AGENT_ALLOW_ALL = setting(templates__agent__network={"egress": "allow-all", "den
 WRITABLE_ROOT = setting(hosts__local__storage_quota=True, templates__agent__filesystem={
     "read_only_root": False, "writable": [{"path": "/tmp", "size": "64MiB"}], "shm_size": "16MiB"})
 
+FREE_BASE_FROM_DEFAULTS = setting(templates__free__base_image=None, defaults__base_image="busybox:1.36")
+DEFAULT_FILES = setting(defaults__snapshot={"version": "2", "files": [
+    {"source": "files/tool.sh", "path": "/usr/local/bin/tool", "mode": "0755"}]})
+GPU_POOLS = ("agent",)  # the base's pools with a GPU request (scope 'gpu')
+MIXED_GPUS = setting(hosts__local__capacity__gpus=[{"type": "nvidia-a100", "count": 1},
+                                                  {"type": "nvidia-l4", "count": 8}])
+L4_IDS = setting(hosts__local__capacity__gpus=[{"type": "nvidia-l4", "count": 8,
+                                                "ids": ["0", "1", "2", "3", "4", "5", "6", "7"]}])
 PUSH_UNMAPPED = "the engine harness does not map docker:index/registryImage:RegistryImage, so `push_to` is unproven"
 NO_IDLE = setting(templates__agent__lifecycle__idle_timeout=None, defaults__lifecycle__idle_timeout=None)
 BUILTIN_TMPFS = "built-in /tmp or /dev/shm under 256MiB"
@@ -222,6 +232,15 @@ CASES: list[Case] = [
     Case("hosts.*.capacity.memory", "128GiB"),
     Case("hosts.*.capacity.disk", "512GiB"),
     Case("hosts.*.capacity.gpus", [{"type": "nvidia-l4", "count": 4}, {"type": "nvidia-a100", "count": 1}]),
+    Case("hosts.*.capacity.gpus", [{"type": "nvidia-a100", "count": 1}, {"type": "nvidia-l4", "count": 4}],
+         condition="devices reassigned"),
+    Case("hosts.*.capacity", {"cpus": 64, "memory": "256GiB", "disk": "1TiB", "gpus": [
+        {"type": "nvidia-a100", "count": 1}, {"type": "nvidia-l4", "count": 8}]}, condition="devices reassigned"),
+    Case("hosts.*.capacity.gpus[].type", "nvidia-l4", prepare=MIXED_GPUS, condition="devices reassigned"),
+    Case("hosts.*.capacity.gpus[].count", 2, prepare=MIXED_GPUS, condition="devices reassigned"),
+    Case("hosts.*.capacity.gpus[].ids", ["0", "1", "2", "3", "4", "5", "7", "6"], prepare=L4_IDS),
+    Case("hosts.*.capacity.gpus[].ids", ["GPU-aaaa0001", "1", "2", "3", "4", "5", "6", "7"], prepare=L4_IDS,
+         condition="devices reassigned"),
     Case("hosts.*.capacity.gpus[].type", "nvidia-l4x", prepare=setting(
         templates__agent__limits__gpus={"count": 1}, profiles__small__gpus={"count": 1})),
     Case("hosts.*.capacity.gpus[].count", 4),
@@ -248,7 +267,8 @@ CASES: list[Case] = [
     Case("profiles.*.gpus.count", 2),
     Case("profiles.*.gpus.type", "nvidia-a100",
          prepare=setting(hosts__local__capacity__gpus=[{"type": "nvidia-l4", "count": 8},
-                                                       {"type": "nvidia-a100", "count": 8}])),
+                                                       {"type": "nvidia-a100", "count": 8}],
+                         profiles__small__gpus={"count": 1, "type": "nvidia-l4"})),
     # --- defaults (the `free` template inherits them all)
     Case("defaults.limits", {"profile": "small", "cpus": 3, "memory": "1GiB"}, condition="pids unchanged"),
     Case("defaults.limits.cpus", 3),
@@ -297,6 +317,17 @@ CASES: list[Case] = [
     Case("defaults.env", {"LANG": "C", "SHARED": {"secret": "sharedToken"}}, pools=("agent", "free")),
     Case("defaults.env.*.secret", "sharedToken2", pools=("agent", "free")),
     Case("defaults.user", "20001:20001"),
+    Case("defaults.base_image", "busybox:1.37", prepare=FREE_BASE_FROM_DEFAULTS),
+    Case("defaults.snapshot", {"version": "2", "setup": ["true"]}),
+    Case("defaults.snapshot.version", "3", prepare=setting(defaults__snapshot={"version": "2"})),
+    Case("defaults.snapshot.setup", ["true"], prepare=setting(defaults__snapshot={"version": "2"})),
+    Case("defaults.snapshot.files", [{"source": "files/tool.sh", "path": "/usr/local/bin/tool"}],
+         prepare=setting(defaults__snapshot={"version": "2"})),
+    Case("defaults.snapshot.files[].source", "files/other.sh", prepare=DEFAULT_FILES),
+    Case("defaults.snapshot.files[].path", "/usr/local/bin/tool2", prepare=DEFAULT_FILES),
+    Case("defaults.snapshot.files[].mode", "0700", prepare=DEFAULT_FILES),
+    Case("defaults.snapshot.push_to", "registry.example.com/free", xfail=PUSH_UNMAPPED,
+         raises=UnsupportedResourceError),
     Case("defaults.workdir", "/home"),
     # --- templates (the `agent` template sets each itself)
     Case("templates.*.limits", {"profile": "big"}),
@@ -347,6 +378,10 @@ CASES: list[Case] = [
     Case("templates.*.user", "20001:20001"),
     Case("templates.*.workdir", "/home"),
     Case("templates.*.description", "another agent"),
+    # `free` (no settings of its own) starts from `agent`: it inherits everything agent sets.
+    Case("templates.*.extends", "agent", at="templates.free.extends", pools=("free",),
+         prepare=setting(templates__agent__ports__0__host_port=None)),
+    Case("templates.*.extends", "free", condition="nothing inherited changes"),
     Case("templates.*.base_image", "busybox:1.37"),
     Case("templates.*.snapshot", {"version": "2", "setup": ["true"]}),
     Case("templates.*.snapshot.version", "2"),
@@ -362,6 +397,10 @@ CASES: list[Case] = [
                                  {"secret": "apiToken", "path": "/run/secrets/api-token"}]),
     Case("templates.*.secrets[].secret", "githubToken2"),
     Case("templates.*.secrets[].path", "/run/secrets/gh"),
+    Case("templates.*.data", [{"source": "skills", "path": "/opt/skills"}, {"source": "files/tool.sh",
+                                                                          "path": "/opt/tool"}]),
+    Case("templates.*.data[].source", "files"),
+    Case("templates.*.data[].path", "/opt/skills2"),
     Case("templates.*.entrypoint", ["/bin/sh", "-ec"]),
     Case("templates.*.command", ["sleep 3600"]),
     Case("templates.*.readiness", {"command": ["true"], "interval": "7s"}),
@@ -427,6 +466,7 @@ HOST_OBJECTS = set().union(*ROLE_OBJECTS.values())
 POOL_NETWORK = re.compile(rf"^sandstack-{HOST}-net\.(?P<pool>[a-z0-9-]+)$")
 SANDBOX = re.compile(rf"^sandstack-(?P<pool>[a-z0-9-]+)\.{HOST}-[0-9]+$")
 SECRETS_OBJECT = re.compile(rf"^sandstack-(?P<pool>[a-z0-9-]+)\.{HOST}-secrets(-seeder)?$")
+DATA_OBJECT = re.compile(rf"^sandstack-(?P<pool>[a-z0-9-]+)\.{HOST}-data([0-9]+|-seeder)$")
 IMAGE = re.compile(rf"^sandstack-(?P<template>[a-z0-9-]+)\.{HOST}-image$")
 ELSEWHERE = re.compile(rf"^sandstack-(?!{HOST}\b)[a-z0-9-]+$|^sandstack-[a-z0-9-]+\.(?!{HOST}-)")
 
@@ -461,7 +501,8 @@ def expected_changes(effect: Effect, case: Case, runs, specs) -> tuple[set[str],
     (before, after), (old_spec, new_spec) = runs, specs
     changes = _changes(before, after)
     names = _names(before) | _names(after)
-    pools = tuple(old_spec["pools"]) if effect.scope == "host" else case.affected()
+    pools = tuple(old_spec["pools"]) if effect.scope == "host" else GPU_POOLS if effect.scope == "gpu" \
+        else case.affected()
     sandboxes_before = {n for n in _names(before) if (m := SANDBOX.match(n)) and m["pool"] in pools}
     sandboxes_after = {n for n in _names(after) if (m := SANDBOX.match(n)) and m["pool"] in pools}
     expected: set[str] = set()
@@ -486,6 +527,11 @@ def expected_changes(effect: Effect, case: Case, runs, specs) -> tuple[set[str],
         has_secrets = any((m := SECRETS_OBJECT.match(n)) and m["pool"] in pools for n in names)
         if has_secrets and not found:
             required.append("the pool's secrets objects")
+    if effect.data:
+        found = {k for k in changes if (m := DATA_OBJECT.match(k.split(" ", 1)[1])) and m["pool"] in pools}
+        expected |= found
+        if any((m := DATA_OBJECT.match(n)) and m["pool"] in pools for n in names) and not found:
+            required.append("the pool's data objects")
     if effect.scope == "placement":
         expected |= {k for k in changes if ELSEWHERE.search(k.split(" ", 1)[1])}
 
@@ -510,7 +556,8 @@ def expected_changes(effect: Effect, case: Case, runs, specs) -> tuple[set[str],
             expected.add(key)
         if sandbox and sandbox["pool"] in moved and key.startswith("replace ") and f"replace sandstack-{HOST}-net.{sandbox['pool']}" in expected:
             expected.add(key)
-        if SECRETS_OBJECT.match(name) and fields == ("image",) and f"replace sandstack-{HOST}-infra" in expected:
+        seeder = SECRETS_OBJECT.match(name) or DATA_OBJECT.match(name)
+        if seeder and fields == ("image",) and f"replace sandstack-{HOST}-infra" in expected:
             expected.add(key)
     for key in list(changes):
         if key.startswith("delete ") and f"replace {key[7:]}" in expected:

@@ -34,10 +34,11 @@ def test_the_dev_stack_run_twice_changes_nothing_the_second_time(dry_harness, tm
     shutil.copytree(STACKS, tmp_path / "stacks")
     program = stack_program(tmp_path / "stacks" / "dev.yaml", stack="dev")
     first = dry_harness.run(program)
-    # 5 images (infra + 4 snapshots), guard and gateway (volume + container each), 5 networks, 6 sandboxes
-    assert first.summary() == {"create": 20, "update": 0, "replace": 0, "delete": 0, "same": 0, "build": 5}
+    # 4 images (infra + 3 snapshots: builder extends preview and shares its image), guard and gateway (volume +
+    # container each), 5 networks, 6 sandboxes
+    assert first.summary() == {"create": 19, "update": 0, "replace": 0, "delete": 0, "same": 0, "build": 4}
     again = dry_harness.run(program)
-    assert again.summary() == {"create": 0, "update": 0, "replace": 0, "delete": 0, "same": 20, "build": 0}
+    assert again.summary() == {"create": 0, "update": 0, "replace": 0, "delete": 0, "same": 19, "build": 0}
     assert again.outputs == first.outputs
 
 
@@ -116,9 +117,9 @@ def test_adding_a_gateway_pool_adds_its_objects_and_renews_guard_and_gateway_onl
     more = changed(BASE, "templates.logged", {"base_image": "busybox:1.36", "network": {"egress": "allow-all"}})
     more["pools"]["logged"] = {"template": "logged", "hosts": ["local"]}
     result = up(more)
+    # `logged` has the snapshot content of `other` (busybox, no setup): it runs on other's image, nothing is built.
     assert _changes(result) == {
-        "create sandstack-logged.local-image": (), "create sandstack-local-net.logged": (),
-        "create sandstack-logged.local-0": (),
+        "create sandstack-local-net.logged": (), "create sandstack-logged.local-0": (),
         "replace sandstack-local-guard-container": ("envs",),  # rules, pids and bridges of the new pool
         # its squid.conf and the new pool's network
         "replace sandstack-local-gateway-container": ("envs", "networksAdvanced"),
@@ -132,9 +133,8 @@ def test_the_first_gateway_pool_brings_the_gateway_and_leaves_other_sandboxes_al
                                                "network": {"egress": "allow-list", "allow": ["example.com"]}})
     more["pools"]["agent"] = {"template": "agent", "hosts": ["local"]}
     result = up(more)
-    assert _changes(result) == {
-        "create sandstack-agent.local-image": (), "create sandstack-local-net.agent": (),
-        "create sandstack-local-egress-net": (), "create sandstack-local-gateway-log": (),
+    assert _changes(result) == {  # agent runs on other's image (the same snapshot content)
+        "create sandstack-local-net.agent": (), "create sandstack-local-egress-net": (), "create sandstack-local-gateway-log": (),
         "create sandstack-local-gateway-container": (), "create sandstack-agent.local-0": (),
         "replace sandstack-local-guard-container": ("envs",),
     }

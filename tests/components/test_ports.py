@@ -38,7 +38,7 @@ def test_only_unpublished_ports_publish_nothing(build):
 
 
 def test_stack_outputs_list_every_sandbox_with_its_port_addresses(build):
-    built = build(spec({"web": TEMPLATE, "plain": {"base_image": "busybox:1.36"}},
+    built = build(spec({"web": TEMPLATE, "plain": {"base_image": "busybox:1.37"}},
                        pools={"web": {"template": "web", "hosts": ["local"]},
                               "plain": {"template": "plain", "hosts": ["local"], "replicas": 2}}))
     c = built.container("sandstack-web.local-0")

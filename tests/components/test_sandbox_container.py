@@ -192,13 +192,29 @@ def test_fractional_cpus_and_memory_in_whole_megabytes(build):
     assert c.plan.host["NanoCpus"] == 250_000_000
 
 
-def test_a_gpu_request_becomes_device_requests(build):
-    hosts = {"local": host(capacity={"cpus": 64, "memory": "256GiB", "disk": "1TiB",
-                                     "gpus": [{"type": "nvidia-l4", "count": 4}]})}
-    template = changed(BASE, "limits.gpus", {"count": 2, "type": "nvidia-l4"})
-    _, c = _sandbox(build, template, hosts=hosts)
-    assert c.inputs["deviceRequests"] == [{"driver": "nvidia", "count": 2, "capabilities": ["gpu"]}]
-    assert c.plan.host["DeviceRequests"] == [{"Driver": "nvidia", "Count": 2, "Capabilities": [["gpu"]]}]
+def test_a_gpu_request_becomes_device_requests_for_the_hosts_devices_of_that_model(build):
+    """A host with two models: each replica gets its own devices of the requested model, by id."""
+    hosts = {"local": host(capacity={"cpus": 64, "memory": "256GiB", "disk": "1TiB", "gpus": [
+        {"type": "nvidia-a100", "count": 2}, {"type": "nvidia-l4", "count": 4, "ids": ["GPU-aaaa1111", "GPU-bbbb2222",
+                                                                                  "GPU-cccc3333", "GPU-dddd4444"]}]})}
+    l4 = changed(BASE, "limits.gpus", {"count": 2, "type": "nvidia-l4"})
+    a100 = changed(BASE, "limits.gpus", {"count": 1, "type": "nvidia-a100"})
+    built = build(spec({"l4": l4, "a100": a100}, hosts=hosts,
+                       pools={"l4": {"template": "l4", "hosts": ["local"], "replicas": 2},
+                              "a100": {"template": "a100", "hosts": ["local"], "replicas": 2}}))
+
+    def requests(name: str) -> list:
+        return built.container(name).inputs["deviceRequests"]
+
+    assert requests("sandstack-l4.local-0") == [{"driver": "nvidia", "deviceIds": ["GPU-aaaa1111", "GPU-bbbb2222"],
+                                                 "capabilities": ["gpu"]}]
+    assert requests("sandstack-l4.local-1") == [{"driver": "nvidia", "deviceIds": ["GPU-cccc3333", "GPU-dddd4444"],
+                                                 "capabilities": ["gpu"]}]
+    # Undeclared ids are indexes in declaration order: the a100s are devices 0 and 1.
+    assert [requests(f"sandstack-a100.local-{i}")[0]["deviceIds"] for i in (0, 1)] == [["0"], ["1"]]
+    c = built.container("sandstack-l4.local-0")
+    assert c.plan.host["DeviceRequests"] == [{"Driver": "nvidia", "Count": 0, "DeviceIDs": ["GPU-aaaa1111", "GPU-bbbb2222"],
+                                              "Capabilities": [["gpu"]]}]
 
 
 def test_no_gpu_request_sends_no_device_requests(build):

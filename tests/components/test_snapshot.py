@@ -201,3 +201,19 @@ def test_push_to_pushes_the_same_image_to_the_declared_registry(tmp_path):
                                         {"name": image.inputs["name"], "keepRemotely": True})
     assert push.request.parent == built.mocks.by_type("sandstack:index:SandboxTemplate")[0].urn
     assert push.provider == image.provider != ""
+
+
+def test_templates_with_the_same_snapshot_content_build_one_image_per_host(build):
+    """Four templates, two snapshot contents, on two hosts: two images per host (the first template's names)."""
+    same = {"base_image": "busybox:1.36", "snapshot": {"version": "1", "setup": ["true"]}}
+    templates = {"a": same, "b": {**same, "command": ["sleep", "1"]}, "c": {"extends": "a", "limits": {"cpus": 2}},
+                 "d": {**same, "snapshot": {"version": "2", "setup": ["true"]}}}
+    hosts = {"h1": host(), "h2": host()}
+    built = build(spec(templates, hosts=hosts, pools={n: {"template": n, "hosts": ["h1", "h2"]} for n in templates}))
+    images = sorted(r.name for r in built.mocks.by_type(REMOTE_IMAGE) if r.name.endswith("-image"))
+    assert images == ["sandstack-a.h1-image", "sandstack-a.h2-image", "sandstack-d.h1-image", "sandstack-d.h2-image"]
+    a_image = built.reg("sandstack-a.h1-image").inputs["name"]
+    for pool in "abc":
+        sandbox = built.container(f"sandstack-{pool}.h1-0")
+        assert {"label": "sandstack.template", "value": pool} in sandbox.inputs["labels"]
+        assert built.sandboxes[[s["name"] for s in built.sandboxes].index(f"h1/{pool}/0")]["image"] == a_image

@@ -73,9 +73,10 @@ def test_main_runs_the_dev_stack_and_exports_sandboxes_and_hosts(project_dir, mo
     assert [s["name"] for s in result.outputs["sandboxes"]] == [
         "local/shell/0", "local/shell/1", "local/python/0", "local/python/1", "local/preview/0", "local/builder/0"]
     assert result.outputs["sandboxes"][2]["container"] == "sandstack-dev-python-0"
-    # Build contexts go under the working directory's .sandstack/build (gitignored), one per template.
+    # Build contexts go under the working directory's .sandstack/build (gitignored), one per snapshot image:
+    # `builder` has `preview`'s snapshot content and runs on its image.
     assert sorted(p.name.rsplit("-", 1)[0] for p in (project_dir / ".sandstack" / "build").iterdir()) == \
-        ["builder", "preview", "python", "shell"]
+        ["preview", "python", "shell"]
     stack_urn = "urn:pulumi:dev::sandstack::pulumi:pulumi:Stack$sandstack:index:SandboxStack::sandstack"
     assert mocks.registrations[stack_urn].typ == "sandstack:index:SandboxStack"
 
@@ -98,7 +99,7 @@ def test_main_fails_on_a_broken_spec_with_the_validate_lines_and_registers_nothi
     expected_lines = [
         "stacks/dev.yaml:41:15: $.templates.python.network.egress: 'allow-some' is not allowed; "
         "use one of 'deny-all', 'allow-list', 'allow-all'",
-        "stacks/dev.yaml:77:15: $.pools.shell.replicas: -1 is below the minimum 0",
+        "stacks/dev.yaml:76:15: $.pools.shell.replicas: -1 is below the minimum 0",
     ]
     assert validate.stdout.splitlines() == expected_lines
 

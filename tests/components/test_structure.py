@@ -82,9 +82,10 @@ def test_children_of_the_host_are_named_after_it(dev):
                    "sandstack-local-infra", "sandstack-local-net.builder", "sandstack-local-net.preview",
                    "sandstack-local-net.python", "sandstack-local-net.shell", "sandstack-local-provider"]
     # Templates and pools are built by the stack but parented to the host (its provider): named
-    # `<stack component>-<name>.<host>`.
+    # `<stack component>-<name>.<host>`. `builder` has `preview`'s snapshot content, so it has a pool here but
+    # no template of its own: it runs on preview's image.
     others = [n for n in _children(dev, host) if n not in own]
-    assert others == ["sandstack-builder.local", "sandstack-builder.local", "sandstack-preview.local",
+    assert others == ["sandstack-builder.local", "sandstack-preview.local",
                       "sandstack-preview.local", "sandstack-python.local", "sandstack-python.local",
                       "sandstack-shell.local", "sandstack-shell.local"]
 
@@ -101,12 +102,13 @@ def test_children_of_components_are_named_component_dash_role(dev, component, ro
     assert names == sorted(f"{component}-{role}" for role in roles)
 
 
-def test_secret_seeder_and_volume_are_named_after_their_pool(prod):
+def test_secret_and_data_seeders_and_volumes_are_named_after_their_pool(prod):
     pool = next(r for r in prod.mocks.by_type("sandstack:index:SandboxPool")
                 if r.name == "sandstack-python-warm.sbx-a")
     assert _children(prod, pool) == sorted(
         [f"sandstack-python-warm.sbx-a-{i}" for i in range(16)]
-        + ["sandstack-python-warm.sbx-a-secrets", "sandstack-python-warm.sbx-a-secrets-seeder"])
+        + ["sandstack-python-warm.sbx-a-secrets", "sandstack-python-warm.sbx-a-secrets-seeder",
+           "sandstack-python-warm.sbx-a-data0", "sandstack-python-warm.sbx-a-data-seeder"])
 
 
 def _without_none(value):
@@ -164,8 +166,7 @@ def test_names_are_deterministic_docker_names(dev):
     assert images == {"sandstack-local-infra": "sandstack-dev/sandstack_infra",
                       "sandstack-shell.local-image": "sandstack-dev/shell",
                       "sandstack-python.local-image": "sandstack-dev/python",
-                      "sandstack-preview.local-image": "sandstack-dev/preview",
-                      "sandstack-builder.local-image": "sandstack-dev/builder"}
+                      "sandstack-preview.local-image": "sandstack-dev/preview"}  # builder shares it
 
 
 # --- names a valid spec could once make collide -------------------------------------------------------
@@ -199,7 +200,7 @@ def test_pool_and_host_names_with_dashes_never_collide(build):
 def test_pools_named_after_host_level_objects_keep_their_own_docker_names(build):
     listed = {"base_image": "busybox:1.36", "network": {"egress": "allow-list", "allow": ["a.example"]}}
     roles = ["egress", "gateway", "gateway-log", "guard", "guard-state", "infra"]
-    built = build(spec({r: listed for r in roles}))
+    built = build(spec({r: {**listed, "snapshot": {"version": r}} for r in roles}))  # one image each
     docker_names = {typ: sorted(r.inputs["name"] for r in built.mocks.by_type(typ))
                     for typ in (CONTAINER, NETWORK, VOLUME)}
     assert docker_names == {

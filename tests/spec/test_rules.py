@@ -162,6 +162,32 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
                 "      disk: 20GiB\n", "      disk: 20GiB\n      gpus: [{type: nvidia-l4, count: 1}]\n"),
          ["stack.yaml:50:15: $.pools.web.replicas: pools on host 'local' request 2 nvidia-l4 GPUs; it has 1"]),
     ],
+    "base-image": [
+        ("no-base-image-anywhere", change("    base_image: python:3.12-slim\n", ""),
+         ["stack.yaml:19:5: $.templates.web: template 'web' has no `base_image`: set it, or inherit one from the "
+          "template it `extends` or from `defaults`"]),
+    ],
+    "data-source": [
+        ("missing-source", change("    base_image: python:3.12-slim\n", "    base_image: python:3.12-slim\n"
+                                  "    data: [{source: skills, path: /opt/skills}]\n"),
+         ["stack.yaml:20:21: $.templates.web.data[0].source: 'skills' is neither a file nor a folder (looked in "
+          "'{folder}')"]),
+        ("secrets-folder", change("    base_image: python:3.12-slim\n", "    base_image: python:3.12-slim\n"
+                                  "    data: [{source: stack.yaml, path: /run/secrets}]\n"),
+         ["stack.yaml:20:39: $.templates.web.data[0].path: '/run/secrets' is taken (another data mount, the root or "
+          "the secrets folder): mount data at a path of its own, e.g. '/opt/skills'"]),
+    ],
+    "gpu-ids": [
+        ("fewer-ids-than-count",
+         change("      disk: 20GiB\n", "      disk: 20GiB\n      gpus: [{type: nvidia-l4, count: 2, ids: ['0']}]\n"),
+         ["stack.yaml:10:47: $.hosts.local.capacity.gpus[0].ids: 1 device ids for 2 nvidia-l4 GPUs: list exactly "
+          "`count` ids"]),
+        ("an-id-twice",
+         change("      disk: 20GiB\n", "      disk: 20GiB\n      gpus: [{type: nvidia-l4, count: 1, ids: ['GPU-1234abcd']},"
+                " {type: nvidia-a100, count: 1, ids: ['GPU-1234abcd']}]\n"),
+         ["stack.yaml:10:102: $.hosts.local.capacity.gpus[1].ids[0]: device id 'GPU-1234abcd' is listed twice on host "
+          "'local'"]),
+    ],
     "disk-enforced": [
         ("writable-paths-exceed-disk", change("    disk: 256MiB\n", "    disk: 32MiB\n"),
          ["stack.yaml:37:7: $.templates.web.filesystem: writable paths add up to 64MiB, more than `limits.disk` "

@@ -11,8 +11,8 @@ from tests.spec.helpers import edit, fixture_text, lines
 
 MINIMAL = fixture_text("minimal.yaml")
 CMD = '    command: ["sh"]\n'  # line 13, the last line: cases append template fields after it (line 14)
-TEMPLATE_FIELDS = ("limits, network, runtime, lifecycle, filesystem, security, env, user, workdir, description, "
-                   "base_image, snapshot, secrets, entrypoint, command, readiness, ports")
+TEMPLATE_FIELDS = ("limits, network, runtime, lifecycle, filesystem, security, env, user, workdir, base_image, "
+                   "snapshot, description, extends, data, secrets, entrypoint, command, readiness, ports")
 NAME_HINT = "use lowercase letters, digits and '-', starting with a letter, at most 32 characters"
 SIZE_HINT = "an integer number of bytes or a number with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. '512MiB'"
 CPUS_HINT = "a number of CPUs such as 1, 0.5 or '1.5', or millicores such as '500m'"
@@ -30,9 +30,6 @@ CASES = [
      ["stack.yaml:14:31: $.templates.shell.lifecycle.max_lifetime: expected a string, got integer 30: quote it"]),
     ("type", "yaml-1.1-boolean-is-a-string", with_template_field("    filesystem: {read_only_root: yes}"),
      ["stack.yaml:14:34: $.templates.shell.filesystem.read_only_root: expected true or false, got string 'yes'"]),
-    ("required", "template-field", edit(MINIMAL, "    base_image: busybox:1.36\n", ""),
-     ["stack.yaml:12:5: $.templates.shell: missing required field 'base_image' (image the snapshot starts from; "
-      "pin with '@sha256:…' for reproducible builds)"]),
     ("required", "top-level", edit(MINIMAL, "version: 1\n", ""),
      ["stack.yaml:2:1: $: missing required field 'version' (spec format version; always 1 for now)"]),
     ("additionalProperties", "did-you-mean", edit(MINIMAL, "    command:", "    comand:"),

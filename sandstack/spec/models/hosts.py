@@ -42,9 +42,28 @@ class TlsMaterial(StrictModel):
     key: TlsSecretRef = field(description="Private key of the client certificate (PEM).", change="host")
 
 
+GPU_ID_PATTERN = r"^([0-9]{1,3}|GPU-[0-9a-fA-F-]{8,64}|MIG-[0-9a-fA-F-]{8,64})$"
+GpuId = text(GPU_ID_PATTERN, "GPU device id", "a device index such as '0' or a UUID such as 'GPU-5f0e…' (nvidia-smi -L)")
+# Which devices a sandbox gets is decided by placement: a change that moves an assignment replaces the
+# sandboxes whose devices moved (their `device_ids`), and nothing else.
+REASSIGNS = changes.Effect(when=(("devices reassigned", changes.Effect(sandboxes="replace", scope="gpu")),))
+
+
 class GpuInventory(StrictModel):
-    type: GpuType = field(description="GPU model, matched against templates' `limits.gpus.type`.", change="none")
-    count: int = field(description="How many GPUs of this type the host has.", change="none", ge=1, le=64)
+    """The host's GPUs of one model. Sandboxes asking for that model get devices of it, by id."""
+
+    type: GpuType = field(description="GPU model, matched against templates' `limits.gpus.type`.", change=REASSIGNS)
+    count: int = field(description="How many GPUs of this type the host has.", change=REASSIGNS, ge=1, le=64)
+    ids: list[GpuId] | None = field(  # type: ignore[valid-type]
+        None,
+        description=(
+            "The devices of this type, by index or UUID as `nvidia-smi -L` shows them; as many as `count`. "
+            "Default: indexes in declaration order (the first entry's `count` devices from 0, then the next's). "
+            "Each sandbox gets its own devices of the type it requests (Docker `device_ids`), so a host with "
+            "mixed models never hands out the wrong one."
+        ),
+        change=REASSIGNS, max_length=64,
+    )
 
 
 class Capacity(StrictModel):
@@ -54,7 +73,8 @@ class Capacity(StrictModel):
     memory: Size = field(description="Memory available to sandboxes.", change="none")
     disk: Size = field(description="Disk available to sandboxes' writable paths.", change="none")
     gpus: list[GpuInventory] = field(
-        [], description="GPUs on the host. Default none: templates requesting GPUs cannot be placed here.", change="none"
+        [], description="GPUs on the host. Default none: templates requesting GPUs cannot be placed here.",
+        change=REASSIGNS,
     )
 
 
@@ -85,7 +105,7 @@ class Host(StrictModel):
         [], description="Extra ssh options for an `ssh://` endpoint, e.g. ['-o', 'StrictHostKeyChecking=yes'].",
         change="host", max_length=32,
     )
-    capacity: Capacity = field(description="What the host can give sandboxes.", change="none")
+    capacity: Capacity = field(description="What the host can give sandboxes.", change=REASSIGNS)
     overcommit: Overcommit = field(Overcommit(), description="Allowed overcommit of capacity.", change="none")
     storage_quota: bool = field(
         False,
@@ -120,5 +140,5 @@ class Host(StrictModel):
             "Free-form labels copied onto every Docker object sandstack creates on this host: a change replaces "
             "them all (host objects, snapshot images, sandboxes)."
         ),
-        change=changes.Effect(sandboxes="replace", snapshot="rebuild", secrets=True, host=None, scope="host"),
+        change=changes.Effect(sandboxes="replace", snapshot="rebuild", secrets=True, data=True, host=None, scope="host"),
     )

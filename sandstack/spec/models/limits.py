@@ -37,10 +37,10 @@ class GpuRequest(StrictModel):
     type: GpuType | None = field(
         None,
         description=(
-            "GPU model the host must have (see `hosts.*.capacity.gpus`); any type when unset. Used for placement: "
-            "the sandbox gets `count` GPUs of the host's, so a change is checked, not applied."
+            "GPU model the host must have (see `hosts.*.capacity.gpus`); any type when unset. The sandbox gets "
+            "`count` devices of that model by id, so a change replaces it."
         ),
-        change="none",
+        change="replace",
     )
 
 

@@ -20,7 +20,7 @@ class Pool(StrictModel):
     template: Name = field(
         description="Name of a template in `templates`. A change moves the pool to that template's snapshot image, "
                     "network policy and secrets.",
-        change=Effect(sandboxes="replace", snapshot="switch", secrets=True, host=None),
+        change=Effect(sandboxes="replace", snapshot="switch", secrets=True, data=True, host=None),
     )
     hosts: list[Name] = field(
         description="Names of hosts in `hosts`; the pool runs `replicas` sandboxes on each. A host added gets "

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import StringConstraints, WithJsonSchema
 
-from sandstack.spec.changes import IN_PLACE_AND_GUARD, REPLACE_AND_GUARD, RESEED, Effect
+from sandstack.spec.changes import IN_PLACE_AND_GUARD, NONE, RELOAD, REPLACE_AND_GUARD, RESEED, Effect
 from sandstack.spec.models.base import (
     AbsPath,
     ConfigKey,
@@ -99,6 +99,16 @@ PROBE = Effect(sandboxes="replace", forces=("healthcheck",))
 PROBE_AND_GUARD = Effect(sandboxes="replace", host=frozenset({"guard"}), forces=("healthcheck",),
                          when=(("no idle_timeout", PROBE),))
 TMPFS = Effect(sandboxes="replace", forces=("tmpfs",))
+
+
+class DataMount(StrictModel):
+    """Files next to the stack mounted read-only into every sandbox (agent skills, reference data): updated by
+    `pulumi up` without rebuilding the snapshot image, never writable by the sandbox."""
+
+    source: RelativePath = field(description="A file or folder next to the stack file; a folder is copied whole.",
+                                 change=RELOAD)
+    path: AbsPath = field(description="Where it appears in the sandbox, read-only, e.g. '/opt/skills'.",
+                          change="replace")
 
 
 class SecretFile(StrictModel):
@@ -200,6 +210,12 @@ class TemplateDefaults(StrictModel):
         change=Effect(sandboxes="replace", secrets=True),
     )
     workdir: AbsPath | None = field(None, description="Working directory. Default: the image's.", change="replace")
+    base_image: ImageRef | None = field(
+        None, description="Image the snapshot starts from; pin with '@sha256:…' for reproducible builds. A template "
+                          "without one takes its `extends`' or the defaults'.", change="rebuild")
+    snapshot: Snapshot | None = field(
+        None, description="Build steps baked into the snapshot image; a template's own replaces the inherited one "
+                          "whole.", change="rebuild")
 
 
 class Template(TemplateDefaults):
@@ -207,10 +223,20 @@ class Template(TemplateDefaults):
 
     description: Annotated[str, StringConstraints(max_length=500)] = field("", description="What it is for.",
                                                                           change="none")
-    base_image: ImageRef = field(
-        description="Image the snapshot starts from; pin with '@sha256:…' for reproducible builds.", change="rebuild"
+    extends: Name | None = field(
+        None,
+        description=(
+            "Another template this one starts from: every setting it does not set itself comes from there "
+            "(`lifecycle`, `filesystem`, `security` and `env` merged field by field, the rest whole), then from "
+            "`defaults`. Templates with the same snapshot content build one image per host."
+        ),
+        # Whatever the inherited settings do: new sandboxes, another (or a shared) image, secrets, host objects.
+        change=Effect(sandboxes="replace", snapshot="switch", secrets=True, data=True, host=None,
+                      when=(("nothing inherited changes", NONE),)),
     )
-    snapshot: Snapshot = field(Snapshot(), description="Build steps baked into the snapshot image.", change="rebuild")
+    data: list[DataMount] = field(
+        [], description="Read-only data mounted from files next to the stack (at most 64MiB in all per template).",
+        change=Effect(sandboxes="replace", data=True), max_length=16)
     secrets: list[SecretFile] = field([], description="Secrets delivered as files.", change=RESEED,
                                       max_length=64)
     entrypoint: Command | None = field(None, description="Entrypoint override (exec form).", change="replace")
