@@ -40,7 +40,8 @@ def plan_data(stack: str, pool: str, template: ResolvedTemplate) -> DataPlan | N
         volumes.append(DataVolume(docker_name(stack, pool, f"data{i}"), mount.path))
         seed = f"{SEED_DIR}/{i}"
         # A reload starts from an empty volume: a file removed next to the stack disappears in the sandboxes.
-        script.append(f"find {seed} -mindepth 1 -delete")
+        # The last load left it read-only, and the loader (root without DAC_OVERRIDE) owns it: open it first.
+        script.append(f"chmod -R u+w {seed} && find {seed} -mindepth 1 -delete")
         for relative, source in mount.files:
             uploads.append((f"{STAGING_DIR}/{i}/{relative}", source))
             files[f"{mount.path}/{relative}"] = hashlib.sha256(source.read_bytes()).hexdigest()

@@ -23,9 +23,9 @@ def test_a_pool_with_data_gets_volumes_a_loader_and_read_only_mounts(tmp_path):
     assert uploads == {"/staging/0/a.md": "# a\n", "/staging/0/sub/b.sh": "echo b\n", "/staging/1/notes.txt": "note\n"}
     assert loader.inputs["command"][2].splitlines() == [
         "set -e",
-        "find /seed/0 -mindepth 1 -delete", "if [ -d /staging/0 ]; then cp -R /staging/0/. /seed/0/; fi",
+        "chmod -R u+w /seed/0 && find /seed/0 -mindepth 1 -delete", "if [ -d /staging/0 ]; then cp -R /staging/0/. /seed/0/; fi",
         "chmod -R a=rX /seed/0",
-        "find /seed/1 -mindepth 1 -delete", "if [ -d /staging/1 ]; then cp -R /staging/1/. /seed/1/; fi",
+        "chmod -R u+w /seed/1 && find /seed/1 -mindepth 1 -delete", "if [ -d /staging/1 ]; then cp -R /staging/1/. /seed/1/; fi",
         "chmod -R a=rX /seed/1",
         "rm -rf /staging/*",
     ]
