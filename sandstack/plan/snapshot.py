@@ -45,6 +45,7 @@ def build_inputs(template: ResolvedTemplate) -> dict[str, object]:
             {"path": f.path, "mode": f.mode, "sha256": _sha256(f.source.read_bytes())} for f in template.files
         ],
         "supervisor": _sha256(SUPERVISOR_SOURCE.read_bytes()),
+        **({"sudo": template.user} if template.sudo else {}),
     }
 
 
@@ -75,7 +76,30 @@ def dockerfile_text(template: ResolvedTemplate, digest: str) -> str:
     # alike (COPY --chmod needs BuildKit).
     lines += [f"COPY files/{i} {f.path}" for i, f in enumerate(template.files)]
     lines += [f"RUN {json.dumps(['/bin/sh', '-c', step])}" for step in template.setup]
+    if template.sudo:
+        lines.append(f"RUN {json.dumps(['/bin/sh', '-c', sudo_step(template.user)])}")
     return "\n".join(lines) + "\n"
+
+
+def sudo_step(user: str) -> str:
+    """After the setup (which installs sudo where the base image lacks it): a passwd, shadow and group entry for
+    the sandbox's numeric user, named `sandbox` unless the image names it, and a passwordless sudoers rule for
+    it. sudo refuses a user the passwd file does not know, and refuses to run at all without a sudoers file
+    it can read."""
+    uid, _, gid = user.partition(":")
+    gid = gid or uid
+    return (
+        "command -v sudo >/dev/null || { echo 'security.sudo: the image has no sudo; install it in a setup step' >&2;"
+        " exit 1; }"
+        f" && {{ grep -q '^[^:]*:[^:]*:{gid}:' /etc/group || echo 'sandbox:x:{gid}:' >> /etc/group; }}"
+        f" && {{ grep -q '^[^:]*:[^:]*:{uid}:' /etc/passwd || echo 'sandbox:x:{uid}:{gid}:sandbox:/tmp:/bin/sh'"
+        " >> /etc/passwd"
+        # PAM's account check wants a shadow entry: '*' (no password login), never expiring.
+        " && { [ ! -f /etc/shadow ] || grep -q '^sandbox:' /etc/shadow || echo 'sandbox:*:19000:0:99999:7:::'"
+        " >> /etc/shadow; }; }"
+        f" && mkdir -p /etc/sudoers.d && echo '#{uid} ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/sandstack"
+        " && chmod 0440 /etc/sudoers.d/sandstack"
+    )
 
 
 def prepare_build(template: ResolvedTemplate, build_root: Path) -> BuildPlan:

@@ -30,6 +30,8 @@ RULES: dict[str, Rule] = {r.id: r for r in (
       "`policy.writable_root`.", "error", "Keep the root read-only and declare writable paths instead."),
     R("SBX-PRIV-006", "untrusted-needs-runsc", "Checks whether every template of a stack marked `policy.untrusted` "
       "uses the runsc runtime.", "error", "Set `runtime: runsc` (gVisor must be installed on the hosts)."),
+    R("SBX-PRIV-007", "no-sudo", "Checks whether a template lets its user sudo without being listed in "
+      "`policy.sudo`.", "error", "Drop `security.sudo`, or list the template in `policy.sudo` after review."),
     R("SBX-LIM-001", "limits-under-ceilings", "Checks whether a template's cpus, memory and pids are under "
       "`policy.ceilings`.", "error", "Lower the limit or raise the ceiling after review."),
     R("SBX-LIM-002", "bounded-lifetime", "Checks whether every sandbox has a max lifetime under "
@@ -102,7 +104,7 @@ def template_path(spec: ResolvedStack, template: str, *rel: object) -> tuple:
 def container_policy(policy: Policy, template: str) -> ContainerPolicy:
     return ContainerPolicy(capabilities=tuple(policy.capabilities), public_ports=tuple(policy.public_ports),
                            writable_root=template in policy.writable_root, untrusted=policy.untrusted,
-                           max_gpus=policy.ceilings.gpus)
+                           max_gpus=policy.ceilings.gpus, sudo=template in policy.sudo)
 
 
 def _used_templates(spec: ResolvedStack) -> dict[str, ResolvedTemplate]:
@@ -125,6 +127,13 @@ def check_containers(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]
         for rule, where, message in container_violations(facts_of_plan(plan), container_policy(policy, t.name)):
             yield Violation(rule, f"template/{t.name}", template_path(spec, t.name, *FIELD_PATHS[where]),
                             f"Template '{t.name}' {message}.")
+
+
+def check_sudo(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
+    for name, t in _used_templates(spec).items():
+        if t.sudo and name not in policy.sudo:
+            yield Violation("SBX-PRIV-007", f"template/{name}", template_path(spec, name, "security", "sudo"),
+                            f"Template '{name}' must not let its user sudo.")
 
 
 def check_limits(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
@@ -237,6 +246,6 @@ def check_snapshots(spec: ResolvedStack, base: ResolvedStack | None) -> Iterator
 
 
 def builtin_violations(spec: ResolvedStack, policy: Policy, base: ResolvedStack | None = None) -> list[Violation]:
-    return [*check_containers(spec, policy), *check_limits(spec, policy), *check_network(spec, policy),
+    return [*check_containers(spec, policy), *check_sudo(spec, policy), *check_limits(spec, policy), *check_network(spec, policy),
             *check_images(spec, policy), *check_credentials(spec), *check_snapshots(spec, base)]
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandstack.plan.sandbox import EXPOSURE_BIND, SandboxPlan
+from sandstack.spec.resolve import SUDO_CAPABILITIES
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class ContainerPolicy:
     writable_root: bool = False
     untrusted: bool = False
     max_gpus: int = 8
+    sudo: bool = False  # an allowed `security.sudo`: its capabilities and no_new_privileges off are expected
 
 
 def facts_of_plan(plan: SandboxPlan) -> ContainerFacts:
@@ -64,13 +66,14 @@ def container_violations(facts: ContainerFacts, policy: ContainerPolicy) -> list
     out = []
     if facts.privileged:
         out.append(("SBX-PRIV-001", "security.privileged", "must not run privileged"))
-    extra = sorted(set(facts.capabilities) - set(policy.capabilities))
+    allowed = set(policy.capabilities) | (set(SUDO_CAPABILITIES) if policy.sudo else set())
+    extra = sorted(set(facts.capabilities) - allowed)
     if extra:
         out.append(("SBX-PRIV-002", "security.capabilities",
                     f"must not add capabilities outside the allowed set: {', '.join(extra)}"))
     if _root(facts.user):
         out.append(("SBX-PRIV-003", "user", f"must not run as root (user {facts.user or 'unset'})"))
-    if not facts.no_new_privileges:
+    if not facts.no_new_privileges and not policy.sudo:
         out.append(("SBX-PRIV-004", "security.no_new_privileges", "must keep no_new_privileges on"))
     if not facts.read_only_root and not policy.writable_root:
         out.append(("SBX-PRIV-005", "filesystem.read_only_root", "must keep a read-only root filesystem"))

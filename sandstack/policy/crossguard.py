@@ -24,6 +24,7 @@ CONFIG_SCHEMA = {
     "writableRoot": {"type": "boolean", "default": False},
     "untrusted": {"type": "boolean", "default": False},
     "maxGpus": {"type": "integer", "default": 8},
+    "sudo": {"type": "boolean", "default": False},
 }
 
 
@@ -38,7 +39,7 @@ def policy_from_config(config: Mapping[str, Any] | None) -> ContainerPolicy:
     c = config or {}
     return ContainerPolicy(capabilities=tuple(c.get("capabilities", ())), public_ports=tuple(c.get("publicPorts", ())),
                            writable_root=bool(c.get("writableRoot", False)), untrusted=bool(c.get("untrusted", False)),
-                           max_gpus=int(c.get("maxGpus", 8)))
+                           max_gpus=int(c.get("maxGpus", 8)), sudo=bool(c.get("sudo", False)))
 
 
 def validator(rule_id: str) -> Callable[[Any, Callable[[str, str | None], None]], None]:

@@ -92,6 +92,8 @@ def compare_templates(pool: str, old: ResolvedTemplate, new: ResolvedTemplate) -
         add(_uid(new.user) == "0", "privileges", f"user {old.user} → {new.user}")
     if old.read_only_root != new.read_only_root:
         add(not new.read_only_root, "privileges", "root filesystem " + ("read-only" if new.read_only_root else "writable"))
+    if old.sudo != new.sudo:
+        add(new.sudo, "privileges", "sudo " + ("on" if new.sudo else "off"))
     if old.runtime != new.runtime:
         add(new.runtime == "runc", "privileges", f"runtime {old.runtime} → {new.runtime}")
     # Lifetime (0 = unlimited / never).

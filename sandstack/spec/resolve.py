@@ -141,6 +141,7 @@ class ResolvedTemplate:
     capabilities: tuple[str, ...]
     privileged: bool
     no_new_privileges: bool
+    sudo: bool = False  # the user may `sudo` (its capabilities and no_new_privileges above already say so)
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,10 @@ def _pick(*values):
     return next((v for v in values if v is not None), None)
 
 
+# What `security.sudo` adds to a sandbox's bounding set: switching user, sudo's audit record, and the root
+# actions of package managers and file ownership.
+SUDO_CAPABILITIES = ("SETUID", "SETGID", "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER")
+
 # Built-ins of the blocks merged field by field (`lifecycle`, `filesystem`, `security`).
 BUILTIN_FIELDS: dict[tuple[str, str], object] = {
     ("lifecycle", "max_lifetime"): BUILTIN_MAX_LIFETIME,
@@ -209,6 +214,7 @@ BUILTIN_FIELDS: dict[tuple[str, str], object] = {
     ("security", "capabilities"): (),
     ("security", "privileged"): False,
     ("security", "no_new_privileges"): True,
+    ("security", "sudo"): False,
 }
 
 
@@ -285,9 +291,12 @@ def resolve_template(stack: Stack, name: str, source: Path) -> ResolvedTemplate:
         read_only_root=field("filesystem", "read_only_root"),
         writable=effective_writable(stack, t),
         shm_size=field("filesystem", "shm_size"),
-        capabilities=tuple(field("security", "capabilities")),
+        # sudo's root actions need these in the bounding set, and setuid needs no_new_privileges off.
+        capabilities=tuple(dict.fromkeys((*field("security", "capabilities"),
+                                          *(SUDO_CAPABILITIES if field("security", "sudo") else ())))),
         privileged=field("security", "privileged"),
-        no_new_privileges=field("security", "no_new_privileges"),
+        no_new_privileges=field("security", "no_new_privileges") and not field("security", "sudo"),
+        sudo=field("security", "sudo"),
     )
 
 

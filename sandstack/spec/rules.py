@@ -544,13 +544,33 @@ def capabilities_need_root(ctx: Context) -> Iterator[Diagnostic]:
         caps = inherited(ctx.stack, template, "security", "capabilities")
         privileged = inherited(ctx.stack, template, "security", "privileged")
         user = effective_user(ctx.stack, template)
-        if caps and not privileged and user.partition(":")[0] not in ("0", "root"):
+        sudo = inherited(ctx.stack, template, "security", "sudo")
+        if caps and not privileged and not sudo and user.partition(":")[0] not in ("0", "root"):
             where = path + ("security", "capabilities") if sec and sec.capabilities is not None else (
                 "defaults", "security", "capabilities")
             yield ctx.error(where, f"{list(caps)} cannot take effect for user {user!r}: Docker gives a non-root "
                             "user added capabilities only in its bounding set, never effective; run the template "
                             "as user '0:0' (it keeps only these capabilities, a read-only root and "
                             "no-new-privileges) or remove them", "capabilities-user")
+
+
+@rule("sudo")
+def sudo_for_a_non_root_user(ctx: Context) -> Iterator[Diagnostic]:
+    for path, template in _templates(ctx):
+        if not inherited(ctx.stack, template, "security", "sudo"):
+            continue
+        user = effective_user(ctx.stack, template)
+        if user.partition(":")[0] in ("0", "root"):
+            yield ctx.error(path + ("user",), f"`security.sudo` is for a non-root user, not {user!r}: root needs "
+                            "no sudo; set a user such as '10001:10001' or drop sudo", "sudo")
+        elif not user.partition(":")[0].isdigit():
+            yield ctx.error(path + ("user",), f"`security.sudo` needs a numeric user ('uid:gid'), not {user!r}: "
+                            "the snapshot adds its passwd entry", "sudo")
+        if inherited(ctx.stack, template, "security", "no_new_privileges") is True and (
+                (template.security and template.security.no_new_privileges is True)
+                or (ctx.stack.defaults.security and ctx.stack.defaults.security.no_new_privileges is True)):
+            yield ctx.error(path + ("security", "no_new_privileges"), "`security.sudo` needs setuid, which "
+                            "`no_new_privileges: true` forbids: remove one of them", "sudo")
 
 
 @rule("memory-unit")

@@ -202,6 +202,7 @@ WRITABLE_ROOT = setting(hosts__local__storage_quota=True, templates__agent__file
 FREE_BASE_FROM_DEFAULTS = setting(templates__free__base_image=None, defaults__base_image="busybox:1.36")
 DEFAULT_FILES = setting(defaults__snapshot={"version": "2", "files": [
     {"source": "files/tool.sh", "path": "/usr/local/bin/tool", "mode": "0755"}]})
+NNP_UNSET = setting(templates__agent__security__no_new_privileges=None, defaults__security__no_new_privileges=None)
 GPU_POOLS = ("agent",)  # the base's pools with a GPU request (scope 'gpu')
 MIXED_GPUS = setting(hosts__local__capacity__gpus=[{"type": "nvidia-a100", "count": 1},
                                                   {"type": "nvidia-l4", "count": 8}])
@@ -314,6 +315,7 @@ CASES: list[Case] = [
          prepare=setting(defaults__user="0:0", templates__agent__user="0:0")),
     Case("defaults.security.privileged", True),
     Case("defaults.security.no_new_privileges", False),
+    Case("defaults.security.sudo", True, prepare=NNP_UNSET, pools=("agent", "free")),
     Case("defaults.env", {"LANG": "C", "SHARED": {"secret": "sharedToken"}}, pools=("agent", "free")),
     Case("defaults.env.*.secret", "sharedToken2", pools=("agent", "free")),
     Case("defaults.user", "20001:20001"),
@@ -373,6 +375,7 @@ CASES: list[Case] = [
     Case("templates.*.security.capabilities", ["NET_BIND_SERVICE"], prepare=setting(templates__agent__user="0:0")),
     Case("templates.*.security.privileged", True),
     Case("templates.*.security.no_new_privileges", False),
+    Case("templates.*.security.sudo", True, prepare=NNP_UNSET),
     Case("templates.*.env", {"MODE": "y", "TOKEN": {"secret": "apiToken"}}),
     Case("templates.*.env.*.secret", "apiToken2"),
     Case("templates.*.user", "20001:20001"),
@@ -441,6 +444,7 @@ CASES: list[Case] = [
     Case("policy.registries", ["registry.example.com"]),
     Case("policy.writable_root", ["agent"]),
     Case("policy.private_egress", True),
+    Case("policy.sudo", ["agent"]),
     Case("policy.suppressions", [{"rule": "SBX-PORT-001", "target": "template/agent", "reason": "reviewed"}]),
     Case("policy.suppressions[].rule", "SBX-NET-004", prepare=setting(policy={"suppressions": [
         {"rule": "SBX-PORT-001", "target": "template/agent", "reason": "reviewed"}]})),

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 
+from pathlib import Path
+
 from tests.support.specs import changed, spec
 
 MiB = 1024**2
@@ -69,3 +71,16 @@ def test_open_files_take_the_declared_limit_from_a_profile_or_the_template(build
     assert c.inputs["ulimits"] == [{"name": "nofile", "soft": 65536, "hard": 65536}]
     c = _sandbox(build, changed(template, "limits.open_files", 256), profiles={"roomy": {"open_files": 65536}})
     assert c.inputs["ulimits"] == [{"name": "nofile", "soft": 256, "hard": 256}]
+
+
+def test_sudo_adds_its_passwd_entry_and_sudoers_rule_to_the_snapshot_and_loosens_only_what_it_needs(build):
+    template = {**BASE, "security": {"sudo": True}}
+    built = build(spec({"t": template}))
+    c = built.container("sandstack-t.local-0")
+    assert c.inputs["capabilities"] == {"drops": ["ALL"], "adds": ["SETUID", "SETGID", "AUDIT_WRITE", "CHOWN",
+                                                                   "DAC_OVERRIDE", "FOWNER"]}
+    assert "securityOpts" not in c.inputs and c.inputs["user"] == "10001:10001" and c.inputs["readOnly"] is True
+    build_context = Path(built.reg("sandstack-t.local-image").inputs["build"]["context"])
+    dockerfile = (build_context / "Dockerfile").read_text()
+    assert "echo '#10001 ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/sandstack" in dockerfile
+    assert "echo 'sandbox:x:10001:10001:sandbox:/tmp:/bin/sh' >> /etc/passwd" in dockerfile

@@ -54,7 +54,7 @@ CMD ["/bin/sh"]
 DEBIAN_SUITE = "bookworm"
 # What the engine tests need: an egress proxy (squid), a web server and scripting (python3), firewall
 # commands (iptables, iproute2), process tools (procps), an HTTP client that speaks to proxies (curl),
-# raw TCP/UDP probes (netcat-openbsd) and DNS lookups (dnsutils).
+# raw TCP/UDP probes (netcat-openbsd), DNS lookups (dnsutils) and sudo (templates with `security.sudo`).
 DEBIAN_PACKAGES = (
     "squid-openssl",
     "python3",
@@ -64,6 +64,7 @@ DEBIAN_PACKAGES = (
     "curl",
     "netcat-openbsd",
     "dnsutils",
+    "sudo",
 )
 # Removed from the root fs before import: package caches and documentation only.
 DEBIAN_PRUNE = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man",

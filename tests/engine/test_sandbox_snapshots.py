@@ -135,3 +135,25 @@ def test_changed_setup_with_the_same_version_rebuilds(docker_harness, debian_ima
     assert _stamp(new)[1] != old_random and _stamp(new)[2] == 1
     with pytest.raises(docker.errors.ImageNotFound):
         client().images.get(old_image)
+
+
+def test_templates_with_the_same_snapshot_build_once_per_host_and_share_the_image(docker_harness, debian_image,
+                                                                                 busybox_image, tmp_path):
+    """Three templates, one snapshot content (one `extends` another, one repeats it): one build, one image,
+    whose setup ran once; each sandbox keeps its own settings."""
+    snapshot = {"version": "1", "setup": STAMP_SETUP}
+    templates = {
+        "base": {"base_image": busybox_image, "command": ["sleep", "100000"], "limits": {"memory": "16MiB"},
+                 "snapshot": snapshot},
+        "child": {"extends": "base", "env": {"ROLE": "child"}},
+        "twin": {"base_image": busybox_image, "command": ["sleep", "100001"], "limits": {"memory": "16MiB"},
+                 "snapshot": snapshot},
+    }
+    deployment = Deployment(docker_harness, tmp_path)
+    result = deployment.up(engine_spec(debian_image, templates))
+    assert result.builds == 1
+    sandboxes = [deployment.container(name) for name in templates]
+    assert len({s.image.id for s in sandboxes}) == 1
+    assert len({_stamp(s) for s in sandboxes}) == 1 and _stamp(sandboxes[0])[2] == 1
+    code, out = sh(sandboxes[1], 'printf %s "$ROLE"')
+    assert code == 0 and out == "child"

@@ -27,6 +27,8 @@ CASES = [
      f"{T} must keep a read-only root filesystem.", "$.templates.agent.filesystem.read_only_root"),
     ("SBX-PRIV-006", [("templates.agent.runtime", "runc")], f"{T} must use the runsc runtime for untrusted code, "
      "not runc.", "$.templates.agent.runtime"),
+    ("SBX-PRIV-007", [("templates.agent.security", {"sudo": True})], f"{T} must not let its user sudo.",
+     "$.templates.agent.security.sudo"),
     ("SBX-LIM-001", [("templates.agent.limits.cpus", 32)], f"{T} must have at most 16 CPUs, not 32.",
      "$.templates.agent.limits.cpus"),
     ("SBX-LIM-002", [("templates.agent.lifecycle.max_lifetime", "48h")],

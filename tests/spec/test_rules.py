@@ -177,6 +177,16 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
          ["stack.yaml:20:39: $.templates.web.data[0].path: '/run/secrets' is taken (another data mount, the root or "
           "the secrets folder): mount data at a path of its own, e.g. '/opt/skills'"]),
     ],
+    "sudo": [
+        ("sudo-for-root", change("    base_image: python:3.12-slim\n", "    base_image: python:3.12-slim\n"
+                                 "    user: '0:0'\n    security: {sudo: true}\n"),
+         ["stack.yaml:20:11: $.templates.web.user: `security.sudo` is for a non-root user, not '0:0': root needs no "
+          "sudo; set a user such as '10001:10001' or drop sudo"]),
+        ("sudo-with-no-new-privileges", change("    base_image: python:3.12-slim\n", "    base_image: python:3.12-slim\n"
+                                               "    security: {sudo: true, no_new_privileges: true}\n"),
+         ["stack.yaml:20:47: $.templates.web.security.no_new_privileges: `security.sudo` needs setuid, which "
+          "`no_new_privileges: true` forbids: remove one of them"]),
+    ],
     "gpu-ids": [
         ("fewer-ids-than-count",
          change("      disk: 20GiB\n", "      disk: 20GiB\n      gpus: [{type: nvidia-l4, count: 2, ids: ['0']}]\n"),

@@ -62,6 +62,8 @@ class Policy(StrictModel):
     writable_root: list[Name] = field(
         [], description="Templates allowed a writable root filesystem. Default none.", change="none",
         max_length=128)
+    sudo: list[Name] = field([], description="Templates allowed `security.sudo`. Default none.", change="none",
+                             max_length=128)
     private_egress: bool = field(
         False, description="Allow private, link-local and metadata addresses in allow lists.", change="none")
     suppressions: list[Suppression] = field([], description="Accepted findings, each with a reason.",

@@ -182,6 +182,17 @@ class Security(StrictModel):
     no_new_privileges: bool | None = field(
         None, description="Forbid gaining privileges through setuid binaries. Default true.", change="replace"
     )
+    sudo: bool | None = field(
+        None,
+        description=(
+            "Let the sandbox user run commands as root with `sudo` (passwordless), as some agent products do. "
+            "An explicit loosening: the snapshot gets a passwd entry and a sudoers rule for the user, the sandbox "
+            "gets `no_new_privileges` off and the capabilities root actions need (SETUID, SETGID, AUDIT_WRITE, "
+            "CHOWN, DAC_OVERRIDE, FOWNER) in its bounding set; nothing else. The base image or a setup step must "
+            "install sudo. Default false."
+        ),
+        change="rebuild",
+    )
 
 
 class TemplateDefaults(StrictModel):
