@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import StringConstraints, WithJsonSchema
 
 from sandstack.spec.egress import METADATA_RANGES
+from sandstack.spec.changes import Effect
 from sandstack.spec.models.base import StrictModel, field
 
 EGRESS_MODES = ("deny-all", "allow-list", "allow-all")
@@ -25,6 +26,10 @@ EgressEntry = Annotated[
         {"type": "string", "minLength": 1, "maxLength": 260, "title": "egress entry", "x-hint": EGRESS_ENTRY_HINT}
     ),
 ]
+
+
+# The gateway holds the allow-list (squid.conf); nothing else changes with it.
+GATEWAY = Effect(host=frozenset({"gateway"}))
 
 
 class NetworkPolicy(StrictModel):
@@ -51,9 +56,10 @@ class NetworkPolicy(StrictModel):
         description=(
             "Destinations an 'allow-list' sandbox may reach through the gateway. A domain matches exactly that "
             "name; '*.example.com' matches its subdomains, not the apex. Without ':port': HTTP on ports 80 and "
-            "443 and HTTPS tunnels (CONNECT) to 443; with a port, that port only."
+            "443 and HTTPS tunnels (CONNECT) to 443; with a port, that port only. A change renews the gateway "
+            "(its squid.conf) only."
         ),
-        change="host", max_length=512,
+        change=GATEWAY, max_length=512,
     )
     deny: list[EgressEntry] = field(
         [],
@@ -63,9 +69,10 @@ class NetworkPolicy(StrictModel):
             "only. 'allow-list' and logged 'allow-all': the gateway refuses them, whatever their form. Unlogged 'allow-all' (`log: false`): "
             "the host guard's firewall refuses them, and as it sees addresses, not names, only IP addresses "
             "and CIDRs are accepted there (optionally with ':port'), never domains or wildcards. Not "
-            "applicable to 'deny-all'."
+            "applicable to 'deny-all'. A change renews the gateway, or the guard for unlogged 'allow-all'."
         ),
-        change="host", max_length=512,
+        change=Effect(host=frozenset({"gateway"}), when=(("unlogged allow-all", Effect(host=frozenset({"guard"}))),)),
+        max_length=512,
     )
     log: bool | None = field(
         None,
