@@ -23,7 +23,7 @@ from tests.provider.mocks import InputValueError, UnmappedFieldError, contains_u
 #: Upstream source the mappings mirror (the pulumi-docker 5.2 upstream submodule is at this tag).
 MIRRORED_UPSTREAM = "kreuzwerker/terraform-provider-docker v4.5.0 (commit 5074970c)"
 
-# How a change of the field is applied by `pulumi up` (see shared/notes/pulumi-docker.md).
+# How a change of the field is applied by `pulumi up` (docs/design/change-table.md).
 REPLACE = "replace"        # ForceNew upstream: the resource is replaced
 UPDATE = "update"          # the provider's Update applies it to the existing object
 STATE_ONLY = "state-only"  # shown as an update, stored in state, never applied to the object
