@@ -27,7 +27,7 @@ def test_lifecycle_descriptions_quote_the_contract() -> None:
 
 
 @pytest.mark.parametrize(("model", "name", "change"), [
-    ("NetworkPolicy", "allow_metadata", "host"),  # gateway config and guard rules, both host-level
+    ("NetworkPolicy", "allow_metadata", "gateway + guard; unlogged allow-all: guard"),  # squid.conf and guard rules
     ("Filesystem", "shm_size", "replace"),
     ("WritablePath", "exec", "replace"),
     ("Limits", "open_files", "replace"),  # ulimits are not updated in place by the provider

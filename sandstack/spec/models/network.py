@@ -82,7 +82,8 @@ class NetworkPolicy(StrictModel):
             "refused); `log: false` on 'allow-all' gives a direct, unlogged route out; not applicable to 'deny-all'. "
             "A change renews the pool's network (its sandboxes move with it), the host guard's rules and the gateway."
         ),
-        change="host",
+        # Logged allow-all goes through the gateway on an internal bridge, unlogged has a routed one.
+        change=Effect(sandboxes="replace", host=frozenset({"networks", "guard", "gateway"})),
     )
     allow_metadata: bool = field(
         False,
@@ -91,9 +92,11 @@ class NetworkPolicy(StrictModel):
             f"include cloud metadata services (169.254.169.254) and their instance credentials, and AWS's IPv6 "
             f"metadata address {METADATA_RANGES[2].removesuffix('/128')} (not link-local, refused with them). "
             "Default false: every egress mode refuses them, at the gateway and in the host guard's rules, "
-            "whatever `allow` says. true is a reviewable loosening; not applicable to 'deny-all'."
+            "whatever `allow` says. true is a reviewable loosening; not applicable to 'deny-all'. A change renews "
+            "the gateway and the guard's rules, or only the guard for unlogged 'allow-all'."
         ),
-        change="host",
+        change=Effect(host=frozenset({"gateway", "guard"}),
+                      when=(("unlogged allow-all", Effect(host=frozenset({"guard"}))),)),
     )
 
 
