@@ -211,7 +211,7 @@ expire() {  # name id procs-file init sup reason code mode now
     done
     [ -n "$5" ] && { $signal -CONT "$5"; $signal "-$sig" "$5"; } 2>/dev/null
     freeze "$1" "$2" THAWED
-    expiring_init=$4 expiring_deadline=$(($9 + 3))
+    expiring_init=$4 expiring_deadline=$(($9 + 3)) expiring_sig=$sig
 }
 
 check_sandbox() {  # name id max idle mode idle_us burst_us now
@@ -224,8 +224,8 @@ check_sandbox() {  # name id max idle mode idle_us burst_us now
     usage=""
     if [ "$idle" -gt 0 ]; then cg_dir cpuacct "$name/$id"; cpu_usage_us "$cg"; fi
     state=$lifecycle/$id
-    clock="" last_active="" usage_at_active="" expiring_init="" expiring_deadline=""
-    [ -r "$state" ] && read -r clock last_active usage_at_active expiring_init expiring_deadline <"$state"
+    clock="" last_active="" usage_at_active="" expiring_init="" expiring_deadline="" expiring_sig=""
+    [ -r "$state" ] && read -r clock last_active usage_at_active expiring_init expiring_deadline expiring_sig <"$state"
     [ "$expiring_init" != - ] || expiring_init=""
     # A new run of a 'restart' sandbox is a fresh sandbox with a fresh clock; a 'stop' sandbox keeps the
     # clock of its first start, so a crash restart buys it no time.
@@ -233,12 +233,19 @@ check_sandbox() {  # name id max idle mode idle_us burst_us now
         clock=$started last_active=$now usage_at_active=$usage
     fi
     [ "$usage_at_active" != - ] || usage_at_active=$usage
-    [ "$expiring_init" = "$init" ] || expiring_init="" expiring_deadline=""
+    [ "$expiring_init" = "$init" ] || expiring_init="" expiring_deadline="" expiring_sig=""
     if [ -n "$expiring_init" ]; then
         if [ "$now" -ge "$expiring_deadline" ]; then
             # The supervisor did not end the sandbox (it never answered): end it outright.
             log "sandbox $name: its supervisor did not stop it; killing it (exit 137)"
             while read -r pid; do $signal -KILL "$pid" 2>/dev/null; done <"$procs"
+        elif [ -n "$sup" ] && [ -n "$expiring_sig" ] && [ "$expiring_sig" != - ]; then
+            # Until then, say it again each pass: a signal that met the supervisor mid-stop is not lost, and
+            # nothing but init and the supervisor may run meanwhile.
+            while read -r pid; do
+                [ "$pid" = "$init" ] || [ "$pid" = "$sup" ] || $signal -KILL "$pid" 2>/dev/null
+            done <"$procs"
+            { $signal -CONT "$sup"; $signal "-$expiring_sig" "$sup"; } 2>/dev/null
         fi
     elif [ "$max" -gt 0 ] && [ $((now - clock)) -ge "$max" ]; then
         expire "$name" "$id" "$procs" "$init" "$sup" "max lifetime of ${max}s" "$exit_lifetime" "$mode" "$now"
@@ -249,7 +256,8 @@ check_sandbox() {  # name id max idle mode idle_us burst_us now
             expire "$name" "$id" "$procs" "$init" "$sup" "idle timeout of ${idle}s" "$exit_idle" "$mode" "$now"
         fi
     fi
-    echo "$clock $last_active ${usage_at_active:--} ${expiring_init:--} ${expiring_deadline:--}" >"$state"
+    echo "$clock $last_active ${usage_at_active:--} ${expiring_init:--} ${expiring_deadline:--} ${expiring_sig:--}" \
+        >"$state"
 }
 
 enforce_lifecycle() {

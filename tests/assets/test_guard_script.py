@@ -229,12 +229,14 @@ def test_at_its_max_lifetime_a_restart_sandbox_is_stopped_but_not_marked_expired
 
 
 @needs_path_stubs
-def test_a_supervisor_that_does_not_answer_within_3_s_has_its_whole_sandbox_killed(host):
+def test_a_supervisor_that_does_not_answer_is_told_again_each_second_and_killed_at_3_s(host):
     _sandbox(host, age=3600)
     result = host.run_guard(4, pids={NAME: 64}, lifecycle=[f"{NAME} 3600 0 stop 20000 0"])
     assert result.returncode == 0, result.stderr
-    # Nothing more for 2 s; at 3 s, every process in cgroup.procs order, init and supervisor included.
-    assert host.kill_log() == _expiry("USR1") + [f"-KILL {pid} THAWED" for pid in PROCS]
+    # For 2 s each pass says it again (everything but init and the supervisor killed, the supervisor continued
+    # and signalled); at 3 s, every process in cgroup.procs order, init and supervisor included.
+    again = [f"-KILL {pid} THAWED" for pid in OTHERS] + [f"-CONT {SUP} THAWED", f"-USR1 {SUP} THAWED"]
+    assert host.kill_log() == _expiry("USR1") + again + again + [f"-KILL {pid} THAWED" for pid in PROCS]
     assert f"sandbox {NAME}: its supervisor did not stop it; killing it (exit 137)" in result.stderr
 
 
