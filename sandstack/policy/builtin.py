@@ -14,7 +14,7 @@ from sandstack.policy.credentials import looks_like_credential
 from sandstack.policy.findings import Rule, Violation
 from sandstack.spec.egress import METADATA_RANGES
 from sandstack.spec.models import Policy
-from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
+from sandstack.spec.resolve import ResolvedStack
 
 R = Rule
 RULES: dict[str, Rule] = {r.id: r for r in (
@@ -107,10 +107,6 @@ def container_policy(policy: Policy, template: str) -> ContainerPolicy:
                            max_gpus=policy.ceilings.gpus, sudo=template in policy.sudo)
 
 
-def _used_templates(spec: ResolvedStack) -> dict[str, ResolvedTemplate]:
-    return {name: t for name, t in spec.templates.items()}
-
-
 def check_containers(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
     """The container-level rules on each template's planned sandbox (the plan the components register)."""
     hosts = plan_hosts(spec, "check")
@@ -130,7 +126,7 @@ def check_containers(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]
 
 
 def check_sudo(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
-    for name, t in _used_templates(spec).items():
+    for name, t in spec.templates.items():
         if t.sudo and name not in policy.sudo:
             yield Violation("SBX-PRIV-007", f"template/{name}", template_path(spec, name, "security", "sudo"),
                             f"Template '{name}' must not let its user sudo.")
@@ -138,7 +134,7 @@ def check_sudo(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
 
 def check_limits(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
     c = policy.ceilings
-    for name, t in _used_templates(spec).items():
+    for name, t in spec.templates.items():
         for field, value, ceiling, words in (("cpus", t.limits.cpus, c.cpus, "CPUs"),
                                              ("memory", t.limits.memory, c.memory, "bytes of memory"),
                                              ("pids", t.limits.pids, c.pids, "processes")):
@@ -160,7 +156,7 @@ def _private(entry) -> bool:
 
 
 def check_network(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
-    for name, t in _used_templates(spec).items():
+    for name, t in spec.templates.items():
         n = t.network
         if policy.production and n.egress == "allow-all":
             yield Violation("SBX-NET-001", f"template/{name}", template_path(spec, name, "network", "egress"),
@@ -187,7 +183,7 @@ def _registry(image: str) -> str:
 
 
 def check_images(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
-    for name, t in _used_templates(spec).items():
+    for name, t in spec.templates.items():
         path = template_path(spec, name, "base_image")
         if policy.production and "@sha256:" not in t.base_image:
             yield Violation("SBX-IMG-001", f"template/{name}", path,

@@ -13,19 +13,10 @@ import pytest
 
 from sandstack.spec import load_stack
 from tests.components.helpers import CONTAINER, REPO, STACKS, Built
+from tests.support.specs import secret_keys
 from tests.provider.mocks import RecordingMocks, run_program
 
 STACK_FILES = sorted(STACKS.glob("*.yaml"))
-
-
-def _secret_keys(node: object) -> set[str]:
-    """Every `{secret: key}` reference in a loaded spec (env values, TLS material, secret files)."""
-    if isinstance(node, dict):
-        found = {node["secret"]} if isinstance(node.get("secret"), str) else set()
-        return found.union(*(_secret_keys(v) for v in node.values()))
-    if isinstance(node, list):
-        return set().union(*(_secret_keys(v) for v in node))
-    return set()
 
 
 def test_the_committed_stacks_are_the_ones_parametrized():
@@ -35,7 +26,7 @@ def test_the_committed_stacks_are_the_ones_parametrized():
 @pytest.mark.parametrize("path", STACK_FILES, ids=lambda p: p.stem)
 def test_every_stack_builds_under_mocks_with_one_container_per_replica(path: Path, tmp_path: Path):
     spec = load_stack(path)
-    secrets = {key: f"value-of-{key}" for key in _secret_keys(spec.spec.model_dump())}
+    secrets = {key: f"value-of-{key}" for key in secret_keys(spec.spec.model_dump())}
     built = Built.from_path(path, stack=path.stem, secret_config=secrets, build_root=tmp_path)
 
     # Host by host (spec order), then that host's pools (spec order), then replicas.

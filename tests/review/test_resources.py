@@ -12,23 +12,14 @@ from sandstack.review.resources import CONTAINER, NETWORK, REGISTRY_IMAGE, stack
 from sandstack.spec import load_stack
 from tests.components.helpers import Built
 from tests.provider.mocks import DryBackend, RecordingMocks
-from tests.support.specs import STACKS, host, spec, write_spec
+from tests.support.specs import STACKS, host, secret_keys, spec, write_spec
 
 STACK_FILES = sorted(STACKS.glob("*.yaml"))
 
 
-def _secret_keys(node: object) -> set[str]:
-    if isinstance(node, dict):
-        found = {node["secret"]} if isinstance(node.get("secret"), str) else set()
-        return found.union(*(_secret_keys(v) for v in node.values()))
-    if isinstance(node, list):
-        return set().union(*(_secret_keys(v) for v in node))
-    return set()
-
-
 def _check(path: Path, stack: str, tmp_path: Path) -> None:
     resolved = load_stack(path)
-    secrets = {key: f"value-of-{key}" for key in _secret_keys(resolved.spec.model_dump())}
+    secrets = {key: f"value-of-{key}" for key in secret_keys(resolved.spec.model_dump())}
     # RegistryImage (push_to) is not in the provider model: recorded as is.
     mocks = RecordingMocks(DryBackend(extra_types={REGISTRY_IMAGE: lambda reg: ("pushed", dict(reg.inputs))}))
     built = Built.from_path(path, stack=stack, secret_config=secrets, build_root=tmp_path / "build", mocks=mocks)

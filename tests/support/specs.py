@@ -73,3 +73,13 @@ def stack_program(path: Path, stack: str = STACK, build_root: Path | None = None
         built = build_stack(load_stack(path), stack=stack, build_root=build_root or path.parent / "build")
         pulumi.export("sandboxes", built.sandboxes)
     return program
+
+
+def secret_keys(node: object) -> set[str]:
+    """Every `{secret: key}` reference in a loaded spec's data (env values, TLS material, secret files)."""
+    if isinstance(node, dict):
+        found = {node["secret"]} if isinstance(node.get("secret"), str) else set()
+        return found.union(*(secret_keys(v) for v in node.values()))
+    if isinstance(node, list):
+        return set().union(*(secret_keys(v) for v in node))
+    return set()
