@@ -111,9 +111,11 @@ def test_killed_gateway_fails_closed_and_its_restart_policy_brings_egress_back(n
     before = [r for r in record if r["end"] < killed_at]
     after = [r for r in record if r["t"] > back_at]
     assert before and all(r["proxied"] == 200 for r in before), before
-    # Fail closed: the outage was seen, and no request sent after the kill got out until the restarted
-    # gateway served it, neither through the proxy nor around it.
-    assert any(r["proxied"] != 200 for r in record if r["end"] > killed_at), f"no round saw the outage: {record}"
+    # Fail closed: rounds ran across the outage, and none that was in flight while the gateway was down got
+    # out before the restarted gateway served it, neither through the proxy nor around it. Docker restarts the
+    # gateway within a second, so a round may fail or may be held until the new squid answers; both are closed.
+    during = [r for r in record if r["t"] < started_again and r["end"] > killed_at]
+    assert during, f"no round ran across the outage: {record}"
     early = [r for r in record if r["t"] >= killed_at and r["proxied"] == 200 and r["end"] <= started_again]
     assert not early, (early, killed_at, started_again)
     assert all(r["direct"] != "connected" for r in record), [r for r in record if r["direct"] == "connected"]
