@@ -59,7 +59,7 @@ class HostGuard(pulumi.ComponentResource):
             pid_mode="host",
             command=["sh", "-c", GUARD_SCRIPT, "sandstack-guard"],
             envs=plan.env,
-            capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=list(guard.CAPABILITIES)),
+            capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=list(plan.capabilities)),
             security_opts=["no-new-privileges:true"],
             read_only=True,
             tmpfs=dict(guard.TMPFS),
@@ -67,6 +67,13 @@ class HostGuard(pulumi.ComponentResource):
                 docker.ContainerMountArgs(type="bind", source="/sys/fs/cgroup", target=GUARD_CGROUP_MOUNT),
                 docker.ContainerMountArgs(type="volume", source=self.state.name, target=GUARD_STATE_DIR),
             ],
+            # Disk workspaces only: the stack's directory of their images and loop device links (a `volumes`
+            # bind, so the daemon makes the directory on a new host).
+            volumes=[docker.ContainerVolumeArgs(host_path=plan.workspaces_mount[0], container_path=plan.workspaces_mount[1])]
+            if plan.workspaces_mount else None,
+            # Disk workspaces only: the loop devices that hold their filesystems.
+            devices=[docker.ContainerDeviceArgs(host_path=guard.LOOP_CONTROL)] if plan.workspaces else None,
+            device_cgroup_rules=list(guard.LOOP_DEVICE_RULES) if plan.workspaces else None,
             memory=guard.MEMORY_MB,
             memory_swap=guard.MEMORY_MB,
             cpus=guard.CPUS,

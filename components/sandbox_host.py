@@ -13,7 +13,7 @@ import pulumi_docker as docker
 
 from sandstack.components.egress_gateway import EgressGateway, EgressGatewayArgs
 from sandstack.components.host_guard import HostGuard, HostGuardArgs
-from sandstack.components.resource_args import network_labels
+from sandstack.components.resource_args import network_labels, volume_labels
 from sandstack.components.secrets import secret_value
 from sandstack.plan.host import HostPlan, Placement, plan_host
 from sandstack.plan.package_files import INFRA_CONTEXT
@@ -65,11 +65,23 @@ class SandboxHost(pulumi.ComponentResource):
         self.infra = self._infra_image(name, child)
         self.infra_image = self.infra.image_id
 
+        # Each sandbox's disk workspaces: volumes whose filesystems the guard makes and attaches, so they exist
+        # before it (it is healthy only once every one is attachable) and outlive it (data survives a renewal).
+        self.workspaces = {
+            w.name: docker.Volume(
+                f"{name}-ws.{w.name.removeprefix(f'sandstack-{args.stack}-')}", name=w.name, driver="local",
+                driver_opts=w.driver_opts, labels=volume_labels({**self.labels, "sandstack.role": "workspace"}),
+                opts=child)
+            for w in plan.workspaces
+        }
+        self.workspace_volumes = {docker_name: volume.name for docker_name, volume in self.workspaces.items()}
+
         # Closes the host to every sandbox on it and sets each sandbox's pids limit before it starts.
         # Created first and deleted last: the networks depend on it, so on `pulumi destroy` it stops
         # after they are gone and then removes its rules.
         self.guard = HostGuard(f"{name}-guard", HostGuardArgs(plan.guard, self.infra_image, self.labels),
-                               opts=self.child_opts)
+                               opts=pulumi.ResourceOptions.merge(self.child_opts, pulumi.ResourceOptions(
+                                   depends_on=list(self.workspaces.values()))))
         after_guard = pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[self.guard.container])
         # A network's name is fixed per pool, so a replacement (e.g. a new subnet) must delete the old one
         # first; Pulumi then replaces the sandboxes on it too.

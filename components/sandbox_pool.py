@@ -53,6 +53,7 @@ class SandboxPoolArgs:
     infra_image: pulumi.Input[str]
     labels: dict[str, str]
     depends_on: list[pulumi.Resource] = field(default_factory=list)
+    workspace_volumes: dict[str, pulumi.Input[str]] = field(default_factory=dict)  # Docker name → its output
 
 
 class SandboxPool(pulumi.ComponentResource):
@@ -188,7 +189,10 @@ class SandboxPool(pulumi.ComponentResource):
             storage_opts=plan.storage_opts,
             tmpfs=plan.tmpfs,
             shm_size=plan.shm_size_mb,
-            mounts=mounts,
+            # Disk workspaces: Docker fills a new one from the image only when the guard made it empty (`seed`);
+            # `volume_options.no_copy` would say so here, but the provider refuses it below API 1.45.
+            mounts=mounts + [docker.ContainerMountArgs(type="volume", source=args.workspace_volumes[w.name],
+                                                       target=w.path) for w in plan.workspaces],
             capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=list(plan.capability_adds) or None),
             security_opts=list(plan.security_opts) if plan.security_opts else None,
             privileged=plan.privileged,

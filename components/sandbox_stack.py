@@ -81,6 +81,7 @@ class SandboxStack(pulumi.ComponentResource):
                         infra_image=host.infra_image,
                         labels=host.labels,
                         depends_on=host.ready,
+                        workspace_volumes=host.workspace_volumes,
                     ),
                     opts=host.child_opts,
                 )

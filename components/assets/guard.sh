@@ -11,6 +11,9 @@
 #   SANDSTACK_GUARD_CGROUP  where the host's cgroup tree is mounted; SANDSTACK_GUARD_CGROUP_ROOT  the subtree
 #                      sandboxes' cgroup parents live in; SANDSTACK_GUARD_STATE  the state volume sandboxes read
 #                      (the host/sandbox contract, sandstack/plan/contract.py; tests point them at a temporary tree)
+#   SANDSTACK_WORKSPACES  one "volume-name size-bytes seed|empty" per line, each sandbox's disk workspaces,
+#                      whose filesystem images and loop device links are kept in SANDSTACK_GUARD_WORKSPACES
+#                      (keep_workspaces below; docs/design/workspaces.md)
 # For tests only, so that the script runs without root or Docker (tests/assets); unset, the container's own:
 #   SANDSTACK_GUARD_PROC (/proc), SANDSTACK_GUARD_NET (/sys/class/net), SANDSTACK_GUARD_TMP (/tmp)
 #   SANDSTACK_GUARD_KILL  a command used instead of the shell's kill builtin (a test's fake pids cannot be
@@ -119,7 +122,24 @@ RULES
     done <<PIDS
 $SANDSTACK_PIDS
 PIDS
+    release_workspaces
     rm -f "$statedir/ready"
+}
+
+release_workspaces() {  # the stack is gone: its workspaces' data goes with its volumes
+    [ -n "${SANDSTACK_WORKSPACES:-}" ] || return 0
+    set +f
+    for img in "$SANDSTACK_GUARD_WORKSPACES"/*.img; do
+        [ -e "$img" ] && drop_workspace "$img"
+    done
+    set -f
+}
+
+drop_workspace() {  # $1: image; a device still mounted detaches when it is unmounted (the kernel's autoclear)
+    for dev in $(devices_of "${1##*/}"); do
+        { loop_node "$dev" && losetup -d "$dev"; } || log "cannot detach $dev"
+    done
+    rm -f "$1" "${1%.img}.dev"
 }
 
 on_stop() {
@@ -280,11 +300,67 @@ $SANDSTACK_LIFECYCLE
 LIFECYCLE
 }
 
+# Disk workspaces: for each declared volume, a filesystem image of exactly its size, attached to a loop device,
+# and a link to that device that the volume's `device` option names: the daemon mounts it when a sandbox starts,
+# and a write past the size fails with ENOSPC. A new filesystem is, like a tmpfs, world-writable with the sticky
+# bit. Docker copies the image's content at the mount path into a volume only while it is empty: a `seed` one is
+# made empty, the others keep ext4's lost+found (the provider cannot set a mount's no-copy option on older
+# daemons). Images of volumes no longer declared (a new size, a removed pool) are dropped with their devices.
+devices_of() {  # $1: an image's file name; its loop devices, from sysfs (losetup lists only devices with a node
+    set +f      # here, and a renewed guard has made none yet)
+    for backing in /sys/block/loop*/loop/backing_file; do
+        [ -r "$backing" ] || continue
+        case "$(cat "$backing")" in
+            */"$1" | */"$1 (deleted)") dir=${backing%/loop/backing_file}; echo "/dev/${dir##*/}" ;;
+        esac
+    done
+    set -f
+}
+
+loop_node() {  # $1: /dev/loopN; the guard's /dev has only the nodes this container made (renewed: none)
+    [ -e "$1" ] || mknod "$1" b 7 "${1#/dev/loop}"
+}
+
+keep_workspaces() {
+    [ -n "${SANDSTACK_WORKSPACES:-}" ] || return 0
+    failed=0
+    while read -r vol size fill; do
+        [ -n "$vol" ] || continue
+        img="$SANDSTACK_GUARD_WORKSPACES/$vol.img" link="$SANDSTACK_GUARD_WORKSPACES/$vol.dev"
+        if [ ! -f "$img" ]; then
+            if ! { truncate -s "$size" "$img.new" && mkfs.ext4 -q -F -m 0 "$img.new" \
+                   && { [ "$fill" != seed ] || debugfs -w -R "rmdir lost+found" "$img.new" 2>/dev/null; } \
+                   && debugfs -w -R "set_inode_field / mode 041777" "$img.new" 2>/dev/null \
+                   && mv "$img.new" "$img"; }; then
+                log "cannot make the filesystem of workspace $vol"; rm -f "$img.new"; failed=1; continue
+            fi
+        fi
+        dev=$(devices_of "$vol.img" | head -n 1)
+        if [ -z "$dev" ]; then
+            # The kernel makes a free device on the host; its node is made here, in the guard's own /dev.
+            if ! { dev=$(losetup -f) && loop_node "$dev" && losetup "$dev" "$img"; }; then
+                log "cannot attach workspace $vol to a loop device"; failed=1; continue
+            fi
+        fi
+        [ "$(readlink "$link")" = "$dev" ] || ln -sfn "$dev" "$link" || failed=1
+    done <<WORKSPACES
+$SANDSTACK_WORKSPACES
+WORKSPACES
+    set +f
+    for img in "$SANDSTACK_GUARD_WORKSPACES"/*.img; do
+        vol=${img##*/}
+        [ -e "$img" ] || continue
+        printf '%s\n' "$SANDSTACK_WORKSPACES" | grep -q "^${vol%.img} " || drop_workspace "$img"
+    done
+    set -f
+    return $failed
+}
+
 trap on_stop TERM INT
 pass=0
 while :; do
     if [ $((pass % 3)) -eq 0 ]; then
-        if apply_rules && apply_pids; then
+        if apply_rules && apply_pids && keep_workspaces; then
             cat "$proc/sys/kernel/random/boot_id" >"$statedir/ready.tmp" && mv "$statedir/ready.tmp" "$statedir/ready"
         else
             rm -f "$statedir/ready"

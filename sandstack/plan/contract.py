@@ -16,3 +16,12 @@ def cgroup_parent(container_name: str) -> str:
 # Inside the guard's container: the host's cgroup tree and the state volume sandboxes read.
 GUARD_CGROUP_MOUNT = "/host-cgroup"
 GUARD_STATE_DIR = "/state"
+
+# Disk workspaces (docs/design/workspaces.md): each is a Docker volume mounted from a loop device whose
+# filesystem image (`<volume>.img`) and device link (`<volume>.dev`) the guard keeps in the stack's directory.
+WORKSPACES_HOST_DIR = "/var/lib/sandstack/workspaces"  # on the host; one directory per stack
+GUARD_WORKSPACES_MOUNT = "/workspaces"  # the stack's directory, inside the guard's container
+
+
+def workspace_dir(stack: str) -> str:
+    return f"{WORKSPACES_HOST_DIR}/{stack}"

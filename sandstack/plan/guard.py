@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sandstack.plan.contract import CGROUP_ROOT_NAME, GUARD_CGROUP_MOUNT, GUARD_STATE_DIR
+from sandstack.plan.contract import (CGROUP_ROOT_NAME, GUARD_CGROUP_MOUNT, GUARD_STATE_DIR, GUARD_WORKSPACES_MOUNT,
+                                     workspace_dir)
 from sandstack.plan.naming import infra_name
 from sandstack.spec.models.limits import EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S
 from sandstack.spec.resolve import ResolvedTemplate
@@ -27,6 +28,11 @@ HEALTH_TEST = (
 # Host network namespace for the firewall, the host's PID namespace and KILL to end sandboxes at their
 # limits from outside; DAC_OVERRIDE to write cgroup files owned by root of the host.
 CAPABILITIES = ("NET_ADMIN", "NET_RAW", "DAC_OVERRIDE", "KILL")
+# Only on a host with disk workspaces: the loop devices that hold their filesystems. MKNOD to make a loop
+# device's node in the guard's own /dev (the kernel makes new ones on the host only); block major 7 is loop.
+WORKSPACE_CAPABILITIES = ("MKNOD",)
+LOOP_CONTROL = "/dev/loop-control"
+LOOP_DEVICE_RULES = ("b 7:* rwm",)
 MEMORY_MB = 64
 CPUS = "0.5"  # enough for a pass a second over hundreds of sandboxes; bounded like everything else
 # One small state file per running sandbox (its lifetime clock and idle counters).
@@ -52,6 +58,16 @@ class GuardPlan:
     bridges: tuple[str, ...]  # the Linux bridges whose traffic the rules govern
     pids: tuple[tuple[str, int], ...]  # (container name, pids.max), sorted
     lifecycle: tuple[str, ...]  # lifecycle_line() of each sandbox with a limit, sorted
+    workspaces: tuple[str, ...] = ()  # "volume bytes seed|empty" of each disk workspace (plan.workspace), sorted
+
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        return CAPABILITIES + (WORKSPACE_CAPABILITIES if self.workspaces else ())
+
+    @property
+    def workspaces_mount(self) -> tuple[str, str] | None:
+        """(host directory, where the guard sees it): the stack's directory of workspace images and links."""
+        return (workspace_dir(self.stack), GUARD_WORKSPACES_MOUNT) if self.workspaces else None
 
     @property
     def container_name(self) -> str:
@@ -64,7 +80,7 @@ class GuardPlan:
     @property
     def env(self) -> list[str]:
         """The guard's whole configuration, in a fixed order (a change of any line renews the guard)."""
-        return [
+        env = [
             f"SANDSTACK_STACK={self.stack}",
             "SANDSTACK_RULES=" + "\n".join(self.rules),
             "SANDSTACK_PIDS=" + "\n".join(f"{name} {limit}" for name, limit in self.pids),
@@ -76,9 +92,14 @@ class GuardPlan:
             f"SANDSTACK_GUARD_CGROUP_ROOT={CGROUP_ROOT_NAME}",
             f"SANDSTACK_GUARD_STATE={GUARD_STATE_DIR}",
         ]
+        if self.workspaces:
+            env += ["SANDSTACK_WORKSPACES=" + "\n".join(self.workspaces),
+                    f"SANDSTACK_GUARD_WORKSPACES={GUARD_WORKSPACES_MOUNT}"]
+        return env
 
 
 def plan_guard(stack: str, rules: list[str], bridges: list[str], pids: dict[str, int],
-               sandboxes: list[tuple[str, ResolvedTemplate]]) -> GuardPlan:
+               sandboxes: list[tuple[str, ResolvedTemplate]], workspaces: list[str] = ()) -> GuardPlan:
     lines = [line for name, template in sandboxes if (line := lifecycle_line(name, template))]
-    return GuardPlan(stack, tuple(rules), tuple(sorted(bridges)), tuple(sorted(pids.items())), tuple(sorted(lines)))
+    return GuardPlan(stack, tuple(rules), tuple(sorted(bridges)), tuple(sorted(pids.items())), tuple(sorted(lines)),
+                     tuple(sorted(workspaces)))

@@ -24,6 +24,7 @@ from sandstack.plan.package_files import INFRA_CONTEXT
 from sandstack.plan.sandbox import sandbox_name
 from sandstack.plan.snapshot import plan_snapshot
 from sandstack.plan.squid import GatewayPool
+from sandstack.plan.workspace import WorkspaceVolume, plan_workspaces
 from sandstack.spec.models import Host
 from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
 
@@ -58,6 +59,7 @@ class HostPlan:
     guard: GuardPlan
     gateway: GatewayPlan | None
     gpus: dict[str, tuple[tuple[str, ...], ...]]  # pool → each replica's GPU device ids
+    workspaces: tuple[WorkspaceVolume, ...] = ()  # every sandbox's disk workspaces, made before the guard
 
     def gpu_ids(self, pool: str, index: int) -> tuple[str, ...]:
         return self.gpus[pool][index] if pool in self.gpus else ()
@@ -158,13 +160,14 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement]) ->
         for pool in gateway_pools
     ])
     sandboxes = [(sandbox_name(stack, p.pool, i), p.template) for p in placements for i in range(p.replicas)]
+    workspaces = tuple(w for name, template in sandboxes for w in plan_workspaces(stack, name, template))
     pids = {name: template.limits.pids for name, template in sandboxes}
     if gateway:
         pids[gateway.container_name] = GATEWAY_PIDS
     return HostPlan(
         stack=stack, host=host, labels=labels(stack, spec.labels, host=host), address=host_address(spec.endpoint),
         infra=plan_infra_image(stack, spec), networks=networks, egress_bridge=egress_bridge,
-        guard=plan_guard(stack, rules, bridges, pids, sandboxes), gateway=gateway,
-        gpus=assign_gpus(spec, placements),
+        guard=plan_guard(stack, rules, bridges, pids, sandboxes, [w.guard_line for w in workspaces]),
+        gateway=gateway, gpus=assign_gpus(spec, placements), workspaces=workspaces,
     )
 

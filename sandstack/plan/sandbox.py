@@ -14,6 +14,7 @@ from sandstack.plan.contract import STATE_MOUNT, cgroup_parent
 from sandstack.plan.naming import docker_name
 from sandstack.plan.network import PoolNetwork
 from sandstack.plan.snapshot import SUPERVISOR_PATH
+from sandstack.plan.workspace import WorkspaceVolume, plan_workspaces
 from sandstack.spec.models import SecretRef
 from sandstack.spec.models.limits import CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME
 from sandstack.spec.resolve import ResolvedTemplate
@@ -65,6 +66,7 @@ class SandboxPlan:
     read_only: bool
     storage_opts: dict[str, str] | None
     tmpfs: dict[str, str]
+    workspaces: tuple[WorkspaceVolume, ...]  # disk workspaces, mounted as volumes
     shm_size_mb: int
     capability_adds: tuple[str, ...]
     security_opts: tuple[str, ...] | None
@@ -130,7 +132,8 @@ def plan_sandbox(*, stack: str, pool: str, host: str, template: ResolvedTemplate
         storage_opts={"size": str(t.limits.disk)} if not t.read_only_root else None,
         # noexec unless the path opts in: a binary dropped into a writable path cannot be run from there.
         tmpfs={w.path: f"rw,nosuid,nodev,{'exec' if w.exec else 'noexec'},size={w.size},mode=1777"
-               for w in t.writable},
+               for w in t.writable if w.type == "tmpfs"},
+        workspaces=plan_workspaces(stack, name, t),
         # /dev/shm is memory any process can fill: bounded like the writable paths (the input is in MiB).
         shm_size_mb=t.shm_size // MIB,
         capability_adds=tuple(t.capabilities),

@@ -49,8 +49,10 @@ def summary(r: Resource) -> list[str]:
             exposure = "public" if port["ip"] == "0.0.0.0" else "host"
             lines.append(f"port {port['internal']}/{port['protocol']} {exposure} on {port['ip']}:"
                          f"{port['external'] or '<any>'}")
-        lines.append("writable " + ", ".join(f"{path} ({_mib(opts)})"
-                                             for path, opts in p["tmpfs"].items()) if p["tmpfs"] else "writable none")
+        writable = [f"{path} ({_mib(opts)})" for path, opts in p["tmpfs"].items()]
+        writable += [f"{w['path']} (disk {w['size'] / 2**20:g}MiB{', seeded' if w['seed'] else ''})"
+                     for w in p["workspaces"]]
+        lines.append("writable " + (", ".join(writable) or "none"))
         life = p["lifecycle"]
         lines.append(f"lifecycle: max {life['max_lifetime'] or 'unlimited'}s, idle {life['idle_timeout'] or 'never'}"
                      f"{'s' if life['idle_timeout'] else ''}, on expiry {life['on_expiry']}")
@@ -64,6 +66,8 @@ def summary(r: Resource) -> list[str]:
     if r.kind == "snapshot":
         return [f"{p['image']} (version {p['version'] or '-'}, digest {p['digest'][:12]})",
                 f"from {p['base_image']}, {len(p['setup'])} setup steps, {len(p['files'])} files"]
+    if r.kind == "disk workspace":
+        return [f"{p['name']}: {p['size'] / 2**20:g}MiB at {p['path']}" + (", seeded from the image" if p["seed"] else "")]
     if r.kind == "network":
         return [f"{p['name']} {p['subnet']} ({'internal' if p['internal'] else 'routed'}, outbound {p['outbound']}"
                 + (f", gateway port {p['gateway_port']}" if p["gateway_port"] else "") + ")"]

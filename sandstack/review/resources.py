@@ -79,6 +79,9 @@ def _host_resources(stack_name: str, host: str, plan: HostPlan, spec) -> list[Re
             "name": plan.guard.container_name, "rules": list(plan.guard.rules), "bridges": list(plan.guard.bridges),
             "pids": {name: limit for name, limit in plan.guard.pids}, "lifecycle": list(plan.guard.lifecycle)}),
     ]
+    out += [Resource(f"{base}-ws.{w.name.removeprefix(f'sandstack-{plan.stack}-')}", VOLUME, host_key, "disk workspace",
+                     host, props={"name": w.name, "sandbox": w.sandbox, "path": w.path, "size": w.size, "exec": w.exec,
+                                  "seed": w.seed}) for w in plan.workspaces]
     for pool, net in plan.networks.items():
         out.append(Resource(f"{base}-net.{pool}", NETWORK, host_key, "network", host, pool, props={
             "name": net.name, "bridge": net.bridge, "subnet": str(net.subnet), "internal": net.internal,

@@ -37,6 +37,7 @@ class Effect:
     snapshot: Literal["none", "rebuild", "switch"] = "none"  # switch: the pool moves to another image
     secrets: bool = False  # the secrets volume is re-seeded (its seeder runs again)
     data: bool = False  # the pool's read-only data volumes are reloaded (their seeder runs again)
+    workspaces: bool = False  # the pool's disk workspaces are made anew, empty: what was written there is lost
     host: frozenset[str] | None = frozenset()  # host objects renewed; None: some of them, by value
     scope: Literal["pools", "host", "gpu", "placement"] = "pools"
     when: tuple[tuple[str, Effect], ...] = ()  # (condition in words, the effect under it)
@@ -54,6 +55,7 @@ class Effect:
                 {"rebuild": "rebuild", "switch": "switch"}.get(self.snapshot),
                 "reseed" if self.secrets else None,
                 "reload" if self.data else None,
+                "new workspaces" if self.workspaces else None,
                 "host" if self.host is None else None,
                 *(sorted(self.host or ())),
             ) if part]
@@ -94,6 +96,8 @@ MEANING: dict[str, str] = {
     "rebuild": "rebuilds the template's snapshot image; the pool's sandboxes are replaced onto it",
     "reseed": "re-seeds the pool's secrets volume; running sandboxes read the new files, none is replaced",
     "reload": "reloads the pool's read-only data volumes; running sandboxes read the new files, none is replaced",
+    "new workspaces": "makes the pool's disk workspaces anew (empty, or seeded from the image): the data written "
+                      "there is lost",
     "scale": "creates or deletes sandboxes; the others keep running",
     "placement": "creates the pool's objects on hosts added to it (renewing their guard and gateway), deletes them "
                  "from hosts removed; nothing changes on the hosts it keeps",

@@ -415,7 +415,7 @@ def disk_limit_enforceable(ctx: Context) -> Iterator[Diagnostic]:
 
 @rule("writable-memory")
 def tmpfs_leaves_memory_for_processes(ctx: Context) -> Iterator[Diagnostic]:
-    """Writable paths and /dev/shm are tmpfs, charged to the sandbox's memory. If full ones can take all of
+    """tmpfs writable paths and /dev/shm are charged to the sandbox's memory. If full ones can take all of
     `limits.memory`, a sandbox can wedge itself: each new process (an exec, a restarted command) is OOM-killed
     and nothing inside can run to free the space. Sizes are the resolved ones (built-ins, defaults, profiles)."""
     for path, template in _templates(ctx):
@@ -425,7 +425,7 @@ def tmpfs_leaves_memory_for_processes(ctx: Context) -> Iterator[Diagnostic]:
             continue
         if memory < MIN_MEMORY or memory % MIB:
             continue  # reported by memory-unit
-        writable = effective_writable(ctx.stack, template)
+        writable = [w for w in effective_writable(ctx.stack, template) if w.type == "tmpfs"]
         shm = inherited(ctx.stack, template, "filesystem", "shm_size")
         total = sum(w.size for w in writable) + shm
         headroom = process_headroom(memory)
@@ -593,3 +593,7 @@ def memory_in_whole_mebibytes(ctx: Context) -> Iterator[Diagnostic]:
         if shm is not None and (shm < MIB or shm % MIB):
             yield ctx.error(path + ("shm_size",), f"{format_size(shm)} cannot be enforced exactly: Docker sizes "
                             "/dev/shm in whole MiB, at least 1MiB", "memory-unit")
+
+
+# The disk workspace rules live beside these; importing them registers them after the ones above.
+from sandstack.spec import rules_disk  # noqa: E402,F401

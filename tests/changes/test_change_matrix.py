@@ -211,6 +211,11 @@ L4_IDS = setting(hosts__local__capacity__gpus=[{"type": "nvidia-l4", "count": 8,
 PUSH_UNMAPPED = "the engine harness does not map docker:index/registryImage:RegistryImage, so `push_to` is unproven"
 NO_IDLE = setting(templates__agent__lifecycle__idle_timeout=None, defaults__lifecycle__idle_timeout=None)
 BUILTIN_TMPFS = "built-in /tmp or /dev/shm under 256MiB"
+DISK = "a disk workspace"
+HOST_DISK = setting(hosts__local__disk_workspaces="1GiB")
+WITH_WORK = [{"path": "/tmp", "size": "64MiB"}, {"path": "/work", "type": "disk", "size": "32MiB"}]
+AGENT_DISK = setting(hosts__local__disk_workspaces="1GiB", templates__agent__filesystem__writable=WITH_WORK)
+FREE_DISK = setting(hosts__local__disk_workspaces="1GiB", defaults__filesystem__writable=WITH_WORK)
 
 CASES: list[Case] = [
     # --- stack
@@ -250,6 +255,8 @@ CASES: list[Case] = [
     Case("hosts.*.overcommit.memory", 2),
     Case("hosts.*.overcommit.disk", 2),
     Case("hosts.*.storage_quota", True),
+    Case("hosts.*.disk_workspaces", "2GiB"),
+    Case("hosts.*.disk_workspaces", "2GiB", prepare=AGENT_DISK, variant="with disk workspaces"),
     Case("hosts.*.subnet_pool", "10.99.0.0/16"),
     Case("hosts.*.infra_image", "registry.example.com/sandstack-infra:2",
          prepare=setting(hosts__local__infra_image="registry.example.com/sandstack-infra:1")),
@@ -311,6 +318,16 @@ CASES: list[Case] = [
     Case("defaults.filesystem.writable[].path", "/scratch"),
     Case("defaults.filesystem.writable[].size", "128MiB"),
     Case("defaults.filesystem.writable[].exec", True),
+    Case("defaults.filesystem.writable[].exec", True, at="defaults.filesystem.writable.1.exec", prepare=FREE_DISK,
+         condition=DISK),
+    Case("defaults.filesystem.writable[].size", "64MiB", at="defaults.filesystem.writable.1.size", prepare=FREE_DISK,
+         condition=DISK),
+    Case("defaults.filesystem.writable[].path", "/work2", at="defaults.filesystem.writable.1.path", prepare=FREE_DISK,
+         variant="a disk workspace keeps its volume"),
+    Case("defaults.filesystem.writable[].type", "disk", prepare=HOST_DISK),
+    Case("defaults.filesystem.writable[].seed", True, at="defaults.filesystem.writable.1.seed", prepare=FREE_DISK),
+    Case("defaults.filesystem.writable", WITH_WORK, prepare=HOST_DISK, condition=DISK),
+    Case("defaults.filesystem", {"read_only_root": True, "writable": WITH_WORK}, prepare=HOST_DISK, condition=DISK),
     Case("defaults.filesystem.shm_size", "32MiB"),
     Case("defaults.security", {"capabilities": ["NET_BIND_SERVICE"], "privileged": False,
                                "no_new_privileges": True},
@@ -377,6 +394,16 @@ CASES: list[Case] = [
     Case("templates.*.filesystem.writable[].path", "/scratch"),
     Case("templates.*.filesystem.writable[].size", "128MiB"),
     Case("templates.*.filesystem.writable[].exec", True),
+    Case("templates.*.filesystem.writable[].exec", True, at="templates.agent.filesystem.writable.1.exec", prepare=AGENT_DISK,
+         condition=DISK),
+    Case("templates.*.filesystem.writable[].size", "64MiB", at="templates.agent.filesystem.writable.1.size", prepare=AGENT_DISK,
+         condition=DISK),
+    Case("templates.*.filesystem.writable[].path", "/work2", at="templates.agent.filesystem.writable.1.path", prepare=AGENT_DISK,
+         variant="a disk workspace keeps its volume"),
+    Case("templates.*.filesystem.writable[].type", "disk", prepare=HOST_DISK),
+    Case("templates.*.filesystem.writable[].seed", True, at="templates.agent.filesystem.writable.1.seed", prepare=AGENT_DISK),
+    Case("templates.*.filesystem.writable", WITH_WORK, prepare=HOST_DISK, condition=DISK),
+    Case("templates.*.filesystem", {"read_only_root": True, "writable": WITH_WORK}, prepare=HOST_DISK, condition=DISK),
     Case("templates.*.filesystem.shm_size", "32MiB"),
     Case("templates.*.security", {"capabilities": ["NET_BIND_SERVICE"], "no_new_privileges": True},
          prepare=setting(templates__agent__user="0:0")),
@@ -478,6 +505,7 @@ HOST_OBJECTS = set().union(*ROLE_OBJECTS.values())
 POOL_NETWORK = re.compile(rf"^sandstack-{HOST}-net\.(?P<pool>[a-z0-9-]+)$")
 SANDBOX = re.compile(rf"^sandstack-(?P<pool>[a-z0-9-]+)\.{HOST}-[0-9]+$")
 SECRETS_OBJECT = re.compile(rf"^sandstack-(?P<pool>[a-z0-9-]+)\.{HOST}-secrets(-seeder)?$")
+WORKSPACE_OBJECT = re.compile(rf"^sandstack-{HOST}-ws\.(?P<pool>[a-z0-9-]+)-[0-9]+-ws[0-9]+-[0-9]+m[xs]*$")
 DATA_OBJECT = re.compile(rf"^sandstack-(?P<pool>[a-z0-9-]+)\.{HOST}-data([0-9]+|-seeder)$")
 IMAGE = re.compile(rf"^sandstack-(?P<template>[a-z0-9-]+)\.{HOST}-image$")
 ELSEWHERE = re.compile(rf"^sandstack-(?!{HOST}\b)[a-z0-9-]+$|^sandstack-[a-z0-9-]+\.(?!{HOST}-)")
@@ -544,6 +572,11 @@ def expected_changes(effect: Effect, case: Case, runs, specs) -> tuple[set[str],
         expected |= found
         if any((m := DATA_OBJECT.match(n)) and m["pool"] in pools for n in names) and not found:
             required.append("the pool's data objects")
+    if effect.workspaces:
+        found = {k for k in changes if (m := WORKSPACE_OBJECT.match(k.split(" ", 1)[1])) and m["pool"] in pools}
+        expected |= found
+        if any((m := WORKSPACE_OBJECT.match(n)) and m["pool"] in pools for n in names) and not found:
+            required.append("the pool's disk workspaces")
     if effect.scope == "placement":
         expected |= {k for k in changes if ELSEWHERE.search(k.split(" ", 1)[1])}
 

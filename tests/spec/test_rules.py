@@ -187,6 +187,22 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
          ["stack.yaml:20:47: $.templates.web.security.no_new_privileges: `security.sudo` needs setuid, which "
           "`no_new_privileges: true` forbids: remove one of them"]),
     ],
+    "disk-workspace": [
+        ("too-small", change("    capacity:\n", "    disk_workspaces: 1GiB\n    capacity:\n",
+                             "          size: 64MiB\n", "          size: 64MiB\n        - {path: /work, type: disk, size: 8MiB}\n"),
+         ["stack.yaml:41:43: $.templates.web.filesystem.writable[1].size: a disk workspace of 8MiB at '/work' is too small to hold anything after ext4's own metadata: at least 16MiB"]),
+        ("not-whole-mib", change("    capacity:\n", "    disk_workspaces: 1GiB\n    capacity:\n",
+                                 "          size: 64MiB\n", "          size: 64MiB\n        - {path: /work, type: disk, size: 20000000}\n"),
+         ["stack.yaml:41:43: $.templates.web.filesystem.writable[1].size: a disk workspace's size is in whole MiB; 20000000 bytes at '/work' is not, e.g. use 19MiB"]),
+        ("seed-on-tmpfs", change("          size: 64MiB\n", "          size: 64MiB\n          seed: true\n"), ["stack.yaml:40:17: $.templates.web.filesystem.writable[0].seed: `seed` fills a new disk workspace from the image; '/tmp' is a tmpfs: set `type: disk` or remove `seed`"]),
+    ],
+    "disk-workspace-host": [
+        ("host-without-disk-workspaces", change("          size: 64MiB\n", "          size: 64MiB\n        - {path: /work, type: disk, size: 32MiB}\n"),
+         ["stack.yaml:48:7: $.pools.web.hosts: pool 'web' has disk workspaces (template 'web': /work) but host 'local' declares no `disk_workspaces`, so their sizes could not be enforced there: declare `hosts.local.disk_workspaces` (the disk it sets aside for them) or make the paths tmpfs"]),
+        ("over-the-hosts-share", change("    capacity:\n", "    disk_workspaces: 16MiB\n    capacity:\n",
+                                        "          size: 64MiB\n", "          size: 64MiB\n        - {path: /work, type: disk, size: 32MiB}\n"),
+         ["stack.yaml:6:22: $.hosts.local.disk_workspaces: disk workspaces on host 'local' add up to 32MiB (pool 'web' 1 × 32MiB), more than its `disk_workspaces` 16MiB"]),
+    ],
     "gpu-ids": [
         ("fewer-ids-than-count",
          change("      disk: 20GiB\n", "      disk: 20GiB\n      gpus: [{type: nvidia-l4, count: 2, ids: ['0']}]\n"),

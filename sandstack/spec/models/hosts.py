@@ -117,6 +117,15 @@ class Host(StrictModel):
         ),
         change="none",
     )
+    disk_workspaces: Size | None = field(
+        None,
+        description=(
+            "Disk this host sets aside for sandboxes' disk workspaces (`filesystem.writable[].type: disk`): their "
+            "sizes times replicas must fit. Unset: the host holds none (the guard needs loop devices and Docker's "
+            "data root at /var/lib/docker to enforce their sizes; docs/design/workspaces.md). Checked, not applied."
+        ),
+        change="none",
+    )
     subnet_pool: SubnetPool = field(
         "10.213.0.0/16",
         description=(

@@ -99,6 +99,11 @@ PROBE = Effect(sandboxes="replace", forces=("healthcheck",))
 PROBE_AND_GUARD = Effect(sandboxes="replace", host=frozenset({"guard"}), forces=("healthcheck",),
                          when=(("no idle_timeout", PROBE),))
 TMPFS = Effect(sandboxes="replace", forces=("tmpfs",))
+# A disk workspace is a volume named after its size, kind and seeding (sandstack.plan.workspace), so a change
+# of them makes a new one (the guard makes its filesystem) and the sandboxes are replaced onto it.
+NEW_WORKSPACE = Effect(sandboxes="replace", workspaces=True, host=frozenset({"guard"}), forces=("tmpfs",))
+WRITABLE = Effect(sandboxes="replace", forces=("tmpfs",), when=(("a disk workspace", NEW_WORKSPACE),))
+MIN_DISK_WORKSPACE = 16 * 1024**2  # ext4's journal and metadata leave a smaller filesystem almost nothing
 
 
 class DataMount(StrictModel):
@@ -131,16 +136,39 @@ class Readiness(StrictModel):
 
 
 class WritablePath(StrictModel):
-    path: AbsPath = field(description="A writable directory on the otherwise read-only root.", change=TMPFS)
-    size: Size = field("64MiB", description="Upper bound of what can be written there (a tmpfs, which counts against `limits.memory`). Default 64MiB.",
-                       change=TMPFS)
+    path: AbsPath = field(
+        description="A writable directory on the otherwise read-only root. Moving a disk workspace keeps its data.",
+        change=TMPFS)
+    type: Literal["tmpfs", "disk"] = field(
+        "tmpfs",
+        description=(
+            "'tmpfs' (default): memory, counted against `limits.memory` and `limits.disk`, emptied at every "
+            "start. 'disk': a persistent workspace on the host's disk, a filesystem of exactly `size` (a write "
+            "past it fails with ENOSPC) that counts against `limits.disk` only, and keeps its files across "
+            "restarts and pauses; the host must declare `disk_workspaces` (docs/design/workspaces.md)."
+        ),
+        change=Effect(sandboxes="replace", workspaces=True, host=frozenset({"guard"}), forces=("tmpfs",)),
+    )
+    size: Size = field("64MiB", description="Upper bound of what can be written there. Default 64MiB. A disk "
+                       "workspace is at least 16MiB, in whole MiB; a new size makes a new, empty workspace.",
+                       change=WRITABLE)
+    seed: bool = field(
+        False,
+        description=(
+            "Disk workspaces only: fill a new workspace with what the snapshot image has at `path` (owner and "
+            "mode included), e.g. a repository cloned at build time, writable in place. Default false: empty, "
+            "world-writable with the sticky bit like /tmp. A workspace that already holds data is never "
+            "re-seeded; a change makes a new workspace."
+        ),
+        change=Effect(sandboxes="replace", workspaces=True, host=frozenset({"guard"})),
+    )
     exec: bool = field(
         False,
         description=(
             "Allow running programs from this path. Default false: mounted noexec, so a binary the sandbox "
             "writes or downloads there cannot be executed (an interpreter can still read a script from it)."
         ),
-        change=TMPFS,
+        change=WRITABLE,
     )
 
 
@@ -150,8 +178,8 @@ class Filesystem(StrictModel):
     )
     writable: list[WritablePath] | None = field(
         None,
-        description="Writable paths, each a size-bounded tmpfs emptied at every start. Default: '/tmp' of 64MiB (a quarter of a smaller memory limit).",
-        change=TMPFS, max_length=32,
+        description="Writable paths, each a size-bounded tmpfs emptied at every start or a persistent disk workspace. Default: '/tmp' of 64MiB (a quarter of a smaller memory limit).",
+        change=WRITABLE, max_length=32,
     )
     shm_size: Size | None = field(
         None,
@@ -211,7 +239,7 @@ class TemplateDefaults(StrictModel):
     lifecycle: Lifecycle | None = field(None, description="Lifetime limits, merged field by field.",
                                         change=IN_PLACE_AND_GUARD)
     filesystem: Filesystem | None = field(None, description="Root and writable paths, merged field by field.",
-                                          change=TMPFS)
+                                          change=WRITABLE)
     security: Security | None = field(None, description="Loosenings, merged field by field.", change="replace")
     env: dict[EnvName, Annotated[str, StringConstraints(max_length=32768)] | SecretRef] = field(
         {}, description="Environment merged under each template's own `env`.", change="replace"
