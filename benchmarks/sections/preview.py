@@ -1,0 +1,45 @@
+"""Item 2b: `sandstack preview` and `sandstack diff` at 10 / 100 / 1,000 sandboxes, whole process.
+
+preview prints the default text tree of every resource; diff compares a spec with the same spec where every
+template's CPUs changed (every sandbox container is replaced, so diff explains 1,000 replacements).
+Goals: preview of 1,000 ≤ 5 s and ≤ 300 MB; 1,000 vs 100 ≤ 11×; diff ≤ 2× a preview of the same size.
+"""
+
+from __future__ import annotations
+
+from benchmarks.context import Context, n, sandstack
+from benchmarks.measure import Command, of, paired_ratio, rounds, warm
+from benchmarks.results import Figure, Goal, SectionResult
+
+TITLE = "preview and diff"
+PREVIEW_WALL_GOAL = Goal("<=", 5.0)
+PREVIEW_PEAK_GOAL = Goal("<=", 300.0)
+GROWTH_GOAL = Goal("<=", 11.0)
+DIFF_RATIO_GOAL = Goal("<=", 2.0)
+
+
+def run(ctx: Context) -> SectionResult:
+    result = SectionResult("preview", TITLE)
+    cases: dict[str, Command] = {}
+    for label in ctx.paths:
+        cases[f"preview.{label}"] = Command(sandstack("preview", ctx.spec(label)))
+        cases[f"diff.{label}"] = Command(sandstack("diff", ctx.spec(label), ctx.head(label)))
+    warm([cases["preview.10"]])
+    runs = rounds(cases, ctx.rounds(5, 3), ctx.log)
+    for label in ctx.paths:
+        preview, diff = runs[f"preview.{label}"], runs[f"diff.{label}"]
+        big = label == "1000"
+        result.figures += [
+            Figure(f"preview.{label}.wall_s", f"preview, {n(label)} sandboxes: wall", "s", of(preview, "wall"),
+                   PREVIEW_WALL_GOAL if big else None, profile=cases[f"preview.{label}"].argv),
+            Figure(f"preview.{label}.peak_mb", f"preview, {n(label)} sandboxes: peak memory", "MB",
+                   of(preview, "peak_mb"), PREVIEW_PEAK_GOAL if big else None),
+            Figure(f"diff.{label}.wall_s", f"diff, {n(label)} sandboxes: wall", "s", of(diff, "wall")),
+            Figure(f"diff.{label}.peak_mb", f"diff, {n(label)} sandboxes: peak memory", "MB", of(diff, "peak_mb")),
+            Figure(f"diff.{label}.preview_ratio", f"diff / preview, {n(label)}: wall", "×",
+                   paired_ratio(diff, preview, "wall"), DIFF_RATIO_GOAL, profile=cases[f"diff.{label}"].argv),
+        ]
+    result.figures.append(Figure("preview.growth_1000_100", "preview, 1,000 vs 100: wall growth", "×",
+                                 paired_ratio(runs["preview.1000"], runs["preview.100"], "wall"), GROWTH_GOAL,
+                                 profile=cases["preview.1000"].argv))
+    return result

@@ -1,0 +1,70 @@
+"""Section selection, and the rule that the sections without Docker import nothing from `tests`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks.context import REPO
+from benchmarks.sections import SECTIONS, WITHOUT_DOCKER, select
+
+
+def test_only_selects_in_run_order():
+    assert [s.name for s in select("check,validate")] == ["validate", "check"]
+    assert [s.name for s in select(None)] == list(SECTIONS)
+
+
+def test_only_refuses_unknown_names_naming_the_known_ones():
+    with pytest.raises(ValueError, match="unknown section.*nope.*known: validate"):
+        select("validate,nope")
+
+
+def test_docker_sections_are_the_engine_items():
+    assert [s.name for s in SECTIONS.values() if s.docker] == ["start", "gateway", "deploy"]
+
+
+def test_non_docker_sections_import_nothing_from_tests():
+    code = ("import sys\n"
+            f"for name in {WITHOUT_DOCKER!r}:\n"
+            "    __import__(f'benchmarks.sections.{name}')\n"
+            "import benchmarks.__main__, benchmarks.mock_program, benchmarks.profile\n"
+            "print(sorted(m for m in sys.modules if m == 'tests' or m.startswith('tests.')))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_every_section_has_a_title_and_a_run_function():
+    for section in SECTIONS.values():
+        module = section.module()
+        assert module.TITLE and callable(module.run)
+
+
+def test_mock_program_registers_one_container_per_sandbox_plus_guard_and_gateway(tmp_path):
+    import json
+
+    from benchmarks import stacks
+
+    spec, _ = stacks.write_pair(stacks.SIZES["10"], tmp_path)
+    out = subprocess.run([sys.executable, "-m", "benchmarks.mock_program", str(spec)], cwd=REPO,
+                         capture_output=True, text=True, check=True)
+    counts = json.loads(out.stdout.splitlines()[-1])
+    assert counts["by_type"]["Container"] == 10 + 2
+    assert counts["registrations"] == sum(counts["by_type"].values())
+
+
+def test_profile_runs_a_module_command_as_a_module_and_a_script_as_a_script(tmp_path):
+    from benchmarks.profile import pyinstrument_argv
+
+    session = tmp_path / "p.pyisession"
+    assert pyinstrument_argv([sys.executable, "-m", "benchmarks.mock_program", "x.yaml"], session)[-3:] == [
+        "-m", "benchmarks.mock_program", "x.yaml"]
+    assert pyinstrument_argv(["/venv/bin/sandstack", "preview", "x.yaml"], session)[-3:] == [
+        "/venv/bin/sandstack", "preview", "x.yaml"]
+
+
+def test_profiled_command_is_shown_without_temporary_paths():
+    from benchmarks.profile import display
+
+    assert display(["/venv/bin/sandstack", "validate", "/tmp/x/stack-10.yaml"]) == "sandstack validate stack-10.yaml"
