@@ -11,6 +11,7 @@ from rich.console import Console
 
 from sandstack.spec.errors import render
 from sandstack.tooling import generate
+from sandstack.tooling.sandbox_cli import add_sandbox_commands
 from sandstack.tooling.validate import EXIT_INVALID, EXIT_OK, validate_files
 
 
@@ -119,6 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--check", action="store_true", help="exit 1 if a generated file is stale, write nothing")
     gen.add_argument("--root", default=".", help="repository root (default: current directory)")
     gen.set_defaults(func=cmd_generate)
+
+    add_sandbox_commands(sub)
     return parser
 
 

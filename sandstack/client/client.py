@@ -1,0 +1,285 @@
+"""Client, HostClient (one host's runtime, every endpoint) and Sandbox (a claimed sandbox's handle)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+from urllib.parse import quote
+
+import httpx
+
+ACTOR_HEADER = "X-Sandstack-Actor"
+
+
+class SandstackError(Exception):
+    """An error answer of a runtime: its HTTP status and the runtime's one-sentence message."""
+
+    def __init__(self, status: int, message: str, body: Mapping[str, Any] | None = None, host: str | None = None):
+        super().__init__(f"{host}: {message}" if host else message)
+        self.status, self.message, self.body, self.host = status, message, dict(body or {}), host
+
+
+class NoCapacity(SandstackError):
+    """Every host of the pool answered 503: no idle sandbox."""
+
+
+class HostUnavailable(SandstackError):
+    """No host of the pool answered at all."""
+
+
+@dataclass(frozen=True)
+class HostEndpoint:
+    name: str
+    url: str
+    token: str
+
+
+@dataclass(frozen=True)
+class SnapshotRef:
+    """A snapshot is stored on the host of the sandbox it was taken from; branching happens there."""
+
+    host: str
+    id: str
+    info: Mapping[str, Any]
+
+    def __str__(self) -> str:
+        return f"{self.host}/{self.id}"
+
+
+HttpFactory = Callable[[HostEndpoint, float, dict[str, str]], httpx.Client]
+
+
+def _default_http(endpoint: HostEndpoint, timeout: float, headers: dict[str, str]) -> httpx.Client:
+    return httpx.Client(base_url=endpoint.url, headers=headers, timeout=timeout)
+
+
+class HostClient:
+    """One host's runtime: a method per endpoint, JSON in and out; errors raise SandstackError."""
+
+    def __init__(self, endpoint: HostEndpoint, *, timeout: float = 120, actor: str | None = None,
+                 http_factory: HttpFactory = _default_http):
+        self.endpoint = endpoint
+        self.name = endpoint.name
+        headers = {"Authorization": f"Bearer {endpoint.token}"}
+        if actor:
+            headers[ACTOR_HEADER] = actor
+        self.http = http_factory(endpoint, timeout, headers)
+
+    def request(self, method: str, path: str, *, expect: str = "json", **kwargs: Any) -> Any:
+        response = self.http.request(method, path, **kwargs)
+        if response.status_code >= 400:
+            try:
+                body = response.json()
+                message = body.get("error", response.text) if isinstance(body, dict) else response.text
+            except ValueError:
+                body, message = {}, response.text or response.reason_phrase
+            kind = NoCapacity if response.status_code == 503 and "no capacity" in message else SandstackError
+            raise kind(response.status_code, message, body if isinstance(body, dict) else {}, self.name)
+        if expect == "bytes":
+            return response.content
+        if expect == "response":
+            return response
+        return response.json() if response.content else None
+
+    # Sessions and sandboxes
+    def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> dict[str, Any]:
+        return self.request("POST", "/v1/sessions", json={"pool": pool, "session": session,
+                                                          "from_snapshot": from_snapshot})
+
+    def get_session(self, session: str) -> dict[str, Any]:
+        return self.request("GET", f"/v1/sessions/{quote(session, safe='')}")
+
+    def release(self, session: str) -> dict[str, Any]:
+        return self.request("DELETE", f"/v1/sessions/{quote(session, safe='')}")
+
+    def sandboxes(self, pool: str | None = None) -> list[dict[str, Any]]:
+        return self.request("GET", "/v1/sandboxes", params={"pool": pool} if pool else None)
+
+    def status(self, sandbox: str) -> dict[str, Any]:
+        return self.request("GET", f"/v1/sandboxes/{sandbox}")
+
+    def exec(self, sandbox: str, **body: Any) -> dict[str, Any]:
+        return self.request("POST", f"/v1/sandboxes/{sandbox}/exec", json=body)
+
+    def read_file(self, sandbox: str, path: str) -> httpx.Response:
+        return self.request("GET", f"/v1/sandboxes/{sandbox}/files/{quote(path)}", expect="response")
+
+    def write_file(self, sandbox: str, path: str, data: bytes) -> None:
+        self.request("PUT", f"/v1/sandboxes/{sandbox}/files/{quote(path)}", content=data,
+                     headers={"Content-Type": "application/octet-stream"})
+
+    def delete_file(self, sandbox: str, path: str) -> None:
+        self.request("DELETE", f"/v1/sandboxes/{sandbox}/files/{quote(path)}")
+
+    def archive(self, sandbox: str, fmt: str = "tar.gz") -> bytes:
+        return self.request("GET", f"/v1/sandboxes/{sandbox}/archive", params={"format": fmt}, expect="bytes")
+
+    def snapshot(self, sandbox: str) -> dict[str, Any]:
+        return self.request("POST", f"/v1/sandboxes/{sandbox}/snapshots")
+
+    def restore(self, sandbox: str, snapshot: str) -> dict[str, Any]:
+        return self.request("POST", f"/v1/sandboxes/{sandbox}/restore", json={"snapshot": snapshot})
+
+    def pause(self, sandbox: str) -> dict[str, Any]:
+        return self.request("POST", f"/v1/sandboxes/{sandbox}/pause")
+
+    def resume(self, sandbox: str) -> dict[str, Any]:
+        return self.request("POST", f"/v1/sandboxes/{sandbox}/resume")
+
+    # Snapshots and audit
+    def snapshots(self, pool: str | None = None, session: str | None = None) -> list[dict[str, Any]]:
+        params = {k: v for k, v in (("pool", pool), ("session", session)) if v}
+        return self.request("GET", "/v1/snapshots", params=params)
+
+    def get_snapshot(self, snapshot: str) -> dict[str, Any]:
+        return self.request("GET", f"/v1/snapshots/{snapshot}")
+
+    def delete_snapshot(self, snapshot: str) -> None:
+        self.request("DELETE", f"/v1/snapshots/{snapshot}")
+
+    def audit(self, limit: int = 100) -> list[dict[str, Any]]:
+        return self.request("GET", "/v1/audit", params={"limit": limit})
+
+
+class Sandbox:
+    """A claimed sandbox: every call goes to the host that holds it."""
+
+    def __init__(self, host: HostClient, info: Mapping[str, Any]):
+        self.host = host
+        self.name: str = info["sandbox"]
+        self.pool: str = info["pool"]
+        self.session: str = info["session"]
+        self.info = dict(info)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.host.name}/{self.name}"
+
+    def exec(self, command: list[str] | None = None, *, script: str | None = None, lang: str = "bash",
+             cwd: str | None = None, env: Mapping[str, str] | None = None,
+             timeout: int | None = None) -> dict[str, Any]:
+        return self.host.exec(self.name, command=command, script=script, lang=lang, cwd=cwd, env=dict(env or {}),
+                              timeout=timeout)
+
+    def read_file(self, path: str) -> bytes:
+        response = self.host.read_file(self.name, path)
+        if response.headers.get("content-type", "").startswith("application/json"):
+            raise SandstackError(409, f"path {path!r} is a directory; use list_dir", host=self.host.name)
+        return response.content
+
+    def list_dir(self, path: str = "") -> list[dict[str, Any]]:
+        response = self.host.read_file(self.name, path)
+        if not response.headers.get("content-type", "").startswith("application/json"):
+            raise SandstackError(409, f"path {path!r} is a file; use read_file", host=self.host.name)
+        return response.json()["entries"]
+
+    def write_file(self, path: str, data: bytes | str) -> None:
+        self.host.write_file(self.name, path, data.encode() if isinstance(data, str) else data)
+
+    def delete_file(self, path: str) -> None:
+        self.host.delete_file(self.name, path)
+
+    def archive(self, fmt: str = "tar.gz") -> bytes:
+        return self.host.archive(self.name, fmt)
+
+    def snapshot(self) -> SnapshotRef:
+        info = self.host.snapshot(self.name)
+        return SnapshotRef(self.host.name, info["id"], info)
+
+    def restore(self, snapshot: SnapshotRef | str) -> dict[str, Any]:
+        return self.host.restore(self.name, snapshot.id if isinstance(snapshot, SnapshotRef) else snapshot)
+
+    def pause(self) -> dict[str, Any]:
+        return self.host.pause(self.name)
+
+    def resume(self) -> dict[str, Any]:
+        return self.host.resume(self.name)
+
+    def status(self) -> dict[str, Any]:
+        return self.host.status(self.name)
+
+    def release(self) -> dict[str, Any]:
+        return self.host.release(self.session)
+
+
+class Client:
+    def __init__(self, hosts: Mapping[str, HostEndpoint], pools: Mapping[str, list[str]], *, timeout: float = 120,
+                 actor: str | None = None, http_factory: HttpFactory = _default_http):
+        unknown = sorted({h for names in pools.values() for h in names} - set(hosts))
+        if unknown:
+            raise ValueError(f"pools name hosts without a runtime endpoint: {', '.join(unknown)}")
+        self.pools = {pool: list(names) for pool, names in pools.items()}
+        self.hosts = {name: HostClient(endpoint, timeout=timeout, actor=actor, http_factory=http_factory)
+                      for name, endpoint in hosts.items()}
+
+    @classmethod
+    def from_outputs(cls, outputs: Mapping[str, Any], **kwargs: Any) -> Client:
+        """From stack outputs: `{"hosts": {host: {"url", "token"}}, "pools": {pool: [host, ...]}}`, at the top
+        level or under a `runtime` key (`pulumi stack output --json --show-secrets`)."""
+        data = outputs.get("runtime", outputs)
+        try:
+            hosts = {name: HostEndpoint(name, h["url"], h["token"]) for name, h in data["hosts"].items()}
+            return cls(hosts, data["pools"], **kwargs)
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"stack outputs lack the runtime's hosts and pools ({error})") from error
+
+    @classmethod
+    def from_file(cls, path: str | Path, **kwargs: Any) -> Client:
+        return cls.from_outputs(json.loads(Path(path).read_text(encoding="utf-8")), **kwargs)
+
+    def hosts_for(self, pool: str, session: str) -> list[str]:
+        """The pool's hosts in the order a claim tries them: rotated by the session id, so the same session
+        goes to the same host first (its claim is idempotent there) and sessions spread over the hosts."""
+        if pool not in self.pools:
+            raise SandstackError(404, f"pool {pool!r} is not in the stack outputs", {"pool": pool})
+        hosts = self.pools[pool]
+        start = int(hashlib.sha256(session.encode()).hexdigest(), 16) % len(hosts)
+        return hosts[start:] + hosts[:start]
+
+    def claim(self, pool: str, session: str, from_snapshot: SnapshotRef | str | None = None) -> Sandbox:
+        """A sandbox of `pool` for `session`; with a snapshot (SnapshotRef or 'host/snap-id'), on its host."""
+        if from_snapshot is not None:
+            ref = from_snapshot if isinstance(from_snapshot, SnapshotRef) else _snapshot_ref(str(from_snapshot))
+            host = self.host(ref.host)
+            return Sandbox(host, host.claim(pool, session, ref.id))
+        refused: list[str] = []
+        last: SandstackError | None = None
+        for name in self.hosts_for(pool, session):
+            host = self.hosts[name]
+            try:
+                return Sandbox(host, host.claim(pool, session))
+            except httpx.TransportError as error:
+                refused.append(f"{name}: does not answer ({type(error).__name__})")
+            except SandstackError as error:
+                if error.status != 503:
+                    raise
+                refused.append(f"{name}: {error.message}")
+                last = error
+        kind = NoCapacity if isinstance(last, NoCapacity) else HostUnavailable
+        raise kind(503, f"no host of pool {pool!r} could take session {session!r}: " + "; ".join(refused),
+                   {"pool": pool, "hosts": refused})
+
+    def host(self, name: str) -> HostClient:
+        if name not in self.hosts:
+            raise SandstackError(404, f"host {name!r} is not in the stack outputs", {"host": name})
+        return self.hosts[name]
+
+    def sandbox(self, ref: str) -> Sandbox:
+        """A handle on `host/sandbox` (as printed by claims), for a sandbox some session holds."""
+        host_name, _, name = ref.partition("/")
+        host = self.host(host_name)
+        return Sandbox(host, host.status(name))
+
+    def close(self) -> None:
+        for host in self.hosts.values():
+            host.http.close()
+
+
+def _snapshot_ref(text: str) -> SnapshotRef:
+    host, _, snapshot = text.partition("/")
+    if not snapshot:
+        raise ValueError(f"snapshot {text!r} must be given as HOST/SNAPSHOT-ID")
+    return SnapshotRef(host, snapshot, {})

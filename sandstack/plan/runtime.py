@@ -1,0 +1,161 @@
+"""What a host's sandbox runtime is told, as plain values: the pools on its host, their sandboxes, where each
+sandbox's workspace is and what its writable paths are, and the runtime's policies (idle, snapshot retention,
+upload and output limits).
+
+The deploy code builds one `RuntimeConfig` per host from the resolved spec and writes `to_json()` into the
+runtime's container; the runtime reads it back with `from_json()` from the file named by `ENV_CONFIG`. Pure
+values: no Pulumi, no Docker, so both sides and their tests share this one definition.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import PurePosixPath
+from typing import Any, Literal
+
+FORMAT_VERSION = 1
+
+# The runtime's process contract: where it finds its configuration, token and state.
+ENV_CONFIG = "SANDSTACK_RUNTIME_CONFIG"  # path of the JSON written by RuntimeConfig.to_json()
+ENV_TOKEN = "SANDSTACK_RUNTIME_TOKEN"  # the bearer token every request must carry (a Pulumi secret)
+ENV_STATE_DIR = "SANDSTACK_RUNTIME_STATE"  # SQLite, snapshots and the audit log; a host volume
+DEFAULT_STATE_DIR = "/var/lib/sandstack-runtime"
+DEFAULT_PORT = 7480
+DB_FILE = "runtime.sqlite3"
+SNAPSHOT_DIR = "snapshots"
+AUDIT_FILE = "audit.log"
+
+IdleAction = Literal["pause", "stop", "reset"]
+# tmpfs: emptied by the container's restart; disk: a directory on a writable root, emptied by the runtime.
+WritableKind = Literal["tmpfs", "disk"]
+IDLE_ACTIONS: tuple[str, ...] = ("pause", "stop", "reset")
+WRITABLE_KINDS: tuple[str, ...] = ("tmpfs", "disk")
+
+
+def _abs_path(value: str, what: str) -> str:
+    path = PurePosixPath(value)
+    if not path.is_absolute() or ".." in path.parts or str(path) != value or value == "/":
+        raise ValueError(f"{what}: {value!r} must be a normalised absolute path other than '/'")
+    return value
+
+
+def _positive(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what}: {value!r} must be an integer >= 1")
+    return value
+
+
+@dataclass(frozen=True)
+class WritablePath:
+    path: str
+    kind: WritableKind = "tmpfs"
+
+    def __post_init__(self) -> None:
+        _abs_path(self.path, "writable.path")
+        if self.kind not in WRITABLE_KINDS:
+            raise ValueError(f"writable.kind: {self.kind!r} is not one of {', '.join(WRITABLE_KINDS)}")
+
+
+@dataclass(frozen=True)
+class IdlePolicy:
+    """After `after_seconds` without API activity and with the sandbox's CPU under the idle threshold:
+    'pause' freezes it (the next exec resumes it), 'stop' ends the session and stops the container (the next
+    claim starts it fresh), 'reset' ends the session and resets the sandbox into the pool."""
+
+    action: IdleAction
+    after_seconds: int
+
+    def __post_init__(self) -> None:
+        if self.action not in IDLE_ACTIONS:
+            raise ValueError(f"idle.action: {self.action!r} is not one of {', '.join(IDLE_ACTIONS)}")
+        _positive(self.after_seconds, "idle.after_seconds")
+
+
+@dataclass(frozen=True)
+class Retention:
+    """Snapshots kept per pool on this host: the newest `count`, none older than `max_age_seconds`."""
+
+    count: int = 10
+    max_age_seconds: int = 7 * 24 * 3600
+
+    def __post_init__(self) -> None:
+        _positive(self.count, "retention.count")
+        _positive(self.max_age_seconds, "retention.max_age_seconds")
+
+
+@dataclass(frozen=True)
+class PoolRuntime:
+    sandboxes: tuple[str, ...]  # Docker container names of the pool's sandboxes on this host
+    workspace_root: str  # files, archives: confined to this directory
+    writable: tuple[WritablePath, ...]  # what a snapshot saves and a reset empties
+    idle: IdlePolicy | None = None  # None: sessions never idle out
+    retention: Retention = field(default_factory=Retention)
+    upload_limit_bytes: int = 64 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if not self.sandboxes or len(set(self.sandboxes)) != len(self.sandboxes):
+            raise ValueError(f"sandboxes: {list(self.sandboxes)!r} must be a non-empty list of distinct names")
+        _abs_path(self.workspace_root, "workspace_root")
+        paths = [w.path for w in self.writable]
+        if len(set(paths)) != len(paths):
+            raise ValueError(f"writable: {paths!r} lists a path twice")
+        _positive(self.upload_limit_bytes, "upload_limit_bytes")
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    host: str
+    pools: dict[str, PoolRuntime]
+    port: int = DEFAULT_PORT
+    exec_timeout_seconds: int = 60  # when a request gives none
+    exec_max_timeout_seconds: int = 3600
+    output_limit_bytes: int = 1024 * 1024  # per stream of one exec; the rest is dropped with a marker
+    idle_check_seconds: int = 5  # how often idle policies and sandbox health are checked
+    version: int = FORMAT_VERSION
+
+    def __post_init__(self) -> None:
+        if self.version != FORMAT_VERSION:
+            raise ValueError(f"version: {self.version!r} is not {FORMAT_VERSION}, the format this runtime reads")
+        if not (1 <= self.port <= 65535):
+            raise ValueError(f"port: {self.port!r} must be 1-65535")
+        for name in ("exec_timeout_seconds", "exec_max_timeout_seconds", "output_limit_bytes", "idle_check_seconds"):
+            _positive(getattr(self, name), name)
+        owners: dict[str, str] = {}
+        for pool, spec in self.pools.items():
+            for sandbox in spec.sandboxes:
+                if sandbox in owners:
+                    raise ValueError(f"pools.{pool}.sandboxes: {sandbox!r} is also in pool {owners[sandbox]!r}")
+                owners[sandbox] = pool
+
+    def pool_of(self, sandbox: str) -> str | None:
+        return next((pool for pool, spec in self.pools.items() if sandbox in spec.sandboxes), None)
+
+    def to_json(self) -> str:
+        """Stable text (sorted keys): a changed config is a changed file, an unchanged one is byte-equal."""
+        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> RuntimeConfig:
+        data = json.loads(text)
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RuntimeConfig:
+        data = dict(data)
+        try:
+            pools = {name: _pool(p) for name, p in data.pop("pools").items()}
+            return cls(pools=pools, **data)
+        except (KeyError, TypeError, AttributeError) as error:
+            raise ValueError(f"runtime config: {error}") from error
+
+
+def _pool(data: dict[str, Any]) -> PoolRuntime:
+    data = dict(data)
+    return PoolRuntime(
+        sandboxes=tuple(data.pop("sandboxes")),
+        writable=tuple(WritablePath(**w) for w in data.pop("writable")),
+        idle=IdlePolicy(**data.pop("idle")) if data.get("idle") else data.pop("idle", None),
+        retention=Retention(**data.pop("retention", {})),
+        **data,
+    )

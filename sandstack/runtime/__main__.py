@@ -1,0 +1,65 @@
+"""`python -m sandstack.runtime`: serve one host's runtime.
+
+Reads its configuration from the file named by SANDSTACK_RUNTIME_CONFIG, its bearer token from
+SANDSTACK_RUNTIME_TOKEN and keeps its state under SANDSTACK_RUNTIME_STATE (default
+/var/lib/sandstack-runtime); talks to the host's daemon through DOCKER_HOST or the default socket.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+from sandstack.plan.runtime import (
+    AUDIT_FILE,
+    DEFAULT_STATE_DIR,
+    ENV_CONFIG,
+    ENV_STATE_DIR,
+    ENV_TOKEN,
+    RuntimeConfig,
+)
+
+LISTEN = "0.0.0.0"  # inside its container; which host address publishes it is the deploy's choice
+MIN_TOKEN = 16
+
+
+def load(environ: dict[str, str]) -> tuple[RuntimeConfig, str, Path]:
+    """The config, token and state dir from the environment; ValueError names what is missing or wrong."""
+    path = environ.get(ENV_CONFIG)
+    if not path:
+        raise ValueError(f"{ENV_CONFIG} is not set: it names the runtime's JSON configuration file")
+    try:
+        config = RuntimeConfig.from_json(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ValueError(f"{ENV_CONFIG}={path}: {error.strerror}") from error
+    token = environ.get(ENV_TOKEN, "")
+    if len(token) < MIN_TOKEN:
+        raise ValueError(f"{ENV_TOKEN} must hold a token of at least {MIN_TOKEN} characters")
+    return config, token, Path(environ.get(ENV_STATE_DIR) or DEFAULT_STATE_DIR)
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config, token, state_dir = load(dict(os.environ))
+    except ValueError as error:
+        print(f"sandstack runtime: {error}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    from sandstack.runtime.app import create_app
+    from sandstack.runtime.audit import AuditLog
+    from sandstack.runtime.docker_backend import DockerBackend
+    from sandstack.runtime.service import Runtime
+
+    runtime = Runtime(config, DockerBackend(), state_dir)
+    app = create_app(runtime, token=token, audit=AuditLog(state_dir / AUDIT_FILE))
+    # One process: the SQLite lock and the monitor thread assume a single runtime per host.
+    uvicorn.run(app, host=LISTEN, port=config.port, workers=1, log_level="info", server_header=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

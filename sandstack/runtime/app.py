@@ -1,0 +1,335 @@
+"""The runtime's HTTP API (FastAPI): bearer-token auth, one audit line per call, errors as JSON without a
+traceback, and the routes over `Runtime`."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import threading
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, FastAPI, Query, Request, Security
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from sandstack.runtime.audit import AuditLog
+from sandstack.runtime.backend import BackendError, DaemonUnavailable
+from sandstack.runtime.errors import ApiError
+from sandstack.runtime.models import (
+    AuditLine,
+    ClaimRequest,
+    Error,
+    ExecRequest,
+    ExecResult,
+    Health,
+    Listing,
+    RestoreRequest,
+    SandboxStatus,
+    Snapshot,
+)
+from sandstack.runtime.service import Runtime
+from sandstack.runtime.store import SnapshotRow
+from sandstack.runtime.workspace import ARCHIVE_FORMATS
+
+log = logging.getLogger("sandstack.runtime")
+VERSION = "1"
+ACTOR_HEADER = "X-Sandstack-Actor"  # who the caller acts for (a user, an agent run): recorded, not trusted
+bearer = HTTPBearer(auto_error=False, description="The host's runtime token (a Pulumi secret).")
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Error} for code in (401, 403, 404, 409, 413, 422, 503)}
+BINARY = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
+
+
+def _runtime(request: Request) -> Runtime:
+    return request.app.state.runtime
+
+
+def _note(request: Request, *, session: str | None = None, sandbox: str | None = None) -> None:
+    """What the audit line of this call names."""
+    if session is not None:
+        request.state.session = session
+    if sandbox is not None:
+        request.state.sandbox = sandbox
+
+
+def require_token(request: Request, credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> None:
+    expected: str = request.app.state.token
+    given = credentials.credentials if credentials and credentials.scheme.lower() == "bearer" else ""
+    # Constant time: how much of a guess matched must not show in the response time.
+    if not hmac.compare_digest(given.encode(), expected.encode()):
+        raise ApiError(401, "unauthorized")
+
+
+def _snapshot(row: SnapshotRow) -> dict[str, Any]:
+    return {"id": row.id, "pool": row.pool, "sandbox": row.sandbox, "session": row.session,
+            "created_at": row.created_at, "size": row.size, "paths": row.paths.split("\n")}
+
+
+def _chunks(file, size: int = 64 * 1024):
+    with file:
+        while chunk := file.read(size):
+            yield chunk
+
+
+router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], responses=ERRORS)
+
+
+@router.post("/sessions", response_model=SandboxStatus, status_code=201, operation_id="claim",
+             responses={200: {"model": SandboxStatus, "description": "The session already had this sandbox."}})
+def claim(body: ClaimRequest, request: Request) -> Any:
+    """Claim an idle sandbox of the pool for the session (idempotent), optionally starting from a snapshot."""
+    _note(request, session=body.session)
+    runtime = _runtime(request)
+    row, created = runtime.claim(body.pool, body.session, body.from_snapshot)
+    _note(request, sandbox=row.name)
+    return JSONResponse(runtime.describe(row), status_code=201 if created else 200)
+
+
+@router.get("/sessions/{session}", response_model=SandboxStatus, operation_id="get_session")
+def get_session(session: str, request: Request) -> Any:
+    _note(request, session=session)
+    runtime = _runtime(request)
+    row = runtime.session(session)
+    _note(request, sandbox=row.name)
+    return runtime.describe(row)
+
+
+@router.delete("/sessions/{session}", response_model=SandboxStatus, operation_id="release")
+def release(session: str, request: Request) -> Any:
+    """Release the session: its sandbox is reset (restarted with fresh writable paths) and returns to the pool."""
+    _note(request, session=session)
+    runtime = _runtime(request)
+    _note(request, sandbox=runtime.session(session).name)
+    return runtime.describe(runtime.release(session))
+
+
+@router.get("/sandboxes", response_model=list[SandboxStatus], operation_id="list_sandboxes")
+def list_sandboxes(request: Request, pool: str | None = None) -> Any:
+    runtime = _runtime(request)
+    if pool is not None:
+        runtime.pool(pool)
+    return [runtime.describe(row) for row in runtime.store.sandboxes(pool)]
+
+
+@router.get("/sandboxes/{sandbox}", response_model=SandboxStatus, operation_id="get_sandbox")
+def get_sandbox(sandbox: str, request: Request) -> Any:
+    _note(request, sandbox=sandbox)
+    runtime = _runtime(request)
+    row = runtime.sandbox(sandbox)
+    _note(request, session=row.session)
+    return runtime.describe(row)
+
+
+def _bound(request: Request, sandbox: str) -> Runtime:
+    runtime = _runtime(request)
+    _note(request, sandbox=sandbox, session=runtime.sandbox(sandbox).session)
+    return runtime
+
+
+@router.post("/sandboxes/{sandbox}/exec", response_model=ExecResult, operation_id="exec", name="exec")
+def exec_(sandbox: str, body: ExecRequest, request: Request) -> Any:
+    """Run a command (argv) or a script; stdout, stderr, exit code and duration come back."""
+    runtime = _bound(request, sandbox)
+    return runtime.exec(sandbox, command=body.command, script=body.script, lang=body.lang, cwd=body.cwd,
+                        env=body.env, timeout=body.timeout)
+
+
+@router.get("/sandboxes/{sandbox}/files/{path:path}", operation_id="read_file",
+            responses={200: {"content": {**BINARY, "application/json": {"schema": Listing.model_json_schema()}},
+                             "description": "A file's bytes, or a directory's listing as JSON."}})
+def read_file(sandbox: str, path: str, request: Request) -> Any:
+    runtime = _bound(request, sandbox)
+    content, entries = runtime.workspace.read(sandbox, path)
+    if entries is not None:
+        return JSONResponse({"path": path, "entries": entries})
+    return StreamingResponse(_chunks(content), media_type="application/octet-stream")
+
+
+@router.put("/sandboxes/{sandbox}/files/{path:path}", status_code=204, response_class=Response, response_model=None,
+            operation_id="write_file",
+            openapi_extra={"requestBody": {"required": True, "content": BINARY}})
+async def write_file(sandbox: str, path: str, request: Request) -> Any:
+    """Write a file (parents are created); over the pool's upload limit → 413."""
+    runtime = await run_in_threadpool(_bound, request, sandbox)
+    limit = runtime.workspace.upload_limit(sandbox)
+    too_big = ApiError(413, f"upload to {path!r} exceeds the limit of {limit} bytes", path=path, limit=limit)
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise too_big
+    body, size = runtime.workspace.spool(), 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_big
+            body.write(chunk)
+        body.seek(0)
+        await run_in_threadpool(runtime.workspace.write, sandbox, path, body)
+    finally:
+        body.close()
+    return Response(status_code=204)
+
+
+@router.delete("/sandboxes/{sandbox}/files/{path:path}", status_code=204, response_class=Response, response_model=None,
+            operation_id="delete_file")
+def delete_file(sandbox: str, path: str, request: Request) -> Any:
+    _bound(request, sandbox).workspace.delete(sandbox, path)
+    return Response(status_code=204)
+
+
+@router.get("/sandboxes/{sandbox}/archive", operation_id="archive",
+            responses={200: {"content": {media: {"schema": {"type": "string", "format": "binary"}}
+                                         for media in ARCHIVE_FORMATS.values()},
+                             "description": "The workspace as an archive."}})
+def archive(sandbox: str, request: Request,
+            format: Literal["tar.gz", "zip"] = Query("tar.gz", description="The archive format.")) -> Any:
+    """The workspace as a tar.gz or zip (a session's 'download your work')."""
+    packed = _bound(request, sandbox).workspace.archive(sandbox, format)
+    headers = {"Content-Disposition": f'attachment; filename="{sandbox}-workspace.{format}"'}
+    return StreamingResponse(_chunks(packed), media_type=ARCHIVE_FORMATS[format], headers=headers)
+
+
+@router.post("/sandboxes/{sandbox}/snapshots", response_model=Snapshot, status_code=201, operation_id="snapshot")
+def snapshot(sandbox: str, request: Request) -> Any:
+    """Snapshot the sandbox's writable paths onto the host."""
+    return _snapshot(_bound(request, sandbox).workspace.snapshot(sandbox))
+
+
+@router.post("/sandboxes/{sandbox}/restore", response_model=Snapshot, operation_id="restore")
+def restore(sandbox: str, body: RestoreRequest, request: Request) -> Any:
+    """Roll the sandbox's writable paths back to a snapshot (emptied first)."""
+    return _snapshot(_bound(request, sandbox).workspace.restore(sandbox, body.snapshot))
+
+
+@router.post("/sandboxes/{sandbox}/pause", response_model=SandboxStatus, operation_id="pause")
+def pause(sandbox: str, request: Request) -> Any:
+    runtime = _bound(request, sandbox)
+    return runtime.describe(runtime.pause(sandbox))
+
+
+@router.post("/sandboxes/{sandbox}/resume", response_model=SandboxStatus, operation_id="resume")
+def resume(sandbox: str, request: Request) -> Any:
+    runtime = _bound(request, sandbox)
+    return runtime.describe(runtime.resume(sandbox))
+
+
+@router.get("/snapshots", response_model=list[Snapshot], operation_id="list_snapshots")
+def list_snapshots(request: Request, pool: str | None = None, session: str | None = None) -> Any:
+    runtime = _runtime(request)
+    if pool is not None:
+        runtime.pool(pool)
+    return [_snapshot(row) for row in runtime.store.snapshots(pool=pool, session=session)]
+
+
+@router.get("/snapshots/{snapshot_id}", response_model=Snapshot, operation_id="get_snapshot")
+def get_snapshot(snapshot_id: str, request: Request) -> Any:
+    return _snapshot(_runtime(request).workspace.snapshot_row(snapshot_id))
+
+
+@router.delete("/snapshots/{snapshot_id}", status_code=204, response_class=Response, response_model=None,
+            operation_id="delete_snapshot")
+def delete_snapshot(snapshot_id: str, request: Request) -> Any:
+    _runtime(request).workspace.delete_snapshot(snapshot_id)
+    return Response(status_code=204)
+
+
+@router.get("/audit", response_model=list[AuditLine], operation_id="audit")
+def audit(request: Request, limit: int = Query(100, ge=1, le=10000)) -> Any:
+    """The newest audit lines, oldest first."""
+    return request.app.state.audit.tail(limit)
+
+
+def _error(status: int, message: str, /, **fields: Any) -> JSONResponse:
+    return JSONResponse({"error": message, **fields}, status_code=status,
+                        headers={"WWW-Authenticate": "Bearer"} if status == 401 else None)
+
+
+def _install_errors(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, error: ApiError) -> JSONResponse:
+        request.state.outcome = error.message
+        return _error(error.status, error.message, **error.fields)
+
+    @app.exception_handler(DaemonUnavailable)
+    async def daemon_down(request: Request, error: DaemonUnavailable) -> JSONResponse:
+        host = request.app.state.runtime.host if request.app.state.runtime else None
+        message = f"the Docker daemon of host {host!r} does not answer; nothing was changed"
+        request.state.outcome = message
+        return _error(503, message, host=host)
+
+    @app.exception_handler(BackendError)
+    async def backend_error(request: Request, error: BackendError) -> JSONResponse:
+        request.state.outcome = str(error)
+        return _error(502, str(error))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors())
+        request.state.outcome = f"invalid request: {problems}"
+        return _error(422, f"invalid request: {problems}")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        request.state.outcome = str(error.detail)
+        return _error(error.status_code, str(error.detail))
+
+
+def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | None = None,
+               monitor: bool = True) -> FastAPI:
+    """The API over `runtime` (None only to render the OpenAPI document)."""
+    stop = threading.Event()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        thread = None
+        if runtime is not None and monitor:
+            thread = threading.Thread(target=_monitor, args=(runtime, stop), name="sandstack-monitor", daemon=True)
+            thread.start()
+        yield
+        stop.set()
+        if thread:
+            thread.join(timeout=10)
+
+    app = FastAPI(title="sandstack runtime", version=VERSION, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  description="Sessions claim the warm sandboxes sandstack declared on this host, run commands, "
+                              "move files, snapshot, branch, pause and resume them, and release them.")
+    app.state.runtime, app.state.token, app.state.audit = runtime, token, audit
+    _install_errors(app)
+
+    @app.middleware("http")
+    async def audited(request: Request, call_next):
+        try:
+            response = await call_next(request)
+        except Exception:  # a bug: logged here with its traceback, never sent
+            log.exception("unhandled error in %s %s", request.method, request.url.path)
+            request.state.outcome = "internal error"
+            response = _error(500, "internal error; see the runtime's log")
+        if request.url.path.startswith("/v1/") and audit is not None:
+            route = request.scope.get("route")
+            actor = request.headers.get(ACTOR_HEADER, "")[:64]
+            peer = request.client.host if request.client else "-"
+            audit.record(who=f"{actor}@{peer}" if actor else peer,
+                         operation=getattr(route, "name", None) or f"{request.method} {request.url.path}",
+                         outcome=getattr(request.state, "outcome", "ok"), status=response.status_code,
+                         session=getattr(request.state, "session", None),
+                         sandbox=getattr(request.state, "sandbox", None))
+        return response
+
+    @app.get("/healthz", response_model=Health, include_in_schema=True, operation_id="health")
+    def health() -> Any:
+        """Liveness for the container's health check (no token, nothing about sandboxes)."""
+        return {"status": "ok", "host": runtime.host if runtime else None}
+
+    app.include_router(router)
+    return app
+
+
+def _monitor(runtime: Runtime, stop: threading.Event) -> None:
+    while not stop.wait(runtime.config.idle_check_seconds):
+        try:
+            runtime.monitor_once()
+        except Exception:  # the monitor must outlive any one bad pass
+            log.exception("monitor pass failed")

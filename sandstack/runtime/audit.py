@@ -1,0 +1,56 @@
+"""The audit log: one JSON line per API call (time, who, session, sandbox, operation, outcome), in a file on
+the state volume rotated by size, and readable back for `GET /v1/audit`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import deque
+from logging.handlers import RotatingFileHandler
+from pathlib import Path
+
+MAX_BYTES = 10 * 1024 * 1024
+BACKUPS = 5
+
+
+class AuditLog:
+    def __init__(self, path: Path, max_bytes: int = MAX_BYTES, backups: int = BACKUPS):
+        self.path = path
+        self.backups = backups
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # A logger of its own (not propagated): audit lines never mix with the service's diagnostics.
+        self._logger = logging.getLogger(f"sandstack.audit.{path}")
+        self._logger.propagate = False
+        self._logger.setLevel(logging.INFO)
+        for handler in list(self._logger.handlers):
+            self._logger.removeHandler(handler)
+            handler.close()
+        self._handler = RotatingFileHandler(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
+        self._handler.setFormatter(logging.Formatter("%(message)s"))
+        self._logger.addHandler(self._handler)
+        self._lock = threading.Lock()
+
+    def record(self, *, who: str, operation: str, outcome: str, status: int, session: str | None = None,
+               sandbox: str | None = None) -> None:
+        line = {"time": round(time.time(), 3), "who": who, "session": session, "sandbox": sandbox,
+                "operation": operation, "status": status, "outcome": outcome}
+        with self._lock:
+            self._logger.info(json.dumps(line, sort_keys=True))
+
+    def tail(self, limit: int) -> list[dict[str, object]]:
+        """The newest `limit` lines, oldest first, across the current file and its rotated backups."""
+        lines: deque[str] = deque(maxlen=limit)
+        with self._lock:
+            self._handler.flush()
+            files = [self.path.with_name(f"{self.path.name}.{n}") for n in range(self.backups, 0, -1)] + [self.path]
+            for file in files:
+                if file.exists():
+                    with open(file, encoding="utf-8") as f:
+                        lines.extend(line for line in f if line.strip())
+        return [json.loads(line) for line in lines]
+
+    def close(self) -> None:
+        self._logger.removeHandler(self._handler)
+        self._handler.close()

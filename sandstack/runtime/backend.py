@@ -1,0 +1,110 @@
+"""The runtime's one door to the sandboxes: a backend that runs processes in an existing container, reads its
+state and CPU use, and pauses, unpauses and restarts it. It never creates or removes a container.
+
+`DockerBackend` (docker_backend.py) is the real one. Tests use a fake with this same interface that runs real
+processes in a directory per sandbox, so the file scripts, timeouts and pause rules are exercised for real.
+
+Files, archives and snapshots all go through `exec` (tar, cat, rm as the sandbox's own user) rather than
+Docker's archive endpoints: those read and write the container's image layer, under the tmpfs mounts where
+the workspace lives (moby/moby#22020), and run as root instead of the sandbox's user.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import BinaryIO, Literal, Protocol
+
+# Docker's own container states, as `docker inspect` names them; 'missing' when no such container exists.
+ContainerStatus = Literal["created", "running", "paused", "restarting", "removing", "exited", "dead", "missing"]
+
+
+class BackendError(Exception):
+    """A backend failure the API reports with its message (never a traceback)."""
+
+
+class DaemonUnavailable(BackendError):
+    """Docker does not answer: the API answers 503 and changes nothing."""
+
+
+class SandboxGone(BackendError):
+    """The declared container does not exist on this host."""
+
+
+class SandboxNotRunning(BackendError):
+    """The container exists but cannot run a process now (paused, exited, restarting)."""
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    status: ContainerStatus
+    exit_code: int | None = None
+    started_at: str | None = None  # Docker's StartedAt; changes on every (re)start
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+
+@dataclass(frozen=True)
+class ExecStatus:
+    exit_code: int | None  # None: the deadline passed while the process was still running
+    duration_ms: int
+
+
+class Sink(Protocol):
+    def write(self, data: bytes) -> object: ...
+
+
+class CappedBuffer:
+    """Keeps the first `limit` bytes written to it and counts the rest, so a chatty command cannot fill the
+    runtime's memory while its exit status is still read."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.data = bytearray()
+        self.dropped = 0
+
+    def write(self, chunk: bytes) -> int:
+        room = self.limit - len(self.data)
+        self.data += chunk[:max(room, 0)]
+        self.dropped += max(len(chunk) - max(room, 0), 0)
+        return len(chunk)
+
+    @property
+    def truncated(self) -> bool:
+        return self.dropped > 0
+
+
+class SandboxBackend(ABC):
+    """What the runtime needs from Docker, per container name."""
+
+    @abstractmethod
+    def state(self, name: str) -> ContainerState:
+        """The container's current state ('missing' when it does not exist)."""
+
+    @abstractmethod
+    def exec(self, name: str, argv: list[str], *, workdir: str, env: dict[str, str] | None = None,
+             stdin: BinaryIO | None = None, stdout: Sink, stderr: Sink,
+             timeout: float | None = None) -> ExecStatus:
+        """Run `argv` in the running container as its own user, in `workdir`, with `env` added to the
+        container's environment. `stdin` is sent and then closed; output is written to the sinks as it
+        arrives. After `timeout` seconds the call returns with exit_code None and leaves the process running
+        (the caller kills it). Raises SandboxNotRunning when the container is paused or stopped."""
+
+    @abstractmethod
+    def cpu_usage_ns(self, name: str) -> int | None:
+        """Total CPU time the container's processes used, in nanoseconds (None when it is not running)."""
+
+    @abstractmethod
+    def pause(self, name: str) -> None: ...
+
+    @abstractmethod
+    def unpause(self, name: str) -> None: ...
+
+    @abstractmethod
+    def restart(self, name: str) -> None:
+        """Stop (if running) and start the container: its tmpfs paths come back empty, its processes are new."""
+
+    @abstractmethod
+    def stop(self, name: str) -> None: ...

@@ -1,0 +1,181 @@
+"""The runtime's backend on the host's Docker daemon, through the Docker SDK's low-level client.
+
+Each operation is one or two Engine API calls: inspect (state), exec create/start/inspect (processes, files,
+snapshots), stats with one_shot (CPU), pause, unpause, restart, stop. Exec streams are read from the
+attached socket directly so that stdin can be sent and closed, output capped as it arrives, and a deadline
+kept (the SDK's own reader waits without a timeout).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from contextlib import contextmanager
+from typing import BinaryIO, Iterator
+
+import docker
+import requests
+
+from sandstack.runtime.backend import (
+    BackendError,
+    ContainerState,
+    DaemonUnavailable,
+    ExecStatus,
+    SandboxBackend,
+    SandboxGone,
+    SandboxNotRunning,
+    Sink,
+)
+
+STDOUT, STDERR = 1, 2
+CHUNK = 64 * 1024
+API_TIMEOUT = 30  # seconds for every call but a running exec's stream (which has its own deadline)
+STOP_GRACE = 10  # seconds Docker waits after SIGTERM before SIGKILL on restart and stop
+
+
+@contextmanager
+def _docker_errors(name: str) -> Iterator[None]:
+    """Docker's exceptions as the backend's: the API turns these into 404/409/503 answers."""
+    try:
+        yield
+    except docker.errors.NotFound as error:
+        raise SandboxGone(f"container {name!r} does not exist on this host") from error
+    except docker.errors.APIError as error:
+        if error.status_code == 409:
+            raise SandboxNotRunning(f"container {name!r}: {error.explanation}") from error
+        raise BackendError(f"container {name!r}: Docker said {error.explanation}") from error
+    except (requests.exceptions.ConnectionError, requests.exceptions.Timeout, ConnectionError) as error:
+        raise DaemonUnavailable(f"the Docker daemon does not answer ({type(error).__name__})") from error
+    except docker.errors.DockerException as error:
+        raise DaemonUnavailable(f"the Docker daemon does not answer ({error})") from error
+
+
+class DockerBackend(SandboxBackend):
+    def __init__(self, base_url: str | None = None):
+        # Connected on first use: a runtime started while the daemon is down serves 503s, not a crash.
+        self._base_url = base_url
+        self._api: docker.APIClient | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def api(self) -> docker.APIClient:
+        with self._lock:
+            if self._api is None:
+                with _docker_errors("-"):
+                    if self._base_url:
+                        self._api = docker.APIClient(base_url=self._base_url, version="auto", timeout=API_TIMEOUT)
+                    else:
+                        self._api = docker.from_env(timeout=API_TIMEOUT).api
+            return self._api
+
+    def state(self, name: str) -> ContainerState:
+        try:
+            with _docker_errors(name):
+                info = self.api.inspect_container(name)["State"]
+        except SandboxGone:
+            return ContainerState("missing")
+        return ContainerState(info["Status"], info.get("ExitCode"), info.get("StartedAt"))
+
+    def exec(self, name: str, argv: list[str], *, workdir: str, env: dict[str, str] | None = None,
+             stdin: BinaryIO | None = None, stdout: Sink, stderr: Sink,
+             timeout: float | None = None) -> ExecStatus:
+        started = time.monotonic()
+        deadline = started + timeout if timeout else None
+        with _docker_errors(name):
+            exec_id = self.api.exec_create(name, argv, stdin=stdin is not None, environment=env or None,
+                                           workdir=workdir)["Id"]
+            raw = self.api.exec_start(exec_id, socket=True)
+        # The SDK hands back the socket's file wrapper on a Unix socket; send and half-close on the socket.
+        sock: socket.socket = getattr(raw, "_sock", raw)
+        try:
+            if stdin is not None:
+                _send(sock, stdin)
+            finished = _copy_frames(sock, {STDOUT: stdout, STDERR: stderr}, deadline)
+        except OSError as error:
+            raise DaemonUnavailable(f"the exec stream of {name!r} broke ({error})") from error
+        finally:
+            sock.close()
+        elapsed = lambda: int((time.monotonic() - started) * 1000)  # noqa: E731
+        if not finished:
+            return ExecStatus(None, elapsed())
+        with _docker_errors(name):
+            # The stream ends when the process closes its output; its exit code is set a moment later.
+            for _ in range(50):
+                info = self.api.exec_inspect(exec_id)
+                if not info["Running"]:
+                    break
+                time.sleep(0.02)
+        return ExecStatus(info["ExitCode"], elapsed())
+
+    def cpu_usage_ns(self, name: str) -> int | None:
+        with _docker_errors(name):
+            stats = self.api.stats(name, stream=False, one_shot=True)
+        usage = (stats.get("cpu_stats") or {}).get("cpu_usage") or {}
+        return usage.get("total_usage")
+
+    def pause(self, name: str) -> None:
+        with _docker_errors(name):
+            self.api.pause(name)
+
+    def unpause(self, name: str) -> None:
+        with _docker_errors(name):
+            self.api.unpause(name)
+
+    def restart(self, name: str) -> None:
+        with _docker_errors(name):
+            self.api.restart(name, timeout=STOP_GRACE)
+
+    def stop(self, name: str) -> None:
+        with _docker_errors(name):
+            self.api.stop(name, timeout=STOP_GRACE)
+
+
+def _send(sock: socket.socket, stdin: BinaryIO) -> None:
+    """stdin to the process, then EOF; the daemon keeps streaming its output after the half-close."""
+    sock.settimeout(API_TIMEOUT)
+    try:
+        for chunk in iter(lambda: stdin.read(CHUNK), b""):
+            sock.sendall(chunk)
+        sock.shutdown(socket.SHUT_WR)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the process exited without reading all of it (a refused path): its status says why
+
+
+def _read_exactly(sock: socket.socket, n: int, deadline: float | None) -> bytes | None:
+    """n bytes, or None at end of stream; raises TimeoutError past the deadline."""
+    data = bytearray()
+    while len(data) < n:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            sock.settimeout(remaining)
+        else:
+            sock.settimeout(None)
+        chunk = sock.recv(min(n - len(data), CHUNK))
+        if not chunk:
+            return None
+        data += chunk
+    return bytes(data)
+
+
+def _copy_frames(sock: socket.socket, sinks: dict[int, Sink], deadline: float | None) -> bool:
+    """Copy Docker's multiplexed stream (8-byte header: stream type, 3 zero bytes, big-endian length) to the
+    sinks until it ends (True) or the deadline passes (False)."""
+    try:
+        while True:
+            header = _read_exactly(sock, 8, deadline)
+            if header is None:
+                return True
+            kind, length = struct.unpack(">BxxxL", header)
+            while length:
+                part = _read_exactly(sock, min(length, CHUNK), deadline)
+                if part is None:
+                    return True
+                length -= len(part)
+                if kind in sinks:
+                    sinks[kind].write(part)
+    except (TimeoutError, socket.timeout):
+        return False

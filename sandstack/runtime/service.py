@@ -1,0 +1,375 @@
+"""The runtime's behaviour, without HTTP: sessions bound to declared sandboxes, exec, pause and resume, and
+the monitor that enforces idle policies and resets sandboxes that died.
+
+A sandbox moves idle → bound (claim) → [paused ↔ bound] → resetting → idle (release). One that stopped
+running while bound is marked unhealthy, and the next monitor pass resets it. Nothing here creates a
+container: every sandbox is one the spec declared and the config lists.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+import uuid
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from sandstack.plan.runtime import PoolRuntime, RuntimeConfig
+from sandstack.runtime import scripts
+from sandstack.runtime.backend import (
+    BackendError,
+    CappedBuffer,
+    DaemonUnavailable,
+    SandboxBackend,
+    SandboxGone,
+    SandboxNotRunning,
+)
+from sandstack.runtime.errors import ApiError, conflict, not_found
+from sandstack.runtime.store import SandboxRow, Store
+from sandstack.spec.models.limits import IDLE_CPU_MS_PER_S
+
+log = logging.getLogger("sandstack.runtime")
+
+SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+INTERPRETERS = {"bash": ["bash", "-c"], "python": ["python3", "-c"]}
+KILL_TIMEOUT = 15  # seconds for the exec that kills a timed-out command's processes
+EXIT_KILLED = 137  # 128 + SIGKILL: what a timed-out command's exit code reads
+
+
+def truncation_marker(stream: str, kept: int, dropped: int) -> str:
+    return f"\n[sandstack: {stream} truncated: {dropped} bytes dropped after the first {kept}]"
+
+
+class Runtime:
+    def __init__(self, config: RuntimeConfig, backend: SandboxBackend, state_dir: Path):
+        self.config = config
+        self.host = config.host
+        self.backend = backend
+        self.state_dir = state_dir
+        self.store = Store(state_dir / "runtime.sqlite3")
+        self.store.sync_declared({pool: spec.sandboxes for pool, spec in config.pools.items()})
+        self._cpu: dict[str, tuple[float, int]] = {}  # sandbox → (sampled at, CPU ns) for the idle check
+        # Sandboxes a request is moving between states (restart, pause...): the monitor leaves them alone, or
+        # it would read a half-done transition as a dead sandbox.
+        self._busy: Counter[str] = Counter()
+        self._busy_lock = threading.Lock()
+        # Imported here: files and snapshots use this class's checks, and this class uses them for branching.
+        from sandstack.runtime.workspace import Workspace
+
+        self.workspace = Workspace(self)
+
+    def _enter(self, name: str) -> None:
+        with self._busy_lock:
+            self._busy[name] += 1
+
+    def _leave(self, name: str) -> None:
+        with self._busy_lock:
+            self._busy[name] -= 1
+            if self._busy[name] <= 0:
+                del self._busy[name]
+
+    @contextmanager
+    def transition(self, name: str) -> Iterator[None]:
+        self._enter(name)
+        try:
+            yield
+        finally:
+            self._leave(name)
+
+    def busy(self, name: str) -> bool:
+        with self._busy_lock:
+            return name in self._busy
+
+    # Lookups: 404s that name what was not found
+
+    def pool(self, name: str) -> PoolRuntime:
+        if name not in self.config.pools:
+            raise not_found("pool", name, self.host)
+        return self.config.pools[name]
+
+    def sandbox(self, name: str) -> SandboxRow:
+        row = self.store.sandbox(name)
+        if row is None:
+            raise not_found("sandbox", name, self.host)
+        return row
+
+    def session(self, session: str) -> SandboxRow:
+        row = self.store.by_session(session)
+        if row is None:
+            raise not_found("session", session, self.host)
+        return row
+
+    def describe(self, row: SandboxRow) -> dict[str, object]:
+        try:
+            container = self.backend.state(row.name).status
+        except DaemonUnavailable:
+            container = "unknown"
+        idle = None if row.last_activity is None else round(time.time() - row.last_activity, 1)
+        return {"sandbox": row.name, "pool": row.pool, "host": self.host, "status": row.status,
+                "session": row.session, "bound_at": row.bound_at, "from_snapshot": row.from_snapshot,
+                "paused_by": row.paused_by, "idle_seconds": idle, "detail": row.detail, "container": container}
+
+    # Sessions
+
+    def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> tuple[SandboxRow, bool]:
+        """The session's sandbox, binding an idle one of the pool if the session has none; (row, created)."""
+        spec = self.pool(pool)
+        if not SESSION_ID.match(session):
+            raise ApiError(422, f"session id {session!r} must be 1-128 letters, digits or ._:@- "
+                                "starting with a letter or digit", session=session)
+        snapshot = self.workspace.snapshot_row(from_snapshot, pool) if from_snapshot else None
+        unhealthy: list[tuple[str, str]] = []
+        with self.store.transaction() as db:
+            existing = self.store.by_session(session)
+            if existing:
+                if existing.pool != pool:
+                    raise conflict(f"session {session!r} is bound to a sandbox of pool {existing.pool!r}, "
+                                   f"not {pool!r}", session=session, pool=existing.pool)
+                return existing, False
+            picked, needs_start = None, False
+            for row in self.store.sandboxes(pool):
+                if row.status != "idle":
+                    continue
+                # A Docker failure here rolls the transaction back: a 503 with nothing changed.
+                state = self.backend.state(row.name)
+                if state.running or state.status in ("exited", "created"):
+                    picked, needs_start = row, not state.running  # stopped by an idle 'stop': start it fresh
+                    break
+                unhealthy.append((row.name, f"container is {state.status} while idle"))
+            if picked is not None:
+                self._enter(picked.name)  # before the binding is visible: the monitor must not judge it yet
+                self.store.update(picked.name, db, status="bound", session=session, bound_at=time.time(),
+                                  from_snapshot=from_snapshot, paused_by=None, last_activity=time.time(),
+                                  detail=None)
+        for name, detail in unhealthy:
+            self.store.update(name, status="unhealthy", detail=detail)
+        if picked is None:
+            raise ApiError(503, f"no capacity: every sandbox of pool {pool!r} on host {self.host!r} is in use "
+                                f"({len(spec.sandboxes)} declared)", pool=pool, host=self.host)
+        try:
+            if needs_start:
+                self.backend.restart(picked.name)
+            if snapshot:
+                self.workspace.restore(picked.name, snapshot.id)
+        except (ApiError, BackendError):
+            # Not half a session: the sandbox goes back (reset), the claim fails.
+            self.store.update(picked.name, status="resetting", session=None)
+            self._reset_quietly(picked.name)
+            raise
+        finally:
+            self._leave(picked.name)
+        return self.sandbox(picked.name), True
+
+    def release(self, session: str) -> SandboxRow:
+        row = self.session(session)
+        self.store.update(row.name, status="resetting", session=None, paused_by=None)
+        try:
+            self.reset(row.name)
+        except DaemonUnavailable:
+            # No partial state: the session keeps its sandbox and may release it again.
+            self.store.update(row.name, status=row.status, session=row.session, paused_by=row.paused_by)
+            raise
+        except BackendError as error:
+            self.store.update(row.name, status="unhealthy", detail=f"reset failed: {error}")
+        return self.sandbox(row.name)
+
+    def reset(self, name: str) -> None:
+        """Fresh writable paths and fresh processes, then back to the pool as idle."""
+        with self.transition(name):
+            self._reset(name)
+
+    def _reset(self, name: str) -> None:
+        spec = self.pool(self.sandbox(name).pool)
+        state = self.backend.state(name)
+        if state.status == "missing":
+            raise SandboxGone(f"container {name!r} does not exist on this host")
+        if state.status == "paused":
+            self.backend.unpause(name)
+        if state.status in ("running", "paused"):
+            # A restart empties tmpfs paths, not a writable root's directories: those are emptied here.
+            for writable in spec.writable:
+                if writable.kind == "disk":
+                    self._run_internal(name, scripts.sh(scripts.EMPTY), writable.path)
+        self.backend.restart(name)
+        self.store.update(name, status="idle", session=None, bound_at=None, from_snapshot=None, paused_by=None,
+                          last_activity=None, detail=None)
+        self._cpu.pop(name, None)
+
+    def _reset_quietly(self, name: str) -> None:
+        try:
+            self.reset(name)
+        except BackendError as error:
+            self.store.update(name, status="unhealthy", detail=f"reset failed: {error}")
+
+    # Using a bound sandbox
+
+    def usable(self, name: str) -> SandboxRow:
+        """The sandbox, bound and running, for exec and files; resumes one the idle policy paused."""
+        row = self.sandbox(name)
+        if row.status == "paused" and row.paused_by == "idle":
+            with self.transition(name):
+                self.backend.unpause(name)
+                self.store.update(name, status="bound", paused_by=None)
+            row = self.sandbox(name)
+        if row.status == "paused":
+            raise conflict(f"sandbox {name!r} is paused; resume it first (POST /v1/sandboxes/{name}/resume)",
+                           sandbox=name, status="paused")
+        if row.status != "bound":
+            raise conflict(f"sandbox {name!r} is {row.status}, not bound to a session; claim one with "
+                           "POST /v1/sessions", sandbox=name, status=row.status)
+        self.store.touch(name)
+        return row
+
+    def died(self, row: SandboxRow, error: BackendError) -> ApiError:
+        """A bound sandbox that stopped running: reported unhealthy; the monitor resets it."""
+        self.store.update(row.name, status="unhealthy", session=None,
+                          detail=f"stopped running while bound to session {row.session!r}: {error}")
+        return conflict(f"sandbox {row.name!r} stopped running; it is reported unhealthy and will be reset, "
+                        f"and session {row.session!r} has ended", sandbox=row.name, status="unhealthy")
+
+    def exec(self, name: str, *, command: list[str] | None, script: str | None, lang: str, cwd: str | None,
+             env: dict[str, str], timeout: int | None) -> dict[str, object]:
+        if (command is None) == (script is None):
+            raise ApiError(422, "give exactly one of 'command' (an argv list) or 'script'")
+        if command is not None and not command:
+            raise ApiError(422, "'command' must not be empty")
+        if script is not None and lang not in INTERPRETERS:
+            raise ApiError(422, f"'lang' {lang!r} is not one of {', '.join(INTERPRETERS)}")
+        bad = [key for key in env if not ENV_NAME.match(key) or key == scripts.MARKER_ENV]
+        if bad:
+            raise ApiError(422, f"env names {bad!r} are not allowed", names=bad)
+        limit = self.config.exec_max_timeout_seconds
+        timeout = self.config.exec_timeout_seconds if timeout is None else timeout
+        if not 1 <= timeout <= limit:
+            raise ApiError(422, f"'timeout' {timeout} must be 1-{limit} seconds")
+        row = self.usable(name)
+        root = self.pool(row.pool).workspace_root
+        workdir = root if not cwd else cwd if cwd.startswith("/") else f"{root}/{cwd}"
+        argv = command if command is not None else [*INTERPRETERS[lang], script]
+        marker = uuid.uuid4().hex
+        out, err = CappedBuffer(self.config.output_limit_bytes), CappedBuffer(self.config.output_limit_bytes)
+        try:
+            status = self.backend.exec(name, list(argv), workdir=workdir, env={**env, scripts.MARKER_ENV: marker},
+                                       stdout=out, stderr=err, timeout=timeout)
+            timed_out = status.exit_code is None
+            if timed_out:
+                self._run_internal(name, scripts.sh(scripts.KILL_MARKED, marker), "/", timeout=KILL_TIMEOUT)
+        except (SandboxNotRunning, SandboxGone) as error:
+            raise self.died(row, error) from error
+        self.store.touch(name)
+        result: dict[str, object] = {
+            "stdout": _text(out, "stdout"), "stderr": _text(err, "stderr"),
+            "exit_code": EXIT_KILLED if timed_out else status.exit_code, "duration_ms": status.duration_ms,
+            "timed_out": timed_out, "stdout_truncated": out.truncated, "stderr_truncated": err.truncated,
+        }
+        if timed_out:
+            result["message"] = (f"timed out after {timeout}s: every process the command started was killed "
+                                 "(SIGKILL)")
+        return result
+
+    def _run_internal(self, name: str, argv: list[str], workdir: str, *, stdin=None, stdout=None,
+                      timeout: float = 300) -> tuple[int | None, str]:
+        """One of the runtime's own scripts; (exit code, stderr)."""
+        err = CappedBuffer(8192)
+        status = self.backend.exec(name, argv, workdir=workdir, stdin=stdin,
+                                   stdout=stdout if stdout is not None else CappedBuffer(8192), stderr=err,
+                                   timeout=timeout)
+        return status.exit_code, err.data.decode(errors="replace").strip()
+
+    def pause(self, name: str, by: str = "api") -> SandboxRow:
+        row = self.sandbox(name)
+        if row.status == "paused":
+            return row
+        if row.status != "bound":
+            raise conflict(f"sandbox {name!r} is {row.status}; only a bound sandbox can be paused",
+                           sandbox=name, status=row.status)
+        with self.transition(name):
+            self.backend.pause(name)
+            self.store.update(name, status="paused", paused_by=by)
+        return self.sandbox(name)
+
+    def resume(self, name: str) -> SandboxRow:
+        row = self.sandbox(name)
+        if row.status == "bound":
+            return row
+        if row.status != "paused":
+            raise conflict(f"sandbox {name!r} is {row.status}; only a paused sandbox can be resumed",
+                           sandbox=name, status=row.status)
+        with self.transition(name):
+            self.backend.unpause(name)
+            self.store.update(name, status="bound", paused_by=None, last_activity=time.time())
+        return self.sandbox(name)
+
+    # The monitor: health, idle policies, snapshot retention
+
+    def monitor_once(self, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        for row in self.store.sandboxes():
+            if self.busy(row.name):
+                continue
+            try:
+                self._check(row, now)
+            except DaemonUnavailable as error:
+                log.warning("monitor: %s", error)
+                return
+            except BackendError as error:
+                log.warning("monitor: sandbox %s: %s", row.name, error)
+        self.workspace.apply_retention(now)
+
+    def _check(self, listed: SandboxRow, now: float) -> None:
+        row = self.store.sandbox(listed.name)  # as it is now, not as it was when the pass began
+        if row is None:
+            return
+        if row.status in ("unhealthy", "resetting"):
+            # Reported at least one pass (or left by a runtime that stopped mid-reset): reset it now.
+            if self.backend.state(row.name).status != "missing":
+                self._reset_quietly(row.name)
+            return
+        state = self.backend.state(row.name)
+        expected = {"bound": ("running",), "paused": ("paused",), "idle": ("running", "exited", "created")}
+        if state.status not in expected[row.status]:
+            detail = f"container is {state.status}" + (f" (exit {state.exit_code})" if state.exit_code else "")
+            if row.session:
+                detail += f" while bound to session {row.session!r}"
+            self.store.update(row.name, status="unhealthy", session=None, detail=detail)
+            return
+        policy = self.pool(row.pool).idle
+        if row.status != "bound" or policy is None:
+            return
+        if self._cpu_active(row.name, now):
+            self.store.update(row.name, last_activity=now)
+            return
+        if row.last_activity is not None and now - row.last_activity >= policy.after_seconds:
+            log.info("sandbox %s idle for %ss: %s", row.name, policy.after_seconds, policy.action)
+            if policy.action == "pause":
+                self.pause(row.name, by="idle")
+            elif policy.action == "reset":
+                self.store.update(row.name, status="resetting", session=None)
+                self._reset_quietly(row.name)
+            else:
+                with self.transition(row.name):
+                    self.backend.stop(row.name)
+                    self.store.update(row.name, status="idle", session=None, bound_at=None, from_snapshot=None,
+                                      paused_by=None, last_activity=None, detail="stopped after being idle")
+
+    def _cpu_active(self, name: str, now: float) -> bool:
+        """Whether the sandbox used more CPU than an idle one since the last sample (measured from outside)."""
+        used = self.backend.cpu_usage_ns(name)
+        previous = self._cpu.get(name)
+        if used is None:
+            return False
+        self._cpu[name] = (now, used)
+        if previous is None or now <= previous[0]:
+            return False
+        per_second_ns = (used - previous[1]) / (now - previous[0])
+        return per_second_ns > IDLE_CPU_MS_PER_S * 1_000_000
+
+
+def _text(buffer: CappedBuffer, stream: str) -> str:
+    text = bytes(buffer.data).decode("utf-8", errors="replace")
+    return text + truncation_marker(stream, buffer.limit, buffer.dropped) if buffer.truncated else text

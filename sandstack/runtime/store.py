@@ -1,0 +1,153 @@
+"""The runtime's state in SQLite: each declared sandbox's status and session, and the snapshots.
+
+One connection, one lock, and `BEGIN IMMEDIATE` for every change: concurrent claims are serialised, so 20
+claims on a pool of 4 bind exactly 4 sandboxes. The file lives on the host's state volume, so sessions and
+snapshots outlive a restart of the runtime.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Literal
+
+Status = Literal["idle", "bound", "paused", "resetting", "unhealthy"]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sandboxes (
+    name TEXT PRIMARY KEY,
+    pool TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'idle',
+    session TEXT UNIQUE,
+    bound_at REAL,
+    from_snapshot TEXT,
+    paused_by TEXT,
+    last_activity REAL,
+    cpu_ns INTEGER,
+    detail TEXT
+);
+CREATE TABLE IF NOT EXISTS snapshots (
+    id TEXT PRIMARY KEY,
+    pool TEXT NOT NULL,
+    sandbox TEXT NOT NULL,
+    session TEXT,
+    created_at REAL NOT NULL,
+    size INTEGER NOT NULL,
+    paths TEXT NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class SandboxRow:
+    name: str
+    pool: str
+    status: Status
+    session: str | None
+    bound_at: float | None
+    from_snapshot: str | None
+    paused_by: str | None  # 'api' or 'idle'
+    last_activity: float | None
+    cpu_ns: int | None
+    detail: str | None  # why it is unhealthy, or what happened to its last session
+
+
+@dataclass(frozen=True)
+class SnapshotRow:
+    id: str
+    pool: str
+    sandbox: str
+    session: str | None
+    created_at: float
+    size: int
+    paths: str  # the writable paths saved, '\n'-separated, in the order of the stored tars
+
+
+class Store:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: transactions are exactly the explicit BEGIN IMMEDIATE ... COMMIT below.
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        self._lock = threading.RLock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA busy_timeout=5000")
+            self._db.executescript(SCHEMA)
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic change: commits when the block ends, rolls back on any exception."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def sync_declared(self, pools: dict[str, tuple[str, ...]]) -> None:
+        """Adds the configured sandboxes and forgets ones no longer declared (their sessions end with them)."""
+        with self.transaction() as db:
+            declared = {name: pool for pool, names in pools.items() for name in names}
+            for name, pool in declared.items():
+                db.execute("INSERT INTO sandboxes (name, pool) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET "
+                           "pool = excluded.pool", (name, pool))
+            marks = ",".join("?" * len(declared))
+            db.execute(f"DELETE FROM sandboxes WHERE name NOT IN ({marks})", tuple(declared))
+
+    def sandbox(self, name: str) -> SandboxRow | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM sandboxes WHERE name = ?", (name,)).fetchone()
+        return SandboxRow(**row) if row else None
+
+    def sandboxes(self, pool: str | None = None) -> list[SandboxRow]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM sandboxes WHERE ? IS NULL OR pool = ? ORDER BY pool, name",
+                                    (pool, pool)).fetchall()
+        return [SandboxRow(**row) for row in rows]
+
+    def by_session(self, session: str) -> SandboxRow | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM sandboxes WHERE session = ?", (session,)).fetchone()
+        return SandboxRow(**row) if row else None
+
+    def update(self, name: str, db: sqlite3.Connection | None = None, **fields: object) -> None:
+        assignments = ", ".join(f"{key} = ?" for key in fields)
+        if db is not None:
+            db.execute(f"UPDATE sandboxes SET {assignments} WHERE name = ?", (*fields.values(), name))
+            return
+        with self.transaction() as tx:
+            tx.execute(f"UPDATE sandboxes SET {assignments} WHERE name = ?", (*fields.values(), name))
+
+    def touch(self, name: str) -> None:
+        """API activity: the idle clock restarts."""
+        self.update(name, last_activity=time.time())
+
+    # Snapshots
+
+    def add_snapshot(self, row: SnapshotRow) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT INTO snapshots VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (row.id, row.pool, row.sandbox, row.session, row.created_at, row.size, row.paths))
+
+    def snapshot(self, snapshot_id: str) -> SnapshotRow | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM snapshots WHERE id = ?", (snapshot_id,)).fetchone()
+        return SnapshotRow(**row) if row else None
+
+    def snapshots(self, pool: str | None = None, session: str | None = None) -> list[SnapshotRow]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM snapshots WHERE (? IS NULL OR pool = ?) AND (? IS NULL OR session = ?) "
+                "ORDER BY created_at DESC, id", (pool, pool, session, session)).fetchall()
+        return [SnapshotRow(**row) for row in rows]
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM snapshots WHERE id = ?", (snapshot_id,))

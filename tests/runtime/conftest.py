@@ -1,0 +1,71 @@
+"""A runtime over the fake backend, served by FastAPI's TestClient: pool 'py' (4 sandboxes) and pool 'web'
+(1 sandbox) on host 'local', workspace /workspace, writable /workspace and /tmp (tmpfs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from sandstack.plan.runtime import IdlePolicy, PoolRuntime, Retention, RuntimeConfig, WritablePath
+from sandstack.runtime.app import create_app
+from sandstack.runtime.audit import AuditLog
+from sandstack.runtime.service import Runtime
+from tests.runtime.fake_backend import FakeBackend
+
+TOKEN = "test-token-0123456789abcdef"
+PY = [f"sandstack-t-py-{i}" for i in range(4)]
+WEB = ["sandstack-t-web-0"]
+WRITABLE = (WritablePath("/workspace"), WritablePath("/tmp"))
+
+
+def make_config(**overrides) -> RuntimeConfig:
+    pools = {
+        "py": PoolRuntime(tuple(PY), "/workspace", WRITABLE, idle=IdlePolicy("pause", 30),
+                          retention=Retention(count=2, max_age_seconds=3600), upload_limit_bytes=1024),
+        "web": PoolRuntime(tuple(WEB), "/workspace", WRITABLE, idle=IdlePolicy("reset", 30)),
+    }
+    return RuntimeConfig(host="local", pools=pools, output_limit_bytes=64, exec_timeout_seconds=60,
+                         **overrides)
+
+
+@dataclass
+class Env:
+    backend: FakeBackend
+    runtime: Runtime
+    api: TestClient
+    state_dir: Path
+    audit: AuditLog
+
+    def claim(self, session: str, pool: str = "py", **extra) -> dict:
+        response = self.api.post("/v1/sessions", json={"pool": pool, "session": session, **extra})
+        assert response.status_code == 201, response.text
+        return response.json()
+
+    def restarted(self) -> "Env":
+        """The same state dir and backend under a new Runtime: a restart of the runtime's container."""
+        runtime = Runtime(self.runtime.config, self.backend, self.state_dir)
+        app = create_app(runtime, token=TOKEN, audit=self.audit, monitor=False)
+        return Env(self.backend, runtime, TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"}),
+                   self.state_dir, self.audit)
+
+
+def make_env(tmp_path: Path, config: RuntimeConfig | None = None) -> Env:
+    config = config or make_config()
+    backend = FakeBackend(tmp_path / "containers", PY + WEB, {"/workspace": "tmpfs", "/tmp": "tmpfs"})
+    state = tmp_path / "state"
+    runtime = Runtime(config, backend, state)
+    audit = AuditLog(state / "audit.log")
+    app = create_app(runtime, token=TOKEN, audit=audit, monitor=False)
+    api = TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"})
+    return Env(backend, runtime, api, state, audit)
+
+
+@pytest.fixture
+def env(tmp_path: Path):
+    environment = make_env(tmp_path)
+    yield environment
+    environment.backend.close()
+    environment.audit.close()

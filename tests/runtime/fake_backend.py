@@ -1,0 +1,172 @@
+"""A stand-in for DockerBackend with the same interface (sandstack.runtime.backend.SandboxBackend), used
+while the one Docker daemon is busy with the engine tests.
+
+It behaves like the real one where the runtime can tell: each sandbox is a directory on this machine playing
+the container's '/', with its writable paths in it; `exec` runs the real process (sh, tar, bash, python3)
+with the container path of its working directory mapped into that directory, so the runtime's file scripts,
+output caps, timeouts and kills run for real. Pausing stops the sandbox's processes (SIGSTOP) and refuses
+exec like Docker's 409; a restart kills them and empties the tmpfs paths; a stopped, removed or
+unreachable container fails the way Docker's does. CPU use is a counter a test advances (Docker's stats
+number, read from outside the sandbox).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import BinaryIO
+
+from sandstack.runtime.backend import (
+    BackendError,
+    ContainerState,
+    DaemonUnavailable,
+    ExecStatus,
+    SandboxBackend,
+    SandboxGone,
+    SandboxNotRunning,
+    Sink,
+)
+
+
+class FakeBackend(SandboxBackend):
+    def __init__(self, root: Path, sandboxes: list[str], writable: dict[str, str]):
+        """`writable`: container path → 'tmpfs' or 'disk', created in every sandbox."""
+        self.root = root
+        self.writable = writable
+        self.status = {name: "running" for name in sandboxes}
+        self.exit_codes: dict[str, int | None] = {name: None for name in sandboxes}
+        self.starts = {name: 1 for name in sandboxes}
+        self.cpu = {name: 0 for name in sandboxes}
+        self.procs: dict[str, list[subprocess.Popen]] = {name: [] for name in sandboxes}
+        self.calls: list[tuple[str, str]] = []  # (operation, sandbox), in order
+        self.daemon_down = False
+        for name in sandboxes:
+            for path in writable:
+                self.path(name, path).mkdir(parents=True, exist_ok=True)
+
+    def path(self, name: str, container_path: str) -> Path:
+        """Where a container path of `name` lives on this machine."""
+        return self.root / name / container_path.lstrip("/")
+
+    # Faults a test injects
+
+    def die(self, name: str, exit_code: int = 137) -> None:
+        self._kill(name)
+        self.status[name], self.exit_codes[name] = "exited", exit_code
+
+    def remove(self, name: str) -> None:
+        self._kill(name)
+        self.status[name] = "missing"
+
+    # The interface
+
+    def _check(self, operation: str, name: str) -> str:
+        if self.daemon_down:
+            raise DaemonUnavailable("the Docker daemon does not answer (ConnectionError)")
+        self.calls.append((operation, name))
+        status = self.status.get(name, "missing")
+        if status == "missing":
+            raise SandboxGone(f"container {name!r} does not exist on this host")
+        return status
+
+    def state(self, name: str) -> ContainerState:
+        if self.daemon_down:
+            raise DaemonUnavailable("the Docker daemon does not answer (ConnectionError)")
+        status = self.status.get(name, "missing")
+        return ContainerState(status, self.exit_codes.get(name), f"start-{self.starts.get(name)}")
+
+    def exec(self, name: str, argv: list[str], *, workdir: str, env: dict[str, str] | None = None,
+             stdin: BinaryIO | None = None, stdout: Sink, stderr: Sink, timeout: float | None = None) -> ExecStatus:
+        status = self._check("exec", name)
+        if status == "paused":
+            raise SandboxNotRunning(f"container {name!r}: Container {name} is paused, unpause the container "
+                                    "before exec")
+        if status != "running":
+            raise SandboxNotRunning(f"container {name!r}: Container {name} is not running")
+        cwd = self.path(name, workdir)
+        if not cwd.is_dir() or not cwd.resolve().is_relative_to((self.root / name).resolve()):
+            raise BackendError(f"container {name!r}: Docker said OCI runtime exec failed: chdir to cwd "
+                               f"({workdir!r}): no such file or directory")
+        started = time.monotonic()
+        proc = subprocess.Popen(argv, cwd=cwd, env={"PATH": os.environ["PATH"], "HOME": "/", **(env or {})},
+                                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        self.procs[name].append(proc)
+        readers = [threading.Thread(target=_copy, args=(proc.stdout, stdout), daemon=True),
+                   threading.Thread(target=_copy, args=(proc.stderr, stderr), daemon=True)]
+        for reader in readers:
+            reader.start()
+        if stdin is not None:
+            try:
+                shutil.copyfileobj(stdin, proc.stdin)
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass  # the process exited without reading it all, as Docker's stream allows
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return ExecStatus(None, int((time.monotonic() - started) * 1000))
+        for reader in readers:
+            reader.join()
+        return ExecStatus(proc.returncode, int((time.monotonic() - started) * 1000))
+
+    def cpu_usage_ns(self, name: str) -> int | None:
+        return self.cpu[name] if self._check("stats", name) == "running" else None
+
+    def pause(self, name: str) -> None:
+        if self._check("pause", name) != "running":
+            raise SandboxNotRunning(f"container {name!r}: Container {name} is not running")
+        self._signal(name, signal.SIGSTOP)
+        self.status[name] = "paused"
+
+    def unpause(self, name: str) -> None:
+        if self._check("unpause", name) != "paused":
+            raise SandboxNotRunning(f"container {name!r}: Container {name} is not paused")
+        self._signal(name, signal.SIGCONT)
+        self.status[name] = "running"
+
+    def restart(self, name: str) -> None:
+        self._check("restart", name)
+        self._kill(name)
+        for path, kind in self.writable.items():
+            if kind == "tmpfs":  # a new tmpfs on every start; a disk path keeps its files
+                target = self.path(name, path)
+                shutil.rmtree(target)
+                target.mkdir()
+        self.status[name], self.exit_codes[name] = "running", None
+        self.starts[name] += 1
+
+    def stop(self, name: str) -> None:
+        self._check("stop", name)
+        self._kill(name)
+        self.status[name], self.exit_codes[name] = "exited", 143
+
+    def _signal(self, name: str, sig: int) -> None:
+        # Every process group an exec started, even when its leader has exited: Docker's freezer and kill
+        # reach a sandbox's background processes too.
+        for proc in self.procs[name]:
+            try:
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _kill(self, name: str) -> None:
+        self._signal(name, signal.SIGKILL)
+        for proc in self.procs[name]:
+            proc.wait()
+        self.procs[name] = []
+
+    def close(self) -> None:
+        for name in self.procs:
+            self._kill(name)
+
+
+def _copy(source, sink: Sink) -> None:
+    for chunk in iter(lambda: source.read1(65536), b""):
+        sink.write(chunk)
+    source.close()
