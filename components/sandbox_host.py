@@ -13,6 +13,7 @@ import pulumi_docker as docker
 
 from sandstack.components.egress_gateway import EgressGateway, EgressGatewayArgs
 from sandstack.components.host_guard import HostGuard, HostGuardArgs
+from sandstack.components.ingress_proxy import IngressProxy, IngressProxyArgs
 from sandstack.components.resource_args import network_labels, volume_labels
 from sandstack.components.secrets import secret_value
 from sandstack.plan.host import HostPlan, Placement, plan_host
@@ -127,6 +128,17 @@ class SandboxHost(pulumi.ComponentResource):
                 opts=self.child_opts,
             )
 
+        self.ingress = None
+        if plan.ingress:
+            # The host's URLs: a reverse proxy on the pool networks with url ports, after the guard closed them.
+            self.ingress = IngressProxy(
+                f"{name}-ingress",
+                IngressProxyArgs(plan=plan.ingress, image=self.infra_image,
+                                 pool_networks={pool: self.networks[pool].name for pool, _ in plan.ingress.pools},
+                                 labels=self.labels, after=[self.guard.container]),
+                opts=self.child_opts,
+            )
+
         self.ready = [self.guard.container] + ([self.gateway.container] if self.gateway else [])
         self.register_outputs({
             "address": self.address,
@@ -134,6 +146,7 @@ class SandboxHost(pulumi.ComponentResource):
             "networks": {pool: net.name for pool, net in self.networks.items()},
             "guard": self.guard.container_name,
             "gateway": self.gateway.container_name if self.gateway else None,
+            "ingress": self.ingress.container_name if self.ingress else None,
         })
 
     def _infra_image(self, name: str, child: pulumi.ResourceOptions) -> docker.RemoteImage:

@@ -12,12 +12,14 @@ import pulumi_docker as docker
 from sandstack.plan.changes import sandbox_replace_on_changes
 from sandstack.plan.contract import STATE_MOUNT
 from sandstack.plan.data import SEED_DIR, DataPlan, plan_data
+from sandstack.plan.ingress import url_of
 from sandstack.plan.naming import docker_name
 from sandstack.components.resource_args import container_labels, volume_labels
 from sandstack.plan.network import PoolNetwork
 from sandstack.plan.sandbox import SUPERVISOR_ENTRYPOINT, plan_sandbox, sandbox_name
 from sandstack.components.secrets import secret_value
 from sandstack.spec.models import SecretRef
+from sandstack.spec.models.hosts import Ingress
 from sandstack.spec.models.templates import SECRETS_DIR
 from sandstack.spec.resolve import ResolvedTemplate
 
@@ -54,6 +56,7 @@ class SandboxPoolArgs:
     labels: dict[str, str]
     depends_on: list[pulumi.Resource] = field(default_factory=list)
     workspace_volumes: dict[str, pulumi.Input[str]] = field(default_factory=dict)  # Docker name → its output
+    ingress: Ingress | None = None  # the host's, for the URLs of `exposure: url` ports
 
 
 class SandboxPool(pulumi.ComponentResource):
@@ -164,7 +167,8 @@ class SandboxPool(pulumi.ComponentResource):
     def _sandbox(self, name: str, args: SandboxPoolArgs, index: int, mounts: list, waits_on: list) -> docker.Container:
         plan = plan_sandbox(stack=args.stack, pool=args.pool, host=args.host, template=args.template, index=index,
                             network=args.network, digest=args.digest, labels=args.labels,
-                            gpu_device_ids=args.gpu_device_ids[index] if args.gpu_device_ids else ())
+                            gpu_device_ids=args.gpu_device_ids[index] if args.gpu_device_ids else (),
+                            ingress=args.ingress)
         hc = plan.healthcheck
         # One sandbox, exactly as planned (sandstack/plan/sandbox.py); only Pulumi's outputs are added here.
         return docker.Container(
@@ -236,6 +240,8 @@ class SandboxPool(pulumi.ComponentResource):
                 if bound is not None and field_of(bound, "external"):
                     where = "127.0.0.1" if p.exposure == "host" else args.host_address
                     address = f"{where}:{int(field_of(bound, 'external'))}"
+                if p.exposure == "url" and args.ingress:
+                    address = url_of(args.ingress, args.pool, index, p.port)
                 out_ports.append({"name": p.name, "port": p.port, "protocol": p.protocol, "exposure": p.exposure,
                                   "address": address})
             return {

@@ -82,6 +82,7 @@ class SandboxStack(pulumi.ComponentResource):
                         labels=host.labels,
                         depends_on=host.ready,
                         workspace_volumes=host.workspace_volumes,
+                        ingress=spec.hosts[host_name].ingress,
                     ),
                     opts=host.child_opts,
                 )

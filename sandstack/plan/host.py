@@ -9,10 +9,12 @@ from dataclasses import dataclass
 
 from sandstack.plan.gateway import GATEWAY_PIDS, GatewayPlan, plan_gateway
 from sandstack.plan.guard import GuardPlan, plan_guard
+from sandstack.plan.ingress import IngressPlan, Site
 from sandstack.plan.naming import bridge_name, egress_network_name, labels
 from sandstack.plan.network import (
     PoolNetwork,
     egress_bridge_rules,
+    ingress_bridge_rules,
     gateway_ports,
     gateway_refused,
     guard_rules,
@@ -60,6 +62,7 @@ class HostPlan:
     gateway: GatewayPlan | None
     gpus: dict[str, tuple[tuple[str, ...], ...]]  # pool → each replica's GPU device ids
     workspaces: tuple[WorkspaceVolume, ...] = ()  # every sandbox's disk workspaces, made before the guard
+    ingress: IngressPlan | None = None
 
     def gpu_ids(self, pool: str, index: int) -> tuple[str, ...]:
         return self.gpus[pool][index] if pool in self.gpus else ()
@@ -140,6 +143,23 @@ def plan_infra_image(stack: str, spec: Host) -> InfraImagePlan:
     return InfraImagePlan(f"sandstack-{stack}/sandstack_infra:{digest[:12]}", False, digest)
 
 
+def plan_ingress(stack: str, spec: Host, placements: list[Placement],
+                 networks: dict[str, PoolNetwork]) -> IngressPlan | None:
+    """The host's ingress, when it declares one: a site per url port of each sandbox, on its pool's network."""
+    if spec.ingress is None:
+        return None
+    sites, pools = [], []
+    for p in placements:
+        net = networks[p.pool]
+        if not net.url_ports:
+            continue
+        pools.append((p.pool, net.ingress_ip))
+        for i in range(p.replicas):
+            sites += [Site(f"{port}-{p.pool}-{i}.{spec.ingress.domain}", sandbox_name(stack, p.pool, i), port)
+                      for port in net.url_ports]
+    return IngressPlan(stack, spec.ingress, tuple(pools), tuple(sites))
+
+
 def plan_host(stack: str, host: str, spec: Host, placements: list[Placement]) -> HostPlan:
     gateway_pools = [p.pool for p in placements if outbound_of(p.template) == "gateway"]
     ports = gateway_ports(stack, gateway_pools)
@@ -153,6 +173,10 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement]) ->
         opted_in = any(p.template.network.allow_metadata for p in placements if p.pool in gateway_pools)
         rules += egress_bridge_rules(egress_bridge, opted_in)
         bridges.append(egress_bridge)
+    ingress = plan_ingress(stack, spec, placements, networks)
+    if ingress:
+        rules += ingress_bridge_rules(ingress.bridge)
+        bridges.append(ingress.bridge)
     by_pool = {p.pool: p for p in placements}
     gateway = plan_gateway(stack, host, [
         GatewayPool(pool, ports[pool], by_pool[pool].template.network, str(networks[pool].subnet),
@@ -168,6 +192,6 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement]) ->
         stack=stack, host=host, labels=labels(stack, spec.labels, host=host), address=host_address(spec.endpoint),
         infra=plan_infra_image(stack, spec), networks=networks, egress_bridge=egress_bridge,
         guard=plan_guard(stack, rules, bridges, pids, sandboxes, [w.guard_line for w in workspaces]),
-        gateway=gateway, gpus=assign_gpus(spec, placements), workspaces=workspaces,
+        gateway=gateway, gpus=assign_gpus(spec, placements), workspaces=workspaces, ingress=ingress,
     )
 

@@ -59,6 +59,7 @@ class PoolNetwork:
     subnet: ipaddress.IPv4Network
     # Destinations a direct (routed) sandbox must not reach: iptables match fragments, e.g. "-d 10.0.0.0/8".
     refused: tuple[str, ...] = ()
+    url_ports: tuple[int, ...] = ()  # tcp ports the host's ingress proxies to (`exposure: url`)
 
     @property
     def bridge_ip(self) -> str:
@@ -74,6 +75,11 @@ class PoolNetwork:
         return str(self.subnet[-2])
 
     @property
+    def ingress_ip(self) -> str:
+        """The ingress proxy's fixed address on this network (next to the gateway's), named by the guard's rules."""
+        return str(self.subnet[-3])
+
+    @property
     def proxy_url(self) -> str | None:
         return f"http://{GATEWAY_ALIAS}:{self.gateway_port}" if self.gateway_port else None
 
@@ -83,7 +89,11 @@ def outbound_of(template: ResolvedTemplate) -> Outbound:
 
 
 def publishes_ports(template: ResolvedTemplate) -> bool:
-    return any(p.exposure != "none" for p in template.ports)
+    return any(p.exposure in ("host", "public") for p in template.ports)
+
+
+def url_ports(template: ResolvedTemplate) -> tuple[int, ...]:
+    return tuple(sorted({p.port for p in template.ports if p.exposure == "url"}))
 
 
 def _stable_slots(stack: str, pools: list[str], slots: int) -> dict[str, int]:
@@ -156,6 +166,7 @@ def plan_pool_network(stack: str, pool: str, template: ResolvedTemplate, gateway
         gateway_port=gateway_port if outbound == "gateway" else None,
         subnet=subnet,
         refused=refused_destinations(template) if outbound == "direct" else (),
+        url_ports=url_ports(template),
     )
 
 
@@ -176,12 +187,25 @@ def guard_rules(network: PoolNetwork) -> list[str]:
                      "-j REJECT --reject-with tcp-reset")
         rules.append(f"{new} --connlimit-above {GATEWAY_CONNECTIONS_PER_SANDBOX} --connlimit-mask 32 "
                      "-j REJECT --reject-with tcp-reset")
+    if network.url_ports:
+        ingress, ports = network.ingress_ip, ",".join(map(str, network.url_ports))
+        # The ingress may open connections to the sandboxes' url ports, and only those; the sandboxes may only
+        # answer (icc is off, so without these nothing passes, and a sandbox can never reach the proxy first).
+        rules.append(f"DOCKER-USER -i {br} -o {br} -s {ingress}/32 -d {network.sandbox_range} -p tcp "
+                     f"-m multiport --dports {ports} -j ACCEPT")
+        rules.append(f"DOCKER-USER -i {br} -o {br} -s {network.sandbox_range} -d {ingress}/32 -p tcp "
+                     f"-m multiport --sports {ports} {ESTABLISHED} -j ACCEPT")
     for match in network.refused:
         rules.append(f"DOCKER-USER -i {br} ! -o {br} {match} -j DROP")
     if not network.internal and network.outbound != "direct":
         # Routed only to publish ports: answers to inbound connections leave, nothing new does.
         rules.append(f"DOCKER-USER -i {br} ! -o {br} {NOT_ESTABLISHED} -j DROP")
     return rules
+
+
+def ingress_bridge_rules(bridge: str) -> list[str]:
+    """The ingress's own network, where its port is published: it never opens connections to the host."""
+    return [f"INPUT -i {bridge} {NOT_ESTABLISHED} -j DROP"]
 
 
 def egress_bridge_rules(bridge: str, allow_metadata: bool) -> list[str]:

@@ -11,11 +11,13 @@ import math
 from dataclasses import dataclass
 
 from sandstack.plan.contract import STATE_MOUNT, cgroup_parent
+from sandstack.plan.ingress import url_env
 from sandstack.plan.naming import docker_name
 from sandstack.plan.network import PoolNetwork
 from sandstack.plan.snapshot import SUPERVISOR_PATH
 from sandstack.plan.workspace import WorkspaceVolume, plan_workspaces
 from sandstack.spec.models import SecretRef
+from sandstack.spec.models.hosts import Ingress
 from sandstack.spec.models.limits import CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME
 from sandstack.spec.resolve import ResolvedTemplate
 
@@ -89,10 +91,10 @@ def _duration(seconds: int) -> str:
 
 def plan_sandbox(*, stack: str, pool: str, host: str, template: ResolvedTemplate, index: int,
                  network: PoolNetwork, digest: str, labels: dict[str, str],
-                 gpu_device_ids: tuple[str, ...] = ()) -> SandboxPlan:
+                 gpu_device_ids: tuple[str, ...] = (), ingress: Ingress | None = None) -> SandboxPlan:
     t = template
     name = sandbox_name(stack, pool, index)
-    env = dict(t.env)
+    env = {**t.env, **url_env(ingress, pool, index, t.ports)}
     if network.proxy_url:
         proxy = network.proxy_url
         env.update(HTTP_PROXY=proxy, HTTPS_PROXY=proxy, http_proxy=proxy, https_proxy=proxy,
@@ -126,7 +128,7 @@ def plan_sandbox(*, stack: str, pool: str, host: str, template: ResolvedTemplate
             "sandstack.subnet": str(network.subnet),
         },
         ports=tuple(PortBinding(p.port, p.host_port, EXPOSURE_BIND[p.exposure], p.protocol)
-                    for p in t.ports if p.exposure != "none"),
+                    for p in t.ports if p.exposure in EXPOSURE_BIND),
         read_only=t.read_only_root,
         # A writable root is allowed only on hosts with `storage_quota` (rule disk-enforced): cap it there.
         storage_opts={"size": str(t.limits.disk)} if not t.read_only_root else None,

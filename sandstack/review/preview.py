@@ -68,6 +68,9 @@ def summary(r: Resource) -> list[str]:
                 f"from {p['base_image']}, {len(p['setup'])} setup steps, {len(p['files'])} files"]
     if r.kind == "disk workspace":
         return [f"{p['name']}: {p['size'] / 2**20:g}MiB at {p['path']}" + (", seeded from the image" if p["seed"] else "")]
+    if r.kind == "ingress" and p:
+        tls = p["tls"] if isinstance(p["tls"], str) else "TLS from secrets " + ", ".join(v["secret"] for v in p["tls"].values())
+        return [f"https://*.{p['domain']} on {p['listen']} ({tls}), {len(p['sites'])} URLs"]
     if r.kind == "network":
         return [f"{p['name']} {p['subnet']} ({'internal' if p['internal'] else 'routed'}, outbound {p['outbound']}"
                 + (f", gateway port {p['gateway_port']}" if p["gateway_port"] else "") + ")"]

@@ -98,6 +98,21 @@ def _host_resources(stack_name: str, host: str, plan: HostPlan, spec) -> list[Re
                 "pools": {p.pool: {"port": p.port, "address": p.address} for p in plan.gateway.pools},
                 "squid_conf": plan.gateway.config}),
         ]
+    if plan.ingress:
+        ingress_key = f"{T}IngressProxy::{base}-ingress"
+        out += [
+            Resource(f"{base}-ingress", T + "IngressProxy", host_key, "ingress", host),
+            Resource(f"{base}-ingress-net", NETWORK, ingress_key, "ingress network", host,
+                     props={"name": plan.ingress.network, "bridge": plan.ingress.bridge}),
+            *([Resource(f"{base}-ingress-data", VOLUME, ingress_key, "ingress data", host,
+                        props={"name": plan.ingress.data_volume})] if plan.ingress.spec.acme_email else []),
+            Resource(f"{base}-ingress-container", CONTAINER, ingress_key, "ingress", host, props={
+                "name": plan.ingress.container_name, "domain": plan.ingress.spec.domain,
+                "listen": f"{plan.ingress.bind_ip}:{plan.ingress.spec.port}",
+                "tls": ({k: {"secret": getattr(plan.ingress.spec.tls, k).secret} for k in ("cert", "key")}
+                        if plan.ingress.spec.tls else "acme" if plan.ingress.spec.acme_email else "local CA"),
+                "sites": {site.host_name: f"{site.upstream}:{site.port}" for site in plan.ingress.sites}}),
+        ]
     return out
 
 

@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 # Host objects a field may renew, as the reference and the diff name them.
-HostRole = Literal["provider", "infra", "guard", "gateway", "networks"]
+HostRole = Literal["provider", "infra", "guard", "gateway", "networks", "ingress"]
 HOST_ROLE_WORDS: dict[str, str] = {
     "provider": "the Docker provider (every object on the host follows it)",
     "infra": "the infra image (guard, gateway and secrets seeders run on it)",
     "guard": "the host guard container (its rules, pids limits and lifecycle lines)",
     "gateway": "the egress gateway container (its squid config)",
     "networks": "the pool networks and the egress network",
+    "ingress": "the ingress proxy container (its Caddyfile) and its network",
 }
 
 

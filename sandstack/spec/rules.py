@@ -595,5 +595,5 @@ def memory_in_whole_mebibytes(ctx: Context) -> Iterator[Diagnostic]:
                             "/dev/shm in whole MiB, at least 1MiB", "memory-unit")
 
 
-# The disk workspace rules live beside these; importing them registers them after the ones above.
-from sandstack.spec import rules_disk  # noqa: E402,F401
+# The disk workspace and URL rules live beside these; importing them registers them after the ones above.
+from sandstack.spec import rules_disk, rules_ingress  # noqa: E402,F401

@@ -215,6 +215,11 @@ DISK = "a disk workspace"
 HOST_DISK = setting(hosts__local__disk_workspaces="1GiB")
 WITH_WORK = [{"path": "/tmp", "size": "64MiB"}, {"path": "/work", "type": "disk", "size": "32MiB"}]
 AGENT_DISK = setting(hosts__local__disk_workspaces="1GiB", templates__agent__filesystem__writable=WITH_WORK)
+URL_PORT = [{"port": 8080, "exposure": "url", "name": "http"}]
+HOST_INGRESS = setting(hosts__local__ingress={"domain": "sbx.example.com"}, templates__agent__ports__0__host_port=None)
+INGRESS = setting(hosts__local__ingress={"domain": "sbx.example.com"}, templates__agent__ports=URL_PORT)
+INGRESS_TLS = setting(hosts__local__ingress={"domain": "sbx.example.com", "tls": {
+    "cert": {"secret": "certPem"}, "key": {"secret": "keyPem"}}}, templates__agent__ports=URL_PORT)
 FREE_DISK = setting(hosts__local__disk_workspaces="1GiB", defaults__filesystem__writable=WITH_WORK)
 
 CASES: list[Case] = [
@@ -256,6 +261,16 @@ CASES: list[Case] = [
     Case("hosts.*.overcommit.disk", 2),
     Case("hosts.*.storage_quota", True),
     Case("hosts.*.disk_workspaces", "2GiB"),
+    Case("hosts.*.ingress", {"domain": "sbx.example.com"}),
+    Case("hosts.*.ingress.domain", "sbx2.example.com", prepare=INGRESS),
+    Case("hosts.*.ingress.port", 8443, prepare=INGRESS),
+    Case("hosts.*.ingress.exposure", "host", prepare=INGRESS),
+    Case("hosts.*.ingress.tls", {"cert": {"secret": "certPem"}, "key": {"secret": "keyPem"}}, prepare=INGRESS),
+    Case("hosts.*.ingress.tls.cert", {"secret": "certPem2"}, prepare=INGRESS_TLS),
+    Case("hosts.*.ingress.tls.cert.secret", "certPem2", prepare=INGRESS_TLS),
+    Case("hosts.*.ingress.tls.key", {"secret": "keyPem2"}, prepare=INGRESS_TLS),
+    Case("hosts.*.ingress.tls.key.secret", "keyPem2", prepare=INGRESS_TLS),
+    Case("hosts.*.ingress.acme_email", "ops@example.com", prepare=INGRESS),
     Case("hosts.*.disk_workspaces", "2GiB", prepare=AGENT_DISK, variant="with disk workspaces"),
     Case("hosts.*.subnet_pool", "10.99.0.0/16"),
     Case("hosts.*.infra_image", "registry.example.com/sandstack-infra:2",
@@ -456,6 +471,10 @@ CASES: list[Case] = [
     Case("templates.*.ports[].exposure", "public"),
     Case("templates.*.ports[].host_port", 18081),
     Case("templates.*.ports[].name", "web"),
+    Case("templates.*.ports[].name", "web", prepare=INGRESS, condition="a url port"),
+    Case("templates.*.ports[].port", 8081, prepare=INGRESS, condition="a url port"),
+    Case("templates.*.ports[].exposure", "url", prepare=HOST_INGRESS, condition="to or from url"),
+    Case("templates.*.ports", URL_PORT, prepare=HOST_INGRESS, condition="a url port"),
     # --- pools
     Case("pools.*.template", "free"),
     Case("pools.*.hosts", [HOST, "other"], prepare=setting(hosts__other={
@@ -463,6 +482,7 @@ CASES: list[Case] = [
                                                              "gpus": [{"type": "nvidia-l4", "count": 2}]}}),
     ),
     Case("pools.*.replicas", 2, prepare=setting(templates__agent__ports__0__host_port=None)),
+    Case("pools.*.replicas", 2, prepare=INGRESS, condition="url ports"),
     Case("pools.*.description", "more agents"),
     # --- policy (what `sandstack check` reports; no resource)
     Case("policy", {"production": True}),
@@ -500,6 +520,7 @@ ROLE_OBJECTS = {
     "guard": {f"sandstack-{HOST}-guard-state", f"sandstack-{HOST}-guard-container"},
     "gateway": {f"sandstack-{HOST}-gateway-log", f"sandstack-{HOST}-gateway-container"},
     "networks": {f"sandstack-{HOST}-egress-net"},
+    "ingress": {f"sandstack-{HOST}-ingress-{part}" for part in ("net", "container", "data")},
 }
 HOST_OBJECTS = set().union(*ROLE_OBJECTS.values())
 POOL_NETWORK = re.compile(rf"^sandstack-{HOST}-net\.(?P<pool>[a-z0-9-]+)$")
@@ -639,7 +660,7 @@ def test_every_model_field_has_a_case():
 def test_the_base_stack_is_rich_enough_and_stable(apply):
     first = apply(BASE)
     names = {a.name for a in first.actions}
-    assert HOST_OBJECTS - {PROVIDER} <= names and {f"sandstack-{p}.{HOST}-0" for p in ("agent", "free")} <= names
+    assert HOST_OBJECTS - {PROVIDER} - ROLE_OBJECTS["ingress"] <= names and {f"sandstack-{p}.{HOST}-0" for p in ("agent", "free")} <= names
     assert {f"sandstack-agent.{HOST}-secrets", f"sandstack-agent.{HOST}-secrets-seeder"} <= names
     assert _changes(first, apply(BASE)) == {}
 

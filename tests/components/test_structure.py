@@ -12,9 +12,11 @@ from tests.provider.mocks import RecordingMocks, run_program
 
 STACK_URN = "urn:pulumi:{stack}::sandstack::pulumi:pulumi:Stack$sandstack:index:SandboxStack::sandstack"
 PROD_SECRETS = {"agentApiToken": "api-token", "githubToken": "gh-token", "gpuA.ca": "CA PEM",
-                "gpuA.cert": "CERT PEM", "gpuA.key": "KEY PEM"}
+                "gpuA.cert": "CERT PEM", "gpuA.key": "KEY PEM", "ingressCert": "INGRESS CERT PEM",
+                "ingressKey": "INGRESS KEY PEM"}
 COMPONENT_TYPES = {f"sandstack:index:{n}" for n in
-                   ("SandboxStack", "SandboxHost", "HostGuard", "EgressGateway", "SandboxTemplate", "SandboxPool")}
+                   ("SandboxStack", "SandboxHost", "HostGuard", "EgressGateway", "IngressProxy", "SandboxTemplate",
+                    "SandboxPool")}
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +66,9 @@ def test_every_docker_resource_uses_the_provider_of_its_own_host(prod):
 
 
 def test_component_type_tokens(dev, prod):
-    assert {r.typ for r in dev.mocks.registrations.values() if not r.custom} == COMPONENT_TYPES
+    # The dev stack declares no ingress; prod has every component.
+    assert {r.typ for r in dev.mocks.registrations.values() if not r.custom} == COMPONENT_TYPES - {
+        "sandstack:index:IngressProxy"}
     assert {r.typ for r in prod.mocks.registrations.values() if not r.custom} == COMPONENT_TYPES
 
 

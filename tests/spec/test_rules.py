@@ -203,6 +203,16 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
                                         "          size: 64MiB\n", "          size: 64MiB\n        - {path: /work, type: disk, size: 32MiB}\n"),
          ["stack.yaml:6:22: $.hosts.local.disk_workspaces: disk workspaces on host 'local' add up to 32MiB (pool 'web' 1 × 32MiB), more than its `disk_workspaces` 16MiB"]),
     ],
+    "url-port": [
+        ("url-with-host-port", change("        exposure: host\n", "        exposure: url\n", "    capacity:\n",
+                                      "    ingress: {domain: sbx.example.com}\n    capacity:\n"), ["stack.yaml:36:20: $.templates.web.ports[0].host_port: port 8080 has `exposure: url`, which publishes nothing on the host: remove `host_port`, or use exposure 'host' or 'public'"]),
+    ],
+    "url-ingress": [
+        ("url-without-ingress", change("        exposure: host\n        host_port: 18080\n", "        exposure: url\n"),
+         ["stack.yaml:46:7: $.pools.web.hosts: pool 'web' has url ports (8080, template 'web') but host 'local' declares no `ingress`: declare `hosts.local.ingress` with its domain, or use exposure 'host' or 'public'"]),
+        ("tls-and-acme", change("    capacity:\n", "    ingress: {domain: sbx.example.com, acme_email: ops@example.com, "
+                                "tls: {cert: {secret: c}, key: {secret: k}}}\n    capacity:\n"), ["stack.yaml:6:52: $.hosts.local.ingress.acme_email: an ingress gets its certificate either from `tls` (secrets) or from ACME (`acme_email`), not both: remove one"]),
+    ],
     "gpu-ids": [
         ("fewer-ids-than-count",
          change("      disk: 20GiB\n", "      disk: 20GiB\n      gpus: [{type: nvidia-l4, count: 2, ids: ['0']}]\n"),

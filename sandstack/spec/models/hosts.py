@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import StringConstraints
 
 from sandstack.spec import changes
+from sandstack.spec.changes import Effect
 from sandstack.spec.models.base import (ConfigKey, Cpus, ImageRef, LabelKey, Size, StrictModel,
                                          field, text)
 
@@ -32,6 +33,45 @@ class TlsSecretRef(StrictModel):
     """A Pulumi secret holding PEM text for the provider: unlike a sandbox's secrets, a change renews the host."""
 
     secret: ConfigKey = field(description="Pulumi config key holding the PEM text.", change="host")
+
+
+INGRESS = Effect(host=frozenset({"ingress"}))
+# Every sandbox on a host with an ingress has SANDSTACK_PUBLIC_HOSTNAME in its environment.
+INGRESS_AND_ALL_POOLS = Effect(sandboxes="replace", host=frozenset({"ingress"}), scope="host")
+DomainName = text(r"^(?=.{1,200}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$", "domain",
+                  "a lower-case DNS name such as 'sandboxes.example.com'")
+Email = text(r"^[^@\s]{1,64}@[a-z0-9.-]{1,200}$", "email address", "an address such as 'ops@example.com'")
+
+
+class IngressTls(StrictModel):
+    """The ingress's certificate: PEM text from Pulumi secrets, for `*.<domain>` (a wildcard covers every URL)."""
+
+    cert: TlsSecretRef = field(description="Certificate chain (PEM) for the URLs' names.", change=INGRESS)
+    key: TlsSecretRef = field(description="Its private key (PEM).", change=INGRESS)
+
+
+class Ingress(StrictModel):
+    """A host's URLs for its sandboxes' `exposure: url` ports: Caddy, in a container, routes
+    `https://<port>-<pool>-<replica>.<domain>` by host name to that sandbox and port over the pool's network;
+    no sandbox port is published (docs/design/ingress.md)."""
+
+    domain: DomainName = field(
+        description="The URLs' parent domain; its wildcard `*.<domain>` must resolve to this host. Every sandbox on "
+                    "the host gets SANDSTACK_PUBLIC_HOSTNAME=<pool>-<replica>.<domain>, so a change replaces them all.",
+        change=INGRESS_AND_ALL_POOLS)
+    port: int = field(443, description="Host port the proxy listens on (HTTPS). Default 443; another port is part "
+                      "of every URL, so a change replaces the sandboxes with url ports.",
+                      change=Effect(sandboxes="replace", host=frozenset({"ingress"})), ge=1, le=65535)
+    exposure: Literal["host", "public"] = field(
+        "public", description="'public' (default): the proxy's port on all the host's interfaces; 'host': on its "
+        "loopback only (behind another proxy or a tunnel).", change=INGRESS)
+    tls: IngressTls | None = field(
+        None, description="The certificate, from secrets. Without it and without `acme_email`, Caddy's own local CA "
+        "signs the URLs (for development: clients must trust that CA).", change=INGRESS)
+    acme_email: Email | None = field(
+        None, description="Get certificates from an ACME CA (Caddy's automatic HTTPS) with this contact address; "
+        "needs the names to resolve publicly to the host and port 80 reachable for the challenge. Exclusive with "
+        "`tls`.", change=INGRESS)
 
 
 class TlsMaterial(StrictModel):
@@ -117,6 +157,9 @@ class Host(StrictModel):
         ),
         change="none",
     )
+    ingress: Ingress | None = field(
+        None, description="URLs for the sandboxes' `exposure: url` ports, served by a reverse proxy on this host.",
+        change=Effect(sandboxes="replace", host=frozenset({"ingress", "guard"}), scope="host"))
     disk_workspaces: Size | None = field(
         None,
         description=(

@@ -100,18 +100,25 @@ class NetworkPolicy(StrictModel):
     )
 
 
+URL_PORT = "a url port"
+# A url port is a site in the host's ingress (its Caddyfile), an env var of the sandbox, and a guard rule.
+URL_REPLACE = Effect(sandboxes="replace", when=((URL_PORT, Effect(sandboxes="replace", host=frozenset({"ingress", "guard"}))),))
+
+
 class Port(StrictModel):
     """A port a sandbox listens on, and who can reach it."""
 
-    port: int = field(description="Port inside the sandbox.", change="replace", ge=1, le=65535)
+    port: int = field(description="Port inside the sandbox.", change=URL_REPLACE, ge=1, le=65535)
     protocol: Literal["tcp", "udp"] = field("tcp", description="'tcp' (default) or 'udp'.", change="replace")
-    exposure: Literal["none", "host", "public"] = field(
+    exposure: Literal["none", "host", "public", "url"] = field(
         "none",
         description=(
             "'none' (default): not published. 'host': published on the host's loopback (127.0.0.1) only. "
-            "'public': published on all the host's interfaces."
+            "'public': published on all the host's interfaces. 'url': not published; reached as "
+            "`https://<port>-<pool>-<replica>.<domain>` through the host's `ingress` over the pool's network, and "
+            "given to the sandbox as SANDSTACK_URL_<NAME> (the port's name, else its number)."
         ),
-        change="replace",
+        change=Effect(sandboxes="replace", when=(("to or from url", Effect(sandboxes="replace", host=None)),)),
     )
     host_port: int | None = field(
         None,
@@ -122,5 +129,6 @@ class Port(StrictModel):
         change="replace", ge=1, le=65535,
     )
     name: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,14}$")] | None = field(
-        None, description="Optional name for the port in stack outputs, e.g. 'http'.", change="none"
+        None, description="Optional name for the port in stack outputs, e.g. 'http'; a url port's env var is "
+        "named after it.", change=Effect(when=((URL_PORT, Effect(sandboxes="replace")),))
     )

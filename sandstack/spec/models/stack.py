@@ -30,7 +30,8 @@ class Pool(StrictModel):
     replicas: int = field(
         1, description="Sandboxes per host. Default 1; 0 keeps the pool declared but empty. The guard holds each "
                     "sandbox's pids limit, so it is renewed.",
-        change=Effect(sandboxes="scale", host=frozenset({"guard"})),
+        change=Effect(sandboxes="scale", host=frozenset({"guard"}), when=(
+            ("url ports", Effect(sandboxes="scale", host=frozenset({"guard", "ingress"}))),)),
         ge=0, le=250,
     )
     description: Annotated[str, StringConstraints(max_length=500)] = field("", description="What it is for.",

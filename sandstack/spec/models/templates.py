@@ -281,5 +281,6 @@ class Template(TemplateDefaults):
     entrypoint: Command | None = field(None, description="Entrypoint override (exec form).", change="replace")
     command: Command | None = field(None, description="Command (exec form). Default: the image's.", change="replace")
     readiness: Readiness | None = field(None, description="Readiness probe. Default: none.", change=PROBE_AND_GUARD)
-    ports: list[Port] = field([], description="Ports the sandbox listens on, and their exposure.", change="replace",
+    ports: list[Port] = field([], description="Ports the sandbox listens on, and their exposure.",
+                              change=Effect(sandboxes="replace", when=(("a url port", Effect(sandboxes="replace", host=None)),)),
                               max_length=64)

@@ -1,0 +1,120 @@
+"""A host's ingress, as plain values: the URL of every `exposure: url` port, and the Caddy container that routes
+each URL's host name to its sandbox and port over the pool's network (docs/design/ingress.md).
+
+Caddy joins each pool network that has url ports at a fixed address, which the guard opens to exactly those
+ports of that pool's sandboxes (`sandstack.plan.network.guard_rules`); sandboxes cannot open connections to it.
+Its published port is on a network of its own, so no pool network becomes routed and no sandbox port is
+published.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sandstack.plan.naming import bridge_name, infra_name
+from sandstack.spec.models.hosts import Ingress
+
+USER = "65534:65534"  # nobody: Caddy needs no privilege to listen on its high ports inside the container
+HTTPS_PORT = 8443  # inside the container; published on the host's `ingress.port`
+HTTP_PORT = 8080  # inside; published on the host's port 80 only for ACME's HTTP challenge
+CONFIG_DIR = "/config"  # tmpfs: the Caddyfile, written from the environment at start
+# Caddy's certificates and local CA: a volume with ACME (the infra image makes the directory nobody's, and Docker
+# gives a new volume its owner), else a tmpfs (the local CA signs again after a restart).
+DATA_DIR = "/data"
+TLS_DIR = "/run/sandstack/tls"  # the uploaded certificate and key
+MEMORY_MB = 128
+CPUS = "0.5"
+ENTRYPOINT = (f'printf "%s" "$SANDSTACK_CADDYFILE" > {CONFIG_DIR}/Caddyfile && '
+              f"exec caddy run --config {CONFIG_DIR}/Caddyfile --adapter caddyfile")
+# Healthy once Caddy listens on its HTTPS port (a config it cannot load never gets there): 0A is LISTEN.
+HEALTH_TEST = ("CMD-SHELL", f"awk '$4 == \"0A\" && $2 ~ /:{HTTPS_PORT:04X}$/' /proc/net/tcp /proc/net/tcp6 | grep -q .")
+TMPFS = {CONFIG_DIR: "rw,nosuid,nodev,noexec,size=4m,uid=65534,gid=65534", "/tmp": "rw,nosuid,nodev,noexec,size=8m"}
+DATA_TMPFS = "rw,nosuid,nodev,noexec,size=16m,uid=65534,gid=65534"
+
+
+@dataclass(frozen=True)
+class Site:
+    host_name: str  # `<port>-<pool>-<replica>.<domain>`
+    upstream: str  # the sandbox's container name, which Docker's DNS answers on the pool network
+    port: int
+
+
+@dataclass(frozen=True)
+class IngressPlan:
+    stack: str
+    spec: Ingress
+    pools: tuple[tuple[str, str], ...]  # (pool, the ingress's fixed address on its network)
+    sites: tuple[Site, ...]
+
+    @property
+    def container_name(self) -> str:
+        return infra_name(self.stack, "ingress")
+
+    @property
+    def data_volume(self) -> str:
+        return infra_name(self.stack, "ingress-data")
+
+    @property
+    def network(self) -> str:
+        return infra_name(self.stack, "ingress-net")
+
+    @property
+    def bridge(self) -> str:
+        return bridge_name(self.stack, "ingress")
+
+    @property
+    def bind_ip(self) -> str:
+        return "0.0.0.0" if self.spec.exposure == "public" else "127.0.0.1"
+
+    @property
+    def ports(self) -> tuple[tuple[int, int], ...]:
+        """(inside, on the host): HTTPS, and HTTP for an ACME challenge."""
+        return ((HTTPS_PORT, self.spec.port),) + (((HTTP_PORT, 80),) if self.spec.acme_email else ())
+
+    @property
+    def caddyfile(self) -> str:
+        tls = ("" if self.spec.acme_email else
+               f"\ttls {TLS_DIR}/cert.pem {TLS_DIR}/key.pem\n" if self.spec.tls else "\ttls internal\n")
+        lines = ["{", "\tadmin off", f"\thttps_port {HTTPS_PORT}", f"\thttp_port {HTTP_PORT}", "\tskip_install_trust"]
+        if self.spec.acme_email:
+            lines.append(f"\temail {self.spec.acme_email}")
+        else:
+            lines.append("\tauto_https disable_redirects")
+        lines.append("}")
+        for site in self.sites:
+            lines += [f"https://{site.host_name} {{", tls + f"\treverse_proxy {site.upstream}:{site.port}", "}"]
+        if not self.spec.acme_email:
+            # Any other name under the domain (an undeclared port, a sandbox that does not exist) gets a 404 here,
+            # never a guess at an upstream. ACME cannot sign a wildcard over HTTP, so it has no such site.
+            lines += [f"https://*.{self.spec.domain} {{", tls + '\trespond "no such sandbox port" 404', "}"]
+        return "\n".join(lines) + "\n"
+
+    @property
+    def tmpfs(self) -> dict[str, str]:
+        return {**TMPFS, **({} if self.spec.acme_email else {DATA_DIR: DATA_TMPFS})}
+
+    @property
+    def env(self) -> list[str]:
+        return [f"SANDSTACK_CADDYFILE={self.caddyfile}", f"XDG_DATA_HOME={DATA_DIR}", f"XDG_CONFIG_HOME={CONFIG_DIR}",
+                f"HOME={CONFIG_DIR}"]
+
+
+def public_hostname(pool: str, index: int, domain: str) -> str:
+    return f"{pool}-{index}.{domain}"
+
+
+def url_of(ingress: Ingress, pool: str, index: int, port: int) -> str:
+    suffix = "" if ingress.port == 443 else f":{ingress.port}"
+    return f"https://{port}-{public_hostname(pool, index, ingress.domain)}{suffix}"
+
+
+def url_env(ingress: Ingress | None, pool: str, index: int, ports) -> dict[str, str]:
+    """What a sandbox learns of its URLs: its public host name, and SANDSTACK_URL_<NAME> per url port."""
+    if ingress is None:
+        return {}
+    env = {"SANDSTACK_PUBLIC_HOSTNAME": public_hostname(pool, index, ingress.domain)}
+    for p in ports:
+        if p.exposure == "url":
+            env[f"SANDSTACK_URL_{(p.name or str(p.port)).upper().replace('-', '_')}"] = url_of(ingress, pool, index,
+                                                                                               p.port)
+    return env
