@@ -14,6 +14,7 @@ import pulumi_docker as docker
 from sandstack.components.egress_gateway import EgressGateway, EgressGatewayArgs
 from sandstack.components.host_guard import HostGuard, HostGuardArgs
 from sandstack.components.ingress_proxy import IngressProxy, IngressProxyArgs
+from sandstack.components.runtime_service import RuntimeService, RuntimeServiceArgs
 from sandstack.components.resource_args import network_labels, volume_labels
 from sandstack.components.secrets import secret_value
 from sandstack.plan.host import HostPlan, Placement, plan_host
@@ -34,6 +35,14 @@ class SandboxHostArgs:
 def _bridge_options(bridge: str, *, icc: bool = False) -> dict[str, str]:
     # Without icc, containers on one bridge cannot talk to each other; the guard opens only the gateway port.
     return {"com.docker.network.bridge.name": bridge, "com.docker.network.bridge.enable_icc": str(icc).lower()}
+
+
+def runtime_url(plan: HostPlan) -> str | None:
+    """Where an agent platform reaches the host's runtime: its loopback unless the runtime is public."""
+    if plan.runtime is None:
+        return None
+    where = plan.address if plan.runtime.spec.exposure == "public" else "127.0.0.1"
+    return f"http://{where}:{plan.runtime.spec.port}"
 
 
 class SandboxHost(pulumi.ComponentResource):
@@ -139,6 +148,17 @@ class SandboxHost(pulumi.ComponentResource):
                 opts=self.child_opts,
             )
 
+        self.runtime = None
+        if plan.runtime:
+            # The sessions' API: binds sessions to the declared sandboxes, never creates one.
+            self.runtime = RuntimeService(
+                f"{name}-runtime",
+                RuntimeServiceArgs(plan=plan.runtime, image=self.infra_image, labels=self.labels,
+                                   after=[self.guard.container]),
+                opts=self.child_opts,
+            )
+
+        self.runtime_url = runtime_url(plan)
         self.ready = [self.guard.container] + ([self.gateway.container] if self.gateway else [])
         self.register_outputs({
             "address": self.address,
@@ -147,6 +167,7 @@ class SandboxHost(pulumi.ComponentResource):
             "guard": self.guard.container_name,
             "gateway": self.gateway.container_name if self.gateway else None,
             "ingress": self.ingress.container_name if self.ingress else None,
+            "runtime": self.runtime_url,
         })
 
     def _infra_image(self, name: str, child: pulumi.ResourceOptions) -> docker.RemoteImage:

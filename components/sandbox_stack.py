@@ -36,7 +36,7 @@ class SandboxStack(pulumi.ComponentResource):
             raise ValueError(f"SandboxStack name {name!r} is not allowed: use letters, digits and '_', starting "
                              "with a letter (no '-': children are named '<name>-<host>', and spec names hold '-')")
         super().__init__("sandstack:index:SandboxStack", name, None, opts)
-        spec = args.spec
+        self.spec = spec = args.spec
         self.hosts: dict[str, SandboxHost] = {}
         self.templates: dict[tuple[str, str], SandboxTemplate] = {}
         self.pools: dict[tuple[str, str], SandboxPool] = {}

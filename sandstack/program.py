@@ -21,6 +21,7 @@ from pathlib import Path
 import pulumi
 
 from sandstack.components.sandbox_stack import DEFAULT_BUILD_ROOT, SandboxStack, SandboxStackArgs
+from sandstack.components.secrets import secret_value
 from sandstack.spec import SpecError, load_stack
 from sandstack.spec.resolve import ResolvedStack
 
@@ -49,11 +50,30 @@ def build_stack(spec: SpecSource, *, name: str = "sandstack", stack: str | None 
 def program(spec: SpecSource | None = None, *, build_root: Path = DEFAULT_BUILD_ROOT) -> SandboxStack:
     """The whole program of this repository's `Pulumi.yaml`: the spec (default: config `sandstack:spec`,
     else `stacks/<stack>.yaml`), its components, and the outputs consumers read with
-    `pulumi stack output --json`: `sandboxes` and `hosts`."""
+    `pulumi stack output --json`: `sandboxes`, `hosts`, and `runtime` (sandstack.client's input) when a host
+    runs the runtime."""
     if spec is None:
         spec = pulumi.Config().get("spec") or f"stacks/{pulumi.get_stack()}.yaml"
     built = build_stack(spec, build_root=build_root)
     pulumi.export("sandboxes", built.sandboxes)
     pulumi.export("hosts", {name: {"address": host.address, "guard": host.guard.container_name}
                             for name, host in built.hosts.items()})
+    runtime = runtime_outputs(built)
+    if runtime:
+        pulumi.export("runtime", runtime)
     return built
+
+
+def runtime_outputs(built: SandboxStack) -> dict | None:
+    """What `sandstack.client` reads: each runtime's URL and token (a secret output), and each pool's hosts that
+    run one; None when no host declares a runtime."""
+    hosts = {name: {"url": host.runtime_url, "token": secret_value(host.plan.runtime.spec.token.secret)}
+             for name, host in built.hosts.items() if host.runtime_url}
+    if not hosts:
+        return None
+    pools = {}
+    for pool, spec in built.spec.pools.items():
+        placed = [h for h in dict.fromkeys(spec.hosts) if h in hosts and spec.replicas > 0]
+        if placed:
+            pools[pool] = placed
+    return {"hosts": hosts, "pools": pools}

@@ -105,14 +105,14 @@ class HostClient:
         return self.request("POST", f"/v1/sandboxes/{sandbox}/exec", json=body)
 
     def read_file(self, sandbox: str, path: str) -> httpx.Response:
-        return self.request("GET", f"/v1/sandboxes/{sandbox}/files/{quote(path)}", expect="response")
+        return self.request("GET", f"/v1/sandboxes/{sandbox}/files/{_file_path(path)}", expect="response")
 
     def write_file(self, sandbox: str, path: str, data: bytes) -> None:
-        self.request("PUT", f"/v1/sandboxes/{sandbox}/files/{quote(path)}", content=data,
+        self.request("PUT", f"/v1/sandboxes/{sandbox}/files/{_file_path(path)}", content=data,
                      headers={"Content-Type": "application/octet-stream"})
 
     def delete_file(self, sandbox: str, path: str) -> None:
-        self.request("DELETE", f"/v1/sandboxes/{sandbox}/files/{quote(path)}")
+        self.request("DELETE", f"/v1/sandboxes/{sandbox}/files/{_file_path(path)}")
 
     def archive(self, sandbox: str, fmt: str = "tar.gz") -> bytes:
         return self.request("GET", f"/v1/sandboxes/{sandbox}/archive", params={"format": fmt}, expect="bytes")
@@ -276,6 +276,13 @@ class Client:
     def close(self) -> None:
         for host in self.hosts.values():
             host.http.close()
+
+
+def _file_path(path: str) -> str:
+    """A workspace path as URL path segments, sent as given: '.' and '..' percent-encoded so that no HTTP client
+    or proxy resolves them on the way (the runtime refuses a path out of the root with 403, which says so)."""
+    return "/".join(segment.replace(".", "%2E") if segment in (".", "..") else quote(segment, safe="")
+                    for segment in path.split("/"))
 
 
 def _snapshot_ref(text: str) -> SnapshotRef:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from sandstack.plan.gateway import GATEWAY_PIDS, GatewayPlan, plan_gateway
 from sandstack.plan.guard import GuardPlan, plan_guard
 from sandstack.plan.ingress import IngressPlan, Site
+from sandstack.plan.runtime_host import RuntimeHostPlan, plan_runtime
 from sandstack.plan.naming import bridge_name, egress_network_name, labels
 from sandstack.plan.network import (
     PoolNetwork,
@@ -63,6 +64,7 @@ class HostPlan:
     gpus: dict[str, tuple[tuple[str, ...], ...]]  # pool → each replica's GPU device ids
     workspaces: tuple[WorkspaceVolume, ...] = ()  # every sandbox's disk workspaces, made before the guard
     ingress: IngressPlan | None = None
+    runtime: RuntimeHostPlan | None = None
 
     def gpu_ids(self, pool: str, index: int) -> tuple[str, ...]:
         return self.gpus[pool][index] if pool in self.gpus else ()
@@ -193,5 +195,6 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement]) ->
         infra=plan_infra_image(stack, spec), networks=networks, egress_bridge=egress_bridge,
         guard=plan_guard(stack, rules, bridges, pids, sandboxes, [w.guard_line for w in workspaces]),
         gateway=gateway, gpus=assign_gpus(spec, placements), workspaces=workspaces, ingress=ingress,
+        runtime=plan_runtime(stack, host, spec.runtime, placements),
     )
 

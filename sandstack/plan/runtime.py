@@ -112,6 +112,8 @@ class RuntimeConfig:
     exec_max_timeout_seconds: int = 3600
     output_limit_bytes: int = 1024 * 1024  # per stream of one exec; the rest is dropped with a marker
     idle_check_seconds: int = 5  # how often idle policies and sandbox health are checked
+    idle_cpu_ms_per_s: int = 20  # CPU a sandbox may use and still be idle (the spec's, as the guard's)
+    listen: str = "0.0.0.0"  # the address it serves on; in the host's network namespace, 127.0.0.1 keeps it local
     version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -119,7 +121,8 @@ class RuntimeConfig:
             raise ValueError(f"version: {self.version!r} is not {FORMAT_VERSION}, the format this runtime reads")
         if not (1 <= self.port <= 65535):
             raise ValueError(f"port: {self.port!r} must be 1-65535")
-        for name in ("exec_timeout_seconds", "exec_max_timeout_seconds", "output_limit_bytes", "idle_check_seconds"):
+        for name in ("exec_timeout_seconds", "exec_max_timeout_seconds", "output_limit_bytes", "idle_check_seconds",
+                     "idle_cpu_ms_per_s"):
             _positive(getattr(self, name), name)
         owners: dict[str, str] = {}
         for pool, spec in self.pools.items():

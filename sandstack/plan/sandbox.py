@@ -85,6 +85,15 @@ class SandboxPlan:
     max_retry_count: int | None
 
 
+def _owner(path: str, template: ResolvedTemplate) -> str:
+    """The tmpfs at the working directory is the sandbox user's: when the image lacks that directory, Docker makes
+    it and the tmpfs on it ends up 0755 root (measured on 20.10), which the user could not write."""
+    uid, _, gid = template.user.partition(":")
+    if path != template.workdir or not uid.isdigit():
+        return ""
+    return f",uid={uid},gid={gid if gid.isdigit() else uid}"
+
+
 def _duration(seconds: int) -> str:
     return f"{seconds}s"
 
@@ -134,7 +143,7 @@ def plan_sandbox(*, stack: str, pool: str, host: str, template: ResolvedTemplate
         storage_opts={"size": str(t.limits.disk)} if not t.read_only_root else None,
         # noexec unless the path opts in: a binary dropped into a writable path cannot be run from there.
         tmpfs={w.path: f"rw,nosuid,nodev,{'exec' if w.exec else 'noexec'},size={w.size},mode=1777"
-               for w in t.writable if w.type == "tmpfs"},
+               + _owner(w.path, t) for w in t.writable if w.type == "tmpfs"},
         workspaces=plan_workspaces(stack, name, t),
         # /dev/shm is memory any process can fill: bounded like the writable paths (the input is in MiB).
         shm_size_mb=t.shm_size // MIB,

@@ -68,6 +68,9 @@ def summary(r: Resource) -> list[str]:
                 f"from {p['base_image']}, {len(p['setup'])} setup steps, {len(p['files'])} files"]
     if r.kind == "disk workspace":
         return [f"{p['name']}: {p['size'] / 2**20:g}MiB at {p['path']}" + (", seeded from the image" if p["seed"] else "")]
+    if r.kind == "runtime" and p:
+        return [f"sessions API on {p['listen']} (token from secret {p['token']['secret']}), pools "
+                + ", ".join(f"{k} ({v['sandboxes']})" for k, v in p["pools"].items())]
     if r.kind == "ingress" and p:
         tls = p["tls"] if isinstance(p["tls"], str) else "TLS from secrets " + ", ".join(v["secret"] for v in p["tls"].values())
         return [f"https://*.{p['domain']} on {p['listen']} ({tls}), {len(p['sites'])} URLs"]

@@ -98,6 +98,19 @@ def _host_resources(stack_name: str, host: str, plan: HostPlan, spec) -> list[Re
                 "pools": {p.pool: {"port": p.port, "address": p.address} for p in plan.gateway.pools},
                 "squid_conf": plan.gateway.config}),
         ]
+    if plan.runtime:
+        runtime_key, config = f"{T}RuntimeService::{base}-runtime", plan.runtime.config
+        out += [
+            Resource(f"{base}-runtime", T + "RuntimeService", host_key, "runtime", host),
+            Resource(f"{base}-runtime-state", VOLUME, runtime_key, "runtime state", host,
+                     props={"name": plan.runtime.state_volume}),
+            Resource(f"{base}-runtime-container", CONTAINER, runtime_key, "runtime", host, props={
+                "name": plan.runtime.container_name, "listen": f"{config.listen}:{config.port}",
+                "token": {"secret": plan.runtime.spec.token.secret},
+                "pools": {pool: {"sandboxes": len(p.sandboxes), "workspace": p.workspace_root,
+                                 "idle": f"{p.idle.action} after {p.idle.after_seconds}s" if p.idle else None}
+                          for pool, p in config.pools.items()}}),
+        ]
     if plan.ingress:
         ingress_key = f"{T}IngressProxy::{base}-ingress"
         out += [

@@ -21,7 +21,6 @@ from sandstack.plan.runtime import (
     RuntimeConfig,
 )
 
-LISTEN = "0.0.0.0"  # inside its container; which host address publishes it is the deploy's choice
 MIN_TOKEN = 16
 
 
@@ -57,7 +56,7 @@ def main() -> int:
     runtime = Runtime(config, DockerBackend(), state_dir)
     app = create_app(runtime, token=token, audit=AuditLog(state_dir / AUDIT_FILE))
     # One process: the SQLite lock and the monitor thread assume a single runtime per host.
-    uvicorn.run(app, host=LISTEN, port=config.port, workers=1, log_level="info", server_header=False)
+    uvicorn.run(app, host=config.listen, port=config.port, workers=1, log_level="info", server_header=False)
     return 0
 
 

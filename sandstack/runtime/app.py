@@ -20,6 +20,7 @@ from sandstack.runtime.audit import AuditLog
 from sandstack.runtime.backend import BackendError, DaemonUnavailable
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.models import (
+    PYDANTIC_2,
     AuditLine,
     ClaimRequest,
     Error,
@@ -138,7 +139,7 @@ def exec_(sandbox: str, body: ExecRequest, request: Request) -> Any:
 
 
 @router.get("/sandboxes/{sandbox}/files/{path:path}", operation_id="read_file",
-            responses={200: {"content": {**BINARY, "application/json": {"schema": Listing.model_json_schema()}},
+            responses={200: {"content": {**BINARY, "application/json": {"schema": (Listing.model_json_schema() if PYDANTIC_2 else Listing.schema())}},
                              "description": "A file's bytes, or a directory's listing as JSON."}})
 def read_file(sandbox: str, path: str, request: Request) -> Any:
     runtime = _bound(request, sandbox)

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import VERSION, BaseModel, Field
+
+PYDANTIC_2 = VERSION.startswith("2.")
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Both pydantic 2 and the 1.10 of Debian's python3-fastapi (the infra image's) read this form.
+    if PYDANTIC_2:
+        model_config = {"extra": "forbid"}
+    else:
+        class Config:
+            extra = "forbid"
 
 
 class ClaimRequest(Strict):

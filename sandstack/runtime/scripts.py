@@ -77,7 +77,14 @@ exec rm -rf -- "$1"
 """
 
 # Run in a writable path: its whole content as a tar stream on stdout.
-TAR_CREATE = "exec tar -cf - ."
+# Its entries, not "." itself: "." is the mount, whose owner and mode a restore as the sandbox user could not set
+# back (GNU tar then fails). busybox's tar has no --null: it archives "." (and never sets its mode back).
+TAR_CREATE = r"""
+if tar --help 2>&1 | grep -q -- --null; then
+    find . -mindepth 1 -maxdepth 1 -printf '%P\0' | exec tar --null -T - -cf -
+fi
+exec tar -cf - .
+"""
 
 # Run in a writable path: empty it (hidden files too), then extract the tar on stdin, if any.
 EMPTY = r"""

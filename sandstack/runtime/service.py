@@ -30,7 +30,6 @@ from sandstack.runtime.backend import (
 )
 from sandstack.runtime.errors import ApiError, conflict, not_found
 from sandstack.runtime.store import SandboxRow, Store
-from sandstack.spec.models.limits import IDLE_CPU_MS_PER_S
 
 log = logging.getLogger("sandstack.runtime")
 
@@ -367,7 +366,7 @@ class Runtime:
         if previous is None or now <= previous[0]:
             return False
         per_second_ns = (used - previous[1]) / (now - previous[0])
-        return per_second_ns > IDLE_CPU_MS_PER_S * 1_000_000
+        return per_second_ns > self.config.idle_cpu_ms_per_s * 1_000_000
 
 
 def _text(buffer: CappedBuffer, stream: str) -> str:

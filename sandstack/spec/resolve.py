@@ -25,6 +25,7 @@ from sandstack.spec.models import (
     SecretFile,
     SecretRef,
     Stack,
+    SessionPolicy,
     Template,
     WritablePath,
 )
@@ -142,6 +143,7 @@ class ResolvedTemplate:
     privileged: bool
     no_new_privileges: bool
     sudo: bool = False  # the user may `sudo` (its capabilities and no_new_privileges above already say so)
+    session: SessionPolicy = field(default_factory=lambda: SessionPolicy())  # the runtime's, whole block
 
 
 @dataclass(frozen=True)
@@ -297,6 +299,7 @@ def resolve_template(stack: Stack, name: str, source: Path) -> ResolvedTemplate:
         privileged=field("security", "privileged"),
         no_new_privileges=field("security", "no_new_privileges") and not field("security", "sudo"),
         sudo=field("security", "sudo"),
+        session=t.session or d.session or SessionPolicy(),
     )
 
 

@@ -44,7 +44,8 @@ from sandstack.spec.walk import model_fields
 from tests.provider.mocks import UnsupportedResourceError
 
 HOST = "local"
-SECRETS = {"apiToken": "tok", "apiToken2": "tok2", "githubToken": "gh", "githubToken2": "gh2",
+SECRETS = {"runtimeToken": "a-runtime-token-of-32-characters", "runtimeToken2": "another-runtime-token-32-chars..",
+           "apiToken": "tok", "apiToken2": "tok2", "githubToken": "gh", "githubToken2": "gh2",
            "sharedToken": "shared", "sharedToken2": "shared2", "caPem": "CA", "caPem2": "CA2",
            "certPem": "CERT", "certPem2": "CERT2", "keyPem": "KEY", "keyPem2": "KEY2"}
 FILES = {"files/tool.sh": "echo tool\n", "files/other.sh": "echo other\n", "skills/a.md": "# a\n",
@@ -220,6 +221,7 @@ HOST_INGRESS = setting(hosts__local__ingress={"domain": "sbx.example.com"}, temp
 INGRESS = setting(hosts__local__ingress={"domain": "sbx.example.com"}, templates__agent__ports=URL_PORT)
 INGRESS_TLS = setting(hosts__local__ingress={"domain": "sbx.example.com", "tls": {
     "cert": {"secret": "certPem"}, "key": {"secret": "keyPem"}}}, templates__agent__ports=URL_PORT)
+RUNTIME = setting(hosts__local__runtime={"token": {"secret": "runtimeToken"}})
 FREE_DISK = setting(hosts__local__disk_workspaces="1GiB", defaults__filesystem__writable=WITH_WORK)
 
 CASES: list[Case] = [
@@ -261,6 +263,11 @@ CASES: list[Case] = [
     Case("hosts.*.overcommit.disk", 2),
     Case("hosts.*.storage_quota", True),
     Case("hosts.*.disk_workspaces", "2GiB"),
+    Case("hosts.*.runtime", {"token": {"secret": "runtimeToken"}}),
+    Case("hosts.*.runtime.port", 7481, prepare=RUNTIME),
+    Case("hosts.*.runtime.exposure", "public", prepare=RUNTIME),
+    Case("hosts.*.runtime.token", {"secret": "runtimeToken2"}, prepare=RUNTIME),
+    Case("hosts.*.runtime.token.secret", "runtimeToken2", prepare=RUNTIME),
     Case("hosts.*.ingress", {"domain": "sbx.example.com"}),
     Case("hosts.*.ingress.domain", "sbx2.example.com", prepare=INGRESS),
     Case("hosts.*.ingress.port", 8443, prepare=INGRESS),
@@ -333,6 +340,13 @@ CASES: list[Case] = [
     Case("defaults.filesystem.writable[].path", "/scratch"),
     Case("defaults.filesystem.writable[].size", "128MiB"),
     Case("defaults.filesystem.writable[].exec", True),
+    Case("defaults.session", {"idle": "stop"}, prepare=RUNTIME),
+    Case("defaults.session.workspace", "/work", prepare=RUNTIME),
+    Case("defaults.session.idle", "reset", prepare=RUNTIME),
+    Case("defaults.session.idle_after", "5m", prepare=RUNTIME),
+    Case("defaults.session.snapshots", 3, prepare=RUNTIME),
+    Case("defaults.session.snapshot_max_age", "1d", prepare=RUNTIME),
+    Case("defaults.session.upload_limit", "1MiB", prepare=RUNTIME),
     Case("defaults.filesystem.writable[].exec", True, at="defaults.filesystem.writable.1.exec", prepare=FREE_DISK,
          condition=DISK),
     Case("defaults.filesystem.writable[].size", "64MiB", at="defaults.filesystem.writable.1.size", prepare=FREE_DISK,
@@ -409,6 +423,13 @@ CASES: list[Case] = [
     Case("templates.*.filesystem.writable[].path", "/scratch"),
     Case("templates.*.filesystem.writable[].size", "128MiB"),
     Case("templates.*.filesystem.writable[].exec", True),
+    Case("templates.*.session", {"idle": "stop"}, prepare=RUNTIME),
+    Case("templates.*.session.workspace", "/srv", prepare=RUNTIME),
+    Case("templates.*.session.idle", "reset", prepare=RUNTIME),
+    Case("templates.*.session.idle_after", "5m", prepare=RUNTIME),
+    Case("templates.*.session.snapshots", 3, prepare=RUNTIME),
+    Case("templates.*.session.snapshot_max_age", "1d", prepare=RUNTIME),
+    Case("templates.*.session.upload_limit", "1MiB", prepare=RUNTIME),
     Case("templates.*.filesystem.writable[].exec", True, at="templates.agent.filesystem.writable.1.exec", prepare=AGENT_DISK,
          condition=DISK),
     Case("templates.*.filesystem.writable[].size", "64MiB", at="templates.agent.filesystem.writable.1.size", prepare=AGENT_DISK,
@@ -521,6 +542,7 @@ ROLE_OBJECTS = {
     "gateway": {f"sandstack-{HOST}-gateway-log", f"sandstack-{HOST}-gateway-container"},
     "networks": {f"sandstack-{HOST}-egress-net"},
     "ingress": {f"sandstack-{HOST}-ingress-{part}" for part in ("net", "container", "data")},
+    "runtime": {f"sandstack-{HOST}-runtime-{part}" for part in ("state", "container")},
 }
 HOST_OBJECTS = set().union(*ROLE_OBJECTS.values())
 POOL_NETWORK = re.compile(rf"^sandstack-{HOST}-net\.(?P<pool>[a-z0-9-]+)$")
@@ -660,7 +682,7 @@ def test_every_model_field_has_a_case():
 def test_the_base_stack_is_rich_enough_and_stable(apply):
     first = apply(BASE)
     names = {a.name for a in first.actions}
-    assert HOST_OBJECTS - {PROVIDER} - ROLE_OBJECTS["ingress"] <= names and {f"sandstack-{p}.{HOST}-0" for p in ("agent", "free")} <= names
+    assert HOST_OBJECTS - {PROVIDER} - ROLE_OBJECTS["ingress"] - ROLE_OBJECTS["runtime"] <= names and {f"sandstack-{p}.{HOST}-0" for p in ("agent", "free")} <= names
     assert {f"sandstack-agent.{HOST}-secrets", f"sandstack-agent.{HOST}-secrets-seeder"} <= names
     assert _changes(first, apply(BASE)) == {}
 

@@ -9,7 +9,7 @@ import pytest
 from sandstack.plan.changes import NEVER_APPLIED, sandbox_replace_on_changes
 from tests.provider.schema import STATE_ONLY
 from tests.provider.tables import MAPPINGS
-from tests.support.specs import STACKS, changed, spec, stack_program
+from tests.support.specs import DEV_SECRETS, STACKS, changed, spec, stack_program
 
 BASE = spec(
     {
@@ -33,12 +33,12 @@ def _changes(result) -> dict[str, tuple[str, tuple[str, ...]]]:
 def test_the_dev_stack_run_twice_changes_nothing_the_second_time(dry_harness, tmp_path):
     shutil.copytree(STACKS, tmp_path / "stacks")
     program = stack_program(tmp_path / "stacks" / "dev.yaml", stack="dev")
-    first = dry_harness.run(program)
-    # 4 images (infra + 3 snapshots: builder extends preview and shares its image), guard and gateway (volume +
-    # container each), 5 networks, 6 sandboxes
-    assert first.summary() == {"create": 19, "update": 0, "replace": 0, "delete": 0, "same": 0, "build": 4}
-    again = dry_harness.run(program)
-    assert again.summary() == {"create": 0, "update": 0, "replace": 0, "delete": 0, "same": 19, "build": 0}
+    first = dry_harness.run(program, secret_config=DEV_SECRETS)
+    # 4 images (infra + 3 snapshots: builder extends preview and shares its image), guard, gateway and runtime
+    # (volume + container each), 5 networks, 6 sandboxes
+    assert first.summary() == {"create": 21, "update": 0, "replace": 0, "delete": 0, "same": 0, "build": 4}
+    again = dry_harness.run(program, secret_config=DEV_SECRETS)
+    assert again.summary() == {"create": 0, "update": 0, "replace": 0, "delete": 0, "same": 21, "build": 0}
     assert again.outputs == first.outputs
 
 

@@ -147,7 +147,8 @@ def test_a_writable_root_on_a_quota_host_is_capped_at_limits_disk(build):
                 "filesystem": {"read_only_root": False, "writable": [{"path": "/work", "size": "128MiB"}]}}
     _, c = _sandbox(build, template, hosts={"local": host(storage_quota=True)})
     assert (c.inputs["readOnly"], c.inputs["user"], c.inputs["workingDir"]) == (False, "1000:1000", "/work")
-    assert c.inputs["tmpfs"] == {"/work": f"rw,nosuid,nodev,noexec,size={128 * MiB},mode=1777"}
+    # The working directory's tmpfs is the user's (Docker would leave it 0755 root when the image lacks it).
+    assert c.inputs["tmpfs"] == {"/work": f"rw,nosuid,nodev,noexec,size={128 * MiB},mode=1777,uid=1000,gid=1000"}
     assert c.inputs["storageOpts"] == {"size": str(1024 * MiB)}
     assert c.plan.host["StorageOpt"] == {"size": str(1024 * MiB)}
 

@@ -13,7 +13,7 @@ import pytest
 
 from sandstack.spec import load_stack
 from tests.components.helpers import CONTAINER, REPO, STACKS, Built
-from tests.support.specs import secret_keys
+from tests.support.specs import DEV_SECRETS, secret_keys
 from tests.provider.mocks import RecordingMocks, run_program
 
 STACK_FILES = sorted(STACKS.glob("*.yaml"))
@@ -46,7 +46,7 @@ def test_every_stack_builds_under_mocks_with_one_container_per_replica(path: Pat
 def _run_main(project_dir: Path, monkeypatch, mocks: RecordingMocks, stack: str = "dev", config=None):
     monkeypatch.chdir(project_dir)
     return run_program(lambda: runpy.run_path(str(REPO / "__main__.py"), run_name="__main__"), mocks,
-                       stack=stack, config=config)
+                       stack=stack, config=config, secret_config=DEV_SECRETS)
 
 
 @pytest.fixture
@@ -88,9 +88,9 @@ def test_main_fails_on_a_broken_spec_with_the_validate_lines_and_registers_nothi
                               cwd=project_dir, capture_output=True, text=True)
     assert validate.returncode == 1
     expected_lines = [
-        "stacks/dev.yaml:41:15: $.templates.python.network.egress: 'allow-some' is not allowed; "
+        "stacks/dev.yaml:44:15: $.templates.python.network.egress: 'allow-some' is not allowed; "
         "use one of 'deny-all', 'allow-list', 'allow-all'",
-        "stacks/dev.yaml:76:15: $.pools.shell.replicas: -1 is below the minimum 0",
+        "stacks/dev.yaml:79:15: $.pools.shell.replicas: -1 is below the minimum 0",
     ]
     assert validate.stdout.splitlines() == expected_lines
 

@@ -7,7 +7,7 @@ import pytest
 
 from sandstack.program import build_stack
 from tests.components.helpers import CONTAINER, NETWORK, REMOTE_IMAGE, STACKS, VOLUME, Built
-from tests.support.specs import host, spec, write_spec
+from tests.support.specs import DEV_SECRETS, host, spec, write_spec
 from tests.provider.mocks import RecordingMocks, run_program
 
 STACK_URN = "urn:pulumi:{stack}::sandstack::pulumi:pulumi:Stack$sandstack:index:SandboxStack::sandstack"
@@ -15,13 +15,14 @@ PROD_SECRETS = {"agentApiToken": "api-token", "githubToken": "gh-token", "gpuA.c
                 "gpuA.cert": "CERT PEM", "gpuA.key": "KEY PEM", "ingressCert": "INGRESS CERT PEM",
                 "ingressKey": "INGRESS KEY PEM"}
 COMPONENT_TYPES = {f"sandstack:index:{n}" for n in
-                   ("SandboxStack", "SandboxHost", "HostGuard", "EgressGateway", "IngressProxy", "SandboxTemplate",
-                    "SandboxPool")}
+                   ("SandboxStack", "SandboxHost", "HostGuard", "EgressGateway", "IngressProxy", "RuntimeService",
+                    "SandboxTemplate", "SandboxPool")}
 
 
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory) -> Built:
-    return Built.from_path(STACKS / "dev.yaml", stack="dev", build_root=tmp_path_factory.mktemp("dev"))
+    return Built.from_path(STACKS / "dev.yaml", stack="dev", build_root=tmp_path_factory.mktemp("dev"),
+                           secret_config=DEV_SECRETS)
 
 
 @pytest.fixture(scope="module")
@@ -66,10 +67,11 @@ def test_every_docker_resource_uses_the_provider_of_its_own_host(prod):
 
 
 def test_component_type_tokens(dev, prod):
-    # The dev stack declares no ingress; prod has every component.
+    # The dev stack declares a runtime and no ingress; prod an ingress and no runtime.
     assert {r.typ for r in dev.mocks.registrations.values() if not r.custom} == COMPONENT_TYPES - {
         "sandstack:index:IngressProxy"}
-    assert {r.typ for r in prod.mocks.registrations.values() if not r.custom} == COMPONENT_TYPES
+    assert {r.typ for r in prod.mocks.registrations.values() if not r.custom} == COMPONENT_TYPES - {
+        "sandstack:index:RuntimeService"}
 
 
 def _children(built: Built, parent) -> list[str]:
@@ -84,7 +86,8 @@ def test_children_of_the_host_are_named_after_it(dev):
     own = [n for n in _children(dev, host) if n.startswith("sandstack-local-")]
     assert own == ["sandstack-local-egress-net", "sandstack-local-gateway", "sandstack-local-guard",
                    "sandstack-local-infra", "sandstack-local-net.builder", "sandstack-local-net.preview",
-                   "sandstack-local-net.python", "sandstack-local-net.shell", "sandstack-local-provider"]
+                   "sandstack-local-net.python", "sandstack-local-net.shell", "sandstack-local-provider",
+                   "sandstack-local-runtime"]
     # Templates and pools are built by the stack but parented to the host (its provider): named
     # `<stack component>-<name>.<host>`. `builder` has `preview`'s snapshot content, so it has a pool here but
     # no template of its own: it runs on preview's image.
@@ -133,7 +136,10 @@ def test_register_outputs_of_every_component(dev):
         "networks": {p: f"sandstack-dev-{p}" for p in ("shell", "python", "preview", "builder")},
         "guard": "sandstack-dev_guard",
         "gateway": "sandstack-dev_gateway",
+        "runtime": "http://127.0.0.1:7480",
     }
+    assert dev.outputs_of("sandstack-local-runtime") == {"container_name": "sandstack-dev_runtime",
+                                                          "state_volume": "sandstack-dev_runtime-state"}
     assert dev.outputs_of("sandstack-local-guard") == {"state_volume": "sandstack-dev_guard-state",
                                                         "container_name": "sandstack-dev_guard"}
     assert dev.outputs_of("sandstack-local-gateway") == {"container_name": "sandstack-dev_gateway",
@@ -161,6 +167,7 @@ def test_names_are_deterministic_docker_names(dev):
     containers = {r.name: r.inputs["name"] for r in dev.mocks.by_type(CONTAINER)}
     assert containers == {
         "sandstack-local-guard-container": "sandstack-dev_guard",
+        "sandstack-local-runtime-container": "sandstack-dev_runtime",
         "sandstack-local-gateway-container": "sandstack-dev_gateway",
         "sandstack-shell.local-0": "sandstack-dev-shell-0", "sandstack-shell.local-1": "sandstack-dev-shell-1",
         "sandstack-python.local-0": "sandstack-dev-python-0", "sandstack-python.local-1": "sandstack-dev-python-1",

@@ -23,7 +23,7 @@ import pulumi
 import yaml
 
 from sandstack.plan.naming import docker_name, egress_network_name, infra_name
-from sandstack.program import build_stack
+from sandstack.program import build_stack, runtime_outputs
 from sandstack.spec import load_stack
 from tests.engine.harness import coverage
 from tests.engine.harness.harness import Harness, RunResult
@@ -31,7 +31,7 @@ from tests.engine.harness.teardown import remaining
 from tests.engine.host_state import clear_host_state
 from tests.support.specs import spec, spec_text
 
-HOST_ROLES = ("egress", "gateway", "guard", "ingress")  # host-level objects of a stack: named with `infra_name`
+HOST_ROLES = ("egress", "gateway", "guard", "ingress", "runtime")  # host-level objects of a stack: named with `infra_name`
 
 _COUNTER = itertools.count()
 _SLOTS = itertools.count()
@@ -90,6 +90,9 @@ class Deployment:
         def run() -> None:
             deployed = build_stack(load_stack(spec_path), stack=stack, build_root=build_root)
             pulumi.export("sandboxes", deployed.sandboxes)
+            runtime = runtime_outputs(deployed)
+            if runtime:
+                pulumi.export("runtime", runtime)
 
         return run
 

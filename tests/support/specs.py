@@ -83,3 +83,7 @@ def secret_keys(node: object) -> set[str]:
     if isinstance(node, list):
         return set().union(*(secret_keys(v) for v in node))
     return set()
+
+
+# The secrets stacks/dev.yaml names (its runtime's token), as tests pass them to the program.
+DEV_SECRETS = {"runtimeToken": "dev-runtime-token-for-tests-000000"}

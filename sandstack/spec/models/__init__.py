@@ -11,6 +11,7 @@ from sandstack.spec.models.templates import (
     Readiness,
     SecretFile,
     Security,
+    SessionPolicy,
     Snapshot,
     SnapshotFile,
     Template,
@@ -21,6 +22,6 @@ from sandstack.spec.models.templates import (
 __all__ = [
     "BUILTIN_LIMITS", "EGRESS_MODES", "Capacity", "Ceilings", "Policy", "Suppression", "Filesystem", "GpuInventory", "GpuRequest", "Host", "Lifecycle",
     "Limits", "LimitsOverride", "NetworkPolicy", "Overcommit", "Pool", "Port", "Readiness", "SecretFile",
-    "SecretRef", "Security", "Snapshot", "SnapshotFile", "Stack", "Template", "TemplateDefaults", "TlsMaterial",
+    "SecretRef", "Security", "SessionPolicy", "Snapshot", "SnapshotFile", "Stack", "Template", "TemplateDefaults", "TlsMaterial",
     "WritablePath",
 ]

@@ -74,6 +74,28 @@ class Ingress(StrictModel):
         "`tls`.", change=INGRESS)
 
 
+RUNTIME = Effect(host=frozenset({"runtime"}))
+
+
+class TokenRef(StrictModel):
+    """A Pulumi secret holding a bearer token."""
+
+    secret: ConfigKey = field(description="Pulumi config key holding the token (at least 16 characters).",
+                              change=RUNTIME)
+
+
+class RuntimeService(StrictModel):
+    """The host's sandbox runtime: agent platforms claim the pools' sandboxes per session, run commands, move
+    files, snapshot, pause and release them over its HTTP API (docs/design/runtime.md). It runs in the host's
+    network namespace, where the guard already closes the host to every sandbox."""
+
+    port: int = field(7480, description="Port of its HTTP API. Default 7480.", change=RUNTIME, ge=1, le=65535)
+    exposure: Literal["host", "public"] = field(
+        "host", description="'host' (default): on the host's loopback only (an agent platform on the host, or a "
+        "tunnel); 'public': on all its interfaces (use TLS in front of it).", change=RUNTIME)
+    token: TokenRef = field(description="The bearer token every call must carry.", change=RUNTIME)
+
+
 class TlsMaterial(StrictModel):
     """Client TLS for a `tcp://` endpoint. Each item is a secret reference: PEM text never sits in a spec."""
 
@@ -160,6 +182,8 @@ class Host(StrictModel):
     ingress: Ingress | None = field(
         None, description="URLs for the sandboxes' `exposure: url` ports, served by a reverse proxy on this host.",
         change=Effect(sandboxes="replace", host=frozenset({"ingress", "guard"}), scope="host"))
+    runtime: RuntimeService | None = field(
+        None, description="The sandbox runtime service on this host (claims, exec, files, snapshots).", change=RUNTIME)
     disk_workspaces: Size | None = field(
         None,
         description=(

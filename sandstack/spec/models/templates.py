@@ -223,6 +223,29 @@ class Security(StrictModel):
     )
 
 
+RUNTIME = Effect(host=frozenset({"runtime"}))
+
+
+class SessionPolicy(StrictModel):
+    """How the host's runtime treats a sandbox of this template while a session holds it (docs/design/runtime.md).
+    Applies only on hosts that declare `runtime`."""
+
+    workspace: AbsPath | None = field(
+        None, description="Root of the session's files, archives and snapshots. Default: the template's `workdir`, "
+        "else its first writable path.", change=RUNTIME)
+    idle: Literal["pause", "stop", "reset", "never"] = field(
+        "pause", description="What the runtime does to a bound sandbox idle for `idle_after` (no API call, and its "
+        "CPU under the idle threshold, measured from outside): 'pause' (default; the next call resumes it), 'stop' "
+        "or 'reset' (the session ends), or 'never'.", change=RUNTIME)
+    idle_after: Duration = field("15m", description="Idle time before `idle` applies. Default '15m'.", change=RUNTIME)
+    snapshots: int = field(10, description="Workspace snapshots kept per pool and host (the newest). Default 10.",
+                           change=RUNTIME, ge=1, le=1000)
+    snapshot_max_age: Duration = field("7d", description="Snapshots older than this are deleted. Default '7d'.",
+                                       change=RUNTIME)
+    upload_limit: Size = field("64MiB", description="Largest file a session may upload. Default 64MiB.",
+                               change=RUNTIME)
+
+
 class TemplateDefaults(StrictModel):
     """Settings applied to every template that does not set them itself (stack-level `defaults`)."""
 
@@ -255,6 +278,9 @@ class TemplateDefaults(StrictModel):
     snapshot: Snapshot | None = field(
         None, description="Build steps baked into the snapshot image; a template's own replaces the inherited one "
                           "whole.", change="rebuild")
+    session: SessionPolicy | None = field(
+        None, description="The runtime's session policy; a template's own replaces the inherited one whole.",
+        change=RUNTIME)
 
 
 class Template(TemplateDefaults):

@@ -1,0 +1,112 @@
+"""A host's runtime service, as plain values: its `RuntimeConfig` (sandstack.plan.runtime, the contract the
+service reads) from the resolved spec, and how its container runs (docs/design/runtime.md).
+
+The service is sandstack's own code: the files of `sandstack.runtime` and the one plan module it reads travel
+in the container's environment as a reproducible tar.gz (the provider can upload only onto the root, which is
+read-only) and run on the infra image's Python (FastAPI, uvicorn and the Docker SDK from Debian), so a new
+sandstack version renews the container and nothing is built or pulled for it.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import io
+import tarfile
+from dataclasses import dataclass
+from importlib.resources import files
+from typing import TYPE_CHECKING
+
+from sandstack.plan.naming import infra_name
+from sandstack.plan.runtime import (DEFAULT_STATE_DIR, ENV_CONFIG, ENV_STATE_DIR, IdlePolicy, PoolRuntime, Retention,
+                                    RuntimeConfig, WritablePath)
+from sandstack.plan.sandbox import sandbox_name
+from sandstack.spec.models.hosts import RuntimeService
+from sandstack.spec.models.limits import IDLE_CPU_MS_PER_S
+from sandstack.spec.resolve import ResolvedTemplate
+
+if TYPE_CHECKING:  # plan.host builds this plan, so it cannot be imported here at run time
+    from sandstack.plan.host import Placement
+
+RUN_DIR = "/run/sandstack"  # a tmpfs: the code (PYTHONPATH) and the configuration, unpacked at start
+CODE_DIR = f"{RUN_DIR}/code"
+CONFIG_FILE = f"{RUN_DIR}/runtime.json"
+ENTRYPOINT = (f'mkdir -p {CODE_DIR} && printf "%s" "$SANDSTACK_RUNTIME_CODE" | base64 -d | tar -xz -C {CODE_DIR} '
+              f'&& printf "%s" "$SANDSTACK_RUNTIME_CONFIG_TEXT" > {CONFIG_FILE} && exec python3 -m sandstack.runtime')
+DOCKER_SOCKET = "/var/run/docker.sock"  # the host daemon's socket, where Docker puts it by default
+MEMORY_MB = 256
+CPUS = "1"
+TMPFS = {"/tmp": "rw,nosuid,nodev,noexec,size=64m",  # upload spooling beyond memory goes to the state volume
+         RUN_DIR: "rw,nosuid,nodev,noexec,size=16m"}
+# The package files the service imports: the runtime package and its one contract module.
+CODE = ("__init__.py", "plan/__init__.py", "plan/runtime.py",
+        *(f"runtime/{f.name}" for f in sorted(files("sandstack").joinpath("runtime").iterdir(), key=lambda f: f.name)
+          if f.name.endswith(".py")))
+
+
+def workspace_root(template: ResolvedTemplate) -> str:
+    """The session's root: declared, else the working directory, else the first writable path."""
+    return (template.session.workspace or template.workdir
+            or next((w.path for w in template.writable), None) or "/tmp")
+
+
+def pool_runtime(stack: str, placement: Placement) -> PoolRuntime:
+    t, session = placement.template, placement.template.session
+    return PoolRuntime(
+        sandboxes=tuple(sandbox_name(stack, placement.pool, i) for i in range(placement.replicas)),
+        workspace_root=workspace_root(t),
+        writable=tuple(WritablePath(w.path, w.type) for w in t.writable),
+        idle=IdlePolicy(session.idle, session.idle_after) if session.idle != "never" else None,
+        retention=Retention(session.snapshots, session.snapshot_max_age),
+        upload_limit_bytes=session.upload_limit,
+    )
+
+
+@dataclass(frozen=True)
+class RuntimeHostPlan:
+    stack: str
+    spec: RuntimeService
+    config: RuntimeConfig
+
+    @property
+    def container_name(self) -> str:
+        return infra_name(self.stack, "runtime")
+
+    @property
+    def state_volume(self) -> str:
+        return infra_name(self.stack, "runtime-state")
+
+    @property
+    def env(self) -> list[str]:
+        """Everything but the token, which the component adds from its secret."""
+        return [f"PYTHONPATH={CODE_DIR}", "PYTHONDONTWRITEBYTECODE=1", f"{ENV_CONFIG}={CONFIG_FILE}",
+                f"{ENV_STATE_DIR}={DEFAULT_STATE_DIR}", f"SANDSTACK_RUNTIME_CODE={code_archive()}",
+                f"SANDSTACK_RUNTIME_CONFIG_TEXT={self.config.to_json()}"]
+
+    @property
+    def health_test(self) -> tuple[str, ...]:
+        url = f"http://127.0.0.1:{self.config.port}/healthz"
+        return ("CMD", "python3", "-c", f"import urllib.request; urllib.request.urlopen({url!r}, timeout=2)")
+
+
+def code_archive() -> str:
+    """The service's package files as base64 of a tar.gz that is byte-equal for equal files (no times, owners
+    or order of its own), so an unchanged sandstack never renews the container."""
+    package, raw = files("sandstack"), io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for relative in CODE:
+            data = package.joinpath(relative).read_bytes()
+            info = tarfile.TarInfo(f"sandstack/{relative}")
+            info.size, info.mode, info.mtime = len(data), 0o444, 0
+            tar.addfile(info, io.BytesIO(data))
+    return base64.b64encode(gzip.compress(raw.getvalue(), mtime=0)).decode()
+
+
+def plan_runtime(stack: str, host: str, spec: RuntimeService | None,
+                 placements: list[Placement]) -> RuntimeHostPlan | None:
+    if spec is None:
+        return None
+    pools = {p.pool: pool_runtime(stack, p) for p in placements if p.replicas > 0}
+    config = RuntimeConfig(host=host, pools=pools, port=spec.port, idle_cpu_ms_per_s=IDLE_CPU_MS_PER_S,
+                           listen="0.0.0.0" if spec.exposure == "public" else "127.0.0.1")
+    return RuntimeHostPlan(stack, spec, config)
