@@ -4,6 +4,7 @@ traceback, and the routes over `Runtime`."""
 from __future__ import annotations
 
 import hmac
+import inspect
 import logging
 import threading
 from contextlib import asynccontextmanager
@@ -282,21 +283,35 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
                monitor: bool = True) -> FastAPI:
     """The API over `runtime` (None only to render the OpenAPI document)."""
     stop = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def start_monitor() -> None:
+        if runtime is not None and monitor:
+            threads.append(threading.Thread(target=_monitor, args=(runtime, stop), name="sandstack-monitor",
+                                            daemon=True))
+            threads[-1].start()
+
+    def stop_monitor() -> None:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=10)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        thread = None
-        if runtime is not None and monitor:
-            thread = threading.Thread(target=_monitor, args=(runtime, stop), name="sandstack-monitor", daemon=True)
-            thread.start()
+        start_monitor()
         yield
-        stop.set()
-        if thread:
-            thread.join(timeout=10)
+        stop_monitor()
 
-    app = FastAPI(title="sandstack runtime", version=VERSION, lifespan=lifespan, docs_url=None, redoc_url=None,
+    # FastAPI takes `lifespan` from 0.93; Debian's (the infra image's) is 0.92, where the app's startup and
+    # shutdown events start and stop the monitor instead.
+    modern = "lifespan" in inspect.signature(FastAPI.__init__).parameters
+    app = FastAPI(title="sandstack runtime", version=VERSION, docs_url=None, redoc_url=None,
                   description="Sessions claim the warm sandboxes sandstack declared on this host, run commands, "
-                              "move files, snapshot, branch, pause and resume them, and release them.")
+                              "move files, snapshot, branch, pause and resume them, and release them.",
+                  **({"lifespan": lifespan} if modern else {}))
+    if not modern:
+        app.router.on_startup.append(start_monitor)
+        app.router.on_shutdown.append(stop_monitor)
     app.state.runtime, app.state.token, app.state.audit = runtime, token, audit
     _install_errors(app)
 

@@ -111,7 +111,10 @@ class DockerBackend(SandboxBackend):
 
     def cpu_usage_ns(self, name: str) -> int | None:
         with _docker_errors(name):
-            stats = self.api.stats(name, stream=False, one_shot=True)
+            # The Engine's one-shot stats (API 1.41+) answer at once; the SDK's `one_shot` argument is newer than
+            # Debian's python3-docker (5.0), so the request is made with the SDK's own request helpers.
+            url = self.api._url("/containers/{0}/stats", name)
+            stats = self.api._result(self.api._get(url, params={"stream": False, "one-shot": True}), json=True)
         usage = (stats.get("cpu_stats") or {}).get("cpu_usage") or {}
         return usage.get("total_usage")
 

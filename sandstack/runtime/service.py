@@ -53,6 +53,9 @@ class Runtime:
         self.store = Store(state_dir / "runtime.sqlite3")
         self.store.sync_declared({pool: spec.sandboxes for pool, spec in config.pools.items()})
         self._cpu: dict[str, tuple[float, int]] = {}  # sandbox → (sampled at, CPU ns) for the idle check
+        # sandbox → Docker's StartedAt first seen while bound: a restart (a crash its restart policy undid) wiped
+        # the session's processes and writable paths, though the container runs again.
+        self._started: dict[str, str] = {}
         # Sandboxes a request is moving between states (restart, pause...): the monitor leaves them alone, or
         # it would read a half-done transition as a dead sandbox.
         self._busy: Counter[str] = Counter()
@@ -142,6 +145,7 @@ class Runtime:
                 unhealthy.append((row.name, f"container is {state.status} while idle"))
             if picked is not None:
                 self._enter(picked.name)  # before the binding is visible: the monitor must not judge it yet
+                self._started.pop(picked.name, None)
                 self.store.update(picked.name, db, status="bound", session=session, bound_at=time.time(),
                                   from_snapshot=from_snapshot, paused_by=None, last_activity=time.time(),
                                   detail=None)
@@ -330,6 +334,13 @@ class Runtime:
                 self._reset_quietly(row.name)
             return
         state = self.backend.state(row.name)
+        if row.status in ("bound", "paused") and state.started_at:
+            if self._started.setdefault(row.name, state.started_at) != state.started_at:
+                self._started.pop(row.name, None)
+                self.store.update(row.name, status="unhealthy", session=None,
+                                  detail=f"container restarted while bound to session {row.session!r}: its "
+                                         "processes and writable paths are gone")
+                return
         expected = {"bound": ("running",), "paused": ("paused",), "idle": ("running", "exited", "created")}
         if state.status not in expected[row.status]:
             detail = f"container is {state.status}" + (f" (exit {state.exit_code})" if state.exit_code else "")
@@ -364,7 +375,7 @@ class Runtime:
             return False
         self._cpu[name] = (now, used)
         if previous is None or now <= previous[0]:
-            return False
+            return True  # no rate yet (a new claim, a restarted runtime): not known to be idle
         per_second_ns = (used - previous[1]) / (now - previous[0])
         return per_second_ns > self.config.idle_cpu_ms_per_s * 1_000_000
 

@@ -79,7 +79,9 @@ def test_idle_pause_after_the_declared_time_without_api_or_cpu_activity(env):
 def test_idle_reset_ends_the_session_and_returns_the_sandbox(env):
     name = env.claim("w", pool="web")["sandbox"]
     since = env.runtime.sandbox(name).last_activity
-    env.runtime.monitor_once(now=since + 31)
+    env.runtime.monitor_once(now=since + 1)  # first CPU sample: no rate yet, so not idle
+    assert env.runtime.sandbox(name).status == "bound"
+    env.runtime.monitor_once(now=since + 32)
     row = env.runtime.sandbox(name)
     assert (row.status, row.session, env.backend.starts[name]) == ("idle", None, 2)
 
@@ -94,7 +96,9 @@ def test_idle_stop_stops_the_container_and_the_next_claim_starts_it(tmp_path):
     env = make_env(tmp_path, config)
     try:
         name = env.claim("chat-1")["sandbox"]
-        env.runtime.monitor_once(now=env.runtime.sandbox(name).last_activity + 6)
+        since = env.runtime.sandbox(name).last_activity
+        env.runtime.monitor_once(now=since + 1)  # first CPU sample
+        env.runtime.monitor_once(now=since + 7)
         row = env.runtime.sandbox(name)
         assert (row.status, row.session, row.detail, env.backend.status[name]) == (
             "idle", None, "stopped after being idle", "exited")
