@@ -28,6 +28,7 @@ SECTIONS = {s.name: s for s in (
     Section("start", True, "4"),
     Section("gateway", True, "5"),
     Section("deploy", True, "6"),
+    Section("runtime", True, "issue 12"),
 )}
 WITHOUT_DOCKER = [s.name for s in SECTIONS.values() if not s.docker]
 
