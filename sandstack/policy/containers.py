@@ -37,7 +37,8 @@ def facts_of_plan(plan: SandboxPlan) -> ContainerFacts:
         privileged=plan.privileged, capabilities=tuple(plan.capability_adds), user=plan.user,
         no_new_privileges=bool(plan.security_opts and "no-new-privileges:true" in plan.security_opts),
         read_only_root=plan.read_only, runtime=plan.runtime,
-        public_ports=tuple(p.internal for p in plan.ports if p.ip == EXPOSURE_BIND["public"]),
+        # A url port behind a public ingress is as public as a published one.
+        public_ports=tuple(p.internal for p in plan.ports if p.ip == EXPOSURE_BIND["public"]) + plan.public_urls,
         gpus=len(plan.gpu_device_ids or ()))
 
 

@@ -172,7 +172,8 @@ def _pool_resources(stack_name: str, stack: str, host: str, pool: str, replicas:
     for index in range(replicas):
         sandbox = plan_sandbox(stack=stack, pool=pool, host=host, template=template, index=index,
                                network=plan.networks[pool], digest=digest, labels=plan.labels,
-                               gpu_device_ids=plan.gpu_ids(pool, index))
+                               gpu_device_ids=plan.gpu_ids(pool, index),
+                               ingress=plan.ingress.spec if plan.ingress else None)
         props = _jsonable(asdict(sandbox))
         props["env"] = {k: _secret_or_value(v) for k, v in sandbox.env.items()}
         props.update(image=image, network=plan.networks[pool].name, egress=_egress(template),

@@ -9,7 +9,9 @@ from sandstack.spec.models import SecretRef
 from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
 
 EGRESS_ORDER = {"deny-all": 0, "allow-list": 1, "allow-all": 2}
-EXPOSURE_ORDER = {"none": 0, "host": 1, "public": 2}
+# A url port is reached through the host's ingress, public unless the ingress is on the loopback: ranked as public.
+EXPOSURE_ORDER = {"none": 0, "host": 1, "url": 2, "public": 2}
+EXPOSED = {"public": "made public", "url": "given a URL through the host's ingress", "host": "newly published on the host"}
 LIMITS = (("cpus", "CPUs"), ("memory", "memory"), ("disk", "disk"), ("pids", "pids"), ("open_files", "open files"))
 
 
@@ -74,8 +76,7 @@ def compare_templates(pool: str, old: ResolvedTemplate, new: ResolvedTemplate) -
     for p in new.ports:
         before = ports_a.get((p.port, p.protocol), "none")
         if EXPOSURE_ORDER[p.exposure] > EXPOSURE_ORDER[before]:
-            add(True, "ports", f"port {p.port}/{p.protocol} "
-                + ("made public" if p.exposure == "public" else "newly published on the host") + f" (was {before})")
+            add(True, "ports", f"port {p.port}/{p.protocol} {EXPOSED[p.exposure]} (was {before})")
         elif EXPOSURE_ORDER[p.exposure] < EXPOSURE_ORDER[before]:
             add(False, "ports", f"port {p.port}/{p.protocol} exposure {before} → {p.exposure}")
     # Privileges.

@@ -45,6 +45,13 @@ def _set(path: str, value: Any) -> Callable[[dict], None]:
     return change
 
 
+def _port_url(data: dict) -> None:
+    data["hosts"]["gpu-1"]["ingress"] = {"domain": "sbx.example.com"}
+    port = data["templates"]["agent"]["ports"][0]
+    port.pop("host_port", None)
+    port["exposure"] = "url"
+
+
 def _host_added(data: dict) -> None:
     data["hosts"]["gpu-2"] = host("ssh://deploy@gpu-2.example.com")
     data["pools"]["shell"]["hosts"] = ["gpu-1", "gpu-2"]
@@ -56,6 +63,7 @@ CASES: dict[str, Callable[[dict], None]] = {
     "allow-widened": _set("templates.agent.network.allow", ["api.github.com", "pypi.org"]),
     "deny-removed": _set("templates.agent.network.deny", None),
     "port-public": _set("templates.agent.ports.0.exposure", "public"),
+    "port-url": _port_url,
     "pool-resized": _set("pools.agent.replicas", 5),
     "replicas-zero": _set("pools.shell.replicas", 0),
     "host-added": _host_added,

@@ -71,6 +71,14 @@ def test_a_removed_deny_entry_is_looser(tmp_path, monkeypatch, capsys):
     assert _security(data) == [("agent", True, "deny entry removed: gist.github.com")]
 
 
+def test_a_port_given_a_url_is_looser_and_adds_the_hosts_ingress(tmp_path, monkeypatch, capsys):
+    data = _case("port-url", tmp_path, monkeypatch, capsys)
+    assert _security(data) == [("agent", True, "port 8000/tcp given a URL through the host's ingress (was host)")]
+    actions = _actions(data)
+    assert {s: actions[s] for s in AGENTS} == {s: "replace" for s in AGENTS}
+    assert actions["sandstack-gpu-1-ingress-container"] == "create"
+
+
 def test_a_port_made_public_replaces_the_sandboxes_and_is_looser(tmp_path, monkeypatch, capsys):
     data = _case("port-public", tmp_path, monkeypatch, capsys)
     assert _actions(data) == {s: "replace" for s in AGENTS}
