@@ -95,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "latest.json").write_text(render.as_json(results, command, info, started, seconds))
     print(text)
     log(f"wrote {args.out / 'latest.md'} and {args.out / 'latest.json'}")
+    if args.out == RESULTS and not args.only and not args.quick:
+        from benchmarks import readme
+
+        if readme.update(REPO / "README.md", text):
+            log("updated the README's Performance section")
     failed = any(r.failed for r in results)
     docker_missing = args.require_docker and any(r.skipped and SECTIONS[r.name].docker for r in results)
     return 1 if failed or docker_missing else 0

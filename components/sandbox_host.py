@@ -13,6 +13,7 @@ import pulumi_docker as docker
 
 from sandstack.components.egress_gateway import EgressGateway, EgressGatewayArgs
 from sandstack.components.host_guard import HostGuard, HostGuardArgs
+from sandstack.components.connection_logger import ConnectionLogger, ConnectionLoggerArgs
 from sandstack.components.ingress_proxy import IngressProxy, IngressProxyArgs
 from sandstack.components.runtime_service import RuntimeService, RuntimeServiceArgs
 from sandstack.components.resource_args import network_labels, volume_labels
@@ -158,8 +159,15 @@ class SandboxHost(pulumi.ComponentResource):
                 opts=self.child_opts,
             )
 
+        self.logger = None
+        if plan.logger:
+            # Every new connection of the pools that log them, before any of their sandboxes starts.
+            self.logger = ConnectionLogger(f"{name}-logger", ConnectionLoggerArgs(plan.logger, self.infra_image,
+                                                                                  self.labels), opts=self.child_opts)
+
         self.runtime_url = runtime_url(plan)
-        self.ready = [self.guard.container] + ([self.gateway.container] if self.gateway else [])
+        self.ready = [self.guard.container] + ([self.gateway.container] if self.gateway else []) + (
+            [self.logger.container] if self.logger else [])
         self.register_outputs({
             "address": self.address,
             "infra_image": self.infra_image,
@@ -168,6 +176,7 @@ class SandboxHost(pulumi.ComponentResource):
             "gateway": self.gateway.container_name if self.gateway else None,
             "ingress": self.ingress.container_name if self.ingress else None,
             "runtime": self.runtime_url,
+            "logger": self.logger.container_name if self.logger else None,
         })
 
     def _infra_image(self, name: str, child: pulumi.ResourceOptions) -> docker.RemoteImage:

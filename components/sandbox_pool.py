@@ -187,6 +187,7 @@ class SandboxPool(pulumi.ComponentResource):
                   for k, v in plan.env.items()],
             labels=container_labels(plan.labels),
             networks_advanced=[docker.ContainerNetworksAdvancedArgs(name=args.network_name)],
+            dns=list(plan.dns) if plan.dns else None,
             ports=[docker.ContainerPortArgs(internal=p.internal, external=p.external, ip=p.ip, protocol=p.protocol)
                    for p in plan.ports],
             read_only=plan.read_only,

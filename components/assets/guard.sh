@@ -63,7 +63,9 @@ apply_rules() {
         if ! $ipt -w -C "$chain" $spec -m comment --comment "$tag" 2>/dev/null; then
             $ipt -w -I "$chain" $spec -m comment --comment "$tag" || { log "cannot insert: $rule"; failed=1; }
         fi
-        # IPv6: sandbox networks have no IPv6, but close the host's v6 input path all the same.
+        # IPv6: sandbox networks have no IPv6, but close the host's v6 input path all the same (the rules that
+        # name an IPv4 address, such as a resolver's opening, have no v6 twin).
+        case " $spec " in *" -d "* | *" -s "*) continue ;; esac
         if [ "$chain" = INPUT ] && ! $ip6t -w -C INPUT $spec -m comment --comment "$tag" 2>/dev/null; then
             $ip6t -w -I INPUT $spec -m comment --comment "$tag" || { log "cannot insert (v6): $rule"; failed=1; }
         fi

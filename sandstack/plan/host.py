@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from sandstack.plan.gateway import GATEWAY_PIDS, GatewayPlan, plan_gateway
 from sandstack.plan.guard import GuardPlan, plan_guard
 from sandstack.plan.ingress import IngressPlan, Site
+from sandstack.plan.logger import LoggerPlan
 from sandstack.plan.runtime_host import RuntimeHostPlan, plan_runtime
 from sandstack.plan.naming import bridge_name, egress_network_name, labels
 from sandstack.plan.network import (
@@ -65,6 +66,7 @@ class HostPlan:
     workspaces: tuple[WorkspaceVolume, ...] = ()  # every sandbox's disk workspaces, made before the guard
     ingress: IngressPlan | None = None
     runtime: RuntimeHostPlan | None = None
+    logger: LoggerPlan | None = None
 
     def gpu_ids(self, pool: str, index: int) -> tuple[str, ...]:
         return self.gpus[pool][index] if pool in self.gpus else ()
@@ -162,6 +164,14 @@ def plan_ingress(stack: str, spec: Host, placements: list[Placement],
     return IngressPlan(stack, spec.ingress, tuple(pools), tuple(sites))
 
 
+def plan_logger(stack: str, networks: dict[str, PoolNetwork]) -> LoggerPlan | None:
+    """The host's connection logger, when a pool on it logs connections (`protocols: any`)."""
+    logged = [net for net in networks.values() if net.nflog_group is not None]
+    if not logged:
+        return None
+    return LoggerPlan(stack, logged[0].nflog_group, tuple(n.pool for n in logged), tuple(n.resolver for n in logged))
+
+
 def plan_host(stack: str, host: str, spec: Host, placements: list[Placement]) -> HostPlan:
     gateway_pools = [p.pool for p in placements if outbound_of(p.template) == "gateway"]
     ports = gateway_ports(stack, gateway_pools)
@@ -196,5 +206,6 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement]) ->
         guard=plan_guard(stack, rules, bridges, pids, sandboxes, [w.guard_line for w in workspaces]),
         gateway=gateway, gpus=assign_gpus(spec, placements), workspaces=workspaces, ingress=ingress,
         runtime=plan_runtime(stack, host, spec.runtime, placements),
+        logger=plan_logger(stack, networks),
     )
 

@@ -60,6 +60,7 @@ class PoolNetwork:
     # Destinations a direct (routed) sandbox must not reach: iptables match fragments, e.g. "-d 10.0.0.0/8".
     refused: tuple[str, ...] = ()
     url_ports: tuple[int, ...] = ()  # tcp ports the host's ingress proxies to (`exposure: url`)
+    nflog_group: int | None = None  # direct and logged (`protocols: any`): the connection logger's NFLOG group
 
     @property
     def bridge_ip(self) -> str:
@@ -73,6 +74,11 @@ class PoolNetwork:
     @property
     def gateway_ip(self) -> str:
         return str(self.subnet[-2])
+
+    @property
+    def resolver(self) -> str | None:
+        """Where a connection-logged pool's sandboxes resolve names: the logging resolver on the bridge's address."""
+        return self.bridge_ip if self.nflog_group is not None else None
 
     @property
     def ingress_ip(self) -> str:
@@ -150,6 +156,11 @@ def gateway_refused(template: ResolvedTemplate, subnet_pool: str) -> tuple[str, 
     return (*refused_metadata(template), subnet_pool)
 
 
+def nflog_group(stack: str) -> int:
+    """The stack's NFLOG group (1024-65535): two stacks on one host log to their own connection loggers."""
+    return 1024 + int(hashlib.sha256(f"{stack}/nflog".encode()).hexdigest(), 16) % (65536 - 1024)
+
+
 def plan_pool_network(stack: str, pool: str, template: ResolvedTemplate, gateway_port: int | None,
                       subnet: ipaddress.IPv4Network) -> PoolNetwork:
     outbound = outbound_of(template)
@@ -167,6 +178,7 @@ def plan_pool_network(stack: str, pool: str, template: ResolvedTemplate, gateway
         subnet=subnet,
         refused=refused_destinations(template) if outbound == "direct" else (),
         url_ports=url_ports(template),
+        nflog_group=nflog_group(stack) if template.network.logs_connections else None,
     )
 
 
@@ -195,6 +207,14 @@ def guard_rules(network: PoolNetwork) -> list[str]:
                      f"-m multiport --dports {ports} -j ACCEPT")
         rules.append(f"DOCKER-USER -i {br} -o {br} -s {network.sandbox_range} -d {ingress}/32 -p tcp "
                      f"-m multiport --sports {ports} {ESTABLISHED} -j ACCEPT")
+    if network.nflog_group is not None:
+        # Every new connection out (any protocol) to the connection logger, with the pool as its prefix. Listed
+        # before the refusals, which the guard inserts above it: a refused connection is dropped, not logged.
+        rules.append(f"DOCKER-USER -i {br} ! -o {br} -m conntrack --ctstate NEW -j NFLOG "
+                     f"--nflog-group {network.nflog_group} --nflog-prefix pool={network.pool}")
+        # Its names from the host's logging resolver on the bridge's address, the one host service it reaches
+        # (inserted above the bridge's INPUT drop).
+        rules += [f"INPUT -i {br} -d {network.bridge_ip}/32 -p {proto} --dport 53 -j ACCEPT" for proto in ("udp", "tcp")]
     for match in network.refused:
         rules.append(f"DOCKER-USER -i {br} ! -o {br} {match} -j DROP")
     if not network.internal and network.outbound != "direct":

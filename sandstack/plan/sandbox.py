@@ -66,6 +66,7 @@ class SandboxPlan:
     labels: dict[str, str]
     ports: tuple[PortBinding, ...]
     public_urls: tuple[int, ...]  # url ports the host's ingress serves on all its interfaces (public exposure)
+    dns: tuple[str, ...] | None  # a connection-logged pool's logging resolver; else Docker's default
     read_only: bool
     storage_opts: dict[str, str] | None
     tmpfs: dict[str, str]
@@ -139,6 +140,7 @@ def plan_sandbox(*, stack: str, pool: str, host: str, template: ResolvedTemplate
         },
         ports=tuple(PortBinding(p.port, p.host_port, EXPOSURE_BIND[p.exposure], p.protocol)
                     for p in t.ports if p.exposure in EXPOSURE_BIND),
+        dns=(network.resolver,) if network.resolver else None,
         public_urls=tuple(p.port for p in t.ports if p.exposure == "url" and ingress and ingress.exposure == "public"),
         read_only=t.read_only_root,
         # A writable root is allowed only on hosts with `storage_quota` (rule disk-enforced): cap it there.

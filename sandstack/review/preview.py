@@ -68,6 +68,8 @@ def summary(r: Resource) -> list[str]:
                 f"from {p['base_image']}, {len(p['setup'])} setup steps, {len(p['files'])} files"]
     if r.kind == "disk workspace":
         return [f"{p['name']}: {p['size'] / 2**20:g}MiB at {p['path']}" + (", seeded from the image" if p["seed"] else "")]
+    if r.kind == "connection logger" and p:
+        return [f"every new connection of pools {', '.join(p['pools'])} (NFLOG group {p['nflog_group']})"]
     if r.kind == "runtime" and p:
         return [f"sessions API on {p['listen']} (token from secret {p['token']['secret']}), pools "
                 + ", ".join(f"{k} ({v['sandboxes']})" for k, v in p["pools"].items())]

@@ -98,6 +98,15 @@ def _host_resources(stack_name: str, host: str, plan: HostPlan, spec) -> list[Re
                 "pools": {p.pool: {"port": p.port, "address": p.address} for p in plan.gateway.pools},
                 "squid_conf": plan.gateway.config}),
         ]
+    if plan.logger:
+        logger_key = f"{T}ConnectionLogger::{base}-logger"
+        out += [
+            Resource(f"{base}-logger", T + "ConnectionLogger", host_key, "connection logger", host),
+            Resource(f"{base}-logger-log", VOLUME, logger_key, "connection log", host,
+                     props={"name": plan.logger.log_volume}),
+            Resource(f"{base}-logger-container", CONTAINER, logger_key, "connection logger", host, props={
+                "name": plan.logger.container_name, "nflog_group": plan.logger.group, "pools": list(plan.logger.pools)}),
+        ]
     if plan.runtime:
         runtime_key, config = f"{T}RuntimeService::{base}-runtime", plan.runtime.config
         out += [

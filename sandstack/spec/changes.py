@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 # Host objects a field may renew, as the reference and the diff name them.
-HostRole = Literal["provider", "infra", "guard", "gateway", "networks", "ingress", "runtime"]
+HostRole = Literal["provider", "infra", "guard", "gateway", "networks", "ingress", "runtime", "logger"]
 HOST_ROLE_WORDS: dict[str, str] = {
     "provider": "the Docker provider (every object on the host follows it)",
     "infra": "the infra image (guard, gateway and secrets seeders run on it)",
@@ -28,6 +28,7 @@ HOST_ROLE_WORDS: dict[str, str] = {
     "networks": "the pool networks and the egress network",
     "ingress": "the ingress proxy container (its Caddyfile) and its network",
     "runtime": "the runtime service container (its configuration); its state volume keeps sessions and snapshots",
+    "logger": "the connection logger container (ulogd2, its NFLOG groups); its log volume is kept",
 }
 
 

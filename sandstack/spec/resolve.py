@@ -55,12 +55,15 @@ class EffectiveLimits:
 Outbound = Literal["none", "gateway", "direct"]
 
 
-def decode_egress(egress: str, log: bool | None) -> tuple[Outbound, bool]:
-    """The one decoding of a policy's `egress` and `log`: how its traffic leaves and whether it is logged.
-    deny-all: nowhere; allow-list: through the gateway, logged (rule egress-mode refuses `log: false`);
-    allow-all: through the gateway and logged unless `log: false`, then directly and unlogged."""
+def decode_egress(egress: str, log: bool | None, protocols: str | None = None) -> tuple[Outbound, bool]:
+    """The one decoding of a policy's `egress`, `log` and `protocols`: how its traffic leaves and whether it is
+    logged. deny-all: nowhere; allow-list: through the gateway, logged (rule egress-mode refuses `log: false`);
+    allow-all: through the gateway and logged, or directly and connection-logged with `protocols: any`, or
+    directly and unlogged with `log: false`."""
     if egress == "deny-all":
         return "none", False
+    if egress == "allow-all" and log is not False and protocols == "any":
+        return "direct", True
     if egress == "allow-list" or log is not False:
         return "gateway", True
     return "direct", False
@@ -74,10 +77,16 @@ class EffectiveNetwork:
     log: bool
     # Reach METADATA_RANGES (sandstack.spec.egress); false (the default) in every mode unless opted in.
     allow_metadata: bool = False
+    protocols: str | None = None
 
     @property
     def outbound(self) -> Outbound:
-        return decode_egress(self.egress, self.log)[0]
+        return decode_egress(self.egress, self.log, self.protocols)[0]
+
+    @property
+    def logs_connections(self) -> bool:
+        """Direct and logged: every new connection goes to the host's connection logger."""
+        return self.outbound == "direct" and self.log
 
     @property
     def uses_gateway(self) -> bool:
@@ -187,13 +196,14 @@ def _profile(stack: Stack, name: str) -> Limits:
 
 def effective_network(stack: Stack, template: Template) -> EffectiveNetwork:
     policy = template.network or stack.defaults.network or NetworkPolicy()
-    _, log = decode_egress(policy.egress, policy.log)
+    _, log = decode_egress(policy.egress, policy.log, policy.protocols)
     return EffectiveNetwork(
         egress=policy.egress,
         allow=tuple(parse_entry(e) for e in policy.allow),
         deny=tuple(parse_entry(e) for e in policy.deny),
         log=log,
         allow_metadata=policy.allow_metadata,
+        protocols=policy.protocols if policy.egress == "allow-all" and log else None,
     )
 
 

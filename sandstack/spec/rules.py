@@ -155,7 +155,7 @@ def _policies(ctx: Context) -> Iterator[tuple[JsonPath, NetworkPolicy]]:
 def egress_fields_fit_mode(ctx: Context) -> Iterator[Diagnostic]:
     for path, policy in _policies(ctx):
         mode = policy.egress
-        outbound, _ = decode_egress(mode, policy.log)
+        outbound, _ = decode_egress(mode, policy.log, policy.protocols)
         if policy.allow and mode != "allow-list":
             yield ctx.error(path + ("allow",), f"`allow` entries need `egress: allow-list`; this policy is {mode!r}",
                             "egress-mode", key=True)
@@ -173,6 +173,11 @@ def egress_fields_fit_mode(ctx: Context) -> Iterator[Diagnostic]:
                             "egress-mode", key=True)
         if mode == "deny-all" and policy.log:
             yield ctx.error(path + ("log",), "'deny-all' has no egress to log: remove `log`", "egress-mode", key=True)
+        if policy.protocols is not None and (mode != "allow-all" or policy.log is False):
+            yield ctx.error(path + ("protocols",), "`protocols` chooses how logged 'allow-all' egress leaves (through "
+                            f"the gateway, or direct with every connection logged); this policy is {mode!r}"
+                            + (" with `log: false`" if policy.log is False else "") + ": remove `protocols`",
+                            "egress-mode", key=True)
         if mode == "deny-all" and policy.allow_metadata:
             yield ctx.error(path + ("allow_metadata",), "'deny-all' reaches no address, link-local or other: remove "
                             "`allow_metadata`, or pick 'allow-list' or 'allow-all'", "egress-mode", key=True)
@@ -188,9 +193,9 @@ def _direct_deny_entries(ctx: Context, path: JsonPath, policy: NetworkPolicy) ->
             continue  # reported by egress-entry
         if kind != "cidr":
             yield ctx.error(path + ("deny", i), f"{entry!r}: a domain deny needs the gateway to see names; with "
-                            "`log: false` the sandbox connects directly, so only addresses and CIDRs can be denied, "
-                            "optionally with a port (e.g. '203.0.113.7', '10.0.0.0/8:443'); or set `log: true` to "
-                            "send egress through the gateway", "egress-mode")
+                            "`log: false` or `protocols: any` the sandbox connects directly, so only addresses and CIDRs can be denied, "
+                            "optionally with a port (e.g. '203.0.113.7', '10.0.0.0/8:443'); or send egress through "
+                            "the gateway (`log: true` with `protocols: http`)", "egress-mode")
 
 
 @rule("egress-metadata")

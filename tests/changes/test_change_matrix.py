@@ -325,6 +325,7 @@ CASES: list[Case] = [
     Case("defaults.network.deny", ["203.0.113.7", "203.0.113.8"], condition="unlogged allow-all",
          prepare=setting(defaults__network={"egress": "allow-all", "log": False, "deny": ["203.0.113.7"]})),
     Case("defaults.network.log", False, prepare=setting(defaults__network={"egress": "allow-all"})),
+    Case("defaults.network.protocols", "any", prepare=setting(defaults__network={"egress": "allow-all"})),
     Case("defaults.network.allow_metadata", True),
     Case("defaults.network.allow_metadata", True, condition="unlogged allow-all",
          prepare=setting(defaults__network={"egress": "allow-all", "log": False})),
@@ -408,6 +409,7 @@ CASES: list[Case] = [
     Case("templates.*.network.deny", ["203.0.113.7", "203.0.113.8"], condition="unlogged allow-all",
          prepare=setting(templates__agent__network={"egress": "allow-all", "log": False, "deny": ["203.0.113.7"]})),
     Case("templates.*.network.log", False, prepare=AGENT_ALLOW_ALL),
+    Case("templates.*.network.protocols", "any", prepare=AGENT_ALLOW_ALL),
     Case("templates.*.network.allow_metadata", True),
     Case("templates.*.network.allow_metadata", True, condition="unlogged allow-all",
          prepare=setting(templates__agent__network={"egress": "allow-all", "log": False})),
@@ -543,6 +545,7 @@ ROLE_OBJECTS = {
     "networks": {f"sandstack-{HOST}-egress-net"},
     "ingress": {f"sandstack-{HOST}-ingress-{part}" for part in ("net", "container", "data")},
     "runtime": {f"sandstack-{HOST}-runtime-{part}" for part in ("state", "container")},
+    "logger": {f"sandstack-{HOST}-logger-{part}" for part in ("log", "container")},
 }
 HOST_OBJECTS = set().union(*ROLE_OBJECTS.values())
 POOL_NETWORK = re.compile(rf"^sandstack-{HOST}-net\.(?P<pool>[a-z0-9-]+)$")
@@ -682,7 +685,7 @@ def test_every_model_field_has_a_case():
 def test_the_base_stack_is_rich_enough_and_stable(apply):
     first = apply(BASE)
     names = {a.name for a in first.actions}
-    assert HOST_OBJECTS - {PROVIDER} - ROLE_OBJECTS["ingress"] - ROLE_OBJECTS["runtime"] <= names and {f"sandstack-{p}.{HOST}-0" for p in ("agent", "free")} <= names
+    assert HOST_OBJECTS - {PROVIDER} - ROLE_OBJECTS["ingress"] - ROLE_OBJECTS["runtime"] - ROLE_OBJECTS["logger"] <= names and {f"sandstack-{p}.{HOST}-0" for p in ("agent", "free")} <= names
     assert {f"sandstack-agent.{HOST}-secrets", f"sandstack-agent.{HOST}-secrets-seeder"} <= names
     assert _changes(first, apply(BASE)) == {}
 

@@ -31,7 +31,7 @@ from tests.engine.harness.teardown import remaining
 from tests.engine.host_state import clear_host_state
 from tests.support.specs import spec, spec_text
 
-HOST_ROLES = ("egress", "gateway", "guard", "ingress", "runtime")  # host-level objects of a stack: named with `infra_name`
+HOST_ROLES = ("egress", "gateway", "guard", "ingress", "runtime", "logger")  # host-level objects of a stack: named with `infra_name`
 
 _COUNTER = itertools.count()
 _SLOTS = itertools.count()

@@ -15,9 +15,9 @@ FULL_TMPFS = ("writable paths and /dev/shm can hold 76MiB (/tmp 64MiB, /dev/shm 
               "of `limits.memory` {}MiB for processes: tmpfs files are memory, so full paths would get the sandbox's "
               "next process OOM-killed; shrink the paths or `filesystem.shm_size`, or raise `limits.memory` to at "
               "least {}MiB")
-DIRECT_DENY = ("a domain deny needs the gateway to see names; with `log: false` the sandbox connects directly, so only "
-               "addresses and CIDRs can be denied, optionally with a port (e.g. '203.0.113.7', '10.0.0.0/8:443'); or "
-               "set `log: true` to send egress through the gateway")
+DIRECT_DENY = ("a domain deny needs the gateway to see names; with `log: false` or `protocols: any` the sandbox connects "
+               "directly, so only addresses and CIDRs can be denied, optionally with a port (e.g. '203.0.113.7', "
+               "'10.0.0.0/8:443'); or send egress through the gateway (`log: true` with `protocols: http`)")
 FIXED_PORT = "one sandbox per host can own a fixed port (drop `host_port` to let Docker pick)"
 
 
@@ -63,6 +63,7 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
           "registrable domain, e.g. '*.example.com'"]),
     ],
     "egress-mode": [
+        ("protocols-on-allow-list", change("      allow:\n", "      protocols: any\n      allow:\n"), ["stack.yaml:30:7: $.templates.web.network.protocols: `protocols` chooses how logged 'allow-all' egress leaves (through the gateway, or direct with every connection logged); this policy is 'allow-list': remove `protocols`"]),
         ("allow-without-allow-list", change("      egress: allow-list\n", "      egress: deny-all\n"),
          ["stack.yaml:30:7: $.templates.web.network.allow: `allow` entries need `egress: allow-list`; this policy "
           "is 'deny-all'"]),

@@ -36,8 +36,9 @@ class NetworkPolicy(StrictModel):
     """Where a sandbox may connect. Inbound is always closed except the declared `ports`.
 
     No mode can reach the Docker host's own services, other pools' sandboxes, or (unless `allow_metadata`)
-    link-local and cloud metadata addresses. Only unlogged 'allow-all' reaches DNS resolvers (any of them):
-    in the other modes the gateway resolves names and the sandbox reaches no resolver.
+    link-local and cloud metadata addresses. Unlogged 'allow-all' reaches DNS resolvers (any of them);
+    `protocols: any` reaches the host's logging resolver only; in the other modes the gateway resolves names and
+    the sandbox reaches no resolver.
     """
 
     egress: EgressMode = field(
@@ -84,6 +85,17 @@ class NetworkPolicy(StrictModel):
         ),
         # Logged allow-all goes through the gateway on an internal bridge, unlogged has a routed one.
         change=Effect(sandboxes="replace", host=frozenset({"networks", "guard", "gateway"})),
+    )
+    protocols: Literal["http", "any"] | None = field(
+        None,
+        description=(
+            "Logged 'allow-all' only. 'http' (default): egress goes through the gateway, which logs every request "
+            "(plain HTTP to any port, HTTPS tunnels to 443). 'any': a direct route out for any protocol (databases, "
+            "SSH, UDP…) and every new connection logged by the host's connection logger (time, pool, sandbox "
+            "address, destination address and port, protocol), and names resolved by the host's logging "
+            "resolver; as with `log: false`, `deny` then takes addresses and CIDRs only (docs/design/egress-log.md)."
+        ),
+        change=Effect(sandboxes="replace", host=None),
     )
     allow_metadata: bool = field(
         False,

@@ -1,0 +1,67 @@
+"""ConnectionLogger: one line per new outbound connection of the host's `protocols: any` pools, whatever the
+protocol (time, pool, sandbox address, destination address and port, protocol).
+
+The guard's rules send each such connection's first packet to an NFLOG group; ulogd2 reads it in the host's
+network namespace (where the packets are routed) and writes the lines to a volume that outlives the container.
+Its plan is sandstack/plan/logger.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_docker as docker
+
+from sandstack.components.resource_args import container_labels, volume_labels
+from sandstack.plan import logger
+from sandstack.plan.changes import host_container_replace_on_changes
+
+
+@dataclass(frozen=True)
+class ConnectionLoggerArgs:
+    plan: logger.LoggerPlan
+    image: pulumi.Input[str]
+    labels: dict[str, str]
+
+
+class ConnectionLogger(pulumi.ComponentResource):
+    container_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: ConnectionLoggerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("sandstack:index:ConnectionLogger", name, None, opts)
+        plan = args.plan
+
+        # The connection log outlives a restart or renewal of the logger.
+        self.log = docker.Volume(
+            f"{name}-log", name=plan.log_volume, labels=volume_labels(args.labels),
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+        )
+        # ulogd2 in the host's network namespace with NET_ADMIN only (to bind its NFLOG group), read-only root.
+        self.container = docker.Container(
+            f"{name}-container",
+            name=plan.container_name,
+            image=args.image,
+            network_mode="host",
+            command=["sh", "-c", logger.ENTRYPOINT],
+            envs=plan.env,
+            capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=list(logger.CAPABILITIES)),
+            security_opts=["no-new-privileges:true"],
+            read_only=True,
+            tmpfs=dict(logger.TMPFS),
+            mounts=[docker.ContainerMountArgs(type="volume", source=self.log.name, target=logger.LOG_DIR)],
+            memory=logger.MEMORY_MB,
+            memory_swap=logger.MEMORY_MB,
+            cpus=logger.CPUS,
+            restart="unless-stopped",
+            healthcheck=docker.ContainerHealthcheckArgs(tests=list(logger.HEALTH_TEST), interval="2s", timeout="2s",
+                                                        retries=5, start_period="1s"),
+            wait=True,
+            wait_timeout=60,
+            log_driver="json-file",
+            log_opts={"max-size": "1m", "max-file": "2"},
+            labels=container_labels({**args.labels, "sandstack.role": "logger"}),
+            opts=pulumi.ResourceOptions(parent=self, replace_on_changes=host_container_replace_on_changes()),
+        )
+        self.container_name = self.container.name
+        self.register_outputs({"container_name": self.container_name, "log_volume": self.log.name})
