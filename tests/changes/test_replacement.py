@@ -34,11 +34,11 @@ def test_the_dev_stack_run_twice_changes_nothing_the_second_time(dry_harness, tm
     shutil.copytree(STACKS, tmp_path / "stacks")
     program = stack_program(tmp_path / "stacks" / "dev.yaml", stack="dev")
     first = dry_harness.run(program, secret_config=DEV_SECRETS)
-    # 4 images (infra + 3 snapshots: builder extends preview and shares its image), guard, gateway and runtime
-    # (volume + container each), 5 networks, 6 sandboxes
-    assert first.summary() == {"create": 21, "update": 0, "replace": 0, "delete": 0, "same": 0, "build": 4}
+    # 4 images (infra + 3 snapshots: builder extends preview and shares its image), guard, gateway, runtime and
+    # connection logger (volume + container each), 5 networks, 6 sandboxes
+    assert first.summary() == {"create": 23, "update": 0, "replace": 0, "delete": 0, "same": 0, "build": 4}
     again = dry_harness.run(program, secret_config=DEV_SECRETS)
-    assert again.summary() == {"create": 0, "update": 0, "replace": 0, "delete": 0, "same": 21, "build": 0}
+    assert again.summary() == {"create": 0, "update": 0, "replace": 0, "delete": 0, "same": 23, "build": 0}
     assert again.outputs == first.outputs
 
 

@@ -16,7 +16,7 @@ PROD_SECRETS = {"agentApiToken": "api-token", "githubToken": "gh-token", "gpuA.c
                 "ingressKey": "INGRESS KEY PEM"}
 COMPONENT_TYPES = {f"sandstack:index:{n}" for n in
                    ("SandboxStack", "SandboxHost", "HostGuard", "EgressGateway", "IngressProxy", "RuntimeService",
-                    "SandboxTemplate", "SandboxPool")}
+                    "ConnectionLogger", "SandboxTemplate", "SandboxPool")}
 
 
 @pytest.fixture(scope="module")
@@ -67,11 +67,11 @@ def test_every_docker_resource_uses_the_provider_of_its_own_host(prod):
 
 
 def test_component_type_tokens(dev, prod):
-    # The dev stack declares a runtime and no ingress; prod an ingress and no runtime.
+    # The dev stack declares a runtime and a connection-logged pool, no ingress; prod an ingress, neither of those.
     assert {r.typ for r in dev.mocks.registrations.values() if not r.custom} == COMPONENT_TYPES - {
         "sandstack:index:IngressProxy"}
     assert {r.typ for r in prod.mocks.registrations.values() if not r.custom} == COMPONENT_TYPES - {
-        "sandstack:index:RuntimeService"}
+        "sandstack:index:RuntimeService", "sandstack:index:ConnectionLogger"}
 
 
 def _children(built: Built, parent) -> list[str]:
@@ -85,7 +85,7 @@ def test_children_of_the_host_are_named_after_it(dev):
     assert host.typ == "sandstack:index:SandboxHost"
     own = [n for n in _children(dev, host) if n.startswith("sandstack-local-")]
     assert own == ["sandstack-local-egress-net", "sandstack-local-gateway", "sandstack-local-guard",
-                   "sandstack-local-infra", "sandstack-local-net.builder", "sandstack-local-net.preview",
+                   "sandstack-local-infra", "sandstack-local-logger", "sandstack-local-net.builder", "sandstack-local-net.preview",
                    "sandstack-local-net.python", "sandstack-local-net.shell", "sandstack-local-provider",
                    "sandstack-local-runtime"]
     # Templates and pools are built by the stack but parented to the host (its provider): named
@@ -137,6 +137,7 @@ def test_register_outputs_of_every_component(dev):
         "guard": "sandstack-dev_guard",
         "gateway": "sandstack-dev_gateway",
         "runtime": "http://127.0.0.1:7480",
+        "logger": "sandstack-dev_logger",
     }
     assert dev.outputs_of("sandstack-local-runtime") == {"container_name": "sandstack-dev_runtime",
                                                           "state_volume": "sandstack-dev_runtime-state"}
@@ -168,6 +169,7 @@ def test_names_are_deterministic_docker_names(dev):
     assert containers == {
         "sandstack-local-guard-container": "sandstack-dev_guard",
         "sandstack-local-runtime-container": "sandstack-dev_runtime",
+        "sandstack-local-logger-container": "sandstack-dev_logger",
         "sandstack-local-gateway-container": "sandstack-dev_gateway",
         "sandstack-shell.local-0": "sandstack-dev-shell-0", "sandstack-shell.local-1": "sandstack-dev-shell-1",
         "sandstack-python.local-0": "sandstack-dev-python-0", "sandstack-python.local-1": "sandstack-dev-python-1",

@@ -84,12 +84,14 @@ def test_lifecycle_defaults_merge_field_by_field(dev, prod) -> None:
 @pytest.mark.parametrize(
     ("template", "egress", "log"),
     [("shell", "deny-all", False), ("python", "allow-list", True), ("preview", "allow-all", True),
-     ("builder", "allow-all", False)],
+     ("builder", "allow-all", True)],
 )
 def test_log_defaults_on_for_allow_modes_off_for_deny_all(dev, template: str, egress: str, log: bool) -> None:
     network = dev.templates[template].network
     assert (network.egress, network.log) == (egress, log)
-    assert network.uses_gateway is (egress == "allow-list" or (egress == "allow-all" and log))
+    # Logged allow-all uses the gateway unless it takes any protocol directly (builder: `protocols: any`).
+    assert network.uses_gateway is (egress == "allow-list" or (egress == "allow-all" and log and template != "builder"))
+    assert network.logs_connections is (template == "builder")
 
 
 def test_egress_entries_resolve_to_parsed_rules(dev, prod) -> None:
