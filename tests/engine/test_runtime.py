@@ -37,9 +37,10 @@ def _spec(image: str) -> str:
         # One sandbox per egress mode, to prove the runtime is out of reach from each.
         "listed": {**template(image, {"egress": "allow-list", "allow": ["internet.test"]}), "session": {"idle": "never"}},
         "open": {**template(image, {"egress": "allow-all", "log": False}), "session": {"idle": "never"}},
+        "logged": {**template(image, {"egress": "allow-all"}), "session": {"idle": "never"}},
+        "anyproto": {**template(image, {"egress": "allow-all", "protocols": "any"}), "session": {"idle": "never"}},
     }, {"agent": {"template": "agent", "hosts": ["local"], "replicas": 4},
-        "listed": {"template": "listed", "hosts": ["local"], "replicas": 1},
-        "open": {"template": "open", "hosts": ["local"], "replicas": 1}}))
+        **{p: {"template": p, "hosts": ["local"], "replicas": 1} for p in ("listed", "open", "logged", "anyproto")}}))
     # Public, so that every address of the host would answer but for the guard.
     data["hosts"]["local"]["runtime"] = {"port": PORT, "exposure": "public", "token": {"secret": "runtimeToken"}}
     return yaml.safe_dump(data, sort_keys=False)
@@ -191,7 +192,8 @@ def _host_addresses() -> list[str]:
     return [line.split()[3].split("/")[0] for line in out.splitlines() if " lo " not in line]
 
 
-@pytest.mark.parametrize("pool", ["agent", "listed", "open"])
+# deny-all, allow-list, unlogged allow-all, logged allow-all (through the gateway), any protocol (logged, direct).
+@pytest.mark.parametrize("pool", ["agent", "listed", "open", "logged", "anyproto"])
 def test_no_sandbox_of_any_egress_mode_reaches_the_runtime(stack, pool):
     sandbox = stack.container(pool, 0)
     gateway = sandbox.attrs["NetworkSettings"]["Networks"][stack.name(pool)]["Gateway"]

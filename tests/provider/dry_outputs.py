@@ -17,7 +17,9 @@ def plausible_outputs(title: str, reg, ident: str, name: str | None) -> tuple[st
         out["networkDatas"] = [{"networkName": net, "ipAddress": f"172.30.{i}.{int(ident[:2], 16) % 250 + 2}",
                                 "ipPrefixLength": 24, "gateway": f"172.30.{i}.1", "macAddress": ""}
                                for i, net in enumerate(nets)]
-        out["ports"] = [{**p, "external": int(p.get("external") or 32768 + int(ident[i:i + 3], 16) % 1000),
+        # A random host port per unpublished-as-fixed port, distinct within the container (as Docker's are).
+        base = 32768 + int(ident[:4], 16) % 2800 * 10
+        out["ports"] = [{**p, "external": int(p.get("external") or base + i),
                          "ip": p.get("ip", "0.0.0.0"), "protocol": p.get("protocol", "tcp")}
                         for i, p in enumerate(reg.inputs.get("ports") or [])]
         out.setdefault("hostname", ident[:12])
