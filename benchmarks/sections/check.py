@@ -22,7 +22,7 @@ def run(ctx: Context) -> SectionResult:
         "validate": Command(sandstack("validate", spec)),
     }
     warm(list(cases.values()))
-    runs = rounds(cases, ctx.rounds(7, 3), ctx.log)
+    runs = rounds(cases, ctx.rounds(7, 2), ctx.log)
     result.figures += [
         Figure(f"check.{LABEL}.cpu_s", f"check, {n(LABEL)} sandboxes, {len(POLICIES)} policy files: CPU", "s",
                of(runs["check"], "cpu")),

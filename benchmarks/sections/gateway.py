@@ -143,7 +143,7 @@ def run(ctx: Context) -> SectionResult:
                 through, straight = _latencies(sandboxes[0], "env", requests), _latencies(direct, "none", requests)
                 added_p50.append(_percentile(through, 50) - _percentile(straight, 50))
                 added_p95.append(_percentile(through, 95) - _percentile(straight, 95))
-                peak, answered = _peak_under_load(client, sandboxes, gateway, ctx.rounds(15, 5))
+                peak, answered = _peak_under_load(client, sandboxes, gateway, ctx.rounds(15, 3))
                 peaks.append(peak)
                 ctx.log(f"round {index + 1}/{count} gateway: +{added_p50[-1]:.2f} ms p50, {peak:.1f} MiB, "
                         f"{answered} answers under load")

@@ -25,7 +25,7 @@ def run(ctx: Context) -> SectionResult:
         cases[f"preview.{label}"] = Command(sandstack("preview", ctx.spec(label)))
         cases[f"diff.{label}"] = Command(sandstack("diff", ctx.spec(label), ctx.head(label)))
     warm([cases["preview.10"]])
-    runs = rounds(cases, ctx.rounds(5, 3), ctx.log)
+    runs = rounds(cases, ctx.rounds(5, 2), ctx.log)
     for label in ctx.paths:
         preview, diff = runs[f"preview.{label}"], runs[f"diff.{label}"]
         big = label == "1000"
