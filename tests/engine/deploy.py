@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import re
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,6 +143,21 @@ class SharedDeployment:
         assert not unapplied, f"{self.label} never applied {unapplied} to the engine"
 
 
+def _explain(failure: Exception) -> None:
+    """A container that never became healthy is removed by the teardown: print its log and health checks first."""
+    match = re.search(r"container ([0-9a-f]{12}) created but not completed", str(failure))
+    if not match:
+        return
+    try:
+        container = docker_sdk.from_env().containers.get(match[1])
+        health = (container.attrs["State"].get("Health") or {}).get("Log") or []
+        print(f"\n[deploy] {container.name}: state {container.attrs['State'].get('Status')}, "
+              f"restarts {container.attrs.get('RestartCount')}\n[deploy] log:\n{container.logs(tail=40).decode()}"
+              f"\n[deploy] health checks: {[(h.get('ExitCode'), h.get('Output', '')[-300:]) for h in health[-3:]]}")
+    except Exception as error:  # diagnostics only: never hide the failure itself
+        print(f"[deploy] no diagnostics for {match[1]}: {error}")
+
+
 @contextlib.contextmanager
 def shared_deployment(module_file: str, workdir: Path, spec_text: str, *, stack: str | None = None,
                       secret_config: dict | None = None,
@@ -158,6 +174,9 @@ def shared_deployment(module_file: str, workdir: Path, spec_text: str, *, stack:
         os.environ["PYTEST_CURRENT_TEST"] = f"{label} (setup)"
         try:
             result = deployment.up(spec_text, files)
+        except Exception as failure:
+            _explain(failure)
+            raise
         finally:
             if previous is None:
                 os.environ.pop("PYTEST_CURRENT_TEST", None)
