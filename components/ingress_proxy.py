@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_docker as docker
 
-from sandstack.components.resource_args import container_labels, network_labels, volume_labels
+from sandstack.components.resource_args import bridge_options, container_labels, network_labels, volume_labels
 from sandstack.components.secrets import secret_value
 from sandstack.plan import ingress
 from sandstack.plan.changes import host_container_replace_on_changes
@@ -40,7 +40,7 @@ class IngressProxy(pulumi.ComponentResource):
         # Where the proxy's port is published: routed, joined by the proxy alone, never by a sandbox.
         self.network = docker.Network(
             f"{name}-net", name=plan.network, internal=False, driver="bridge",
-            options={"com.docker.network.bridge.name": plan.bridge, "com.docker.network.bridge.enable_icc": "true"},
+            options=bridge_options(plan.bridge, icc=True),
             labels=network_labels({**args.labels, "sandstack.role": "ingress"}),
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=args.after),
         )

@@ -1,4 +1,4 @@
-"""Label inputs in pulumi-docker's shapes (the one place `naming` needs the provider SDK)."""
+"""Label and bridge inputs in pulumi-docker's shapes (the one place `naming` needs the provider SDK)."""
 
 from __future__ import annotations
 
@@ -17,3 +17,9 @@ def network_labels(values: Mapping[str, str]) -> list[docker.NetworkLabelArgs]:
 
 def volume_labels(values: Mapping[str, str]) -> list[docker.VolumeLabelArgs]:
     return [docker.VolumeLabelArgs(label=k, value=v) for k, v in values.items()]
+
+
+def bridge_options(bridge: str, *, icc: bool = False) -> dict[str, str]:
+    # Without icc, containers on one bridge cannot talk to each other; the guard opens only the gateway's port and
+    # the ingress's way to url ports.
+    return {"com.docker.network.bridge.name": bridge, "com.docker.network.bridge.enable_icc": str(icc).lower()}

@@ -16,7 +16,7 @@ from sandstack.components.host_guard import HostGuard, HostGuardArgs
 from sandstack.components.connection_logger import ConnectionLogger, ConnectionLoggerArgs
 from sandstack.components.ingress_proxy import IngressProxy, IngressProxyArgs
 from sandstack.components.runtime_service import RuntimeService, RuntimeServiceArgs
-from sandstack.components.resource_args import network_labels, volume_labels
+from sandstack.components.resource_args import bridge_options, network_labels, volume_labels
 from sandstack.components.secrets import secret_value
 from sandstack.plan.host import HostPlan, Placement, plan_host
 from sandstack.plan.package_files import INFRA_CONTEXT
@@ -31,11 +31,6 @@ class SandboxHostArgs:
     host: str
     spec: Host
     placements: list[Placement]
-
-
-def _bridge_options(bridge: str, *, icc: bool = False) -> dict[str, str]:
-    # Without icc, containers on one bridge cannot talk to each other; the guard opens only the gateway port.
-    return {"com.docker.network.bridge.name": bridge, "com.docker.network.bridge.enable_icc": str(icc).lower()}
 
 
 def runtime_url(plan: HostPlan) -> str | None:
@@ -106,7 +101,7 @@ class SandboxHost(pulumi.ComponentResource):
                 name=net.name,
                 internal=net.internal,
                 driver="bridge",
-                options=_bridge_options(net.bridge),
+                options=bridge_options(net.bridge),
                 ipam_configs=[docker.NetworkIpamConfigArgs(subnet=str(net.subnet), gateway=net.bridge_ip,
                                                            ip_range=net.sandbox_range)],
                 labels=network_labels({**self.labels, "sandstack.pool": pool}),
@@ -122,7 +117,7 @@ class SandboxHost(pulumi.ComponentResource):
                 internal=False,
                 driver="bridge",
                 # Only the gateway joins it, so inter-container traffic there is the gateway's own.
-                options=_bridge_options(plan.egress_bridge, icc=True),
+                options=bridge_options(plan.egress_bridge, icc=True),
                 labels=network_labels({**self.labels, "sandstack.role": "egress"}),
                 opts=after_guard,
             )

@@ -10,6 +10,7 @@ sandstack version renews the container and nothing is built or pulled for it.
 from __future__ import annotations
 
 import base64
+import functools
 import gzip
 import io
 import tarfile
@@ -38,10 +39,13 @@ MEMORY_MB = 256
 CPUS = "1"
 TMPFS = {"/tmp": "rw,nosuid,nodev,noexec,size=64m",  # upload spooling beyond memory goes to the state volume
          RUN_DIR: "rw,nosuid,nodev,noexec,size=16m"}
-# The package files the service imports: the runtime package and its one contract module.
-CODE = ("__init__.py", "plan/__init__.py", "plan/runtime.py",
-        *(f"runtime/{f.name}" for f in sorted(files("sandstack").joinpath("runtime").iterdir(), key=lambda f: f.name)
-          if f.name.endswith(".py")))
+
+
+def code_files() -> tuple[str, ...]:
+    """The package files the service imports: the runtime package and its one contract module (listed when the
+    runtime is planned, not when this module is imported by every command)."""
+    runtime = sorted(f.name for f in files("sandstack").joinpath("runtime").iterdir() if f.name.endswith(".py"))
+    return ("__init__.py", "plan/__init__.py", "plan/runtime.py", *(f"runtime/{name}" for name in runtime))
 
 
 def workspace_root(template: ResolvedTemplate) -> str:
@@ -89,12 +93,13 @@ class RuntimeHostPlan:
         return ("CMD", "python3", "-c", f"import urllib.request; urllib.request.urlopen({url!r}, timeout=2)")
 
 
+@functools.lru_cache(maxsize=1)  # the same files for every host of a run
 def code_archive() -> str:
     """The service's package files as base64 of a tar.gz that is byte-equal for equal files (no times, owners
     or order of its own), so an unchanged sandstack never renews the container."""
     package, raw = files("sandstack"), io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for relative in CODE:
+        for relative in code_files():
             data = package.joinpath(relative).read_bytes()
             info = tarfile.TarInfo(f"sandstack/{relative}")
             info.size, info.mode, info.mtime = len(data), 0o444, 0

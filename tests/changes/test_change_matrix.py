@@ -224,6 +224,32 @@ INGRESS_TLS = setting(hosts__local__ingress={"domain": "sbx.example.com", "tls":
 RUNTIME = setting(hosts__local__runtime={"token": {"secret": "runtimeToken"}})
 FREE_DISK = setting(hosts__local__disk_workspaces="1GiB", defaults__filesystem__writable=WITH_WORK)
 
+def session_and_disk_cases(scope: str, at: str, disk: Callable[[dict], None], *, workspace: str) -> list[Case]:
+    """The runtime's session policy and the disk workspace cases, alike for `defaults` (the `free` pool) and a
+    template (`agent`): `at` is the concrete spec path of the scope, `disk` the prepare giving it a disk path."""
+    def on_disk(field: str) -> str:
+        return f"{at}.filesystem.writable.1.{field}"
+
+    return [
+        Case(f"{scope}.session", {"idle": "stop"}, prepare=RUNTIME),
+        Case(f"{scope}.session.workspace", workspace, prepare=RUNTIME),
+        Case(f"{scope}.session.idle", "reset", prepare=RUNTIME),
+        Case(f"{scope}.session.idle_after", "5m", prepare=RUNTIME),
+        Case(f"{scope}.session.snapshots", 3, prepare=RUNTIME),
+        Case(f"{scope}.session.snapshot_max_age", "1d", prepare=RUNTIME),
+        Case(f"{scope}.session.upload_limit", "1MiB", prepare=RUNTIME),
+        Case(f"{scope}.filesystem.writable[].exec", True, at=on_disk("exec"), prepare=disk, condition=DISK),
+        Case(f"{scope}.filesystem.writable[].size", "64MiB", at=on_disk("size"), prepare=disk, condition=DISK),
+        Case(f"{scope}.filesystem.writable[].path", "/work2", at=on_disk("path"), prepare=disk,
+             variant="a disk workspace keeps its volume"),
+        Case(f"{scope}.filesystem.writable[].type", "disk", prepare=HOST_DISK),
+        Case(f"{scope}.filesystem.writable[].seed", True, at=on_disk("seed"), prepare=disk),
+        Case(f"{scope}.filesystem.writable", WITH_WORK, prepare=HOST_DISK, condition=DISK),
+        Case(f"{scope}.filesystem", {"read_only_root": True, "writable": WITH_WORK}, prepare=HOST_DISK,
+             condition=DISK),
+    ]
+
+
 CASES: list[Case] = [
     # --- stack
     Case("version", 1, prepare=None),
@@ -341,23 +367,7 @@ CASES: list[Case] = [
     Case("defaults.filesystem.writable[].path", "/scratch"),
     Case("defaults.filesystem.writable[].size", "128MiB"),
     Case("defaults.filesystem.writable[].exec", True),
-    Case("defaults.session", {"idle": "stop"}, prepare=RUNTIME),
-    Case("defaults.session.workspace", "/work", prepare=RUNTIME),
-    Case("defaults.session.idle", "reset", prepare=RUNTIME),
-    Case("defaults.session.idle_after", "5m", prepare=RUNTIME),
-    Case("defaults.session.snapshots", 3, prepare=RUNTIME),
-    Case("defaults.session.snapshot_max_age", "1d", prepare=RUNTIME),
-    Case("defaults.session.upload_limit", "1MiB", prepare=RUNTIME),
-    Case("defaults.filesystem.writable[].exec", True, at="defaults.filesystem.writable.1.exec", prepare=FREE_DISK,
-         condition=DISK),
-    Case("defaults.filesystem.writable[].size", "64MiB", at="defaults.filesystem.writable.1.size", prepare=FREE_DISK,
-         condition=DISK),
-    Case("defaults.filesystem.writable[].path", "/work2", at="defaults.filesystem.writable.1.path", prepare=FREE_DISK,
-         variant="a disk workspace keeps its volume"),
-    Case("defaults.filesystem.writable[].type", "disk", prepare=HOST_DISK),
-    Case("defaults.filesystem.writable[].seed", True, at="defaults.filesystem.writable.1.seed", prepare=FREE_DISK),
-    Case("defaults.filesystem.writable", WITH_WORK, prepare=HOST_DISK, condition=DISK),
-    Case("defaults.filesystem", {"read_only_root": True, "writable": WITH_WORK}, prepare=HOST_DISK, condition=DISK),
+    *session_and_disk_cases("defaults", "defaults", FREE_DISK, workspace="/work"),
     Case("defaults.filesystem.shm_size", "32MiB"),
     Case("defaults.security", {"capabilities": ["NET_BIND_SERVICE"], "privileged": False,
                                "no_new_privileges": True},
@@ -425,23 +435,7 @@ CASES: list[Case] = [
     Case("templates.*.filesystem.writable[].path", "/scratch"),
     Case("templates.*.filesystem.writable[].size", "128MiB"),
     Case("templates.*.filesystem.writable[].exec", True),
-    Case("templates.*.session", {"idle": "stop"}, prepare=RUNTIME),
-    Case("templates.*.session.workspace", "/srv", prepare=RUNTIME),
-    Case("templates.*.session.idle", "reset", prepare=RUNTIME),
-    Case("templates.*.session.idle_after", "5m", prepare=RUNTIME),
-    Case("templates.*.session.snapshots", 3, prepare=RUNTIME),
-    Case("templates.*.session.snapshot_max_age", "1d", prepare=RUNTIME),
-    Case("templates.*.session.upload_limit", "1MiB", prepare=RUNTIME),
-    Case("templates.*.filesystem.writable[].exec", True, at="templates.agent.filesystem.writable.1.exec", prepare=AGENT_DISK,
-         condition=DISK),
-    Case("templates.*.filesystem.writable[].size", "64MiB", at="templates.agent.filesystem.writable.1.size", prepare=AGENT_DISK,
-         condition=DISK),
-    Case("templates.*.filesystem.writable[].path", "/work2", at="templates.agent.filesystem.writable.1.path", prepare=AGENT_DISK,
-         variant="a disk workspace keeps its volume"),
-    Case("templates.*.filesystem.writable[].type", "disk", prepare=HOST_DISK),
-    Case("templates.*.filesystem.writable[].seed", True, at="templates.agent.filesystem.writable.1.seed", prepare=AGENT_DISK),
-    Case("templates.*.filesystem.writable", WITH_WORK, prepare=HOST_DISK, condition=DISK),
-    Case("templates.*.filesystem", {"read_only_root": True, "writable": WITH_WORK}, prepare=HOST_DISK, condition=DISK),
+    *session_and_disk_cases("templates.*", "templates.agent", AGENT_DISK, workspace="/srv"),
     Case("templates.*.filesystem.shm_size", "32MiB"),
     Case("templates.*.security", {"capabilities": ["NET_BIND_SERVICE"], "no_new_privileges": True},
          prepare=setting(templates__agent__user="0:0")),

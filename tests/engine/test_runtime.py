@@ -18,6 +18,7 @@ import yaml
 from sandstack.client import Client, SandstackError
 from tests.engine.deploy import engine_spec, shared_deployment
 from tests.engine.net.probes import template
+from tests.engine.runtime_helpers import answers, release_all
 from tests.engine.sandbox_helpers import sh
 from tests.engine.waiting import wait_until
 
@@ -61,9 +62,7 @@ def client(stack):
                      "pools": outputs["pools"]}
     c = Client.from_outputs(with_loopback, actor="engine-test")
     yield c
-    for sandbox in c.host("local").sandboxes():
-        if sandbox.get("session"):
-            c.host("local").release(sandbox["session"])
+    release_all(c.host("local"))
     c.close()
 
 
@@ -173,17 +172,10 @@ def test_sessions_and_snapshots_survive_a_restart_of_the_runtime(stack, client, 
     sandbox.write_file("keep.txt", "kept")
     snap = sandbox.snapshot()
     docker_client.containers.get(stack.name("runtime")).restart(timeout=5)
-    wait_until(lambda: _answers(PORT), 30, what="the runtime to answer again")
+    wait_until(lambda: answers(PORT), 30, what="the runtime to answer again")
     assert client.claim("agent", "long-chat").name == sandbox.name
     assert snap.id in {s["id"] for s in client.host("local").snapshots()}
     assert sandbox.read_file("keep.txt") == b"kept"
-
-
-def _answers(port: int) -> bool:
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def _host_addresses() -> list[str]:
@@ -198,7 +190,7 @@ def test_no_sandbox_of_any_egress_mode_reaches_the_runtime(stack, pool):
     sandbox = stack.container(pool, 0)
     gateway = sandbox.attrs["NetworkSettings"]["Networks"][stack.name(pool)]["Gateway"]
     targets = sorted({gateway, *_host_addresses()} - {""})
-    assert _answers(PORT)  # control: it answers on the host
+    assert answers(PORT)  # control: it answers on the host
     probe = ("import socket, sys\nfor host in sys.argv[1:]:\n    s = socket.socket(); s.settimeout(2)\n    try:\n"
              f"        s.connect((host, {PORT})); print(host, 'connected')\n"
              "    except OSError as e:\n        print(host, type(e).__name__)\n")

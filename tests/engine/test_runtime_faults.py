@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import time
 
-import httpx
 import pytest
 import yaml
 
 from sandstack.client import Client
 from tests.engine.deploy import engine_spec, shared_deployment
+from tests.engine.runtime_helpers import answers, release_all
 from tests.engine.waiting import wait_until
 
 pytestmark = pytest.mark.docker
@@ -32,13 +32,6 @@ def _spec(image: str, port: int, *, idle: str = "pause") -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def _answers(port: int) -> bool:
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
-    except httpx.TransportError:
-        return False
-
-
 def _client(stack, port: int, name: str = "local") -> Client:
     """A client of one host's runtime, from the stack output (on the host's loopback: exposure 'host')."""
     assert stack.result.outputs["runtime"]["hosts"]["local"]["url"] == f"http://127.0.0.1:{port}"
@@ -50,11 +43,8 @@ def _client(stack, port: int, name: str = "local") -> Client:
 def released(first):
     """Each test starts with every sandbox of the pool idle, whatever the one before left bound."""
     yield
-    host = _client(first, 17490).host("local")
-    if _answers(17490):
-        for sandbox in host.sandboxes():
-            if sandbox.get("session"):
-                host.release(sandbox["session"])
+    if answers(17490):
+        release_all(_client(first, 17490).host("local"))
 
 
 @pytest.fixture(scope="module")
@@ -127,4 +117,4 @@ def test_a_claim_fails_over_to_another_host_when_one_runtime_does_not_answer(fir
                 c.release()
         finally:
             runtime_a.start()
-            wait_until(lambda: _answers(17490), 30, what="host a's runtime to answer again")
+            wait_until(lambda: answers(17490), 30, what="host a's runtime to answer again")
