@@ -1,5 +1,6 @@
 """ConnectionLogger: one line per new outbound connection of the host's `protocols: any` pools, whatever the
-protocol (time, pool, sandbox address, destination address and port, protocol).
+protocol (time, pool, sandbox address, destination address and port, protocol), and the logging resolvers that
+answer every logged pool's lookups (one line per query; what each answers: sandstack/plan/resolver.py).
 
 The guard's rules send each such connection's first packet to an NFLOG group; ulogd2 reads it in the host's
 network namespace (where the packets are routed) and writes the lines to a volume that outlives the container.
@@ -54,7 +55,7 @@ class ConnectionLogger(pulumi.ComponentResource):
             memory_swap=logger.MEMORY_MB,
             cpus=logger.CPUS,
             restart="unless-stopped",
-            healthcheck=docker.ContainerHealthcheckArgs(tests=list(logger.HEALTH_TEST), interval="2s", timeout="2s",
+            healthcheck=docker.ContainerHealthcheckArgs(tests=list(plan.health_test), interval="2s", timeout="2s",
                                                         retries=5, start_period="1s"),
             wait=True,
             wait_timeout=60,

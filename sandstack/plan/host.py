@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from sandstack.plan.gateway import GATEWAY_PIDS, GatewayPlan, plan_gateway
 from sandstack.plan.guard import GuardPlan, plan_guard
 from sandstack.plan.ingress import IngressPlan, Site
-from sandstack.plan.logger import LoggerPlan
+from sandstack.plan.logger import LoggerPlan, Resolver
 from sandstack.plan.runtime_host import RuntimeHostPlan, plan_runtime
 from sandstack.plan.naming import bridge_name, egress_network_name, labels
 from sandstack.plan.network import (
@@ -20,6 +20,7 @@ from sandstack.plan.network import (
     gateway_ports,
     gateway_refused,
     guard_rules,
+    nflog_group,
     outbound_of,
     plan_pool_network,
     pool_subnets,
@@ -164,12 +165,15 @@ def plan_ingress(stack: str, spec: Host, placements: list[Placement],
     return IngressPlan(stack, spec.ingress, tuple(pools), tuple(sites))
 
 
-def plan_logger(stack: str, networks: dict[str, PoolNetwork]) -> LoggerPlan | None:
-    """The host's connection logger, when a pool on it logs connections (`protocols: any`)."""
-    logged = [net for net in networks.values() if net.nflog_group is not None]
-    if not logged:
+def plan_logger(stack: str, spec: Host, networks: dict[str, PoolNetwork]) -> LoggerPlan | None:
+    """The host's connection logger and logging resolvers, when a pool on it is logged (every mode but deny-all
+    and unlogged allow-all): its connections when it has `protocols: any`, its lookups in any case."""
+    resolved = [net for net in networks.values() if net.resolver]
+    if not resolved:
         return None
-    return LoggerPlan(stack, logged[0].nflog_group, tuple(n.pool for n in logged), tuple(n.resolver for n in logged))
+    return LoggerPlan(stack, nflog_group(stack), tuple(n.pool for n in resolved if n.nflog_group is not None),
+                      tuple(Resolver(n.pool, n.resolver, n.resolver_options) for n in resolved),
+                      tuple(spec.dns_upstream))
 
 
 def plan_host(stack: str, host: str, spec: Host, placements: list[Placement]) -> HostPlan:
@@ -206,6 +210,6 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement]) ->
         guard=plan_guard(stack, rules, bridges, pids, sandboxes, [w.guard_line for w in workspaces]),
         gateway=gateway, gpus=assign_gpus(spec, placements), workspaces=workspaces, ingress=ingress,
         runtime=plan_runtime(stack, host, spec.runtime, placements),
-        logger=plan_logger(stack, networks),
+        logger=plan_logger(stack, spec, networks),
     )
 

@@ -1,6 +1,7 @@
-"""The host's connection logger, as plain values: ulogd2 (from Debian, in the infra image) in the host's network
-namespace, reading the NFLOG group the guard's rules send every new outbound connection of a `protocols: any`
-pool to, and writing one line per connection to a volume (docs/design/egress-log.md)."""
+"""The host's connection logger and logging resolver, as plain values, in the host's network namespace: ulogd2
+(from Debian, in the infra image) reads the NFLOG group the guard's rules send every new outbound connection of a
+`protocols: any` pool to and writes one line per connection; a dnsmasq per logged pool answers its lookups on its
+bridge's address as sandstack/plan/resolver.py says, one line per query (docs/design/egress-log.md)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,12 @@ from sandstack.plan.naming import infra_name
 
 LOG_DIR = "/var/log/sandstack"
 LOG_FILE = f"{LOG_DIR}/connections.log"
-DNS_LOG_FILE = f"{LOG_DIR}/dns.log"
+DNS_LOG_DIR = f"{LOG_DIR}/dns"  # a file per pool, `<pool>.log`
 # NET_ADMIN to bind the NFLOG group in the host's network namespace; NET_BIND_SERVICE for the resolver's port 53.
 CAPABILITIES = ("NET_ADMIN", "NET_BIND_SERVICE")
 MEMORY_MB = 32
 CPUS = "0.25"
 TMPFS = {"/tmp": "rw,nosuid,nodev,noexec,size=1m"}
-HEALTH_TEST = ("CMD-SHELL", f"test -f {LOG_FILE} && pgrep -x ulogd >/dev/null && pgrep -x dnsmasq >/dev/null")
 # ulogd's plugins live in an architecture's directory: found at start, and the configuration written then.
 # The stack: packets from NFLOG, decoded (BASE), interface names (IFINDEX), addresses as text (IP2STR), one
 # iptables-LOG-style line each (PRINTPKT) with its time, in a file (LOGEMU).
@@ -38,18 +38,38 @@ dir=$(dirname "$(ls /usr/lib/*/ulogd/ulogd_inppkt_NFLOG.so | head -n 1)")
   echo 'sync=1'
 } > /tmp/ulogd.conf
 touch "$SANDSTACK_CONNECTION_LOG"
-touch "$SANDSTACK_DNS_LOG"
-# The logging resolver: one query a line, on each logged pool's bridge address as its bridge appears. It keeps
-# its ids (empty --user/--group: it holds no capability to change them); if it ends, the container ends (PID 1 is ulogd) and
-# Docker's restart policy brings both back. Special-use names (RFC 6761: .test, .invalid, .localhost,
-# .example) are answered here and never sent upstream.
-( dnsmasq --keep-in-foreground --user= --group= --pid-file=/tmp/dnsmasq.pid --bind-dynamic --no-hosts \
-    --log-queries=extra --log-facility="$SANDSTACK_DNS_LOG" --except-interface=lo \
-    --local=/test/ --local=/invalid/ --local=/localhost/ --local=/example/ \
-    $(for a in $SANDSTACK_RESOLVER_ADDRESSES; do echo "--listen-address=$a"; done)
-  kill -TERM 1 ) &
+mkdir -p "$SANDSTACK_DNS_LOG_DIR"
+# The logging resolvers: one dnsmasq per logged pool (a line "<pool> <address> <option>..." each), on the pool's
+# bridge address as its bridge appears, one query a log line. Each keeps its ids (empty --user/--group: it holds no
+# capability to change them); if one ends, the container ends (PID 1 is ulogd) and Docker's restart policy brings
+# all back. @UPSTREAM@ in an option stands for each upstream server: the host's declared ones, or its own.
+upstreams=${SANDSTACK_DNS_UPSTREAM:-$(awk '$1 == "nameserver" { print $2 }' /etc/resolv.conf)}
+set -f  # options hold '*' and '#', never file names
+while read -r pool address options; do
+  [ -n "$pool" ] || continue
+  args=""
+  for o in $options; do
+    case $o in
+      *@UPSTREAM@) for u in $upstreams; do args="$args ${o%@UPSTREAM@}$u"; done ;;
+      *) args="$args $o" ;;
+    esac
+  done
+  ( dnsmasq --keep-in-foreground --user= --group= --pid-file="/tmp/dnsmasq-$pool.pid" --bind-dynamic --no-hosts \
+      --no-resolv --except-interface=lo --listen-address="$address" --log-queries=extra \
+      --log-facility="$SANDSTACK_DNS_LOG_DIR/$pool.log" $args
+    kill -TERM 1 ) &
+done <<RESOLVERS
+$SANDSTACK_RESOLVERS
+RESOLVERS
 exec ulogd -c /tmp/ulogd.conf
 """
+
+
+@dataclass(frozen=True)
+class Resolver:
+    pool: str
+    address: str  # the pool's bridge address, where its sandboxes send their lookups
+    options: tuple[str, ...]  # dnsmasq options: what it forwards and refuses (sandstack/plan/resolver.py)
 
 
 @dataclass(frozen=True)
@@ -57,7 +77,8 @@ class LoggerPlan:
     stack: str
     group: int
     pools: tuple[str, ...]  # the pools whose connections it logs (each line's prefix `pool=<name>`)
-    resolvers: tuple[str, ...] = ()  # the bridge addresses its resolver answers those pools on
+    resolvers: tuple[Resolver, ...] = ()  # a logging resolver per logged pool
+    upstream: tuple[str, ...] = ()  # the host's `dns_upstream`; empty: its /etc/resolv.conf's nameservers
 
     @property
     def container_name(self) -> str:
@@ -69,5 +90,13 @@ class LoggerPlan:
 
     @property
     def env(self) -> list[str]:
+        lines = "\n".join(" ".join((r.pool, r.address, *r.options)) for r in self.resolvers)
         return [f"SANDSTACK_NFLOG_GROUP={self.group}", f"SANDSTACK_CONNECTION_LOG={LOG_FILE}",
-                f"SANDSTACK_DNS_LOG={DNS_LOG_FILE}", "SANDSTACK_RESOLVER_ADDRESSES=" + " ".join(self.resolvers)]
+                f"SANDSTACK_DNS_LOG_DIR={DNS_LOG_DIR}", f"SANDSTACK_RESOLVERS={lines}",
+                "SANDSTACK_DNS_UPSTREAM=" + " ".join(self.upstream)]
+
+    @property
+    def health_test(self) -> tuple[str, ...]:
+        """Healthy: the connection log exists, ulogd runs and every pool's resolver does."""
+        return ("CMD-SHELL", f"test -f {LOG_FILE} && pgrep -x ulogd >/dev/null && "
+                             f"[ \"$(pgrep -xc dnsmasq)\" -ge {len(self.resolvers)} ]")

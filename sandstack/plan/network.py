@@ -13,6 +13,9 @@ enforces the rest with the rules rendered here:
 | allow-all, log off      | routed                  | direct (NAT), no new connections to host; not to        |
 |                         |                         | link-local/metadata addresses nor the `deny` CIDRs      |
 
+Every logged pool (allow-list, logged allow-all) also reaches its own logging resolver on its bridge's address,
+port 53 (sandstack/plan/resolver.py says what it answers); deny-all reaches none, unlogged allow-all any.
+
 Each pool's network is a /23 of the host's `subnet_pool`: sandboxes get addresses from its first /24,
 the gateway the last address, fixed, so the guard's rules can name it.
 
@@ -31,6 +34,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from sandstack.plan.naming import bridge_name, docker_name
+from sandstack.plan.resolver import name_options
 from sandstack.spec.egress import METADATA_RANGES
 from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
 from sandstack.spec.resolve import Outbound, ResolvedTemplate
@@ -61,6 +65,8 @@ class PoolNetwork:
     refused: tuple[str, ...] = ()
     url_ports: tuple[int, ...] = ()  # tcp ports the host's ingress proxies to (`exposure: url`)
     nflog_group: int | None = None  # direct and logged (`protocols: any`): the connection logger's NFLOG group
+    # A logged pool's resolver: what the host's logging resolver answers it (sandstack/plan/resolver.py).
+    resolver_options: tuple[str, ...] = ()
 
     @property
     def bridge_ip(self) -> str:
@@ -77,8 +83,8 @@ class PoolNetwork:
 
     @property
     def resolver(self) -> str | None:
-        """Where a connection-logged pool's sandboxes resolve names: the logging resolver on the bridge's address."""
-        return self.bridge_ip if self.nflog_group is not None else None
+        """Where a logged pool's sandboxes resolve names: the host's logging resolver on the bridge's address."""
+        return self.bridge_ip if self.resolver_options else None
 
     @property
     def ingress_ip(self) -> str:
@@ -179,6 +185,7 @@ def plan_pool_network(stack: str, pool: str, template: ResolvedTemplate, gateway
         refused=refused_destinations(template) if outbound == "direct" else (),
         url_ports=url_ports(template),
         nflog_group=nflog_group(stack) if template.network.logs_connections else None,
+        resolver_options=name_options(template.network) if template.network.log and outbound != "none" else (),
     )
 
 
@@ -212,9 +219,10 @@ def guard_rules(network: PoolNetwork) -> list[str]:
         # before the refusals, which the guard inserts above it: a refused connection is dropped, not logged.
         rules.append(f"DOCKER-USER -i {br} ! -o {br} -m conntrack --ctstate NEW -j NFLOG "
                      f"--nflog-group {network.nflog_group} --nflog-prefix pool={network.pool}")
+    if network.resolver:
         # Its names from the host's logging resolver on the bridge's address, the one host service it reaches
         # (inserted above the bridge's INPUT drop).
-        rules += [f"INPUT -i {br} -d {network.bridge_ip}/32 -p {proto} --dport 53 -j ACCEPT" for proto in ("udp", "tcp")]
+        rules += [f"INPUT -i {br} -d {network.resolver}/32 -p {proto} --dport 53 -j ACCEPT" for proto in ("udp", "tcp")]
     for match in network.refused:
         rules.append(f"DOCKER-USER -i {br} ! -o {br} {match} -j DROP")
     if not network.internal and network.outbound != "direct":

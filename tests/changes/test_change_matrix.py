@@ -289,6 +289,7 @@ CASES: list[Case] = [
     Case("hosts.*.overcommit.disk", 2),
     Case("hosts.*.storage_quota", True),
     Case("hosts.*.disk_workspaces", "2GiB"),
+    Case("hosts.*.dns_upstream", ["10.0.0.53"]),
     Case("hosts.*.runtime", {"token": {"secret": "runtimeToken"}}),
     Case("hosts.*.runtime.port", 7481, prepare=RUNTIME),
     Case("hosts.*.runtime.exposure", "public", prepare=RUNTIME),

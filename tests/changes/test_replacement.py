@@ -22,7 +22,7 @@ BASE = spec(
     pools={"agent": {"template": "agent", "hosts": ["local"], "replicas": 2},
            "other": {"template": "other", "hosts": ["local"]}},
 )
-EVERYTHING = 13  # infra image, 2 snapshot images, guard volume + container, gateway volume + container,
+EVERYTHING = 15  # infra image, 2 snapshot images, guard, gateway and logger (volume + container each),
 #                  3 networks (agent, other, egress), 3 sandboxes
 
 
@@ -112,7 +112,7 @@ def test_one_replica_less_deletes_the_last_sandbox_only(up):
                                 "delete sandstack-agent.local-1": ()}
 
 
-def test_adding_a_gateway_pool_adds_its_objects_and_renews_guard_and_gateway_only(up):
+def test_adding_a_gateway_pool_adds_its_objects_and_renews_guard_gateway_and_resolver_only(up):
     up(BASE)
     more = changed(BASE, "templates.logged", {"base_image": "busybox:1.36", "network": {"egress": "allow-all"}})
     more["pools"]["logged"] = {"template": "logged", "hosts": ["local"]}
@@ -123,6 +123,8 @@ def test_adding_a_gateway_pool_adds_its_objects_and_renews_guard_and_gateway_onl
         "replace sandstack-local-guard-container": ("envs",),  # rules, pids and bridges of the new pool
         # its squid.conf and the new pool's network
         "replace sandstack-local-gateway-container": ("envs", "networksAdvanced"),
+        # a logging resolver for the new pool (and one more to wait for in its health check)
+        "replace sandstack-local-logger-container": ("envs", "healthcheck"),
     }
 
 
@@ -136,14 +138,16 @@ def test_the_first_gateway_pool_brings_the_gateway_and_leaves_other_sandboxes_al
     assert _changes(result) == {  # agent runs on other's image (the same snapshot content)
         "create sandstack-local-net.agent": (), "create sandstack-local-egress-net": (), "create sandstack-local-gateway-log": (),
         "create sandstack-local-gateway-container": (), "create sandstack-agent.local-0": (),
+        "create sandstack-local-logger-log": (), "create sandstack-local-logger-container": (),  # its resolver
         "replace sandstack-local-guard-container": ("envs",),
     }
 
 
-def test_changing_an_allow_entry_renews_only_the_gateway(up):
+def test_changing_an_allow_entry_renews_only_the_gateway_and_the_resolver(up):
     up(BASE)
     result = up(changed(BASE, "templates.agent.network.allow", ["example.com", "example.org"]))
-    assert _changes(result) == {"replace sandstack-local-gateway-container": ("envs",)}
+    assert _changes(result) == {"replace sandstack-local-gateway-container": ("envs",),
+                                "replace sandstack-local-logger-container": ("envs",)}
 
 
 def test_changing_the_subnet_pool_moves_the_pools_network_and_its_sandboxes(up):

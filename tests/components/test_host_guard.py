@@ -60,6 +60,9 @@ def test_guard_container_inputs(built):
                 "--connlimit-above 1024 --connlimit-mask 0 -j REJECT --reject-with tcp-reset",
                 f"DOCKER-USER -i {listed} -o {listed} -d 10.213.99.254/32 -p tcp --dport {port} --syn -m connlimit "
                 "--connlimit-above 256 --connlimit-mask 32 -j REJECT --reject-with tcp-reset",
+                # Inserted above the INPUT drop: the logging resolver on listed's bridge address, port 53 only.
+                f"INPUT -i {listed} -d 10.213.98.1/32 -p udp --dport 53 -j ACCEPT",
+                f"INPUT -i {listed} -d 10.213.98.1/32 -p tcp --dport 53 -j ACCEPT",
                 f"INPUT -i {egress} {NEW} -j DROP",
                 f"DOCKER-USER -i {egress} ! -o {egress} -d 169.254.0.0/16 -j DROP",
             ]),

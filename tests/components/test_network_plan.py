@@ -25,6 +25,9 @@ GATEWAY_SANDBOX_CAP = ("DOCKER-USER -i {br} -o {br} -d {gw}/32 -p tcp --dport {p
                        "--connlimit-above 256 --connlimit-mask 32 -j REJECT --reject-with tcp-reset")
 GATEWAY = [GATEWAY_IN, GATEWAY_BACK, GATEWAY_POOL_CAP, GATEWAY_SANDBOX_CAP]
 NO_METADATA = "DOCKER-USER -i {br} ! -o {br} -d 169.254.0.0/16 -j DROP"
+# A logged pool's sandboxes reach the host's logging resolver on their bridge's address, port 53, and nothing else
+# of the host.
+RESOLVER = [f"INPUT -i {{br}} -d 10.213.64.1/32 -p {proto} --dport 53 -j ACCEPT" for proto in ("udp", "tcp")]
 
 NETWORKS = {
     "deny-all": {"egress": "deny-all"},
@@ -42,10 +45,10 @@ P_IPAM = [{"subnet": P_SUBNET, "gateway": P_BRIDGE, "ipRange": P_RANGE}]
 CASES = {
     ("deny-all", False): ("none-internal", True, [DROP_INPUT], False),
     ("deny-all", True): ("none-routed", False, [DROP_INPUT, DROP_NEW_OUT], False),
-    ("allow-list", False): ("gateway-internal", True, [DROP_INPUT, *GATEWAY], True),
-    ("allow-list", True): ("gateway-routed", False, [DROP_INPUT, *GATEWAY, DROP_NEW_OUT], True),
-    ("allow-all-logged", False): ("gateway-internal", True, [DROP_INPUT, *GATEWAY], True),
-    ("allow-all-logged", True): ("gateway-routed", False, [DROP_INPUT, *GATEWAY, DROP_NEW_OUT], True),
+    ("allow-list", False): ("gateway-internal", True, [DROP_INPUT, *GATEWAY, *RESOLVER], True),
+    ("allow-list", True): ("gateway-routed", False, [DROP_INPUT, *GATEWAY, *RESOLVER, DROP_NEW_OUT], True),
+    ("allow-all-logged", False): ("gateway-internal", True, [DROP_INPUT, *GATEWAY, *RESOLVER], True),
+    ("allow-all-logged", True): ("gateway-routed", False, [DROP_INPUT, *GATEWAY, *RESOLVER, DROP_NEW_OUT], True),
     ("allow-all-unlogged", False): ("direct-routed", False, [DROP_INPUT, NO_METADATA], False),
     ("allow-all-unlogged", True): ("direct-routed", False, [DROP_INPUT, NO_METADATA], False),
 }
@@ -93,12 +96,14 @@ def test_network_guard_rules_gateway_and_proxy_per_egress_mode(build, network, p
         assert proxy_vars == {"HTTP_PROXY": url, "HTTPS_PROXY": url, "http_proxy": url, "https_proxy": url,
                               "NO_PROXY": "localhost,127.0.0.1,::1", "no_proxy": "localhost,127.0.0.1,::1"}
         assert sorted(built.names(NETWORK)) == ["sandstack-local-egress-net", "sandstack-local-net.p"]
+        assert sandbox.inputs["dns"] == [P_BRIDGE]  # the logging resolver
     else:
         assert guard["SANDSTACK_RULES"].split("\n") == expected_rules
         assert guard["SANDSTACK_BRIDGES"] == br
         assert proxy_vars == {}
         assert not [r for r in built.mocks.registrations.values() if "gateway" in r.name]
         assert built.names(NETWORK) == ["sandstack-local-net.p"]
+        assert "dns" not in sandbox.inputs  # Docker's own resolver (unlogged allow-all) or none reachable
     assert sandbox.inputs["networksAdvanced"] == [{"name": "sandstack-t-p"}]
     assert "networkMode" not in sandbox.inputs  # network_mode would drop the gateway alias on this daemon
 

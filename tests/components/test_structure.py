@@ -67,11 +67,12 @@ def test_every_docker_resource_uses_the_provider_of_its_own_host(prod):
 
 
 def test_component_type_tokens(dev, prod):
-    # The dev stack declares a runtime and a connection-logged pool, no ingress; prod an ingress, neither of those.
+    # The dev stack declares a runtime, no ingress; prod an ingress, no runtime. Both have logged pools, whose
+    # lookups the connection logger's resolvers answer.
     assert {r.typ for r in dev.mocks.registrations.values() if not r.custom} == COMPONENT_TYPES - {
         "sandstack:index:IngressProxy"}
     assert {r.typ for r in prod.mocks.registrations.values() if not r.custom} == COMPONENT_TYPES - {
-        "sandstack:index:RuntimeService", "sandstack:index:ConnectionLogger"}
+        "sandstack:index:RuntimeService"}
 
 
 def _children(built: Built, parent) -> list[str]:
@@ -212,14 +213,15 @@ def test_pool_and_host_names_with_dashes_never_collide(build):
 
 def test_pools_named_after_host_level_objects_keep_their_own_docker_names(build):
     listed = {"base_image": "busybox:1.36", "network": {"egress": "allow-list", "allow": ["a.example"]}}
-    roles = ["egress", "gateway", "gateway-log", "guard", "guard-state", "infra"]
+    roles = ["egress", "gateway", "gateway-log", "guard", "guard-state", "infra", "logger", "connections"]
     built = build(spec({r: {**listed, "snapshot": {"version": r}} for r in roles}))  # one image each
     docker_names = {typ: sorted(r.inputs["name"] for r in built.mocks.by_type(typ))
                     for typ in (CONTAINER, NETWORK, VOLUME)}
     assert docker_names == {
-        CONTAINER: sorted(["sandstack-t_guard", "sandstack-t_gateway"] + [f"sandstack-t-{r}-0" for r in roles]),
+        CONTAINER: sorted(["sandstack-t_guard", "sandstack-t_gateway", "sandstack-t_logger"]
+                          + [f"sandstack-t-{r}-0" for r in roles]),
         NETWORK: sorted(["sandstack-t-_egress"] + [f"sandstack-t-{r}" for r in roles]),
-        VOLUME: ["sandstack-t_gateway-log", "sandstack-t_guard-state"],
+        VOLUME: ["sandstack-t_connections", "sandstack-t_gateway-log", "sandstack-t_guard-state"],
     }
     # The infra image and a template named 'infra' are different repositories on the host.
     images = {r.name: r.inputs["name"].split(":")[0] for r in built.mocks.by_type(REMOTE_IMAGE)}
@@ -260,6 +262,7 @@ def test_two_sandbox_stacks_from_two_specs_share_one_program_each_with_its_own_s
         "a": {"a-local-guard-container": "sandstack-one_guard",
               "a-t.local-0": "sandstack-one-t-0", "a-t.local-1": "sandstack-one-t-1"},
         "b": {"b-local-guard-container": "sandstack-two_guard", "b-local-gateway-container": "sandstack-two_gateway",
+              "b-local-logger-container": "sandstack-two_logger",
               "b-t.local-0": "sandstack-two-t-0", "b-web.local-0": "sandstack-two-web-0"},
     }
     assert {k: [(s["name"], s["container"]) for s in v] for k, v in built.result.outputs.items()} == {

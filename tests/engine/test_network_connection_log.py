@@ -84,7 +84,7 @@ def test_names_are_resolved_by_the_hosts_logging_resolver(net):
     logger = net.client.containers.get(net.name("logger"))
 
     def dns_log() -> str:
-        return logger.exec_run(["cat", "/var/log/sandstack/dns.log"]).output.decode()
+        return logger.exec_run(["cat", "/var/log/sandstack/dns/anyproto.log"]).output.decode()
 
     # Docker's resolver in the sandbox forwards the lookup to the declared server, from the sandbox's address.
     # A special-use name, which the resolver answers itself (NXDOMAIN) and never sends upstream.

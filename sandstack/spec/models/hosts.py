@@ -24,6 +24,8 @@ Endpoint = text(ENDPOINT_PATTERN, "Docker endpoint", ENDPOINT_HINT)
 POOL_SUBNET_PREFIX = 23
 CIDR4_PATTERN = r"^([0-9]{1,3}\.){3}[0-9]{1,3}/[0-9]{1,2}$"
 SubnetPool = text(CIDR4_PATTERN, "IPv4 network", "an IPv4 network in CIDR form, e.g. '10.213.0.0/16'")
+_OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+DnsServer = text(rf"^({_OCTET}\.){{3}}{_OCTET}$", "IPv4 address", "an IPv4 address, e.g. '10.0.0.2'")
 
 GPU_TYPE_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
 GpuType = text(GPU_TYPE_PATTERN, "GPU type", "a lowercase GPU model name such as 'nvidia-l4'")
@@ -184,6 +186,15 @@ class Host(StrictModel):
         change=Effect(sandboxes="replace", host=frozenset({"ingress", "guard"}), scope="host"))
     runtime: RuntimeService | None = field(
         None, description="The sandbox runtime service on this host (claims, exec, files, snapshots).", change=RUNTIME)
+    dns_upstream: list[DnsServer] = field(
+        [],
+        description=(
+            "DNS servers the host's logging resolvers forward to: the names a logged pool may look up (all but "
+            "special-use names for logged 'allow-all', the `allow` names for 'allow-list'; docs/design/egress-log.md). "
+            "Empty (the default): the host's own, from its /etc/resolv.conf when the resolvers start."
+        ),
+        change=Effect(host=frozenset({"logger"})), max_length=8,
+    )
     disk_workspaces: Size | None = field(
         None,
         description=(

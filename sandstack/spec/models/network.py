@@ -28,17 +28,20 @@ EgressEntry = Annotated[
 ]
 
 
-# The gateway holds the allow-list (squid.conf); nothing else changes with it.
-GATEWAY = Effect(host=frozenset({"gateway"}))
+# The gateway holds the allow-list (squid.conf) and the logging resolver the names it answers; nothing else
+# changes with it.
+GATEWAY = Effect(host=frozenset({"gateway", "logger"}))
 
 
 class NetworkPolicy(StrictModel):
     """Where a sandbox may connect. Inbound is always closed except the declared `ports`.
 
     No mode can reach the Docker host's own services, other pools' sandboxes, or (unless `allow_metadata`)
-    link-local and cloud metadata addresses. Unlogged 'allow-all' reaches DNS resolvers (any of them);
-    `protocols: any` reaches the host's logging resolver only; in the other modes the gateway resolves names and
-    the sandbox reaches no resolver.
+    link-local and cloud metadata addresses. Unlogged 'allow-all' reaches DNS resolvers (any of them). The
+    logged modes reach the host's logging resolver only, on their bridge's address, which logs every query and
+    answers for 'allow-all' every name but special-use ones (.test, .invalid, .localhost, .example), for
+    'allow-list' only the `allow` names (as the gateway reads them), and in both never a name a `deny` entry
+    without a port covers (NXDOMAIN). 'deny-all' reaches no resolver.
     """
 
     egress: EgressMode = field(
@@ -57,8 +60,8 @@ class NetworkPolicy(StrictModel):
         description=(
             "Destinations an 'allow-list' sandbox may reach through the gateway. A domain matches exactly that "
             "name; '*.example.com' matches its subdomains, not the apex. Without ':port': HTTP on ports 80 and "
-            "443 and HTTPS tunnels (CONNECT) to 443; with a port, that port only. A change renews the gateway "
-            "(its squid.conf) only."
+            "443 and HTTPS tunnels (CONNECT) to 443; with a port, that port only. The pool's resolver answers "
+            "these names only. A change renews the gateway (its squid.conf) and the logging resolver only."
         ),
         change=GATEWAY, max_length=512,
     )
@@ -70,9 +73,11 @@ class NetworkPolicy(StrictModel):
             "only. 'allow-list' and logged 'allow-all': the gateway refuses them, whatever their form. Unlogged 'allow-all' (`log: false`): "
             "the host guard's firewall refuses them, and as it sees addresses, not names, only IP addresses "
             "and CIDRs are accepted there (optionally with ':port'), never domains or wildcards. Not "
-            "applicable to 'deny-all'. A change renews the gateway, or the guard for unlogged 'allow-all'."
+            "applicable to 'deny-all'. A domain or wildcard without a port is not resolved either (NXDOMAIN). A "
+            "change renews the gateway and the logging resolver, or the guard for unlogged 'allow-all'."
         ),
-        change=Effect(host=frozenset({"gateway"}), when=(("unlogged allow-all", Effect(host=frozenset({"guard"}))),)),
+        change=Effect(host=frozenset({"gateway", "logger"}),
+                      when=(("unlogged allow-all", Effect(host=frozenset({"guard"}))),)),
         max_length=512,
     )
     log: bool | None = field(
@@ -81,10 +86,11 @@ class NetworkPolicy(StrictModel):
             "Record one egress-log line per request (sandbox, destination, verdict) in the gateway's access "
             "log. Default: on for 'allow-list' and 'allow-all'. 'allow-list' is always logged (`log: false` is "
             "refused); `log: false` on 'allow-all' gives a direct, unlogged route out; not applicable to 'deny-all'. "
-            "A change renews the pool's network (its sandboxes move with it), the host guard's rules and the gateway."
+            "A change renews the pool's network (its sandboxes move with it), the host guard's rules, the gateway "
+            "and the logging resolver (which only logged pools reach)."
         ),
         # Logged allow-all goes through the gateway on an internal bridge, unlogged has a routed one.
-        change=Effect(sandboxes="replace", host=frozenset({"networks", "guard", "gateway"})),
+        change=Effect(sandboxes="replace", host=frozenset({"networks", "guard", "gateway", "logger"})),
     )
     protocols: Literal["http", "any"] | None = field(
         None,

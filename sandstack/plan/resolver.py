@@ -1,0 +1,65 @@
+"""What the host's logging resolver answers each logged pool, as dnsmasq options (plain values).
+
+Every logged pool (allow-list, logged allow-all, `protocols: any`) resolves names through a dnsmasq of its own on
+its bridge's address, run by the connection logger (sandstack/plan/logger.py), which logs every query. What it
+forwards follows the pool's egress policy, with the gateway's meaning of each entry (sandstack/plan/squid.py):
+
+| policy                    | forwarded upstream                                    | answered NXDOMAIN here      |
+|---------------------------|-------------------------------------------------------|-----------------------------|
+| allow-list                | exact `allow` names (not their subdomains); a         | every other name            |
+|                           | `*.name` entry's subdomains (not the apex)            |                             |
+| allow-all (logged)        | every name                                            | special-use names (RFC 6761)|
+| either                    | —                                                     | names a port-less `deny`    |
+|                           |                                                       | entry covers                |
+
+An allow entry that a port-less deny covers is not forwarded (the gateway's deny wins too). A CIDR entry names no
+name. dnsmasq picks the longest matching domain, so `--address=/x/` (NXDOMAIN) under a forwarded parent holds, and
+`*.x` (which also matches x) gets an NXDOMAIN for its apex. The upstream servers are the host's `dns_upstream`, or the nameservers of the
+host's /etc/resolv.conf, read by the entrypoint at start: `UPSTREAM` in an option stands for each of them.
+"""
+
+from __future__ import annotations
+
+from sandstack.spec.egress import EgressRule
+from sandstack.spec.resolve import EffectiveNetwork
+
+UPSTREAM = "@UPSTREAM@"
+# RFC 6761 / RFC 2606 special-use names: never sent upstream unless an allow entry names them.
+SPECIAL_USE = ("test", "invalid", "localhost", "example")
+
+
+def _covers(rule: EgressRule, name: str) -> bool:
+    """Whether a port-less deny entry refuses `name` (a domain deny covers its subdomains, `*.x` only those)."""
+    if rule.kind == "domain":
+        return name == rule.value or name.endswith("." + rule.value)
+    return rule.kind == "wildcard" and name.endswith("." + rule.value)
+
+
+def _refusals(network: EffectiveNetwork) -> list[EgressRule]:
+    # A deny with a port refuses that port only: the name still resolves for the others.
+    return [r for r in network.deny if r.port is None and r.kind in ("domain", "wildcard")]
+
+
+def name_options(network: EffectiveNetwork) -> tuple[str, ...]:
+    """The dnsmasq options for one logged pool's resolver, in a stable order."""
+    refusals = _refusals(network)
+    refused = [f"--address=/{'*.' if r.kind == 'wildcard' else ''}{r.value}/" for r in sorted(set(refusals))]
+    if network.egress != "allow-list":
+        return (f"--server={UPSTREAM}", *(f"--address=/{name}/" for name in SPECIAL_USE), *refused)
+    exact = sorted({r.value for r in network.allow if r.kind == "domain"})
+    wild = sorted({r.value for r in network.allow if r.kind == "wildcard"})
+    options = ["--address=/#/"]  # every name that no option below forwards
+    for name in wild:
+        # "_" is in no valid name: the probe stands for any subdomain, so a deny of one subdomain keeps the rest.
+        if any(_covers(r, "_." + name) for r in refusals):
+            continue
+        options.append(f"--server=/*.{name}/{UPSTREAM}")
+        if name not in exact:
+            options.append(f"--address=/{name}/")  # dnsmasq's `*.x` also matches x; the gateway's does not
+    for name in exact:
+        if any(_covers(r, name) for r in refusals):
+            continue
+        options.append(f"--server=/{name}/{UPSTREAM}")
+        if not any(name == w or name.endswith("." + w) for w in wild):
+            options.append(f"--address=/*.{name}/")  # the exact name only, as the gateway allows it
+    return (*options, *refused)

@@ -1,0 +1,76 @@
+"""What the host's logging resolver answers each logged pool (sandstack/plan/resolver.py), without Pulumi: the
+dnsmasq options, whose meaning on dnsmasq 2.90 the engine test test_network_resolver.py proves."""
+
+from __future__ import annotations
+
+import pytest
+
+from sandstack.plan.logger import LoggerPlan, Resolver
+from sandstack.plan.resolver import name_options
+from sandstack.spec.egress import parse_entry
+from sandstack.spec.resolve import EffectiveNetwork
+from tests.support.specs import spec
+
+UP = "@UPSTREAM@"
+
+
+def _net(egress: str, allow: list[str] = (), deny: list[str] = ()) -> EffectiveNetwork:
+    return EffectiveNetwork(egress, tuple(map(parse_entry, allow)), tuple(map(parse_entry, deny)), True)
+
+
+def test_allow_list_forwards_exactly_the_allowed_names_as_the_gateway_reads_them():
+    options = name_options(_net("allow-list", ["api.example.com", "*.pkgs.example.com", "10.0.0.0/8"]))
+    assert options == (
+        "--address=/#/",  # every other name: NXDOMAIN
+        f"--server=/*.pkgs.example.com/{UP}", "--address=/pkgs.example.com/",  # subdomains, not the apex
+        f"--server=/api.example.com/{UP}", "--address=/*.api.example.com/",  # the name, not its subdomains
+    )
+
+
+def test_a_portless_deny_is_never_forwarded_and_wins_over_an_allow():
+    options = name_options(_net("allow-list", ["*.example.com", "a.b.example.net", "c.example.org"],
+                                ["bad.example.com", "b.example.net", "c.example.org:22"]))
+    assert options == (
+        "--address=/#/",
+        f"--server=/*.example.com/{UP}", "--address=/example.com/",
+        # a.b.example.net: refused with its parent; c.example.org: denied on port 22 only, so it resolves
+        f"--server=/c.example.org/{UP}", "--address=/*.c.example.org/",
+        "--address=/b.example.net/", "--address=/bad.example.com/",
+    )
+
+
+def test_an_exact_name_under_an_allowed_wildcard_keeps_its_subdomains_and_a_wildcard_deny_drops_all():
+    assert name_options(_net("allow-list", ["*.example.com", "api.example.com"])) == (
+        "--address=/#/", f"--server=/*.example.com/{UP}", "--address=/example.com/",
+        f"--server=/api.example.com/{UP}")
+    assert name_options(_net("allow-list", ["*.a.example.com"], ["*.example.com"])) == (
+        "--address=/#/", "--address=/*.example.com/")
+
+
+def test_logged_allow_all_forwards_every_name_but_special_use_and_denied_ones():
+    assert name_options(_net("allow-all", deny=["ads.example.com", "*.tracker.example.com", "203.0.113.0/24"])) == (
+        f"--server={UP}", "--address=/test/", "--address=/invalid/", "--address=/localhost/", "--address=/example/",
+        "--address=/ads.example.com/", "--address=/*.tracker.example.com/")
+
+
+def test_the_logger_passes_a_line_per_resolver_and_the_declared_upstream():
+    plan = LoggerPlan("t", 2000, ("any",), (Resolver("listed", "10.213.98.1", ("--address=/#/",)),
+                                           Resolver("any", "10.213.64.1", (f"--server={UP}",))), ("10.0.0.53",))
+    assert plan.env == [
+        "SANDSTACK_NFLOG_GROUP=2000", "SANDSTACK_CONNECTION_LOG=/var/log/sandstack/connections.log",
+        "SANDSTACK_DNS_LOG_DIR=/var/log/sandstack/dns",
+        f"SANDSTACK_RESOLVERS=listed 10.213.98.1 --address=/#/\nany 10.213.64.1 --server={UP}",
+        "SANDSTACK_DNS_UPSTREAM=10.0.0.53",
+    ]
+    assert plan.health_test[1].endswith('[ "$(pgrep -xc dnsmasq)" -ge 2 ]')
+
+
+@pytest.mark.parametrize("egress, expected", [("deny-all", False), ("allow-list", True), ("allow-all", True)])
+def test_which_pools_get_a_resolver(build, egress, expected):
+    network = {"egress": egress, **({"allow": ["example.com"]} if egress == "allow-list" else {})}
+    built = build(spec({"p": {"base_image": "busybox:1.36", "network": network},
+                        "direct": {"base_image": "busybox:1.36", "network": {"egress": "allow-all", "log": False}}}))
+    assert ("dns" in built.container("sandstack-p.local-0").inputs) is expected
+    assert "dns" not in built.container("sandstack-direct.local-0").inputs
+    loggers = [r.name for r in built.mocks.by_type("docker:index/container:Container") if "logger" in r.name]
+    assert loggers == (["sandstack-local-logger-container"] if expected else [])
