@@ -10,11 +10,12 @@ from sandstack.plan.host import plan_hosts
 from sandstack.plan.sandbox import plan_sandbox
 from sandstack.plan.snapshot import build_inputs, plan_snapshot
 from sandstack.policy.containers import ContainerPolicy, container_violations, facts_of_plan
-from sandstack.policy.credentials import looks_like_credential
+from sandstack.policy.credentials import check_credentials
 from sandstack.policy.findings import Rule, Violation
 from sandstack.spec.egress import METADATA_RANGES
 from sandstack.spec.models import Policy
 from sandstack.spec.resolve import ResolvedStack
+from sandstack.spec.units import format_cpus, format_duration, format_size
 
 R = Rule
 RULES: dict[str, Rule] = {r.id: r for r in (
@@ -52,17 +53,19 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     R("SBX-IMG-002", "allowed-registries", "Checks whether base images come from `policy.registries`.", "error",
       "Use an image from an allowed registry, or add the registry after review."),
     R("SBX-SEC-001", "no-plaintext-credentials", "Checks whether an env value or name looks like a credential "
-      "(detect-secrets' plugins).", "error",
+      "(detect-secrets' plugins; a git commit id under a name such as GIT_COMMIT is not one).", "error",
       "Move the value to a Pulumi secret (`pulumi config set --secret KEY`) and refer to it as {secret: KEY}; "
       "rotate the credential, it is in the repository's history."),
-    R("SBX-SEC-002", "secret-key-not-a-value", "Checks whether a secret reference's config key looks like a "
-      "pasted credential.", "error",
+    R("SBX-SEC-002", "secret-key-not-a-value", "Checks whether the config key of any secret reference (env, "
+      "secret files, host TLS, ingress certificate, runtime token) looks like a pasted credential.", "error",
       "Use the config key's name (e.g. 'githubToken'), set the value with `pulumi config set --secret`, and "
       "rotate the pasted credential."),
     R("SBX-GPU-001", "no-gpu-with-privileged", "Checks whether a GPU request is combined with privileged.", "error",
       "Remove `security.privileged`: GPUs are attached through device requests."),
     R("SBX-GPU-002", "gpu-ceiling", "Checks whether GPU counts are under `policy.ceilings.gpus`.", "error",
       "Lower `limits.gpus.count` or raise the ceiling after review."),
+    R("SBX-POL-001", "unused-suppression", "Checks whether every suppression of a stack matches a finding.",
+      "warning", "Remove the suppression, or correct its rule ID or target."),
     R("SBX-SNAP-001", "version-bumped", "Checks whether a snapshot's setup, files or base image changed without a "
       "version bump (with `--base`).", "error", "Bump `snapshot.version`."),
 )}
@@ -136,17 +139,18 @@ def check_sudo(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
 def check_limits(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
     c = policy.ceilings
     for name, t in spec.templates.items():
-        for field, value, ceiling, words in (("cpus", t.limits.cpus, c.cpus, "CPUs"),
-                                             ("memory", t.limits.memory, c.memory, "bytes of memory"),
-                                             ("pids", t.limits.pids, c.pids, "processes")):
+        # Each amount in the units a spec writes it in ('64GiB', not 6.87195e+10 bytes).
+        for field, value, ceiling, shown, words in (("cpus", t.limits.cpus, c.cpus, format_cpus, "CPUs"),
+                                                    ("memory", t.limits.memory, c.memory, format_size, "of memory"),
+                                                    ("pids", t.limits.pids, c.pids, str, "processes")):
             if value > ceiling:
                 yield Violation("SBX-LIM-001", f"template/{name}", template_path(spec, name, "limits", field),
-                                f"Template '{name}' must have at most {ceiling:g} {words}, not {value:g}.")
+                                f"Template '{name}' must have at most {shown(ceiling)} {words}, not {shown(value)}.")
         life = t.lifecycle.max_lifetime
         if not life or life > c.max_lifetime:
             yield Violation("SBX-LIM-002", f"template/{name}", template_path(spec, name, "lifecycle", "max_lifetime"),
-                            f"Template '{name}' must have a max lifetime of at most {c.max_lifetime}s, not "
-                            f"{f'{life}s' if life else 'unlimited'}.")
+                            f"Template '{name}' must have a max lifetime of at most {format_duration(c.max_lifetime)}, "
+                            f"not {format_duration(life) if life else 'unlimited'}.")
 
 
 def _private(entry) -> bool:
@@ -195,38 +199,6 @@ def check_images(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
                 yield Violation("SBX-IMG-002", f"template/{name}", path,
                                 f"Template '{name}' must use a base image from an allowed registry "
                                 f"({', '.join(policy.registries) or 'none'}).")
-
-
-def check_credentials(spec: ResolvedStack) -> Iterator[Violation]:
-    data = spec.spec.model_dump(exclude_unset=True)
-    blocks = [(("defaults",), data.get("defaults", {}), "defaults")] + [
-        (("templates", name), body, f"template/{name}") for name, body in data.get("templates", {}).items()]
-    for prefix, body, target in blocks:
-        owner = "The stack defaults" if target == "defaults" else f"Template '{prefix[-1]}'"
-        target = "stack" if target == "defaults" else target
-        for key, value in (body.get("env") or {}).items():
-            if isinstance(value, dict):
-                if looks_like_credential(value["secret"]):
-                    yield Violation("SBX-SEC-002", target, (*prefix, "env", key, "secret"),
-                                    f"{owner} must name a config key in env {key}'s secret reference, not a "
-                                    "value that looks like a credential (not shown).")
-            elif looks_like_credential(value, name=key):
-                yield Violation("SBX-SEC-001", target, (*prefix, "env", key),
-                                f"{owner} must not hold a credential in plain env {key} (value not shown).")
-            if looks_like_credential(key):
-                yield Violation("SBX-SEC-001", target, (*prefix, "env"),
-                                f"{owner} has an env name that looks like a credential (not shown).")
-        for index, item in enumerate(body.get("secrets") or []):
-            if looks_like_credential(item["secret"]):
-                yield Violation("SBX-SEC-002", target, (*prefix, "secrets", index, "secret"),
-                                f"{owner} must name a config key for the secret file {item['path']}, not a value "
-                                "that looks like a credential (not shown).")
-    for host, body in data.get("hosts", {}).items():
-        for part, ref in (body.get("tls") or {}).items():
-            if looks_like_credential(ref["secret"]):
-                yield Violation("SBX-SEC-002", f"host/{host}", ("hosts", host, "tls", part, "secret"),
-                                f"Host '{host}' must name a config key for its TLS {part}, not a value that looks "
-                                "like a credential (not shown).")
 
 
 def check_snapshots(spec: ResolvedStack, base: ResolvedStack | None) -> Iterator[Violation]:

@@ -13,21 +13,31 @@ the same located errors (FILE:LINE:COL) as a broken stack.
         schema:
           memory_mib: {min: 512, max: 8192, check_with: even}
     config: {public_ports: [8080]}      # optional: the same settings as a stack's `policy:`; the file's win
+
+A message names its target with {name} (nothing else: other placeholders are refused when the file is loaded;
+write a literal brace as '{{'). `config.severity` may set a rule 'off', which a stack's own `policy:` may not.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from string import Formatter
+from typing import Any, Literal
 
 from cerberus import Validator
 from cerberus.schema import SchemaError
+from pydantic import ValidationError
 
+from sandstack.policy.builtin import RULES
 from sandstack.policy.findings import Rule, Violation
-from sandstack.spec.errors import Diagnostic, SpecError
+from sandstack.spec.errors import Diagnostic, SpecError, format_path
 from sandstack.spec.loader import Document, load
+from sandstack.spec.models import Ceilings, Policy
+from sandstack.spec.models.base import field as spec_field
+from sandstack.spec.models.policy import RuleId
 from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
+from sandstack.spec.schema_errors import describe
 
 MIB = 1024 * 1024
 TARGETS = ("template", "pool", "host")
@@ -61,6 +71,19 @@ FILE_SCHEMA = {
 }
 
 
+# What a rule's `message` may name: the template's, pool's or host's name. Anything else in braces would fail
+# when the rule fires, so it is refused when the file is loaded.
+PLACEHOLDERS = ("name",)
+
+
+class PolicyConfig(Policy):
+    """A policy file's `config:`: the settings of a stack's `policy:`, and one more power. The organisation, which
+    chooses the policy files CI passes, may turn a rule off; a stack may not (it suppresses, with a reason)."""
+
+    severity: dict[RuleId, Literal["error", "warning", "off"]] = spec_field(  # type: ignore[valid-type]
+        {}, description="Per-rule severity overrides, e.g. {SBX-NET-004: error, SBX-PRIV-003: off}.", change="none")
+
+
 class OrgValidator(Validator):
     """Cerberus with the checks organisation rules need beyond its own."""
 
@@ -76,13 +99,14 @@ class OrgRule:
     message: str
     schema: dict
     path: tuple  # where the rule is in its file
+    at: tuple[int, int] = (1, 1)  # line and column of its ID, for errors naming another file's rule
 
 
 @dataclass
 class PolicyFile:
     file: str
     rules: list[OrgRule] = field(default_factory=list)
-    config: dict = field(default_factory=dict)
+    config: PolicyConfig = field(default_factory=PolicyConfig)  # validated; only the keys it sets count
 
 
 def _diagnostic(doc: Document, path: tuple, message: str, key: bool = False) -> Diagnostic:
@@ -101,6 +125,48 @@ def _walk_errors(tree: Any, path: tuple) -> list[tuple[tuple, str]]:
     return out
 
 
+def message_problem(message: str) -> str | None:
+    """Why a rule's message cannot be shown (a placeholder other than {name}, a lone brace), or None."""
+    allowed = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
+    fix = f"the only placeholder is {allowed} (the name of the template, pool or host at fault); write a " \
+          "literal brace as '{{' or '}}'"
+    try:
+        fields = [(name, conversion, spec) for _, name, spec, conversion in Formatter().parse(message)
+                  if name is not None]
+    except ValueError as error:  # a lone '{' or '}'
+        return f"{message!r}: {error}; {fix}"
+    for name, conversion, spec in fields:
+        if name not in PLACEHOLDERS or conversion or spec:
+            shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+            return f"{shown!r} is not a placeholder of a message: {fix}"
+    return None
+
+
+def render_message(message: str, values: dict[str, Any]) -> str:
+    """A rule's message with its placeholders filled; load_policy_file refused any other, so this cannot fail."""
+    if message_problem(message) is not None:  # never reached from a loaded file: shown as written, not a crash
+        return message
+    return message.format(**{p: values.get(p, "") for p in PLACEHOLDERS})
+
+
+def _config(doc: Document) -> tuple[PolicyConfig, list[Diagnostic]]:
+    """The file's `config:`, validated like a stack's `policy:` and located at the line of each bad value."""
+    try:
+        return PolicyConfig.model_validate(doc.data.get("config") or {}), []
+    except ValidationError as error:
+        return PolicyConfig(), [_diagnostic(doc, ("config", *e["loc"]), _config_message(e),
+                                            key=e["type"] == "extra_forbidden") for e in error.errors()]
+
+
+def _config_message(error: dict) -> str:
+    """A pydantic error on `config:` naming the bad value (or key) and what is allowed."""
+    loc = error["loc"]
+    if error["type"] == "extra_forbidden":
+        model = Ceilings if loc[:1] == ("ceilings",) and len(loc) == 2 else PolicyConfig
+        return f"unknown setting {loc[-1]!r}; use one of {', '.join(model.model_fields)}"
+    return f"{describe(error['input'])}: {error['msg'].removeprefix('Value error, ')}"
+
+
 def load_policy_file(path: str | os.PathLike[str]) -> PolicyFile:
     """The rules of one policy file, or SpecError with every problem located in it."""
     doc = load(path)
@@ -109,14 +175,20 @@ def load_policy_file(path: str | os.PathLike[str]) -> PolicyFile:
     checker = Validator(FILE_SCHEMA)
     if not checker.validate(doc.data):
         raise SpecError(sorted({_diagnostic(doc, p, m) for p, m in _walk_errors(checker.errors, ())}))
-    out = PolicyFile(doc.file, config=doc.data.get("config") or {})
-    problems = []
+    config, problems = _config(doc)
+    out = PolicyFile(doc.file, config=config)
     seen: set[str] = set()
     for index, item in enumerate(doc.data["rules"]):
         where = ("rules", index)
         if item["id"] in seen:
             problems.append(_diagnostic(doc, (*where, "id"), f"rule ID {item['id']!r} is declared twice"))
+        elif item["id"] in RULES:
+            problems.append(_diagnostic(doc, (*where, "id"), f"rule ID {item['id']!r} is a built-in rule's "
+                                        f"({RULES[item['id']].name}); give the organisation's rule its own ID"))
         seen.add(item["id"])
+        problem = message_problem(item["message"])
+        if problem:
+            problems.append(_diagnostic(doc, (*where, "message"), problem))
         unknown = sorted(set(item["schema"]) - set(VIEW_PATHS[item["applies_to"]]) - {"name"})
         if unknown:
             problems.append(_diagnostic(doc, (*where, "schema", unknown[0]), f"{unknown[0]!r} is not a field of a "
@@ -128,9 +200,27 @@ def load_policy_file(path: str | os.PathLike[str]) -> PolicyFile:
             problems.append(_diagnostic(doc, (*where, "schema"), f"not a valid cerberus schema: {error}"))
             continue
         rule = Rule(item["id"], item["name"], item["description"], item["severity"], item["remediation"], doc.file)
-        out.rules.append(OrgRule(rule, item["applies_to"], item["message"], item["schema"], where))
+        out.rules.append(OrgRule(rule, item["applies_to"], item["message"], item["schema"], where,
+                                 doc.position((*where, "id"))))
     if problems:
         raise SpecError(sorted(problems))
+    return out
+
+
+def duplicate_ids(files: list[PolicyFile]) -> list[Diagnostic]:
+    """A rule ID that two policy files declare, located in the later one (a finding must name one rule, with one
+    message and one fix). Within a file and against the built-in rules, load_policy_file refuses it already."""
+    first: dict[str, tuple[str, OrgRule]] = {}
+    out = []
+    for policy_file in files:
+        for org in policy_file.rules:
+            if org.rule.id not in first:
+                first[org.rule.id] = (policy_file.file, org)
+                continue
+            file, earlier = first[org.rule.id]
+            out.append(Diagnostic(policy_file.file, *org.at, format_path((*org.path, "id")),
+                                  f"rule ID {org.rule.id!r} is already declared in {file}:{earlier.at[0]}:"
+                                  f"{earlier.at[1]}; give each rule its own ID", "policy-file"))
     return out
 
 
@@ -171,6 +261,6 @@ def org_violations(spec: ResolvedStack, files: list[PolicyFile]) -> list[Violati
                 for field_name, messages in sorted(checker.errors.items()):
                     detail = "; ".join(m if isinstance(m, str) else str(m) for m in messages)
                     rel = VIEW_PATHS[org.applies_to].get(field_name, ())
-                    message = org.message.format(**{"name": view["name"]}) + f" ({field_name} {view.get(field_name)!r}: {detail})."
+                    message = render_message(org.message, view) + f" ({field_name} {view.get(field_name)!r}: {detail})."
                     out.append(Violation(org.rule.id, target, (*base, *rel), message))
     return out

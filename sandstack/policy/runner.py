@@ -6,11 +6,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-from pydantic import ValidationError
-
 from sandstack.policy.builtin import RULES, builtin_violations
 from sandstack.policy.findings import Finding, Rule, Violation
-from sandstack.policy.org import PolicyFile, org_violations
+from sandstack.policy.org import PolicyFile, duplicate_ids, org_violations
 from sandstack.spec import check_file
 from sandstack.spec.errors import Diagnostic, SpecError, format_path
 from sandstack.spec.models import Policy
@@ -35,11 +33,14 @@ class Report:
 
 
 def effective_policy(spec: ResolvedStack, files: list[PolicyFile]) -> Policy:
-    """The stack's `policy:` with every policy file's `config` over it (the organisation's settings win)."""
-    data = spec.spec.policy.model_dump(exclude_unset=True)
+    """The stack's `policy:` with every policy file's `config` over it, setting by setting (the organisation's
+    settings win; only theirs may turn a rule off). Both sides are validated models: merging them re-parses
+    nothing (a duration read back as seconds is no longer a duration the parser accepts)."""
+    policy = spec.spec.policy
     for policy_file in files:
-        data.update(policy_file.config)
-    return Policy.model_validate(data)
+        config = policy_file.config
+        policy = policy.model_copy(update={k: getattr(config, k) for k in config.model_fields_set})
+    return policy
 
 
 def _locate(doc, violation: Violation, rule: Rule, severity: str) -> Finding:
@@ -56,13 +57,7 @@ def check_stack(path: str | os.PathLike[str], files: list[PolicyFile], *, base: 
         (report.unreadable if result.unreadable else report.invalid).extend(result.diagnostics)
         return report
     spec, doc = result.stack, result.document
-    try:
-        policy = effective_policy(spec, files)
-    except ValidationError as error:
-        sources = ", ".join(f.file for f in files)
-        report.unreadable.append(Diagnostic(sources or doc.file, 1, 1, "$.config", f"policy config is not valid: "
-                                            f"{error.errors()[0]['msg']}", "policy-file"))
-        return report
+    policy = effective_policy(spec, files)
     rules = dict(RULES)
     for policy_file in files:
         rules.update({o.rule.id: o.rule for o in policy_file.rules})
@@ -92,17 +87,22 @@ def _suppress(report: Report, doc, policy: Policy) -> None:
     for index, s in enumerate(policy.suppressions):
         if index not in used:
             line, column = doc.position(("policy", "suppressions", index))
-            report.findings.append(Finding(doc.file, line, column, "SBX-POL-001", "warning", s.target,
+            rule = RULES["SBX-POL-001"]
+            severity = policy.severity.get(rule.id, rule.severity)
+            if severity == "off":
+                continue
+            report.findings.append(Finding(doc.file, line, column, rule.id, severity, s.target,
                                            format_path(("policy", "suppressions", index)),
                                            f"Suppression of {s.rule} on {s.target} matches no finding.",
-                                           "Remove the suppression."))
+                                           rule.remediation))
 
 
 def check(paths: list[str], files: list[PolicyFile], *, base: dict[str, ResolvedStack] | None = None,
           suppressions: bool = True) -> Report:
     report = Report()
-    report.rules["SBX-POL-001"] = Rule("SBX-POL-001", "unused-suppression", "Checks whether every suppression "
-                                       "matches a finding.", "warning", "Remove the suppression.")
+    report.unreadable.extend(duplicate_ids(files))
+    if report.unreadable:
+        return report
     for path in paths:
         check_stack(path, files, base=(base or {}).get(path), suppressions=suppressions, report=report)
     return report

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft4Validator
 
+from sandstack.policy.org import message_problem, render_message
 from sandstack.tooling.cli import main
 from tests.policy.cases import CLEAN, changed
 from tests.support.specs import REPO, STACKS, write_spec
@@ -73,6 +74,49 @@ def test_a_suppression_needs_a_reason_and_an_unused_one_is_reported(tmp_path, ca
     assert code == 1 and "$.policy.suppressions[0].reason" in err + _
 
 
+@pytest.mark.parametrize("reason", ["", "   ", "\t\n"])
+def test_a_blank_reason_is_no_reason(reason, tmp_path, capsys):
+    data = changed(("templates.agent.network.allow_metadata", True), ("policy.suppressions", [
+        {"rule": "SBX-NET-004", "target": "template/agent", "reason": reason}]))
+    code, out, _ = _check(tmp_path, capsys, data, "--format", "json")
+    assert code == 1
+    [invalid] = json.loads(out)["invalid"]
+    assert invalid["path"] == "$.policy.suppressions[0].reason"
+    assert invalid["message"] == f"{reason!r} is not a valid reason: use a sentence saying why the finding is accepted"
+
+
+def test_a_stack_cannot_turn_a_rule_off_only_a_policy_file_can(tmp_path, capsys):
+    privileged = changed(("templates.agent.security", {"privileged": True}))
+    off = changed(("templates.agent.security", {"privileged": True}), ("policy.severity", {"SBX-PRIV-001": "off"}))
+    code, out, _ = _check(tmp_path, capsys, off, "--format", "json")
+    [invalid] = json.loads(out)["invalid"]
+    assert code == 1 and invalid["path"] == "$.policy.severity.SBX-PRIV-001"
+    assert invalid["message"] == ("'off' is not a valid value: use 'error' or 'warning' (a stack cannot turn a rule "
+                                  "off: accept a finding with a suppression in `policy.suppressions`, which needs a "
+                                  "reason)")
+    # The organisation may: a policy file CI passes sets it off, and --no-suppressions (the stack's) keeps it off.
+    policy = tmp_path / "org.yaml"
+    policy.write_text("rules: []\nconfig:\n  severity: {SBX-PRIV-001: \"off\"}\n")
+    for extra in ((), ("--no-suppressions",)):
+        code, out, _ = _check(tmp_path, capsys, privileged, "--policy", str(policy), "--format", "json", *extra)
+        assert code == 0 and json.loads(out)["findings"] == []
+    # A stack may still make a rule stricter.
+    stricter = changed(("templates.agent.network.allow_metadata", True), ("policy.severity", {"SBX-NET-004": "error"}))
+    code, out, _ = _check(tmp_path, capsys, stricter, "--format", "json")
+    assert code == 1 and [(f["rule"], f["severity"]) for f in json.loads(out)["findings"]] == [("SBX-NET-004", "error")]
+
+
+def test_a_policy_file_s_ceilings_in_units_merge_with_the_stack_s(tmp_path, capsys):
+    # Both sides set durations and sizes in units; the merge keeps them parsed (it once re-parsed seconds).
+    data = changed(("templates.agent.lifecycle.max_lifetime", "3h"), ("policy.ceilings", {"max_lifetime": "12h"}))
+    policy = tmp_path / "org.yaml"
+    policy.write_text("rules: []\nconfig:\n  ceilings: {max_lifetime: 2h, memory: 1GiB}\n")
+    code, out, _ = _check(tmp_path, capsys, data, "--policy", str(policy), "--format", "json")
+    assert code == 1 and [f["message"] for f in json.loads(out)["findings"]] == [
+        "Template 'agent' must have at most 1GiB of memory, not 2GiB.",
+        "Template 'agent' must have a max lifetime of at most 2h, not 3h."]
+
+
 @pytest.mark.parametrize(("policy", "change", "rule", "message"), [
     ("memory.yaml", ("templates.agent.limits.memory", "1025MiB"), "ORG-MEM-001",
      "Template 'agent' must have between 512MiB and 8GiB of memory, in an even number of MiB (memory_mib 1025: "
@@ -102,24 +146,81 @@ def test_the_example_org_policies_refuse_out_of_range_values_with_their_own_ids(
 def test_a_gpu_ceiling_as_data(tmp_path, capsys):
     data = changed(("templates.agent.limits.gpus", {"count": 12}), ("policy.ceilings", {"gpus": 16}),
                    ("hosts.local.capacity.gpus", [{"type": "nvidia-l4", "count": 16}]))
-    code, out, _ = _check(tmp_path, capsys, data, "--policy", str(POLICIES / "sizes.yaml"), "--format", "json")
-    assert [f["message"] for f in json.loads(out)["findings"]] == [
+    code, out, _ = _check(tmp_path, capsys, data, "--policy", str(POLICIES / "gpus.yaml"), "--format", "json")
+    assert code == 1 and [f["message"] for f in json.loads(out)["findings"]] == [
         "Template 'agent' must request at most 8 GPUs (gpus 12: max value is 8)."]
+
+
+def _rule(rule_id: str = "ORG-A-001", message: str = "m", schema: str = "{cpus: {max: 4}}") -> str:
+    """One rule of a policy file: its ID on line 2 (column 9), its message on line 7 (column 14)."""
+    return (f"  - id: {rule_id}\n    name: a\n    applies_to: template\n    severity: error\n"
+            f"    description: Checks whether a.\n    message: {json.dumps(message)}\n    remediation: r\n"
+            f"    schema: {schema}\n")
+
+
+PLACEHOLDER_FIX = ("the only placeholder is {name} (the name of the template, pool or host at fault); write a literal "
+                   "brace as '{{' or '}}'")
 
 
 @pytest.mark.parametrize(("text", "expected"), [
     ("rules: [{id: X}]\n", "policy.yaml:1:9: $.rules[0].applies_to: required field"),
-    ("rules:\n  - id: ORG-A-001\n    name: a\n    applies_to: template\n    severity: error\n"
-     "    description: Checks whether a.\n    message: m\n    remediation: r\n    schema: {memroy_mib: {max: 1}}\n",
+    ("rules:\n" + _rule(schema="{memroy_mib: {max: 1}}"),
      "policy.yaml:9:14: $.rules[0].schema.memroy_mib: 'memroy_mib' is not a field of a template; use one of "),
     ("rules: [\n", "policy.yaml:2:1"),
-])
+    ("rules:\n" + _rule(message="Template '{name}' must fit {foo}"),
+     f"policy.yaml:7:14: $.rules[0].message: '{{foo}}' is not a placeholder of a message: {PLACEHOLDER_FIX}\n"),
+    ("rules:\n" + _rule(message="Template {name} must use {braces"),
+     "policy.yaml:7:14: $.rules[0].message: 'Template {name} must use {braces': expected '}' before end of string; "
+     f"{PLACEHOLDER_FIX}\n"),
+    ("rules:\n" + _rule(message="Template {0} is too big"),
+     f"policy.yaml:7:14: $.rules[0].message: '{{0}}' is not a placeholder of a message: {PLACEHOLDER_FIX}\n"),
+    ("rules:\n" + _rule("SBX-PRIV-001"),
+     "policy.yaml:2:9: $.rules[0].id: rule ID 'SBX-PRIV-001' is a built-in rule's (no-privileged); give the "
+     "organisation's rule its own ID\n"),
+    ("rules:\n" + _rule("ORG-A-001") + _rule("ORG-A-001"),
+     "policy.yaml:10:9: $.rules[1].id: rule ID 'ORG-A-001' is declared twice\n"),
+    ("rules:\n" + _rule() + "config:\n  public_ports: [8080, 99999]\n",
+     "policy.yaml:11:24: $.config.public_ports[1]: integer 99999: Input should be less than or equal to 65535\n"),
+    ("rules:\n" + _rule() + "config:\n  ceilings: {cpu: 4}\n",
+     "policy.yaml:11:14: $.config.ceilings.cpu: unknown setting 'cpu'; use one of cpus, memory, pids, max_lifetime, "
+     "gpus\n"),
+    ("rules:\n" + _rule() + "config:\n  severity: {SBX-PRIV-001: never}\n",
+     "policy.yaml:11:28: $.config.severity.SBX-PRIV-001: string 'never': Input should be 'error', 'warning' or "
+     "'off'\n"),
+], ids=["required", "unknown-field", "unparsable", "unknown-placeholder", "lone-brace", "positional-placeholder",
+        "built-in-id", "id-twice", "bad-config-value", "unknown-config-key", "bad-config-severity"])
 def test_a_broken_policy_file_gets_located_errors_and_exit_2(text, expected, tmp_path, capsys):
     policy = tmp_path / "policy.yaml"
     policy.write_text(text)
     code, out, err = _check(tmp_path, capsys, CLEAN, "--policy", str(policy))
     assert code == 2 and out == "" and str(policy) in err and "Traceback" not in err
     assert expected in err
+
+
+def test_a_rule_id_two_policy_files_declare_is_located_in_the_second(tmp_path, capsys):
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text("rules:\n" + _rule("ORG-A-001"))
+    second.write_text("rules:\n" + _rule("ORG-B-001") + _rule("ORG-A-001"))
+    code, out, err = _check(tmp_path, capsys, CLEAN, "--policy", str(first), "--policy", str(second))
+    assert code == 2 and "Traceback" not in err
+    assert out.splitlines()[0] == (f"{second}:10:9: $.rules[1].id: rule ID 'ORG-A-001' is already declared in "
+                                   f"{first}:2:9; give each rule its own ID")
+
+
+def test_a_message_is_never_formatted_into_a_crash():
+    # load_policy_file refuses these; a rule built some other way still shows its message as written.
+    for message in ("Template {foo}", "Template {", "Template {0}", "Template {name.upper}"):
+        assert message_problem(message) is not None and render_message(message, {"name": "t"}) == message
+    assert render_message("Template '{name}' {{x}}", {"name": "t"}) == "Template 't' {x}"
+
+
+def test_a_message_with_literal_braces_is_shown_with_them(tmp_path, capsys):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("rules:\n" + _rule(message="Template '{name}' must have {{at most}} 1 CPU",
+                                          schema="{cpus: {max: 1}}"))
+    code, out, _ = _check(tmp_path, capsys, CLEAN, "--policy", str(policy), "--format", "json")
+    assert code == 1 and [f["message"] for f in json.loads(out)["findings"]] == [
+        "Template 'agent' must have {at most} 1 CPU (cpus 2.0: max value is 1)."]
 
 
 def test_sarif_is_valid_against_the_official_schema(tmp_path, capsys):
@@ -130,7 +231,7 @@ def test_sarif_is_valid_against_the_official_schema(tmp_path, capsys):
     Draft4Validator(SARIF_SCHEMA).validate(log)
     run = log["runs"][0]
     ids = [r["id"] for r in run["tool"]["driver"]["rules"]]
-    assert "SBX-PRIV-001" in ids and "ORG-CPU-001" in ids
+    assert "SBX-PRIV-001" in ids and "ORG-CPU-001" in ids and "SBX-POL-001" in ids
     results = {r["ruleId"]: r for r in run["results"]}
     assert results["SBX-PRIV-001"]["level"] == "error"
     assert results["SBX-PRIV-001"]["locations"][0]["physicalLocation"]["region"]["startLine"] > 1
@@ -165,3 +266,8 @@ def test_an_invalid_stack_is_reported_like_validate_and_exits_1(tmp_path, capsys
 
 def test_a_missing_stack_exits_2(tmp_path, capsys):
     assert main(["check", str(tmp_path / "nope.yaml")]) == 2
+
+
+def test_the_unused_suppression_rule_is_in_the_generated_index():
+    index = (REPO / "docs" / "policy-rules.md").read_text()
+    assert "| `SBX-POL-001` | `unused-suppression` | warning | every suppression of a stack matches a finding. |" in index

@@ -4,32 +4,34 @@ real program (the pack's entry point blocks waiting for the engine, so it is onl
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pulumi_policy import ResourceValidationArgs
+from pulumi_policy.policy import PolicyCustomTimeouts, PolicyResourceOptions
 
 from sandstack.policy.crossguard import CONTAINER, CONTAINER_RULES, validator
 from tests.components.helpers import Built
-from tests.policy.cases import CLEAN, changed
+from tests.policy.cases import changed
 from tests.support.specs import REPO
 
 PACK = REPO / "policies" / "crossguard"
 
 
-@dataclass
-class Args:
-    resource_type: str
-    props: dict
-    name: str
-    config: dict = field(default_factory=dict)
+def _args(props: dict, name: str, config: dict | None) -> ResourceValidationArgs:
+    """What the policy analyzer hands a validator (pulumi_policy's own class): the pack's config comes through
+    get_config(), as `pulumi preview --policy-pack-config` delivers it."""
+    opts = PolicyResourceOptions(protect=False, ignore_changes=[], delete_before_replace=None, aliases=[],
+                                 custom_timeouts=PolicyCustomTimeouts(0, 0, 0), additional_secret_outputs=[])
+    return ResourceValidationArgs(CONTAINER, props, f"urn:pulumi:t::p::{CONTAINER}::{name}", name, opts, None,
+                                  config)
 
 
 def _violations(props: dict, name: str = "c", config: dict | None = None) -> list[str]:
     found: list[str] = []
     for rule in CONTAINER_RULES:
-        validator(rule)(Args(CONTAINER, props, name, config or {}), lambda message, urn: found.append(message))
+        validator(rule)(_args(props, name, config), lambda message, urn: found.append(message))
     return found
 
 
@@ -39,11 +41,16 @@ def _inputs(tmp_path: Path, data: dict) -> dict[str, dict[str, Any]]:
 
 
 def test_sandstack_s_own_sandboxes_pass_and_its_host_containers_are_skipped(tmp_path):
-    containers = _inputs(tmp_path, CLEAN)
+    data = changed(("hosts.local.ingress", {"domain": "sb.example.com"}),
+                   ("hosts.local.runtime", {"token": {"secret": "runtimeToken"}}))
+    built = Built.from_spec(tmp_path / "spec", data, secret_config={"githubToken": "t", "runtimeToken": "r" * 20})
+    containers = {r.name: r.inputs for r in built.mocks.registrations.values() if r.typ == CONTAINER}
     config = {"publicPorts": [8080], "untrusted": True}
     assert {name: _violations(props, name, config) for name, props in containers.items()} == {
         name: [] for name in containers}
-    assert "sandstack-local-guard-container" in containers  # root, host namespaces: skipped by role
+    # Root, host namespaces, NET_ADMIN, the Docker socket, a public 443: skipped by role.
+    assert {"sandstack-local-guard-container", "sandstack-local-runtime-container", "sandstack-local-ingress-container",
+            "sandstack-agent.local-0"} <= set(containers)
 
 
 def test_a_privileged_root_sandbox_is_refused_with_the_same_rules_as_check(tmp_path):
@@ -79,3 +86,15 @@ def test_the_pack_declares_each_container_rule_and_is_a_python_pack():
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     assert {"PolicyPack", "ResourceValidationPolicy", "CONTAINER_RULES", "validator"} <= names
     assert "pulumi-policy" in (PACK / "requirements.txt").read_text()
+
+
+def test_the_pack_config_is_honoured():
+    # A public port 8080, capability NET_RAW and a writable root: refused by default, allowed by the config the
+    # engine passes each policy (`--policy-pack-config`), read through ResourceValidationArgs.get_config().
+    props = {"image": "busybox", "user": "10001:10001", "securityOpts": ["no-new-privileges:true"],
+             "readOnly": False, "capabilities": {"adds": ["NET_RAW"]}, "ports": [{"internal": 8080, "ip": "0.0.0.0"}]}
+    assert len(_violations(props, "app")) == 3
+    assert _violations(props, "app", {"publicPorts": [8080], "capabilities": ["NET_RAW"], "writableRoot": True}) == []
+    assert _violations(props, "app", {"publicPorts": [8080], "capabilities": ["NET_RAW"]}) == [
+        "Container 'app' must keep a read-only root filesystem. Keep the root read-only and declare writable paths "
+        "instead."]

@@ -6,9 +6,9 @@ Nothing here changes a resource: a change only changes what the check reports.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, WithJsonSchema
 
 from sandstack.spec.models.base import Cpus, Duration, Name, Size, StrictModel, field, text
 from sandstack.spec.models.templates import Capability
@@ -19,6 +19,22 @@ TARGET_PATTERN = r"^(template|pool|host)s?/[a-z]([a-z0-9-]{0,30}[a-z0-9])?$|^sta
 Target = text(TARGET_PATTERN, "rule target", "'template/<name>', 'pool/<name>', 'host/<name>' or 'stack'")
 REGISTRY_PATTERN = r"^[a-zA-Z0-9]([a-zA-Z0-9.-]*[a-zA-Z0-9])?(:[0-9]+)?(/[a-z0-9._/-]+)?$"
 Registry = text(REGISTRY_PATTERN, "registry", "a registry host, optionally with a path, e.g. 'registry.example.com/team'")
+
+
+# A reason must say something: surrounding spaces are stripped, and an empty one or one of only spaces is refused
+# (the schema's pattern asks for a non-space character, so the error is located like any other, once).
+Reason = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500), WithJsonSchema({
+    "type": "string", "maxLength": 500, "pattern": r"\S", "title": "reason",
+    "x-hint": "a sentence saying why the finding is accepted"})]
+# What a stack may set a rule's severity to. Not 'off': a stack turning a rule off by itself would pass with no
+# reason given and nothing in the summary; the way to accept a finding is a suppression (rule, target, reason),
+# which is counted and which `--no-suppressions` ignores. Organisation policy files, which CI passes, may set 'off'
+# (sandstack.policy.org).
+SEVERITY_PATTERN = r"^(error|warning)$"
+Severity = Annotated[str, StringConstraints(pattern=SEVERITY_PATTERN), WithJsonSchema({
+    "type": "string", "pattern": SEVERITY_PATTERN, "title": "severity", "examples": ["error", "warning"],
+    "x-hint": "'error' or 'warning' (a stack cannot turn a rule off: accept a finding with a suppression in "
+              "`policy.suppressions`, which needs a reason)"})]
 
 
 class Ceilings(StrictModel):
@@ -39,8 +55,8 @@ class Suppression(StrictModel):
     rule: RuleId = field(description="The rule ID, e.g. 'SBX-PORT-001'.", change="none")
     target: Target = field(description="What it applies to: 'template/<name>', 'pool/<name>', 'host/<name>' "
                                        "or 'stack'.", change="none")
-    reason: Annotated[str, StringConstraints(min_length=1, max_length=500)] = field(
-        description="Why the finding is accepted; shown in the check's summary.", change="none")
+    reason: Reason = field(description="Why the finding is accepted; shown in the check's summary. Blank "
+                                       "(only spaces) is no reason and is refused.", change="none")
 
 
 class Policy(StrictModel):
@@ -68,5 +84,8 @@ class Policy(StrictModel):
         False, description="Allow private, link-local and metadata addresses in allow lists.", change="none")
     suppressions: list[Suppression] = field([], description="Accepted findings, each with a reason.",
                                             change="none", max_length=256)
-    severity: dict[RuleId, Literal["error", "warning", "off"]] = field(  # type: ignore[valid-type]
-        {}, description="Per-rule severity overrides, e.g. {SBX-NET-004: error}.", change="none")
+    severity: dict[RuleId, Severity] = field(  # type: ignore[valid-type]
+        {}, description="Per-rule severity overrides, 'error' or 'warning', e.g. {SBX-NET-004: error}. A stack "
+        "cannot turn a rule off ('off' is refused): accept a finding with a suppression, which names a reason, is "
+        "counted in the summary and is ignored with `--no-suppressions`. Only an organisation policy file's "
+        "`config.severity` may set 'off'.", change="none")
