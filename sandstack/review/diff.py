@@ -4,11 +4,13 @@ Both specs become their resource lists (sandstack.review.resources, from the pla
 register). A resource only in HEAD is created, only in BASE deleted; one in both with changed settings is
 replaced unless every changed setting is one the provider updates in place (sandstack.plan.changes), and
 its reasons are the changed spec fields whose declared effect (the change table) reaches that kind of
-resource, in the table's words. The security summary (sandstack.review.security) comes first.
+resource, in the table's words (sandstack.review.reasons decides which effect applies and what it reaches;
+a change no declared effect explains says so). The security summary (sandstack.review.security) comes first.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -16,16 +18,20 @@ from typing import Any
 
 from sandstack.plan.changes import UPDATED_IN_PLACE
 from sandstack.plan.snapshot import build_inputs
+from sandstack.review.reasons import explains
 from sandstack.review.resources import Resource, stack_resources
 from sandstack.review.security import Finding, compare
 from sandstack.spec.changes import Effect
 from sandstack.spec.models import Stack
 from sandstack.spec.models.base import change_of
-from sandstack.spec.resolve import ResolvedStack
+from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
 from sandstack.spec.walk import model_fields
 
 # Settings shown for a reviewer that are not inputs of their own (each reaches Docker through another one).
-INFORMATIVE = {"egress", "lifecycle", "secret_files", "replace_on_changes", "pids", "data"}  # pids: the guard's
+# public_urls: the plan's record of which url ports are public; no container input.
+INFORMATIVE = {"egress", "lifecycle", "secret_files", "replace_on_changes", "pids", "data", "urls", "public_urls"}
+# Per kind of resource: a volume's mount path and user are its sandbox's inputs, not the volume's.
+INFORMATIVE_OF = {"sandbox": INFORMATIVE, "disk workspace": {"path", "sandbox"}, "data volume": {"path"}}
 COMPONENT_TYPE = "sandstack:index:"
 
 
@@ -94,7 +100,14 @@ def describe(key: str, old: Any, new: Any, limit: int = 6) -> str:
     if isinstance(old, dict) and isinstance(new, dict):
         parts = [f"+{k}={_show(new[k])}" for k in new if k not in old]
         parts += [f"-{k}" for k in old if k not in new]
-        parts += [f"{k}: {_show(old[k])} → {_show(new[k])}" for k in new if k in old and old[k] != new[k]]
+        for k in new:
+            if k not in old or old[k] == new[k]:
+                continue
+            if _strings(old[k]) and _strings(new[k]):  # a list in a map (a resolver's options): entries added, removed
+                parts += [f"{k}: +{_show(v)}" for v in new[k] if v not in old[k]]
+                parts += [f"{k}: -{_show(v)}" for v in old[k] if v not in new[k]]
+            else:
+                parts.append(f"{k}: {_show(old[k])} → {_show(new[k])}")
     elif isinstance(old, str) and isinstance(new, str) and "\n" in old + new:
         a, b = old.splitlines(), new.splitlines()
         parts = [f"+{_show(v)}" for v in b if v not in a] + [f"-{_show(v)}" for v in a if v not in b]
@@ -106,6 +119,10 @@ def describe(key: str, old: Any, new: Any, limit: int = 6) -> str:
         return f"{key}: {_show(old)} → {_show(new)}"
     more = f" … and {len(parts) - limit} more" if len(parts) > limit else ""
     return f"{key}: " + "; ".join(parts[:limit]) + more
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def _show(value: Any) -> str:
@@ -157,16 +174,70 @@ def field_changes(old: Stack, new: Stack) -> list[FieldChange]:
         keys_a, keys_b = set(raw_a.get(block) or {}), set(raw_b.get(block) or {})
         for key in sorted(keys_a ^ keys_b):
             whole.add(f"{block}.{key}")
+            # A pool added or removed is placed on, or taken off, each of its hosts.
+            effect = effect_at("pools.*.hosts") if block == "pools" else _effect_of_leaf(block)
             out.append(FieldChange(f"{block}.{key}", "(declared)" if key in keys_a else None,
-                                   "(declared)" if key in keys_b else None, _effect_of_leaf(block)))
+                                   "(declared)" if key in keys_b else None, effect))
     a: dict[str, Any] = {}
     b: dict[str, Any] = {}
     _flatten(raw_a, "", a)
     _flatten(raw_b, "", b)
+    blocks = set()
     for path in sorted(set(a) | set(b)):
-        if a.get(path) != b.get(path) and ".".join(path.split(".")[:2]) not in whole:
-            out.append(FieldChange(path, a.get(path), b.get(path), _effect_of_leaf(path)))
+        if a.get(path) == b.get(path) or ".".join(path.split(".")[:2]) in whole:
+            continue
+        # A block of an entry set on one side only (an ingress added, a security block removed) is one change,
+        # with the block's own declared effect, not one per field in it.
+        block = _absent(raw_a, path) or _absent(raw_b, path)
+        if block and block.count(".") >= 2 and block.split(".")[0] in ENTRY_MAPS:
+            if block not in blocks:
+                blocks.add(block)
+                out.append(FieldChange(block, _at(raw_a, block), _at(raw_b, block), _effect_of_leaf(block)))
+            continue
+        out.append(FieldChange(path, a.get(path), b.get(path), _effect_of_leaf(path)))
     return sorted(out, key=lambda c: c.path)
+
+
+def _at(raw: Any, path: str) -> Any:
+    for key in path.split("."):
+        if isinstance(raw, list) and key.isdigit() and int(key) < len(raw):
+            raw = raw[int(key)]
+        elif isinstance(raw, dict) and key in raw:
+            raw = raw[key]
+        else:
+            return None
+    return raw
+
+
+def _absent(raw: Any, path: str) -> str | None:
+    """The shortest prefix of `path` that `raw` does not have (None: it has the whole path)."""
+    keys = path.split(".")
+    for i in range(1, len(keys) + 1):
+        if _at(raw, ".".join(keys[:i])) is None:
+            return ".".join(keys[:i])
+    return None
+
+
+def _digests(t: ResolvedTemplate) -> tuple[dict[str, str], dict[str, str]]:
+    """A template's snapshot files and data files by where they land → the start of their sha256."""
+    files = {f["path"]: f"sha256 {f['sha256'][:12]}" for f in build_inputs(t)["files"]}  # type: ignore[union-attr]
+    data = {f"{m.path}/{rel}": f"sha256 {hashlib.sha256(src.read_bytes()).hexdigest()[:12]}"
+            for m in t.data for rel, src in m.files}
+    return files, data
+
+
+def content_changes(old: ResolvedStack, new: ResolvedStack) -> list[FieldChange]:
+    """Files next to the stack whose content changed while the spec naming them did not: a change of the
+    field that names them (`snapshot.files`, `data`), with that field's declared effect."""
+    out = []
+    for name in sorted(set(old.templates) & set(new.templates)):
+        for path, (a, b) in zip(("snapshot.files", "data"), zip(_digests(old.templates[name]),
+                                                                  _digests(new.templates[name]))):
+            before = {k: v for k, v in a.items() if k in b and b[k] != v}
+            if before:
+                field_path = f"templates.{name}.{path}"
+                out.append(FieldChange(field_path, before, {k: b[k] for k in before}, _effect_of_leaf(field_path)))
+    return out
 
 
 def _effect_of_leaf(path: str) -> Effect:
@@ -180,51 +251,12 @@ def _effect_of_leaf(path: str) -> Effect:
     raise KeyError(path)
 
 
-def _concerns(change: FieldChange, r: Resource, pools_on_host: dict[str, str]) -> bool:
-    """Whether a spec change is about this resource's host, pool or template (or the shared layers)."""
-    head, _, rest = change.path.partition(".")
-    key = rest.split(".", 1)[0]
-    if head == "hosts":
-        return key == r.host
-    if head in ("defaults", "profiles"):
-        return True
-    if head == "pools":
-        return key == r.pool if r.pool else key in pools_on_host
-    if head == "templates":
-        return key == r.template if r.template else key in pools_on_host.values()
-    return False
-
-
-def _reaches(effect: Effect, kind: str, changed: set[str]) -> bool:
-    """Whether a declared effect (with its conditions) can change this kind of resource (for a sandbox, a
-    host-level effect only through its network or provider)."""
-    effects = [effect] + [e for _, e in effect.when]
-    host_any = any(e.host is None for e in effects)
-    roles = set().union(*[(e.host or set()) for e in effects])
-    if kind == "sandbox":
-        return any(e.sandboxes != "none" or e.snapshot != "none" for e in effects) or (
-            host_any and "network" in changed)
-    if kind == "snapshot":
-        return any(e.snapshot != "none" for e in effects)
-    if kind in ("secrets volume", "secrets seeder"):
-        return any(e.secrets for e in effects) or host_any
-    if kind in ("data volume", "data loader"):
-        return any(e.data for e in effects) or host_any
-    if kind in ("guard", "guard state"):
-        return "guard" in roles or host_any
-    if kind in ("gateway", "gateway log"):
-        return "gateway" in roles or host_any
-    if kind in ("network", "egress network"):
-        return "networks" in roles or host_any
-    return host_any
-
-
 # --- resources --------------------------------------------------------------------------------------------
 
 def _action(r: Resource, changed: dict[str, tuple[Any, Any]]) -> str:
     if r.kind == "provider":
         return "update"
-    settings = set(changed) - INFORMATIVE if r.kind == "sandbox" else set(changed)
+    settings = set(changed) - INFORMATIVE_OF.get(r.kind, set())
     if not settings:
         return "update"
     if r.type.endswith("/container:Container") and settings <= UPDATED_IN_PLACE:
@@ -259,7 +291,7 @@ def _snapshot_changes(old: ResolvedStack, new: ResolvedStack, changes: list[Reso
 def diff(old: ResolvedStack, new: ResolvedStack, stack: str) -> Diff:
     before = {r.name: r for r in stack_resources(old, stack)}
     after = {r.name: r for r in stack_resources(new, stack)}
-    fields = field_changes(old.spec, new.spec)
+    fields = sorted(field_changes(old.spec, new.spec) + content_changes(old, new), key=lambda c: c.path)
     changes: list[ResourceChange] = []
     for name in list(after) + [n for n in before if n not in after]:
         a, b = before.get(name), after.get(name)
@@ -272,14 +304,15 @@ def diff(old: ResolvedStack, new: ResolvedStack, stack: str) -> Diff:
         else:
             changed = {k: (a.props.get(k), b.props.get(k)) for k in set(a.props) | set(b.props)
                        if a.props.get(k) != b.props.get(k)}
-            if not changed or (r.kind == "sandbox" and set(changed) <= INFORMATIVE):
+            if not changed or set(changed) <= INFORMATIVE_OF.get(r.kind, set()):
                 continue  # Pulumi would show it unchanged: only what a reviewer reads beside it changed
             change = ResourceChange(r, _action(r, changed), changed)
-        spec = new if b else old
-        pools_on_host = {p: pool.template for p, pool in spec.pools.items() if r.host in pool.hosts}
-        change.reasons = [f for f in fields if _concerns(f, r, pools_on_host) and (
-            _reaches(f.effect, r.kind, set(change.changed))
-            or (change.action in ("create", "delete") and (f.effect.scope == "placement" or f.old is None or f.new is None)))]
         changes.append(change)
+    # A sandbox moves with its pool's network: a host-level effect that renews the network reaches it too.
+    moved = {(c.resource.host, c.resource.pool) for c in changes if c.resource.kind == "network"
+             and c.action == "replace"}
+    for change in changes:
+        r = change.resource
+        change.reasons = [f for f in fields if explains(f, r, change.action, set(change.changed), old, new,
+                                                        moved=(r.host, r.pool) in moved)]
     return Diff(compare(old, new), changes, _snapshot_changes(old, new, changes))
-

@@ -6,9 +6,13 @@ import json
 from itertools import groupby
 
 from sandstack.review.diff import COMPONENT_TYPE, Diff, ResourceChange, describe
+from sandstack.review.reasons import UNDECLARED
 from sandstack.spec.changes import MEANING
 
 FORMAT_VERSION = 1
+# GitHub refuses a comment over 65,536 characters: the markdown stays under this, with room for a header.
+MARKDOWN_BUDGET = 60_000
+TRUNCATED = "… {n} more resource{s}; run `sandstack diff --format text` locally"
 VERB = {"create": "created", "update": "updated in place", "replace": "replaced", "delete": "deleted"}
 
 
@@ -37,9 +41,9 @@ def _group_key(c: ResourceChange) -> tuple:
     return (c.resource.name,)
 
 
-def _entries(diff: Diff) -> dict[str, list[tuple[str, list[str]]]]:
-    """Per host: (headline, detail lines) of each change, sandboxes of one pool grouped."""
-    out: dict[str, list[tuple[str, list[str]]]] = {}
+def _entries(diff: Diff) -> dict[str, list[tuple[str, list[str], int]]]:
+    """Per host: (headline, detail lines, resources) of each change, sandboxes of one pool grouped."""
+    out: dict[str, list[tuple[str, list[str], int]]] = {}
     changes = [c for c in diff.changes if not c.resource.type.startswith(COMPONENT_TYPE)]
     for _, group in groupby(changes, key=_group_key):
         items = list(group)
@@ -53,8 +57,8 @@ def _entries(diff: Diff) -> dict[str, list[tuple[str, list[str]]]]:
         else:
             head = f"{r.kind} `{r.name}` {VERB[first.action]}"
         details = [describe(k, o, n) for k, (o, n) in sorted(first.changed.items())]
-        details += [f"because {f.text()}" for f in first.reasons]
-        out.setdefault(r.host or "(stack)", []).append((head, details))
+        details += [f"because {f.text()}" for f in first.reasons] or [UNDECLARED]
+        out.setdefault(r.host or "(stack)", []).append((head, details, len(items)))
     return out
 
 
@@ -76,7 +80,7 @@ def to_text(diff: Diff, base: str, head: str) -> str:
     lines += ["", _summary(diff)]
     for host, entries in _entries(diff).items():
         lines += ["", f"host {host}:"]
-        for head_line, details in entries:
+        for head_line, details, _ in entries:
             lines.append(f"  {head_line}")
             lines += [f"      {d}" for d in details]
     if _legend(diff):
@@ -91,7 +95,10 @@ def _summary(diff: Diff) -> str:
     return "Resources: " + ", ".join(f"{n} {VERB[k].split()[0]}" for k, n in counts.items() if n) + "."
 
 
-def to_markdown(diff: Diff, base: str, head: str) -> str:
+def to_markdown(diff: Diff, base: str, head: str, budget: int = MARKDOWN_BUDGET) -> str:
+    """A pull-request comment: the security summary and the snapshots always, then each host's changes in a
+    collapsible block while they fit in `budget` characters (GitHub refuses comments over 65,536); what does
+    not fit is counted, with the command that shows it all."""
     loosens = [f for f in diff.security if f.loosens]
     lines = [f"### sandstack diff: `{base}` → `{head}`", ""]
     lines.append(f"**Security:** {len(loosens)} loosening(s), {len(diff.security) - len(loosens)} tightening(s)")
@@ -104,14 +111,36 @@ def to_markdown(diff: Diff, base: str, head: str) -> str:
             flag = " — ⚠️ changed **without a version bump**" if s.unbumped else ""
             lines.append(f"- template `{s.template}` on host `{s.host}` rebuilds: {', '.join(s.why)}{flag}")
     lines += ["", f"**{_summary(diff)}**"]
-    for host, entries in _entries(diff).items():
-        lines += ["", f"<details><summary>host <code>{host}</code>: {len(entries)} change(s)</summary>", ""]
-        for head_line, details in entries:
-            lines.append(f"- {head_line}")
-            lines += [f"  - {d}" for d in details]
-        lines += ["", "</details>"]
+    tail = []
     if _legend(diff):
-        lines += ["", "<sub>Change effects: " + "; ".join(f"<b>{line.split(': ', 1)[0]}</b>: "
-                                                          f"{line.split(': ', 1)[1]}" for line in _legend(diff))
-                  + "</sub>"]
-    return "\n".join(lines) + "\n"
+        tail = ["", "<sub>Change effects: " + "; ".join(f"<b>{line.split(': ', 1)[0]}</b>: "
+                                                         f"{line.split(': ', 1)[1]}" for line in _legend(diff))
+                + "</sub>"]
+    # What is left for the hosts' blocks, keeping room for the closing tag and the note on what is left out.
+    room = budget - _size(lines) - _size(tail) - _size(["", "</details>", "", TRUNCATED.format(n=10**9, s="s")])
+    entries = _entries(diff)
+    left_out = 0
+    for host, host_entries in entries.items():
+        summary = f"{len(host_entries)} change(s)"
+        block = ["", f"<details><summary>host <code>{host}</code>: {summary}, {len(host_entries)} shown</summary>", ""]
+        shown = 0
+        for head_line, details, count in host_entries:
+            entry = [f"- {head_line}", *(f"  - {d}" for d in details)]
+            if left_out or _size(block + entry) > room:
+                left_out += count
+                continue
+            block += entry
+            shown += 1
+        if shown:
+            block[1] = f"<details><summary>host <code>{host}</code>: {summary}" + (
+                f", {shown} shown" if shown < len(host_entries) else "") + "</summary>"
+            block += ["", "</details>"]
+            room -= _size(block)
+            lines += block
+    if left_out:
+        lines += ["", TRUNCATED.format(n=left_out, s="" if left_out == 1 else "s")]
+    return "\n".join(lines + tail) + "\n"
+
+
+def _size(lines: list[str]) -> int:
+    return sum(len(line) + 1 for line in lines)

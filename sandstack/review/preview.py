@@ -49,6 +49,10 @@ def summary(r: Resource) -> list[str]:
             exposure = "public" if port["ip"] == "0.0.0.0" else "host"
             lines.append(f"port {port['internal']}/{port['protocol']} {exposure} on {port['ip']}:"
                          f"{port['external'] or '<any>'}")
+        for port, url in p.get("urls", {}).items():
+            # public_urls: the url ports the host's ingress serves on all its interfaces, the others on its loopback.
+            reach = "public" if int(port) in p["public_urls"] else "on the host's loopback"
+            lines.append(f"port {port}/tcp url {url} ({reach})")
         writable = [f"{path} ({_mib(opts)})" for path, opts in p["tmpfs"].items()]
         writable += [f"{w['path']} (disk {w['size'] / 2**20:g}MiB{', seeded' if w['seed'] else ''})"
                      for w in p["workspaces"]]
@@ -59,7 +63,8 @@ def summary(r: Resource) -> list[str]:
         if p["env"]:
             lines.append("env " + _env(p["env"]))
         if p["secret_files"]:
-            lines.append("secret files " + ", ".join(p["secret_files"]))
+            lines.append("secret files " + ", ".join(f"{path} ← <secret {key}>"
+                                                       for path, key in p["secret_files"].items()))
         if p.get("data"):
             lines.append("read-only data at " + ", ".join(p["data"]))
         return lines
@@ -69,7 +74,12 @@ def summary(r: Resource) -> list[str]:
     if r.kind == "disk workspace":
         return [f"{p['name']}: {p['size'] / 2**20:g}MiB at {p['path']}" + (", seeded from the image" if p["seed"] else "")]
     if r.kind == "connection logger" and p:
-        return [f"every new connection of pools {', '.join(p['pools'])} (NFLOG group {p['nflog_group']})"]
+        lines = [f"every new connection of pools {', '.join(p['pools'])} (NFLOG group {p['nflog_group']})"] \
+            if p["pools"] else []
+        if p.get("resolvers"):
+            upstream = ", ".join(p["upstream"]) or "the host's own"
+            lines.append(f"every name lookup of pools {', '.join(p['resolvers'])} (upstream servers: {upstream})")
+        return lines
     if r.kind == "runtime" and p:
         return [f"sessions API on {p['listen']} (token from secret {p['token']['secret']}), pools "
                 + ", ".join(f"{k} ({v['sandboxes']})" for k, v in p["pools"].items())]

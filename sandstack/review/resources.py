@@ -14,6 +14,7 @@ from typing import Any
 from sandstack.plan.changes import sandbox_replace_on_changes
 from sandstack.plan.data import plan_data
 from sandstack.plan.host import HostPlan, plan_hosts, snapshot_owners
+from sandstack.plan.ingress import url_of
 from sandstack.plan.naming import docker_name
 from sandstack.plan.sandbox import plan_sandbox
 from sandstack.plan.snapshot import plan_snapshot
@@ -105,7 +106,11 @@ def _host_resources(stack_name: str, host: str, plan: HostPlan, spec) -> list[Re
             Resource(f"{base}-logger-log", VOLUME, logger_key, "connection log", host,
                      props={"name": plan.logger.log_volume}),
             Resource(f"{base}-logger-container", CONTAINER, logger_key, "connection logger", host, props={
-                "name": plan.logger.container_name, "nflog_group": plan.logger.group, "pools": list(plan.logger.pools)}),
+                "name": plan.logger.container_name, "nflog_group": plan.logger.group, "pools": list(plan.logger.pools),
+                # Each logged pool's resolver (its address, then its dnsmasq options) and the upstream servers.
+                "resolvers": {getattr(r, "pool", str(r)): [getattr(r, "address", str(r)), *getattr(r, "options", ())]
+                              for r in plan.logger.resolvers},
+                "upstream": list(getattr(plan.logger, "upstream", ()))}),
         ]
     if plan.runtime:
         runtime_key, config = f"{T}RuntimeService::{base}-runtime", plan.runtime.config
@@ -185,9 +190,12 @@ def _pool_resources(stack_name: str, stack: str, host: str, pool: str, replicas:
                                ingress=plan.ingress.spec if plan.ingress else None)
         props = _jsonable(asdict(sandbox))
         props["env"] = {k: _secret_or_value(v) for k, v in sandbox.env.items()}
+        ingress = plan.ingress.spec if plan.ingress else None
         props.update(image=image, network=plan.networks[pool].name, egress=_egress(template),
                      lifecycle=asdict(template.lifecycle), pids=template.limits.pids, replace_on_changes=sandbox_replace_on_changes(),
-                     secret_files=sorted(s.path for s in template.secrets),
+                     secret_files={s.path: s.secret for s in sorted(template.secrets, key=lambda s: s.path)},
+                     urls={str(p.port): url_of(ingress, pool, index, p.port)
+                           for p in template.ports if p.exposure == "url" and ingress},
                      data=[d.path for d in template.data])
         out.append(Resource(f"{base}-{index}", CONTAINER, key, "sandbox", host, pool, template.name, props))
     return out

@@ -33,8 +33,9 @@ def _secret_keys(t: ResolvedTemplate) -> dict[str, str]:
     return out
 
 
-def _uid(user: str) -> str:
-    return user.split(":", 1)[0]
+def _is_root(user: str) -> bool:
+    """Whether a `user` (uid or name, with an optional group) runs as uid 0: `0`, `root`, `0:0`, `root:root`."""
+    return user.split(":", 1)[0].strip() in ("0", "root")
 
 
 def compare_templates(pool: str, old: ResolvedTemplate, new: ResolvedTemplate) -> list[Finding]:
@@ -58,6 +59,12 @@ def compare_templates(pool: str, old: ResolvedTemplate, new: ResolvedTemplate) -
         add(False, "egress", f"allow entry removed: {entry}")
     for entry in sorted(deny_b - deny_a):
         add(False, "egress", f"deny entry added: {entry}")
+    # `protocols: any`: a direct route out for any protocol instead of the gateway, each connection logged.
+    if a.outbound == "gateway" and b.logs_connections:
+        add(True, "egress", f"egress of template {new.name} made direct for any protocol (every connection logged)")
+    elif a.logs_connections and b.outbound == "gateway":
+        add(False, "egress",
+            f"egress of template {new.name} back through the gateway (HTTP only, every request logged)")
     if a.log != b.log and b.egress != "deny-all":
         add(not b.log, "egress", "egress logging turned " + ("on" if b.log else "off"))
     if a.allow_metadata != b.allow_metadata:
@@ -89,8 +96,8 @@ def compare_templates(pool: str, old: ResolvedTemplate, new: ResolvedTemplate) -
     if old.no_new_privileges != new.no_new_privileges:
         add(not new.no_new_privileges, "privileges",
             "no_new_privileges " + ("on" if new.no_new_privileges else "off"))
-    if (_uid(old.user) == "0") != (_uid(new.user) == "0"):
-        add(_uid(new.user) == "0", "privileges", f"user {old.user} → {new.user}")
+    if _is_root(old.user) != _is_root(new.user):
+        add(_is_root(new.user), "privileges", f"user {old.user} → {new.user}")
     if old.read_only_root != new.read_only_root:
         add(not new.read_only_root, "privileges", "root filesystem " + ("read-only" if new.read_only_root else "writable"))
     if old.sudo != new.sudo:

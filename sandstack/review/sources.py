@@ -36,6 +36,8 @@ def opened(source: str, cwd: Path | None = None) -> Iterator[Path]:
     cwd = cwd or Path.cwd()
     if not source.startswith("git:"):
         path = Path(source)
+        if path.is_dir():
+            raise SourceError(f"{source}: is a directory; give a stack file, e.g. {Path(source) / 'prod.yaml'}")
         if not path.is_file():
             raise SourceError(f"{source}: no such file")
         yield path
@@ -51,9 +53,14 @@ def opened(source: str, cwd: Path | None = None) -> Iterator[Path]:
     except SourceError:
         raise SourceError(f"{source}: no commit {ref!r} in {root}") from None
     try:
-        _git("cat-file", "-e", f"{ref}:{inside}", cwd=root)
+        kind = _git("cat-file", "-t", f"{ref}:{inside}", cwd=root).decode().strip()
     except SourceError:
         raise SourceError(f"{source}: {inside} does not exist at {ref}") from None
+    if kind == "tree":
+        raise SourceError(f"{source}: {inside} is a directory at {ref}; give a stack file in it, "
+                          f"e.g. git:{ref}:{PurePosixPath(path) / 'prod.yaml'}")
+    if kind != "blob":
+        raise SourceError(f"{source}: {inside} is a {kind} at {ref}, not a file")
     archive = _git("archive", "--format=tar", ref, "--", str(inside.parent), cwd=root)
     with tempfile.TemporaryDirectory(prefix="sandstack-git-") as tmp:
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:

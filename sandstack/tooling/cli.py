@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -20,6 +21,20 @@ def package_version() -> str:
         return version("sandstack")
     except PackageNotFoundError:  # a checkout that was never installed
         return "unknown (not installed)"
+
+
+# A Pulumi stack name (letters, digits, '-', '_', '.'), which also goes into every Docker object's name.
+STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
+
+
+def stack_name(text: str) -> str:
+    """An argparse type: a `--stack` value a Pulumi stack and Docker's names accept, else a usage error."""
+    if not STACK_NAME.match(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a stack name: letters, digits, '-', '_' and '.', starting with a letter or digit, "
+            f"at most 100 characters (pattern {STACK_NAME.pattern})")
+    return text
 
 
 def _plural(n: int, word: str) -> str:
@@ -91,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     preview = sub.add_parser("preview", help="what `pulumi up` of a spec makes, offline (exit 0, 1 invalid, 2 unreadable)")
     preview.add_argument("spec", metavar="STACKFILE", help="a stack file, or git:REF:PATH")
     preview.add_argument("--format", choices=("text", "json", "markdown"), default="text")
-    preview.add_argument("--stack", help="the Pulumi stack name (default: the file's name without .yaml)")
+    preview.add_argument("--stack", type=stack_name,
+                         help="the Pulumi stack name (default: the file's name without .yaml)")
     preview.set_defaults(func=cmd_preview)
 
     diff = sub.add_parser("diff", help="what `pulumi up` would change from BASE to HEAD, and whether security "
@@ -99,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("base", metavar="BASE", help="a stack file, or git:REF:PATH (e.g. git:main:stacks/prod.yaml)")
     diff.add_argument("head", metavar="HEAD", help="a stack file, or git:REF:PATH")
     diff.add_argument("--format", choices=("text", "json", "markdown"), default="text")
-    diff.add_argument("--stack", help="the Pulumi stack name (default: HEAD's file name without .yaml)")
+    diff.add_argument("--stack", type=stack_name,
+                      help="the Pulumi stack name (default: HEAD's file name without .yaml)")
     diff.add_argument("--fail-on", action="append", choices=("replace", "security"), default=[],
                       help="exit 3 when a resource is replaced or deleted, or when security gets looser")
     diff.set_defaults(func=cmd_diff)
@@ -127,7 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("sandstack: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

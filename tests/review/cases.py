@@ -57,6 +57,13 @@ def _host_added(data: dict) -> None:
     data["pools"]["shell"]["hosts"] = ["gpu-1", "gpu-2"]
 
 
+def _shell_allow_all(data: dict) -> None:
+    data["templates"]["shell"]["network"] = {"egress": "allow-all"}
+
+
+# The cases whose base is BASE with a change of its own (applied to both sides before the case's change).
+BASES: dict[str, Callable[[dict], None]] = {"protocols-any": _shell_allow_all}
+
 CASES: dict[str, Callable[[dict], None]] = {
     "version-bumped": _set("templates.agent.snapshot.version", "2"),
     "setup-without-bump": _set("templates.agent.snapshot.setup", ["pip install requests httpx"]),
@@ -73,16 +80,22 @@ CASES: dict[str, Callable[[dict], None]] = {
     "capability-added": lambda d: (_set("templates.shell.security", {"capabilities": ["NET_BIND_SERVICE"]})(d),
                                    _set("templates.shell.user", "0:0")(d)),
     "runtime-changed": _set("templates.agent.runtime", "runc"),
+    "user-root": _set("templates.shell.user", "root"),
+    "protocols-any": _set("templates.shell.network.protocols", "any"),
 }
+# The cases read the other way round.
+REVERSED = {"host-removed": "host-added", "protocols-http": "protocols-any"}
 
 
 def pair(case: str) -> tuple[dict, dict]:
-    """(base, head) of a case; 'host-removed' is 'host-added' the other way round."""
-    if case == "host-removed":
-        return pair("host-added")[::-1]
-    head = copy.deepcopy(BASE)
+    """(base, head) of a case; a case in REVERSED is its other case the other way round."""
+    if case in REVERSED:
+        return pair(REVERSED[case])[::-1]
+    base = copy.deepcopy(BASE)
+    BASES.get(case, lambda data: None)(base)
+    head = copy.deepcopy(base)
     CASES[case](head)
-    return copy.deepcopy(BASE), head
+    return base, head
 
 
-PAIRS = [*CASES, "host-removed"]
+PAIRS = [*CASES, *REVERSED]

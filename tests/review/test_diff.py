@@ -59,15 +59,19 @@ def test_setup_changed_without_a_bump_is_called_out(tmp_path, monkeypatch, capsy
     assert [(r["path"], r["effect"]) for r in sandbox["reasons"]] == [("templates.agent.snapshot.setup", "rebuild")]
 
 
-def test_a_widened_allow_list_renews_only_the_gateway_and_is_looser(tmp_path, monkeypatch, capsys):
+LISTS = {"sandstack-gpu-1-gateway-container": "replace", "sandstack-gpu-1-logger-container": "replace"}
+
+
+def test_a_widened_allow_list_renews_only_the_gateway_and_the_logging_resolver_and_is_looser(tmp_path, monkeypatch,
+                                                                                            capsys):
     data = _case("allow-widened", tmp_path, monkeypatch, capsys)
-    assert _actions(data) == {"sandstack-gpu-1-gateway-container": "replace"}
+    assert _actions(data) == LISTS
     assert _security(data) == [("agent", True, "allow entry added: pypi.org")]
 
 
 def test_a_removed_deny_entry_is_looser(tmp_path, monkeypatch, capsys):
     data = _case("deny-removed", tmp_path, monkeypatch, capsys)
-    assert _actions(data) == {"sandstack-gpu-1-gateway-container": "replace"}
+    assert _actions(data) == LISTS
     assert _security(data) == [("agent", True, "deny entry removed: gist.github.com")]
 
 
@@ -195,3 +199,135 @@ def test_a_missing_ref_or_path_is_a_clear_error_exit_2(source, message, tmp_path
     monkeypatch.chdir(repo)
     assert main(["preview", source]) == 2
     assert capsys.readouterr().err == message.format(repo=repo.resolve())
+
+
+@pytest.mark.parametrize("user", ["root", "root:root", "0", "0:0"])
+def test_the_root_user_by_name_or_uid_is_looser(user, tmp_path, monkeypatch, capsys):
+    base, head = pair("user-root")
+    head["templates"]["shell"]["user"] = user
+    code, data, err = _diff(tmp_path, monkeypatch, capsys, base, head, "--format", "json")
+    assert (code, err) == (0, "")
+    assert _security(data) == [("shell", True, f"user 10001:10001 → {user}")]
+
+
+def test_protocols_any_makes_egress_direct_and_back_through_the_gateway_is_tighter(tmp_path, monkeypatch, capsys):
+    data = _case("protocols-any", tmp_path, monkeypatch, capsys)
+    assert _security(data) == [
+        ("shell", True, "egress of template shell made direct for any protocol (every connection logged)")]
+    data = _case("protocols-http", tmp_path / "back", monkeypatch, capsys)
+    assert _security(data) == [
+        ("shell", False, "egress of template shell back through the gateway (HTTP only, every request logged)")]
+
+
+def _reasons(data: dict) -> dict[str, list[str]]:
+    return {r["name"]: [c["path"] for c in r["reasons"]] for r in data["resources"]
+            if not r["type"].startswith("sandstack:index:")}
+
+
+def test_a_reason_is_listed_only_where_its_effect_under_its_condition_reaches(tmp_path, monkeypatch, capsys):
+    # Exposure host → public is not "to or from url": it replaces the sandboxes and renews no host object.
+    base, head = pair("port-public")
+    head["pools"]["shell"]["replicas"] = 3
+    code, data, err = _diff(tmp_path, monkeypatch, capsys, base, head, "--format", "json")
+    assert (code, err) == (0, "")
+    assert _reasons(data) == {
+        "sandstack-gpu-1-guard-container": ["pools.shell.replicas"],
+        **{s: ["templates.agent.ports.0.exposure"] for s in AGENTS},
+        "sandstack-shell.gpu-1-2": ["pools.shell.replicas"],
+    }
+
+
+def test_created_objects_name_only_their_placement_and_own_entries(tmp_path, monkeypatch, capsys):
+    # A field added elsewhere (a default no template takes, a setting of a template) explains no new host.
+    base, head = pair("host-added")
+    head["defaults"] = {"base_image": "busybox:1.36"}
+    head["templates"]["shell"]["workdir"] = "/work"
+    code, data, err = _diff(tmp_path, monkeypatch, capsys, base, head, "--format", "json")
+    assert (code, err) == (0, "")
+    reasons = _reasons(data)
+    placed = ["hosts.gpu-2", "pools.shell.hosts"]
+    assert reasons["sandstack-gpu-2-provider"] == placed
+    assert reasons["sandstack-shell.gpu-2-0"] == placed
+    assert reasons["sandstack-shell.gpu-1-0"] == ["templates.shell.workdir"]
+    assert {name for name, why in reasons.items() if "defaults.base_image" in why} == set()
+
+
+def test_more_replicas_renew_the_runtime_service_whose_configuration_counts_them(tmp_path, monkeypatch, capsys):
+    # The runtime service's configuration counts each pool's sandboxes: `replicas` declares the runtime's renewal
+    # for a host that runs one, and the diff gives that reason (it said "not declared" before the table did).
+    base, head = pair("pool-resized")
+    for data in (base, head):
+        data["hosts"]["gpu-1"]["runtime"] = {"token": {"secret": "runtimeToken"}}
+    code, out, err = _diff(tmp_path, monkeypatch, capsys, base, head)
+    assert (code, err) == (0, "")
+    assert ("  runtime `sandstack-gpu-1-runtime-container` replaced\n"
+            "      pools: agent: {'sandboxes': 3, 'workspace': '/tmp', 'idle': 'pause after 900s'} → "
+            "{'sandboxes': 5, 'workspace': '/tmp', 'idle': 'pause after 900s'}\n"
+            "      because pools.agent.replicas: 3 → 5 [") in out
+    assert "reason not declared" not in out
+
+
+def test_a_changed_snapshot_file_is_the_reason_its_image_rebuilds(tmp_path, monkeypatch, capsys):
+    write_spec(tmp_path / "base", BASE, FILES)
+    write_spec(tmp_path / "head", BASE, {"files/tool.sh": "echo tool v2\n"})
+    monkeypatch.chdir(tmp_path)
+    assert main(["diff", "base/stack.yaml", "head/stack.yaml", "--stack", "prod"]) == 0
+    out = capsys.readouterr().out
+    because = ("      because templates.agent.snapshot.files: /usr/local/bin/tool: 'sha256 dbdf94a50c89' → "
+               "'sha256 d7764d37802a' [rebuild]\n")
+    assert "  template agent on host gpu-1 rebuilds: files changed  (changed WITHOUT a version bump)\n" in out
+    assert "  snapshot `sandstack-agent.gpu-1-image` replaced\n" in out and out.count(because) == 2
+    assert "reason not declared" not in out
+
+
+def test_a_directory_is_not_a_stack_file_exit_2(tmp_path, monkeypatch, capsys):
+    (tmp_path / "stacks").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert main(["diff", "stacks", "stacks"]) == 2
+    assert capsys.readouterr().err == "sandstack: stacks: is a directory; give a stack file, e.g. stacks/prod.yaml\n"
+
+
+def test_a_git_tree_is_not_a_stack_file_exit_2(tmp_path, monkeypatch, capsys):
+    repo = tmp_path / "repo"
+    write_spec(repo / "stacks", BASE, FILES)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "base")
+    monkeypatch.chdir(repo)
+    assert main(["preview", "git:HEAD:stacks"]) == 2
+    assert capsys.readouterr().err == ("sandstack: git:HEAD:stacks: stacks is a directory at HEAD; give a stack "
+                                       "file in it, e.g. git:HEAD:stacks/prod.yaml\n")
+
+
+@pytest.mark.parametrize("command", [["preview", "a.yaml"], ["diff", "a.yaml", "b.yaml"]])
+def test_a_stack_name_outside_the_pattern_is_refused_exit_2(command, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main([*command, "--stack", "Bad Name"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"sandstack {command[0]}: error: argument --stack: 'Bad Name' is not a stack name: letters, digits, '-', "
+        "'_' and '.', starting with a letter or digit, at most 100 characters "
+        "(pattern ^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$)")
+
+
+def test_ctrl_c_prints_one_line_and_exits_130(monkeypatch, capsys):
+    from sandstack.tooling import review
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(review, "diff", interrupted)
+    assert main(["diff", "a.yaml", "b.yaml"]) == 130
+    assert capsys.readouterr() == ("", "sandstack: interrupted\n")
+
+
+def test_a_replace_that_no_declared_effect_explains_says_so_instead_of_inventing_a_reason():
+    from sandstack.review.diff import Diff, ResourceChange
+    from sandstack.review.diff_report import to_text
+    from sandstack.review.resources import Resource
+
+    runtime = Resource("sandstack-gpu-1-runtime-container", "docker:index/container:Container", None, "runtime",
+                       host="gpu-1")
+    text = to_text(Diff([], [ResourceChange(runtime, "replace", {"envs": ("a", "b")})], []), "base", "head")
+    assert "  runtime `sandstack-gpu-1-runtime-container` replaced\n" in text
+    assert "      reason not declared in the change table\n" in text

@@ -35,7 +35,7 @@ def _golden(name: str, text: str) -> None:
     assert text == path.read_text(), f"{path.name} differs: run with SANDSTACK_UPDATE_GOLDEN=1 and review"
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("stack", sorted(p.stem for p in STACKS.glob("*.yaml")))
 @pytest.mark.parametrize("fmt", ["text", "json", "markdown"])
 def test_preview_of_each_committed_stack(stack: str, fmt: str, tmp_path: Path, monkeypatch, capsys):
     shutil.copytree(STACKS, tmp_path / "stacks")
@@ -61,3 +61,9 @@ def test_diff_of_each_kind_of_change(case: str, tmp_path: Path, monkeypatch, cap
     code, out, err = _diff(case, tmp_path, monkeypatch, capsys, "--format", "json")
     assert (code, err) == (0, "")
     _golden(f"diff-{case}.json", out)
+
+
+def test_every_golden_file_belongs_to_a_stack_or_a_case():
+    expected = {f"preview-{p.stem}.{ext}" for p in STACKS.glob("*.yaml") for ext in ("txt", "json", "md")}
+    expected |= {f"diff-{case}.{ext}" for case in PAIRS for ext in ("md", "json")}
+    assert {p.name for p in GOLDEN.iterdir()} == expected, "remove the golden files of removed stacks or cases"

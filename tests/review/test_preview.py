@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from sandstack.tooling.cli import main
-from tests.review.cases import BASE, FILES
+from tests.review.cases import BASE, FILES, pair
 from tests.support.specs import write_spec
 
 
@@ -47,3 +47,15 @@ def test_an_unreadable_spec_exits_2(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["preview", "missing.yaml"]) == 2
     assert capsys.readouterr().err == "sandstack: missing.yaml: no such file\n"
+
+
+def test_url_ports_show_their_urls_and_secret_files_their_config_keys(tmp_path, monkeypatch, capsys):
+    _, data = pair("port-url")
+    data["templates"]["agent"]["secrets"] = [{"secret": "githubToken", "path": "/run/secrets/github-token"}]
+    data["hosts"]["gpu-1"]["ingress"]["port"] = 8443
+    data["hosts"]["gpu-1"]["ingress"]["exposure"] = "host"
+    code, out, err = _preview(tmp_path, monkeypatch, capsys, data)
+    assert (code, err) == (0, "")
+    assert "port 8000/tcp url https://8000-agent-0.sbx.example.com:8443 (on the host's loopback)\n" in out
+    assert "port 8000/tcp url https://8000-agent-2.sbx.example.com:8443 (on the host's loopback)\n" in out
+    assert "secret files /run/secrets/github-token ← <secret githubToken>\n" in out

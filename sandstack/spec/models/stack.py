@@ -29,9 +29,11 @@ class Pool(StrictModel):
     )
     replicas: int = field(
         1, description="Sandboxes per host. Default 1; 0 keeps the pool declared but empty. The guard holds each "
-                    "sandbox's pids limit, so it is renewed.",
+                    "sandbox's pids limit, so it is renewed; so are the ingress (url ports: a site per sandbox) and "
+                    "the runtime service (its configuration lists each pool's sandboxes).",
         change=Effect(sandboxes="scale", host=frozenset({"guard"}), when=(
-            ("url ports", Effect(sandboxes="scale", host=frozenset({"guard", "ingress"}))),)),
+            ("url ports", Effect(sandboxes="scale", host=frozenset({"guard", "ingress"}))),
+            ("a host with a runtime", Effect(sandboxes="scale", host=frozenset({"guard", "runtime"}))))),
         ge=0, le=250,
     )
     description: Annotated[str, StringConstraints(max_length=500)] = field("", description="What it is for.",
