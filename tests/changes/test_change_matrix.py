@@ -41,7 +41,6 @@ from sandstack.spec.changes import Effect
 from sandstack.spec.models import Stack
 from sandstack.spec.models.base import change_of
 from sandstack.spec.walk import model_fields
-from tests.provider.mocks import UnsupportedResourceError
 
 HOST = "local"
 SECRETS = {"runtimeToken": "a-runtime-token-of-32-characters", "runtimeToken2": "another-runtime-token-32-chars..",
@@ -209,7 +208,6 @@ MIXED_GPUS = setting(hosts__local__capacity__gpus=[{"type": "nvidia-a100", "coun
                                                   {"type": "nvidia-l4", "count": 8}])
 L4_IDS = setting(hosts__local__capacity__gpus=[{"type": "nvidia-l4", "count": 8,
                                                 "ids": ["0", "1", "2", "3", "4", "5", "6", "7"]}])
-PUSH_UNMAPPED = "the engine harness does not map docker:index/registryImage:RegistryImage, so `push_to` is unproven"
 NO_IDLE = setting(templates__agent__lifecycle__idle_timeout=None, defaults__lifecycle__idle_timeout=None)
 BUILTIN_TMPFS = "built-in /tmp or /dev/shm under 256MiB"
 DISK = "a disk workspace"
@@ -390,8 +388,7 @@ CASES: list[Case] = [
     Case("defaults.snapshot.files[].source", "files/other.sh", prepare=DEFAULT_FILES),
     Case("defaults.snapshot.files[].path", "/usr/local/bin/tool2", prepare=DEFAULT_FILES),
     Case("defaults.snapshot.files[].mode", "0700", prepare=DEFAULT_FILES),
-    Case("defaults.snapshot.push_to", "registry.example.com/free", xfail=PUSH_UNMAPPED,
-         raises=UnsupportedResourceError),
+    Case("defaults.snapshot.push_to", "registry.example.com/free"),
     Case("defaults.workdir", "/home"),
     # --- templates (the `agent` template sets each itself)
     Case("templates.*.limits", {"profile": "big"}),
@@ -456,14 +453,15 @@ CASES: list[Case] = [
     Case("templates.*.base_image", "busybox:1.37"),
     Case("templates.*.snapshot", {"version": "2", "setup": ["true"]}),
     Case("templates.*.snapshot.version", "2"),
+    Case("templates.*.snapshot.version", "2", prepare=setting(templates__agent__snapshot__push_to="registry.example.com/agent"),
+         variant="pushed to a registry"),
     Case("templates.*.snapshot.setup", ["true", "echo more"]),
     Case("templates.*.snapshot.files", [{"source": "files/tool.sh", "path": "/usr/local/bin/tool", "mode": "0755"},
                                         {"source": "files/other.sh", "path": "/usr/local/bin/other"}]),
     Case("templates.*.snapshot.files[].source", "files/other.sh", at="templates.agent.snapshot.files.0.source"),
     Case("templates.*.snapshot.files[].path", "/usr/local/bin/tool2"),
     Case("templates.*.snapshot.files[].mode", "0700"),
-    Case("templates.*.snapshot.push_to", "registry.example.com/agent", xfail=PUSH_UNMAPPED,
-         raises=UnsupportedResourceError),
+    Case("templates.*.snapshot.push_to", "registry.example.com/agent"),
     Case("templates.*.secrets", [{"secret": "githubToken", "path": "/run/secrets/github-token"},
                                  {"secret": "apiToken", "path": "/run/secrets/api-token"}]),
     Case("templates.*.secrets[].secret", "githubToken2"),
@@ -501,6 +499,9 @@ CASES: list[Case] = [
     ),
     Case("pools.*.replicas", 2, prepare=setting(templates__agent__ports__0__host_port=None)),
     Case("pools.*.replicas", 2, prepare=INGRESS, condition="url ports"),
+    Case("pools.*.replicas", 2, prepare=setting(hosts__local__runtime={"token": {"secret": "runtimeToken"}},
+                                                templates__agent__ports__0__host_port=None),
+         condition="a host with a runtime"),
     Case("pools.*.description", "more agents"),
     # --- policy (what `sandstack check` reports; no resource)
     Case("policy", {"production": True}),
@@ -598,6 +599,12 @@ def expected_changes(effect: Effect, case: Case, runs, specs) -> tuple[set[str],
     if effect.snapshot == "rebuild":
         for template in _templates(old_spec, pools):
             expected |= {f"replace sandstack-{template}.{HOST}-image", f"delete sandstack-{template}.{HOST}-image"}
+            # A declared `push_to` pushes the rebuilt image again (RegistryImage): anew, for the first time, or
+            # no more.
+            push = f"sandstack-{template}.{HOST}-push"
+            was, now = push in _names(before), push in _names(after)
+            expected |= {f"replace {push}"} if was and now else {f"create {push}"} if now else \
+                {f"delete {push}"} if was else set()
     if effect.snapshot == "switch":
         for template in _templates(old_spec, pools) | _templates(new_spec, pools):
             expected |= {f"create sandstack-{template}.{HOST}-image", f"delete sandstack-{template}.{HOST}-image"}

@@ -31,6 +31,9 @@ def plausible_outputs(title: str, reg, ident: str, name: str | None) -> tuple[st
     if title == "Volume":
         out["mountpoint"] = f"/var/lib/docker/volumes/{name}/_data"
         return name or ident[:64], out
+    if title == "RegistryImage":
+        out["sha256Digest"] = "sha256:" + ident[:64]
+        return out["name"], out
     if title == "RemoteImage":
         out.update(imageId="sha256:" + ident[:64], repoDigest="")
         return "sha256:" + ident[:64] + out["name"], out

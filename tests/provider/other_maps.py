@@ -1,4 +1,4 @@
-"""Field tables of `Network`, `Volume` and `RemoteImage`, and their translation to Engine API calls.
+"""Field tables of `Network`, `Volume`, `RemoteImage` and `RegistryImage`, and their translation to Engine API calls.
 
 Network mirrors resourceDockerNetworkCreate (resource_docker_network_funcs.go:26-82, every input
 ForceNew); Volume mirrors resourceDockerVolumeCreate (resource_docker_volume.go:166-185, all but
@@ -163,3 +163,43 @@ REMOTE_IMAGE = ResourceMapping("docker:index/remoteImage:RemoteImage", (
     Field("forceRemove", _keep("force_remove", "forceRemove"), STATE_ONLY, doc="delete uses force"),
     Field("platform", _platform),
 ), _image_plan, module="tests/provider/other_maps.py")
+
+
+# --- RegistryImage -----------------------------------------------------------------------------------
+# resource_docker_registry_image.go (v4.5.0): `name` and `triggers` ForceNew, `keep_remotely` and
+# `insecure_skip_verify` plain (stored, used at push or delete only); `build` and `auth_config` are refused here
+# (sandstack pushes an image it built with RemoteImage, with the daemon's credentials).
+
+@dataclass
+class PushPlan:
+    name: str
+    keep_remotely: bool = False
+    insecure_skip_verify: bool = False
+
+
+def _push_plan(ctx: Ctx) -> PushPlan:
+    return PushPlan(name=ctx.as_str("name", ctx.inputs.get("name")))
+
+
+def _push_flag(attr: str, wire: str):
+    def apply(plan: PushPlan, value: Any, ctx: Ctx) -> None:
+        setattr(plan, attr, ctx.as_bool(wire, value))
+    return apply
+
+
+def _refused(path: str, reason: str):
+    def apply(plan: PushPlan, value: Any, ctx: Ctx) -> None:
+        ctx.fail(path, value, reason)
+    return apply
+
+
+REGISTRY_IMAGE = ResourceMapping("docker:index/registryImage:RegistryImage", (
+    Field("name", None, doc="the local image name[:tag] pushed to its registry; a change pushes anew (replace)"),
+    Field("triggers", None, doc="any change replaces (pushes again)"),
+    Field("keepRemotely", _push_flag("keep_remotely", "keepRemotely"), STATE_ONLY,
+          doc="delete leaves the pushed image in the registry"),
+    Field("insecureSkipVerify", _push_flag("insecure_skip_verify", "insecureSkipVerify"), STATE_ONLY,
+          doc="skips the registry's TLS verification at push/delete"),
+    Field("build", _refused("build", "a RegistryImage build is deprecated upstream; sandstack builds with RemoteImage")),
+    Field("authConfig", _refused("authConfig", "registry credentials come from the daemon's configuration here")),
+), _push_plan, module="tests/provider/other_maps.py")

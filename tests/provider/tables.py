@@ -7,10 +7,10 @@ engine harness, e.g. `docker:index/image:Image` (builds AND pushes by default) o
 from __future__ import annotations
 
 from tests.provider.container_map import CONTAINER
-from tests.provider.other_maps import NETWORK, REMOTE_IMAGE, VOLUME
+from tests.provider.other_maps import NETWORK, REGISTRY_IMAGE, REMOTE_IMAGE, VOLUME
 from tests.provider.schema import ResourceMapping
 
-MAPPINGS: dict[str, ResourceMapping] = {m.token: m for m in (CONTAINER, NETWORK, VOLUME, REMOTE_IMAGE)}
+MAPPINGS: dict[str, ResourceMapping] = {m.token: m for m in (CONTAINER, NETWORK, VOLUME, REMOTE_IMAGE, REGISTRY_IMAGE)}
 
 #: `pulumi:providers:docker` inputs. Providers are recorded, never refused at registration; the engine
 #: harness refuses a resource whose provider points anywhere but the local daemon's unix socket, or sets

@@ -109,6 +109,10 @@ class DockerBackend:
         if mapping.title == "Volume":
             name = other_ops.create_volume(api, plan, labels)
             return name, other_ops.read_volume(api, name, reg.inputs)
+        if mapping.title == "RegistryImage":
+            # Pushing needs a registry, and none exists here: the dry backend models the push's change semantics.
+            raise HarnessError(f"{reg.urn}: RegistryImage pushes {plan.name!r} to a registry; this machine has none, "
+                               "so the engine harness cannot apply it (the dry backend models it)")
         if plan.build is not None:
             other_ops.build_image(api, plan, labels, reg.urn)
         else:

@@ -21,7 +21,7 @@ from typing import Any, Iterable
 # Deletion order: dependents first, as Pulumi deletes in reverse dependency order (each entry keeps the
 # URNs it depends on: its inputs' sources and `depends_on`). Among entries free to go, Docker's own
 # order breaks ties: containers use networks, volumes and images.
-DELETE_PRIORITY = {"Container": 0, "Network": 1, "Volume": 1, "RemoteImage": 2}
+DELETE_PRIORITY = {"Container": 0, "Network": 1, "Volume": 1, "RemoteImage": 2, "RegistryImage": 2}
 
 
 @dataclass

@@ -33,6 +33,7 @@ def _args(cls) -> set[str]:
     (docker.NetworkArgs, "docker:index/network:Network", set()),
     (docker.VolumeArgs, "docker:index/volume:Volume", {"cluster"}),           # swarm cluster volumes
     (docker.RemoteImageArgs, "docker:index/remoteImage:RemoteImage", set()),
+    (docker.RegistryImageArgs, "docker:index/registryImage:RegistryImage", set()),
 ])
 def test_tables_map_every_input_of_the_installed_sdk(args_class, token, not_mapped):
     # Guards upgrades of pulumi-docker: a new input must be mapped (or deliberately listed here).
