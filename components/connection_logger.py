@@ -17,6 +17,7 @@ import pulumi_docker as docker
 from sandstack.components.resource_args import container_labels, volume_labels
 from sandstack.plan import logger
 from sandstack.plan.changes import host_container_replace_on_changes
+from sandstack.plan.contract import LABEL_ROLE
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class ConnectionLogger(pulumi.ComponentResource):
             wait_timeout=60,
             log_driver="json-file",
             log_opts={"max-size": "1m", "max-file": "2"},
-            labels=container_labels({**args.labels, "sandstack.role": "logger"}),
+            labels=container_labels({**args.labels, LABEL_ROLE: "logger"}),
             opts=pulumi.ResourceOptions(parent=self, replace_on_changes=host_container_replace_on_changes()),
         )
         self.container_name = self.container.name

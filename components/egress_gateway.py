@@ -16,6 +16,7 @@ import pulumi_docker as docker
 from sandstack.components.resource_args import container_labels, volume_labels
 from sandstack.plan import gateway
 from sandstack.plan.changes import host_container_replace_on_changes
+from sandstack.plan.contract import LABEL_ROLE
 from sandstack.plan.network import GATEWAY_ALIAS
 
 
@@ -82,7 +83,7 @@ class EgressGateway(pulumi.ComponentResource):
             wait_timeout=60,
             log_driver="json-file",
             log_opts={"max-size": "10m", "max-file": "5"},
-            labels=container_labels({**args.labels, "sandstack.role": "gateway"}),
+            labels=container_labels({**args.labels, LABEL_ROLE: "gateway"}),
             opts=pulumi.ResourceOptions(parent=self, replace_on_changes=host_container_replace_on_changes()),
         )
         self.container_name = self.container.name

@@ -21,7 +21,7 @@ import pulumi_docker as docker
 from sandstack.components.resource_args import container_labels, volume_labels
 from sandstack.plan import guard
 from sandstack.plan.changes import host_container_replace_on_changes
-from sandstack.plan.contract import GUARD_CGROUP_MOUNT, GUARD_STATE_DIR
+from sandstack.plan.contract import GUARD_CGROUP_MOUNT, GUARD_STATE_DIR, HOST_CGROUP_MOUNT, LABEL_ROLE
 from sandstack.plan.package_files import GUARD_SCRIPT_FILE
 
 GUARD_SCRIPT = GUARD_SCRIPT_FILE.read_text()
@@ -64,7 +64,7 @@ class HostGuard(pulumi.ComponentResource):
             read_only=True,
             tmpfs=dict(guard.TMPFS),
             mounts=[
-                docker.ContainerMountArgs(type="bind", source="/sys/fs/cgroup", target=GUARD_CGROUP_MOUNT),
+                docker.ContainerMountArgs(type="bind", source=HOST_CGROUP_MOUNT, target=GUARD_CGROUP_MOUNT),
                 docker.ContainerMountArgs(type="volume", source=self.state.name, target=GUARD_STATE_DIR),
             ],
             # Disk workspaces only: the stack's directory of their images and loop device links (a `volumes`
@@ -87,7 +87,7 @@ class HostGuard(pulumi.ComponentResource):
             wait_timeout=60,
             log_driver="json-file",
             log_opts={"max-size": "1m", "max-file": "2"},
-            labels=container_labels({**args.labels, "sandstack.role": "guard"}),
+            labels=container_labels({**args.labels, LABEL_ROLE: "guard"}),
             opts=pulumi.ResourceOptions(parent=self, replace_on_changes=host_container_replace_on_changes()),
         )
         self.state_volume = self.state.name

@@ -17,6 +17,7 @@ from sandstack.components.resource_args import bridge_options, container_labels,
 from sandstack.components.secrets import secret_value
 from sandstack.plan import ingress
 from sandstack.plan.changes import host_container_replace_on_changes
+from sandstack.plan.contract import LABEL_ROLE
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class IngressProxy(pulumi.ComponentResource):
         self.network = docker.Network(
             f"{name}-net", name=plan.network, internal=False, driver="bridge",
             options=bridge_options(plan.bridge, icc=True),
-            labels=network_labels({**args.labels, "sandstack.role": "ingress"}),
+            labels=network_labels({**args.labels, LABEL_ROLE: "ingress"}),
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=args.after),
         )
         # ACME certificates outlive a renewal of the container (a CA limits how often it signs the same names).
@@ -87,7 +88,7 @@ class IngressProxy(pulumi.ComponentResource):
             wait_timeout=60,
             log_driver="json-file",
             log_opts={"max-size": "10m", "max-file": "5"},
-            labels=container_labels({**args.labels, "sandstack.role": "ingress"}),
+            labels=container_labels({**args.labels, LABEL_ROLE: "ingress"}),
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.after,
                                         replace_on_changes=host_container_replace_on_changes()),
         )

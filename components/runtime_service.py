@@ -18,6 +18,7 @@ from sandstack.components.resource_args import container_labels, volume_labels
 from sandstack.components.secrets import secret_value
 from sandstack.plan import runtime_host
 from sandstack.plan.changes import host_container_replace_on_changes
+from sandstack.plan.contract import LABEL_ROLE
 from sandstack.plan.runtime import DEFAULT_STATE_DIR, ENV_TOKEN
 
 
@@ -71,7 +72,7 @@ class RuntimeService(pulumi.ComponentResource):
             wait_timeout=120,
             log_driver="json-file",
             log_opts={"max-size": "10m", "max-file": "5"},
-            labels=container_labels({**args.labels, "sandstack.role": "runtime"}),
+            labels=container_labels({**args.labels, LABEL_ROLE: "runtime"}),
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.after,
                                         replace_on_changes=host_container_replace_on_changes()),
         )

@@ -18,6 +18,7 @@ from sandstack.components.ingress_proxy import IngressProxy, IngressProxyArgs
 from sandstack.components.runtime_service import RuntimeService, RuntimeServiceArgs
 from sandstack.components.resource_args import bridge_options, network_labels, volume_labels
 from sandstack.components.secrets import secret_value
+from sandstack.plan.contract import LABEL_POOL, LABEL_ROLE
 from sandstack.plan.host import HostPlan, Placement, plan_host
 from sandstack.plan.package_files import INFRA_CONTEXT
 from sandstack.spec.models import Host
@@ -76,7 +77,7 @@ class SandboxHost(pulumi.ComponentResource):
         self.workspaces = {
             w.name: docker.Volume(
                 f"{name}-ws.{w.name.removeprefix(f'sandstack-{args.stack}-')}", name=w.name, driver="local",
-                driver_opts=w.driver_opts, labels=volume_labels({**self.labels, "sandstack.role": "workspace"}),
+                driver_opts=w.driver_opts, labels=volume_labels({**self.labels, LABEL_ROLE: "workspace"}),
                 opts=child)
             for w in plan.workspaces
         }
@@ -104,7 +105,7 @@ class SandboxHost(pulumi.ComponentResource):
                 options=bridge_options(net.bridge),
                 ipam_configs=[docker.NetworkIpamConfigArgs(subnet=str(net.subnet), gateway=net.bridge_ip,
                                                            ip_range=net.sandbox_range)],
-                labels=network_labels({**self.labels, "sandstack.pool": pool}),
+                labels=network_labels({**self.labels, LABEL_POOL: pool}),
                 opts=pool_network_opts,
             )
 
@@ -118,7 +119,7 @@ class SandboxHost(pulumi.ComponentResource):
                 driver="bridge",
                 # Only the gateway joins it, so inter-container traffic there is the gateway's own.
                 options=bridge_options(plan.egress_bridge, icc=True),
-                labels=network_labels({**self.labels, "sandstack.role": "egress"}),
+                labels=network_labels({**self.labels, LABEL_ROLE: "egress"}),
                 opts=after_guard,
             )
             self.gateway = EgressGateway(

@@ -10,7 +10,7 @@ import pulumi
 import pulumi_docker as docker
 
 from sandstack.plan.changes import sandbox_replace_on_changes
-from sandstack.plan.contract import STATE_MOUNT
+from sandstack.plan.contract import LABEL_ROLE, SECRETS_DIR, STATE_MOUNT
 from sandstack.plan.data import SEED_DIR, DataPlan, plan_data
 from sandstack.plan.ingress import url_of
 from sandstack.plan.naming import docker_name
@@ -20,7 +20,6 @@ from sandstack.plan.sandbox import SUPERVISOR_ENTRYPOINT, plan_sandbox, sandbox_
 from sandstack.components.secrets import secret_value
 from sandstack.spec.models import SecretRef
 from sandstack.spec.models.hosts import Ingress
-from sandstack.spec.models.templates import SECRETS_DIR
 from sandstack.spec.resolve import ResolvedTemplate
 
 __all__ = ["SandboxPool", "SandboxPoolArgs", "SUPERVISOR_ENTRYPOINT", "sandbox_name"]
@@ -126,7 +125,7 @@ class SandboxPool(pulumi.ComponentResource):
             attach=True,
             must_run=False,
             logs=True,
-            labels=container_labels({**args.labels, "sandstack.role": "secrets-seeder"}),
+            labels=container_labels({**args.labels, LABEL_ROLE: "secrets-seeder"}),
             opts=pulumi.ResourceOptions(parent=self),
         )
 
@@ -159,7 +158,7 @@ class SandboxPool(pulumi.ComponentResource):
             attach=True,
             must_run=False,
             logs=True,
-            labels=container_labels({**args.labels, "sandstack.role": "data-seeder"}),
+            labels=container_labels({**args.labels, LABEL_ROLE: "data-seeder"}),
             opts=pulumi.ResourceOptions(parent=self),
         )
         return volumes, _checked(seeder, f"data loader for pool '{args.pool}' on host '{args.host}'", "their data")

@@ -1,27 +1,42 @@
-"""What sandboxes and the host guard agree on, defined once: paths and cgroup names both sides use.
-
-Pure (no Pulumi), so plans and tests import it freely; the guard gets these as its mounts and env.
-"""
+"""The host/sandbox contract, for the plan: defined once in `sandstack.spec.contract` (a leaf module the spec's
+rules import too) and re-exported here, so plans and components keep importing it from the plan layer."""
 
 from __future__ import annotations
 
-STATE_MOUNT = "/run/sandstack/guard"  # where sandboxes see the guard's state, read-only
-CGROUP_ROOT_NAME = "sandstack"  # the guard's cgroup subtree, under every controller
+from sandstack.spec.contract import (
+    CGROUP_ROOT_NAME,
+    CRASH_RETRIES,
+    EXIT_IDLE,
+    EXIT_LIFETIME,
+    GUARD_CGROUP_MOUNT,
+    GUARD_STATE_DIR,
+    GUARD_WORKSPACES_MOUNT,
+    HOST_CGROUP_MOUNT,
+    IDLE_CPU_MS_PER_S,
+    LABEL_DIGEST,
+    LABEL_HOST,
+    LABEL_MANAGED_BY,
+    LABEL_POOL,
+    LABEL_PREFIX,
+    LABEL_REPLICA,
+    LABEL_ROLE,
+    LABEL_STACK,
+    LABEL_SUBNET,
+    LABEL_TEMPLATE,
+    LABEL_VERSION,
+    RUN_DIR,
+    SECRETS_DIR,
+    STATE_MOUNT,
+    WORKSPACES_HOST_DIR,
+    cgroup_parent,
+    label_key,
+    workspace_dir,
+)
 
-
-def cgroup_parent(container_name: str) -> str:
-    """A sandbox's (or the gateway's) cgroup parent, whose pids.max the guard writes."""
-    return f"/{CGROUP_ROOT_NAME}/{container_name}"
-
-# Inside the guard's container: the host's cgroup tree and the state volume sandboxes read.
-GUARD_CGROUP_MOUNT = "/host-cgroup"
-GUARD_STATE_DIR = "/state"
-
-# Disk workspaces (docs/design/workspaces.md): each is a Docker volume mounted from a loop device whose
-# filesystem image (`<volume>.img`) and device link (`<volume>.dev`) the guard keeps in the stack's directory.
-WORKSPACES_HOST_DIR = "/var/lib/sandstack/workspaces"  # on the host; one directory per stack
-GUARD_WORKSPACES_MOUNT = "/workspaces"  # the stack's directory, inside the guard's container
-
-
-def workspace_dir(stack: str) -> str:
-    return f"{WORKSPACES_HOST_DIR}/{stack}"
+__all__ = [
+    "CGROUP_ROOT_NAME", "CRASH_RETRIES", "EXIT_IDLE", "EXIT_LIFETIME", "GUARD_CGROUP_MOUNT", "GUARD_STATE_DIR",
+    "GUARD_WORKSPACES_MOUNT", "HOST_CGROUP_MOUNT", "IDLE_CPU_MS_PER_S", "LABEL_DIGEST", "LABEL_HOST",
+    "LABEL_MANAGED_BY", "LABEL_POOL", "LABEL_PREFIX", "LABEL_REPLICA", "LABEL_ROLE", "LABEL_STACK", "LABEL_SUBNET",
+    "LABEL_TEMPLATE", "LABEL_VERSION", "RUN_DIR", "SECRETS_DIR", "STATE_MOUNT", "WORKSPACES_HOST_DIR",
+    "cgroup_parent", "label_key", "workspace_dir",
+]

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sandstack.plan.contract import (CGROUP_ROOT_NAME, GUARD_CGROUP_MOUNT, GUARD_STATE_DIR, GUARD_WORKSPACES_MOUNT,
-                                     workspace_dir)
+from sandstack.plan.contract import (CGROUP_ROOT_NAME, EXIT_IDLE, EXIT_LIFETIME, GUARD_CGROUP_MOUNT, GUARD_STATE_DIR,
+                                     GUARD_WORKSPACES_MOUNT, IDLE_CPU_MS_PER_S, workspace_dir)
 from sandstack.plan.naming import infra_name
-from sandstack.spec.models.limits import EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S
 from sandstack.spec.resolve import ResolvedTemplate
 
 # CPU a sandbox may use and still be idle: 20 ms per second, plus what its readiness probe may cost

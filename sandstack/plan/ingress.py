@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sandstack.plan.contract import RUN_DIR
 from sandstack.plan.naming import bridge_name, infra_name
 from sandstack.spec.models.hosts import Ingress
 
@@ -21,7 +22,7 @@ CONFIG_DIR = "/config"  # tmpfs: the Caddyfile, written from the environment at 
 # Caddy's certificates and local CA: a volume with ACME (the infra image makes the directory nobody's, and Docker
 # gives a new volume its owner), else a tmpfs (the local CA signs again after a restart).
 DATA_DIR = "/data"
-TLS_DIR = "/run/sandstack/tls"  # the uploaded certificate and key
+TLS_DIR = f"{RUN_DIR}/tls"  # the uploaded certificate and key
 MEMORY_MB = 128
 CPUS = "0.5"
 ENTRYPOINT = (f'printf "%s" "$SANDSTACK_CADDYFILE" > {CONFIG_DIR}/Caddyfile && '

@@ -9,9 +9,9 @@ from __future__ import annotations
 import hashlib
 from typing import Mapping
 
+from sandstack.plan.contract import LABEL_MANAGED_BY, LABEL_STACK, label_key
 
 PREFIX = "sandstack"
-LABEL_PREFIX = "sandstack."
 
 
 def docker_name(stack: str, *parts: str) -> str:
@@ -44,8 +44,8 @@ def labels(
     stack: str, extra: Mapping[str, str] | None = None, **fields: str
 ) -> dict[str, str]:
     """`sandstack.stack`, `sandstack.<field>` and the host's own labels, as one mapping."""
-    out = {f"{LABEL_PREFIX}stack": stack, f"{LABEL_PREFIX}managed-by": "pulumi"}
-    out.update({f"{LABEL_PREFIX}{k.replace('_', '-')}": v for k, v in fields.items()})
+    out = {LABEL_STACK: stack, LABEL_MANAGED_BY: "pulumi"}
+    out.update({label_key(k): v for k, v in fields.items()})
     for key, value in (extra or {}).items():
         out.setdefault(key, value)
     return dict(sorted(out.items()))

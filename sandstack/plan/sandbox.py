@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sandstack.plan.contract import STATE_MOUNT, cgroup_parent
+from sandstack.plan.contract import (CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME, LABEL_DIGEST, LABEL_HOST, LABEL_POOL,
+                                     LABEL_REPLICA, LABEL_ROLE, LABEL_SUBNET, LABEL_TEMPLATE, LABEL_VERSION, STATE_MOUNT,
+                                     cgroup_parent)
 from sandstack.plan.ingress import url_env
 from sandstack.plan.naming import docker_name
 from sandstack.plan.network import PoolNetwork
@@ -18,7 +20,6 @@ from sandstack.plan.snapshot import SUPERVISOR_PATH
 from sandstack.plan.workspace import WorkspaceVolume, plan_workspaces
 from sandstack.spec.models import SecretRef
 from sandstack.spec.models.hosts import Ingress
-from sandstack.spec.models.limits import CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME
 from sandstack.spec.resolve import ResolvedTemplate
 
 MIB = 1024 * 1024
@@ -128,15 +129,15 @@ def plan_sandbox(*, stack: str, pool: str, host: str, template: ResolvedTemplate
         env=dict(sorted(env.items())),
         labels={
             **labels,
-            "sandstack.role": "sandbox",
-            "sandstack.template": t.name,
-            "sandstack.version": t.snapshot_version or "",
-            "sandstack.digest": digest,
-            "sandstack.pool": pool,
-            "sandstack.host": host,
-            "sandstack.replica": str(index),
+            LABEL_ROLE: "sandbox",
+            LABEL_TEMPLATE: t.name,
+            LABEL_VERSION: t.snapshot_version or "",
+            LABEL_DIGEST: digest,
+            LABEL_POOL: pool,
+            LABEL_HOST: host,
+            LABEL_REPLICA: str(index),
             # The network is referred to by its unchanging name: a new subnet must still move the sandbox.
-            "sandstack.subnet": str(network.subnet),
+            LABEL_SUBNET: str(network.subnet),
         },
         ports=tuple(PortBinding(p.port, p.host_port, EXPOSURE_BIND[p.exposure], p.protocol)
                     for p in t.ports if p.exposure in EXPOSURE_BIND),

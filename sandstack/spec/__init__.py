@@ -2,11 +2,14 @@
 
 `check_file` runs every validation layer and returns all diagnostics at once; `load_stack` is
 what the Pulumi program calls, so `pulumi up` fails with the same messages as `sandstack validate`.
+`check_data` and `load_data` do the same for a spec given as an object (the mapping a spec file parses to, or a
+`Stack` model), with diagnostics located by JSON path: `<object>: $.templates.t.user: …`.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,13 +17,16 @@ from pydantic import ValidationError
 
 from sandstack.spec.errors import Diagnostic, SpecError
 from sandstack.spec.inherit import expand, extends_diagnostics
-from sandstack.spec.loader import Document, load
+from sandstack.spec.loader import Document, from_data, load
 from sandstack.spec.models import Stack
 from sandstack.spec.resolve import ResolvedStack, resolve_stack
 from sandstack.spec.rules import Context, run_rules
 from sandstack.spec.schema_errors import schema_diagnostics
 
-__all__ = ["CheckResult", "Diagnostic", "ResolvedStack", "SpecError", "check_file", "load_stack"]
+__all__ = ["CheckResult", "Diagnostic", "OBJECT", "ResolvedStack", "SpecError", "Stack", "check_data", "check_file",
+           "load_data", "load_stack"]
+
+OBJECT = "<object>"  # the name diagnostics give a spec that is not a file
 
 
 @dataclass
@@ -75,26 +81,59 @@ def check_file(path: str | os.PathLike[str], display: str | None = None) -> Chec
         doc = load(path, display)
     except SpecError as exc:
         return CheckResult(exc.diagnostics, None)
-    diagnostics = schema_diagnostics(doc)
-    if diagnostics:
-        return CheckResult(sorted(set(diagnostics)), None)
+    return _check(doc, Path(path))
+
+
+def check_data(data: Mapping[str, object] | Stack, source_dir: str | os.PathLike[str],
+               name: str = OBJECT) -> CheckResult:
+    """The layers of `check_file` on a spec given as an object: the mapping a spec file parses to (a copy is
+    checked, from the schema on), or a `Stack` the models validated (`Stack.model_validate`; checked from the
+    inheritance layer on). Relative paths in it (snapshot files, data mounts) are read from `source_dir`, as a
+    file's are from its folder; diagnostics name `name` and the JSON path."""
+    source = Path(source_dir) / name
+    if isinstance(data, Stack):
+        return _check(Document(name, data.model_dump(mode="json", exclude_unset=True), located=False), source, data)
     try:
-        stack = Stack.model_validate(doc.data)
-    except ValidationError as exc:
-        return CheckResult(sorted(set(_model_diagnostics(doc, exc))), None)
+        doc = from_data(data, name)
+    except SpecError as exc:
+        return CheckResult(exc.diagnostics, None)
+    return _check(doc, source)
+
+
+def _check(doc: Document, source: Path, stack: Stack | None = None) -> CheckResult:
+    """Schema → models → inheritance → semantic rules → resolution on a parsed document (from inheritance on
+    for a validated `stack`); `source` is the spec file (its folder holds the files the spec names)."""
+    if stack is None:
+        diagnostics = schema_diagnostics(doc)
+        if diagnostics:
+            return CheckResult(sorted(set(diagnostics)), None)
+        try:
+            stack = Stack.model_validate(doc.data)
+        except ValidationError as exc:
+            return CheckResult(sorted(set(_model_diagnostics(doc, exc))), None)
     diagnostics = list(extends_diagnostics(doc, stack))
     if diagnostics:
         return CheckResult(sorted(set(diagnostics)), None)
     stack = expand(stack)  # every later layer sees each template whole (extends, defaults' image and snapshot)
-    diagnostics = run_rules(Context(doc, stack, Path(path)))
+    diagnostics = run_rules(Context(doc, stack, source))
     if diagnostics:
         return CheckResult(sorted(set(diagnostics)), None)
-    return CheckResult([], resolve_stack(stack, Path(path)), doc)
+    return CheckResult([], resolve_stack(stack, source), doc)
 
 
 def load_stack(path: str | os.PathLike[str], display: str | None = None) -> ResolvedStack:
     """The validated, resolved stack, or SpecError carrying every diagnostic."""
     result = check_file(path, display)
+    if result.stack is None:
+        raise SpecError(result.diagnostics)
+    return result.stack
+
+
+def load_data(data: Mapping[str, object] | Stack, source_dir: str | os.PathLike[str],
+              name: str = OBJECT) -> ResolvedStack:
+    """The validated, resolved stack of a spec given as an object (see `check_data`), or SpecError carrying
+    every diagnostic, each located by its JSON path."""
+    result = check_data(data, source_dir, name)
     if result.stack is None:
         raise SpecError(result.diagnostics)
     return result.stack

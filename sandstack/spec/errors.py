@@ -41,8 +41,14 @@ class Diagnostic:
     message: str
     rule: str
 
+    @property
+    def located(self) -> bool:
+        """Whether the diagnostic has a line and column: a spec given as an object has only its JSON path."""
+        return self.line > 0
+
     def text(self) -> str:
-        return f"{self.file}:{self.line}:{self.column}: {self.path}: {self.message}"
+        where = f"{self.file}:{self.line}:{self.column}" if self.located else self.file
+        return f"{where}: {self.path}: {self.message}"
 
     def github(self) -> str:
         # GitHub workflow commands: properties escape % \r \n : , and the message escapes % \r \n.
@@ -50,8 +56,9 @@ class Diagnostic:
             return _gh_escape(value).replace(":", "%3A").replace(",", "%2C")
 
         title = prop(f"sandstack {self.rule}")
+        position = f",line={self.line},col={self.column}" if self.located else ""
         return (
-            f"::error file={prop(self.file)},line={self.line},col={self.column},title={title}::"
+            f"::error file={prop(self.file)}{position},title={title}::"
             f"{_gh_escape(self.path + ': ' + self.message)}"
         )
 

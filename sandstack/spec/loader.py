@@ -12,10 +12,12 @@ Hostile files are the normal case for a validator that runs in CI on pull reques
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 import yaml
 
@@ -67,15 +69,19 @@ _KINDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "
 
 @dataclass
 class Document:
-    """A parsed spec file: plain data plus where each key and value stands in the file."""
+    """A parsed spec file: plain data plus where each key and value stands in the file. A spec given as an
+    object (`from_data`) has no positions: its diagnostics are located by their JSON path alone (line 0)."""
 
     file: str
     data: object
     values: dict[JsonPath, Position] = field(default_factory=dict)
     keys: dict[JsonPath, Position] = field(default_factory=dict)
+    located: bool = True
 
     def position(self, path: JsonPath, *, key: bool = False) -> Position:
         """Where `path` stands; falls back to the nearest ancestor that exists in the file."""
+        if not self.located:
+            return (0, 0)
         if key and path in self.keys:
             return self.keys[path]
         probe = tuple(path)
@@ -184,6 +190,58 @@ def load(path: str | os.PathLike[str], display: str | None = None) -> Document:
     """Read and parse one spec file; every failure is a SpecError with located diagnostics."""
     name = display or str(path)
     return parse(read_text(path, name), name)
+
+
+def from_data(data: object, name: str) -> Document:
+    """A spec given as an object (the mapping a spec file parses to), held to what a file may hold: mappings with
+    string keys, lists (or tuples), strings, integers within 64 bits, finite numbers, booleans and null, at most
+    MAX_DEPTH deep. The data is copied, so later changes to the caller's object change nothing. Raises SpecError
+    (rule 'data') with every value that is none of these, located by its JSON path."""
+    problems: list[Diagnostic] = []
+    nodes = 0
+
+    def fail(path: JsonPath, message: str) -> None:
+        problems.append(Diagnostic(name, 0, 0, format_path(path), message, "data"))
+
+    def copy(value: object, path: JsonPath) -> object:
+        nonlocal nodes
+        nodes += 1
+        # A spec is never this deep or this big; an object that contains itself stops here.
+        if len(path) > MAX_DEPTH or nodes > MAX_NODES:
+            message = f"nesting is deeper than {MAX_DEPTH} levels" if len(path) > MAX_DEPTH else \
+                f"more than {MAX_NODES} values"
+            raise SpecError([Diagnostic(name, 0, 0, format_path(path), message, "data")])
+        if isinstance(value, Mapping):
+            out = {}
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    fail(path, f"key {_clip(repr(key))} must be a string")
+                    continue
+                out[key] = copy(item, path + (key,))
+            return out
+        if isinstance(value, (list, tuple)):
+            return [copy(item, path + (i,)) for i, item in enumerate(value)]
+        if value is None or isinstance(value, (str, bool)):
+            return value
+        if isinstance(value, int):
+            if not -MAX_INT <= value < MAX_INT:
+                fail(path, "integer out of range: integers in a spec fit in 64 bits")
+            return value
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                fail(path, f"{value} is not a finite number")
+            return value
+        fail(path, f"{type(value).__name__} is not a spec value: a spec holds mappings, lists, strings, numbers, "
+                   "booleans and null")
+        return None
+
+    if not isinstance(data, Mapping):
+        raise SpecError([Diagnostic(name, 0, 0, "$", "the top level must be a mapping with 'version', 'hosts' and "
+                                    f"'templates', got {type(data).__name__}", "data")])
+    plain = copy(data, ())
+    if problems:
+        raise SpecError(problems)
+    return Document(name, plain, located=False)
 
 
 def _check_shape(text: str) -> None:

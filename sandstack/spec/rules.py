@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from sandstack.spec.contract import RUN_DIR, SECRETS_DIR
 from sandstack.spec.egress import METADATA_RANGES, EgressEntryError, parse_entry
 from sandstack.spec.errors import Diagnostic, JsonPath
 from sandstack.spec.loader import Document
 from sandstack.spec.models import NetworkPolicy, Stack, Template
 from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
 from sandstack.spec.models.limits import process_headroom
-from sandstack.spec.models.templates import SECRETS_DIR
 from sandstack.spec.resolve import (
     UnknownProfile,
     decode_egress,
@@ -34,7 +34,7 @@ from sandstack.spec.units import format_cpus, format_size
 # Paths sandstack mounts into every sandbox; a writable path there would hide or break the mount.
 RESERVED_PATHS = {
     SECRETS_DIR: "where secret files are mounted read-only",
-    "/run/sandstack": "where sandstack mounts the host guard's state",
+    RUN_DIR: "where sandstack mounts the host guard's state",
 }
 NUMERIC_USER = re.compile(r"^[0-9]+(:[0-9]+)?$")
 MIB = 1024 * 1024

@@ -17,7 +17,7 @@ import pytest
 
 from sandstack.components.host_guard import GUARD_SCRIPT
 from sandstack.plan.contract import CGROUP_ROOT_NAME
-from sandstack.spec.models.limits import EXIT_IDLE, EXIT_LIFETIME
+from sandstack.spec.contract import EXIT_IDLE, EXIT_LIFETIME
 
 # dash on Debian and Ubuntu; SANDSTACK_TEST_SHELL=/path/to/busybox-sh-link runs the same tests under busybox.
 SHELL = os.environ.get("SANDSTACK_TEST_SHELL", "/bin/sh")

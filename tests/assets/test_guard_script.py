@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from sandstack.components.host_guard import GUARD_SCRIPT
-from sandstack.spec.models.limits import EXIT_IDLE, EXIT_LIFETIME
+from sandstack.spec.contract import EXIT_IDLE, EXIT_LIFETIME
 from tests.assets.fakes import BOOT_ID, SHELL, FakeHost, Proc, needs_path_stubs
 
 TAG = "-m comment --comment sandstack:t"

@@ -14,7 +14,7 @@ import pytest
 
 from sandstack.components.sandbox_pool import SUPERVISOR_ENTRYPOINT
 from sandstack.plan.snapshot import SUPERVISOR_SOURCE
-from sandstack.spec.models.limits import EXIT_IDLE, EXIT_LIFETIME
+from sandstack.spec.contract import EXIT_IDLE, EXIT_LIFETIME
 from tests.assets.fakes import BOOT_ID, SHELL
 
 CID = "fedcba9876543210" * 4

@@ -41,7 +41,7 @@ def test_every_section_has_a_title_and_a_run_function():
         assert module.TITLE and callable(module.run)
 
 
-def test_mock_program_registers_one_container_per_sandbox_plus_guard_and_gateway(tmp_path):
+def test_mock_program_registers_one_container_per_sandbox_plus_guard_gateway_and_logger(tmp_path):
     import json
 
     from benchmarks import stacks
@@ -50,7 +50,7 @@ def test_mock_program_registers_one_container_per_sandbox_plus_guard_and_gateway
     out = subprocess.run([sys.executable, "-m", "benchmarks.mock_program", str(spec)], cwd=REPO,
                          capture_output=True, text=True, check=True)
     counts = json.loads(out.stdout.splitlines()[-1])
-    assert counts["by_type"]["Container"] == 10 + 2
+    assert counts["by_type"]["Container"] == 10 + 3  # and the guard, the gateway, the logging resolvers
     assert counts["registrations"] == sum(counts["by_type"].values())
 
 

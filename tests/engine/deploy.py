@@ -20,12 +20,10 @@ from pathlib import Path
 from typing import Iterator
 
 import docker as docker_sdk
-import pulumi
 import yaml
 
 from sandstack.plan.naming import docker_name, egress_network_name, infra_name
-from sandstack.program import build_stack, runtime_outputs
-from sandstack.spec import load_stack
+from sandstack.program import program as sandstack_program
 from tests.engine.harness import coverage
 from tests.engine.harness.harness import Harness, RunResult
 from tests.engine.harness.teardown import remaining
@@ -44,12 +42,15 @@ def unique_stack() -> str:
 
 
 def engine_spec(infra_image: str, templates: dict, pools: dict | None = None, *, capacity: dict | None = None,
-                profiles: dict | None = None, defaults: dict | None = None) -> str:
+                profiles: dict | None = None, defaults: dict | None = None,
+                dns_upstream: tuple[str, ...] = ("127.0.0.1",)) -> str:
     """A stack spec on the local daemon. `pools` defaults to one replica of each template. `Deployment`
-    gives the host its own `subnet_pool`."""
+    gives the host its own `subnet_pool`. The logging resolvers forward to `dns_upstream`: by default the host's
+    loopback, where nothing answers port 53, so that no lookup from a test ever leaves this machine (the host's
+    own resolvers, the default of a real stack, are outside it)."""
     local = {"endpoint": "unix:///var/run/docker.sock", "infra_image": infra_image,
              "capacity": capacity or {"cpus": 2, "memory": "8GiB", "disk": "20GiB"},
-             "overcommit": {"cpus": 8, "memory": 2}}
+             "overcommit": {"cpus": 8, "memory": 2}, "dns_upstream": list(dns_upstream)}
     return spec_text(spec(templates, pools, hosts={"local": local}, profiles=profiles, defaults=defaults))
 
 
@@ -88,12 +89,8 @@ class Deployment:
     def program(self):
         spec_path, stack, build_root = self.spec_path, self.stack, self.workdir / "build"
 
-        def run() -> None:
-            deployed = build_stack(load_stack(spec_path), stack=stack, build_root=build_root)
-            pulumi.export("sandboxes", deployed.sandboxes)
-            runtime = runtime_outputs(deployed)
-            if runtime:
-                pulumi.export("runtime", runtime)
+        def run() -> None:  # the program `pulumi up` runs, with its outputs
+            sandstack_program(spec_path, stack=stack, build_root=build_root)
 
         return run
 

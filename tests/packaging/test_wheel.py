@@ -1,10 +1,11 @@
 """sandstack as a plugin: the wheel and sdist hold everything the components read at run time, and a
 Pulumi program outside the checkout gets sandboxes from the installed wheel alone.
 
-The build runs on a copy of the tracked files (nothing written into the checkout) with the installed
-setuptools (no network). The fresh virtualenv finds the dependencies (pulumi, pydantic, ...) through a
-`.pth` line naming this venv's site-packages (a bare path: this venv's editable-install hook does not
-run there), and gets sandstack only from the wheel; the program checks where it imported it from.
+The build runs on a copy of the checkout's files that git tracks or would add (nothing ignored, nothing written
+into the checkout) with the installed setuptools (no network). The fresh virtualenv finds the dependencies
+(pulumi, pydantic, ...) through a `.pth` line naming this venv's site-packages (a bare path: this venv's
+editable-install hook does not run there), and gets sandstack only from the wheel; the program checks where it
+imported it from.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ RUNTIME_FILES = (
     "sandstack/schemas/stack.schema.json",
 )
 
-# Two specs in one program, each its own SandboxStack, under Pulumi's mocks.
+# Three specs in one program, each its own SandboxStack, under Pulumi's mocks: two files and one object.
 PROGRAM = textwrap.dedent('''
     import json, sys
     from pathlib import Path
@@ -48,6 +49,7 @@ PROGRAM = textwrap.dedent('''
     import sandstack
     from sandstack.components import SandboxStack
     from sandstack.program import build_stack
+    from sandstack.spec import SpecError, load_data
 
     spec = """
     version: 1
@@ -63,25 +65,39 @@ PROGRAM = textwrap.dedent('''
     """
     Path("one.yaml").write_text(spec)
     Path("two.yaml").write_text(spec.replace("replicas: 2", "replicas: 1"))
+    # The same spec as an object, built in code: validated like the files, errors located by JSON path.
+    three = {"version": 1,
+             "hosts": {"local": {"endpoint": "unix:///var/run/docker.sock",
+                                 "capacity": {"cpus": 8, "memory": "16GiB", "disk": "100GiB"}}},
+             "templates": {"agent": {"base_image": "busybox:1.36"}},
+             "pools": {"agent": {"template": "agent", "hosts": ["local"], "replicas": 1}}}
+    try:
+        load_data({**three, "pools": {"agent": {"template": "agent", "hosts": ["local"], "replicas": -1}}}, ".")
+    except SpecError as error:
+        refused = str(error)
 
     @pulumi.runtime.test  # runs the program's event loop until the outputs below are known
     def program():
         one = build_stack("one.yaml", name="one", stack="one")
         two = build_stack("two.yaml", name="two", stack="two")
+        from_object = build_stack(three, name="three", stack="three", source_dir=".")
         assert isinstance(one, SandboxStack)
 
         def report(values):
             print(json.dumps({"module": sandstack.__file__, "one": [s["name"] for s in values[0]],
-                              "two": [s["container"] for s in values[1]]}), flush=True)
+                              "two": [s["container"] for s in values[1]],
+                              "three": [s["container"] for s in values[2]], "refused": refused}), flush=True)
 
-        return pulumi.Output.all(one.sandboxes, two.sandboxes).apply(report)
+        return pulumi.Output.all(one.sandboxes, two.sandboxes, from_object.sandboxes).apply(report)
 
     program()
 ''')
 
 
 def _copy_tracked(dest: Path) -> None:
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    # Tracked files and new ones not yet added (work in progress builds as it would once committed).
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, check=True).stdout
     for name in filter(None, listed.decode().split("\0")):
         source = REPO / name
         if source.is_file():
@@ -140,6 +156,8 @@ def test_an_external_program_gets_sandboxes_from_the_installed_wheel_alone(dist,
     assert report["module"].startswith(str(site)), report["module"]
     assert report["one"] == ["local/agent/0", "local/agent/1"]
     assert report["two"] == ["sandstack-two-agent-0"]
+    assert report["three"] == ["sandstack-three-agent-0"]
+    assert report["refused"].startswith("<object>: $.pools.agent.replicas: "), report["refused"]
     version = subprocess.run([str(venv / "bin" / "sandstack"), "--version"], capture_output=True, text=True)
     assert version.stdout.strip() == "sandstack 0.2.0", version
 

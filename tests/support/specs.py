@@ -13,10 +13,9 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import pulumi
 import yaml
 
-from sandstack.program import build_stack
+from sandstack.program import program
 from sandstack.spec import load_stack
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,11 +67,11 @@ def write_spec(folder: Path, data: dict, files: dict[str, str] | None = None) ->
 
 
 def stack_program(path: Path, stack: str = STACK, build_root: Path | None = None):
-    """The Pulumi program of `path`: load it, build a SandboxStack, export its sandboxes."""
-    def program() -> None:
-        built = build_stack(load_stack(path), stack=stack, build_root=build_root or path.parent / "build")
-        pulumi.export("sandboxes", built.sandboxes)
-    return program
+    """The Pulumi program of `path`, `sandstack.program.program` with its outputs (`pulumi up` runs the same).
+    The spec is loaded first, so an invalid one raises SpecError with its diagnostics for the test to read."""
+    def run() -> None:
+        program(load_stack(path), stack=stack, build_root=build_root or path.parent / "build")
+    return run
 
 
 def secret_keys(node: object) -> set[str]:

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Literal
 
 from sandstack.spec.changes import GUARD, IN_PLACE_AND_GUARD, REPLACE, REPLACE_AND_GUARD, Effect
+# The lifecycle contract the host guard and the sandbox container implement; the field descriptions below
+# quote these numbers, so the reference and the enforcement cannot drift apart.
+from sandstack.spec.contract import CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S
 from sandstack.spec.models.base import Cpus, Duration, Name, Size, StrictModel, field
 from sandstack.spec.models.hosts import GpuType
 
@@ -23,13 +26,6 @@ def process_headroom(memory: int) -> int:
     """What writable paths and /dev/shm must leave of `memory`: PROCESS_HEADROOM, or half of a smaller limit
     (a 16MiB busybox sandbox runs in a few MiB)."""
     return min(PROCESS_HEADROOM, memory // 2)
-
-# The lifecycle contract the host guard and the sandbox container implement; the field descriptions below
-# quote these numbers, so the reference and the enforcement cannot drift apart.
-EXIT_LIFETIME = 124  # exit status of a sandbox stopped for good at `max_lifetime` (on_expiry 'stop')
-EXIT_IDLE = 123  # exit status of a sandbox stopped for good at `idle_timeout` (on_expiry 'stop')
-CRASH_RETRIES = 3  # on_expiry 'stop': a crashed sandbox is restarted at most this often (Docker's on-failure:3)
-IDLE_CPU_MS_PER_S = 20  # below this much CPU time per second (readiness probes excluded) a sandbox is idle
 
 
 class GpuRequest(StrictModel):

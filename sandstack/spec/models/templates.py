@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import StringConstraints, WithJsonSchema
 
 from sandstack.spec.changes import IN_PLACE_AND_GUARD, NONE, RELOAD, REPLACE_AND_GUARD, RESEED, Effect
+from sandstack.spec.contract import SECRETS_DIR
 from sandstack.spec.models.base import (
     AbsPath,
     ConfigKey,
@@ -89,10 +90,6 @@ class Snapshot(StrictModel):
     )
 
 
-# Where secret files are mounted, read-only: the spec's rules and the sandbox containers share it.
-SECRETS_DIR = "/run/secrets"
-
-
 # Settings that reach the container through inputs the provider shows as updates but never applies
 # (its healthcheck, its tmpfs mounts): a change must replace the sandboxes (sandstack.plan.changes).
 PROBE = Effect(sandboxes="replace", forces=("healthcheck",))
@@ -120,7 +117,8 @@ class SecretFile(StrictModel):
     """A secret delivered as a file: owned by the sandbox user, mode 0400, on a read-only mount."""
 
     secret: ConfigKey = field(description="Pulumi secret config key holding the file's content.", change=RESEED)
-    path: AbsPath = field(description="Path of the file inside the sandbox, under /run/secrets/, e.g. '/run/secrets/token'.", change=RESEED)
+    path: AbsPath = field(description=f"Path of the file inside the sandbox, under {SECRETS_DIR}/, e.g. "
+                                      f"'{SECRETS_DIR}/token'.", change=RESEED)
 
 
 class Readiness(StrictModel):

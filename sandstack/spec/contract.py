@@ -1,0 +1,67 @@
+"""What sandboxes, the host guard and sandstack's other containers agree on, defined once: paths, the cgroup
+subtree, the lifecycle's exit statuses and the label keys.
+
+A leaf module (it imports nothing), so the spec's models and rules, the plan and the components all import it;
+`sandstack.plan.contract` re-exports it for the plan. The shell assets repeat none of it: they get these
+values as arguments or environment from the plan. A test (tests/spec/test_contract.py) fails when one of these
+literals is typed out in Python anywhere else.
+"""
+
+from __future__ import annotations
+
+# --- Paths inside the sandboxes -------------------------------------------------------------------------------
+SECRETS_DIR = "/run/secrets"  # secret files, on a read-only mount; every `secrets[].path` is under it
+# sandstack's own directory in the containers it starts (the guard's state in sandboxes, the runtime's code,
+# the ingress proxy's certificates): reserved, a template's writable paths may not cover it.
+RUN_DIR = "/run/sandstack"
+STATE_MOUNT = f"{RUN_DIR}/guard"  # where sandboxes see the guard's state, read-only
+
+# --- cgroups --------------------------------------------------------------------------------------------------
+HOST_CGROUP_MOUNT = "/sys/fs/cgroup"  # the host's cgroup tree, bind-mounted into the guard
+CGROUP_ROOT_NAME = "sandstack"  # the guard's cgroup subtree, under every controller
+
+
+def cgroup_parent(container_name: str) -> str:
+    """A sandbox's (or the gateway's) cgroup parent, whose pids.max the guard writes."""
+    return f"/{CGROUP_ROOT_NAME}/{container_name}"
+
+
+# Inside the guard's container: the host's cgroup tree and the state volume sandboxes read.
+GUARD_CGROUP_MOUNT = "/host-cgroup"
+GUARD_STATE_DIR = "/state"
+
+# Disk workspaces (docs/design/workspaces.md): each is a Docker volume mounted from a loop device whose
+# filesystem image (`<volume>.img`) and device link (`<volume>.dev`) the guard keeps in the stack's directory.
+WORKSPACES_HOST_DIR = "/var/lib/sandstack/workspaces"  # on the host; one directory per stack
+GUARD_WORKSPACES_MOUNT = "/workspaces"  # the stack's directory, inside the guard's container
+
+
+def workspace_dir(stack: str) -> str:
+    return f"{WORKSPACES_HOST_DIR}/{stack}"
+
+
+# --- Lifecycle ------------------------------------------------------------------------------------------------
+# What the host guard and the sandbox container implement; the spec's field descriptions quote these numbers,
+# so the reference and the enforcement cannot drift apart.
+EXIT_LIFETIME = 124  # exit status of a sandbox stopped for good at `max_lifetime` (on_expiry 'stop')
+EXIT_IDLE = 123  # exit status of a sandbox stopped for good at `idle_timeout` (on_expiry 'stop')
+CRASH_RETRIES = 3  # on_expiry 'stop': a crashed sandbox is restarted at most this often (Docker's on-failure:3)
+IDLE_CPU_MS_PER_S = 20  # below this much CPU time per second (readiness probes excluded) a sandbox is idle
+
+# --- Labels on every Docker object sandstack creates ----------------------------------------------------------
+LABEL_PREFIX = "sandstack."
+LABEL_STACK = f"{LABEL_PREFIX}stack"  # the stack's name
+LABEL_MANAGED_BY = f"{LABEL_PREFIX}managed-by"  # always 'pulumi'
+LABEL_ROLE = f"{LABEL_PREFIX}role"  # what the object is: sandbox, guard, gateway, logger, ingress, runtime, …
+LABEL_HOST = f"{LABEL_PREFIX}host"  # the spec's host name
+LABEL_POOL = f"{LABEL_PREFIX}pool"  # a pool's objects: its sandboxes and network
+LABEL_TEMPLATE = f"{LABEL_PREFIX}template"  # a sandbox's (and its snapshot image's) template
+LABEL_VERSION = f"{LABEL_PREFIX}version"  # the template's snapshot version
+LABEL_DIGEST = f"{LABEL_PREFIX}digest"  # the snapshot build context's digest
+LABEL_REPLICA = f"{LABEL_PREFIX}replica"  # a sandbox's index in its pool
+LABEL_SUBNET = f"{LABEL_PREFIX}subnet"  # a sandbox's pool subnet (a new subnet moves the sandbox)
+
+
+def label_key(field: str) -> str:
+    """`sandstack.<field>`, with '_' written '-' (`managed_by` → `sandstack.managed-by`)."""
+    return f"{LABEL_PREFIX}{field.replace('_', '-')}"

@@ -1,0 +1,28 @@
+"""The README's layout table ("path → what lives there") names every component and every test folder."""
+
+from __future__ import annotations
+
+import ast
+
+from tests.support.specs import REPO
+
+
+def layout_row(first_cell_starts: str) -> str:
+    rows = [line for line in (REPO / "README.md").read_text().splitlines()
+            if line.startswith(f"| {first_cell_starts}")]
+    assert len(rows) == 1, f"{len(rows)} layout rows start with {first_cell_starts!r}"
+    return rows[0]
+
+
+def test_the_components_row_names_every_component():
+    components = sorted(node.name for path in (REPO / "components").glob("*.py")
+                        for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ClassDef)
+                        and any(ast.unparse(base) == "pulumi.ComponentResource" for base in node.bases))
+    row = layout_row("`components/` ")
+    assert [c for c in components if f"`{c}`" not in row] == []
+
+
+def test_the_tests_row_names_every_test_folder():
+    folders = sorted(p.name for p in (REPO / "tests").iterdir() if p.is_dir() and any(p.glob("*.py")))
+    row = layout_row("`tests/spec`")
+    assert [f for f in folders if f"`tests/{f}`" not in row] == []
