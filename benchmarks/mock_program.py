@@ -6,7 +6,7 @@ Runs `sandstack.program.program(STACKFILE)` exactly as `pulumi up` would run it 
 resources, exported outputs, every outstanding Output awaited), with `pulumi.runtime.set_mocks` standing in
 for the engine. The mocks here do the least a provider would: echo the inputs back with the computed outputs
 the components read (container addresses and ports, image ids). They are deliberately not the test suite's
-recording harness (tests/provider/mocks.py), which also checks every field against the provider's schema:
+recording harness (testbed/provider/mocks.py), which also checks every field against the provider's schema:
 this measures sandstack's program, not the test harness. Prints one JSON line: registrations by kind.
 """
 

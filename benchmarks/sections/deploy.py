@@ -26,7 +26,7 @@ LIMITS = {"cpus": 0.25, "memory": "64MiB", "disk": "64MiB"}
 
 
 def _spec(busybox: str, debian: str, replicas: int) -> str:
-    from tests.engine.deploy import engine_spec  # Docker sections only: see engine.py
+    from testbed.deploy import engine_spec  # Docker sections only: see engine.py
 
     templates = {
         "closed": {"base_image": busybox, "command": engine.SLEEPER},
@@ -75,8 +75,8 @@ def _plain(client, busybox: str) -> tuple[float, float]:
 def run(ctx: Context) -> SectionResult:
     import docker
 
-    from tests.engine.deploy import Deployment
-    from tests.engine.harness.harness import Harness
+    from testbed.deploy import Deployment
+    from testbed.harness.harness import Harness
 
     result = SectionResult("deploy", TITLE)
     client = docker.from_env(timeout=120)

@@ -29,7 +29,7 @@ def unavailable() -> str | None:
     except ImportError:
         return "the docker Python package is not installed (pip install -e '.[test]')"
     try:
-        importlib.import_module("tests.engine.harness.harness")  # the engine harness lives in the test tree
+        importlib.import_module("testbed.harness.harness")  # the engine harness lives in the test tree
     except ImportError as error:
         return f"the engine harness (tests/engine) cannot be imported: {error}"
     try:
@@ -50,7 +50,7 @@ class Images:
 
 def images(client) -> Images:
     """The locally built test images (built from Debian packages when missing, cached by content)."""
-    from tests.engine import images as recipes
+    from testbed import images as recipes
 
     return Images(recipes.busybox_image(client), recipes.debian_image(client))
 

@@ -63,7 +63,7 @@ print(len(done))
 
 
 def _spec(debian: str) -> str:
-    from tests.engine.deploy import engine_spec  # Docker sections only: see engine.py
+    from testbed.deploy import engine_spec  # Docker sections only: see engine.py
 
     template = {"base_image": debian, "command": engine.SLEEPER, "network": {"egress": "allow-all"},
                 "limits": {"cpus": 0.25, "memory": "128MiB", "disk": "64MiB"}}
@@ -112,8 +112,8 @@ def _peak_under_load(client, sandboxes, gateway, seconds: float) -> tuple[float,
 def run(ctx: Context) -> SectionResult:
     import docker
 
-    from tests.engine.deploy import Deployment
-    from tests.engine.harness.harness import Harness
+    from testbed.deploy import Deployment
+    from testbed.harness.harness import Harness
 
     result = SectionResult("gateway", TITLE)
     client = docker.from_env(timeout=120)

@@ -26,7 +26,7 @@ TOKEN = "benchmark-runtime-token-0123456789"
 
 
 def _spec(debian: str) -> str:
-    from tests.engine.deploy import engine_spec  # Docker sections only: see engine.py
+    from testbed.deploy import engine_spec  # Docker sections only: see engine.py
 
     data = yaml.safe_load(engine_spec(debian, {"agent": {
         "base_image": debian, "command": engine.SLEEPER, "limits": {"memory": "128MiB"}, "workdir": "/workspace",
@@ -44,8 +44,8 @@ def run(ctx: Context) -> SectionResult:
     import docker
 
     from sandstack.client import Client
-    from tests.engine.deploy import Deployment
-    from tests.engine.harness.harness import Harness
+    from testbed.deploy import Deployment
+    from testbed.harness.harness import Harness
 
     result = SectionResult("runtime", TITLE)
     client = docker.from_env(timeout=120)

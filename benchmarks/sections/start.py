@@ -29,7 +29,7 @@ SPEEDUP_GOAL = Goal(">=", 20.0)
 
 
 def _spec(debian: str, replicas: int) -> str:
-    from tests.engine.deploy import engine_spec  # Docker sections only: see engine.py
+    from testbed.deploy import engine_spec  # Docker sections only: see engine.py
 
     template = {"base_image": debian, "snapshot": {"version": "1", "setup": SETUP}, "command": engine.SERVE,
                 "ports": [{"port": engine.SERVE_PORT, "exposure": "host"}],
@@ -53,8 +53,8 @@ def _raw(client, image: str, command: list[str]) -> float:
 def run(ctx: Context) -> SectionResult:
     import docker
 
-    from tests.engine.deploy import Deployment
-    from tests.engine.harness.harness import Harness
+    from testbed.deploy import Deployment
+    from testbed.harness.harness import Harness
 
     result = SectionResult("start", TITLE)
     client = docker.from_env(timeout=120)

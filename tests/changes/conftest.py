@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.specs import stack_program, write_spec
+from testbed.specs import stack_program, write_spec
 
 # dry_harness and the harness's coverage hooks.
-from tests.engine.harness.fixtures import *  # noqa: E402,F401,F403
+from testbed.harness.fixtures import *  # noqa: E402,F401,F403
 
 
 @pytest.fixture

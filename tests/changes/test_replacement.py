@@ -7,9 +7,9 @@ import shutil
 import pytest
 
 from sandstack.plan.changes import NEVER_APPLIED, sandbox_replace_on_changes
-from tests.provider.schema import STATE_ONLY
-from tests.provider.tables import MAPPINGS
-from tests.support.specs import DEV_SECRETS, STACKS, changed, spec, stack_program
+from testbed.provider.schema import STATE_ONLY
+from testbed.provider.tables import MAPPINGS
+from testbed.specs import DEV_SECRETS, STACKS, changed, spec, stack_program
 
 BASE = spec(
     {

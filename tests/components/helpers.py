@@ -1,4 +1,4 @@
-"""Component-suite helpers: a spec (tests.support.specs) built under recording mocks, and its registrations.
+"""Component-suite helpers: a spec (testbed.specs) built under recording mocks, and its registrations.
 
     stack = Built.from_spec(tmp_path, spec(templates={"t": {...}}))
     stack.container("sandstack-t.local-0").inputs["user"]  # wire (camelCase) inputs as the mocks recorded them
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 
-from tests.support.specs import STACK, stack_program, write_spec
-from tests.provider.mocks import ProgramResult, RecordingMocks, Registration, run_program
+from testbed.specs import STACK, stack_program, write_spec
+from testbed.provider.mocks import ProgramResult, RecordingMocks, Registration, run_program
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = REPO / "stacks"

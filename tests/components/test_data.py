@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 
 from tests.components.helpers import Built
-from tests.support.specs import spec
+from testbed.specs import spec
 
 FILES = {"skills/a.md": "# a\n", "skills/sub/b.sh": "echo b\n", "notes.txt": "note\n"}
 TEMPLATE = {"base_image": "busybox:1.36", "data": [{"source": "skills", "path": "/opt/skills"},

@@ -13,7 +13,7 @@ import pytest
 from sandstack.plan.gateway import ENTRYPOINT, ERROR_PAGE, PREPARE, SQUID_TEMPLATES
 from sandstack.plan.squid import ERROR_DIRECTORY, SELF_ADDRESSES
 from tests.components.helpers import env_map
-from tests.support.specs import spec
+from testbed.specs import spec
 
 LISTED = {"base_image": "busybox:1.36", "network": {"egress": "allow-list", "allow": ["example.com"]}}
 

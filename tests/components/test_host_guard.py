@@ -11,7 +11,7 @@ from sandstack.plan.guard import HEALTH_TEST
 from sandstack.plan.naming import bridge_name
 from sandstack.plan.network import gateway_ports
 from tests.components.helpers import CONTAINER, NETWORK, env_map
-from tests.support.specs import spec
+from testbed.specs import spec
 
 LIMITS = {"cpus": 1, "memory": "256MiB", "disk": "256MiB"}
 TEMPLATES = {

@@ -8,7 +8,7 @@ from pathlib import Path
 from sandstack.plan.host import plan_hosts
 from sandstack.spec import load_stack
 from tests.components.helpers import Built, env_map
-from tests.support.specs import spec, write_spec
+from testbed.specs import spec, write_spec
 
 TEMPLATES = {
     "listed": {"base_image": "busybox:1.36", "network": {"egress": "allow-list", "allow": ["example.com"]},

@@ -11,7 +11,7 @@ from sandstack.plan.network import gateway_ports, pool_subnets
 from sandstack.spec import SpecError
 from sandstack.spec.models.stack import Pool
 from tests.components.helpers import NETWORK, env_map
-from tests.support.specs import host, spec
+from testbed.specs import host, spec
 
 DROP_INPUT = "INPUT -i {br} -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP"
 GATEWAY_IN = "DOCKER-USER -i {br} -o {br} -d {gw}/32 -p tcp --dport {port} -j ACCEPT"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.support.specs import host, spec
+from testbed.specs import host, spec
 
 PORTS = [
     {"port": 8000, "exposure": "host", "name": "api"},

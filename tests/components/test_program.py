@@ -10,8 +10,8 @@ import pytest
 
 from sandstack.program import load, program
 from sandstack.spec import Stack
-from tests.provider.mocks import RecordingMocks, run_program
-from tests.support.specs import STACK, changed, spec, write_spec
+from testbed.provider.mocks import RecordingMocks, run_program
+from testbed.specs import STACK, changed, spec, write_spec
 
 
 def skills_spec() -> dict:

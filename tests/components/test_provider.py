@@ -6,7 +6,7 @@ import pulumi
 import pytest
 
 from sandstack.plan.host import host_address
-from tests.support.specs import LOCAL, host, spec
+from testbed.specs import LOCAL, host, spec
 
 TEMPLATES = {"t": {"base_image": "busybox:1.36"}}
 TLS = {"ca": {"secret": "gpuA.ca"}, "cert": {"secret": "gpuA.cert"}, "key": {"secret": "infra:clientKey"}}

@@ -9,7 +9,7 @@ from sandstack.plan.logger import LoggerPlan, Resolver
 from sandstack.plan.resolver import name_options
 from sandstack.spec.egress import parse_entry
 from sandstack.spec.resolve import EffectiveNetwork
-from tests.support.specs import spec
+from testbed.specs import spec
 
 UP = "@UPSTREAM@"
 

@@ -6,7 +6,7 @@ import pytest
 
 from sandstack.plan.snapshot import SUPERVISOR_PATH
 from tests.components.helpers import env_map, label_map
-from tests.support.specs import changed, host, spec
+from testbed.specs import changed, host, spec
 
 MiB = 1024**2
 BASE = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.specs import changed, spec
+from testbed.specs import changed, spec
 
 MiB = 1024**2
 BASE = {

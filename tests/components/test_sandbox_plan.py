@@ -7,7 +7,7 @@ import ipaddress
 from sandstack.plan.network import plan_pool_network
 from sandstack.plan.sandbox import SUPERVISOR_ENTRYPOINT, Healthcheck, PortBinding, plan_sandbox
 from sandstack.spec import load_stack
-from tests.support.specs import spec, write_spec
+from testbed.specs import spec, write_spec
 
 SUBNET = ipaddress.IPv4Network("10.213.64.0/23")
 

@@ -6,8 +6,8 @@ import pulumi
 import pytest
 
 from tests.components.helpers import Built
-from tests.support.specs import spec
-from tests.provider.mocks import DryBackend, RecordingMocks
+from testbed.specs import spec
+from testbed.provider.mocks import DryBackend, RecordingMocks
 
 AGENT = {
     "base_image": "busybox:1.36",

@@ -14,8 +14,8 @@ from sandstack.plan import snapshot as snapshot_build
 from sandstack.plan.snapshot import SUPERVISOR_PATH, SUPERVISOR_SOURCE, prepare_build
 from sandstack.spec import load_stack
 from tests.components.helpers import REMOTE_IMAGE, Built
-from tests.support.specs import host, spec, write_spec
-from tests.provider.mocks import DryBackend, RecordingMocks
+from testbed.specs import host, spec, write_spec
+from testbed.provider.mocks import DryBackend, RecordingMocks
 
 FILES = {"agent.py": "print('hi')\n", "tool.sh": "#!/bin/sh\necho tool\n"}
 AGENT = {

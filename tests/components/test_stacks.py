@@ -13,8 +13,8 @@ import pytest
 
 from sandstack.spec import load_stack
 from tests.components.helpers import CONTAINER, REPO, STACKS, Built
-from tests.support.specs import DEV_SECRETS, secret_keys
-from tests.provider.mocks import RecordingMocks, run_program
+from testbed.specs import DEV_SECRETS, secret_keys
+from testbed.provider.mocks import RecordingMocks, run_program
 
 STACK_FILES = sorted(STACKS.glob("*.yaml"))
 

@@ -7,8 +7,8 @@ import pytest
 
 from sandstack.program import build_stack
 from tests.components.helpers import CONTAINER, NETWORK, REMOTE_IMAGE, STACKS, VOLUME, Built
-from tests.support.specs import DEV_SECRETS, host, spec, write_spec
-from tests.provider.mocks import RecordingMocks, run_program
+from testbed.specs import DEV_SECRETS, host, spec, write_spec
+from testbed.provider.mocks import RecordingMocks, run_program
 
 STACK_URN = "urn:pulumi:{stack}::sandstack::pulumi:pulumi:Stack$sandstack:index:SandboxStack::sandstack"
 PROD_SECRETS = {"agentApiToken": "api-token", "githubToken": "gh-token", "gpuA.ca": "CA PEM",

@@ -1,10 +1,10 @@
-"""Fixtures for engine tests: the locally built test images (see tests/engine/images.py)."""
+"""Fixtures for engine tests: the locally built test images (see testbed/images.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.engine import images
+from testbed import images
 
 
 @pytest.fixture(scope="session")
@@ -20,4 +20,4 @@ def debian_image(docker_client) -> str:
 
 
 # The engine harness's fixtures (docker_harness, dry_harness, recording_mocks) and coverage hooks.
-from tests.engine.harness.fixtures import *  # noqa: E402,F401,F403
+from testbed.harness.fixtures import *  # noqa: E402,F401,F403

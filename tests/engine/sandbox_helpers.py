@@ -14,8 +14,8 @@ from pathlib import Path
 
 import docker as docker_sdk
 
-from tests.engine.host_state import CGROUP_ROOT
-from tests.engine.waiting import wait_until
+from testbed.host_state import CGROUP_ROOT
+from testbed.waiting import wait_until
 
 
 def sh(container, script: str, user: str | None = None, timeout: float = 60) -> tuple[int, str]:

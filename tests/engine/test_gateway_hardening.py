@@ -18,11 +18,11 @@ import pytest
 from sandstack.plan.gateway import ERROR_PAGE
 from sandstack.plan.network import GATEWAY_CONNECTIONS_PER_SANDBOX
 from sandstack.plan.squid import MAX_FILEDESCRIPTORS
-from tests.engine.deploy import engine_spec
+from testbed.deploy import engine_spec
 from tests.engine.net.lab import log_lines, mark
 from tests.engine.net.probes import curl, template
 from tests.engine.net.stack import access_log, deployed
-from tests.engine.waiting import wait_until
+from testbed.waiting import wait_until
 
 pytestmark = pytest.mark.docker
 

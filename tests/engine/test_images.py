@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine import images
+from testbed import images
 
 
 def _run(client, image: str, command: list[str], **kwargs) -> str:

@@ -9,9 +9,9 @@ import subprocess
 import pytest
 import yaml
 
-from tests.engine.deploy import engine_spec, shared_deployment
+from testbed.deploy import engine_spec, shared_deployment
 from tests.engine.sandbox_helpers import sh
-from tests.engine.waiting import wait_until
+from testbed.waiting import wait_until
 
 pytestmark = pytest.mark.docker
 

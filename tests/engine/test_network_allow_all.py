@@ -15,12 +15,12 @@ import re
 
 import pytest
 
-from tests.engine.deploy import engine_spec
+from testbed.deploy import engine_spec
 from tests.engine.net.lab import log_lines, mark
 from tests.engine.net.probes import (SANDBOX_PORT, SANDBOX_UDP_PORT, answered, curl, http, probe, stable_host_addresses,
                                      tcp, template, udp)
 from tests.engine.net.stack import access_log, deployed
-from tests.engine.waiting import wait_until
+from testbed.waiting import wait_until
 
 pytestmark = pytest.mark.docker
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.deploy import engine_spec
+from testbed.deploy import engine_spec
 from tests.engine.net.lab import log_lines, mark, peers_in
 from tests.engine.net.probes import (SANDBOX_PORT, SANDBOX_UDP_PORT, answered, dns, host_dns, host_tcp, probe, resolve,
                                      stable_host_addresses, tcp, template, udp)

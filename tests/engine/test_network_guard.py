@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.deploy import engine_spec
-from tests.engine.host_state import guard_rules, sandbox_cgroups
+from testbed.deploy import engine_spec
+from testbed.host_state import guard_rules, sandbox_cgroups
 from tests.engine.net.probes import answered, probe, stable_host_addresses, template
 from tests.engine.net.stack import deployed
-from tests.engine.waiting import wait_until
+from testbed.waiting import wait_until
 
 pytestmark = pytest.mark.docker
 

@@ -17,7 +17,7 @@ import struct
 
 import pytest
 
-from tests.engine.deploy import engine_spec
+from testbed.deploy import engine_spec
 from tests.engine.net.lab import netns_address
 from tests.engine.net.probes import answered, curl, probe, tcp, template
 from tests.engine.net.stack import access_log, deployed

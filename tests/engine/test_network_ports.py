@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.deploy import Deployment, engine_spec
-from tests.engine.harness.harness import Harness
+from testbed.deploy import Deployment, engine_spec
+from testbed.harness.harness import Harness
 from tests.engine.net.lab import log_lines, peers_in
 from tests.engine.net.probes import (SANDBOX_PORT, SANDBOX_UDP_PORT, answered, curl, host_tcp, probe,
                                      stable_host_addresses, tcp, template, udp)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.deploy import engine_spec
+from testbed.deploy import engine_spec
 from tests.engine.net.probes import answered, dns, probe, resolve, template
 from tests.engine.net.stack import deployed
-from tests.engine.waiting import wait_until
+from testbed.waiting import wait_until
 
 pytestmark = pytest.mark.docker
 

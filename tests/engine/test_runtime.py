@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 from sandstack.client import Client, SandstackError
-from tests.engine.deploy import engine_spec, shared_deployment
+from testbed.deploy import engine_spec, shared_deployment
 from tests.engine.net.probes import template
 from tests.engine.runtime_helpers import answers, release_all
 from tests.engine.sandbox_helpers import sh
-from tests.engine.waiting import wait_until
+from testbed.waiting import wait_until
 
 pytestmark = pytest.mark.docker
 

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from sandstack.client import Client
-from tests.engine.deploy import engine_spec, shared_deployment
+from testbed.deploy import engine_spec, shared_deployment
 from tests.engine.runtime_helpers import answers, release_all
-from tests.engine.waiting import wait_until
+from testbed.waiting import wait_until
 
 pytestmark = pytest.mark.docker
 

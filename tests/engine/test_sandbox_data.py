@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.deploy import Deployment, engine_spec
+from testbed.deploy import Deployment, engine_spec
 from tests.engine.sandbox_helpers import sh
 
 pytestmark = pytest.mark.docker

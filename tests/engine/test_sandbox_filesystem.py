@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.deploy import engine_spec, shared_deployment
+from testbed.deploy import engine_spec, shared_deployment
 from tests.engine.sandbox_helpers import FILL, python, sh, state
 
 pytestmark = pytest.mark.docker

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from tests.engine.deploy import engine_spec, shared_deployment
+from testbed.deploy import engine_spec, shared_deployment
 from tests.engine.sandbox_helpers import FILL, python, sh
 
 pytestmark = pytest.mark.docker

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from sandstack.plan.naming import infra_name
-from tests.engine.deploy import engine_spec, shared_deployment
+from testbed.deploy import engine_spec, shared_deployment
 from tests.engine.sandbox_helpers import client, docker_time, ended, sh, state
-from tests.engine.waiting import wait_until
+from testbed.waiting import wait_until
 
 pytestmark = pytest.mark.docker
 

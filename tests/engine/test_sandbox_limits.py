@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from tests.engine.deploy import engine_spec, shared_deployment
+from testbed.deploy import engine_spec, shared_deployment
 from tests.engine.sandbox_helpers import client, host_cgroup, parent_cgroup, python, read_int, read_keyed, sh, state
-from tests.engine.waiting import wait_until
+from testbed.waiting import wait_until
 
 pytestmark = pytest.mark.docker
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.deploy import Deployment, engine_spec, shared_deployment
+from testbed.deploy import Deployment, engine_spec, shared_deployment
 from tests.engine.sandbox_helpers import ATTEMPT, python, sh
 
 pytestmark = pytest.mark.docker

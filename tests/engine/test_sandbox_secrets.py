@@ -12,7 +12,7 @@ import tarfile
 
 import pytest
 
-from tests.engine.deploy import engine_spec, shared_deployment
+from testbed.deploy import engine_spec, shared_deployment
 from tests.engine.sandbox_helpers import ATTEMPT, client, python, sh
 
 pytestmark = pytest.mark.docker

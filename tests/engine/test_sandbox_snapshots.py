@@ -13,9 +13,9 @@ from datetime import datetime
 import docker.errors
 import pytest
 
-from tests.engine.deploy import Deployment, engine_spec
+from testbed.deploy import Deployment, engine_spec
 from tests.engine.sandbox_helpers import client, sh, state
-from tests.engine.waiting import wait_until
+from testbed.waiting import wait_until
 
 pytestmark = pytest.mark.docker
 

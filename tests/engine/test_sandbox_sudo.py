@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.deploy import engine_spec, shared_deployment
+from testbed.deploy import engine_spec, shared_deployment
 from tests.engine.sandbox_helpers import sh
 
 pytestmark = pytest.mark.docker

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.engine.deploy import Deployment, engine_spec
+from testbed.deploy import Deployment, engine_spec
 from tests.engine.sandbox_helpers import sh
 
 pytestmark = pytest.mark.docker

@@ -11,7 +11,7 @@ from sandstack.plan.gateway import PREPARE
 from sandstack.plan.squid import GatewayPool, render
 from sandstack.spec.egress import parse_entry
 from sandstack.spec.resolve import EffectiveNetwork
-from tests.engine import images
+from testbed import images
 
 
 def _parse_pools() -> list[GatewayPool]:

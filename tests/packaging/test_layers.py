@@ -3,8 +3,9 @@
 spec → plan → components → tooling/program, and plan → review (previews and diffs: no Pulumi, no components);
 the plan imports neither Pulumi nor the components (it reads the
 components' package data through importlib.resources only). Component tests do not use the engine harness;
-the provider model (tests/provider), the spec builders (tests/support) and the harness (tests/engine/harness)
-do not import each other except harness → provider.
+the provider model (testbed/provider), the spec builders (testbed/specs.py) and the harness (testbed/harness)
+do not import each other except harness → provider; testbed (shared by tests and benchmarks) and the
+benchmarks import nothing from tests.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.specs import REPO
+from testbed.specs import REPO
 
 
 def imports_of(folder: Path) -> dict[str, set[str]]:
     """Every module each .py file under `folder` imports (absolute names; relative imports are refused)."""
     out: dict[str, set[str]] = {}
-    for path in sorted(folder.rglob("*.py")):
+    for path in sorted(folder.rglob("*.py") if folder.is_dir() else [folder]):
         names: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
@@ -50,10 +51,12 @@ def offenders(folder: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
     ("sandstack/policy", ("sandstack.components", "sandstack.tooling", "sandstack.program", "sandstack.review",
                           "pulumi", "pulumi_docker", "pulumi_policy")),
     ("components", ("sandstack.tooling", "sandstack.review", "sandstack.policy")),
-    ("tests/components", ("tests.engine", "tests.changes")),
-    ("tests/support", ("tests.engine", "tests.provider", "tests.components")),
-    ("tests/provider", ("tests.engine", "tests.support", "tests.components")),
-    ("tests/engine/harness", ("tests.support", "tests.components", "tests.changes")),
+    ("tests/components", ("testbed.harness", "testbed.deploy", "tests.engine", "tests.changes")),
+    ("testbed/specs.py", ("testbed.harness", "testbed.provider", "testbed.deploy", "tests")),
+    ("testbed/provider", ("testbed.harness", "testbed.specs", "testbed.deploy", "tests")),
+    ("testbed/harness", ("testbed.specs", "testbed.deploy", "tests")),
+    ("testbed", ("tests",)),
+    ("benchmarks", ("tests",)),
 ])
 def test_a_layer_imports_nothing_above_it(folder: str, forbidden: tuple[str, ...]):
     assert offenders(folder, forbidden) == {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from tests.support.specs import REPO
+from testbed.specs import REPO
 
 
 def layout_row(first_cell_starts: str) -> str:

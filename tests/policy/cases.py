@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tests.support.specs import host, spec
+from testbed.specs import host, spec
 
 DIGEST = "@sha256:" + "ab" * 32
 CLEAN = spec(

@@ -12,7 +12,7 @@ import yaml
 from sandstack.policy.builtin import RULES
 from sandstack.policy.runner import check
 from tests.policy.cases import CLEAN, changed
-from tests.support.specs import write_spec
+from testbed.specs import write_spec
 
 T = "Template 'agent'"
 CASES = [

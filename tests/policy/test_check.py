@@ -11,7 +11,7 @@ from jsonschema import Draft4Validator
 from sandstack.policy.org import message_problem, render_message
 from sandstack.tooling.cli import main
 from tests.policy.cases import CLEAN, changed
-from tests.support.specs import REPO, STACKS, write_spec
+from testbed.specs import REPO, STACKS, write_spec
 
 TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 SARIF_SCHEMA = json.loads((Path(__file__).parent / "sarif-schema-2.1.0.json").read_text())

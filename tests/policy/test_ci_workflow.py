@@ -14,7 +14,7 @@ import yaml
 from jsonschema import Draft4Validator
 
 from sandstack.tooling.cli import main
-from tests.support.specs import REPO
+from testbed.specs import REPO
 
 WORKFLOW = REPO / "docs" / "ci" / "sandstack-review.yml"
 SARIF_SCHEMA = json.loads((Path(__file__).parent / "sarif-schema-2.1.0.json").read_text())

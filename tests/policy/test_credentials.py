@@ -15,7 +15,7 @@ from sandstack.spec.walk import model_fields
 from sandstack.tooling.cli import main
 from tests.policy.cases import changed
 from tests.policy.test_builtin_rules import value_position
-from tests.support.specs import host, write_spec
+from testbed.specs import host, write_spec
 
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"  # AWS's documented example access key id
 PASTED = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"  # fits a config key's pattern, and is a GitHub token

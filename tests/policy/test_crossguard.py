@@ -14,7 +14,7 @@ from pulumi_policy.policy import PolicyCustomTimeouts, PolicyResourceOptions
 from sandstack.policy.crossguard import CONTAINER, CONTAINER_RULES, validator
 from tests.components.helpers import Built
 from tests.policy.cases import changed
-from tests.support.specs import REPO
+from testbed.specs import REPO
 
 PACK = REPO / "policies" / "crossguard"
 

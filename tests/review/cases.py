@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable
 
-from tests.support.specs import host, spec
+from testbed.specs import host, spec
 
 FILES = {"files/tool.sh": "echo tool\n"}
 

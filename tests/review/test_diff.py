@@ -10,7 +10,7 @@ import pytest
 
 from sandstack.tooling.cli import main
 from tests.review.cases import BASE, FILES, pair
-from tests.support.specs import write_spec
+from testbed.specs import write_spec
 
 
 def _diff(tmp_path: Path, monkeypatch, capsys, base: dict, head: dict, *extra: str) -> tuple[int, dict | str, str]:

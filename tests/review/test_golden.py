@@ -15,7 +15,7 @@ import pytest
 
 from sandstack.tooling.cli import main
 from tests.review.cases import FILES, PAIRS, pair
-from tests.support.specs import STACKS, write_spec
+from testbed.specs import STACKS, write_spec
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("SANDSTACK_UPDATE_GOLDEN") == "1"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sandstack.tooling.cli import main
 from tests.review.cases import BASE, FILES, pair
-from tests.support.specs import write_spec
+from testbed.specs import write_spec
 
 
 def _preview(tmp_path: Path, monkeypatch, capsys, data: dict, *extra: str) -> tuple[int, str, str]:

@@ -15,7 +15,7 @@ from sandstack.spec.models import Stack
 from sandstack.spec.models.base import change_of
 from sandstack.spec.walk import model_fields
 from tests.review.cases import FILES, pair
-from tests.support.specs import write_spec
+from testbed.specs import write_spec
 
 
 def test_every_declared_condition_is_decided_by_the_review():

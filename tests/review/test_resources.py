@@ -11,8 +11,8 @@ import pytest
 from sandstack.review.resources import CONTAINER, NETWORK, REGISTRY_IMAGE, stack_resources
 from sandstack.spec import load_stack
 from tests.components.helpers import Built
-from tests.provider.mocks import DryBackend, RecordingMocks
-from tests.support.specs import STACKS, host, secret_keys, spec, write_spec
+from testbed.provider.mocks import DryBackend, RecordingMocks
+from testbed.specs import STACKS, host, secret_keys, spec, write_spec
 
 STACK_FILES = sorted(STACKS.glob("*.yaml"))
 

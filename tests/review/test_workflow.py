@@ -6,7 +6,7 @@ import yaml
 
 from sandstack.tooling.cli import build_parser
 from sandstack.tooling.examples import WORKFLOW
-from tests.support.specs import REPO
+from testbed.specs import REPO
 
 
 def test_the_workflow_is_valid_and_validates_diffs_and_comments():

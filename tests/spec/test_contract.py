@@ -14,7 +14,7 @@ from sandstack.spec import contract, models
 from sandstack.spec.contract import CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S
 from sandstack.spec.models import Lifecycle
 from sandstack.spec.models.base import change_of
-from tests.support.specs import REPO
+from testbed.specs import REPO
 
 
 def test_lifecycle_contract_numbers() -> None:

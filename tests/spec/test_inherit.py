@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sandstack.spec import SpecError, load_stack
-from tests.support.specs import spec, write_spec
+from testbed.specs import spec, write_spec
 
 PARENT = {"base_image": "python:3.12-slim", "snapshot": {"version": "1", "setup": ["pip install requests"]},
           "limits": {"cpus": 2, "memory": "1GiB"}, "lifecycle": {"max_lifetime": "2h", "idle_timeout": "10m"},

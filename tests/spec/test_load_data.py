@@ -10,7 +10,7 @@ import pytest
 
 from sandstack.spec import SpecError, Stack, check_data, load_data, load_stack
 from sandstack.spec.loader import load as parse_file
-from tests.support.specs import STACKS, changed, spec
+from testbed.specs import STACKS, changed, spec
 
 
 def busybox() -> dict:

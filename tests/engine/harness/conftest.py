@@ -1,3 +1,3 @@
 """The harness's own fixtures and coverage hooks, for the harness tests in this folder."""
 
-from tests.engine.harness.fixtures import *  # noqa: F401,F403
+from testbed.harness.fixtures import *  # noqa: F401,F403

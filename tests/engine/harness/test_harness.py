@@ -12,9 +12,9 @@ import pulumi
 import pulumi_docker as docker
 import pytest
 
-from tests.engine.harness.docker_backend import LABEL_SESSION
-from tests.engine.harness.teardown import remaining
-from tests.provider.mocks import HarnessError, UnmappedFieldError, UnsupportedResourceError
+from testbed.harness.docker_backend import LABEL_SESSION
+from testbed.harness.teardown import remaining
+from testbed.provider.mocks import HarnessError, UnmappedFieldError, UnsupportedResourceError
 
 pytestmark = pytest.mark.docker
 

@@ -9,11 +9,11 @@ import pulumi
 import pulumi_docker as docker
 import pytest
 
-from tests.provider import container_fields, container_map
-from tests.engine.harness.harness import Harness
-from tests.provider.schema import MiB, go_duration_ns
-from tests.provider.tables import MAPPINGS
-from tests.provider.mocks import (DuplicateUrnError, InputValueError, RecordingMocks,
+from testbed.provider import container_fields, container_map
+from testbed.harness.harness import Harness
+from testbed.provider.schema import MiB, go_duration_ns
+from testbed.provider.tables import MAPPINGS
+from testbed.provider.mocks import (DuplicateUrnError, InputValueError, RecordingMocks,
                                            UnmappedFieldError, UnsupportedResourceError, run_program)
 
 CONTAINER = "docker:index/container:Container"

@@ -7,6 +7,6 @@
 - `leak_guard.py`: `LeakGuard`, which drops and counts packets from the tests' networks leaving this machine.
 - `stack.py`: `NetStack` / `deployed(...)`, the module's stack with its Lab.
 
-The host guard's rules and cgroups (`guard_rules`, `sandbox_cgroups`) live in `tests/engine/host_state.py`,
-shared with the sandbox proofs; bounded waits in `tests/engine/waiting.py`.
+The host guard's rules and cgroups (`guard_rules`, `sandbox_cgroups`) live in `testbed/host_state.py`,
+shared with the sandbox proofs; bounded waits in `testbed/waiting.py`.
 """

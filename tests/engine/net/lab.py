@@ -26,10 +26,10 @@ from typing import Callable
 
 import docker.errors
 
-from tests.engine.harness.teardown import pid_alive
+from testbed.harness.teardown import pid_alive
 from tests.engine.net.leak_guard import LeakGuard, sweep_dead_leak_guards
 from tests.engine.net.probes import SERVER, host_tcp, tcp, udp
-from tests.engine.waiting import wait_until
+from testbed.waiting import wait_until
 
 LAB_LABEL = "sandstack.nettest"  # value: "<pid>-<token>"; every Docker object a Lab creates carries it
 LAB_PID_LABEL = "sandstack.nettest.pid"

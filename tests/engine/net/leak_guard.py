@@ -12,8 +12,8 @@ import secrets
 import shlex
 import subprocess
 
-from tests.engine.harness.teardown import pid_alive
-from tests.engine.host_state import iptables_delete, iptables_rules, rule_comment
+from testbed.harness.teardown import pid_alive
+from testbed.host_state import iptables_delete, iptables_rules, rule_comment
 
 LEAK_COMMENT_PREFIX = "sntest-leak-"  # "sntest-leak-<pid>-<token>": the lab sweep removes dead runs' rules
 

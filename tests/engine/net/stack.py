@@ -15,10 +15,10 @@ from typing import Iterator
 
 import docker as docker_sdk
 
-from tests.engine.deploy import SharedDeployment, shared_deployment
+from testbed.deploy import SharedDeployment, shared_deployment
 from tests.engine.net.lab import Lab, sweep_dead_labs
 from tests.engine.net.probes import SANDBOX_PORT, probe, tcp
-from tests.engine.waiting import wait_until
+from testbed.waiting import wait_until
 
 
 @dataclass

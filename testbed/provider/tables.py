@@ -6,9 +6,9 @@ engine harness, e.g. `docker:index/image:Image` (builds AND pushes by default) o
 
 from __future__ import annotations
 
-from tests.provider.container_map import CONTAINER
-from tests.provider.other_maps import NETWORK, REGISTRY_IMAGE, REMOTE_IMAGE, VOLUME
-from tests.provider.schema import ResourceMapping
+from testbed.provider.container_map import CONTAINER
+from testbed.provider.other_maps import NETWORK, REGISTRY_IMAGE, REMOTE_IMAGE, VOLUME
+from testbed.provider.schema import ResourceMapping
 
 MAPPINGS: dict[str, ResourceMapping] = {m.token: m for m in (CONTAINER, NETWORK, VOLUME, REMOTE_IMAGE, REGISTRY_IMAGE)}
 

@@ -1,9 +1,9 @@
 """Field coverage: which test applied which mapped input, on the engine and in dry recording.
 
 Derived from the mapping tables (tables.MAPPINGS: every supported field) and the field uses the
-mocks record during the session (tests/provider/mocks.py FIELD_USE), plus the fields tests claim to prove
+mocks record during the session (testbed/provider/mocks.py FIELD_USE), plus the fields tests claim to prove
 (`harness.proves("Container.memory")`). Written as Markdown at the end of a pytest session, to
-$SANDSTACK_HARNESS_COVERAGE if set (CI: tests/engine/harness/COVERAGE.md), else .sandstack/harness-coverage.md.
+$SANDSTACK_HARNESS_COVERAGE if set (CI: testbed/harness/COVERAGE.md), else .sandstack/harness-coverage.md.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import threading
 from pathlib import Path
 from typing import Iterable
 
-from tests.provider.tables import MAPPINGS
-from tests.provider import mocks as recording_mocks
+from testbed.provider.tables import MAPPINGS
+from testbed.provider import mocks as recording_mocks
 
 CLAIMS: dict[str, set[str]] = {}   # field ("Container.memory") -> tests claiming to prove it
 _LOCK = threading.Lock()
@@ -65,7 +65,7 @@ def render() -> str:
         rows.append(f"| `{name}` | {top.change} | {_tests(engine)} | {_tests(dry)} | {_tests(provers, len(provers))} |")
     header = ("| Field | Change | Applied on the engine by | Recorded (dry) by | Proven by (`harness.proves`) |\n"
               "|---|---|---|---|---|")
-    return (f"# Engine harness coverage\n\nGenerated at the end of a pytest session by tests/engine/harness/coverage.py; "
+    return (f"# Engine harness coverage\n\nGenerated at the end of a pytest session by testbed/harness/coverage.py; "
             f"do not edit. {engine_count} of {len(fields)} mapped fields were applied to the Docker engine.\n\n"
             f"{BEGIN}\n{header}\n" + "\n".join(rows) + f"\n{END}\n")
 

@@ -12,8 +12,8 @@ import time
 
 import docker.errors
 
-from tests.provider.other_maps import ImagePlan
-from tests.provider.mocks import HarnessError
+from testbed.provider.other_maps import ImagePlan
+from testbed.provider.mocks import HarnessError
 
 REMOVE_RETRY_SECONDS = 30  # the provider's networkRemoveRefreshTimeout
 
@@ -109,7 +109,7 @@ def ensure_image(api, name: str, urn: str) -> None:
         api.inspect_image(name)
     except docker.errors.ImageNotFound:
         raise HarnessError(f"{urn}: RemoteImage {name!r} without build: the image is not on this daemon and the "
-                           f"harness never pulls (the provider would). Build it first (tests/engine/images.py) "
+                           f"harness never pulls (the provider would). Build it first (testbed/images.py) "
                            f"or give the RemoteImage a build") from None
 
 

@@ -2,7 +2,7 @@
 
 Make them available to a test folder with, in its conftest.py:
 
-    from tests.engine.harness.fixtures import *  # noqa: F401,F403  (fixtures + coverage hooks)
+    from testbed.harness.fixtures import *  # noqa: F401,F403  (fixtures + coverage hooks)
 
 Fixtures:
   docker_harness  -- a fresh Harness on the local daemon per test; ALWAYS torn down (destroy + label
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.harness import coverage
-from tests.engine.harness.harness import Harness
-from tests.provider.mocks import RecordingMocks, current_test
+from testbed.harness import coverage
+from testbed.harness.harness import Harness
+from testbed.provider.mocks import RecordingMocks, current_test
 
 __all__ = ["harness_sweep_orphans", "docker_harness", "dry_harness", "recording_mocks",
            "pytest_runtest_makereport", "pytest_sessionfinish", "pytest_terminal_summary"]
@@ -32,7 +32,7 @@ _REPORTED: dict[str, object] = {}  # hooks may be imported into several conftest
 @pytest.fixture(scope="session")
 def harness_sweep_orphans(docker_client):
     """Once per session: remove what killed earlier test runs left behind (their pid is gone)."""
-    from tests.engine.harness.teardown import sweep_orphans
+    from testbed.harness.teardown import sweep_orphans
 
     removed = sweep_orphans(docker_client.api)
     if removed:
@@ -48,7 +48,7 @@ def docker_harness(harness_sweep_orphans, request):
         yield harness
     finally:
         swept = harness.teardown()
-        from tests.engine.harness.teardown import remaining
+        from testbed.harness.teardown import remaining
 
         left = remaining(harness.backend.api, harness.session_id)
         assert not left, f"harness session {harness.session_id} left objects behind: {left}"

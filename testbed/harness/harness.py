@@ -18,11 +18,11 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from tests.engine.harness import coverage
-from tests.engine.harness.container_ops import PartialCreateError
-from tests.provider.schema import ResourceMapping
-from tests.engine.harness.state import Action, ResourceState, RunLog, StateEntry, changed_fields, with_ignored
-from tests.provider.mocks import (DryBackend, HarnessError, RecordingMocks, Registration, current_test,
+from testbed.harness import coverage
+from testbed.harness.container_ops import PartialCreateError
+from testbed.provider.schema import ResourceMapping
+from testbed.harness.state import Action, ResourceState, RunLog, StateEntry, changed_fields, with_ignored
+from testbed.provider.mocks import (DryBackend, HarnessError, RecordingMocks, Registration, current_test,
                                            run_program)
 
 
@@ -85,7 +85,7 @@ class Harness:
                  state_path: str | None = None, session_id: str | None = None):
         self.session_id = session_id or f"{os.getpid()}-{secrets.token_hex(4)}"
         if backend is None:
-            from tests.engine.harness.docker_backend import DockerBackend
+            from testbed.harness.docker_backend import DockerBackend
             backend = DockerBackend(self.session_id)
         self.backend = backend
         self.project, self.stack = project, stack
@@ -276,7 +276,7 @@ class Harness:
             error = failure
         swept: dict[str, list[str]] = {}
         if hasattr(self.backend, "api"):
-            from tests.engine.harness.teardown import sweep_session
+            from testbed.harness.teardown import sweep_session
             swept = sweep_session(self.backend.api, self.session_id)
         if error is not None:
             raise HarnessError(f"teardown: {error}; label sweep removed {swept}")

@@ -18,7 +18,7 @@ import yaml
 from sandstack.program import program
 from sandstack.spec import load_stack
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 STACKS = REPO / "stacks"  # the committed stack specs
 STACK = "t"  # the stack name of every small spec: Docker names are `sandstack-t-...`
 LOCAL = "unix:///var/run/docker.sock"

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from tests.provider import container_fields as cf
-from tests.provider.schema import (LABEL_SUB, MiB, STATE_ONLY, UPDATE, Ctx, Field,
+from testbed.provider import container_fields as cf
+from testbed.provider.schema import (LABEL_SUB, MiB, STATE_ONLY, UPDATE, Ctx, Field,
                                          ResourceMapping, go_duration_ns, label_map)
 
 
@@ -270,4 +270,4 @@ FIELDS = (
 )
 
 CONTAINER = ResourceMapping("docker:index/container:Container", FIELDS, new_plan, autoname=True,
-                            module="tests/provider/container_map.py")
+                            module="testbed/provider/container_map.py")

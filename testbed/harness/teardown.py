@@ -1,8 +1,8 @@
 """Label sweeps: remove every container, network, volume and image the harness made.
 
-    python -m tests.engine.harness.teardown --orphans     # sessions whose test process is gone
-    python -m tests.engine.harness.teardown --session ID  # one session
-    python -m tests.engine.harness.teardown --list        # what carries harness labels now
+    python -m testbed.harness.teardown --orphans     # sessions whose test process is gone
+    python -m testbed.harness.teardown --session ID  # one session
+    python -m testbed.harness.teardown --list        # what carries harness labels now
 
 Only objects labelled by the harness are touched (sandstack.harness.session / .pid), so a sweep never
 removes the cached test images or another engineer's containers.
@@ -17,7 +17,7 @@ import sys
 import docker
 import docker.errors
 
-from tests.engine.harness.docker_backend import LABEL_PID, LABEL_SESSION
+from testbed.harness.docker_backend import LABEL_PID, LABEL_SESSION
 
 KINDS = ("containers", "networks", "volumes", "images")
 

@@ -3,8 +3,8 @@
 Each image is tagged ``sandstack-test/<name>:<hash>``, where the hash covers everything that defines it
 (packages, Dockerfile text, extra files, RECIPE_VERSION). When the tag exists locally nothing is built.
 
-    python -m tests.engine.images            # prebuild every image (CI does this before pytest)
-    python -m tests.engine.images --list     # print the tags without building
+    python -m testbed.images            # prebuild every image (CI does this before pytest)
+    python -m testbed.images --list     # print the tags without building
 
 Images:
 - busybox: ``FROM scratch`` + busybox-static (2 MB, builds in about a second). Its ``wget`` segfaults;

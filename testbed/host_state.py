@@ -16,7 +16,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from tests.engine.waiting import wait_until
+from testbed.waiting import wait_until
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 GUARD_BINARIES = ("iptables-nft", "iptables-legacy", "ip6tables-nft", "ip6tables-legacy")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.provider.schema import LABEL_SUB, STATE_ONLY, Ctx, Field, ResourceMapping, label_map
+from testbed.provider.schema import LABEL_SUB, STATE_ONLY, Ctx, Field, ResourceMapping, label_map
 
 
 # --- Network -----------------------------------------------------------------------------------------
@@ -68,7 +68,7 @@ NETWORK = ResourceMapping("docker:index/network:Network", (
     Field("ipamDriver", _ipam_driver), Field("ipamOptions", _ipam_options),
     Field("ipamConfigs", _ipam_configs, sub={"subnet": None, "ipRange": None, "gateway": None, "auxAddress": None}),
     Field("labels", _labels, sub=LABEL_SUB),
-), _network_plan, autoname=True, module="tests/provider/other_maps.py")
+), _network_plan, autoname=True, module="testbed/provider/other_maps.py")
 
 
 # --- Volume ------------------------------------------------------------------------------------------
@@ -82,7 +82,7 @@ VOLUME = ResourceMapping("docker:index/volume:Volume", (
     Field("driver", _set("Driver", "str")),
     Field("driverOpts", _set("DriverOpts", "map")),
     Field("labels", _labels, sub=LABEL_SUB),
-), _volume_plan, autoname=True, module="tests/provider/other_maps.py")
+), _volume_plan, autoname=True, module="testbed/provider/other_maps.py")
 
 
 # --- RemoteImage -------------------------------------------------------------------------------------
@@ -162,7 +162,7 @@ REMOTE_IMAGE = ResourceMapping("docker:index/remoteImage:RemoteImage", (
     Field("keepLocally", _keep("keep_locally", "keepLocally"), STATE_ONLY, doc="delete leaves the image"),
     Field("forceRemove", _keep("force_remove", "forceRemove"), STATE_ONLY, doc="delete uses force"),
     Field("platform", _platform),
-), _image_plan, module="tests/provider/other_maps.py")
+), _image_plan, module="testbed/provider/other_maps.py")
 
 
 # --- RegistryImage -----------------------------------------------------------------------------------
@@ -202,4 +202,4 @@ REGISTRY_IMAGE = ResourceMapping("docker:index/registryImage:RegistryImage", (
           doc="skips the registry's TLS verification at push/delete"),
     Field("build", _refused("build", "a RegistryImage build is deprecated upstream; sandstack builds with RemoteImage")),
     Field("authConfig", _refused("authConfig", "registry credentials come from the daemon's configuration here")),
-), _push_plan, module="tests/provider/other_maps.py")
+), _push_plan, module="testbed/provider/other_maps.py")

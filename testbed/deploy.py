@@ -24,11 +24,11 @@ import yaml
 
 from sandstack.plan.naming import docker_name, egress_network_name, infra_name
 from sandstack.program import program as sandstack_program
-from tests.engine.harness import coverage
-from tests.engine.harness.harness import Harness, RunResult
-from tests.engine.harness.teardown import remaining
-from tests.engine.host_state import clear_host_state
-from tests.support.specs import spec, spec_text
+from testbed.harness import coverage
+from testbed.harness.harness import Harness, RunResult
+from testbed.harness.teardown import remaining
+from testbed.host_state import clear_host_state
+from testbed.specs import spec, spec_text
 
 HOST_ROLES = ("egress", "gateway", "guard", "ingress", "runtime", "logger")  # host-level objects of a stack: named with `infra_name`
 
@@ -160,7 +160,7 @@ def shared_deployment(module_file: str, workdir: Path, spec_text: str, *, stack:
                       secret_config: dict | None = None,
                       files: dict[str, str] | None = None) -> Iterator[SharedDeployment]:
     """Deploys `spec_text` once for a whole test module and always tears it down, leaving nothing behind."""
-    label = f"{Path(module_file).relative_to(Path(__file__).parents[2])}::<module deployment>"
+    label = f"{Path(module_file).relative_to(Path(__file__).parents[1])}::<module deployment>"
     harness = Harness()
     named = {"stack": stack} if stack is not None else {}
     deployment = Deployment(harness, workdir, secret_config=dict(secret_config or {}), **named)

@@ -15,10 +15,10 @@ import threading
 import docker
 import pulumi
 
-from tests.engine.harness import container_ops, other_ops
-from tests.provider.schema import Ctx, ResourceMapping
-from tests.provider.tables import MAPPINGS, PROVIDER_LOCAL_FIELDS
-from tests.provider.mocks import HarnessError, Registration, UnsupportedResourceError
+from testbed.harness import container_ops, other_ops
+from testbed.provider.schema import Ctx, ResourceMapping
+from testbed.provider.tables import MAPPINGS, PROVIDER_LOCAL_FIELDS
+from testbed.provider.mocks import HarnessError, Registration, UnsupportedResourceError
 
 LABEL_SESSION = "sandstack.harness.session"
 LABEL_PID = "sandstack.harness.pid"

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tests.provider.schema import LABEL_SUB, Ctx, label_map
+from testbed.provider.schema import LABEL_SUB, Ctx, label_map
 
 PORT_SUB = {"internal": None, "external": None, "ip": None, "protocol": None}
 NETWORK_SUB = {"name": None, "aliases": None, "ipv4Address": None, "ipv6Address": None, "linkLocalIps": None,

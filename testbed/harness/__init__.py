@@ -10,7 +10,7 @@ the real computed outputs. A state keyed by URN makes successive runs behave lik
 Public API (see README.md beside this file):
     Harness, RunResult, Action                 -- harness.py / state.py
     docker_harness, dry_harness, recording_mocks fixtures -- fixtures.py
-    RecordingMocks, run_program, install_mocks -- tests/provider/mocks.py
+    RecordingMocks, run_program, install_mocks -- testbed/provider/mocks.py
     MAPPINGS (the field tables)                -- tables.py
 """
 
@@ -22,12 +22,12 @@ __all__ = ["Harness", "RunResult", "Action", "MAPPINGS"]
 def __getattr__(name: str):
     # Lazy, so the dry recording mocks can import the tables without loading the Docker backend.
     if name in ("Harness", "RunResult"):
-        from tests.engine.harness import harness
+        from testbed.harness import harness
         return getattr(harness, name)
     if name == "Action":
-        from tests.engine.harness.state import Action
+        from testbed.harness.state import Action
         return Action
     if name == "MAPPINGS":
-        from tests.provider.tables import MAPPINGS
+        from testbed.provider.tables import MAPPINGS
         return MAPPINGS
     raise AttributeError(name)

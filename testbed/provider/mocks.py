@@ -4,9 +4,9 @@ Shared core of two test tools (the dispatch, duplicate-URN and unmapped-field lo
 
 * ``RecordingMocks()`` -- no daemon. Records every registration (wire inputs, URN, parent, resource
   options), refuses duplicate URNs, refuses resource types and input fields the provider model does
-  not map (``tests/provider/tables.py``), translates the inputs into the Docker Engine API body
+  not map (``testbed/provider/tables.py``), translates the inputs into the Docker Engine API body
   the provider would send (``Registration.plan``), and returns plausible computed outputs.
-* ``tests.engine.harness`` -- the same mocks with a Docker backend that applies every registration to
+* ``testbed.harness`` -- the same mocks with a Docker backend that applies every registration to
   the local daemon (a stand-in for the pulumi-docker provider).
 
 Use ``run_program(fn, mocks, ...)`` to run a program in isolation and get its exported outputs, or
@@ -149,7 +149,7 @@ class Registration:
     action: str = "create"            # create/same/update/replace (stateful harness), else create
 
 
-# --- field-use recording: feeds tests/engine/harness/COVERAGE.md -------------------------------------
+# --- field-use recording: feeds testbed/harness/COVERAGE.md -------------------------------------
 
 FIELD_USE: dict[tuple[str, str], dict[str, set[str]]] = {}
 _FIELD_USE_LOCK = threading.Lock()
@@ -184,8 +184,8 @@ class DryBackend:
 
     def __init__(self, api_version: str | None = None,
                  extra_types: dict[str, Callable[[Registration], tuple[str, dict]]] | None = None):
-        from tests.provider.schema import DEFAULT_API_VERSION  # lazy: the tables import this module
-        from tests.provider.tables import MAPPINGS
+        from testbed.provider.schema import DEFAULT_API_VERSION  # lazy: the tables import this module
+        from testbed.provider.tables import MAPPINGS
 
         self.mappings = MAPPINGS
         self.api_version = api_version or DEFAULT_API_VERSION
@@ -201,12 +201,12 @@ class DryBackend:
         return f"{reg.name}-{_digest(reg.urn, generation)[:7]}"
 
     def ctx(self, mapping, urn: str, inputs: dict, autoname: str | None):
-        from tests.provider.schema import Ctx
+        from testbed.provider.schema import Ctx
 
         return Ctx(mapping.token, urn, inputs, self.api_version, autoname)
 
     def create(self, reg: Registration, mapping, autoname: str | None) -> tuple[str, dict]:
-        from tests.provider.dry_outputs import plausible_outputs
+        from testbed.provider.dry_outputs import plausible_outputs
 
         return plausible_outputs(mapping.title, reg, _digest(reg.urn, autoname, reg.inputs),
                                  reg.inputs.get("name") or autoname)

@@ -1,4 +1,4 @@
-"""Plausible computed outputs for the dry backend (tests/provider/mocks.py DryBackend).
+"""Plausible computed outputs for the dry backend (testbed/provider/mocks.py DryBackend).
 
 Shaped like what the engine backend reads back (see container_ops.read / other_ops.read_*), derived
 from a digest of the registration so they are stable across runs: an autoname-style `name`,

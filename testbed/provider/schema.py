@@ -1,7 +1,7 @@
 """Field tables: how the harness maps each pulumi-docker input onto the Docker Engine API.
 
 Docker-independent (no daemon, no Docker SDK), so the recording mocks in
-``tests/provider/mocks.py`` use the same tables as the engine harness.
+``testbed/provider/mocks.py`` use the same tables as the engine harness.
 
 Each resource type has ONE ``ResourceMapping``: a tuple of ``Field`` rows, one per input the harness
 understands, keyed by its wire name (camelCase, as ``Mocks.new_resource`` receives it). Everything else
@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, NoReturn
 
-from tests.provider.mocks import InputValueError, UnmappedFieldError, contains_unknown
+from testbed.provider.mocks import InputValueError, UnmappedFieldError, contains_unknown
 
 #: Upstream source the mappings mirror (the pulumi-docker 5.2 upstream submodule is at this tag).
 MIRRORED_UPSTREAM = "kreuzwerker/terraform-provider-docker v4.5.0 (commit 5074970c)"
@@ -153,7 +153,7 @@ class ResourceMapping:
         if unmapped:
             raise UnmappedFieldError(
                 f"{self.token} {urn}: input field(s) not mapped by the engine harness: {'; '.join(unmapped)}. "
-                f"Map them in {self.module or 'tests/engine/harness'} (mirroring {MIRRORED_UPSTREAM}) "
+                f"Map them in {self.module or 'testbed/harness'} (mirroring {MIRRORED_UPSTREAM}) "
                 f"before a component emits them."
             )
         return sorted(set(present))

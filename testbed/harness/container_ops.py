@@ -15,10 +15,10 @@ from decimal import Decimal
 
 import docker.errors
 
-from tests.provider.container_fields import upload_tar
-from tests.provider.container_map import ContainerPlan
-from tests.provider.schema import MiB
-from tests.provider.mocks import HarnessError
+from testbed.provider.container_fields import upload_tar
+from testbed.provider.container_map import ContainerPlan
+from testbed.provider.schema import MiB
+from testbed.provider.mocks import HarnessError
 
 # Containers attached with `attach` must exit by then (the provider's create timeout is 20 minutes).
 ATTACH_TIMEOUT_SECONDS = 600
@@ -40,7 +40,7 @@ def ensure_local_image(api, image: str, urn: str) -> None:
         api.inspect_image(image)
     except docker.errors.ImageNotFound:
         raise HarnessError(f"{urn}: image {image!r} is not present on this daemon and the harness never pulls; "
-                           f"build it first (tests/engine/images.py) or from a RemoteImage with build") from None
+                           f"build it first (testbed/images.py) or from a RemoteImage with build") from None
 
 
 def create(api, plan: ContainerPlan, labels: dict[str, str], urn: str) -> str:
