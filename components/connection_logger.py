@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_docker as docker
 
-from sandstack.components.resource_args import container_labels, volume_labels
+from sandstack.components.resource_args import container_labels, healthcheck_args, volume_labels
 from sandstack.plan import logger
 from sandstack.plan.changes import host_container_replace_on_changes
 from sandstack.plan.contract import LABEL_ROLE
@@ -32,7 +32,7 @@ class ConnectionLogger(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ConnectionLoggerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sandstack:index:ConnectionLogger", name, None, opts)
-        plan = args.plan
+        plan, run = args.plan, args.plan.run
 
         # The connection log outlives a restart or renewal of the logger.
         self.log = docker.Volume(
@@ -55,13 +55,13 @@ class ConnectionLogger(pulumi.ComponentResource):
             memory=logger.MEMORY_MB,
             memory_swap=logger.MEMORY_MB,
             cpus=logger.CPUS,
-            restart="unless-stopped",
-            healthcheck=docker.ContainerHealthcheckArgs(tests=list(plan.health_test), interval="2s", timeout="2s",
-                                                        retries=5, start_period="1s"),
-            wait=True,
-            wait_timeout=60,
-            log_driver="json-file",
-            log_opts={"max-size": "1m", "max-file": "2"},
+            restart=run.restart,
+            destroy_grace_seconds=run.destroy_grace_seconds,
+            healthcheck=healthcheck_args(run.healthcheck),
+            wait=run.wait,
+            wait_timeout=run.wait_timeout,
+            log_driver=run.logs.driver,
+            log_opts=run.logs.opts,
             labels=container_labels({**args.labels, LABEL_ROLE: "logger"}),
             opts=pulumi.ResourceOptions(parent=self, replace_on_changes=host_container_replace_on_changes()),
         )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_docker as docker
 
-from sandstack.components.resource_args import container_labels, volume_labels
+from sandstack.components.resource_args import container_labels, healthcheck_args, volume_labels
 from sandstack.plan import gateway
 from sandstack.plan.changes import host_container_replace_on_changes
 from sandstack.plan.contract import LABEL_ROLE
@@ -36,7 +36,7 @@ class EgressGateway(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: EgressGatewayArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sandstack:index:EgressGateway", name, None, opts)
-        plan = args.plan
+        plan, run = args.plan, args.plan.run
 
         # The egress audit log outlives the gateway container, so a restart or replacement keeps it.
         self.log = docker.Volume(
@@ -74,15 +74,13 @@ class EgressGateway(pulumi.ComponentResource):
             memory_swap=gateway.MEMORY_MB,
             cpus=gateway.CPUS,
             cgroup_parent=plan.cgroup_parent,
-            restart="unless-stopped",
-            destroy_grace_seconds=10,
-            healthcheck=docker.ContainerHealthcheckArgs(
-                tests=list(gateway.HEALTH_TEST), interval="2s", timeout="2s", retries=5, start_period="1s",
-            ),
-            wait=True,
-            wait_timeout=60,
-            log_driver="json-file",
-            log_opts={"max-size": "10m", "max-file": "5"},
+            restart=run.restart,
+            destroy_grace_seconds=run.destroy_grace_seconds,
+            healthcheck=healthcheck_args(run.healthcheck),
+            wait=run.wait,
+            wait_timeout=run.wait_timeout,
+            log_driver=run.logs.driver,
+            log_opts=run.logs.opts,
             labels=container_labels({**args.labels, LABEL_ROLE: "gateway"}),
             opts=pulumi.ResourceOptions(parent=self, replace_on_changes=host_container_replace_on_changes()),
         )

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_docker as docker
 
-from sandstack.components.resource_args import container_labels, volume_labels
+from sandstack.components.resource_args import container_labels, healthcheck_args, volume_labels
 from sandstack.plan import guard
 from sandstack.plan.changes import host_container_replace_on_changes
 from sandstack.plan.contract import GUARD_CGROUP_MOUNT, GUARD_STATE_DIR, HOST_CGROUP_MOUNT, LABEL_ROLE
@@ -40,7 +40,7 @@ class HostGuard(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: HostGuardArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sandstack:index:HostGuard", name, None, opts)
-        plan = args.plan
+        plan, run = args.plan, args.plan.run
 
         # State shared with sandboxes (read-only there): they wait for its boot-id marker, so after
         # a reboot no sandbox command runs before the firewall and pids limits are back.
@@ -77,16 +77,13 @@ class HostGuard(pulumi.ComponentResource):
             memory=guard.MEMORY_MB,
             memory_swap=guard.MEMORY_MB,
             cpus=guard.CPUS,
-            restart="unless-stopped",
-            # Time for the stop handler: on `pulumi destroy` it removes the rules and cgroups it made.
-            destroy_grace_seconds=10,
-            healthcheck=docker.ContainerHealthcheckArgs(
-                tests=["CMD-SHELL", guard.HEALTH_TEST], interval="2s", timeout="2s", retries=3, start_period="1s"
-            ),
-            wait=True,
-            wait_timeout=60,
-            log_driver="json-file",
-            log_opts={"max-size": "1m", "max-file": "2"},
+            restart=run.restart,
+            destroy_grace_seconds=run.destroy_grace_seconds,
+            healthcheck=healthcheck_args(run.healthcheck),
+            wait=run.wait,
+            wait_timeout=run.wait_timeout,
+            log_driver=run.logs.driver,
+            log_opts=run.logs.opts,
             labels=container_labels({**args.labels, LABEL_ROLE: "guard"}),
             opts=pulumi.ResourceOptions(parent=self, replace_on_changes=host_container_replace_on_changes()),
         )

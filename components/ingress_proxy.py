@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_docker as docker
 
-from sandstack.components.resource_args import bridge_options, container_labels, network_labels, volume_labels
+from sandstack.components.resource_args import (bridge_options, container_labels, healthcheck_args, network_labels,
+                                               volume_labels)
 from sandstack.components.secrets import secret_value
 from sandstack.plan import ingress
 from sandstack.plan.changes import host_container_replace_on_changes
@@ -36,7 +37,7 @@ class IngressProxy(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: IngressProxyArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sandstack:index:IngressProxy", name, None, opts)
-        plan = args.plan
+        plan, run = args.plan, args.plan.run
 
         # Where the proxy's port is published: routed, joined by the proxy alone, never by a sandbox.
         self.network = docker.Network(
@@ -81,13 +82,13 @@ class IngressProxy(pulumi.ComponentResource):
             memory=ingress.MEMORY_MB,
             memory_swap=ingress.MEMORY_MB,
             cpus=ingress.CPUS,
-            restart="unless-stopped",
-            healthcheck=docker.ContainerHealthcheckArgs(tests=list(ingress.HEALTH_TEST), interval="2s", timeout="2s",
-                                                        retries=5, start_period="1s"),
-            wait=True,
-            wait_timeout=60,
-            log_driver="json-file",
-            log_opts={"max-size": "10m", "max-file": "5"},
+            restart=run.restart,
+            destroy_grace_seconds=run.destroy_grace_seconds,
+            healthcheck=healthcheck_args(run.healthcheck),
+            wait=run.wait,
+            wait_timeout=run.wait_timeout,
+            log_driver=run.logs.driver,
+            log_opts=run.logs.opts,
             labels=container_labels({**args.labels, LABEL_ROLE: "ingress"}),
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.after,
                                         replace_on_changes=host_container_replace_on_changes()),

@@ -1,10 +1,13 @@
-"""Label and bridge inputs in pulumi-docker's shapes (the one place `naming` needs the provider SDK)."""
+"""Plan values in pulumi-docker's shapes: labels, bridge options, health checks (the one place the plan's plain
+values need the provider SDK)."""
 
 from __future__ import annotations
 
 from typing import Mapping
 
 import pulumi_docker as docker
+
+from sandstack.plan.container import Healthcheck
 
 
 def container_labels(values: Mapping[str, str]) -> list[docker.ContainerLabelArgs]:
@@ -23,3 +26,10 @@ def bridge_options(bridge: str, *, icc: bool = False) -> dict[str, str]:
     # Without icc, containers on one bridge cannot talk to each other; the guard opens only the gateway's port and
     # the ingress's way to url ports.
     return {"com.docker.network.bridge.name": bridge, "com.docker.network.bridge.enable_icc": str(icc).lower()}
+
+
+def healthcheck_args(check: Healthcheck | None) -> docker.ContainerHealthcheckArgs | None:
+    if check is None:
+        return None
+    return docker.ContainerHealthcheckArgs(tests=list(check.tests), interval=check.interval, timeout=check.timeout,
+                                           retries=check.retries, start_period=check.start_period)

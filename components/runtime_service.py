@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_docker as docker
 
-from sandstack.components.resource_args import container_labels, volume_labels
+from sandstack.components.resource_args import container_labels, healthcheck_args, volume_labels
 from sandstack.components.secrets import secret_value
 from sandstack.plan import runtime_host
 from sandstack.plan.changes import host_container_replace_on_changes
@@ -35,7 +35,7 @@ class RuntimeService(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: RuntimeServiceArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sandstack:index:RuntimeService", name, None, opts)
-        plan = args.plan
+        plan, run = args.plan, args.plan.run
 
         # Sessions, snapshots and the audit log outlive a restart or renewal of the service.
         self.state = docker.Volume(
@@ -64,14 +64,13 @@ class RuntimeService(pulumi.ComponentResource):
             memory=runtime_host.MEMORY_MB,
             memory_swap=runtime_host.MEMORY_MB,
             cpus=runtime_host.CPUS,
-            restart="unless-stopped",
-            # Generous: on a loaded host the first start (unpacking, imports, SQLite) can take several seconds.
-            healthcheck=docker.ContainerHealthcheckArgs(tests=list(plan.health_test), interval="2s", timeout="5s",
-                                                        retries=20, start_period="10s"),
-            wait=True,
-            wait_timeout=120,
-            log_driver="json-file",
-            log_opts={"max-size": "10m", "max-file": "5"},
+            restart=run.restart,
+            destroy_grace_seconds=run.destroy_grace_seconds,
+            healthcheck=healthcheck_args(run.healthcheck),
+            wait=run.wait,
+            wait_timeout=run.wait_timeout,
+            log_driver=run.logs.driver,
+            log_opts=run.logs.opts,
             labels=container_labels({**args.labels, LABEL_ROLE: "runtime"}),
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.after,
                                         replace_on_changes=host_container_replace_on_changes()),

@@ -34,14 +34,6 @@ class SandboxHostArgs:
     placements: list[Placement]
 
 
-def runtime_url(plan: HostPlan) -> str | None:
-    """Where an agent platform reaches the host's runtime: its loopback unless the runtime is public."""
-    if plan.runtime is None:
-        return None
-    where = plan.address if plan.runtime.spec.exposure == "public" else "127.0.0.1"
-    return f"http://{where}:{plan.runtime.spec.port}"
-
-
 class SandboxHost(pulumi.ComponentResource):
     provider: docker.Provider
     infra_image: pulumi.Output[str]
@@ -74,11 +66,13 @@ class SandboxHost(pulumi.ComponentResource):
 
         # Each sandbox's disk workspaces: volumes whose filesystems the guard makes and attaches, so they exist
         # before it (it is healthy only once every one is attachable) and outlive it (data survives a renewal).
+        # Replaced delete-first: the name is explicit, so a create-first replacement would be deleted with the old.
+        replace_first = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(delete_before_replace=True))
         self.workspaces = {
             w.name: docker.Volume(
                 f"{name}-ws.{w.name.removeprefix(f'sandstack-{args.stack}-')}", name=w.name, driver="local",
                 driver_opts=w.driver_opts, labels=volume_labels({**self.labels, LABEL_ROLE: "workspace"}),
-                opts=child)
+                opts=replace_first)
             for w in plan.workspaces
         }
         self.workspace_volumes = {docker_name: volume.name for docker_name, volume in self.workspaces.items()}
@@ -161,7 +155,7 @@ class SandboxHost(pulumi.ComponentResource):
             self.logger = ConnectionLogger(f"{name}-logger", ConnectionLoggerArgs(plan.logger, self.infra_image,
                                                                                   self.labels), opts=self.child_opts)
 
-        self.runtime_url = runtime_url(plan)
+        self.runtime_url = plan.runtime_url
         self.ready = [self.guard.container] + ([self.gateway.container] if self.gateway else []) + (
             [self.logger.container] if self.logger else [])
         self.register_outputs({

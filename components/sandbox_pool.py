@@ -10,13 +10,12 @@ import pulumi
 import pulumi_docker as docker
 
 from sandstack.plan.changes import sandbox_replace_on_changes
-from sandstack.plan.contract import LABEL_ROLE, SECRETS_DIR, STATE_MOUNT
+from sandstack.plan.contract import LABEL_ROLE, STATE_MOUNT
 from sandstack.plan.data import SEED_DIR, DataPlan, plan_data
-from sandstack.plan.ingress import url_of
-from sandstack.plan.naming import docker_name
-from sandstack.components.resource_args import container_labels, volume_labels
+from sandstack.components.resource_args import container_labels, healthcheck_args, volume_labels
 from sandstack.plan.network import PoolNetwork
-from sandstack.plan.sandbox import SUPERVISOR_ENTRYPOINT, plan_sandbox, sandbox_name
+from sandstack.plan.sandbox import SUPERVISOR_ENTRYPOINT, output_name, plan_sandbox, port_address, sandbox_name
+from sandstack.plan.secrets import SecretsPlan, plan_secrets
 from sandstack.components.secrets import secret_value
 from sandstack.spec.models import SecretRef
 from sandstack.spec.models.hosts import Ingress
@@ -70,10 +69,11 @@ class SandboxPool(pulumi.ComponentResource):
             docker.ContainerMountArgs(type="volume", source=args.guard_state_volume, target=STATE_MOUNT,
                                       read_only=True),
         ]
-        if t.secrets:
-            volume, seeder = self._secrets(name, args)
+        secrets = plan_secrets(args.stack, args.pool, t)
+        if secrets:
+            volume, seeder = self._secrets(name, args, secrets)
             waits_on.append(seeder)
-            mounts.append(docker.ContainerMountArgs(type="volume", source=volume.name, target=SECRETS_DIR,
+            mounts.append(docker.ContainerMountArgs(type="volume", source=volume.name, target=secrets.path,
                                                     read_only=True))
         data = plan_data(args.stack, args.pool, t)
         if data:
@@ -88,44 +88,31 @@ class SandboxPool(pulumi.ComponentResource):
         self.sandboxes = pulumi.Output.all(*[self._describe(args, i, c) for i, c in enumerate(self.containers)])
         self.register_outputs({"sandboxes": self.sandboxes})
 
-    def _secrets(self, name: str, args: SandboxPoolArgs) -> tuple[docker.Volume, pulumi.Output[docker.Container]]:
-        t = args.template
-        uid, _, gid = t.user.partition(":")
-        owner = f"{uid}:{gid or uid}"
-        # A re-seed starts from an empty volume: a secret the spec removed or moved must not stay readable.
-        script = ["set -e", "find /seed -mindepth 1 -delete"]
-        uploads = []
-        for i, s in enumerate(t.secrets):
-            relative = s.path.removeprefix(SECRETS_DIR + "/")
-            uploads.append(docker.ContainerUploadArgs(file=f"/staging/{i}", content=secret_value(s.secret),
-                                                      permissions="0400"))
-            script.append(
-                f'mkdir -p "$(dirname /seed/{relative})" && rm -f /seed/{relative} && '
-                f"cp /staging/{i} /seed/{relative} && chmod 0400 /seed/{relative} && chown {owner} /seed/{relative}"
-            )
-        script.append("rm -f /staging/*")
+    def _secrets(self, name: str, args: SandboxPoolArgs,
+                 plan: SecretsPlan) -> tuple[docker.Volume, pulumi.Output[docker.Container]]:
         # One volume per pool and host; sandboxes mount it read-only, so even the owner cannot change
         # or chmod its secrets, and no other user can read them (0400).
         volume = docker.Volume(
-            f"{name}-secrets", name=docker_name(args.stack, args.pool, "secrets"),
+            f"{name}-secrets", name=plan.volume,
             labels=volume_labels(args.labels), opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
         # Run-once seeder: `uploads` cannot write into a read-only-root sandbox, so a throwaway container
         # with only CHOWN copies the files into the volume with the sandbox user as owner, then exits.
         seeder = docker.Container(
             f"{name}-secrets-seeder",
-            name=docker_name(args.stack, args.pool, "secrets-seeder"),
+            name=plan.seeder_name,
             image=args.infra_image,
             network_mode="none",
-            command=["sh", "-c", "\n".join(script)],
-            uploads=uploads,
-            mounts=[docker.ContainerMountArgs(type="volume", source=volume.name, target="/seed")],
-            capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=["CHOWN"]),
+            command=["sh", "-c", plan.script],
+            uploads=[docker.ContainerUploadArgs(file=u.path, content=secret_value(u.secret), permissions=plan.mode)
+                     for u in plan.uploads],
+            mounts=[docker.ContainerMountArgs(type="volume", source=volume.name, target=plan.seed_dir)],
+            capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=list(plan.capability_adds)),
             security_opts=["no-new-privileges:true"],
             attach=True,
             must_run=False,
             logs=True,
-            labels=container_labels({**args.labels, LABEL_ROLE: "secrets-seeder"}),
+            labels=container_labels({**args.labels, LABEL_ROLE: plan.role}),
             opts=pulumi.ResourceOptions(parent=self),
         )
 
@@ -168,7 +155,7 @@ class SandboxPool(pulumi.ComponentResource):
                             network=args.network, digest=args.digest, labels=args.labels,
                             gpu_device_ids=args.gpu_device_ids[index] if args.gpu_device_ids else (),
                             ingress=args.ingress)
-        hc = plan.healthcheck
+        run = plan.run
         # One sandbox, exactly as planned (sandstack/plan/sandbox.py); only Pulumi's outputs are added here.
         return docker.Container(
             f"{name}-{index}",
@@ -211,16 +198,14 @@ class SandboxPool(pulumi.ComponentResource):
             # The host's own devices of the requested model, by id (placement: sandstack/plan/host.py).
             device_requests=[docker.ContainerDeviceRequestArgs(driver="nvidia", device_ids=list(plan.gpu_device_ids),
                                                                capabilities=["gpu"])] if plan.gpu_device_ids else None,
-            healthcheck=docker.ContainerHealthcheckArgs(tests=list(hc.tests), interval=hc.interval,
-                                                        timeout=hc.timeout, retries=hc.retries,
-                                                        start_period=hc.start_period) if hc else None,
-            wait=hc is not None,
-            wait_timeout=plan.wait_timeout,
-            restart=plan.restart,
-            max_retry_count=plan.max_retry_count,
-            destroy_grace_seconds=10,
-            log_driver="json-file",
-            log_opts={"max-size": "10m", "max-file": "3"},
+            healthcheck=healthcheck_args(run.healthcheck),
+            wait=run.wait,
+            wait_timeout=run.wait_timeout,
+            restart=run.restart,
+            max_retry_count=run.max_retry_count,
+            destroy_grace_seconds=run.destroy_grace_seconds,
+            log_driver=run.logs.driver,
+            log_opts=run.logs.opts,
             opts=pulumi.ResourceOptions(parent=self, depends_on=waits_on, replace_on_changes=sandbox_replace_on_changes()),
         )
 
@@ -236,16 +221,14 @@ class SandboxPool(pulumi.ComponentResource):
             out_ports = []
             for p in t.ports:
                 bound = published.get((p.port, p.protocol))
-                address = None
-                if bound is not None and field_of(bound, "external"):
-                    where = "127.0.0.1" if p.exposure == "host" else args.host_address
-                    address = f"{where}:{int(field_of(bound, 'external'))}"
-                if p.exposure == "url" and args.ingress:
-                    address = url_of(args.ingress, args.pool, index, p.port)
+                external = field_of(bound, "external") if bound is not None else None
+                address = port_address(p, int(external) if external else None, host_address=args.host_address,
+                                       ingress=args.ingress, pool=args.pool, index=index)
                 out_ports.append({"name": p.name, "port": p.port, "protocol": p.protocol, "exposure": p.exposure,
                                   "address": address})
             return {
-                "name": f"{args.host}/{args.pool}/{index}", "pool": args.pool, "template": t.name, "host": args.host,
+                "name": output_name(args.host, args.pool, index), "pool": args.pool, "template": t.name,
+                "host": args.host,
                 "container": container_name,
                 "image": image_name, "digest": args.digest, "version": t.snapshot_version,
                 "egress": t.network.egress, "network": args.network.name, "ports": out_ports,

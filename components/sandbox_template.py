@@ -8,8 +8,7 @@ from pathlib import Path
 import pulumi
 import pulumi_docker as docker
 
-from sandstack.plan.naming import labels
-from sandstack.plan.snapshot import prepare_build
+from sandstack.plan.snapshot import image_labels, plan_snapshot, prepare_build
 from sandstack.spec.resolve import ResolvedTemplate
 
 
@@ -39,22 +38,18 @@ class SandboxTemplate(pulumi.ComponentResource):
     def __init__(self, name: str, args: SandboxTemplateArgs, opts: pulumi.ResourceOptions | None = None):
         template = args.template
         plan = prepare_build(template, args.build_root)
-        repository = template.push_to or f"sandstack-{args.stack}/{template.name}"
+        snapshot = plan_snapshot(template, args.stack)
         super().__init__("sandstack:index:SandboxTemplate", name, {"tag": plan.tag}, opts)
         child = pulumi.ResourceOptions(parent=self)
 
-        image_labels = labels(
-            args.stack, args.host_labels, template=template.name, version=template.snapshot_version or "",
-            digest=plan.digest,
-        )
         # The snapshot: base image + files + setup, run once here at build time, never at sandbox start.
         self.image = docker.RemoteImage(
             f"{name}-image",
-            name=f"{repository}:{plan.tag}",
+            name=snapshot.image,
             build=docker.RemoteImageBuildArgs(
                 context=str(plan.context),
                 dockerfile="Dockerfile",
-                labels=image_labels,
+                labels=image_labels(template, args.stack, args.host_labels, plan.digest),
                 # Every build runs every setup step: with the daemon's layer cache, a bumped version
                 # (unchanged steps) got the old steps' layers back and its setup never ran again.
                 no_cache=True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sandstack.plan.container import LogRotation, RunSettings, host_role
 from sandstack.plan.contract import cgroup_parent
 from sandstack.plan.naming import infra_name
 from sandstack.plan.squid import ACCESS_LOG, ERROR_DIRECTORY, SELF_ADDRESSES, GatewayPool, render
@@ -49,6 +50,8 @@ LOG_DIR = "/var/log/squid"
 HEALTH_TEST = ("CMD", "squid", "-k", "check", "-f", "/tmp/squid.conf")
 # Engine API 1.48+ picks a container's default route by this priority; the egress network gets it.
 OUTBOUND_GW_PRIORITY = 1000
+# `docker logs` shows the access log too: it keeps more of it than the guard and logger keep of theirs.
+RUN = host_role(HEALTH_TEST, LogRotation("10m", 5), destroy_grace_seconds=10)
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,10 @@ class GatewayPlan:
     @property
     def container_name(self) -> str:
         return infra_name(self.stack, "gateway")
+
+    @property
+    def run(self) -> RunSettings:
+        return RUN
 
     @property
     def log_volume(self) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from sandstack.plan.contract import (CGROUP_ROOT_NAME, EXIT_IDLE, EXIT_LIFETIME, GUARD_CGROUP_MOUNT, GUARD_STATE_DIR,
                                      GUARD_WORKSPACES_MOUNT, IDLE_CPU_MS_PER_S, workspace_dir)
+from sandstack.plan.container import LogRotation, RunSettings, host_role
 from sandstack.plan.naming import infra_name
 from sandstack.spec.resolve import ResolvedTemplate
 
@@ -36,6 +37,8 @@ MEMORY_MB = 64
 CPUS = "0.5"  # enough for a pass a second over hundreds of sandboxes; bounded like everything else
 # One small state file per running sandbox (its lifetime clock and idle counters).
 TMPFS = {"/tmp": "rw,nosuid,nodev,noexec,size=8m"}
+# Time for the stop handler: on `pulumi destroy` it removes the rules and cgroups it made.
+RUN = host_role(("CMD-SHELL", HEALTH_TEST), LogRotation("1m", 2), retries=3, destroy_grace_seconds=10)
 
 
 def lifecycle_line(container_name: str, template: ResolvedTemplate) -> str | None:
@@ -71,6 +74,10 @@ class GuardPlan:
     @property
     def container_name(self) -> str:
         return infra_name(self.stack, "guard")
+
+    @property
+    def run(self) -> RunSettings:
+        return RUN
 
     @property
     def state_volume(self) -> str:

@@ -76,6 +76,14 @@ class HostPlan:
     def egress_network(self) -> str | None:
         return egress_network_name(self.stack) if self.egress_bridge else None
 
+    @property
+    def runtime_url(self) -> str | None:
+        """Where an agent platform reaches the host's runtime: its loopback unless the runtime is public."""
+        if self.runtime is None:
+            return None
+        where = self.address if self.runtime.spec.exposure == "public" else "127.0.0.1"
+        return f"http://{where}:{self.runtime.spec.port}"
+
 
 def placements_by_host(spec: ResolvedStack) -> dict[str, list[Placement]]:
     """Each host's pools, in spec order; hosts without pools still get their host resources."""

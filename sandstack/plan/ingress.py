@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sandstack.plan.contract import RUN_DIR
+from sandstack.plan.container import LogRotation, RunSettings, host_role
 from sandstack.plan.naming import bridge_name, infra_name
 from sandstack.spec.models.hosts import Ingress
 
@@ -31,6 +32,7 @@ ENTRYPOINT = (f'printf "%s" "$SANDSTACK_CADDYFILE" > {CONFIG_DIR}/Caddyfile && '
 HEALTH_TEST = ("CMD-SHELL", f"awk '$4 == \"0A\" && $2 ~ /:{HTTPS_PORT:04X}$/' /proc/net/tcp /proc/net/tcp6 | grep -q .")
 TMPFS = {CONFIG_DIR: "rw,nosuid,nodev,noexec,size=4m,uid=65534,gid=65534", "/tmp": "rw,nosuid,nodev,noexec,size=8m"}
 DATA_TMPFS = "rw,nosuid,nodev,noexec,size=16m,uid=65534,gid=65534"
+RUN = host_role(HEALTH_TEST, LogRotation("10m", 5))
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,10 @@ class IngressPlan:
     @property
     def container_name(self) -> str:
         return infra_name(self.stack, "ingress")
+
+    @property
+    def run(self) -> RunSettings:
+        return RUN
 
     @property
     def data_volume(self) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sandstack.plan.container import LogRotation, RunSettings, host_role
 from sandstack.plan.naming import infra_name
 
 LOG_DIR = "/var/log/sandstack"
@@ -17,6 +18,8 @@ CAPABILITIES = ("NET_ADMIN", "NET_BIND_SERVICE")
 MEMORY_MB = 32
 CPUS = "0.25"
 TMPFS = {"/tmp": "rw,nosuid,nodev,noexec,size=1m"}
+# Docker's log of the container holds only ulogd's own messages; the connections go to the volume.
+LOGS = LogRotation("1m", 2)
 # ulogd's plugins live in an architecture's directory: found at start, and the configuration written then.
 # The stack: packets from NFLOG, decoded (BASE), interface names (IFINDEX), addresses as text (IP2STR), one
 # iptables-LOG-style line each (PRINTPKT) with its time, in a file (LOGEMU).
@@ -94,6 +97,10 @@ class LoggerPlan:
         return [f"SANDSTACK_NFLOG_GROUP={self.group}", f"SANDSTACK_CONNECTION_LOG={LOG_FILE}",
                 f"SANDSTACK_DNS_LOG_DIR={DNS_LOG_DIR}", f"SANDSTACK_RESOLVERS={lines}",
                 "SANDSTACK_DNS_UPSTREAM=" + " ".join(self.upstream)]
+
+    @property
+    def run(self) -> RunSettings:
+        return host_role(self.health_test, LOGS)
 
     @property
     def health_test(self) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 from typing import TYPE_CHECKING
 
+from sandstack.plan.container import LogRotation, RunSettings, host_role
 from sandstack.plan.contract import IDLE_CPU_MS_PER_S, RUN_DIR
 from sandstack.plan.naming import infra_name
 from sandstack.plan.runtime import (DEFAULT_STATE_DIR, ENV_CONFIG, ENV_STATE_DIR, IdlePolicy, PoolRuntime, Retention,
@@ -39,6 +40,7 @@ MEMORY_MB = 256
 CPUS = "1"
 TMPFS = {"/tmp": "rw,nosuid,nodev,noexec,size=64m",  # upload spooling beyond memory goes to the state volume
          RUN_DIR: "rw,nosuid,nodev,noexec,size=16m"}
+LOGS = LogRotation("10m", 5)
 
 
 def code_files() -> tuple[str, ...]:
@@ -86,6 +88,11 @@ class RuntimeHostPlan:
         return [f"PYTHONPATH={CODE_DIR}", "PYTHONDONTWRITEBYTECODE=1", f"{ENV_CONFIG}={CONFIG_FILE}",
                 f"{ENV_STATE_DIR}={DEFAULT_STATE_DIR}", f"SANDSTACK_RUNTIME_CODE={code_archive()}",
                 f"SANDSTACK_RUNTIME_CONFIG_TEXT={self.config.to_json()}"]
+
+    @property
+    def run(self) -> RunSettings:
+        # Generous: on a loaded host the first start (unpacking, imports, SQLite) can take several seconds.
+        return host_role(self.health_test, LOGS, retries=20, timeout="5s", start_period="10s", wait_timeout=120)
 
     @property
     def health_test(self) -> tuple[str, ...]:

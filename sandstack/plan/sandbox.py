@@ -10,15 +10,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from sandstack.plan.container import Healthcheck, LogRotation, RunSettings
 from sandstack.plan.contract import (CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME, LABEL_DIGEST, LABEL_HOST, LABEL_POOL,
                                      LABEL_REPLICA, LABEL_ROLE, LABEL_SUBNET, LABEL_TEMPLATE, LABEL_VERSION, STATE_MOUNT,
                                      cgroup_parent)
-from sandstack.plan.ingress import url_env
+from sandstack.plan.ingress import url_env, url_of
 from sandstack.plan.naming import docker_name
 from sandstack.plan.network import PoolNetwork
 from sandstack.plan.snapshot import SUPERVISOR_PATH
 from sandstack.plan.workspace import WorkspaceVolume, plan_workspaces
-from sandstack.spec.models import SecretRef
+from sandstack.spec.models import Port, SecretRef
 from sandstack.spec.models.hosts import Ingress
 from sandstack.spec.resolve import ResolvedTemplate
 
@@ -32,19 +33,31 @@ RESTART_POLICY = {"stop": "on-failure", "restart": "unless-stopped"}
 SUPERVISOR_ENTRYPOINT = (SUPERVISOR_PATH, f"--exit-lifetime={EXIT_LIFETIME}", f"--exit-idle={EXIT_IDLE}",
                          f"--guard-state={STATE_MOUNT}", "--")
 NO_PROXY = "localhost,127.0.0.1,::1"
+# Time for the supervisor to pass a stop on to the command, and for the command to end cleanly.
+DESTROY_GRACE_SECONDS = 10
+LOGS = LogRotation("10m", 3)
 
 
 def sandbox_name(stack: str, pool: str, index: int) -> str:
     return docker_name(stack, pool, str(index))
 
 
-@dataclass(frozen=True)
-class Healthcheck:
-    tests: tuple[str, ...]
-    interval: str
-    timeout: str
-    retries: int
-    start_period: str
+def output_name(host: str, pool: str, index: int) -> str:
+    """`local/python/0`: how the stack's `sandboxes` output names a sandbox (unique per stack, unlike the Docker
+    name, which is unique per host)."""
+    return f"{host}/{pool}/{index}"
+
+
+def port_address(port: Port, external: int | None, *, host_address: str, ingress: Ingress | None, pool: str,
+                 index: int) -> str | None:
+    """Where a client reaches a sandbox's port, for the `sandboxes` output: a published port on the host's loopback
+    or public address (`external`, which Docker may only pick at run time), a url port at its URL, else None."""
+    if port.exposure == "url" and ingress:
+        return url_of(ingress, pool, index, port.port)
+    if not external:
+        return None
+    where = EXPOSURE_BIND["host"] if port.exposure == "host" else host_address
+    return f"{where}:{external}"
 
 
 @dataclass(frozen=True)
@@ -86,6 +99,12 @@ class SandboxPlan:
     wait_timeout: int | None
     restart: str
     max_retry_count: int | None
+
+    @property
+    def run(self) -> RunSettings:
+        # A property, not a field: previews list the fields, and these add nothing a sandbox's spec decides.
+        return RunSettings(self.healthcheck, self.wait_timeout, LOGS, self.restart, self.max_retry_count,
+                           DESTROY_GRACE_SECONDS)
 
 
 def _owner(path: str, template: ResolvedTemplate) -> str:

@@ -13,7 +13,9 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
+from sandstack.plan.naming import labels
 from sandstack.plan.package_files import SUPERVISOR_SOURCE
 from sandstack.spec.resolve import ResolvedTemplate
 
@@ -54,6 +56,7 @@ class SnapshotPlan:
     digest: str  # sha256 hex of the build inputs
     tag: str  # '<version>-<digest12>' or '<digest12>'
     image: str  # repository:tag
+    repository: str  # the declared `push_to`, else `sandstack-<stack>/<template>` on the host
 
 
 def plan_snapshot(template: ResolvedTemplate, stack: str) -> SnapshotPlan:
@@ -61,7 +64,12 @@ def plan_snapshot(template: ResolvedTemplate, stack: str) -> SnapshotPlan:
     digest = _sha256(json.dumps(build_inputs(template), sort_keys=True).encode())
     tag = f"{template.snapshot_version}-{digest[:12]}" if template.snapshot_version else digest[:12]
     repository = template.push_to or f"sandstack-{stack}/{template.name}"
-    return SnapshotPlan(digest, tag, f"{repository}:{tag}")
+    return SnapshotPlan(digest, tag, f"{repository}:{tag}", repository)
+
+
+def image_labels(template: ResolvedTemplate, stack: str, host_labels: Mapping[str, str], digest: str) -> dict[str, str]:
+    """The snapshot image's labels: which stack, template, version and build inputs it was made from."""
+    return labels(stack, host_labels, template=template.name, version=template.snapshot_version or "", digest=digest)
 
 
 def dockerfile_text(template: ResolvedTemplate, digest: str) -> str:

@@ -28,10 +28,13 @@ from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
 from sandstack.spec.walk import model_fields
 
 # Settings shown for a reviewer that are not inputs of their own (each reaches Docker through another one).
-# public_urls: the plan's record of which url ports are public; no container input.
-INFORMATIVE = {"egress", "lifecycle", "secret_files", "replace_on_changes", "pids", "data", "urls", "public_urls"}
+# public_urls: the plan's record of which url ports are public; no container input. logged_pools: whose
+# connections the logger logs, which the guard's NFLOG rules decide, not the logger's inputs.
+INFORMATIVE = {"egress", "lifecycle", "secret_files", "replace_on_changes", "pids", "data", "urls", "public_urls",
+               "logged_pools"}
 # Per kind of resource: a volume's mount path and user are its sandbox's inputs, not the volume's.
-INFORMATIVE_OF = {"sandbox": INFORMATIVE, "disk workspace": {"path", "sandbox"}, "data volume": {"path"}}
+INFORMATIVE_OF = {"sandbox": INFORMATIVE, "disk workspace": {"path", "sandbox"}, "data volume": {"path"},
+                  "connection logger": {"logged_pools"}}
 COMPONENT_TYPE = "sandstack:index:"
 
 

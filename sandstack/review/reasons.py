@@ -56,6 +56,30 @@ def _unlogged_allow_all(s: Side) -> bool:
     return s.template is not None and s.template.network.egress == "allow-all" and not s.template.network.log
 
 
+def _route_kept(s: Side) -> bool:
+    """The pool's route out (none / gateway / direct) and its logging are the same before and after."""
+    def route(t: ResolvedTemplate) -> tuple[str, bool]:
+        return t.network.outbound, t.network.log
+    return s.old is not None and s.new is not None and route(s.old) == route(s.new)
+
+
+def _url_ports(t: ResolvedTemplate) -> set[int]:
+    return {p.port for p in t.ports if p.exposure == "url"}
+
+
+def _internal(t: ResolvedTemplate) -> bool:
+    """A pool network is internal unless it publishes a port or egresses directly (sandstack.plan.network)."""
+    return t.network.outbound != "direct" and not any(p.exposure in ("host", "public") for p in t.ports)
+
+
+def _url_ports_change(s: Side) -> bool:
+    return s.old is not None and s.new is not None and _url_ports(s.old) != _url_ports(s.new)
+
+
+def _routing_changes(s: Side) -> bool:
+    return s.old is not None and s.new is not None and _internal(s.old) != _internal(s.new)
+
+
 # Each declared `when` condition, decided for one side of a change (tests/review checks that every condition
 # the models declare is here).
 CONDITIONS: dict[str, Callable[[Side], bool]] = {
@@ -68,7 +92,11 @@ CONDITIONS: dict[str, Callable[[Side], bool]] = {
     "pids unchanged": lambda s: s.old is not None and s.new is not None and s.old.limits.pids == s.new.limits.pids,
     "a disk workspace": lambda s: s.template is not None and any(w.type == "disk" for w in s.template.writable),
     "nothing inherited changes": lambda s: s.old is not None and s.old == s.new,
-    "to or from url": lambda s: "url" in (s.change.old, s.change.new),
+    "url ports change": _url_ports_change,
+    "the network turns internal or routed": _routing_changes,
+    "url ports change, the network turns internal or routed": lambda s: _url_ports_change(s) and _routing_changes(s),
+    "route and logging unchanged": _route_kept,
+    "in the ingress's TLS": lambda s: ".ingress.tls." in s.change.path,
     "unlogged allow-all": _unlogged_allow_all,
     "a host with a runtime": lambda s: s.runtime,
 }

@@ -106,11 +106,11 @@ def _host_resources(stack_name: str, host: str, plan: HostPlan, spec) -> list[Re
             Resource(f"{base}-logger-log", VOLUME, logger_key, "connection log", host,
                      props={"name": plan.logger.log_volume}),
             Resource(f"{base}-logger-container", CONTAINER, logger_key, "connection logger", host, props={
-                "name": plan.logger.container_name, "nflog_group": plan.logger.group, "pools": list(plan.logger.pools),
+                "name": plan.logger.container_name, "nflog_group": plan.logger.group,
+                "logged_pools": list(plan.logger.pools),
                 # Each logged pool's resolver (its address, then its dnsmasq options) and the upstream servers.
-                "resolvers": {getattr(r, "pool", str(r)): [getattr(r, "address", str(r)), *getattr(r, "options", ())]
-                              for r in plan.logger.resolvers},
-                "upstream": list(getattr(plan.logger, "upstream", ()))}),
+                "resolvers": {r.pool: [r.address, *r.options] for r in plan.logger.resolvers},
+                "upstream": list(plan.logger.upstream)}),
         ]
     if plan.runtime:
         runtime_key, config = f"{T}RuntimeService::{base}-runtime", plan.runtime.config

@@ -9,8 +9,11 @@ change-matrix test (tests/changes/test_change_matrix.py) applies each field's ch
 exactly the declared resources change.
 
 An effect names what it does to each kind of object sandstack manages: the sandbox containers of the
-pools the field belongs to, their snapshot image, their secrets volume, and the host's own objects.
+pools the field belongs to, their snapshot image, their secrets volume, and the host's own objects, by
+role (`HostRole`): always an explicit set, never "some of them", so the reference, the diff and the matrix
+say which. A role the host does not have (no ingress declared, no gateway pool) is not renewed.
 A field whose effect depends on another setting says so in `when` (each condition is a matrix case).
+A block (a field holding other fields) declares the union of its fields' effects.
 """
 
 from __future__ import annotations
@@ -41,11 +44,15 @@ class Effect:
     secrets: bool = False  # the secrets volume is re-seeded (its seeder runs again)
     data: bool = False  # the pool's read-only data volumes are reloaded (their seeder runs again)
     workspaces: bool = False  # the pool's disk workspaces are made anew, empty: what was written there is lost
-    host: frozenset[str] | None = frozenset()  # host objects renewed; None: some of them, by value
+    host: frozenset[str] = frozenset()  # the host roles renewed (HostRole), where the host has them
     scope: Literal["pools", "host", "gpu", "placement"] = "pools"
     when: tuple[tuple[str, Effect], ...] = ()  # (condition in words, the effect under it)
     forces: tuple[str, ...] = ()  # sandbox container settings this field feeds that only a replace applies
     label_text: str = ""  # the Change column's word, for the presets
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.host, frozenset) or not self.host <= set(HOST_ROLE_WORDS):
+            raise ValueError(f"an Effect's host is a frozenset of {sorted(HOST_ROLE_WORDS)}, not {self.host!r}")
 
     @property
     def label(self) -> str:
@@ -59,8 +66,7 @@ class Effect:
                 "reseed" if self.secrets else None,
                 "reload" if self.data else None,
                 "new workspaces" if self.workspaces else None,
-                "host" if self.host is None else None,
-                *(sorted(self.host or ())),
+                *sorted(self.host),
             ) if part]
             if self.scope == "host":
                 parts.append("all pools")
@@ -84,12 +90,13 @@ REPLACE = Effect(sandboxes="replace", label_text="replace")
 REBUILD = Effect(sandboxes="replace", snapshot="rebuild", label_text="rebuild")
 RESEED = Effect(secrets=True, label_text="reseed")
 RELOAD = Effect(data=True, label_text="reload")
-HOST = Effect(host=None, label_text="host")
+# The provider's own inputs (endpoint, TLS, ssh options): every object on the host follows the provider.
+PROVIDER = Effect(host=frozenset({"provider"}))
 GUARD = Effect(host=frozenset({"guard"}))  # the guard holds the value (pids.max, lifecycle lines)
 # A block of limits: the guard holds each sandbox's pids limit, so it is renewed when that limit changes.
 REPLACE_AND_GUARD = Effect(sandboxes="replace", host=frozenset({"guard"}), when=(("pids unchanged", REPLACE),))
 IN_PLACE_AND_GUARD = Effect(sandboxes="update", host=frozenset({"guard"}))
-PRESETS: dict[str, Effect] = {e.label_text: e for e in (NONE, IN_PLACE, REPLACE, REBUILD, RESEED, RELOAD, HOST)}
+PRESETS: dict[str, Effect] = {e.label_text: e for e in (NONE, IN_PLACE, REPLACE, REBUILD, RESEED, RELOAD)}
 
 # The Change column's legend (README reference).
 MEANING: dict[str, str] = {
@@ -102,10 +109,10 @@ MEANING: dict[str, str] = {
     "new workspaces": "makes the pool's disk workspaces anew (empty, or seeded from the image): the data written "
                       "there is lost",
     "scale": "creates or deletes sandboxes; the others keep running",
-    "placement": "creates the pool's objects on hosts added to it (renewing their guard and gateway), deletes them "
-                 "from hosts removed; nothing changes on the hosts it keeps",
+    "placement": "creates the pool's objects on hosts added to it (renewing their guard, gateway, logger, ingress "
+                 "and runtime as the pool needs), deletes them from hosts removed; nothing changes on the hosts it "
+                 "keeps",
     "switch": "the pool moves to another template's snapshot image; an image no pool uses is deleted",
-    "host": "renews host objects (provider, networks, guard, gateway) as the value requires, and what they carry",
     **{role: f"also renews {words}" for role, words in HOST_ROLE_WORDS.items()},
     "all pools": "for every pool on the host, not only the field's own",
     "gpu pools": "for the host's pools that request GPUs (their device ids move)",

@@ -7,9 +7,10 @@ from typing import Annotated, Literal
 from pydantic import StringConstraints
 
 from sandstack.spec import changes
-from sandstack.spec.changes import Effect
+from sandstack.spec.changes import PROVIDER, Effect
 from sandstack.spec.models.base import (ConfigKey, Cpus, ImageRef, LabelKey, Size, StrictModel,
                                          field, text)
+from sandstack.spec.models.network import NETWORK_ROLES
 
 ENDPOINT_PATTERN = (
     r"^(unix:///[A-Za-z0-9._/-]+"
@@ -31,13 +32,23 @@ GPU_TYPE_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
 GpuType = text(GPU_TYPE_PATTERN, "GPU type", "a lowercase GPU model name such as 'nvidia-l4'")
 
 
-class TlsSecretRef(StrictModel):
-    """A Pulumi secret holding PEM text for the provider: unlike a sandbox's secrets, a change renews the host."""
+# TlsSecretRef serves the Docker endpoint's TLS (the provider holds it) and the ingress's certificate (the ingress
+# container holds it): which one renews depends on where the reference sits.
+IN_INGRESS_TLS = "in the ingress's TLS"
 
-    secret: ConfigKey = field(description="Pulumi config key holding the PEM text.", change="host")
+
+class TlsSecretRef(StrictModel):
+    """A Pulumi secret holding PEM text for the provider or the ingress: unlike a sandbox's secrets, a change renews
+    the host's provider (endpoint TLS) or its ingress (the ingress's certificate)."""
+
+    secret: ConfigKey = field(
+        description="Pulumi config key holding the PEM text.",
+        change=Effect(host=frozenset({"provider"}), when=((IN_INGRESS_TLS, Effect(host=frozenset({"ingress"}))),)))
 
 
 INGRESS = Effect(host=frozenset({"ingress"}))
+# The host's containers that run the infra image (the secrets and data seeders run again with it).
+ON_INFRA = frozenset({"infra", "guard", "gateway", "logger", "ingress", "runtime"})
 # Every sandbox on a host with an ingress has SANDSTACK_PUBLIC_HOSTNAME in its environment.
 INGRESS_AND_ALL_POOLS = Effect(sandboxes="replace", host=frozenset({"ingress"}), scope="host")
 DomainName = text(r"^(?=.{1,200}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$", "domain",
@@ -101,9 +112,9 @@ class RuntimeService(StrictModel):
 class TlsMaterial(StrictModel):
     """Client TLS for a `tcp://` endpoint. Each item is a secret reference: PEM text never sits in a spec."""
 
-    ca: TlsSecretRef = field(description="CA certificate that signed the daemon's certificate (PEM).", change="host")
-    cert: TlsSecretRef = field(description="Client certificate (PEM) the daemon trusts.", change="host")
-    key: TlsSecretRef = field(description="Private key of the client certificate (PEM).", change="host")
+    ca: TlsSecretRef = field(description="CA certificate that signed the daemon's certificate (PEM).", change=PROVIDER)
+    cert: TlsSecretRef = field(description="Client certificate (PEM) the daemon trusts.", change=PROVIDER)
+    key: TlsSecretRef = field(description="Private key of the client certificate (PEM).", change=PROVIDER)
 
 
 GPU_ID_PATTERN = r"^([0-9]{1,3}|GPU-[0-9a-fA-F-]{8,64}|MIG-[0-9a-fA-F-]{8,64})$"
@@ -160,14 +171,15 @@ class Host(StrictModel):
             "How the Docker daemon is reached: a local unix socket, ssh (uses the ssh agent and "
             "`ssh_opts`) or tcp with mutual TLS (`tls` required)."
         ),
-        change="host",
+        change=PROVIDER,
     )
     tls: TlsMaterial | None = field(
-        None, description="Client TLS material for a `tcp://` endpoint; required there, refused elsewhere.", change="host"
+        None, description="Client TLS material for a `tcp://` endpoint; required there, refused elsewhere.",
+        change=PROVIDER,
     )
     ssh_opts: list[Annotated[str, StringConstraints(max_length=256)]] = field(
         [], description="Extra ssh options for an `ssh://` endpoint, e.g. ['-o', 'StrictHostKeyChecking=yes'].",
-        change="host", max_length=32,
+        change=PROVIDER, max_length=32,
     )
     capacity: Capacity = field(description="What the host can give sandboxes.", change=REASSIGNS)
     overcommit: Overcommit = field(Overcommit(), description="Allowed overcommit of capacity.", change="none")
@@ -209,23 +221,29 @@ class Host(StrictModel):
         description=(
             "Addresses for the pools' networks on this host: each pool gets a /23 of it (so at most 2^(23 - "
             "prefix) pools), with the egress gateway on a fixed address the host guard's rules name. Must "
-            "not overlap other Docker networks or routes of the host; two stacks on one host need two pools."
+            "not overlap other Docker networks or routes of the host; two stacks on one host need two pools. A "
+            "change renews every pool network (its sandboxes are replaced onto it), the guard's rules, the gateway, "
+            "the logging resolvers and, for url ports, the ingress (its address on each network)."
         ),
-        change="host",
+        change=Effect(sandboxes="replace", host=NETWORK_ROLES, scope="host",
+                      when=(("url ports", Effect(sandboxes="replace", host=NETWORK_ROLES | {"ingress"}, scope="host")),)),
     )
     infra_image: ImageRef | None = field(
         None,
         description=(
             "Image for the host's egress gateway and guard (needs squid and iptables). Default: sandstack "
-            "builds its bundled infra Dockerfile (`components/assets/infra`) on the host."
+            "builds its bundled infra Dockerfile (`components/assets/infra`) on the host. A change renews the "
+            "host's containers that run it (guard, gateway, logger, ingress, runtime; the seeders run again)."
         ),
-        change="host",
+        change=Effect(host=ON_INFRA),
     )
     labels: dict[LabelKey, Annotated[str, StringConstraints(max_length=256)]] = field(
         {},
         description=(
             "Free-form labels copied onto every Docker object sandstack creates on this host: a change replaces "
-            "them all (host objects, snapshot images, sandboxes)."
+            "them all (host objects, snapshot images, sandboxes, disk workspaces)."
         ),
-        change=changes.Effect(sandboxes="replace", snapshot="rebuild", secrets=True, data=True, host=None, scope="host"),
+        # Every object on the host but its provider: each role's objects carry the labels.
+        change=changes.Effect(sandboxes="replace", snapshot="rebuild", secrets=True, data=True, workspaces=True,
+                              host=frozenset(changes.HOST_ROLE_WORDS) - {"provider"}, scope="host"),
     )

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import StringConstraints, WithJsonSchema
 
 from sandstack.spec.egress import METADATA_RANGES
-from sandstack.spec.changes import Effect
+from sandstack.spec.changes import NONE, Effect
 from sandstack.spec.models.base import StrictModel, field
 
 EGRESS_MODES = ("deny-all", "allow-list", "allow-all")
@@ -31,6 +31,16 @@ EgressEntry = Annotated[
 # The gateway holds the allow-list (squid.conf) and the logging resolver the names it answers; nothing else
 # changes with it.
 GATEWAY = Effect(host=frozenset({"gateway", "logger"}))
+# What a pool's route out and its logging reach: the pool's network (and the gateway's egress network), the guard's
+# rules naming its bridge, the gateway's place and squid.conf entry, the logging resolver on its bridge address.
+NETWORK_ROLES = frozenset({"networks", "guard", "gateway", "logger"})
+# The pool's route out (none / gateway / direct) and whether it is logged are the same before and after: a value
+# that means what the default already meant (`log: true` on 'allow-all', `protocols: http`).
+ROUTE_KEPT = "route and logging unchanged"
+UNLOGGED_ALLOW_ALL = "unlogged allow-all"
+# A block: the union of its fields' effects; with the route kept, only what `allow`, `deny` and `allow_metadata` renew.
+NETWORK_BLOCK = Effect(sandboxes="replace", host=NETWORK_ROLES,
+                       when=((ROUTE_KEPT, Effect(host=frozenset({"gateway", "guard", "logger"}))),))
 
 
 class NetworkPolicy(StrictModel):
@@ -51,9 +61,12 @@ class NetworkPolicy(StrictModel):
             "proxy) is reachable and it forwards only to `allow` minus `deny`. 'allow-all': any destination; "
             "with `log` on, egress goes through the gateway (plain HTTP to any port, HTTPS tunnels to port 443 "
             "only) and is logged, with `log` off the sandbox gets a direct route out for any protocol. A change "
-            "renews the pool's network (its sandboxes move with it), the host guard's rules and the gateway."
+            "replaces the pool's sandboxes and renews its network, the host guard's rules, the gateway and the "
+            "logging resolver; between 'deny-all' and unlogged 'allow-all' (`log: false`) only the network and the "
+            "guard's rules."
         ),
-        change="host",
+        change=Effect(sandboxes="replace", host=NETWORK_ROLES,
+                      when=((UNLOGGED_ALLOW_ALL, Effect(host=frozenset({"guard", "networks"}))),)),
     )
     allow: list[EgressEntry] = field(
         [],
@@ -77,7 +90,7 @@ class NetworkPolicy(StrictModel):
             "change renews the gateway and the logging resolver, or the guard for unlogged 'allow-all'."
         ),
         change=Effect(host=frozenset({"gateway", "logger"}),
-                      when=(("unlogged allow-all", Effect(host=frozenset({"guard"}))),)),
+                      when=((UNLOGGED_ALLOW_ALL, Effect(host=frozenset({"guard"}))),)),
         max_length=512,
     )
     log: bool | None = field(
@@ -87,10 +100,11 @@ class NetworkPolicy(StrictModel):
             "log. Default: on for 'allow-list' and 'allow-all'. 'allow-list' is always logged (`log: false` is "
             "refused); `log: false` on 'allow-all' gives a direct, unlogged route out; not applicable to 'deny-all'. "
             "A change renews the pool's network (its sandboxes move with it), the host guard's rules, the gateway "
-            "and the logging resolver (which only logged pools reach)."
+            "and the logging resolver (which only logged pools reach); one that keeps the meaning (`true` on "
+            "'allow-all', `false` on 'deny-all') changes nothing."
         ),
         # Logged allow-all goes through the gateway on an internal bridge, unlogged has a routed one.
-        change=Effect(sandboxes="replace", host=frozenset({"networks", "guard", "gateway", "logger"})),
+        change=Effect(sandboxes="replace", host=NETWORK_ROLES, when=((ROUTE_KEPT, NONE),)),
     )
     protocols: Literal["http", "any"] | None = field(
         None,
@@ -99,9 +113,12 @@ class NetworkPolicy(StrictModel):
             "(plain HTTP to any port, HTTPS tunnels to 443). 'any': a direct route out for any protocol (databases, "
             "SSH, UDP…) and every new connection logged by the host's connection logger (time, pool, sandbox "
             "address, destination address and port, protocol), and names resolved by the host's logging "
-            "resolver; as with `log: false`, `deny` then takes addresses and CIDRs only (docs/design/egress-log.md)."
+            "resolver; as with `log: false`, `deny` then takes addresses and CIDRs only (docs/design/egress-log.md). "
+            "A change between 'http' and 'any' replaces the pool's sandboxes and renews its network, the guard's "
+            "rules and the gateway (the logging resolver answers alike); unset and 'http' mean the same."
         ),
-        change=Effect(sandboxes="replace", host=None),
+        change=Effect(sandboxes="replace", host=frozenset({"networks", "guard", "gateway"}),
+                      when=((ROUTE_KEPT, NONE),)),
     )
     allow_metadata: bool = field(
         False,
@@ -114,13 +131,27 @@ class NetworkPolicy(StrictModel):
             "the gateway and the guard's rules, or only the guard for unlogged 'allow-all'."
         ),
         change=Effect(host=frozenset({"gateway", "guard"}),
-                      when=(("unlogged allow-all", Effect(host=frozenset({"guard"}))),)),
+                      when=((UNLOGGED_ALLOW_ALL, Effect(host=frozenset({"guard"}))),)),
     )
 
 
 URL_PORT = "a url port"
 # A url port is a site in the host's ingress (its Caddyfile), an env var of the sandbox, and a guard rule.
-URL_REPLACE = Effect(sandboxes="replace", when=((URL_PORT, Effect(sandboxes="replace", host=frozenset({"ingress", "guard"}))),))
+URL_PORTS_CHANGE = "url ports change"
+# A pool's network is internal unless the pool publishes a port ('host' or 'public') or egresses directly: its first
+# published port, or its last one gone, turns the network routed or internal (the bridge's kind is in the guard's
+# rules).
+ROUTING = "the network turns internal or routed"
+URL_AND_ROUTING = "url ports change, the network turns internal or routed"
+URL_REPLACE = Effect(sandboxes="replace", when=(
+    (URL_PORTS_CHANGE, Effect(sandboxes="replace", host=frozenset({"ingress", "guard"}))),))
+# What a port list or an exposure change renews beyond the sandboxes: the ingress and the guard for the url ports,
+# the network and the guard when the network turns internal or routed.
+PORTS = Effect(sandboxes="replace", when=(
+    (URL_AND_ROUTING, Effect(sandboxes="replace", host=frozenset({"ingress", "guard", "networks"}))),
+    (URL_PORTS_CHANGE, Effect(sandboxes="replace", host=frozenset({"ingress", "guard"}))),
+    (ROUTING, Effect(sandboxes="replace", host=frozenset({"guard", "networks"}))),
+))
 
 
 class Port(StrictModel):
@@ -134,9 +165,11 @@ class Port(StrictModel):
             "'none' (default): not published. 'host': published on the host's loopback (127.0.0.1) only. "
             "'public': published on all the host's interfaces. 'url': not published; reached as "
             "`https://<port>-<pool>-<replica>.<domain>` through the host's `ingress` over the pool's network, and "
-            "given to the sandbox as SANDSTACK_URL_<NAME> (the port's name, else its number)."
+            "given to the sandbox as SANDSTACK_URL_<NAME> (the port's name, else its number). A change replaces the "
+            "pool's sandboxes; to or from 'url' it renews the ingress and the guard's rules, and one that publishes "
+            "the pool's first port or unpublishes its last renews its network and the guard's rules."
         ),
-        change=Effect(sandboxes="replace", when=(("to or from url", Effect(sandboxes="replace", host=None)),)),
+        change=PORTS,
     )
     host_port: int | None = field(
         None,

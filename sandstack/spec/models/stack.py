@@ -6,12 +6,18 @@ from typing import Annotated, Literal
 
 from pydantic import StringConstraints
 
-from sandstack.spec.changes import Effect
+from sandstack.spec.changes import PROVIDER, Effect
 from sandstack.spec.models.base import Name, StrictModel, field
 from sandstack.spec.models.hosts import Host
 from sandstack.spec.models.limits import Limits
 from sandstack.spec.models.policy import Policy
-from sandstack.spec.models.templates import Template, TemplateDefaults
+from sandstack.spec.models.templates import TEMPLATE_SWITCH, Template, TemplateDefaults
+
+
+# A pool added to a host or taken off it: on that host its network, the guard's rules and limits, the gateway, the
+# logging resolver, the ingress's sites and the runtime's configuration; nothing on the hosts it keeps.
+PLACEMENT = Effect(sandboxes="scale", host=frozenset({"networks", "guard", "gateway", "logger", "ingress", "runtime"}),
+                   scope="placement", label_text="placement")
 
 
 class Pool(StrictModel):
@@ -19,13 +25,15 @@ class Pool(StrictModel):
 
     template: Name = field(
         description="Name of a template in `templates`. A change moves the pool to that template's snapshot image, "
-                    "network policy and secrets.",
-        change=Effect(sandboxes="replace", snapshot="switch", secrets=True, data=True, host=None),
+                    "network policy, secrets and data, and renews the host objects that hold what the two templates "
+                    "set differently (its network, the guard's rules and limits, the gateway, the logging resolver, "
+                    "the ingress's sites, the runtime's configuration).",
+        change=TEMPLATE_SWITCH,
     )
     hosts: list[Name] = field(
         description="Names of hosts in `hosts`; the pool runs `replicas` sandboxes on each. A host added gets "
                     "the pool's objects (and its own, if new); a host removed loses them; the others keep theirs.",
-        change=Effect(sandboxes="scale", host=None, scope="placement", label_text="placement"), min_length=1, max_length=64,
+        change=PLACEMENT, min_length=1, max_length=64,
     )
     replicas: int = field(
         1, description="Sandboxes per host. Default 1; 0 keeps the pool declared but empty. The guard holds each "
@@ -46,8 +54,9 @@ class Stack(StrictModel):
     version: Literal[1] = field(description="Spec format version; always 1 for now.", change="none")
     description: Annotated[str, StringConstraints(max_length=500)] = field("", description="What the stack is for.",
                                                                           change="none")
+    # A host added or removed: all its objects are created or deleted with its provider.
     hosts: dict[Name, Host] = field(
-        description="Docker hosts by name. At least one.", change="host", min_length=1, max_length=64
+        description="Docker hosts by name. At least one.", change=PROVIDER, min_length=1, max_length=64
     )
     profiles: dict[Name, Limits] = field(
         {}, description="Named limit sets that templates refer to, e.g. `small`, `large`.", change="replace",

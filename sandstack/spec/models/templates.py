@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Literal
 
 from pydantic import StringConstraints, WithJsonSchema
@@ -22,7 +23,7 @@ from sandstack.spec.models.base import (
     text,
 )
 from sandstack.spec.models.limits import Lifecycle, LimitsOverride
-from sandstack.spec.models.network import NetworkPolicy, Port
+from sandstack.spec.models.network import NETWORK_BLOCK, NETWORK_ROLES, PORTS, NetworkPolicy, Port
 
 CAPABILITIES = (
     "AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "BLOCK_SUSPEND", "BPF", "CHECKPOINT_RESTORE", "CHOWN",
@@ -244,6 +245,14 @@ class SessionPolicy(StrictModel):
                                change=RUNTIME)
 
 
+# A pool moved to another template (or a template to another parent): the union of what every template setting
+# renews. New sandboxes on another (or a shared) image, secrets, data and disk workspaces, and the host objects
+# holding what the two set differently: the network and the guard, gateway and logging resolver (network policy,
+# ports), the guard's limits and lifecycle lines, the ingress's sites (url ports), the runtime's configuration.
+TEMPLATE_SWITCH = Effect(sandboxes="replace", snapshot="switch", secrets=True, data=True, workspaces=True,
+                         host=NETWORK_ROLES | {"ingress", "runtime"})
+
+
 class TemplateDefaults(StrictModel):
     """Settings applied to every template that does not set them itself (stack-level `defaults`)."""
 
@@ -251,7 +260,7 @@ class TemplateDefaults(StrictModel):
         None, description="Limits: a profile name, or fields with an optional `profile`.", change=REPLACE_AND_GUARD
     )
     network: NetworkPolicy | None = field(
-        None, description="Network policy; a template's own `network` replaces it whole.", change="host"
+        None, description="Network policy; a template's own `network` replaces it whole.", change=NETWORK_BLOCK
     )
     runtime: Literal["runc", "runsc"] | None = field(
         None, description="Isolation runtime: 'runc' (default) or 'runsc' (gVisor, must be installed on the host).",
@@ -293,9 +302,8 @@ class Template(TemplateDefaults):
             "(`lifecycle`, `filesystem`, `security` and `env` merged field by field, the rest whole), then from "
             "`defaults`. Templates with the same snapshot content build one image per host."
         ),
-        # Whatever the inherited settings do: new sandboxes, another (or a shared) image, secrets, host objects.
-        change=Effect(sandboxes="replace", snapshot="switch", secrets=True, data=True, host=None,
-                      when=(("nothing inherited changes", NONE),)),
+        # Whatever the inherited settings do, as a pool's template switch.
+        change=dataclasses.replace(TEMPLATE_SWITCH, when=(("nothing inherited changes", NONE),)),
     )
     data: list[DataMount] = field(
         [], description="Read-only data mounted from files next to the stack (at most 64MiB in all per template).",
@@ -306,5 +314,5 @@ class Template(TemplateDefaults):
     command: Command | None = field(None, description="Command (exec form). Default: the image's.", change="replace")
     readiness: Readiness | None = field(None, description="Readiness probe. Default: none.", change=PROBE_AND_GUARD)
     ports: list[Port] = field([], description="Ports the sandbox listens on, and their exposure.",
-                              change=Effect(sandboxes="replace", when=(("a url port", Effect(sandboxes="replace", host=None)),)),
+                              change=PORTS,
                               max_length=64)
