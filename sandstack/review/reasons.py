@@ -98,6 +98,7 @@ CONDITIONS: dict[str, Callable[[Side], bool]] = {
     "route and logging unchanged": _route_kept,
     "in the ingress's TLS": lambda s: ".ingress.tls." in s.change.path,
     "unlogged allow-all": _unlogged_allow_all,
+    "a direct route": lambda s: s.template is not None and s.template.network.outbound == "direct",
     "a host with a runtime": lambda s: s.runtime,
 }
 

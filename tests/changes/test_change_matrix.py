@@ -45,7 +45,8 @@ from sandstack.spec.changes import Effect
 from sandstack.spec.models import Stack
 from sandstack.spec.models.base import change_of
 from sandstack.spec.models.hosts import IN_INGRESS_TLS
-from sandstack.spec.models.network import ROUTE_KEPT, ROUTING, UNLOGGED_ALLOW_ALL, URL_AND_ROUTING, URL_PORTS_CHANGE
+from sandstack.spec.models.network import (DIRECT_ROUTE, ROUTE_KEPT, ROUTING, UNLOGGED_ALLOW_ALL, URL_AND_ROUTING,
+                                           URL_PORTS_CHANGE)
 from sandstack.spec.walk import model_fields
 
 HOST = "local"
@@ -376,7 +377,7 @@ CASES: list[Case] = [
          condition=UNLOGGED_ALLOW_ALL),
     Case("defaults.network.allow", ["example.org", "example.net"], prepare=FREE_ALLOW_LIST),
     Case("defaults.network.deny", ["blocked.example.com", "other.example.com"]),
-    Case("defaults.network.deny", ["203.0.113.7", "203.0.113.8"], condition="unlogged allow-all",
+    Case("defaults.network.deny", ["203.0.113.7", "203.0.113.8"], condition=DIRECT_ROUTE,
          prepare=setting(defaults__network={"egress": "allow-all", "log": False, "deny": ["203.0.113.7"]})),
     Case("defaults.network.log", False, prepare=setting(defaults__network={"egress": "allow-all"})),
     Case("defaults.network.log", True, prepare=setting(defaults__network={"egress": "allow-all"}), condition=ROUTE_KEPT),
@@ -384,7 +385,7 @@ CASES: list[Case] = [
     Case("defaults.network.protocols", "http", prepare=setting(defaults__network={"egress": "allow-all"}),
          condition=ROUTE_KEPT),
     Case("defaults.network.allow_metadata", True),
-    Case("defaults.network.allow_metadata", True, condition="unlogged allow-all",
+    Case("defaults.network.allow_metadata", True, condition=DIRECT_ROUTE,
          prepare=setting(defaults__network={"egress": "allow-all", "log": False})),
     Case("defaults.runtime", "runsc"),
     Case("defaults.lifecycle", {"max_lifetime": "48h", "idle_timeout": "1h", "on_expiry": "restart"},
@@ -450,15 +451,20 @@ CASES: list[Case] = [
          prepare=setting(templates__agent__network={"egress": "deny-all", "log": False})),
     Case("templates.*.network.allow", ["example.com", "example.org"]),
     Case("templates.*.network.deny", ["bad.example.com", "worse.example.com"]),
-    Case("templates.*.network.deny", ["203.0.113.7", "203.0.113.8"], condition="unlogged allow-all",
+    Case("templates.*.network.deny", ["203.0.113.7", "203.0.113.8"], condition=DIRECT_ROUTE,
          prepare=setting(templates__agent__network={"egress": "allow-all", "log": False, "deny": ["203.0.113.7"]})),
+    Case("templates.*.network.deny", ["203.0.113.7", "203.0.113.8"], condition=DIRECT_ROUTE,
+         prepare=setting(templates__agent__network={"egress": "allow-all", "protocols": "any", "deny": ["203.0.113.7"]}),
+         variant="protocols: any"),
     Case("templates.*.network.log", False, prepare=AGENT_ALLOW_ALL),
     Case("templates.*.network.log", True, prepare=AGENT_ALLOW_ALL, condition=ROUTE_KEPT),
     Case("templates.*.network.protocols", "any", prepare=AGENT_ALLOW_ALL),
     Case("templates.*.network.protocols", "http", prepare=AGENT_ALLOW_ALL, condition=ROUTE_KEPT),
     Case("templates.*.network.allow_metadata", True),
-    Case("templates.*.network.allow_metadata", True, condition="unlogged allow-all",
+    Case("templates.*.network.allow_metadata", True, condition=DIRECT_ROUTE,
          prepare=setting(templates__agent__network={"egress": "allow-all", "log": False})),
+    Case("templates.*.network.allow_metadata", True, condition=DIRECT_ROUTE,
+         prepare=setting(templates__agent__network={"egress": "allow-all", "protocols": "any"}), variant="protocols: any"),
     Case("templates.*.runtime", "runsc"),
     Case("templates.*.lifecycle", {"max_lifetime": "6h", "idle_timeout": "10m", "on_expiry": "restart"},
     ),

@@ -33,7 +33,7 @@ def test_lifecycle_descriptions_quote_the_contract() -> None:
 
 
 @pytest.mark.parametrize(("model", "name", "change"), [
-    ("NetworkPolicy", "allow_metadata", "gateway + guard; unlogged allow-all: guard"),  # squid.conf and guard rules
+    ("NetworkPolicy", "allow_metadata", "gateway + guard; a direct route: guard"),  # squid.conf and guard rules
     ("Filesystem", "shm_size", "replace"),
     ("WritablePath", "exec", "replace; a disk workspace: replace + new workspaces + guard"),
     ("Limits", "open_files", "replace"),  # ulimits are not updated in place by the provider

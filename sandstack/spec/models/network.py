@@ -38,6 +38,8 @@ NETWORK_ROLES = frozenset({"networks", "guard", "gateway", "logger"})
 # that means what the default already meant (`log: true` on 'allow-all', `protocols: http`).
 ROUTE_KEPT = "route and logging unchanged"
 UNLOGGED_ALLOW_ALL = "unlogged allow-all"
+# Unlogged allow-all or `protocols: any`: no gateway on the way out, so the guard's rules alone refuse destinations.
+DIRECT_ROUTE = "a direct route"
 # A block: the union of its fields' effects; with the route kept, only what `allow`, `deny` and `allow_metadata` renew.
 NETWORK_BLOCK = Effect(sandboxes="replace", host=NETWORK_ROLES,
                        when=((ROUTE_KEPT, Effect(host=frozenset({"gateway", "guard", "logger"}))),))
@@ -87,10 +89,11 @@ class NetworkPolicy(StrictModel):
             "the host guard's firewall refuses them, and as it sees addresses, not names, only IP addresses "
             "and CIDRs are accepted there (optionally with ':port'), never domains or wildcards. Not "
             "applicable to 'deny-all'. A domain or wildcard without a port is not resolved either (NXDOMAIN). A "
-            "change renews the gateway and the logging resolver, or the guard for unlogged 'allow-all'."
+            "change renews the gateway and the logging resolver, or only the guard on a direct route (unlogged "
+            "'allow-all' or `protocols: any`)."
         ),
         change=Effect(host=frozenset({"gateway", "logger"}),
-                      when=((UNLOGGED_ALLOW_ALL, Effect(host=frozenset({"guard"}))),)),
+                      when=((DIRECT_ROUTE, Effect(host=frozenset({"guard"}))),)),
         max_length=512,
     )
     log: bool | None = field(
@@ -128,10 +131,11 @@ class NetworkPolicy(StrictModel):
             f"metadata address {METADATA_RANGES[2].removesuffix('/128')} (not link-local, refused with them). "
             "Default false: every egress mode refuses them, at the gateway and in the host guard's rules, "
             "whatever `allow` says. true is a reviewable loosening; not applicable to 'deny-all'. A change renews "
-            "the gateway and the guard's rules, or only the guard for unlogged 'allow-all'."
+            "the gateway and the guard's rules, or only the guard on a direct route (unlogged 'allow-all' or "
+            "`protocols: any`)."
         ),
         change=Effect(host=frozenset({"gateway", "guard"}),
-                      when=((UNLOGGED_ALLOW_ALL, Effect(host=frozenset({"guard"}))),)),
+                      when=((DIRECT_ROUTE, Effect(host=frozenset({"guard"}))),)),
     )
 
 
