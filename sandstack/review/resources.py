@@ -15,8 +15,8 @@ from sandstack.plan.changes import sandbox_replace_on_changes
 from sandstack.plan.data import plan_data
 from sandstack.plan.host import HostPlan, plan_hosts, snapshot_owners
 from sandstack.plan.ingress import url_of
-from sandstack.plan.naming import docker_name
 from sandstack.plan.sandbox import plan_sandbox
+from sandstack.plan.secrets import plan_secrets
 from sandstack.plan.snapshot import plan_snapshot
 from sandstack.spec.models import SecretRef
 from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
@@ -167,14 +167,14 @@ def _pool_resources(stack_name: str, stack: str, host: str, pool: str, replicas:
     key = f"{T}SandboxPool::{base}"
     out = [Resource(base, T + "SandboxPool", f"{T}SandboxHost::{stack_name}-{host}", "pool", host, pool, template.name,
                     props={"replicas": replicas})]
-    if template.secrets:
+    secrets = plan_secrets(stack, pool, template)
+    if secrets:
         files = {s.path: {"secret": s.secret} for s in template.secrets}
         out += [
             Resource(f"{base}-secrets", VOLUME, key, "secrets volume", host, pool, template.name,
-                     props={"name": docker_name(stack, pool, "secrets")}),
+                     props={"name": secrets.volume}),
             Resource(f"{base}-secrets-seeder", CONTAINER, key, "secrets seeder", host, pool, template.name,
-                     props={"name": docker_name(stack, pool, "secrets-seeder"), "owner": template.user,
-                            "files": files}),
+                     props={"name": secrets.seeder_name, "owner": template.user, "files": files}),
         ]
     data = plan_data(stack, pool, template)
     if data:
