@@ -189,11 +189,11 @@ def concerns(change: FieldChange, r: Resource, old: ResolvedStack, new: Resolved
     profiles) only when it changed the resolved template of the resource (or of a pool on its host)."""
     head, _, rest = change.path.partition(".")
     key = rest.split(".", 1)[0]
-    pools_on_host = {p for s in (old, new) for p, pool in s.pools.items() if r.host in pool.hosts}
     if head == "hosts":
         return key == r.host
     if head == "pools":
-        return key == r.pool if r.pool else key in pools_on_host
+        # Computed only here: this runs for every (change, resource) pair of a diff, thousands of sandboxes each.
+        return key == r.pool if r.pool else any(key in s.pools and r.host in s.pools[key].hosts for s in (old, new))
     templates = {r.template} if r.template else _templates_of_host(old, r.host) | _templates_of_host(new, r.host)
     if head == "templates":
         return key in templates
