@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_docker as docker
 
-from sandstack.components.resource_args import container_labels, healthcheck_args, volume_labels
+from sandstack.components.resource_args import container_labels, run_args, volume_labels
 from sandstack.plan import gateway
 from sandstack.plan.changes import host_container_replace_on_changes
 from sandstack.plan.contract import LABEL_ROLE
@@ -74,13 +74,7 @@ class EgressGateway(pulumi.ComponentResource):
             memory_swap=gateway.MEMORY_MB,
             cpus=gateway.CPUS,
             cgroup_parent=plan.cgroup_parent,
-            restart=run.restart,
-            destroy_grace_seconds=run.destroy_grace_seconds,
-            healthcheck=healthcheck_args(run.healthcheck),
-            wait=run.wait,
-            wait_timeout=run.wait_timeout,
-            log_driver=run.logs.driver,
-            log_opts=run.logs.opts,
+            **run_args(run),  # restart, health check, wait, grace, log rotation: from the plan
             labels=container_labels({**args.labels, LABEL_ROLE: "gateway"}),
             opts=pulumi.ResourceOptions(parent=self, replace_on_changes=host_container_replace_on_changes()),
         )

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_docker as docker
 
-from sandstack.components.resource_args import container_labels, healthcheck_args, volume_labels
+from sandstack.components.resource_args import container_labels, run_args, volume_labels
 from sandstack.plan import guard
 from sandstack.plan.changes import host_container_replace_on_changes
 from sandstack.plan.contract import GUARD_CGROUP_MOUNT, GUARD_STATE_DIR, HOST_CGROUP_MOUNT, LABEL_ROLE
@@ -77,13 +77,7 @@ class HostGuard(pulumi.ComponentResource):
             memory=guard.MEMORY_MB,
             memory_swap=guard.MEMORY_MB,
             cpus=guard.CPUS,
-            restart=run.restart,
-            destroy_grace_seconds=run.destroy_grace_seconds,
-            healthcheck=healthcheck_args(run.healthcheck),
-            wait=run.wait,
-            wait_timeout=run.wait_timeout,
-            log_driver=run.logs.driver,
-            log_opts=run.logs.opts,
+            **run_args(run),  # restart, health check, wait, grace, log rotation: from the plan
             labels=container_labels({**args.labels, LABEL_ROLE: "guard"}),
             opts=pulumi.ResourceOptions(parent=self, replace_on_changes=host_container_replace_on_changes()),
         )

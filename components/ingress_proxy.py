@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_docker as docker
 
-from sandstack.components.resource_args import (bridge_options, container_labels, healthcheck_args, network_labels,
+from sandstack.components.resource_args import (bridge_options, container_labels, network_labels, run_args,
                                                volume_labels)
 from sandstack.components.secrets import secret_value
 from sandstack.plan import ingress
@@ -82,13 +82,7 @@ class IngressProxy(pulumi.ComponentResource):
             memory=ingress.MEMORY_MB,
             memory_swap=ingress.MEMORY_MB,
             cpus=ingress.CPUS,
-            restart=run.restart,
-            destroy_grace_seconds=run.destroy_grace_seconds,
-            healthcheck=healthcheck_args(run.healthcheck),
-            wait=run.wait,
-            wait_timeout=run.wait_timeout,
-            log_driver=run.logs.driver,
-            log_opts=run.logs.opts,
+            **run_args(run),  # restart, health check, wait, grace, log rotation: from the plan
             labels=container_labels({**args.labels, LABEL_ROLE: "ingress"}),
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.after,
                                         replace_on_changes=host_container_replace_on_changes()),

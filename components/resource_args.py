@@ -1,13 +1,13 @@
-"""Plan values in pulumi-docker's shapes: labels, bridge options, health checks (the one place the plan's plain
-values need the provider SDK)."""
+"""Plan values in pulumi-docker's shapes: labels, bridge options, health checks and run settings (the one place
+the plan's plain values need the provider SDK)."""
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Mapping
 
 import pulumi_docker as docker
 
-from sandstack.plan.container import Healthcheck
+from sandstack.plan.container import Healthcheck, RunSettings
 
 
 def container_labels(values: Mapping[str, str]) -> list[docker.ContainerLabelArgs]:
@@ -33,3 +33,11 @@ def healthcheck_args(check: Healthcheck | None) -> docker.ContainerHealthcheckAr
         return None
     return docker.ContainerHealthcheckArgs(tests=list(check.tests), interval=check.interval, timeout=check.timeout,
                                            retries=check.retries, start_period=check.start_period)
+
+
+def run_args(run: RunSettings) -> dict[str, Any]:
+    """A container's run settings as `docker.Container` keyword arguments (None values are inputs left unset)."""
+    return {"restart": run.restart, "max_retry_count": run.max_retry_count,
+            "destroy_grace_seconds": run.destroy_grace_seconds, "healthcheck": healthcheck_args(run.healthcheck),
+            "wait": run.wait, "wait_timeout": run.wait_timeout, "log_driver": run.logs.driver,
+            "log_opts": run.logs.opts}

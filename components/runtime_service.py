@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_docker as docker
 
-from sandstack.components.resource_args import container_labels, healthcheck_args, volume_labels
+from sandstack.components.resource_args import container_labels, run_args, volume_labels
 from sandstack.components.secrets import secret_value
 from sandstack.plan import runtime_host
 from sandstack.plan.changes import host_container_replace_on_changes
@@ -64,13 +64,7 @@ class RuntimeService(pulumi.ComponentResource):
             memory=runtime_host.MEMORY_MB,
             memory_swap=runtime_host.MEMORY_MB,
             cpus=runtime_host.CPUS,
-            restart=run.restart,
-            destroy_grace_seconds=run.destroy_grace_seconds,
-            healthcheck=healthcheck_args(run.healthcheck),
-            wait=run.wait,
-            wait_timeout=run.wait_timeout,
-            log_driver=run.logs.driver,
-            log_opts=run.logs.opts,
+            **run_args(run),  # restart, health check, wait, grace, log rotation: from the plan
             labels=container_labels({**args.labels, LABEL_ROLE: "runtime"}),
             opts=pulumi.ResourceOptions(parent=self, depends_on=args.after,
                                         replace_on_changes=host_container_replace_on_changes()),

@@ -12,7 +12,7 @@ import pulumi_docker as docker
 from sandstack.plan.changes import sandbox_replace_on_changes
 from sandstack.plan.contract import LABEL_ROLE, STATE_MOUNT
 from sandstack.plan.data import SEED_DIR, DataPlan, plan_data
-from sandstack.components.resource_args import container_labels, healthcheck_args, volume_labels
+from sandstack.components.resource_args import container_labels, run_args, volume_labels
 from sandstack.plan.network import PoolNetwork
 from sandstack.plan.sandbox import SUPERVISOR_ENTRYPOINT, output_name, plan_sandbox, port_address, sandbox_name
 from sandstack.plan.secrets import SecretsPlan, plan_secrets
@@ -198,14 +198,7 @@ class SandboxPool(pulumi.ComponentResource):
             # The host's own devices of the requested model, by id (placement: sandstack/plan/host.py).
             device_requests=[docker.ContainerDeviceRequestArgs(driver="nvidia", device_ids=list(plan.gpu_device_ids),
                                                                capabilities=["gpu"])] if plan.gpu_device_ids else None,
-            healthcheck=healthcheck_args(run.healthcheck),
-            wait=run.wait,
-            wait_timeout=run.wait_timeout,
-            restart=run.restart,
-            max_retry_count=run.max_retry_count,
-            destroy_grace_seconds=run.destroy_grace_seconds,
-            log_driver=run.logs.driver,
-            log_opts=run.logs.opts,
+            **run_args(run),  # restart, health check, wait, grace, log rotation: from the plan
             opts=pulumi.ResourceOptions(parent=self, depends_on=waits_on, replace_on_changes=sandbox_replace_on_changes()),
         )
 
