@@ -168,12 +168,18 @@ def _git(repo: Path, *args: str) -> None:
                    capture_output=True)
 
 
-def test_git_inputs_are_read_without_touching_the_work_tree(tmp_path, monkeypatch, capsys):
+def _committed_base(tmp_path: Path) -> Path:
+    """A git repository whose `main` holds the base stack at stacks/stack.yaml."""
     repo = tmp_path / "repo"
     write_spec(repo / "stacks", BASE, FILES)
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "add", ".")
     _git(repo, "commit", "-q", "-m", "base")
+    return repo
+
+
+def test_git_inputs_are_read_without_touching_the_work_tree(tmp_path, monkeypatch, capsys):
+    repo = _committed_base(tmp_path)
     _, head = pair("allow-widened")
     write_spec(repo / "stacks", head, FILES)  # uncommitted: the work tree is HEAD of the review
     monkeypatch.chdir(repo)
@@ -191,11 +197,7 @@ def test_git_inputs_are_read_without_touching_the_work_tree(tmp_path, monkeypatc
     ("git:main", "sandstack: git:main: write git inputs as git:REF:PATH, e.g. git:main:stacks/prod.yaml\n"),
 ])
 def test_a_missing_ref_or_path_is_a_clear_error_exit_2(source, message, tmp_path, monkeypatch, capsys):
-    repo = tmp_path / "repo"
-    write_spec(repo / "stacks", BASE, FILES)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-q", "-m", "base")
+    repo = _committed_base(tmp_path)
     monkeypatch.chdir(repo)
     assert main(["preview", source]) == 2
     assert capsys.readouterr().err == message.format(repo=repo.resolve())
@@ -288,11 +290,7 @@ def test_a_directory_is_not_a_stack_file_exit_2(tmp_path, monkeypatch, capsys):
 
 
 def test_a_git_tree_is_not_a_stack_file_exit_2(tmp_path, monkeypatch, capsys):
-    repo = tmp_path / "repo"
-    write_spec(repo / "stacks", BASE, FILES)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-q", "-m", "base")
+    repo = _committed_base(tmp_path)
     monkeypatch.chdir(repo)
     assert main(["preview", "git:HEAD:stacks"]) == 2
     assert capsys.readouterr().err == ("sandstack: git:HEAD:stacks: stacks is a directory at HEAD; give a stack "
