@@ -124,9 +124,10 @@ def check_containers(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]
                             network=hosts[host].networks[pool_name], digest=plan_snapshot(t, "check").digest,
                             labels={}, gpu_device_ids=hosts[host].gpu_ids(pool_name, 0),
                             ingress=hosts[host].ingress.spec if hosts[host].ingress else None)
-        for rule, where, message in container_violations(facts_of_plan(plan), container_policy(policy, t.name)):
+        facts = facts_of_plan(plan)
+        for rule, where, message, fix in container_violations(facts, container_policy(policy, t.name)):
             yield Violation(rule, f"template/{t.name}", template_path(spec, t.name, *FIELD_PATHS[where]),
-                            f"Template '{t.name}' {message}.")
+                            f"Template '{t.name}' {message}.", fix)
 
 
 def check_sudo(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:

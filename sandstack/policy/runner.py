@@ -46,7 +46,7 @@ def effective_policy(spec: ResolvedStack, files: list[PolicyFile]) -> Policy:
 def _locate(doc, violation: Violation, rule: Rule, severity: str) -> Finding:
     line, column = doc.position(violation.path)
     return Finding(doc.file, line, column, rule.id, severity, violation.target, format_path(violation.path),
-                   violation.message, rule.remediation)
+                   violation.message, violation.remediation or rule.remediation)
 
 
 def check_stack(path: str | os.PathLike[str], files: list[PolicyFile], *, base: ResolvedStack | None = None,
