@@ -8,6 +8,9 @@ keeps only the nearest parent's type (pulumi/runtime/mocks.py make_urn), the eng
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +174,20 @@ def test_the_pack_declares_each_container_rule_and_is_a_python_pack():
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     assert {"PolicyPack", "ResourceValidationPolicy", "CONTAINER_RULES", "validator"} <= names
     assert "pulumi-policy" in (PACK / "requirements.txt").read_text()
+
+
+def test_the_pack_s_requirements_install_sandstack_from_this_repository():
+    # sandstack is not on a public index: the requirements name this repository by a path, which pip reads from
+    # the pack's folder (as its comment and the README say to run it). pip's own resolver, offline and without
+    # installing, must pick this checkout, not an installed or indexed `sandstack`.
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-index",
+                           "--no-build-isolation", "--quiet", "--report", "-", "-r", "requirements.txt"],
+                          cwd=PACK, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    installs = {i["metadata"]["name"]: i["download_info"]["url"] for i in json.loads(done.stdout)["install"]}
+    assert installs == {"sandstack": REPO.resolve().as_uri()}
+    assert "cd policies/crossguard && python3 -m venv venv && venv/bin/pip install -r requirements.txt" in (
+        PACK / "requirements.txt").read_text()
 
 
 def test_the_pack_config_is_honoured():
