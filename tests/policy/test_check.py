@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -327,6 +328,38 @@ def test_base_catches_setup_changed_without_a_version_bump(tmp_path, capsys):
     bumped = changed(("templates.agent.snapshot.setup", ["pip install requests httpx"]),
                      ("templates.agent.snapshot.version", "2"))
     assert _check(tmp_path, capsys, bumped, "--base", str(base))[0] == 0
+
+
+def _repo_with_a_committed_stack(tmp_path: Path) -> Path:
+    """A git repository whose HEAD holds the clean stack at stacks/stack.yaml; its work tree changes the setup."""
+    repo = tmp_path / "repo"
+    write_spec(repo / "stacks", CLEAN)
+    for args in (("init", "-q", "-b", "main"), ("add", "."), ("commit", "-q", "-m", "base")):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=repo, check=True,
+                       capture_output=True)
+    write_spec(repo / "stacks", changed(("templates.agent.snapshot.setup", ["pip install requests httpx"])))
+    return repo
+
+
+def test_a_mistyped_git_base_is_an_error_not_a_skipped_comparison(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(_repo_with_a_committed_stack(tmp_path))
+    assert main(["check", "stacks/stack.yaml", "--base", "git:HEAD:stacks/stak.yaml"]) == 2
+    assert capsys.readouterr().err == (
+        "sandstack: --base: git:HEAD:stacks/stak.yaml: stacks/stak.yaml does not exist at HEAD (the base of "
+        "stacks/stack.yaml: a missing base is skipped only for a stack new in the diff, whose own path is missing at "
+        "the base ref; check the path)\n")
+    # The right path compares the snapshots.
+    assert main(["check", "stacks/stack.yaml", "--base", "git:HEAD:stacks/stack.yaml", "--format", "json"]) == 1
+    assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["SBX-SNAP-001"]
+
+
+@pytest.mark.parametrize("base", ["HEAD", "git:HEAD:stacks/new.yaml", "git:HEAD:./stacks/../stacks/new.yaml"])
+def test_a_stack_new_in_the_diff_is_checked_without_a_base(base, tmp_path, monkeypatch, capsys):
+    repo = _repo_with_a_committed_stack(tmp_path)
+    (repo / "stacks" / "new.yaml").write_text((repo / "stacks" / "stack.yaml").read_text())
+    monkeypatch.chdir(repo)
+    assert main(["check", "stacks/new.yaml", "--base", base, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["findings"] == []
 
 
 def test_an_invalid_stack_is_reported_like_validate_and_exits_1(tmp_path, capsys):
