@@ -147,10 +147,10 @@ def test_a_stack_cannot_downgrade_or_suppress_an_organisation_rule(tmp_path, cap
     assert code == 1
     assert [(d["line"], d["column"], d["path"], d["message"]) for d in report["invalid"]] == [
         (51, 5, "$.policy.severity.ORG-PORT-001",
-         f"ORG-PORT-001 is organisation rule 'public-port-8080' ({ports}:4:9): a stack cannot change its severity; "
+         f"ORG-PORT-001 is organisation rule 'public-port-8080' ({ports}:5:9): a stack cannot change its severity; "
          "only a policy file's `config.severity` can (a stack's `policy.severity` may name built-in rules only)"),
         (54, 11, "$.policy.suppressions[0].rule",
-         f"ORG-PORT-001 is organisation rule 'public-port-8080' ({ports}:4:9): a stack cannot suppress it; only a "
+         f"ORG-PORT-001 is organisation rule 'public-port-8080' ({ports}:5:9): a stack cannot suppress it; only a "
          "policy file's `config.suppressions` can (fix the finding, or ask the policy's owners)")]
     assert [(f["rule"], f["severity"], f["suppressed"], f["message"]) for f in report["findings"]] == [
         ("ORG-PORT-001", "error", None, ORG_PORT),
@@ -212,6 +212,21 @@ def test_the_example_org_policies_refuse_out_of_range_values_with_their_own_ids(
                           "--policy", str(POLICIES / policy), "--format", "json")
     mine = [f for f in json.loads(out)["findings"] if f["rule"] == rule]
     assert code == 1 and [f["message"] for f in mine] == [message]
+
+
+@pytest.mark.parametrize(("exposure", "findings"), [
+    ("public", [("ORG-PORT-001", "Template 'agent' must expose only port 8080 publicly (public_ports [8080, 3000]: "
+                 "{1: ['unallowed value 3000']})."),
+                ("SBX-PORT-001", "Template 'agent' must not serve port(s) 3000 publicly at its URL (allowed: 8080).")]),
+    ("host", []),
+])
+def test_organisation_rules_see_a_url_port_a_public_ingress_serves_as_public(exposure, findings, tmp_path, capsys):
+    # The example policy passed a url port 3000 on a public ingress: reachable from anywhere, it is a public port.
+    data = changed(("hosts.local.ingress", {"domain": "sb.example.com", "exposure": exposure}),
+                   ("templates.agent.ports", [{"port": 8080, "exposure": "public"},
+                                              {"port": 3000, "exposure": "url", "name": "web"}]))
+    code, out, _ = _check(tmp_path, capsys, data, "--policy", str(POLICIES / "ports.yaml"), "--format", "json")
+    assert (code, [(f["rule"], f["message"]) for f in json.loads(out)["findings"]]) == (1 if findings else 0, findings)
 
 
 def test_a_gpu_ceiling_as_data(tmp_path, capsys):
