@@ -16,6 +16,7 @@ import pulumi_docker as docker
 
 from sandstack.components.resource_args import container_labels, run_args, volume_labels
 from sandstack.plan import logger
+from sandstack.plan import types
 from sandstack.plan.changes import host_container_replace_on_changes
 from sandstack.plan.contract import LABEL_ROLE
 
@@ -31,7 +32,7 @@ class ConnectionLogger(pulumi.ComponentResource):
     container_name: pulumi.Output[str]
 
     def __init__(self, name: str, args: ConnectionLoggerArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("sandstack:index:ConnectionLogger", name, None, opts)
+        super().__init__(types.CONNECTION_LOGGER, name, None, opts)
         plan, run = args.plan, args.plan.run
 
         # The connection log outlives a restart or renewal of the logger.

@@ -15,6 +15,7 @@ import pulumi_docker as docker
 
 from sandstack.components.resource_args import container_labels, run_args, volume_labels
 from sandstack.plan import gateway
+from sandstack.plan import types
 from sandstack.plan.changes import host_container_replace_on_changes
 from sandstack.plan.contract import LABEL_ROLE
 from sandstack.plan.network import GATEWAY_ALIAS
@@ -35,7 +36,7 @@ class EgressGateway(pulumi.ComponentResource):
     log_volume: pulumi.Output[str]
 
     def __init__(self, name: str, args: EgressGatewayArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("sandstack:index:EgressGateway", name, None, opts)
+        super().__init__(types.EGRESS_GATEWAY, name, None, opts)
         plan, run = args.plan, args.plan.run
 
         # The egress audit log outlives the gateway container, so a restart or replacement keeps it.

@@ -19,7 +19,7 @@ import pulumi
 import pulumi_docker as docker
 
 from sandstack.components.resource_args import container_labels, run_args, volume_labels
-from sandstack.plan import guard
+from sandstack.plan import guard, types
 from sandstack.plan.changes import host_container_replace_on_changes
 from sandstack.plan.contract import GUARD_CGROUP_MOUNT, GUARD_STATE_DIR, HOST_CGROUP_MOUNT, LABEL_ROLE
 from sandstack.plan.package_files import GUARD_SCRIPT_FILE
@@ -39,7 +39,7 @@ class HostGuard(pulumi.ComponentResource):
     container_name: pulumi.Output[str]
 
     def __init__(self, name: str, args: HostGuardArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("sandstack:index:HostGuard", name, None, opts)
+        super().__init__(types.HOST_GUARD, name, None, opts)
         plan, run = args.plan, args.plan.run
 
         # State shared with sandboxes (read-only there): they wait for its boot-id marker, so after

@@ -17,6 +17,7 @@ from sandstack.components.resource_args import (bridge_options, container_labels
                                                volume_labels)
 from sandstack.components.secrets import secret_value
 from sandstack.plan import ingress
+from sandstack.plan import types
 from sandstack.plan.changes import host_container_replace_on_changes
 from sandstack.plan.contract import LABEL_ROLE
 
@@ -36,7 +37,7 @@ class IngressProxy(pulumi.ComponentResource):
     container_name: pulumi.Output[str]
 
     def __init__(self, name: str, args: IngressProxyArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("sandstack:index:IngressProxy", name, None, opts)
+        super().__init__(types.INGRESS_PROXY, name, None, opts)
         plan, run = args.plan, args.plan.run
 
         # Where the proxy's port is published: routed, joined by the proxy alone, never by a sandbox.

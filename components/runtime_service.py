@@ -17,6 +17,7 @@ import pulumi_docker as docker
 from sandstack.components.resource_args import container_labels, run_args, volume_labels
 from sandstack.components.secrets import secret_value
 from sandstack.plan import runtime_host
+from sandstack.plan import types
 from sandstack.plan.changes import host_container_replace_on_changes
 from sandstack.plan.contract import LABEL_ROLE
 from sandstack.plan.runtime import DEFAULT_STATE_DIR, ENV_TOKEN
@@ -34,7 +35,7 @@ class RuntimeService(pulumi.ComponentResource):
     container_name: pulumi.Output[str]
 
     def __init__(self, name: str, args: RuntimeServiceArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("sandstack:index:RuntimeService", name, None, opts)
+        super().__init__(types.RUNTIME_SERVICE, name, None, opts)
         plan, run = args.plan, args.plan.run
 
         # Sessions, snapshots and the audit log outlive a restart or renewal of the service.

@@ -18,6 +18,7 @@ from sandstack.components.ingress_proxy import IngressProxy, IngressProxyArgs
 from sandstack.components.runtime_service import RuntimeService, RuntimeServiceArgs
 from sandstack.components.resource_args import bridge_options, network_labels, volume_labels
 from sandstack.components.secrets import secret_value
+from sandstack.plan import types
 from sandstack.plan.contract import LABEL_POOL, LABEL_ROLE
 from sandstack.plan.host import HostPlan, Placement, plan_host
 from sandstack.plan.package_files import INFRA_CONTEXT
@@ -41,7 +42,7 @@ class SandboxHost(pulumi.ComponentResource):
     plan: HostPlan
 
     def __init__(self, name: str, args: SandboxHostArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("sandstack:index:SandboxHost", name, None, opts)
+        super().__init__(types.SANDBOX_HOST, name, None, opts)
         spec = args.spec
         self.plan = plan = plan_host(args.stack, args.host, spec, args.placements)
         self.plans = plan.networks

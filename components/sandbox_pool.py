@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_docker as docker
 
+from sandstack.plan import types
 from sandstack.plan.changes import sandbox_replace_on_changes
 from sandstack.plan.contract import LABEL_ROLE, STATE_MOUNT
 from sandstack.plan.data import SEED_DIR, DataPlan, plan_data
@@ -61,7 +62,7 @@ class SandboxPool(pulumi.ComponentResource):
     sandboxes: pulumi.Output[list[dict]]
 
     def __init__(self, name: str, args: SandboxPoolArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("sandstack:index:SandboxPool", name, None, opts)
+        super().__init__(types.SANDBOX_POOL, name, None, opts)
         t = args.template
         waits_on = list(args.depends_on)
         mounts = [
@@ -99,7 +100,7 @@ class SandboxPool(pulumi.ComponentResource):
         # Run-once seeder: `uploads` cannot write into a read-only-root sandbox, so a throwaway container
         # with only CHOWN copies the files into the volume with the sandbox user as owner, then exits.
         seeder = docker.Container(
-            f"{name}-secrets-seeder",
+            f"{name}-{types.SECRETS_SEEDER}",
             name=plan.seeder_name,
             image=args.infra_image,
             network_mode="none",
@@ -131,7 +132,7 @@ class SandboxPool(pulumi.ComponentResource):
         # Run-once loader: the provider uploads the files into it (a changed file replaces only this container),
         # it copies them into the volumes, readable by every user and writable by none.
         seeder = docker.Container(
-            f"{name}-data-seeder",
+            f"{name}-{types.DATA_SEEDER}",
             name=plan.seeder_name,
             image=args.infra_image,
             network_mode="none",

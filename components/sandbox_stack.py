@@ -11,6 +11,7 @@ import pulumi
 from sandstack.components.sandbox_host import SandboxHost, SandboxHostArgs
 from sandstack.components.sandbox_pool import SandboxPool, SandboxPoolArgs
 from sandstack.components.sandbox_template import SandboxTemplate, SandboxTemplateArgs
+from sandstack.plan import types
 from sandstack.plan.host import placements_by_host, snapshot_owners
 from sandstack.spec.resolve import ResolvedStack
 
@@ -35,7 +36,7 @@ class SandboxStack(pulumi.ComponentResource):
         if not COMPONENT_NAME.match(name):
             raise ValueError(f"SandboxStack name {name!r} is not allowed: use letters, digits and '_', starting "
                              "with a letter (no '-': children are named '<name>-<host>', and spec names hold '-')")
-        super().__init__("sandstack:index:SandboxStack", name, None, opts)
+        super().__init__(types.SANDBOX_STACK, name, None, opts)
         self.spec = spec = args.spec
         self.hosts: dict[str, SandboxHost] = {}
         self.templates: dict[tuple[str, str], SandboxTemplate] = {}

@@ -8,6 +8,7 @@ from pathlib import Path
 import pulumi
 import pulumi_docker as docker
 
+from sandstack.plan import types
 from sandstack.plan.snapshot import image_labels, plan_snapshot, prepare_build
 from sandstack.spec.resolve import ResolvedTemplate
 
@@ -39,7 +40,7 @@ class SandboxTemplate(pulumi.ComponentResource):
         template = args.template
         plan = prepare_build(template, args.build_root)
         snapshot = plan_snapshot(template, args.stack)
-        super().__init__("sandstack:index:SandboxTemplate", name, {"tag": plan.tag}, opts)
+        super().__init__(types.SANDBOX_TEMPLATE, name, {"tag": plan.tag}, opts)
         child = pulumi.ResourceOptions(parent=self)
 
         # The snapshot: base image + files + setup, run once here at build time, never at sandbox start.

@@ -2,8 +2,10 @@
 
 It enforces the container-level subset of `sandstack check`'s built-in rules on every
 docker:index/container:Container of the program (the rule logic is sandstack.policy.containers, shared with
-`sandstack check`), so sandboxes made outside sandstack's components are held to the same rules. Configure it
-with `--policy-pack-config` (capabilities, publicPorts, writableRoot, untrusted, maxGpus).
+`sandstack check`), so sandboxes made outside sandstack's components are held to the same rules. sandstack's own
+host containers are exempt by their place in its component tree (the URN's parent types), never by a label; a url
+port its public ingress serves is public, as in `sandstack check`. Configure it with `--policy-pack-config`
+(capabilities, publicPorts, writableRoot, untrusted, maxGpus, sudo). Its environment: requirements.txt.
 """
 
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, PolicyPack, ResourceValidationPolicy

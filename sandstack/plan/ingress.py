@@ -26,7 +26,8 @@ DATA_DIR = "/data"
 TLS_DIR = f"{RUN_DIR}/tls"  # the uploaded certificate and key
 MEMORY_MB = 128
 CPUS = "0.5"
-ENTRYPOINT = (f'printf "%s" "$SANDSTACK_CADDYFILE" > {CONFIG_DIR}/Caddyfile && '
+CADDYFILE_ENV = "SANDSTACK_CADDYFILE"  # the Caddyfile, in the container's environment (the CrossGuard pack reads it)
+ENTRYPOINT = (f'printf "%s" "${CADDYFILE_ENV}" > {CONFIG_DIR}/Caddyfile && '
               f"exec caddy run --config {CONFIG_DIR}/Caddyfile --adapter caddyfile")
 # Healthy once Caddy listens on its HTTPS port (a config it cannot load never gets there): 0A is LISTEN.
 HEALTH_TEST = ("CMD-SHELL", f"awk '$4 == \"0A\" && $2 ~ /:{HTTPS_PORT:04X}$/' /proc/net/tcp /proc/net/tcp6 | grep -q .")
@@ -102,7 +103,7 @@ class IngressPlan:
 
     @property
     def env(self) -> list[str]:
-        return [f"SANDSTACK_CADDYFILE={self.caddyfile}", f"XDG_DATA_HOME={DATA_DIR}", f"XDG_CONFIG_HOME={CONFIG_DIR}",
+        return [f"{CADDYFILE_ENV}={self.caddyfile}", f"XDG_DATA_HOME={DATA_DIR}", f"XDG_CONFIG_HOME={CONFIG_DIR}",
                 f"HOME={CONFIG_DIR}"]
 
 

@@ -4,6 +4,7 @@ read the resolved stack and its plan. Container-level checks live in `containers
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import replace
 from typing import Iterator
 
 from sandstack.plan.host import plan_hosts
@@ -110,6 +111,16 @@ def container_policy(policy: Policy, template: str) -> ContainerPolicy:
                            max_gpus=policy.ceilings.gpus, sudo=template in policy.sudo)
 
 
+def public_url_ports(spec: ResolvedStack, template: str) -> tuple[int, ...]:
+    """A template's `exposure: url` ports when a public ingress serves them (`ingress.exposure: public` on a host
+    one of its pools runs on): reachable from anywhere, so public to SBX-PORT-001 and to organisation rules'
+    `public_ports` alike (docs/design/ingress.md). Behind loopback ingresses only, none are."""
+    hosts = {h for pool in spec.pools.values() if pool.template == template for h in pool.hosts}
+    if not any(spec.hosts[h].ingress and spec.hosts[h].ingress.exposure == "public" for h in hosts):
+        return ()
+    return tuple(p.port for p in spec.templates[template].ports if p.exposure == "url")
+
+
 def check_containers(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
     """The container-level rules on each template's planned sandbox (the plan the components register)."""
     hosts = plan_hosts(spec, "check")
@@ -124,9 +135,10 @@ def check_containers(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]
                             network=hosts[host].networks[pool_name], digest=plan_snapshot(t, "check").digest,
                             labels={}, gpu_device_ids=hosts[host].gpu_ids(pool_name, 0),
                             ingress=hosts[host].ingress.spec if hosts[host].ingress else None)
-        for rule, where, message in container_violations(facts_of_plan(plan), container_policy(policy, t.name)):
+        facts = replace(facts_of_plan(plan), url_ports=public_url_ports(spec, t.name))  # any host's ingress
+        for rule, where, message, fix in container_violations(facts, container_policy(policy, t.name)):
             yield Violation(rule, f"template/{t.name}", template_path(spec, t.name, *FIELD_PATHS[where]),
-                            f"Template '{t.name}' {message}.")
+                            f"Template '{t.name}' {message}.", fix)
 
 
 def check_sudo(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:

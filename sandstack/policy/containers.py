@@ -18,8 +18,12 @@ class ContainerFacts:
     no_new_privileges: bool
     read_only_root: bool
     runtime: str
-    public_ports: tuple[int, ...]
+    public_ports: tuple[int, ...]  # published on all the host's interfaces
     gpus: int  # 0 when none
+    # `exposure: url` ports its host's ingress serves on all the host's interfaces: as public as a published port
+    # (SBX-PORT-001 holds both to `public_ports`), with their own fix. Not published by the container itself, so
+    # the CrossGuard pack reads them from the ingress container (sandstack.policy.crossguard).
+    url_ports: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -37,9 +41,8 @@ def facts_of_plan(plan: SandboxPlan) -> ContainerFacts:
         privileged=plan.privileged, capabilities=tuple(plan.capability_adds), user=plan.user,
         no_new_privileges=bool(plan.security_opts and "no-new-privileges:true" in plan.security_opts),
         read_only_root=plan.read_only, runtime=plan.runtime,
-        # A url port behind a public ingress is as public as a published one.
-        public_ports=tuple(p.internal for p in plan.ports if p.ip == EXPOSURE_BIND["public"]) + plan.public_urls,
-        gpus=len(plan.gpu_device_ids or ()))
+        public_ports=tuple(p.internal for p in plan.ports if p.ip == EXPOSURE_BIND["public"]),
+        gpus=len(plan.gpu_device_ids or ()), url_ports=plan.public_urls)
 
 
 def facts_of_inputs(props: dict[str, Any]) -> ContainerFacts:
@@ -62,31 +65,52 @@ def _root(user: str) -> bool:
     return user == "" or user.split(":", 1)[0] in ("0", "root")
 
 
-def container_violations(facts: ContainerFacts, policy: ContainerPolicy) -> list[tuple[str, str, str]]:
-    """(rule id, field in words, message) of each container-level rule the facts break."""
+# The fix for a public url port: its URL is public because the host's ingress is (`exposure: host` would trade the
+# URL for a loopback port, which is not what a url port is for).
+URL_PORT_REMEDIATION = ("Serve the host's URLs on its loopback only (`ingress.exposure: host`, behind your own proxy "
+                        "or tunnel), or add the port to `policy.public_ports` after review.")
+
+
+def url_port_violation(ports: tuple[int, ...], policy: ContainerPolicy) -> tuple[str, str, str, str] | None:
+    """SBX-PORT-001 on url ports served publicly, or None: shared by `check` and the pack's ingress reading."""
+    bad = sorted(set(ports) - set(policy.public_ports))
+    if not bad:
+        return None
+    return ("SBX-PORT-001", "ports", f"must not serve port(s) {', '.join(map(str, bad))} publicly at its URL "
+            f"(allowed: {', '.join(map(str, policy.public_ports)) or 'none'})", URL_PORT_REMEDIATION)
+
+
+def container_violations(facts: ContainerFacts, policy: ContainerPolicy) -> list[tuple[str, str, str, str | None]]:
+    """(rule id, field in words, message, remediation or None for the rule's own) of each container-level rule
+    the facts break."""
     out = []
     if facts.privileged:
-        out.append(("SBX-PRIV-001", "security.privileged", "must not run privileged"))
+        out.append(("SBX-PRIV-001", "security.privileged", "must not run privileged", None))
     allowed = set(policy.capabilities) | (set(SUDO_CAPABILITIES) if policy.sudo else set())
     extra = sorted(set(facts.capabilities) - allowed)
     if extra:
         out.append(("SBX-PRIV-002", "security.capabilities",
-                    f"must not add capabilities outside the allowed set: {', '.join(extra)}"))
+                    f"must not add capabilities outside the allowed set: {', '.join(extra)}", None))
     if _root(facts.user):
-        out.append(("SBX-PRIV-003", "user", f"must not run as root (user {facts.user or 'unset'})"))
+        out.append(("SBX-PRIV-003", "user", f"must not run as root (user {facts.user or 'unset'})", None))
     if not facts.no_new_privileges and not policy.sudo:
-        out.append(("SBX-PRIV-004", "security.no_new_privileges", "must keep no_new_privileges on"))
+        out.append(("SBX-PRIV-004", "security.no_new_privileges", "must keep no_new_privileges on", None))
     if not facts.read_only_root and not policy.writable_root:
-        out.append(("SBX-PRIV-005", "filesystem.read_only_root", "must keep a read-only root filesystem"))
+        out.append(("SBX-PRIV-005", "filesystem.read_only_root", "must keep a read-only root filesystem", None))
     if policy.untrusted and facts.runtime != "runsc":
-        out.append(("SBX-PRIV-006", "runtime", f"must use the runsc runtime for untrusted code, not {facts.runtime}"))
+        out.append(("SBX-PRIV-006", "runtime", f"must use the runsc runtime for untrusted code, not {facts.runtime}",
+                    None))
     bad_ports = sorted(set(facts.public_ports) - set(policy.public_ports))
     if bad_ports:
         out.append(("SBX-PORT-001", "ports", "must not expose port(s) "
                     f"{', '.join(map(str, bad_ports))} publicly (allowed: "
-                    f"{', '.join(map(str, policy.public_ports)) or 'none'})"))
+                    f"{', '.join(map(str, policy.public_ports)) or 'none'})", None))
+    url = url_port_violation(facts.url_ports, policy)
+    if url:
+        out.append(url)
     if facts.gpus and facts.privileged:
-        out.append(("SBX-GPU-001", "limits.gpus", "must not combine GPUs with privileged"))
+        out.append(("SBX-GPU-001", "limits.gpus", "must not combine GPUs with privileged", None))
     if facts.gpus > policy.max_gpus:
-        out.append(("SBX-GPU-002", "limits.gpus", f"must request at most {policy.max_gpus} GPUs, not {facts.gpus}"))
+        out.append(("SBX-GPU-002", "limits.gpus", f"must request at most {policy.max_gpus} GPUs, not {facts.gpus}",
+                    None))
     return out

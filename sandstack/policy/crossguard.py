@@ -6,19 +6,28 @@ check`; this module imports no pulumi_policy, so it is tested without the pack's
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Mapping
 
+from sandstack.plan import types
+from sandstack.plan.ingress import CADDYFILE_ENV
+from sandstack.plan.sandbox import EXPOSURE_BIND
 from sandstack.policy.builtin import RULES
-from sandstack.policy.containers import ContainerPolicy, container_violations, facts_of_inputs
-from sandstack.spec.contract import LABEL_ROLE
+from sandstack.policy.containers import (ContainerPolicy, container_violations, facts_of_inputs,
+                                         url_port_violation)
 
-CONTAINER = "docker:index/container:Container"
+CONTAINER = types.CONTAINER
 # sandstack's own host containers, which the sandbox rules do not fit: the guard needs root and host namespaces
 # by design (docs/design), the connection logger NET_ADMIN in the host's network namespace
 # (docs/design/egress-log.md), the runtime service the Docker socket (docs/design/runtime.md), the ingress proxy
 # its public port (docs/design/ingress.md); these, the gateway and the seeders are checked by their own tests.
-# Every other container is checked.
-INFRA_ROLES = ("guard", "gateway", "secrets-seeder", "data-seeder", "logger", "runtime", "ingress")
+# They are known by where they sit in sandstack's component tree, which their URN spells out (`…::<stack
+# type>$<host type>$<role type>$docker:index/container:Container::<name>`), never by a label: any program can
+# label a container `sandstack.role=guard`. Every other container is checked.
+HOST_ROLE_COMPONENTS = (types.HOST_GUARD, types.EGRESS_GATEWAY, types.CONNECTION_LOGGER, types.RUNTIME_SERVICE,
+                        types.INGRESS_PROXY)
+# A pool's run-once seeders sit beside its sandboxes, so the pool's children are told apart by logical name.
+POOL_SEEDERS = tuple(f"-{suffix}" for suffix in (types.SECRETS_SEEDER, types.DATA_SEEDER))
 # The rules that apply to a container's inputs (the others read the spec).
 CONTAINER_RULES = ("SBX-PRIV-001", "SBX-PRIV-002", "SBX-PRIV-003", "SBX-PRIV-004", "SBX-PRIV-005", "SBX-PRIV-006",
                    "SBX-PORT-001", "SBX-GPU-001", "SBX-GPU-002")
@@ -30,13 +39,41 @@ CONFIG_SCHEMA = {
     "maxGpus": {"type": "integer", "default": 8},
     "sudo": {"type": "boolean", "default": False},
 }
+# One site of the ingress's Caddyfile (sandstack.plan.ingress.IngressPlan.caddyfile): the sandbox and its port.
+_SITE = re.compile(r"^\treverse_proxy (\S+):([0-9]+)$", re.MULTILINE)
 
 
-def _role(props: Mapping[str, Any]) -> str | None:
-    for item in props.get("labels") or []:
-        if item.get("label") == LABEL_ROLE:
-            return item.get("value")
+def type_chain(urn: str) -> tuple[str, ...]:
+    """The types a URN names, outermost parent first and the resource's own last: the engine writes a child's URN
+    as `urn:pulumi:STACK::PROJECT::<parent's types>$<type>::NAME` (the root stack's type is left out)."""
+    parts = urn.split("::", 3)
+    return tuple(parts[2].split("$")) if len(parts) == 4 else ()
+
+
+def host_component(urn: str, name: str) -> str | None:
+    """The type of sandstack's component that made this container as one of a host's own (guard, gateway, logger,
+    runtime, ingress, a pool's seeders), or None for a sandbox or any other container."""
+    chain = type_chain(urn)
+    if len(chain) < 4 or chain[-1] != CONTAINER or chain[-4:-2] != (types.SANDBOX_STACK, types.SANDBOX_HOST):
+        return None
+    parent = chain[-2]
+    if parent in HOST_ROLE_COMPONENTS or (parent == types.SANDBOX_POOL and name.endswith(POOL_SEEDERS)):
+        return parent
     return None
+
+
+def served_url_ports(props: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+    """What an ingress container serves publicly: each sandbox (its Docker name) and the ports its URLs reach,
+    from the Caddyfile in the container's environment; {} when the ingress listens on the host's loopback only."""
+    if not any(p.get("ip", "0.0.0.0") == EXPOSURE_BIND["public"] for p in props.get("ports") or []):
+        return {}
+    served: dict[str, tuple[int, ...]] = {}
+    for item in props.get("envs") or []:
+        key, _, value = str(item).partition("=")
+        if key == CADDYFILE_ENV:
+            for upstream, port in _SITE.findall(value):
+                served[upstream] = (*served.get(upstream, ()), int(port))
+    return served
 
 
 def policy_from_config(config: Mapping[str, Any] | None) -> ContainerPolicy:
@@ -48,15 +85,27 @@ def policy_from_config(config: Mapping[str, Any] | None) -> ContainerPolicy:
 
 def validator(rule_id: str) -> Callable[[Any, Callable[[str, str | None], None]], None]:
     """A CrossGuard resource validator for one rule: args is pulumi_policy's ResourceValidationArgs (resource_type,
-    props, name, and the policy's `--policy-pack-config` through its get_config(); it has no `config` attribute)."""
+    props, urn, name, and the policy's `--policy-pack-config` through its get_config(); it has no `config`
+    attribute)."""
 
     def validate(args: Any, report_violation: Callable[[str, str | None], None]) -> None:
-        if args.resource_type != CONTAINER or _role(args.props) in INFRA_ROLES:
+        if args.resource_type != CONTAINER:
             return
-        facts = facts_of_inputs(args.props)
-        for rule, _, message in container_violations(facts, policy_from_config(args.get_config())):
+        policy = policy_from_config(args.get_config())
+        component = host_component(args.urn, args.name)
+        if component == types.INGRESS_PROXY:
+            # A url port is public when the ingress is (as `sandstack check` counts it); the sandbox publishes
+            # nothing, so the ingress's own routes say which of its ports are served.
+            for upstream, ports in sorted(served_url_ports(args.props).items()):
+                found = url_port_violation(ports, policy)
+                if found and found[0] == rule_id:
+                    report_violation(f"Container '{upstream}' {found[2]}. {found[3]}", None)
+            return
+        if component is not None:
+            return
+        for rule, _, message, fix in container_violations(facts_of_inputs(args.props), policy):
             if rule == rule_id:
-                report_violation(f"Container '{args.name}' {message}. {RULES[rule].remediation}", None)
+                report_violation(f"Container '{args.name}' {message}. {fix or RULES[rule].remediation}", None)
 
     validate.__name__ = f"validate_{rule_id.replace('-', '_').lower()}"
     return validate

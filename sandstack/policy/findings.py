@@ -26,6 +26,7 @@ class Violation:
     target: str  # template/<name>, pool/<name>, host/<name> or stack
     path: tuple  # JSON path in the stack file (the nearest existing node is reported)
     message: str
+    remediation: str | None = None  # when this case has its own fix (a url port), else the rule's
 
 
 @dataclass(frozen=True, order=True)

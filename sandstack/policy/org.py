@@ -29,7 +29,7 @@ from cerberus import Validator
 from cerberus.schema import SchemaError
 from pydantic import ValidationError
 
-from sandstack.policy.builtin import RULES
+from sandstack.policy.builtin import RULES, public_url_ports
 from sandstack.policy.findings import Rule, Violation
 from sandstack.spec.errors import Diagnostic, SpecError, format_path
 from sandstack.spec.loader import Document, load
@@ -48,7 +48,7 @@ VIEW_PATHS: dict[str, dict[str, tuple]] = {
                  "max_lifetime_s": ("lifecycle", "max_lifetime"), "idle_timeout_s": ("lifecycle", "idle_timeout"),
                  "runtime": ("runtime",), "user": ("user",), "egress": ("network", "egress"),
                  "log": ("network", "log"), "allow": ("network", "allow"), "public_ports": ("ports",),
-                 "host_ports": ("ports",), "privileged": ("security", "privileged"),
+                 "host_ports": ("ports",), "url_ports": ("ports",), "privileged": ("security", "privileged"),
                  "capabilities": ("security", "capabilities"), "base_image": ("base_image",),
                  "read_only_root": ("filesystem", "read_only_root")},
     "pool": {"template": ("template",), "replicas": ("replicas",), "hosts": ("hosts",)},
@@ -224,14 +224,19 @@ def duplicate_ids(files: list[PolicyFile]) -> list[Diagnostic]:
     return out
 
 
-def template_view(t: ResolvedTemplate) -> dict[str, Any]:
+def template_view(t: ResolvedTemplate, public_urls: tuple[int, ...] = ()) -> dict[str, Any]:
+    """A template as organisation rules see it. `public_ports` are the ports reachable from anywhere: published
+    `public`, and the `url` ports a public ingress serves (`public_urls`), as SBX-PORT-001 counts them;
+    `url_ports` are all its url ports."""
     n = t.network
     return {
         "name": t.name, "cpus": t.limits.cpus, "memory_mib": t.limits.memory // MIB, "disk_mib": t.limits.disk // MIB,
         "pids": t.limits.pids, "open_files": t.limits.open_files, "gpus": t.limits.gpus.count if t.limits.gpus else 0,
         "max_lifetime_s": t.lifecycle.max_lifetime, "idle_timeout_s": t.lifecycle.idle_timeout,
         "runtime": t.runtime, "user": t.user, "egress": n.egress, "log": n.log, "allow": [str(a) for a in n.allow],
-        "public_ports": [p.port for p in t.ports if p.exposure == "public"],
+        "public_ports": [p.port for p in t.ports
+                         if p.exposure == "public" or (p.exposure == "url" and p.port in public_urls)],
+        "url_ports": [p.port for p in t.ports if p.exposure == "url"],
         "host_ports": [p.port for p in t.ports if p.exposure == "host"], "privileged": t.privileged,
         "capabilities": list(t.capabilities), "base_image": t.base_image, "read_only_root": t.read_only_root,
     }
@@ -240,7 +245,8 @@ def template_view(t: ResolvedTemplate) -> dict[str, Any]:
 def views(spec: ResolvedStack, applies_to: str) -> list[tuple[str, tuple, dict[str, Any]]]:
     """(target, its path in the stack file, its view) of every template, pool or host."""
     if applies_to == "template":
-        return [(f"template/{n}", ("templates", n), template_view(t)) for n, t in spec.templates.items()]
+        return [(f"template/{n}", ("templates", n), template_view(t, public_url_ports(spec, n)))
+                for n, t in spec.templates.items()]
     if applies_to == "pool":
         return [(f"pool/{n}", ("pools", n), {"name": n, "template": p.template, "replicas": p.replicas,
                                               "hosts": list(p.hosts)}) for n, p in spec.pools.items()]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,29 @@ def test_a_blank_reason_is_no_reason(reason, tmp_path, capsys):
     assert invalid["message"] == f"{reason!r} is not a valid reason: use a sentence saying why the finding is accepted"
 
 
+NO_WORD = ("not a valid reason: say why the finding is accepted in words (at least one word of 3 letters; spaces, "
+           "punctuation, digits and invisible characters such as a zero-width space are not words)")
+
+
+@pytest.mark.parametrize("reason", [".", "\u200b", " \u200b\u200d. ", "ok", "n/a", "12345", "-- !!", "\u0301\u0301\u0301"])
+def test_a_reason_without_a_word_is_no_reason(reason, tmp_path, capsys):
+    data = changed(("templates.agent.network.allow_metadata", True), ("policy.suppressions", [
+        {"rule": "SBX-NET-004", "target": "template/agent", "reason": reason}]))
+    code, out, _ = _check(tmp_path, capsys, data, "--format", "json")
+    assert code == 1
+    [invalid] = json.loads(out)["invalid"]
+    assert (invalid["line"], invalid["path"], invalid["message"]) == (51, "$.policy.suppressions[0].reason", NO_WORD)
+
+
+@pytest.mark.parametrize("reason", ["yes", "needs instance credentials", "Prüfung durch das Team", "審査済みです",
+                                    "re\u200bviewed"])
+def test_a_reason_with_a_word_in_any_script_is_accepted(reason, tmp_path, capsys):
+    data = changed(("templates.agent.network.allow_metadata", True), ("policy.suppressions", [
+        {"rule": "SBX-NET-004", "target": "template/agent", "reason": reason}]))
+    code, out, _ = _check(tmp_path, capsys, data, "--format", "json", "--strict")
+    assert code == 0 and [f["suppressed"] for f in json.loads(out)["findings"]] == [reason]
+
+
 def test_a_stack_cannot_turn_a_rule_off_only_a_policy_file_can(tmp_path, capsys):
     privileged = changed(("templates.agent.security", {"privileged": True}))
     off = changed(("templates.agent.security", {"privileged": True}), ("policy.severity", {"SBX-PRIV-001": "off"}))
@@ -104,6 +128,53 @@ def test_a_stack_cannot_turn_a_rule_off_only_a_policy_file_can(tmp_path, capsys)
     stricter = changed(("templates.agent.network.allow_metadata", True), ("policy.severity", {"SBX-NET-004": "error"}))
     code, out, _ = _check(tmp_path, capsys, stricter, "--format", "json")
     assert code == 1 and [(f["rule"], f["severity"]) for f in json.loads(out)["findings"]] == [("SBX-NET-004", "error")]
+
+
+PORTS_9090 = (("templates.agent.ports", [{"port": 8080, "exposure": "public"}, {"port": 9090, "exposure": "public"}]),
+              ("policy.public_ports", [8080, 9090]))
+ORG_PORT = ("Template 'agent' must expose only port 8080 publicly (public_ports [8080, 9090]: {1: ['unallowed value "
+            "9090']}).")
+
+
+def test_a_stack_cannot_downgrade_or_suppress_an_organisation_rule(tmp_path, capsys):
+    # The stack CI checks against an organisation policy tried to weaken it: a warning (exit 0) and a suppression.
+    ports = POLICIES / "ports.yaml"
+    data = changed(*PORTS_9090, ("policy.severity", {"ORG-PORT-001": "warning", "SBX-NET-004": "error"}),
+                   ("policy.suppressions", [{"rule": "ORG-PORT-001", "target": "template/agent",
+                                             "reason": "we need the port"}]))
+    code, out, _ = _check(tmp_path, capsys, data, "--policy", str(ports), "--format", "json")
+    report = json.loads(out)
+    assert code == 1
+    assert [(d["line"], d["column"], d["path"], d["message"]) for d in report["invalid"]] == [
+        (51, 5, "$.policy.severity.ORG-PORT-001",
+         f"ORG-PORT-001 is organisation rule 'public-port-8080' ({ports}:5:9): a stack cannot change its severity; "
+         "only a policy file's `config.severity` can (a stack's `policy.severity` may name built-in rules only)"),
+        (54, 11, "$.policy.suppressions[0].rule",
+         f"ORG-PORT-001 is organisation rule 'public-port-8080' ({ports}:5:9): a stack cannot suppress it; only a "
+         "policy file's `config.suppressions` can (fix the finding, or ask the policy's owners)")]
+    assert [(f["rule"], f["severity"], f["suppressed"], f["message"]) for f in report["findings"]] == [
+        ("ORG-PORT-001", "error", None, ORG_PORT),
+        ("SBX-PORT-001", "error", None, "Template 'agent' must not expose port(s) 9090 publicly (allowed: 8080).")]
+    # Without the organisation's file the stack's settings name no known rule: an unused suppression, as before.
+    code, out, _ = _check(tmp_path, capsys, data, "--format", "json")
+    assert code == 0 and [f["rule"] for f in json.loads(out)["findings"]] == ["SBX-POL-001"]
+
+
+def test_a_policy_file_may_downgrade_or_suppress_an_organisation_rule(tmp_path, capsys):
+    rule_only = (POLICIES / "ports.yaml").read_text().replace("config:\n  public_ports: [8080]\n", "")
+    org = tmp_path / "org.yaml"
+    org.write_text(rule_only + "config:\n  severity: {ORG-PORT-001: warning}\n")
+    code, out, _ = _check(tmp_path, capsys, changed(*PORTS_9090), "--policy", str(org), "--format", "json")
+    assert code == 0 and [(f["rule"], f["severity"]) for f in json.loads(out)["findings"]] == [
+        ("ORG-PORT-001", "warning")]
+    org.write_text(rule_only)
+    exempt = tmp_path / "exempt.yaml"
+    exempt.write_text("rules: []\nconfig:\n  suppressions: [{rule: ORG-PORT-001, target: template/agent, "
+                      "reason: the platform team reviewed port 9090}]\n")
+    code, out, _ = _check(tmp_path, capsys, changed(*PORTS_9090), "--policy", str(org), "--policy", str(exempt),
+                          "--format", "json")
+    assert code == 0 and [(f["rule"], f["suppressed"]) for f in json.loads(out)["findings"]] == [
+        ("ORG-PORT-001", "the platform team reviewed port 9090")]
 
 
 def test_a_policy_file_s_ceilings_in_units_merge_with_the_stack_s(tmp_path, capsys):
@@ -141,6 +212,21 @@ def test_the_example_org_policies_refuse_out_of_range_values_with_their_own_ids(
                           "--policy", str(POLICIES / policy), "--format", "json")
     mine = [f for f in json.loads(out)["findings"] if f["rule"] == rule]
     assert code == 1 and [f["message"] for f in mine] == [message]
+
+
+@pytest.mark.parametrize(("exposure", "findings"), [
+    ("public", [("ORG-PORT-001", "Template 'agent' must expose only port 8080 publicly (public_ports [8080, 3000]: "
+                 "{1: ['unallowed value 3000']})."),
+                ("SBX-PORT-001", "Template 'agent' must not serve port(s) 3000 publicly at its URL (allowed: 8080).")]),
+    ("host", []),
+])
+def test_organisation_rules_see_a_url_port_a_public_ingress_serves_as_public(exposure, findings, tmp_path, capsys):
+    # The example policy passed a url port 3000 on a public ingress: reachable from anywhere, it is a public port.
+    data = changed(("hosts.local.ingress", {"domain": "sb.example.com", "exposure": exposure}),
+                   ("templates.agent.ports", [{"port": 8080, "exposure": "public"},
+                                              {"port": 3000, "exposure": "url", "name": "web"}]))
+    code, out, _ = _check(tmp_path, capsys, data, "--policy", str(POLICIES / "ports.yaml"), "--format", "json")
+    assert (code, [(f["rule"], f["message"]) for f in json.loads(out)["findings"]]) == (1 if findings else 0, findings)
 
 
 def test_a_gpu_ceiling_as_data(tmp_path, capsys):
@@ -225,7 +311,7 @@ def test_a_message_with_literal_braces_is_shown_with_them(tmp_path, capsys):
 
 def test_sarif_is_valid_against_the_official_schema(tmp_path, capsys):
     data = changed(("templates.agent.security", {"privileged": True}), ("templates.agent.network.allow_metadata", True),
-                   ("policy.suppressions", [{"rule": "SBX-NET-004", "target": "template/agent", "reason": "ok"}]))
+                   ("policy.suppressions", [{"rule": "SBX-NET-004", "target": "template/agent", "reason": "needs instance credentials"}]))
     code, out, err = _check(tmp_path, capsys, data, "--format", "sarif", "--policy", str(POLICIES / "cpus.yaml"))
     log = json.loads(out)
     Draft4Validator(SARIF_SCHEMA).validate(log)
@@ -235,7 +321,7 @@ def test_sarif_is_valid_against_the_official_schema(tmp_path, capsys):
     results = {r["ruleId"]: r for r in run["results"]}
     assert results["SBX-PRIV-001"]["level"] == "error"
     assert results["SBX-PRIV-001"]["locations"][0]["physicalLocation"]["region"]["startLine"] > 1
-    assert results["SBX-NET-004"]["suppressions"] == [{"kind": "inSource", "justification": "ok"}]
+    assert results["SBX-NET-004"]["suppressions"] == [{"kind": "inSource", "justification": "needs instance credentials"}]
     assert code == 1 and err.strip() == "1 error, 0 warnings, 1 suppressed"
 
 
@@ -257,6 +343,38 @@ def test_base_catches_setup_changed_without_a_version_bump(tmp_path, capsys):
     bumped = changed(("templates.agent.snapshot.setup", ["pip install requests httpx"]),
                      ("templates.agent.snapshot.version", "2"))
     assert _check(tmp_path, capsys, bumped, "--base", str(base))[0] == 0
+
+
+def _repo_with_a_committed_stack(tmp_path: Path) -> Path:
+    """A git repository whose HEAD holds the clean stack at stacks/stack.yaml; its work tree changes the setup."""
+    repo = tmp_path / "repo"
+    write_spec(repo / "stacks", CLEAN)
+    for args in (("init", "-q", "-b", "main"), ("add", "."), ("commit", "-q", "-m", "base")):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=repo, check=True,
+                       capture_output=True)
+    write_spec(repo / "stacks", changed(("templates.agent.snapshot.setup", ["pip install requests httpx"])))
+    return repo
+
+
+def test_a_mistyped_git_base_is_an_error_not_a_skipped_comparison(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(_repo_with_a_committed_stack(tmp_path))
+    assert main(["check", "stacks/stack.yaml", "--base", "git:HEAD:stacks/stak.yaml"]) == 2
+    assert capsys.readouterr().err == (
+        "sandstack: --base: git:HEAD:stacks/stak.yaml: stacks/stak.yaml does not exist at HEAD (the base of "
+        "stacks/stack.yaml: a missing base is skipped only for a stack new in the diff, whose own path is missing at "
+        "the base ref; check the path)\n")
+    # The right path compares the snapshots.
+    assert main(["check", "stacks/stack.yaml", "--base", "git:HEAD:stacks/stack.yaml", "--format", "json"]) == 1
+    assert [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["SBX-SNAP-001"]
+
+
+@pytest.mark.parametrize("base", ["HEAD", "git:HEAD:stacks/new.yaml", "git:HEAD:./stacks/../stacks/new.yaml"])
+def test_a_stack_new_in_the_diff_is_checked_without_a_base(base, tmp_path, monkeypatch, capsys):
+    repo = _repo_with_a_committed_stack(tmp_path)
+    (repo / "stacks" / "new.yaml").write_text((repo / "stacks" / "stack.yaml").read_text())
+    monkeypatch.chdir(repo)
+    assert main(["check", "stacks/new.yaml", "--base", base, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["findings"] == []
 
 
 def test_an_invalid_stack_is_reported_like_validate_and_exits_1(tmp_path, capsys):

@@ -6,9 +6,10 @@ Nothing here changes a resource: a change only changes what the check reports.
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Annotated
 
-from pydantic import Field, StringConstraints, WithJsonSchema
+from pydantic import AfterValidator, Field, StringConstraints, WithJsonSchema
 
 from sandstack.spec.models.base import Cpus, Duration, Name, Size, StrictModel, field, text
 from sandstack.spec.models.templates import Capability
@@ -21,11 +22,38 @@ REGISTRY_PATTERN = r"^[a-zA-Z0-9]([a-zA-Z0-9.-]*[a-zA-Z0-9])?(:[0-9]+)?(/[a-z0-9
 Registry = text(REGISTRY_PATTERN, "registry", "a registry host, optionally with a path, e.g. 'registry.example.com/team'")
 
 
-# A reason must say something: surrounding spaces are stripped, and an empty one or one of only spaces is refused
-# (the schema's pattern asks for a non-space character, so the error is located like any other, once).
-Reason = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500), WithJsonSchema({
-    "type": "string", "maxLength": 500, "pattern": r"\S", "title": "reason",
-    "x-hint": "a sentence saying why the finding is accepted"})]
+REASON_WORD = 3  # letters in a row that make a word
+
+
+def has_a_word(text: str) -> bool:
+    """Whether a text has a word: REASON_WORD letters in a row (any script; combining marks inside a word and
+    invisible format characters such as a zero-width space neither count nor break it)."""
+    run = 0
+    for char in text:
+        kind = unicodedata.category(char)
+        if kind == "Cf" or (kind.startswith("M") and run):
+            continue
+        run = run + 1 if kind.startswith("L") else 0
+        if run >= REASON_WORD:
+            return True
+    return False
+
+
+def _reason(value: str) -> str:
+    if not has_a_word(value):
+        # The value is not shown: a reason is free text, and what it holds is the writer's.
+        raise ValueError(f"not a valid reason: say why the finding is accepted in words (at least one word of "
+                         f"{REASON_WORD} letters; spaces, punctuation, digits and invisible characters such as a "
+                         f"zero-width space are not words)")
+    return value
+
+
+# A reason must say something: surrounding spaces are stripped, an empty one or one of only spaces is refused by
+# the schema's pattern (a non-space character; located like any other error, once), and one without a word (".",
+# a zero-width space) by the model.
+Reason = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500), AfterValidator(_reason),
+                   WithJsonSchema({"type": "string", "maxLength": 500, "pattern": r"\S", "title": "reason",
+                                   "x-hint": "a sentence saying why the finding is accepted"})]
 # What a stack may set a rule's severity to. Not 'off': a stack turning a rule off by itself would pass with no
 # reason given and nothing in the summary; the way to accept a finding is a suppression (rule, target, reason),
 # which is counted and which `--no-suppressions` ignores. Organisation policy files, which CI passes, may set 'off'
@@ -55,8 +83,9 @@ class Suppression(StrictModel):
     rule: RuleId = field(description="The rule ID, e.g. 'SBX-PORT-001'.", change="none")
     target: Target = field(description="What it applies to: 'template/<name>', 'pool/<name>', 'host/<name>' "
                                        "or 'stack'.", change="none")
-    reason: Reason = field(description="Why the finding is accepted; shown in the check's summary. Blank "
-                                       "(only spaces) is no reason and is refused.", change="none")
+    reason: Reason = field(description="Why the finding is accepted, in words; shown in the check's summary. "
+                                       "One without a word of 3 letters (blank, '.', a zero-width space) is no "
+                                       "reason and is refused.", change="none")
 
 
 class Policy(StrictModel):
