@@ -19,7 +19,7 @@ from sandstack.spec.errors import format_path
 from sandstack.spec.models.base import CONFIG_KEY_PATTERN
 from sandstack.spec.resolve import ResolvedStack
 
-__all__ = ["check_credentials", "detected_types", "looks_like_credential", "secret_references"]
+__all__ = ["check_credentials", "detected_types", "flagged_texts", "looks_like_credential", "secret_references"]
 
 AWS_KEY_ID = "AWS Access Key"
 # The name under which detect-secrets' AWS plugin sees the other half of a key pair (its `aws…key = "<40>"`
@@ -137,7 +137,21 @@ def _pairs(items: list[_Item], found: list[set[str]]) -> list[_Item]:
             if item.kind in ("env", "text") and item.path[:-1] in blocks and not kinds]
 
 
+def flagged_texts(spec: ResolvedStack) -> set[str]:
+    """Every string of the spec `check_credentials` flags (not the shipped files' lines): what `preview` and
+    `diff` must not print."""
+    return {item.text for item, kinds in _scanned(spec) if kinds and item.kind != "file"}
+
+
 def check_credentials(spec: ResolvedStack) -> Iterator[Violation]:
+    scanned = _scanned(spec)
+    hidden = _hidden_keys([i for i, _ in scanned], [k for _, k in scanned])
+    for item, kinds in scanned:
+        if kinds:
+            yield _violation(item, hidden)
+
+
+def _scanned(spec: ResolvedStack) -> list[tuple[_Item, set[str]]]:
     refs = {path for path, _ in secret_references(spec.spec)}
     data = spec.spec.model_dump(mode="json", by_alias=True, exclude_unset=True)
     items = [*_strings(data, (), refs), *_shipped(spec)]
@@ -150,9 +164,7 @@ def check_credentials(spec: ResolvedStack) -> Iterator[Violation]:
     pairs = _pairs(items, found)
     items += pairs
     found += scan([(i.name, i.text) for i in pairs])
-    for item, kinds in zip(items, found):
-        if kinds:
-            yield _violation(item, hidden)
+    return list(zip(items, found))
 
 
 def _violation(item: _Item, hidden: set[tuple]) -> Violation:

@@ -162,9 +162,13 @@ def looks_like_credential(text: str, name: str = "VALUE") -> bool:
 
 def _secret_values(text: str) -> set[str]:
     """The substrings of `text` detect-secrets takes for secrets (the long ones, for the entropy detectors)."""
+    from detect_secrets.plugins.keyword import KeywordDetector
+
     values = set()
     for line in text.splitlines():
-        for plugin in _plugins():
+        # Not the keyword plugin: a message is prose ("secrets: the files are owned …"), and a value it flags
+        # only under its name (PASSWORD: hunter2) is never quoted in a message with that name beside it.
+        for plugin in (p for p in _plugins() if not isinstance(p, KeywordDetector)):
             for secret in plugin.analyze_line(filename="stack.yaml", line=line, line_number=1):
                 value = secret.secret_value or ""
                 if value and (secret.type not in ENTROPY_TYPES or len(value) >= MIN_ENTROPY_LENGTH):
