@@ -163,8 +163,24 @@ def _scanned(spec: ResolvedStack) -> list[tuple[_Item, set[str]]]:
         found[n] = kinds
     pairs = _pairs(items, found)
     items += pairs
-    found += scan([(i.name, i.text) for i in pairs])
-    return list(zip(items, found))
+    # Only the AWS plugin's verdict counts for a pair (the keyword plugin flags anything under a `secret` name).
+    found += [kinds & {AWS_KEY_ID} for kinds in scan([(i.name, i.text) for i in pairs])]
+    return _per_file(list(zip(items, found)))
+
+
+def _per_file(scanned: list[tuple[_Item, set[str]]]) -> list[tuple[_Item, set[str]]]:
+    """One finding per shipped file, naming each line that holds a credential (a PEM block is several)."""
+    out, lines = [], {}
+    for item, kinds in scanned:
+        if item.kind != "file":
+            out.append((item, kinds))
+        elif kinds:
+            file, _, number = item.where.rpartition(" line ")
+            lines.setdefault((file, item.path), []).append(number)
+    for (file, path), numbers in lines.items():
+        where = f"{file} line{'s' * (len(numbers) > 1)} {', '.join(numbers)}"
+        out.append((_Item("file", path, "VALUE", "", where), {"file"}))
+    return out
 
 
 def _violation(item: _Item, hidden: set[tuple]) -> Violation:

@@ -27,6 +27,8 @@ COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 COMMIT_WORDS = {"COMMIT", "SHA", "SHA1", "REVISION", "REV"}
 # An address is no credential, and a spec names public addresses on purpose (allow lists, resolvers).
 NOT_CREDENTIALS = {"Public IP (ipv4)"}
+# A long run of token characters in a line of several words; not an image digest (`@sha256:<hex>` is public).
+TOKEN_RUN = re.compile(rf"(?<![A-Za-z0-9+/=_.~-])(?<!sha256:)[A-Za-z0-9+/=_.~-]{{{MIN_ENTROPY_LENGTH},}}")
 PLACEHOLDER = "(redacted: looks like a credential)"
 HIDDEN = "***"
 # Credentials in a URL's userinfo (`scheme://user:password@host`, `user:token@registry/image`): the part before
@@ -130,6 +132,17 @@ def _candidates(lines: list[str], lengths: list[int]) -> set[int]:
     return found
 
 
+def _parts(text: str) -> list[str]:
+    """What is analysed of a string: each line, and each long run of token characters in a line of several words
+    (the entropy plugins see only a quoted run: `X-Token: <token>` in an argv element is found as a word)."""
+    out = []
+    for line in text.splitlines() or [text]:
+        out.append(line)
+        words = TOKEN_RUN.findall(line)
+        out += [word for word in words if word != line]
+    return out
+
+
 def scan(items: Sequence[tuple[str, str]]) -> list[set[str]]:
     """For each (name, text), the kinds of secret detect-secrets sees in any line of text, all items in one
     batch (see the module's docstring)."""
@@ -137,7 +150,7 @@ def scan(items: Sequence[tuple[str, str]]) -> list[set[str]]:
     owners: list[tuple[int, str]] = []  # per line of `lines`: (item, the text line it comes from)
     lengths: list[int] = []
     for index, (name, text) in enumerate(items):
-        for part in text.splitlines() or [text]:
+        for part in _parts(text):
             for line in _lines_of(part, name):
                 lines.append(line)
                 owners.append((index, part))
@@ -160,15 +173,22 @@ def looks_like_credential(text: str, name: str = "VALUE") -> bool:
     return flagged([(name, text)])[0]
 
 
-def _secret_values(text: str) -> set[str]:
-    """The substrings of `text` detect-secrets takes for secrets (the long ones, for the entropy detectors)."""
+def _secret_values(part: str) -> set[str]:
+    """The substrings of one line (or word) detect-secrets takes for secrets: a pattern plugin's whole match
+    (its reported value may be just a group, `ghp` of a GitHub token), an entropy plugin's long quoted run."""
+    from detect_secrets.plugins.base import RegexBasedDetector
     from detect_secrets.plugins.keyword import KeywordDetector
 
     values = set()
-    for line in text.splitlines():
-        # Not the keyword plugin: a message is prose ("secrets: the files are owned …"), and a value it flags
-        # only under its name (PASSWORD: hunter2) is never quoted in a message with that name beside it.
-        for plugin in (p for p in _plugins() if not isinstance(p, KeywordDetector)):
+    for plugin in _plugins():
+        if isinstance(plugin, KeywordDetector):
+            # A message is prose ("secrets: the files are owned …"), and a value the keyword plugin flags only
+            # under its name (PASSWORD: hunter2) is never quoted in a message with that name beside it.
+            continue
+        if isinstance(plugin, RegexBasedDetector):
+            values |= {m.group(0) for regex in plugin.denylist for m in regex.finditer(part)}
+            continue
+        for line in _lines_of(part, "VALUE"):
             for secret in plugin.analyze_line(filename="stack.yaml", line=line, line_number=1):
                 value = secret.secret_value or ""
                 if value and (secret.type not in ENTROPY_TYPES or len(value) >= MIN_ENTROPY_LENGTH):
@@ -179,9 +199,11 @@ def _secret_values(text: str) -> set[str]:
 def redact(text: str) -> str:
     """`text` (a message, a reason) with URL userinfo and whatever detect-secrets sees as a secret replaced."""
     text = USERINFO.sub(HIDDEN + "@", text)
-    if not _candidates(text.splitlines() or [text], [len(line) for line in text.splitlines() or [text]]):
-        return text
-    for value in sorted(_secret_values(text), key=len, reverse=True):
+    parts = _parts(text)
+    values: set[str] = set()
+    for index in _candidates(parts, [len(p) for p in parts]):
+        values |= _secret_values(parts[index])
+    for value in sorted(values, key=len, reverse=True):
         text = text.replace(value, HIDDEN)
     return text
 
