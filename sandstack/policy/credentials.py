@@ -140,7 +140,7 @@ def _pairs(items: list[_Item], found: list[set[str]]) -> list[_Item]:
 def flagged_texts(spec: ResolvedStack) -> set[str]:
     """Every string of the spec `check_credentials` flags (not the shipped files' lines): what `preview` and
     `diff` must not print."""
-    return {item.text for item, kinds in _scanned(spec) if kinds and item.kind != "file"}
+    return {item.text for item, kinds in _scanned(spec, files=False) if kinds}
 
 
 def check_credentials(spec: ResolvedStack) -> Iterator[Violation]:
@@ -151,10 +151,10 @@ def check_credentials(spec: ResolvedStack) -> Iterator[Violation]:
             yield _violation(item, hidden)
 
 
-def _scanned(spec: ResolvedStack) -> list[tuple[_Item, set[str]]]:
+def _scanned(spec: ResolvedStack, files: bool = True) -> list[tuple[_Item, set[str]]]:
     refs = {path for path, _ in secret_references(spec.spec)}
     data = spec.spec.model_dump(mode="json", by_alias=True, exclude_unset=True)
-    items = [*_strings(data, (), refs), *_shipped(spec)]
+    items = [*_strings(data, (), refs), *(_shipped(spec) if files else ())]
     found = scan([(i.name, i.text) for i in items])
     hidden = _hidden_keys(items, found)
     # A value under a name that is itself a credential is scanned on its own (the name would flag it again).

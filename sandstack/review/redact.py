@@ -11,7 +11,7 @@ from typing import Any, Collection
 from sandstack.review.diff import Diff, FieldChange, ResourceChange, SnapshotChange
 from sandstack.review.resources import Resource
 from sandstack.review.security import Finding
-from sandstack.spec.credentials import HIDDEN, PLACEHOLDER, USERINFO
+from sandstack.spec.credentials import HIDDEN, MIN_ENTROPY_LENGTH, PLACEHOLDER, USERINFO
 
 # The fields of the report's records that carry spec values (the others are names sandstack gives, or effects).
 WALKED = {Resource: ("props",), ResourceChange: ("resource", "changed", "reasons"), FieldChange: ("old", "new"),
@@ -19,15 +19,23 @@ WALKED = {Resource: ("props",), ResourceChange: ("resource", "changed", "reasons
 SENTENCES = {Finding: ("text",), SnapshotChange: ("why",)}  # sentences that quote values: masked in place
 
 
+def _holds(text: str, secret: str) -> bool:
+    """Whether `text` shows `secret`: anywhere for a token-sized one (a value quoted inside a longer string), as
+    the whole value for a short one (`DB_PASSWORD: agent` is flagged by its name; the template named 'agent' and
+    every name built from it stay readable)."""
+    return secret in text if len(secret) >= MIN_ENTROPY_LENGTH else text == secret
+
+
 def _value(text: str, secrets: Collection[str]) -> str:
-    if any(secret in text for secret in secrets):
+    if any(_holds(text, secret) for secret in secrets):
         return PLACEHOLDER
     return USERINFO.sub(HIDDEN + "@", text)
 
 
 def _sentence(text: str, secrets: Collection[str]) -> str:
     for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, HIDDEN)
+        if _holds(text, secret):
+            text = text.replace(secret, HIDDEN)
     return USERINFO.sub(HIDDEN + "@", text)
 
 

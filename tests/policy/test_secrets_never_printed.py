@@ -121,3 +121,11 @@ def test_the_message_says_what_is_wrong_where_without_the_value(case, message, t
     assert code == 1
     located = [line for line in output.splitlines() if line.startswith(f"{path}:")]
     assert len(located) == 1 and located[0].split(": ", 1)[1] == message
+
+
+def test_a_short_value_flagged_by_its_name_is_redacted_where_it_is_the_value_only(tmp_path, capsys):
+    # `DB_PASSWORD: agent` is flagged by detect-secrets' keyword plugin; the template is named 'agent' too.
+    path = write_spec(tmp_path, changed(("templates.agent.env.DB_PASSWORD", "agent")))
+    code, output = _run(capsys, "preview", str(path))
+    assert code == 0 and f"DB_PASSWORD={PLACEHOLDER}" in output and "DB_PASSWORD=agent" not in output
+    assert "pool sandstack-agent.local" in output and "sandbox sandstack-agent.local-0" in output
