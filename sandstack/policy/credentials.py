@@ -7,9 +7,8 @@ is printed in every format too)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 from pydantic import BaseModel
 
@@ -63,8 +62,7 @@ def _owner(path: tuple) -> tuple[str, str, int]:
     return "The stack", "stack", 0
 
 
-@dataclass(frozen=True)
-class _Item:
+class _Item(NamedTuple):  # a tuple: a 40,000-entry spec makes 80,000 of them
     kind: str  # "name" (a mapping key), "env" (an env value), "ref" (a config key), "text", "file", "pair"
     path: tuple  # where it is written (for a file's line: the spec entry that ships the file)
     name: str  # what detect-secrets sees it assigned to
@@ -72,25 +70,25 @@ class _Item:
     where: str = ""  # for a file's line: 'files/x.py line 3'
 
 
-def _strings(node: Any, path: tuple, refs: set[tuple]) -> Iterator[_Item]:
-    """Every string the spec holds (mapping keys too), the config keys of secret references as 'ref'."""
+def _strings(node: Any, path: tuple, refs: set[tuple], key: str, out: list[_Item]) -> list[_Item]:
+    """Every string the spec holds (mapping keys too), the config keys of secret references as 'ref'; a value
+    is scanned under its own key (a label's, a field's): the keyword plugin reads `password: x` as a pair."""
     if isinstance(node, dict):
-        for key, value in node.items():
-            if isinstance(key, str):
-                yield _Item("name", (*path, key), "VALUE", key)
-            yield from _strings(value, (*path, key), refs)
+        env = path[-1:] == ("env",)
+        for name, value in node.items():
+            where = (*path, name)
+            if isinstance(name, str):
+                out.append(_Item("name", where, "VALUE", name))
+            if isinstance(value, str) and env:
+                out.append(_Item("env", where, name, value))
+            else:
+                _strings(value, where, refs, name if isinstance(name, str) else key, out)
     elif isinstance(node, list):
         for index, value in enumerate(node):
-            yield from _strings(value, (*path, index), refs)
+            _strings(value, (*path, index), refs, key, out)
     elif isinstance(node, str):
-        if path in refs:
-            yield _Item("ref", path, "VALUE", node)
-        elif len(path) >= 2 and path[-2] == "env":
-            yield _Item("env", path, str(path[-1]), node)
-        else:
-            # Under its own key (a label's, a field's): the keyword plugin reads `password: x` as a pair.
-            key = next((p for p in reversed(path) if isinstance(p, str)), "VALUE")
-            yield _Item("text", path, key, node)
+        out.append(_Item("ref", path, "VALUE", node) if path in refs else _Item("text", path, key, node))
+    return out
 
 
 def _shipped(spec: ResolvedStack) -> Iterator[_Item]:
@@ -154,7 +152,9 @@ def check_credentials(spec: ResolvedStack) -> Iterator[Violation]:
 def _scanned(spec: ResolvedStack, files: bool = True) -> list[tuple[_Item, set[str]]]:
     refs = {path for path, _ in secret_references(spec.spec)}
     data = spec.spec.model_dump(mode="json", by_alias=True, exclude_unset=True)
-    items = [*_strings(data, (), refs), *(_shipped(spec) if files else ())]
+    items = _strings(data, (), refs, "VALUE", [])
+    shipped = len(items)
+    items += _shipped(spec) if files else ()
     found = scan([(i.name, i.text) for i in items])
     hidden = _hidden_keys(items, found)
     # A value under a name that is itself a credential is scanned on its own (the name would flag it again).
@@ -165,16 +165,16 @@ def _scanned(spec: ResolvedStack, files: bool = True) -> list[tuple[_Item, set[s
     items += pairs
     # Only the AWS plugin's verdict counts for a pair (the keyword plugin flags anything under a `secret` name).
     found += [kinds & {AWS_KEY_ID} for kinds in scan([(i.name, i.text) for i in pairs])]
-    return _per_file(list(zip(items, found)))
+    scanned = list(zip(items, found))
+    files_end = len(scanned) - len(pairs)
+    return scanned[:shipped] + scanned[files_end:] + _per_file(scanned[shipped:files_end])
 
 
 def _per_file(scanned: list[tuple[_Item, set[str]]]) -> list[tuple[_Item, set[str]]]:
     """One finding per shipped file, naming each line that holds a credential (a PEM block is several)."""
     out, lines = [], {}
     for item, kinds in scanned:
-        if item.kind != "file":
-            out.append((item, kinds))
-        elif kinds:
+        if kinds:
             file, _, number = item.where.rpartition(" line ")
             lines.setdefault((file, item.path), []).append(number)
     for (file, path), numbers in lines.items():

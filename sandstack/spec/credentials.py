@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from functools import cache
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 # Detectors of high-entropy strings flag anything random-looking; a value must also be long enough to be a
 # token (short random-looking values such as '7f3a' are hashes, ids or versions).
@@ -70,9 +70,9 @@ def detected_types(text: str, name: str = "VALUE") -> set[str]:
 
 
 @cache
-def _prefilters() -> tuple[tuple[tuple[re.Pattern, bool], ...], tuple, bool]:
-    """((pattern, searched lower-cased) that any plugin's match in a line needs, the entropy plugins, whether some
-    plugin has neither).
+def _prefilters() -> tuple[tuple[tuple[re.Pattern, bool, bool], ...], tuple, bool]:
+    """((pattern, searched lower-cased, found in the assignment line too), the entropy plugins, whether some
+    plugin has neither) over what any plugin's match in a line needs.
 
     A regex plugin matches a line only where one of its `denylist` patterns does (taken with MULTILINE, so that
     `^`/`$` mean a line's ends in the joined text, as they mean the string's ends for one line); the keyword
@@ -85,10 +85,11 @@ def _prefilters() -> tuple[tuple[tuple[re.Pattern, bool], ...], tuple, bool]:
     patterns, entropy, unknown = [], [], False
     for plugin in _plugins():
         if isinstance(plugin, RegexBasedDetector):
-            patterns += [(re.compile(p.pattern, p.flags | re.MULTILINE), False) for p in plugin.denylist]
+            patterns += [(re.compile(p.pattern, p.flags | re.MULTILINE), False, _in_assignment(p.pattern))
+                         for p in plugin.denylist]
         elif isinstance(plugin, keyword.KeywordDetector):
             # Its keywords are lower-case: searched in the lower-cased text, ~10x faster than with IGNORECASE.
-            patterns.append((re.compile("|".join(keyword.DENYLIST)), True))
+            patterns.append((re.compile("|".join(keyword.DENYLIST)), True, True))
         elif isinstance(plugin, HighEntropyStringsPlugin):
             entropy.append(plugin)
         else:
@@ -96,33 +97,59 @@ def _prefilters() -> tuple[tuple[tuple[re.Pattern, bool], ...], tuple, bool]:
     return tuple(patterns), tuple(entropy), unknown
 
 
-def _candidates(lines: list[str], lengths: list[int]) -> set[int]:
-    """Indices of the lines some plugin may flag (a superset: each is then analysed in full)."""
-    patterns, entropy, unknown = _prefilters()
-    if unknown:
-        return set(range(len(lines)))
-    text = "\n".join(lines)
+# Context tests that hold alike at a value's ends and inside `NAME = "value"` (where a quote surrounds it):
+# detect-secrets' assignment patterns begin with the first; a negative lookahead for a class without a quote.
+SAME_IN_QUOTES = re.compile(r"\(\?:\(\?<=\\W\)\|\(\?<=\^\)\)|\(\?!(?:\\w|\[[^\]\"]*\])\)")
+CONTEXT = re.compile(r"\^|\$|\\A|\\Z|\(\?<!|\(\?!")
+
+
+def _in_assignment(pattern: str) -> bool:
+    """Whether every match of `pattern` in a value is also a match in `NAME = "value"`: no anchor and no
+    negative lookaround but those that hold alike there. Such a pattern is searched in the assignment lines
+    only (half the text: the slowest plugins' patterns took most of a 40,000-entry spec's scan)."""
+    return CONTEXT.search(SAME_IN_QUOTES.sub("", pattern)) is None
+
+
+def _hits(pattern: re.Pattern, text: str, starts: list[int]) -> Iterator[int]:
+    """Indices of the lines of `text` (starting at `starts`) in which `pattern` may match.
+
+    The leftmost match from a line's start begins in that line if the line alone has a match there; the search
+    then goes on from the next line, so a match running over a line's end hides nothing."""
+    pos = 0
+    while (match := pattern.search(text, pos)) is not None:
+        index = bisect_right(starts, match.start()) - 1
+        yield index
+        if index + 1 >= len(starts):
+            return
+        pos = starts[index + 1]
+
+
+def _joined(lines: Sequence[str]) -> tuple[str, list[int]]:
     starts, offset = [], 0
     for line in lines:
         starts.append(offset)
         offset += len(line) + 1
-    lowered = text.lower()
+    return "\n".join(lines), starts
+
+
+def _candidates(lines: list[str], lengths: list[int], paired: bool = False) -> set[int]:
+    """Indices of the lines some plugin may flag (a superset: each is then analysed in full). `paired`: the
+    lines come as (value, `NAME = "value"`) pairs."""
+    patterns, entropy, unknown = _prefilters()
+    if unknown:
+        return set(range(len(lines)))
+    text, starts = _joined(lines)
+    assignments, assignment_starts = _joined(lines[1::2]) if paired else (text, starts)
+    lowered = {id(text): text.lower(), id(assignments): assignments.lower()}
     found: set[int] = set()
-    for pattern, lower in patterns:
-        haystack = text
-        if lower and len(lowered) == len(text):  # the same offsets (some letters lower-case to two)
-            haystack = lowered
+    for pattern, lower, in_assignment in patterns:
+        only_assignments = paired and in_assignment
+        haystack, offsets = (assignments, assignment_starts) if only_assignments else (text, starts)
+        if lower and len(lowered[id(haystack)]) == len(haystack):  # the same offsets (a letter may lower to two)
+            haystack = lowered[id(haystack)]
         elif lower:
             pattern = re.compile(pattern.pattern, re.IGNORECASE)
-        # The leftmost match from a line's start begins in that line if the line alone has a match there;
-        # the search then goes on from the next line, so a match running over a line's end hides nothing.
-        pos = 0
-        while (match := pattern.search(haystack, pos)) is not None:
-            index = bisect_right(starts, match.start()) - 1
-            found.add(index)
-            if index + 1 >= len(starts):
-                break
-            pos = starts[index + 1]
+        found |= {2 * i + 1 if only_assignments else i for i in _hits(pattern, haystack, offsets)}
     for plugin in entropy:
         for match in plugin.regex.finditer(text):
             index = bisect_right(starts, match.start()) - 1
@@ -138,8 +165,8 @@ def _parts(text: str) -> list[str]:
     out = []
     for line in text.splitlines() or [text]:
         out.append(line)
-        words = TOKEN_RUN.findall(line)
-        out += [word for word in words if word != line]
+        if len(line) > MIN_ENTROPY_LENGTH:
+            out += [word for word in TOKEN_RUN.findall(line) if word != line]
     return out
 
 
@@ -157,7 +184,7 @@ def scan(items: Sequence[tuple[str, str]]) -> list[set[str]]:
                 lengths.append(len(part))
     out: list[set[str]] = [set() for _ in items]
     done: set[tuple[int, str]] = set()
-    for line in sorted(_candidates(lines, lengths)):
+    for line in sorted(_candidates(lines, lengths, paired=True)):
         index, part = owners[line]
         if (index, part) not in done:
             done.add((index, part))
