@@ -5,7 +5,11 @@ text that may carry one is shown: `check` flags such values, and no output of an
 env entries took seconds), so the plugins' own patterns first run once over all the strings joined, and only the
 lines a pattern can match are analysed plugin by plugin (`detected_types`, exactly as before). Strings are
 analysed line by line, as detect-secrets scans a file, both as they are and as an assignment to their name
-(`NAME = "value"`), which is what its keyword and AWS plugins need to see a pair such as `AWS_SECRET_ACCESS_KEY`.
+(`NAME = "value"`), which is what its keyword and AWS plugins need to see a pair such as `AWS_SECRET_ACCESS_KEY`;
+a long run of token characters in a line of several words is analysed on its own too (`X-Token: <token>`).
+
+`redact` masks what may be a secret in a message (every diagnostic and finding goes through it), and an
+address is not a credential (detect-secrets' public-IP plugin is left out: specs name addresses on purpose).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from functools import cache
-from typing import Iterable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 # Detectors of high-entropy strings flag anything random-looking; a value must also be long enough to be a
 # token (short random-looking values such as '7f3a' are hashes, ids or versions).
@@ -233,10 +237,3 @@ def redact(text: str) -> str:
     for value in sorted(values, key=len, reverse=True):
         text = text.replace(value, HIDDEN)
     return text
-
-
-def shown(values: Iterable[tuple[str, str]]) -> list[str]:
-    """Each (name, text) as an output may print it: the placeholder for a value `check` would flag, else the
-    text with URL userinfo hidden."""
-    items = list(values)
-    return [PLACEHOLDER if bad else USERINFO.sub(HIDDEN + "@", text) for (_, text), bad in zip(items, flagged(items))]
