@@ -130,7 +130,8 @@ def _safe_path(path: tuple, hidden: set[tuple]) -> tuple[tuple, bool]:
 
 def _pairs(items: list[_Item], found: list[set[str]]) -> list[_Item]:
     """The other strings of each mapping that holds an AWS access key id, to be scanned as its secret half."""
-    blocks = {item.path[:-1] for item, kinds in zip(items, found) if AWS_KEY_ID in kinds and item.kind in ("env", "text")}
+    blocks = {item.path[:-1] for item, kinds in zip(items, found)
+              if AWS_KEY_ID in kinds and item.kind in ("env", "text")}
     return [_Item("pair", item.path, AWS_PAIR_NAME, item.text) for item, kinds in zip(items, found)
             if item.kind in ("env", "text") and item.path[:-1] in blocks and not kinds]
 

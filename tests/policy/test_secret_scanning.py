@@ -38,7 +38,8 @@ PLACES = [
     ("label", lambda s: [("hosts.local.labels", {"team": _one_line(s)})], "$.hosts.local.labels.team", "SBX-SEC-003",
      "Host 'local' must not hold a credential in labels.team (value not shown)."),
     ("description", lambda s: [("templates.agent.description", f"Agent; reaches the API with {s}")],
-     "$.templates.agent.description", "SBX-SEC-003", f"{T} must not hold a credential in description (value not shown)."),
+     "$.templates.agent.description", "SBX-SEC-003",
+     f"{T} must not hold a credential in description (value not shown)."),
     ("suppression reason", lambda s: [("policy.suppressions", [{"rule": "SBX-PORT-001", "target": "template/agent",
                                                                "reason": f"reviewed, see {s}"}])],
      "$.policy.suppressions[0].reason", "SBX-SEC-003",
@@ -116,7 +117,8 @@ def test_the_scan_is_one_batch_not_one_detect_secrets_pass_per_value(tmp_path, m
     # not each of the ~6,000 strings (per value, a 40,000-entry spec took seconds).
     calls = []
     analyse = credentials.detected_types
-    monkeypatch.setattr(credentials, "detected_types", lambda text, name="VALUE": calls.append(text) or analyse(text, name))
+    monkeypatch.setattr(credentials, "detected_types",
+                        lambda text, name="VALUE": calls.append(text) or analyse(text, name))
     env = {f"VAR_{i:05d}": f"value-{i}" for i in range(3000)} | {"NOTES": SECRETS["github"]}
     _, report = _report(tmp_path, changed(("templates.agent.env", env)))
     assert [f.path for f in report.findings] == ["$.templates.agent.env.NOTES"]

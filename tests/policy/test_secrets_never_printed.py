@@ -108,8 +108,8 @@ def test_an_invalid_spec_never_echoes_a_secret_in_any_command_or_format(case, tm
     ("ingress cert", "$.hosts.local.ingress.tls.cert: expected {secret: KEY}, got a plain string (value not shown)"),
     ("secret file key", "$.templates.agent.secrets[0].secret: expected a config key (a Pulumi config key such as "
                         "'apiToken' or 'myproject:apiToken'), got a plain string that is not one (value not shown)"),
-    ("endpoint userinfo", "$.hosts.local.endpoint: 'ssh://***@docker.example.com' is not a valid Docker endpoint: "
-                          "use 'unix:///var/run/docker.sock', 'ssh://user@host[:port]' or 'tcp://host:port' (with tls)"),
+    ("endpoint userinfo", "$.hosts.local.endpoint: 'ssh://***@docker.example.com' is not a valid Docker endpoint: use "
+                          "'unix:///var/run/docker.sock', 'ssh://user@host[:port]' or 'tcp://host:port' (with tls)"),
     ("image userinfo", f"$.templates.agent.base_image: '***@{REGISTRY}' is not a valid image reference: use an image "
                        "reference such as 'python:3.12-slim' or 'repo/name@sha256:<64 hex digits>'"),
     ("allow userinfo", "$.templates.agent.network.allow[0]: an entry must not carry credentials (userinfo before '@', "
