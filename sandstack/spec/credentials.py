@@ -102,8 +102,10 @@ def _prefilters() -> tuple[tuple[tuple[re.Pattern, bool, bool], ...], tuple, boo
 
 
 # Context tests that hold alike at a value's ends and inside `NAME = "value"` (where a quote surrounds it):
-# detect-secrets' assignment patterns begin with the first; a negative lookahead for a class without a quote.
-SAME_IN_QUOTES = re.compile(r"\(\?:\(\?<=\\W\)\|\(\?<=\^\)\)|\(\?!(?:\\w|\[[^\]\"]*\])\)")
+# detect-secrets' assignment patterns begin with the first; a negative lookahead for a class without a quote;
+# a start or an end that a quote satisfies as well as the line's own end (its Artifactory patterns).
+SAME_IN_QUOTES = re.compile(r"\(\?:\(\?<=\\W\)\|\(\?<=\^\)\)|\(\?!(?:\\w|\[[^\]\"]*\])\)"
+                            r"|\(\?:\\s\|=\|:\|\"\|\^\)|\(\?:\\s\|\"\|\$\)")
 CONTEXT = re.compile(r"\^|\$|\\A|\\Z|\(\?<!|\(\?!")
 
 

@@ -5,6 +5,8 @@ entries costs one batch."""
 
 from __future__ import annotations
 
+import random
+import string
 from pathlib import Path
 
 import pytest
@@ -123,3 +125,18 @@ def test_the_scan_is_one_batch_not_one_detect_secrets_pass_per_value(tmp_path, m
     _, report = _report(tmp_path, changed(("templates.agent.env", env)))
     assert [f.path for f in report.findings] == ["$.templates.agent.env.NOTES"]
     assert SECRETS["github"] in calls and len(calls) < 20
+
+
+def test_the_batch_finds_exactly_what_each_plugin_finds_line_by_line():
+    # The batch only picks which lines to analyse: its verdicts equal detect-secrets' plugins run on every line of
+    # every string (seeded random strings, and each planted kind alone, quoted, in a word list, after a key).
+    rng = random.Random(18)
+    items = [(kind.upper().replace("-", "_"), text) for kind, secret in SECRETS.items()
+             for text in (secret, f"x '{secret}'", f"token={secret}", f"pre {secret} tail")]
+    items += [("X", "AKC" + "abcdefghijk1"), ("Y", "x:AP2" + "abcdefghz"), ("PASSWORD", "hunter2")]
+    items += [("".join(rng.choice(string.ascii_letters + "_") for _ in range(rng.randint(1, 12))),
+               "".join(rng.choice(string.printable[:95]) for _ in range(rng.randint(0, 60)))) for _ in range(1500)]
+    batch = credentials.scan(items)
+    one_by_one = [set().union(*(credentials.detected_types(part, name) for part in credentials._parts(text)))
+                  for name, text in items]
+    assert batch == one_by_one and sum(map(bool, batch)) >= len(SECRETS) * 4
