@@ -61,6 +61,14 @@ RULES: dict[str, Rule] = {r.id: r for r in (
       "secret files, host TLS, ingress certificate, runtime token) looks like a pasted credential.", "error",
       "Use the config key's name (e.g. 'githubToken'), set the value with `pulumi config set --secret`, and "
       "rotate the pasted credential."),
+    R("SBX-SEC-003", "no-credentials-in-spec-text", "Checks whether any other string of the spec (setup steps, "
+      "commands, readiness argv, labels, descriptions, suppression reasons, names, …) looks like a credential, and "
+      "whether a value beside an AWS access key id is its secret half.", "error",
+      "Remove the credential: pass it as a secret (`env: {NAME: {secret: KEY}}` or `secrets:`) and read it at run "
+      "time; rotate it, it is in the repository's history."),
+    R("SBX-SEC-004", "no-credentials-in-shipped-files", "Checks whether a file the spec ships into sandboxes "
+      "(`snapshot.files`, `data`) holds a line that looks like a credential.", "error",
+      "Remove the credential from the file and deliver it with `secrets:` instead; rotate it."),
     R("SBX-GPU-001", "no-gpu-with-privileged", "Checks whether a GPU request is combined with privileged.", "error",
       "Remove `security.privileged`: GPUs are attached through device requests."),
     R("SBX-GPU-002", "gpu-ceiling", "Checks whether GPU counts are under `policy.ceilings.gpus`.", "error",

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from sandstack.spec.credentials import redact
+
 Severity = Literal["error", "warning"]
 
 
@@ -41,6 +43,12 @@ class Finding:
     message: str
     remediation: str = ""
     suppressed: str | None = field(default=None, compare=False)  # the suppression's reason
+
+    def __post_init__(self) -> None:
+        # Every format prints the message and the reason: whatever in them may be a secret is never shown.
+        object.__setattr__(self, "message", redact(self.message))
+        if self.suppressed is not None:
+            object.__setattr__(self, "suppressed", redact(self.suppressed))
 
     def text(self) -> str:
         return f"{self.file}:{self.line}:{self.column}: {self.severity} {self.rule}: {self.message}"

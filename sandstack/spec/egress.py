@@ -45,6 +45,10 @@ def parse_entry(text: str) -> EgressRule:
     entry = text.strip()
     if entry in ("*", "*.*") or entry.startswith("*:"):
         raise EgressEntryError(f"{text!r} would allow every destination: use `egress: allow-all` instead")
+    if "@" in entry.split("/", 3)[2 if "://" in entry else 0]:
+        # `user:password@host`: credentials have no place in an allow list, and are never printed back.
+        raise EgressEntryError("an entry must not carry credentials (userinfo before '@', value not shown): write "
+                               "just the host, optionally with ':port'")
     if "://" in entry:
         host = entry.split("://", 1)[1].split("/", 1)[0]
         raise EgressEntryError(f"{text!r} is a URL: write just the host, optionally with ':port', e.g. {host!r}")

@@ -11,6 +11,8 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
+from sandstack.spec.credentials import redact
+
 PathPart = str | int
 JsonPath = tuple[PathPart, ...]
 
@@ -40,6 +42,12 @@ class Diagnostic:
     path: str
     message: str
     rule: str
+
+    def __post_init__(self) -> None:
+        # One place for every message in every format: a value that may be a secret is never printed (URL
+        # userinfo, anything detect-secrets takes for a credential), whichever layer wrote the message.
+        object.__setattr__(self, "message", redact(self.message))
+        object.__setattr__(self, "path", redact(self.path))
 
     @property
     def located(self) -> bool:

@@ -16,6 +16,7 @@ from jsonschema.exceptions import ValidationError
 
 from sandstack.spec.errors import Diagnostic
 from sandstack.spec.loader import Document
+from sandstack.spec.models.base import CONFIG_KEY_PATTERN
 from sandstack.spec.schema import stack_schema
 
 _TYPE_NAMES = {
@@ -60,6 +61,22 @@ def describe(value: Any) -> str:
     return "a list"
 
 
+def _secret_ref(schema: dict) -> bool:
+    """Whether a schema is a secret reference (`{secret: KEY}`): an object whose `secret` is a config key."""
+    return schema.get("properties", {}).get("secret", {}).get("pattern") == CONFIG_KEY_PATTERN
+
+
+def _kind(value: Any) -> str:
+    """What a value is, without the value."""
+    if isinstance(value, str):
+        return "a plain string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "null" if value is None else "a mapping" if isinstance(value, dict) else "a list"
+
+
 def _shown(value: Any) -> str:
     return repr(value) if isinstance(value, str) and len(value) <= 60 else describe(value)
 
@@ -75,7 +92,13 @@ def _explain(error: ValidationError, doc: Document, outer: dict[str, Any]) -> It
     def at(message: str, sub: tuple = (), key: bool = False) -> Diagnostic:
         return doc.diagnostic(path + sub, message, "schema", key=key)
 
-    if "propertyNames" in error.relative_schema_path:
+    if _secret_ref(schema) and keyword in ("type", "anyOf", "oneOf"):
+        # Where a secret reference belongs, a plain value is most likely the secret itself: never shown.
+        yield at(f"expected {{secret: KEY}}, got {_kind(value)} (value not shown)")
+    elif schema.get("pattern") == CONFIG_KEY_PATTERN:
+        yield at(f"expected a config key ({schema.get('x-hint', 'a Pulumi config key')}), got {_kind(value)} that "
+                 "is not one (value not shown)")
+    elif "propertyNames" in error.relative_schema_path:
         # jsonschema checks a key against `propertyNames` at the mapping's path; point at the key itself.
         title = schema.get("title", "name")
         hint = schema.get("x-hint")

@@ -11,8 +11,10 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
+from sandstack.policy.credentials import flagged_texts
 from sandstack.review import diff_report, preview as preview_report
 from sandstack.review.diff import diff as compute_diff
+from sandstack.review.redact import redacted
 from sandstack.review.resources import stack_resources
 from sandstack.review.sources import SourceError, opened
 from sandstack.spec import SpecError, load_stack
@@ -51,7 +53,8 @@ def preview(args: argparse.Namespace) -> int:
         with ExitStack() as stack:
             spec = _load(stack, args.spec)
             name = _stack_name(args.stack, args.spec)
-            resources = stack_resources(spec, name)
+            # Nothing `check` flags as a credential is printed, in any format.
+            resources = redacted(stack_resources(spec, name), flagged_texts(spec))
             render = {"text": preview_report.to_text, "json": preview_report.to_json,
                       "markdown": preview_report.to_markdown}[args.format]
             sys.stdout.write(render(name, args.spec, resources))
@@ -65,7 +68,8 @@ def diff(args: argparse.Namespace) -> int:
         with ExitStack() as stack:
             old = _load(stack, args.base)
             new = _load(stack, args.head)
-            result = compute_diff(old, new, _stack_name(args.stack, args.head))
+            result = redacted(compute_diff(old, new, _stack_name(args.stack, args.head)),
+                              flagged_texts(old) | flagged_texts(new))
             render = {"text": diff_report.to_text, "json": diff_report.to_json,
                       "markdown": diff_report.to_markdown}[args.format]
             sys.stdout.write(render(result, args.base, args.head))

@@ -64,6 +64,9 @@ CASES = [
     ("SBX-SEC-002", [("templates.agent.env.GITHUB_TOKEN", {"secret": "AKIAIOSFODNN7EXAMPLE"})],
      f"{T} must name a config key in env.GITHUB_TOKEN.secret, not a value that looks like a credential (not shown).",
      "$.templates.agent.env.GITHUB_TOKEN.secret"),
+    ("SBX-SEC-003", [("templates.agent.command", ["sh", "-c", "curl -H 'Authorization: token " + "ghp_"
+                                                  + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8' https://api.github.com"])],
+     f"{T} must not hold a credential in command[2] (value not shown).", "$.templates.agent.command[2]"),
     ("SBX-GPU-001", [("templates.agent.security", {"privileged": True}),
                      ("templates.agent.limits.gpus", {"count": 1}),
                      ("hosts.local.capacity.gpus", [{"type": "nvidia-l4", "count": 2}])],
@@ -86,8 +89,9 @@ def test_the_clean_stack_passes_every_rule(tmp_path):
 
 
 def test_every_built_in_rule_has_a_case_and_a_complete_entry():
-    # SBX-SNAP-001 needs --base and SBX-POL-001 a suppression: both are tested in test_check.
-    assert sorted({c[0] for c in CASES} | {"SBX-SNAP-001", "SBX-POL-001"}) == sorted(RULES)
+    # SBX-SNAP-001 needs --base and SBX-POL-001 a suppression: both are tested in test_check; SBX-SEC-004 a
+    # shipped file: tested in test_secret_scanning.
+    assert sorted({c[0] for c in CASES} | {"SBX-SNAP-001", "SBX-POL-001", "SBX-SEC-004"}) == sorted(RULES)
     for rule in RULES.values():
         assert rule.name.islower() and " " not in rule.name and rule.description.startswith("Checks whether ")
         assert rule.severity in ("error", "warning") and rule.remediation

@@ -1,0 +1,131 @@
+"""No output of any command, in any format, holds a value `check` flags or a value in a secret-bearing position:
+validate, check, preview and diff × every format each has, over a corpus of specs with realistic planted
+credentials (tests/policy/planted.py), stdout and stderr, whole or in a recognisable piece."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandstack.spec.credentials import PLACEHOLDER
+from sandstack.tooling.cli import main
+from tests.policy.cases import CLEAN, changed
+from tests.policy.planted import (AWS_KEY_ID, AWS_SECRET, BASE64_TOKEN, GITHUB, JWT, PASSWORD, PEM, SLACK, leaked,
+                                  pieces)
+from testbed.specs import host, write_spec
+
+FORMATS = {"validate": ("text", "json", "github"), "check": ("text", "json", "github", "sarif"),
+           "preview": ("text", "json", "markdown"), "diff": ("text", "json", "markdown")}
+REGISTRY = "registry.example.com/team/agent:1"
+
+# A valid spec holding a credential in every place a user writes one: check flags each; preview and diff run.
+LEAKY = changed(
+    ("templates.agent.env.NOTES", SLACK), ("templates.agent.env.DEPLOY_KEY", PEM),
+    ("templates.agent.env.SESSION", JWT), ("templates.agent.env.S3_A", AWS_KEY_ID),
+    ("templates.agent.env.S3_B", AWS_SECRET), ("templates.agent.env.WRAPPED", BASE64_TOKEN),
+    ("templates.agent.env.GITHUB_TOKEN", {"secret": GITHUB}),  # a pasted token where a config key belongs
+    ("templates.agent.command", ["sh", "-c", f"agent --token '{GITHUB}'"]),
+    ("templates.agent.snapshot.setup", ["pip install requests", f"echo '{JWT}' > /etc/session"]),
+    ("templates.agent.readiness", {"command": ["curl", "-H", f"X-Token: {BASE64_TOKEN}", "http://127.0.0.1:8080/"]}),
+    ("templates.agent.description", f"Posts to {SLACK}"),
+    ("templates.agent.data", [{"source": "keys", "path": "/opt/keys"}]),
+    ("hosts.local.labels", {"owner": AWS_KEY_ID}),
+    ("policy.suppressions", [{"rule": "SBX-PORT-001", "target": "template/agent", "reason": f"see {AWS_SECRET}"}]),
+)
+FILES = {"keys/id_rsa": PEM + "\n"}
+TLS = {"ca": PEM, "cert": {"secret": "dockerCert"}, "key": {"secret": "dockerKey"}}
+# Invalid specs: a plain value where a secret reference belongs, URL userinfo, a flagged value in an error.
+INVALID = {
+    "runtime token": [("hosts.local.runtime", {"token": GITHUB})],
+    "host tls": [("hosts.local", host("tcp://docker.example.com:2376", tls=TLS))],
+    "ingress cert": [("hosts.local.ingress", {"domain": "sb.example.com",
+                                              "tls": {"cert": PEM, "key": {"secret": "ingressKey"}}})],
+    "secret file key": [("templates.agent.secrets", [{"secret": PEM, "path": "/run/secrets/session"}])],
+    "env secret key": [("templates.agent.env.HOOK", {"secret": SLACK})],
+    "image userinfo": [("templates.agent.base_image", f"deploy:{PASSWORD}@{REGISTRY}")],
+    "push_to userinfo": [("templates.agent.snapshot.push_to", f"deploy:{PASSWORD}@{REGISTRY}")],
+    "allow userinfo": [("templates.agent.network.allow", [f"https://deploy:{PASSWORD}@api.example.com"])],
+    "allow bare userinfo": [("templates.agent.network.allow", [f"deploy:{PASSWORD}@api.example.com"])],
+    "endpoint userinfo": [("hosts.local", host(f"ssh://deploy:{PASSWORD}@docker.example.com"))],
+    "user is a token": [("templates.agent.user", GITHUB)],
+    "memory is a token": [("templates.agent.limits.memory", JWT)],
+    "long description": [("templates.agent.description", AWS_KEY_ID + " " * 500)],
+}
+
+
+def _run(capsys, *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def _commands(path: Path, clean: Path) -> list[tuple[str, list[str]]]:
+    out = []
+    for command, formats in FORMATS.items():
+        for fmt in formats:
+            files = {"diff": [str(clean), str(path)]}.get(command, [str(path)])
+            out.append((f"{command} --format {fmt}", [command, *files, "--format", fmt]))
+            if command == "diff":
+                out.append((f"diff --format {fmt} (removed)", [command, str(path), str(clean), "--format", fmt]))
+    return out
+
+
+def test_the_planted_pieces_are_what_a_leak_would_show():
+    # The detector of leaks itself: it sees each secret whole and each recognisable piece of it.
+    for secret in (GITHUB, AWS_KEY_ID, AWS_SECRET, PEM, SLACK, JWT, BASE64_TOKEN, f"user:{PASSWORD}@host"):
+        assert leaked(f"x {secret} y") != []
+    assert leaked("x " + next(iter(pieces(AWS_SECRET))) + " y") == ["aws-secret"]
+    assert leaked("sandstack check found 3 errors") == []
+
+
+def test_a_valid_spec_with_credentials_everywhere_prints_none_of_them(tmp_path, capsys):
+    path = write_spec(tmp_path / "leaky", LEAKY, FILES)
+    clean = write_spec(tmp_path / "clean", CLEAN)
+    codes = {}
+    for name, argv in _commands(path, clean):
+        code, output = _run(capsys, *argv)
+        codes[name] = code
+        assert leaked(output) == [], f"{name} printed a credential"
+        if name.startswith(("preview --format text", "diff --format text")):
+            assert PLACEHOLDER in output  # shown as redacted, not left out by chance
+    assert {n: c for n, c in codes.items() if c} == {f"check --format {f}": 1 for f in FORMATS["check"]}
+
+
+@pytest.mark.parametrize("case", sorted(INVALID))
+def test_an_invalid_spec_never_echoes_a_secret_in_any_command_or_format(case, tmp_path, capsys):
+    path = write_spec(tmp_path / "bad", changed(*INVALID[case]))
+    clean = write_spec(tmp_path / "clean", CLEAN)
+    for name, argv in _commands(path, clean):
+        code, output = _run(capsys, *argv)
+        assert code == 1, f"{name}: {output}"
+        assert leaked(output) == [], f"{name} printed a credential: {output}"
+
+
+@pytest.mark.parametrize(("case", "message"), [
+    ("runtime token", "$.hosts.local.runtime.token: expected {secret: KEY}, got a plain string (value not shown)"),
+    ("host tls", "$.hosts.local.tls.ca: expected {secret: KEY}, got a plain string (value not shown)"),
+    ("ingress cert", "$.hosts.local.ingress.tls.cert: expected {secret: KEY}, got a plain string (value not shown)"),
+    ("secret file key", "$.templates.agent.secrets[0].secret: expected a config key (a Pulumi config key such as "
+                        "'apiToken' or 'myproject:apiToken'), got a plain string that is not one (value not shown)"),
+    ("endpoint userinfo", "$.hosts.local.endpoint: 'ssh://***@docker.example.com' is not a valid Docker endpoint: use "
+                          "'unix:///var/run/docker.sock', 'ssh://user@host[:port]' or 'tcp://host:port' (with tls)"),
+    ("image userinfo", f"$.templates.agent.base_image: '***@{REGISTRY}' is not a valid image reference: use an image "
+                       "reference such as 'python:3.12-slim' or 'repo/name@sha256:<64 hex digits>'"),
+    ("allow userinfo", "$.templates.agent.network.allow[0]: an entry must not carry credentials (userinfo before '@', "
+                       "value not shown): write just the host, optionally with ':port'"),
+])
+def test_the_message_says_what_is_wrong_where_without_the_value(case, message, tmp_path, capsys):
+    path = write_spec(tmp_path, changed(*INVALID[case]))
+    code, output = _run(capsys, "validate", str(path))
+    assert code == 1
+    located = [line for line in output.splitlines() if line.startswith(f"{path}:")]
+    assert len(located) == 1 and located[0].split(": ", 1)[1] == message
+
+
+def test_a_short_value_flagged_by_its_name_is_redacted_where_it_is_the_value_only(tmp_path, capsys):
+    # `DB_PASSWORD: agent` is flagged by detect-secrets' keyword plugin; the template is named 'agent' too.
+    path = write_spec(tmp_path, changed(("templates.agent.env.DB_PASSWORD", "agent")))
+    code, output = _run(capsys, "preview", str(path))
+    assert code == 0 and f"DB_PASSWORD={PLACEHOLDER}" in output and "DB_PASSWORD=agent" not in output
+    assert "pool sandstack-agent.local" in output and "sandbox sandstack-agent.local-0" in output
