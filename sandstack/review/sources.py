@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Iterator
 
+from sandstack.spec.loader import not_a_file
+
 
 class SourceError(Exception):
     """An input that cannot be read: a missing file, ref or path (a usage error, exit 2)."""
@@ -38,8 +40,11 @@ def opened(source: str, cwd: Path | None = None) -> Iterator[Path]:
         path = Path(source)
         if path.is_dir():
             raise SourceError(f"{source}: is a directory; give a stack file, e.g. {Path(source) / 'prod.yaml'}")
-        if not path.is_file():
+        if not path.exists():
             raise SourceError(f"{source}: no such file")
+        kind = not_a_file(path.stat().st_mode)
+        if kind:  # a pipe or a device would be waited on forever
+            raise SourceError(f"{source}: is {kind}, not a regular file: give the path of a stack file")
         yield path
         return
     ref, sep, path = source[4:].partition(":")
