@@ -190,10 +190,22 @@ def parse(text: str, file: str) -> Document:
         mark = exc.problem_mark or exc.context_mark
         position = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = " ".join(filter(None, [exc.context, exc.problem])) or "invalid YAML"
+        if mark and _indented_with_tab(text, mark.line, mark.column):
+            problem = "a tab cannot indent YAML: indent with spaces"
         raise SpecError([Diagnostic(file, *position, "$", f"invalid YAML: {problem}", "yaml")]) from None
     except yaml.YAMLError as exc:
         raise SpecError([Diagnostic(file, 1, 1, "$", f"invalid YAML: {exc}", "yaml")]) from None
     return doc
+
+
+def _indented_with_tab(text: str, line: int, column: int) -> bool:
+    """Whether the parser stopped at a tab in a line's indentation (PyYAML then says 'found character that cannot
+    start any token', which names neither the tab nor the fix)."""
+    lines = text.split("\n")
+    if line >= len(lines):
+        return False
+    indent = lines[line][: column + 1]
+    return indent.endswith("\t") and not indent.strip(" \t")
 
 
 def _offset_position(text: str, offset: int) -> Position:

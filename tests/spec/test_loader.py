@@ -75,8 +75,11 @@ HOSTILE = [
     ("unclosed-bracket", b"version: 1\nhosts: [\n",
      "stack.yaml:3:1: $: invalid YAML: while parsing a flow node did not find expected node content", 1),
     ("tab-indent", b"version: 1\nhosts:\n\tlocal: {}\n",
-     "stack.yaml:3:1: $: invalid YAML: while scanning for the next token found character that cannot start any token",
-     1),
+     "stack.yaml:3:1: $: invalid YAML: a tab cannot indent YAML: indent with spaces", 1),
+    ("tab-after-spaces", b"version: 1\nhosts:\n  local:\n  \tendpoint: x\n",
+     "stack.yaml:4:3: $: invalid YAML: a tab cannot indent YAML: indent with spaces", 1),
+    ("tab-in-a-block-scalar", b"version: 1\ndescription: |\n\tline\n",
+     "stack.yaml:3:1: $: invalid YAML: a tab cannot indent YAML: indent with spaces", 1),
 ]
 
 
