@@ -110,13 +110,19 @@ def _named_paths(spec: Path, folder: PurePosixPath) -> list[str]:
     out = set()
     for parts in _file_fields():
         for value in _values_at(data, parts):
-            if isinstance(value, str) and value:
+            if isinstance(value, str) and value and not value.startswith("/"):
                 path = posixpath.normpath(posixpath.join(folder.as_posix(), value))
                 # Outside the spec's folder is an error the spec's rules report; nothing of it is read.
-                if not value.startswith("/") and (folder == PurePosixPath(".") and not path.startswith("..")
-                                                  or path.startswith(f"{folder}/")):
+                if _within(path, folder.as_posix()):
                     out.add(path)
     return sorted(out)
+
+
+def _within(path: str, folder: str) -> bool:
+    """Whether a normalised repository path is `folder` or under it ('.' is the repository's root)."""
+    if folder == ".":
+        return path != ".." and not path.startswith("../")
+    return path == folder or path.startswith(f"{folder}/")
 
 
 def _existing(root: Path, ref: str, paths: list[str]) -> list[str]:

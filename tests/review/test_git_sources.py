@@ -101,3 +101,4 @@ def test_a_link_out_of_the_stack_folder_is_refused_not_followed(tmp_path):
     with pytest.raises(SourceError) as caught, opened("git:main:stack.yaml", cwd=repo):
         pass
     assert str(caught.value) == "'skills' is a link to an absolute path at main: a git input is read without following it"
+
