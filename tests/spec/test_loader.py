@@ -98,14 +98,16 @@ def test_hostile_file_gets_one_located_line(tmp_path, monkeypatch, capsys, conte
     assert not Path("pwned").exists()
 
 
-def test_yaml_bomb_is_rejected_in_well_under_a_second(tmp_path) -> None:
+def test_yaml_bomb_is_rejected_in_seconds_not_minutes(tmp_path) -> None:
+    # About 0.1 s on an idle machine; expanding the 387 million strings would take many minutes. The bound holds on
+    # a busy 2-core machine (it failed at 1.0 s there).
     path = tmp_path / "bomb.yaml"
     path.write_text(_bomb())
     start = time.perf_counter()
     diagnostics = check_file(path).diagnostics
     elapsed = time.perf_counter() - start
     assert [d.rule for d in diagnostics] == ["yaml"]
-    assert elapsed < 1.0, f"the alias bomb took {elapsed:.2f}s to reject"
+    assert elapsed < 10.0, f"the alias bomb took {elapsed:.2f}s to reject"
 
 
 def test_deep_nesting_is_rejected_in_seconds_not_minutes() -> None:
@@ -166,7 +168,8 @@ def test_fifty_megabyte_file_is_refused_quickly_by_size(tmp_path, monkeypatch, c
     elapsed = time.perf_counter() - start
     assert code == 1
     assert capsys.readouterr().out == "big.yaml:1:1: $: is larger than the 1024 KiB limit for a spec file\n"
-    assert elapsed < 1.0, f"a 50 MB file took {elapsed:.2f}s to refuse"
+    # Only the first MiB is read; parsing 50 MB of YAML would take a minute. (Busy machines: not 1.0 s.)
+    assert elapsed < 10.0, f"a 50 MB file took {elapsed:.2f}s to refuse"
 
 
 def test_file_just_over_the_cap_is_refused_and_just_under_is_parsed(tmp_path) -> None:
