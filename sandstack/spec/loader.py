@@ -1,6 +1,7 @@
 """Safe YAML loading that keeps the line and column of every key and value.
 
 Hostile files are the normal case for a validator that runs in CI on pull requests, so:
+- the path must be a regular file (a named pipe or a device would make the read wait forever);
 - the file is capped in size before it is parsed, and must be UTF-8 text;
 - nesting depth is checked on the event stream before any tree is built;
 - aliases are followed but the expanded tree is capped (a "billion laughs" file stops early);
