@@ -14,6 +14,11 @@ from sandstack.review.resources import Resource
 FORMAT_VERSION = 1
 
 
+def _limit_s(seconds: int, none: str) -> str:
+    """A lifecycle limit in seconds; 0 is no limit, which takes a word and no unit ('unlimited', not '0s')."""
+    return f"{seconds}s" if seconds else none
+
+
 def _limits(p: dict[str, Any]) -> str:
     parts = [f"cpus {p['cpus']}", f"memory {p['memory_mb']}MiB", f"open files {p['open_files']}"]
     if p.get("gpu_device_ids"):
@@ -58,8 +63,8 @@ def summary(r: Resource) -> list[str]:
                      for w in p["workspaces"]]
         lines.append("writable " + (", ".join(writable) or "none"))
         life = p["lifecycle"]
-        lines.append(f"lifecycle: max {life['max_lifetime'] or 'unlimited'}s, idle {life['idle_timeout'] or 'never'}"
-                     f"{'s' if life['idle_timeout'] else ''}, on expiry {life['on_expiry']}")
+        lines.append(f"lifecycle: max {_limit_s(life['max_lifetime'], 'unlimited')}, "
+                     f"idle {_limit_s(life['idle_timeout'], 'never')}, on expiry {life['on_expiry']}")
         if p["env"]:
             lines.append("env " + _env(p["env"]))
         if p["secret_files"]:

@@ -1,6 +1,7 @@
 """Safe YAML loading that keeps the line and column of every key and value.
 
 Hostile files are the normal case for a validator that runs in CI on pull requests, so:
+- the path must be a regular file (a named pipe or a device would make the read wait forever);
 - the file is capped in size before it is parsed, and must be UTF-8 text;
 - nesting depth is checked on the event stream before any tree is built;
 - aliases are followed but the expanded tree is capped (a "billion laughs" file stops early);
@@ -15,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -106,6 +108,22 @@ def _pos(node_or_event) -> Position:
     return (mark.line + 1, mark.column + 1)
 
 
+_KINDS_OF_FILE = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+                  (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def not_a_file(mode: int) -> str | None:
+    """What a path is when it is not a regular file ('a named pipe (FIFO)', ...), else None. Reading a pipe or a
+    device would wait for a writer forever (or never end), so inputs are refused by kind before they are read."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS_OF_FILE if test(mode)), "a special file")
+
+
+def _open_nonblocking(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NONBLOCK)
+
+
 def read_text(path: str | os.PathLike[str], display: str | None = None) -> str:
     """The file's text, or a SpecError whose rule says whether it could not be read ('io')
     or is not a text spec at all ('encoding', 'size')."""
@@ -116,9 +134,16 @@ def read_text(path: str | os.PathLike[str], display: str | None = None) -> str:
 
     p = Path(path)
     try:
-        if p.is_dir():
+        kind = not_a_file(p.stat().st_mode)
+        if kind == "a directory":
             raise fail("io", "is a directory, not a spec file")
-        with p.open("rb") as handle:
+        if kind:
+            raise fail("io", f"is {kind}, not a regular file: give the path of a file")
+        # Opened non-blocking and checked again: a file swapped for a pipe after the check cannot hang the read.
+        with open(p, "rb", opener=_open_nonblocking) as handle:
+            kind = not_a_file(os.fstat(handle.fileno()).st_mode)
+            if kind:
+                raise fail("io", f"is {kind}, not a regular file: give the path of a file")
             raw = handle.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise fail("io", "no such file") from None
@@ -166,10 +191,22 @@ def parse(text: str, file: str) -> Document:
         mark = exc.problem_mark or exc.context_mark
         position = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = " ".join(filter(None, [exc.context, exc.problem])) or "invalid YAML"
+        if mark and _indented_with_tab(text, mark.line, mark.column):
+            problem = "a tab cannot indent YAML: indent with spaces"
         raise SpecError([Diagnostic(file, *position, "$", f"invalid YAML: {problem}", "yaml")]) from None
     except yaml.YAMLError as exc:
         raise SpecError([Diagnostic(file, 1, 1, "$", f"invalid YAML: {exc}", "yaml")]) from None
     return doc
+
+
+def _indented_with_tab(text: str, line: int, column: int) -> bool:
+    """Whether the parser stopped at a tab in a line's indentation (PyYAML then says 'found character that cannot
+    start any token', which names neither the tab nor the fix)."""
+    lines = text.split("\n")
+    if line >= len(lines):
+        return False
+    indent = lines[line][: column + 1]
+    return indent.endswith("\t") and not indent.strip(" \t")
 
 
 def _offset_position(text: str, offset: int) -> Position:
@@ -245,10 +282,28 @@ def from_data(data: object, name: str) -> Document:
 
 
 def _check_shape(text: str) -> None:
-    """One streaming pass over parser events: bounded depth, one document, before building a tree."""
+    """One streaming pass over parser events: bounded depth, one document, before building a tree.
+
+    libyaml 0.2.6 (in PyYAML 6.0.4's wheels; 0.2.5 before) refuses nesting past 1000 levels in its scanner, which
+    reads up to 1024 characters ahead of the parser: on a line of '[' it stops at column 1001, with its own
+    message, before the parser reaches level 65. Then the same pass runs on PyYAML's pure-Python parser, which has no
+    such limit, so the message and its location are sandstack's own whichever PyYAML is installed."""
+    try:
+        _check_events(text, _CoreLoader)
+    except yaml.MarkedYAMLError as exc:
+        if _Base is yaml.SafeLoader or exc.problem != _LIBYAML_NESTING:
+            raise
+        _check_events(text, yaml.SafeLoader)
+        raise  # the pure-Python parser found nothing deeper than MAX_DEPTH: libyaml's own limit stands
+
+
+_LIBYAML_NESTING = "exceeded maximum nesting depth"
+
+
+def _check_events(text: str, loader: type) -> None:
     depth = 0
     documents = 0
-    for event in yaml.parse(text, Loader=_CoreLoader):
+    for event in yaml.parse(text, Loader=loader):
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             depth += 1
             if depth > MAX_DEPTH:

@@ -28,7 +28,7 @@ from sandstack.spec.resolve import (
     effective_writable,
     inherited,
 )
-from sandstack.spec.units import format_cpus, format_size
+from sandstack.spec.units import decimal_size_advice, format_cpus, format_size
 
 
 # Paths sandstack mounts into every sandbox; a writable path there would hide or break the mount.
@@ -588,16 +588,28 @@ def memory_in_whole_mebibytes(ctx: Context) -> Iterator[Diagnostic]:
         if memory is None:
             continue
         if memory < MIN_MEMORY or memory % MIB:
-            yield ctx.error(path + ("memory",), f"{format_size(memory)} cannot be enforced exactly: Docker limits "
-                            "memory in whole MiB, at least 6MiB", "memory-unit")
+            yield ctx.error(path + ("memory",), decimal_size_advice(
+                _written(ctx, path + ("memory",)), memory, MIN_MEMORY, "Docker limits memory in whole MiB") or
+                f"{format_size(memory)} cannot be enforced exactly: Docker limits memory in whole MiB, at least 6MiB",
+                "memory-unit")
     # /dev/shm is sized in whole MiB too, and 0 would give Docker's default (64MiB) instead of none.
     filesystems = [(("defaults", "filesystem"), ctx.stack.defaults.filesystem)]
     filesystems += [(p + ("filesystem",), t.filesystem) for p, t in _templates(ctx)]
     for path, fs in filesystems:
         shm = fs.shm_size if fs is not None else None
         if shm is not None and (shm < MIB or shm % MIB):
-            yield ctx.error(path + ("shm_size",), f"{format_size(shm)} cannot be enforced exactly: Docker sizes "
-                            "/dev/shm in whole MiB, at least 1MiB", "memory-unit")
+            yield ctx.error(path + ("shm_size",), decimal_size_advice(
+                _written(ctx, path + ("shm_size",)), shm, MIB, "Docker sizes /dev/shm in whole MiB") or
+                f"{format_size(shm)} cannot be enforced exactly: Docker sizes /dev/shm in whole MiB, at least 1MiB",
+                "memory-unit")
+
+
+def _written(ctx: Context, path: JsonPath) -> object:
+    """The value at `path` as the file wrote it ('2GB'), before the models turned it into bytes."""
+    node = ctx.doc.data
+    for part in path:
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
 
 
 # The disk workspace and URL rules live beside these; importing them registers them after the ones above.

@@ -18,6 +18,7 @@ from sandstack.spec.errors import Diagnostic
 from sandstack.spec.loader import Document
 from sandstack.spec.models.base import CONFIG_KEY_PATTERN
 from sandstack.spec.schema import stack_schema
+from sandstack.spec.units import unitless_duration
 
 _TYPE_NAMES = {
     "object": "a mapping",
@@ -108,6 +109,9 @@ def _explain(error: ValidationError, doc: Document, outer: dict[str, Any]) -> It
     elif keyword == "type" and ("const" in schema or "enum" in schema):
         # The const/enum error on the same value names both the value and what is allowed: one message.
         return
+    elif keyword in ("type", "pattern") and hints.get("title") == "duration" and unitless_duration(value):
+        # 7200 or '7200': name the fix at once (it took 'quote it', then 'not a valid duration').
+        yield at(unitless_duration(value) or "")
     elif keyword == "type":
         expected = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         wanted = " or ".join(_TYPE_NAMES.get(t, t) for t in expected)

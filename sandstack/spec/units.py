@@ -85,7 +85,7 @@ def parse_size(value: object) -> int:
 def parse_duration(value: object) -> int:
     """`'1h30m'` → 5400 seconds. Bare numbers are refused: `30` could mean seconds or minutes."""
     if not isinstance(value, str) or not _DURATION_RE.match(value.strip()):
-        raise UnitError(f"{_shown(value)} is not a duration: use {DURATION_HINT}")
+        raise UnitError(unitless_duration(value) or f"{_shown(value)} is not a duration: use {DURATION_HINT}")
     total = sum(float(n) * DURATION_UNITS[u] for n, u in _DURATION_PART_RE.findall(value.strip()))
     if total > MAX_SECONDS:
         raise UnitError(f"{_shown(value)} is out of range: durations go up to 10 years")
@@ -108,6 +108,53 @@ def parse_cpus(value: object) -> float:
     if number < 0.001:
         raise UnitError(f"{_shown(value)} is below the smallest CPU amount, 0.001 (1m)")
     return round(number, 3)
+
+
+_BARE_NUMBER_RE = re.compile(r"^[0-9]+(\.[0-9]+)?$")
+
+
+def unitless_duration(value: object) -> str | None:
+    """The message for a duration written as a bare number (7200 or '7200'): it names the fix in seconds at once,
+    so the user is not sent from 'quote it' to 'not a valid duration'. None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    text = value.strip() if isinstance(value, str) else f"{value:g}" if isinstance(value, float) else str(value)
+    if not _BARE_NUMBER_RE.match(text) or float(text) > MAX_SECONDS:
+        return None
+    seconds = parse_duration(f"{text}s")
+    whole = float(text) == seconds and format_duration(seconds) != f"{text}s"
+    same = f" (that is '{format_duration(seconds)}')" if whole else ""
+    return (f"{_shown(value)} has no unit: write '{text}s' for {text} seconds{same}, or use m, h or d "
+            "(a duration is a number with a unit, e.g. '90s', '45m', '24h')")
+
+
+DECIMAL_SIZE_UNITS = ("KB", "MB", "GB", "TB")
+
+
+def decimal_size_advice(value: object, n_bytes: int, minimum: int, enforced: str) -> str | None:
+    """For a size written in a decimal unit ('2GB') where only whole MiB can be enforced: says it is decimal and
+    names the same number in the binary unit ('2GiB') when that is whole MiB, and the whole MiB just below. None for
+    any other size, or when neither fix reaches `minimum`. `enforced` says who counts in MiB ('Docker limits
+    memory in whole MiB')."""
+    match = _SIZE_RE.match(value.strip()) if isinstance(value, str) else None
+    if match is None or match.group(2) not in DECIMAL_SIZE_UNITS:
+        return None
+    unit = match.group(2)
+    digits = value.strip()[: -len(unit)].strip()
+    binary_text = f"{digits}{unit[0]}iB"
+    fixes = []
+    try:
+        binary = parse_size(binary_text)
+    except UnitError:  # out of range in the binary unit
+        binary = 0
+    if binary >= minimum and binary % SIZE_UNITS["MiB"] == 0:
+        fixes.append(f"{binary_text!r} ({binary:,} bytes)")
+    below = n_bytes - n_bytes % SIZE_UNITS["MiB"]
+    if below >= minimum:
+        fixes.append(f"'{below // SIZE_UNITS['MiB']}MiB' ({below:,} bytes)")
+    if not fixes:
+        return None
+    return f"{value!r} is a decimal size ({n_bytes:,} bytes) and {enforced}: use {' or '.join(fixes)}"
 
 
 def format_size(n_bytes: int) -> str:

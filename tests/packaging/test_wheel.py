@@ -11,10 +11,8 @@ imported it from.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-import sysconfig
 import tarfile
 import textwrap
 import zipfile
@@ -94,31 +92,6 @@ PROGRAM = textwrap.dedent('''
 ''')
 
 
-def _copy_tracked(dest: Path) -> None:
-    # Tracked files and new ones not yet added (work in progress builds as it would once committed).
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                            capture_output=True, check=True).stdout
-    for name in filter(None, listed.decode().split("\0")):
-        source = REPO / name
-        if source.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, dest / name)
-
-
-@pytest.fixture(scope="module")
-def dist(tmp_path_factory) -> Path:
-    """The wheel and the sdist, built from a copy of the tracked files."""
-    if shutil.which("git") is None or not (REPO / ".git").exists():
-        pytest.skip("needs a git checkout to know the tracked files")
-    source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("dist")
-    _copy_tracked(source)
-    for hook in ("build_sdist", "build_wheel"):  # one process each: setuptools keeps state between them
-        build = f"from setuptools import build_meta as b; import sys; print(b.{hook}(sys.argv[1]))"
-        built = subprocess.run([sys.executable, "-c", build, str(out)], cwd=source, capture_output=True, text=True)
-        assert built.returncode == 0, built.stderr[-3000:]
-    return out
-
-
 def test_the_wheel_holds_one_package_with_its_runtime_files(dist):
     [wheel] = dist.glob("sandstack-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -136,16 +109,11 @@ def test_the_sdist_holds_the_sources_and_runtime_files(dist):
         assert path in names, path
 
 
-def test_an_external_program_gets_sandboxes_from_the_installed_wheel_alone(dist, tmp_path):
-    [wheel] = dist.glob("sandstack-*.whl")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+def test_an_external_program_gets_sandboxes_from_the_installed_wheel_alone(wheel_venv, tmp_path):
+    venv = wheel_venv
     python = venv / "bin" / "python"
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
-    (site / "_sandstack_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
-                    "--no-index", str(wheel)], check=True, capture_output=True)
     work = tmp_path / "elsewhere"
     work.mkdir()
     (work / "program.py").write_text(PROGRAM)

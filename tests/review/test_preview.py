@@ -59,3 +59,13 @@ def test_url_ports_show_their_urls_and_secret_files_their_config_keys(tmp_path, 
     assert "port 8000/tcp url https://8000-agent-0.sbx.example.com:8443 (on the host's loopback)\n" in out
     assert "port 8000/tcp url https://8000-agent-2.sbx.example.com:8443 (on the host's loopback)\n" in out
     assert "secret files /run/secrets/github-token ← <secret githubToken>\n" in out
+
+
+def test_lifecycle_without_limits_reads_unlimited_and_never_without_a_unit(tmp_path, monkeypatch, capsys):
+    data, _ = pair("pool-resized")
+    data["templates"]["shell"]["lifecycle"] = {"max_lifetime": "0s"}
+    code, out, err = _preview(tmp_path, monkeypatch, capsys, data)
+    assert (code, err) == (0, "")
+    lines = [line.split("── ", 1)[1] for line in out.splitlines() if "lifecycle:" in line]
+    assert lines == ["lifecycle: max 28800s, idle 1800s, on expiry stop",  # agent
+                     "lifecycle: max unlimited, idle never, on expiry stop"]  # shell (it said "max unlimiteds")

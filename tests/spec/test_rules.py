@@ -332,6 +332,16 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
         ("shm-not-whole-mib", change("    filesystem:\n", "    filesystem:\n      shm_size: 1.5MiB\n"),
          ["stack.yaml:37:17: $.templates.web.filesystem.shm_size: 1536KiB cannot be enforced exactly: Docker sizes "
           "/dev/shm in whole MiB, at least 1MiB"]),
+        # A decimal unit says so and names the binary size with the same number, and the whole MiB below.
+        ("memory-in-decimal-gigabytes", change("      memory: 512MiB\n", "      memory: 2GB\n"),
+         ["stack.yaml:27:15: $.templates.web.limits.memory: '2GB' is a decimal size (2,000,000,000 bytes) and Docker "
+          "limits memory in whole MiB: use '2GiB' (2,147,483,648 bytes) or '1907MiB' (1,999,634,432 bytes)"]),
+        ("memory-decimal-without-an-exact-binary-twin", change("    memory: 256MiB\n", "    memory: 1.3GB\n"),
+         ["stack.yaml:13:13: $.profiles.small.memory: '1.3GB' is a decimal size (1,300,000,000 bytes) and Docker "
+          "limits memory in whole MiB: use '1239MiB' (1,299,185,664 bytes)"]),
+        ("shm-in-decimal-megabytes", change("    filesystem:\n", "    filesystem:\n      shm_size: 64MB\n"),
+         ["stack.yaml:37:17: $.templates.web.filesystem.shm_size: '64MB' is a decimal size (64,000,000 bytes) and "
+          "Docker sizes /dev/shm in whole MiB: use '64MiB' (67,108,864 bytes) or '61MiB' (63,963,136 bytes)"]),
         ("shm-zero-in-defaults", change("  limits: small\n", "  limits: small\n  filesystem: {shm_size: 0}\n"),
          ["stack.yaml:17:26: $.defaults.filesystem.shm_size: 0B cannot be enforced exactly: Docker sizes /dev/shm "
           "in whole MiB, at least 1MiB"]),

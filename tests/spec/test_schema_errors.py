@@ -26,8 +26,13 @@ def with_template_field(line: str) -> str:
 CASES = [
     ("type", "list-expected", with_template_field("    ports: 8080"),
      ["stack.yaml:14:12: $.templates.shell.ports: expected a list, got integer 8080"]),
-    ("type", "quote-hint", with_template_field("    lifecycle: {max_lifetime: 30}"),
-     ["stack.yaml:14:31: $.templates.shell.lifecycle.max_lifetime: expected a string, got integer 30: quote it"]),
+    # A bare number where a duration belongs names the fix at once (it said 'quote it', then 'not a valid duration').
+    ("type", "duration-without-unit", with_template_field("    lifecycle: {max_lifetime: 7200}"),
+     ["stack.yaml:14:31: $.templates.shell.lifecycle.max_lifetime: 7200 has no unit: write '7200s' for 7200 seconds "
+      "(that is '2h'), or use m, h or d (a duration is a number with a unit, e.g. '90s', '45m', '24h')"]),
+    ("pattern", "quoted-duration-without-unit", with_template_field("    lifecycle: {idle_timeout: '30'}"),
+     ["stack.yaml:14:31: $.templates.shell.lifecycle.idle_timeout: '30' has no unit: write '30s' for 30 seconds, "
+      "or use m, h or d (a duration is a number with a unit, e.g. '90s', '45m', '24h')"]),
     ("type", "yaml-1.1-boolean-is-a-string", with_template_field("    filesystem: {read_only_root: yes}"),
      ["stack.yaml:14:34: $.templates.shell.filesystem.read_only_root: expected true or false, got string 'yes'"]),
     ("required", "top-level", edit(MINIMAL, "version: 1\n", ""),

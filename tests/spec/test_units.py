@@ -23,6 +23,8 @@ KiB, MiB, GiB, TiB = 1024, 1024**2, 1024**3, 1024**4
 SIZE_USE = ("use an integer number of bytes or a number with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), "
             "e.g. '512MiB'")
 DURATION_USE = "use a number with a unit (s, m, h, d), e.g. '90s', '45m', '1h30m', '24h'"
+NO_UNIT = ("has no unit: write '{t}s' for {t} seconds{same}, or use m, h or d (a duration is a number with a "
+           "unit, e.g. '90s', '45m', '24h')")
 CPUS_USE = "use a number of CPUs such as 1, 0.5 or '1.5', or millicores such as '500m'"
 
 
@@ -106,8 +108,13 @@ def test_parse_duration(text: str, seconds: int) -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("30", f"'30' is not a duration: {DURATION_USE}"),  # bare numbers are ambiguous
-        (30, f"30 is not a duration: {DURATION_USE}"),
+        # Bare numbers are ambiguous, and the fix for seconds is named at once.
+        ("30", f"'30' {NO_UNIT.format(t='30', same='')}"),
+        (30, f"30 {NO_UNIT.format(t='30', same='')}"),
+        (7200, "7200 has no unit: write '7200s' for 7200 seconds (that is '2h'), or use m, h or d (a duration is a "
+               "number with a unit, e.g. '90s', '45m', '24h')"),
+        (1.5, f"1.5 {NO_UNIT.format(t='1.5', same='')}"),
+        (True, f"True is not a duration: {DURATION_USE}"),
         ("30 s", f"'30 s' is not a duration: {DURATION_USE}"),
         ("1m30", f"'1m30' is not a duration: {DURATION_USE}"),
         ("30min", f"'30min' is not a duration: {DURATION_USE}"),

@@ -1,0 +1,56 @@
+"""The `sandstack` console script. Ctrl-C at any moment once it runs, its imports included, exits 130 with one line
+and no traceback.
+
+The command's imports (pydantic, rich, the models) take a few hundred milliseconds, more on a busy machine: a
+KeyboardInterrupt raised inside them came out of the console script as a traceback. So this module imports only
+what the interpreter has already loaded (`_signal`, the built-in module that `signal` wraps: importing `signal`
+builds its enums, 10 ms or more on a busy machine; no `from __future__`), and takes SIGINT before anything else
+is imported:
+- while the command starts, an interrupt ends the process at once (nothing has been written, nothing to undo);
+- while it works, the interrupt is a KeyboardInterrupt, so `with` blocks and `finally` clauses run on the way out
+  (temporary folders of git inputs are removed), and `cli.main` prints one line and returns 130;
+- once it has finished, an interrupt during the interpreter's shutdown ends the process too.
+The handler is installed when this module is imported: the console script imports it and calls `main()`, and
+nothing else imports it. An interrupt before that (the interpreter starting, the wrapper that pip writes importing
+`re`: a few milliseconds) is Python's own.
+"""
+
+import _signal
+import os
+import sys
+
+EXIT_INTERRUPTED = 130  # cli.EXIT_INTERRUPTED, which this module cannot import before it takes SIGINT
+_working = False
+
+
+def _on_interrupt(signum: int, frame: object) -> None:
+    if _working:
+        raise KeyboardInterrupt
+    os.write(2, b"sandstack: interrupted\n")
+    os._exit(EXIT_INTERRUPTED)
+
+
+def _take_sigint() -> None:
+    try:
+        _signal.signal(_signal.SIGINT, _on_interrupt)
+    except ValueError:  # imported outside the main thread: not the console script, leave the handler alone
+        pass
+
+
+_take_sigint()
+
+
+def main() -> int:
+    global _working
+    _take_sigint()
+    from sandstack.tooling.cli import main as run
+
+    try:
+        _working = True
+        return run()
+    except KeyboardInterrupt:  # raised before cli.main's own handler, or inside it
+        _working = False
+        print("sandstack: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        _working = False
