@@ -4,7 +4,6 @@
   and from the host, `curl`.
 - `lab.py`: the objects a test module creates itself (`Lab`, `Netns`, `HostListener`), the sweep of dead
   runs' Labs, reading what a server saw.
-- `leak_guard.py`: `LeakGuard`, which drops and counts packets from the tests' networks leaving this machine.
 - `stack.py`: `NetStack` / `deployed(...)`, the module's stack with its Lab.
 
 The host guard's rules and cgroups (`guard_rules`, `sandbox_cgroups`) live in `testbed/host_state.py`,
