@@ -287,8 +287,8 @@ check_sandbox() {  # name id max idle mode idle_us burst_us now
                 "$last_active" "${checked:--}"
         fi
     fi
-    echo "$clock $last_active ${usage_at_active:--} ${expiring_init:--} ${expiring_deadline:--} ${expiring_sig:--} $now" \
-        >"$state"
+    echo "$clock $last_active ${usage_at_active:--} ${expiring_init:--} ${expiring_deadline:--}" \
+        "${expiring_sig:--} $now" >"$state"
 }
 
 enforce_lifecycle() {
