@@ -76,11 +76,14 @@ def test_sandbox_past_its_max_lifetime_is_stopped_and_stays_stopped(stack):
     guard_expiry(stack, sandbox, "max lifetime", LIFETIME, EXIT_LIFETIME)
     sandbox.reload()
     assert "max lifetime reached; stopping the sandbox (exit 124)" in _logs(sandbox)
-    # on_expiry: stop → it stays stopped: Docker's bounded crash retries each end at once, with 124 again,
-    # without running the command.
+    # on_expiry: stop → it stays stopped: Docker's bounded crash retries each end with 124 again, each for a
+    # recorded cause: its supervisor found the guard's marker ("it stays stopped"), or, on a busy machine
+    # where the guard's next pass came first, the guard ended that run again (its clock is the first run's).
     assert sandbox.attrs["HostConfig"]["RestartPolicy"] == {"Name": "on-failure", "MaximumRetryCount": 3}
     assert sandbox.attrs["RestartCount"] <= 3
-    assert _logs(sandbox).count("it stays stopped") == sandbox.attrs["RestartCount"]
+    again = guard_expiries(stack, sandbox)[1:]
+    assert all(r.reason == "max lifetime" and r.exit == EXIT_LIFETIME for r in again), again
+    assert _logs(sandbox).count("it stays stopped") + len(again) >= sandbox.attrs["RestartCount"], again
     time.sleep(3)
     assert state(sandbox)["Status"] == "exited"
 
