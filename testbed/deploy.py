@@ -6,6 +6,9 @@
 `shared_deployment(...)`: one stack per test module, applied once through its own `Harness` and torn down
 at module end (Docker objects by the harness; the guard's host-level cgroups and firewall rules are checked
 gone too, `host_state.clear_host_state`). Tests that only read share it.
+
+Every deployment runs under a leak guard (`testbed/leak_guard.py`, `Deployment.guarded`): a packet from its
+networks that would have left this machine is dropped, counted, and fails the harness's teardown.
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ from typing import Iterator
 import docker as docker_sdk
 import yaml
 
+from sandstack.plan.contract import LABEL_STACK
 from sandstack.plan.naming import docker_name, egress_network_name, infra_name
 from sandstack.program import program as sandstack_program
 from testbed.harness import coverage
 from testbed.harness.harness import Harness, RunResult
 from testbed.harness.teardown import remaining
 from testbed.host_state import clear_host_state
+from testbed.leak_guard import LeakGuard, sweep_dead_leak_guards
 from testbed.specs import spec, spec_text
 
 HOST_ROLES = ("egress", "gateway", "guard", "ingress", "runtime", "logger")  # host-level objects of a stack: named with `infra_name`
@@ -63,6 +68,7 @@ class Deployment:
     stack: str = field(default_factory=unique_stack)
     secret_config: dict = field(default_factory=dict)
     slot: int = field(default_factory=lambda: next(_SLOTS))
+    leak_guard: LeakGuard | None = field(default=None, init=False)
 
     @property
     def spec_path(self) -> Path:
@@ -97,8 +103,38 @@ class Deployment:
     def up(self, spec_text: str | None = None, files: dict[str, str] | None = None, **kwargs):
         if spec_text is not None:
             self.write(spec_text, files)
-        return self.harness.run(self.program(), secret_config={f"sandstack:{k}": v for k, v in
-                                                               self.secret_config.items()}, **kwargs)
+        guard = self.guarded()
+        try:
+            return self.harness.run(self.program(), secret_config={f"sandstack:{k}": v for k, v in
+                                                                   self.secret_config.items()}, **kwargs)
+        finally:
+            if guard is not None:
+                guard.cover(self.subnets())
+
+    def guarded(self) -> LeakGuard | None:
+        """This deployment's leak guard (testbed/leak_guard.py), opened at the first apply over its whole
+        `subnet_pool` (every sandbox network is carved from it, so nothing starts unguarded) and checked when
+        the harness is torn down: a packet it dropped fails the teardown. None on a harness without a daemon."""
+        if not hasattr(self.harness.backend, "api"):
+            return None
+        if self.leak_guard is None:
+            sweep_dead_leak_guards()
+            self.leak_guard = LeakGuard(f"stack {self.stack}")
+            self.harness.after_teardown(self.leak_guard.close)
+        self.leak_guard.cover([self.subnet_pool, *self.subnet_pools()])
+        return self.leak_guard
+
+    def subnet_pools(self) -> list[str]:
+        """Every host's `subnet_pool` in the written spec (a spec may set its own)."""
+        data = yaml.safe_load(self.spec_path.read_text()) if self.spec_path.exists() else {}
+        return [host["subnet_pool"] for host in ((data or {}).get("hosts") or {}).values()
+                if isinstance(host, dict) and isinstance(host.get("subnet_pool"), str)]
+
+    def subnets(self) -> list[str]:
+        """The subnets of every network of this stack now (the egress network's comes from Docker)."""
+        networks = self.harness.backend.api.networks(filters={"label": f"{LABEL_STACK}={self.stack}"})
+        return [config["Subnet"] for network in networks
+                for config in (network.get("IPAM") or {}).get("Config") or [] if config.get("Subnet")]
 
     def name(self, *parts: str) -> str:
         """Docker name of a stack object: host-level roles (egress network, gateway, guard) use the '_' form
@@ -181,9 +217,11 @@ def shared_deployment(module_file: str, workdir: Path, spec_text: str, *, stack:
                 os.environ["PYTEST_CURRENT_TEST"] = previous
         yield SharedDeployment(harness, deployment, result, label)
     finally:
-        harness.teardown()
-        left = remaining(harness.backend.api, harness.session_id)
-        host_left = clear_host_state(deployment.stack)
+        try:
+            harness.teardown()  # raises LeakDetected if the deployment's leak guard dropped a packet
+        finally:
+            left = remaining(harness.backend.api, harness.session_id)
+            host_left = clear_host_state(deployment.stack)
         assert not left, f"harness session {harness.session_id} left objects behind: {left}"
         assert not host_left, f"stack {deployment.stack} left host state behind: {host_left}"
 

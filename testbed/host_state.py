@@ -5,8 +5,8 @@ firewall rules tagged with the comment "sandstack:<stack>"; it removes both once
 gone. `clear_host_state(stack)` is the one check every module deployment runs at teardown.
 
 - `guard_rules(stack)` / `sandbox_cgroups(stack)`: what is there now (every iptables backend and family).
-- `iptables_rules` / `rule_comment` / `iptables_delete`: the iptables primitives (also used by the network
-  tests' leak guard and lab sweep).
+- `iptables_rules` / `rule_comment` / `iptables_delete`: the iptables primitives (also used by the leak guard,
+  testbed/leak_guard.py).
 """
 
 from __future__ import annotations

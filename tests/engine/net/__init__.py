@@ -4,9 +4,9 @@
   and from the host, `curl`.
 - `lab.py`: the objects a test module creates itself (`Lab`, `Netns`, `HostListener`), the sweep of dead
   runs' Labs, reading what a server saw.
-- `leak_guard.py`: `LeakGuard`, which drops and counts packets from the tests' networks leaving this machine.
 - `stack.py`: `NetStack` / `deployed(...)`, the module's stack with its Lab.
 
-The host guard's rules and cgroups (`guard_rules`, `sandbox_cgroups`) live in `testbed/host_state.py`,
+Every deployment's leak guard (packets leaving this machine are dropped and fail the test) is in
+`testbed/leak_guard.py`, opened by `testbed.deploy.Deployment`. The host guard's rules and cgroups (`guard_rules`, `sandbox_cgroups`) live in `testbed/host_state.py`,
 shared with the sandbox proofs; bounded waits in `testbed/waiting.py`.
 """

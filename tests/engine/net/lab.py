@@ -27,7 +27,7 @@ from typing import Callable
 import docker.errors
 
 from testbed.harness.teardown import pid_alive
-from tests.engine.net.leak_guard import LeakGuard, sweep_dead_leak_guards
+from testbed.leak_guard import sweep_dead_leak_guards
 from tests.engine.net.probes import SERVER, host_tcp, tcp, udp
 from testbed.waiting import wait_until
 
@@ -175,12 +175,6 @@ class Lab:
         listener = HostListener()
         self._on_close("host listener", listener.close)
         return listener
-
-    def leak_guard(self, subnets: list[str]) -> "LeakGuard":
-        guard = LeakGuard(subnets)
-        self._on_close("leak guard", guard.close)
-        guard.open()
-        return guard
 
     def close(self) -> None:
         errors = []

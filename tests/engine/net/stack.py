@@ -84,7 +84,6 @@ def deployed(module_file: str, tag: str, workdir: Path, spec_text: str, client, 
         lab = Lab(client, image)
         try:
             net = NetStack(shared.harness, shared.deployment, shared.result, shared.label, lab, client)
-            lab.leak_guard(net.subnets())
             net.wait_serving(pools)
             yield net
         finally:
