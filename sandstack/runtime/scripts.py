@@ -31,7 +31,9 @@ for part in $1; do
     fi
 done
 unset IFS; set +f
-real=$(readlink -f -- "$existing") || exit {OUTSIDE_ROOT}
+# The '.' keeps a name's trailing newline, which $(...) would strip.
+real=$(readlink -f -- "$existing" && echo .) || exit {OUTSIDE_ROOT}
+real=${{real%?.}}
 case "$real/" in "$root"/*) ;; *) exit {OUTSIDE_ROOT} ;; esac
 if [ -z "$missing" ] && {{ [ -b "$real" ] || [ -c "$real" ] || [ -p "$real" ] || [ -S "$real" ]; }}; then
     exit {SPECIAL_FILE}
@@ -47,7 +49,8 @@ if [ -d "$real" ]; then
         [ -e "$f" ] || [ -L "$f" ] || continue
         if [ -L "$f" ]; then kind=link size=0
         elif [ -d "$f" ]; then kind=dir size=0
-        elif [ -f "$f" ]; then kind=file size=$(wc -c <"$f" | tr -d ' ')
+        # ls, not wc: the size of a file the sandbox may not read (chmod 000) is known all the same.
+        elif [ -f "$f" ]; then kind=file size=$(set -f; set -- $(ls -lnd -- "$f"); echo "${{5:-0}}")
         else kind=other size=0
         fi
         printf '%s %s %s\0' "$kind" "$size" "$f"
@@ -65,7 +68,8 @@ if [ -z "$missing" ]; then
 fi
 [ -d "$real" ] || exit {NOT_DIRECTORY}
 cd -- "$real" || exit {NOT_FOUND}
-mkdir -p -- "$(dirname -- "$missing")" || exit {NOT_DIRECTORY}
+parent=$(dirname -- "$missing" && echo .) || exit {NOT_DIRECTORY}
+mkdir -p -- "${{parent%?.}}" || exit {NOT_DIRECTORY}
 exec cat >"$missing"
 """
 

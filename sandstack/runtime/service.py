@@ -29,12 +29,14 @@ from sandstack.runtime.backend import (
     SandboxNotRunning,
 )
 from sandstack.runtime.errors import ApiError, conflict, not_found
+from sandstack.runtime.models import ENV_NAME_PATTERN, SESSION_HINT, SESSION_PATTERN
 from sandstack.runtime.store import SandboxRow, Store
 
 log = logging.getLogger("sandstack.runtime")
 
-SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# fullmatch: a pattern's '$' lets Python's re take a trailing newline.
+SESSION_ID = re.compile(SESSION_PATTERN.removeprefix("^").removesuffix("$"))
+ENV_NAME = re.compile(ENV_NAME_PATTERN.removeprefix("^").removesuffix("$"))
 INTERPRETERS = {"bash": ["bash", "-c"], "python": ["python3", "-c"]}
 KILL_TIMEOUT = 15  # seconds for the exec that kills a timed-out command's processes
 EXIT_KILLED = 137  # 128 + SIGKILL: what a timed-out command's exit code reads
@@ -60,6 +62,10 @@ class Runtime:
         # it would read a half-done transition as a dead sandbox.
         self._busy: Counter[str] = Counter()
         self._busy_lock = threading.Lock()
+        # Sandboxes an exec or a file, archive, snapshot or restore is running in, and ones being paused: a pause
+        # waits for neither (it answers 409), or the frozen command would time out and end the session.
+        self._uses: Counter[str] = Counter()
+        self._pausing: set[str] = set()
         # Imported here: files and snapshots use this class's checks, and this class uses them for branching.
         from sandstack.runtime.workspace import Workspace
 
@@ -86,6 +92,27 @@ class Runtime:
     def busy(self, name: str) -> bool:
         with self._busy_lock:
             return name in self._busy
+
+    @contextmanager
+    def using(self, name: str) -> Iterator[SandboxRow]:
+        """The sandbox, bound and running (`usable`), for the length of one exec or file operation; 409 while
+        a pause of it is under way."""
+        with self._busy_lock:
+            if name in self._pausing:
+                raise conflict(f"sandbox {name!r} is being paused; resume it, then try again", sandbox=name,
+                               status="paused")
+            self._uses[name] += 1
+        try:
+            yield self.usable(name)
+        finally:
+            with self._busy_lock:
+                self._uses[name] -= 1
+                if self._uses[name] <= 0:
+                    del self._uses[name]
+
+    def in_use(self, name: str) -> bool:
+        with self._busy_lock:
+            return name in self._uses
 
     # Lookups: 404s that name what was not found
 
@@ -121,9 +148,8 @@ class Runtime:
     def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> tuple[SandboxRow, bool]:
         """The session's sandbox, binding an idle one of the pool if the session has none; (row, created)."""
         spec = self.pool(pool)
-        if not SESSION_ID.match(session):
-            raise ApiError(422, f"session id {session!r} must be 1-128 letters, digits or ._:@- "
-                                "starting with a letter or digit", session=session)
+        if not SESSION_ID.fullmatch(session):
+            raise ApiError(422, f"session id {session!r} must be {SESSION_HINT}", session=session)
         snapshot = self.workspace.snapshot_row(from_snapshot, pool) if from_snapshot else None
         unhealthy: list[tuple[str, str]] = []
         with self.store.transaction() as db:
@@ -229,7 +255,15 @@ class Runtime:
         return row
 
     def died(self, row: SandboxRow, error: BackendError) -> ApiError:
-        """A bound sandbox that stopped running: reported unhealthy; the monitor resets it."""
+        """A bound sandbox that stopped running: reported unhealthy; the monitor resets it. One found paused
+        (by a pause this runtime did not make, such as `docker pause`) keeps its session: 409."""
+        try:
+            paused = self.backend.state(row.name).status == "paused"
+        except DaemonUnavailable:
+            paused = False
+        if paused:
+            return conflict(f"sandbox {row.name!r} is paused; resume it first "
+                            f"(POST /v1/sandboxes/{row.name}/resume)", sandbox=row.name, status="paused")
         self.store.update(row.name, status="unhealthy", session=None,
                           detail=f"stopped running while bound to session {row.session!r}: {error}")
         return conflict(f"sandbox {row.name!r} stopped running; it is reported unhealthy and will be reset, "
@@ -243,27 +277,28 @@ class Runtime:
             raise ApiError(422, "'command' must not be empty")
         if script is not None and lang not in INTERPRETERS:
             raise ApiError(422, f"'lang' {lang!r} is not one of {', '.join(INTERPRETERS)}")
-        bad = [key for key in env if not ENV_NAME.match(key) or key == scripts.MARKER_ENV]
+        bad = [key for key in env if not ENV_NAME.fullmatch(key) or key == scripts.MARKER_ENV]
         if bad:
             raise ApiError(422, f"env names {bad!r} are not allowed", names=bad)
         limit = self.config.exec_max_timeout_seconds
         timeout = self.config.exec_timeout_seconds if timeout is None else timeout
         if not 1 <= timeout <= limit:
             raise ApiError(422, f"'timeout' {timeout} must be 1-{limit} seconds")
-        row = self.usable(name)
-        root = self.pool(row.pool).workspace_root
-        workdir = root if not cwd else cwd if cwd.startswith("/") else f"{root}/{cwd}"
-        argv = command if command is not None else [*INTERPRETERS[lang], script]
-        marker = uuid.uuid4().hex
-        out, err = CappedBuffer(self.config.output_limit_bytes), CappedBuffer(self.config.output_limit_bytes)
-        try:
-            status = self.backend.exec(name, list(argv), workdir=workdir, env={**env, scripts.MARKER_ENV: marker},
-                                       stdout=out, stderr=err, timeout=timeout)
-            timed_out = status.exit_code is None
-            if timed_out:
-                self._run_internal(name, scripts.sh(scripts.KILL_MARKED, marker), "/", timeout=KILL_TIMEOUT)
-        except (SandboxNotRunning, SandboxGone) as error:
-            raise self.died(row, error) from error
+        with self.using(name) as row:
+            root = self.pool(row.pool).workspace_root
+            workdir = root if not cwd else cwd if cwd.startswith("/") else f"{root}/{cwd}"
+            argv = command if command is not None else [*INTERPRETERS[lang], script]
+            marker = uuid.uuid4().hex
+            out, err = CappedBuffer(self.config.output_limit_bytes), CappedBuffer(self.config.output_limit_bytes)
+            try:
+                status = self.backend.exec(name, list(argv), workdir=workdir,
+                                           env={**env, scripts.MARKER_ENV: marker}, stdout=out, stderr=err,
+                                           timeout=timeout)
+                timed_out = status.exit_code is None
+                if timed_out:
+                    self._run_internal(name, scripts.sh(scripts.KILL_MARKED, marker), "/", timeout=KILL_TIMEOUT)
+            except (SandboxNotRunning, SandboxGone) as error:
+                raise self.died(row, error) from error
         self.store.touch(name)
         result: dict[str, object] = {
             "stdout": _text(out, "stdout"), "stderr": _text(err, "stderr"),
@@ -291,9 +326,18 @@ class Runtime:
         if row.status != "bound":
             raise conflict(f"sandbox {name!r} is {row.status}; only a bound sandbox can be paused",
                            sandbox=name, status=row.status)
-        with self.transition(name):
-            self.backend.pause(name)
-            self.store.update(name, status="paused", paused_by=by)
+        with self._busy_lock:
+            if name in self._uses:
+                raise conflict(f"sandbox {name!r} is busy: an exec or a file, archive, snapshot or restore is "
+                               "running in it; pause it when that has finished", sandbox=name, status="bound")
+            self._pausing.add(name)
+        try:
+            with self.transition(name):
+                self.backend.pause(name)
+                self.store.update(name, status="paused", paused_by=by)
+        finally:
+            with self._busy_lock:
+                self._pausing.discard(name)
         return self.sandbox(name)
 
     def resume(self, name: str) -> SandboxRow:
@@ -322,7 +366,23 @@ class Runtime:
                 return
             except BackendError as error:
                 log.warning("monitor: sandbox %s: %s", row.name, error)
-        self.workspace.apply_retention(now)
+            except Exception as error:  # one sandbox's surprise must not stop the pass for the others
+                log.exception("monitor: sandbox %s", row.name)
+                self._quarantine(row.name, error)
+        try:
+            self.workspace.apply_retention(now)
+        except Exception:
+            log.exception("monitor: snapshot retention")
+
+    def _quarantine(self, name: str, error: Exception) -> None:
+        """Out of the pool (never claimed while unhealthy) with the reason; the next pass tries its reset again.
+        The message stays in the log: an unexpected error's text may hold anything."""
+        try:
+            self.store.update(name, status="unhealthy", session=None,
+                              detail=f"the monitor failed on it ({type(error).__name__}; see the runtime's log); "
+                                     "it is reset again at the next pass")
+        except Exception:
+            log.exception("monitor: could not mark sandbox %s unhealthy", name)
 
     def _check(self, listed: SandboxRow, now: float) -> None:
         row = self.store.sandbox(listed.name)  # as it is now, not as it was when the pass began
@@ -349,8 +409,8 @@ class Runtime:
             self.store.update(row.name, status="unhealthy", session=None, detail=detail)
             return
         policy = self.pool(row.pool).idle
-        if row.status != "bound" or policy is None:
-            return
+        if row.status != "bound" or policy is None or self.in_use(row.name):
+            return  # a running exec or file operation is activity
         if self._cpu_active(row.name, now):
             self.store.update(row.name, last_activity=now)
             return

@@ -12,19 +12,21 @@ import tempfile
 import time
 import uuid
 import zipfile
+from functools import wraps
 from typing import IO, TYPE_CHECKING, BinaryIO
 
 from sandstack.plan.runtime import SNAPSHOT_DIR
 from sandstack.runtime import scripts
 from sandstack.runtime.backend import CappedBuffer, SandboxGone, SandboxNotRunning
 from sandstack.runtime.errors import ApiError, conflict, forbidden
+from sandstack.runtime.models import SNAPSHOT_PATTERN
 from sandstack.runtime.store import SnapshotRow
 
 if TYPE_CHECKING:
     from sandstack.runtime.service import Runtime
 
 SPOOL = 8 * 1024 * 1024  # bytes kept in memory before a transfer spills to a file under the state dir
-SNAPSHOT_ID = re.compile(r"^snap-[0-9a-f]{32}$")
+SNAPSHOT_ID = re.compile(SNAPSHOT_PATTERN.removeprefix("^").removesuffix("$"))
 ARCHIVE_FORMATS = {"tar.gz": "application/gzip", "zip": "application/zip"}
 
 
@@ -39,6 +41,17 @@ def clean_path(path: str) -> str:
     if ".." in parts:
         raise forbidden(path, "contains '..'")
     return "/".join(parts)
+
+
+def _in_use(method):
+    """The operation holds the sandbox in use (Runtime.using) from start to end: a pause answers 409 meanwhile
+    instead of freezing it mid-way."""
+
+    @wraps(method)
+    def wrapper(self: Workspace, name: str, *args, **kwargs):
+        with self.runtime.using(name):
+            return method(self, name, *args, **kwargs)
+    return wrapper
 
 
 class Workspace:
@@ -82,6 +95,7 @@ class Workspace:
 
     # Files
 
+    @_in_use
     def read(self, name: str, path: str) -> tuple[IO[bytes] | None, list[dict[str, object]] | None]:
         """(the file's bytes, None), or (None, the directory's entries)."""
         rel = clean_path(path)
@@ -94,12 +108,13 @@ class Workspace:
             for record in out.read().split(b"\0"):
                 if record:
                     kind, size, entry = record.decode(errors="replace").split(" ", 2)
-                    entries.append({"name": entry, "type": kind, "size": int(size)})
+                    entries.append({"name": entry, "type": kind, "size": int(size) if size.isdigit() else 0})
             return None, sorted(entries, key=lambda e: e["name"])
         if code != 0:
             raise self._fail(code, stderr, path, name, "reading")
         return out, None
 
+    @_in_use
     def write(self, name: str, path: str, body: BinaryIO) -> None:
         rel = clean_path(path)
         if not rel:
@@ -108,6 +123,7 @@ class Workspace:
         if code != 0:
             raise self._fail(code, stderr, path, name, "writing")
 
+    @_in_use
     def delete(self, name: str, path: str) -> None:
         rel = clean_path(path)
         if not rel:
@@ -121,6 +137,7 @@ class Workspace:
 
     # Archive: the workspace, as the download of a session's work
 
+    @_in_use
     def archive(self, name: str, fmt: str) -> IO[bytes]:
         if fmt not in ARCHIVE_FORMATS:
             raise ApiError(422, f"format {fmt!r} is not one of {', '.join(ARCHIVE_FORMATS)}")
@@ -150,7 +167,7 @@ class Workspace:
     # Snapshots: a tar of each writable path, stored under the state dir
 
     def snapshot_row(self, snapshot_id: str, pool: str | None = None) -> SnapshotRow:
-        row = self.runtime.store.snapshot(snapshot_id) if SNAPSHOT_ID.match(snapshot_id) else None
+        row = self.runtime.store.snapshot(snapshot_id) if SNAPSHOT_ID.fullmatch(snapshot_id) else None
         if row is None:
             raise ApiError(404, f"snapshot {snapshot_id!r} is not on host {self.runtime.host!r}",
                            snapshot=snapshot_id, host=self.runtime.host)
@@ -159,6 +176,7 @@ class Workspace:
                            snapshot=snapshot_id, pool=row.pool)
         return row
 
+    @_in_use
     def snapshot(self, name: str) -> SnapshotRow:
         sandbox = self.runtime.usable(name)
         spec = self.runtime.pool(sandbox.pool)
@@ -183,6 +201,7 @@ class Workspace:
         self.apply_retention(time.time())
         return row
 
+    @_in_use
     def restore(self, name: str, snapshot_id: str) -> SnapshotRow:
         sandbox = self.runtime.usable(name)
         snap = self.snapshot_row(snapshot_id, sandbox.pool)
