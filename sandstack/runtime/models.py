@@ -19,7 +19,6 @@ SNAPSHOT_PATTERN = r"^snap-[0-9a-f]{32}$"
 SANDBOX_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"  # Docker's container name rule
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 NO_NUL = r"^[^\x00]*$"  # an argv string, a path, an env value: the kernel cuts a C string at NUL
-SCRIPT_MAX = 131072  # Linux's limit for one exec argument (MAX_ARG_STRLEN), in bytes
 PATH_MAX = 4096
 # What a pattern allows, in words: the API's 422 names the bad value and this (never for a value that may be
 # a secret, such as an env value: those patterns have no hint, and their message does not echo them).
@@ -106,8 +105,9 @@ class SandboxStatus(BaseModel):
 
 class ExecRequest(Strict):
     command: list[text(NO_NUL)] | None = Field(None, description="argv, run without a shell.", **items(1))
-    script: str | None = Field(None, description="A script run by `lang`'s interpreter.", max_length=SCRIPT_MAX,
-                               **pattern(NO_NUL))
+    # No declared length: the kernel's limit (128 KiB per argument) is in bytes, and one over it is an exec
+    # error (exit 126) as Docker answers it.
+    script: str | None = Field(None, description="A script run by `lang`'s interpreter.", **pattern(NO_NUL))
     lang: Literal["bash", "python"] = Field("bash", description="The interpreter of `script`.")
     cwd: str | None = Field(None, description="Working directory: absolute, or relative to the workspace root "
                                               "(the default).", max_length=PATH_MAX, **pattern(NO_NUL))
