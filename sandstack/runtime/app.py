@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hmac
 import inspect
-import json
 import logging
 import threading
 from contextlib import asynccontextmanager
@@ -13,21 +12,14 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request, Security
 from fastapi.concurrency import run_in_threadpool
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.convertors import Convertor, register_url_convertor
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import ClientDisconnect
 
+from sandstack.runtime.answers import AsciiJSON, error_response, install_errors
 from sandstack.runtime.audit import AuditLog
-from sandstack.runtime.backend import BackendError, DaemonUnavailable
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.models import (
-    HINTS,
-    NOT_UNICODE,
-    POOL_PATTERN,
-    RULES,
     SANDBOX_PATTERN,
     SESSION_PATTERN,
     SNAPSHOT_PATTERN,
@@ -54,7 +46,6 @@ bearer = HTTPBearer(auto_error=False, description="The host's runtime token (a P
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Error}
                                            for code in (400, 401, 403, 404, 409, 413, 422, 502, 503, 504)}
 BINARY = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
-CLIENT_CLOSED = 499  # nginx's 'client closed request': audited when the client left mid-request, never sent
 
 
 def _path(description: str, regex: str) -> Any:
@@ -79,14 +70,6 @@ class FilePath(Convertor):
 
 
 register_url_convertor("sandstack_file_path", FilePath())
-
-
-class AsciiJSON(JSONResponse):
-    """JSON with every non-ASCII character escaped: any str, even one holding a lone surrogate that UTF-8 cannot
-    encode, renders (as a \\ud800 escape) instead of failing the response."""
-
-    def render(self, content: Any) -> bytes:
-        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
 def _runtime(request: Request) -> Runtime:
@@ -288,62 +271,6 @@ def audit(request: Request, limit: int = Query(100, ge=1, le=10000)) -> Any:
     return request.app.state.audit.tail(limit)
 
 
-def _error(status: int, message: str, /, **fields: Any) -> JSONResponse:
-    return AsciiJSON({"error": message, **fields}, status_code=status,
-                        headers={"WWW-Authenticate": "Bearer"} if status == 401 else None)
-
-
-def _install_errors(app: FastAPI) -> None:
-    @app.exception_handler(ApiError)
-    async def api_error(request: Request, error: ApiError) -> JSONResponse:
-        request.state.outcome = error.message
-        return _error(error.status, error.message, **error.fields)
-
-    @app.exception_handler(DaemonUnavailable)
-    async def daemon_down(request: Request, error: DaemonUnavailable) -> JSONResponse:
-        host = request.app.state.runtime.host if request.app.state.runtime else None
-        message = f"the Docker daemon of host {host!r} does not answer; nothing was changed"
-        request.state.outcome = message
-        return _error(503, message, host=host)
-
-    @app.exception_handler(BackendError)
-    async def backend_error(request: Request, error: BackendError) -> JSONResponse:
-        request.state.outcome = str(error)
-        return _error(502, str(error))
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(_problem(e) for e in error.errors())
-        request.state.outcome = f"invalid request: {problems}"
-        return _error(422, f"invalid request: {problems}")
-
-    @app.exception_handler(ClientDisconnect)
-    async def client_left(request: Request, error: ClientDisconnect) -> JSONResponse:
-        # Nobody reads this answer; the audit line says the client went away, not that the server failed.
-        request.state.outcome = "client closed the request before its body was complete"
-        return _error(CLIENT_CLOSED, request.state.outcome)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        request.state.outcome = str(error.detail)
-        return _error(error.status_code, str(error.detail))
-
-
-def _problem(error: dict[str, Any]) -> str:
-    """One validation error: where, and what is allowed. A pattern with a hint names the bad value (no such
-    pattern applies to a value that may be a secret); any other message never echoes the input."""
-    where = ".".join(str(part) for part in error["loc"])
-    regex = (error.get("ctx") or {}).get("pattern")
-    value = error.get("input")
-    if regex in HINTS and isinstance(value, str):
-        return f"{where}: {value!r} must be {HINTS[regex]}"
-    if regex in RULES:
-        return f"{where}: {RULES[regex]}"
-    # pydantic's own check of a surrogate ('string_unicode') or the models' (a 'value_error' with this text)
-    unicode = error.get("type") == "string_unicode" or NOT_UNICODE in error["msg"]
-    return f"{where}: {NOT_UNICODE}" if unicode else f"{where}: {error['msg']}"
-
-
 def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | None = None,
                monitor: bool = True) -> FastAPI:
     """The API over `runtime` (None only to render the OpenAPI document)."""
@@ -380,7 +307,7 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
         app.router.on_startup.append(start_monitor)
         app.router.on_shutdown.append(stop_monitor)
     app.state.runtime, app.state.token, app.state.audit = runtime, token, audit
-    _install_errors(app)
+    install_errors(app)
 
     @app.middleware("http")
     async def audited(request: Request, call_next):
@@ -389,7 +316,7 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
         except Exception:  # a bug: logged here with its traceback, never sent
             log.exception("unhandled error in %s %s", request.method, request.url.path)
             request.state.outcome = "internal error"
-            response = _error(500, "internal error; see the runtime's log")
+            response = error_response(500, "internal error; see the runtime's log")
         if request.url.path.startswith("/v1/") and audit is not None:
             route = request.scope.get("route")
             actor = request.headers.get(ACTOR_HEADER, "")[:64]

@@ -11,7 +11,7 @@ from pydantic import VERSION, BaseModel, Field, constr
 PYDANTIC_2 = VERSION.startswith("2.")
 
 # The pool name rule of the spec (sandstack.spec.models.base.NAME_PATTERN, which needs pydantic 2 to import;
-# tests/runtime/test_openapi.py checks the two are equal).
+# tests/runtime/test_api.py checks the two are equal).
 POOL_PATTERN = r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$"
 SESSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 SESSION_HINT = "1-128 letters, digits or ._:@- starting with a letter or digit"
@@ -46,6 +46,11 @@ def text(regex: str, max_length: int | None = None) -> Any:
 
 def items(minimum: int) -> dict[str, int]:
     return {"min_length" if PYDANTIC_2 else "min_items": minimum}
+
+
+def schema_extra(**extra: Any) -> dict[str, Any]:
+    """Keywords added to a field's JSON Schema, in either pydantic's spelling."""
+    return {"json_schema_extra": extra} if PYDANTIC_2 else extra
 
 
 def has_surrogate(value: object) -> bool:
@@ -112,7 +117,8 @@ class ExecRequest(Strict):
     cwd: str | None = Field(None, description="Working directory: absolute, or relative to the workspace root "
                                               "(the default).", max_length=PATH_MAX, **pattern(NO_NUL))
     env: dict[text(ENV_NAME_PATTERN), text(NO_NUL)] = Field(default_factory=dict,
-                                                            description="Added to the sandbox's environment.")
+                                                            description="Added to the sandbox's environment.",
+                                                            **schema_extra(additionalProperties=False))
     timeout: int | None = Field(None, ge=1, description="Seconds; default 60, at most the host's "
                                                         "`exec_max_timeout_seconds` (3600 unless configured). At "
                                                         "the timeout every process the command started is killed.")

@@ -29,6 +29,7 @@ from sandstack.runtime.backend import (
     SandboxNotRunning,
 )
 from sandstack.runtime.errors import ApiError, conflict, not_found
+from sandstack.runtime.leases import Leases, holding
 from sandstack.runtime.models import ENV_NAME_PATTERN, SESSION_HINT, SESSION_PATTERN
 from sandstack.runtime.store import SandboxRow, Store
 
@@ -62,10 +63,7 @@ class Runtime:
         # it would read a half-done transition as a dead sandbox.
         self._busy: Counter[str] = Counter()
         self._busy_lock = threading.Lock()
-        # Sandboxes an exec or a file, archive, snapshot or restore is running in, and ones being paused: a pause
-        # waits for neither (it answers 409), or the frozen command would time out and end the session.
-        self._uses: Counter[str] = Counter()
-        self._pausing: set[str] = set()
+        self.leases = Leases()  # operations running in a sandbox vs. a pause of it
         # Imported here: files and snapshots use this class's checks, and this class uses them for branching.
         from sandstack.runtime.workspace import Workspace
 
@@ -92,27 +90,6 @@ class Runtime:
     def busy(self, name: str) -> bool:
         with self._busy_lock:
             return name in self._busy
-
-    @contextmanager
-    def using(self, name: str) -> Iterator[SandboxRow]:
-        """The sandbox, bound and running (`usable`), for the length of one exec or file operation; 409 while
-        a pause of it is under way."""
-        with self._busy_lock:
-            if name in self._pausing:
-                raise conflict(f"sandbox {name!r} is being paused; resume it, then try again", sandbox=name,
-                               status="paused")
-            self._uses[name] += 1
-        try:
-            yield self.usable(name)
-        finally:
-            with self._busy_lock:
-                self._uses[name] -= 1
-                if self._uses[name] <= 0:
-                    del self._uses[name]
-
-    def in_use(self, name: str) -> bool:
-        with self._busy_lock:
-            return name in self._uses
 
     # Lookups: 404s that name what was not found
 
@@ -269,6 +246,7 @@ class Runtime:
         return conflict(f"sandbox {row.name!r} stopped running; it is reported unhealthy and will be reset, "
                         f"and session {row.session!r} has ended", sandbox=row.name, status="unhealthy")
 
+    @holding  # no pause while it runs
     def exec(self, name: str, *, command: list[str] | None, script: str | None, lang: str, cwd: str | None,
              env: dict[str, str], timeout: int | None) -> dict[str, object]:
         if (command is None) == (script is None):
@@ -284,21 +262,20 @@ class Runtime:
         timeout = self.config.exec_timeout_seconds if timeout is None else timeout
         if not 1 <= timeout <= limit:
             raise ApiError(422, f"'timeout' {timeout} must be 1-{limit} seconds")
-        with self.using(name) as row:
-            root = self.pool(row.pool).workspace_root
-            workdir = root if not cwd else cwd if cwd.startswith("/") else f"{root}/{cwd}"
-            argv = command if command is not None else [*INTERPRETERS[lang], script]
-            marker = uuid.uuid4().hex
-            out, err = CappedBuffer(self.config.output_limit_bytes), CappedBuffer(self.config.output_limit_bytes)
-            try:
-                status = self.backend.exec(name, list(argv), workdir=workdir,
-                                           env={**env, scripts.MARKER_ENV: marker}, stdout=out, stderr=err,
-                                           timeout=timeout)
-                timed_out = status.exit_code is None
-                if timed_out:
-                    self._run_internal(name, scripts.sh(scripts.KILL_MARKED, marker), "/", timeout=KILL_TIMEOUT)
-            except (SandboxNotRunning, SandboxGone) as error:
-                raise self.died(row, error) from error
+        row = self.usable(name)
+        root = self.pool(row.pool).workspace_root
+        workdir = root if not cwd else cwd if cwd.startswith("/") else f"{root}/{cwd}"
+        argv = command if command is not None else [*INTERPRETERS[lang], script]
+        marker = uuid.uuid4().hex
+        out, err = CappedBuffer(self.config.output_limit_bytes), CappedBuffer(self.config.output_limit_bytes)
+        try:
+            status = self.backend.exec(name, list(argv), workdir=workdir, env={**env, scripts.MARKER_ENV: marker},
+                                       stdout=out, stderr=err, timeout=timeout)
+            timed_out = status.exit_code is None
+            if timed_out:
+                self._run_internal(name, scripts.sh(scripts.KILL_MARKED, marker), "/", timeout=KILL_TIMEOUT)
+        except (SandboxNotRunning, SandboxGone) as error:
+            raise self.died(row, error) from error
         self.store.touch(name)
         result: dict[str, object] = {
             "stdout": _text(out, "stdout"), "stderr": _text(err, "stderr"),
@@ -326,18 +303,9 @@ class Runtime:
         if row.status != "bound":
             raise conflict(f"sandbox {name!r} is {row.status}; only a bound sandbox can be paused",
                            sandbox=name, status=row.status)
-        with self._busy_lock:
-            if name in self._uses:
-                raise conflict(f"sandbox {name!r} is busy: an exec or a file, archive, snapshot or restore is "
-                               "running in it; pause it when that has finished", sandbox=name, status="bound")
-            self._pausing.add(name)
-        try:
-            with self.transition(name):
-                self.backend.pause(name)
-                self.store.update(name, status="paused", paused_by=by)
-        finally:
-            with self._busy_lock:
-                self._pausing.discard(name)
+        with self.leases.pause(name), self.transition(name):
+            self.backend.pause(name)
+            self.store.update(name, status="paused", paused_by=by)
         return self.sandbox(name)
 
     def resume(self, name: str) -> SandboxRow:
@@ -367,22 +335,14 @@ class Runtime:
             except BackendError as error:
                 log.warning("monitor: sandbox %s: %s", row.name, error)
             except Exception as error:  # one sandbox's surprise must not stop the pass for the others
-                log.exception("monitor: sandbox %s", row.name)
-                self._quarantine(row.name, error)
+                log.exception("monitor: sandbox %s", row.name)  # the text stays in the log: it may hold anything
+                self.store.update(row.name, status="unhealthy", session=None,
+                                  detail=f"the monitor failed on it ({type(error).__name__}; see the runtime's "
+                                         "log); it is reset again at the next pass")
         try:
             self.workspace.apply_retention(now)
         except Exception:
             log.exception("monitor: snapshot retention")
-
-    def _quarantine(self, name: str, error: Exception) -> None:
-        """Out of the pool (never claimed while unhealthy) with the reason; the next pass tries its reset again.
-        The message stays in the log: an unexpected error's text may hold anything."""
-        try:
-            self.store.update(name, status="unhealthy", session=None,
-                              detail=f"the monitor failed on it ({type(error).__name__}; see the runtime's log); "
-                                     "it is reset again at the next pass")
-        except Exception:
-            log.exception("monitor: could not mark sandbox %s unhealthy", name)
 
     def _check(self, listed: SandboxRow, now: float) -> None:
         row = self.store.sandbox(listed.name)  # as it is now, not as it was when the pass began
@@ -409,7 +369,7 @@ class Runtime:
             self.store.update(row.name, status="unhealthy", session=None, detail=detail)
             return
         policy = self.pool(row.pool).idle
-        if row.status != "bound" or policy is None or self.in_use(row.name):
+        if row.status != "bound" or policy is None or self.leases.in_use(row.name):
             return  # a running exec or file operation is activity
         if self._cpu_active(row.name, now):
             self.store.update(row.name, last_activity=now)

@@ -12,13 +12,13 @@ import tempfile
 import time
 import uuid
 import zipfile
-from functools import wraps
 from typing import IO, TYPE_CHECKING, BinaryIO
 
 from sandstack.plan.runtime import SNAPSHOT_DIR
 from sandstack.runtime import scripts
 from sandstack.runtime.backend import CappedBuffer, SandboxGone, SandboxNotRunning
 from sandstack.runtime.errors import ApiError, conflict, forbidden
+from sandstack.runtime.leases import holding
 from sandstack.runtime.models import SNAPSHOT_PATTERN
 from sandstack.runtime.store import SnapshotRow
 
@@ -43,20 +43,10 @@ def clean_path(path: str) -> str:
     return "/".join(parts)
 
 
-def _in_use(method):
-    """The operation holds the sandbox in use (Runtime.using) from start to end: a pause answers 409 meanwhile
-    instead of freezing it mid-way."""
-
-    @wraps(method)
-    def wrapper(self: Workspace, name: str, *args, **kwargs):
-        with self.runtime.using(name):
-            return method(self, name, *args, **kwargs)
-    return wrapper
-
-
 class Workspace:
     def __init__(self, runtime: Runtime):
         self.runtime = runtime
+        self.leases = runtime.leases
         self.snapshot_dir = runtime.state_dir / SNAPSHOT_DIR
         self.snapshot_dir.mkdir(parents=True, exist_ok=True)
         self.spool_dir = runtime.state_dir / "spool"
@@ -95,7 +85,7 @@ class Workspace:
 
     # Files
 
-    @_in_use
+    @holding  # no pause while it runs
     def read(self, name: str, path: str) -> tuple[IO[bytes] | None, list[dict[str, object]] | None]:
         """(the file's bytes, None), or (None, the directory's entries)."""
         rel = clean_path(path)
@@ -114,7 +104,7 @@ class Workspace:
             raise self._fail(code, stderr, path, name, "reading")
         return out, None
 
-    @_in_use
+    @holding  # no pause while it runs
     def write(self, name: str, path: str, body: BinaryIO) -> None:
         rel = clean_path(path)
         if not rel:
@@ -123,7 +113,7 @@ class Workspace:
         if code != 0:
             raise self._fail(code, stderr, path, name, "writing")
 
-    @_in_use
+    @holding  # no pause while it runs
     def delete(self, name: str, path: str) -> None:
         rel = clean_path(path)
         if not rel:
@@ -137,7 +127,7 @@ class Workspace:
 
     # Archive: the workspace, as the download of a session's work
 
-    @_in_use
+    @holding  # no pause while it runs
     def archive(self, name: str, fmt: str) -> IO[bytes]:
         if fmt not in ARCHIVE_FORMATS:
             raise ApiError(422, f"format {fmt!r} is not one of {', '.join(ARCHIVE_FORMATS)}")
@@ -176,7 +166,7 @@ class Workspace:
                            snapshot=snapshot_id, pool=row.pool)
         return row
 
-    @_in_use
+    @holding  # no pause while it runs
     def snapshot(self, name: str) -> SnapshotRow:
         sandbox = self.runtime.usable(name)
         spec = self.runtime.pool(sandbox.pool)
@@ -201,7 +191,7 @@ class Workspace:
         self.apply_retention(time.time())
         return row
 
-    @_in_use
+    @holding  # no pause while it runs
     def restore(self, name: str, snapshot_id: str) -> SnapshotRow:
         sandbox = self.runtime.usable(name)
         snap = self.snapshot_row(snapshot_id, sandbox.pool)

@@ -88,7 +88,7 @@ def test_pause_while_an_exec_runs_is_409_and_the_session_keeps_its_sandbox(env, 
         exec=env.api.post(f"/v1/sandboxes/{sandbox}/exec", json={"command": ["sleep", "1"]})))
     worker.start()
     deadline = time.monotonic() + 5
-    while not env.runtime.in_use(sandbox) and time.monotonic() < deadline:
+    while not env.runtime.leases.in_use(sandbox) and time.monotonic() < deadline:
         time.sleep(0.01)
     pause = env.api.post(f"/v1/sandboxes/{sandbox}/pause")
     worker.join()
@@ -102,11 +102,11 @@ def test_pause_while_an_exec_runs_is_409_and_the_session_keeps_its_sandbox(env, 
 
 
 def test_a_snapshot_while_a_pause_is_under_way_is_409(env, sandbox):
-    env.runtime._pausing.add(sandbox)  # the window between a pause's check and Docker's answer
+    env.runtime.leases.pausing.add(sandbox)  # the window between a pause's check and Docker's answer
     try:
         response = env.api.post(f"/v1/sandboxes/{sandbox}/snapshots")
     finally:
-        env.runtime._pausing.discard(sandbox)
+        env.runtime.leases.pausing.discard(sandbox)
     assert (response.status_code, response.json()["error"]) == (
         409, f"sandbox {sandbox!r} is being paused; resume it, then try again")
     assert env.runtime.sandbox(sandbox).session == "chat-1"
