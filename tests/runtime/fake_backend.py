@@ -106,6 +106,8 @@ class FakeBackend(SandboxBackend):
                                     env={"PATH": os.environ["PATH"], "HOME": "/", **(env or {})},
                                     stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        except FileNotFoundError as error:  # a path that names no program
+            return _not_started(stdout, started, f'exec: "{argv[0]}": {error.strerror.lower()}', 127)
         except (OSError, ValueError) as error:  # a NUL byte, an argument list over the kernel's limit...
             return _not_started(stdout, started, f"exec: {argv[0]!r}: {error}")
         self.procs[name].append(proc)
