@@ -377,7 +377,10 @@ class Runtime:
         if row.last_activity is not None and now - row.last_activity >= policy.after_seconds:
             log.info("sandbox %s idle for %ss: %s", row.name, policy.after_seconds, policy.action)
             if policy.action == "pause":
-                self.pause(row.name, by="idle")
+                try:
+                    self.pause(row.name, by="idle")
+                except ApiError as busy:  # an exec began since the check above: activity, not an idle sandbox
+                    log.info("sandbox %s not paused: %s", row.name, busy.message)
             elif policy.action == "reset":
                 self.store.update(row.name, status="resetting", session=None)
                 self._reset_quietly(row.name)

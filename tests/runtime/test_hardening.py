@@ -112,6 +112,16 @@ def test_a_snapshot_while_a_pause_is_under_way_is_409(env, sandbox):
     assert env.runtime.sandbox(sandbox).session == "chat-1"
 
 
+def test_the_idle_pause_leaves_a_sandbox_an_exec_just_started_in_bound(env, sandbox):
+    since = env.runtime.sandbox(sandbox).last_activity
+    env.runtime.monitor_once(now=since + 1)  # first CPU sample
+    with env.runtime.leases.use(sandbox):  # an exec that began after the pass looked
+        env.runtime.leases.in_use = lambda name: False
+        env.runtime.monitor_once(now=since + 60)
+    row = env.runtime.sandbox(sandbox)
+    assert (row.status, row.session, row.detail, env.backend.status[sandbox]) == ("bound", "chat-1", None, "running")
+
+
 def test_an_exec_finding_the_container_paused_outside_the_api_is_409_and_keeps_the_session(env, sandbox):
     env.backend.pause(sandbox)  # `docker pause` by hand: the runtime's state still says bound
     response = env.api.post(f"/v1/sandboxes/{sandbox}/exec", json={"command": ["true"]})
