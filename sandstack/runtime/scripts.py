@@ -15,6 +15,7 @@ NOT_FOUND = 66  # → 404
 SPECIAL_FILE = 67  # device, fifo or socket → 403
 IS_DIRECTORY = 68  # read: the listing follows on stdout; write: refused (409)
 NOT_DIRECTORY = 69  # a parent of the path is a file → 409
+NOT_READABLE = 71  # its mode does not let the sandbox's user read it (chmod 000) → 403
 
 # Sets `real` (the canonical absolute path of what exists of $1) and `missing` (the rest, not created yet),
 # and exits OUTSIDE_ROOT when a symlink leads out of the root.
@@ -43,7 +44,9 @@ fi
 # stdout: the file's bytes; or, for a directory, one `TYPE SIZE NAME` record per entry, NUL-terminated.
 READ = _CHECK + rf"""
 [ -z "$missing" ] || exit {NOT_FOUND}
+[ -r "$real" ] || exit {NOT_READABLE}
 if [ -d "$real" ]; then
+    [ -x "$real" ] || exit {NOT_READABLE}
     cd -- "$real" || exit {NOT_FOUND}
     for f in * .[!.]* ..?*; do
         [ -e "$f" ] || [ -L "$f" ] || continue

@@ -72,6 +72,8 @@ class Workspace:
             return forbidden(path, f"leads outside the workspace root {root!r}")
         if code == scripts.SPECIAL_FILE:
             return forbidden(path, "is a device, fifo or socket")
+        if code == scripts.NOT_READABLE:
+            return forbidden(path, "is not readable by the sandbox's user (its mode forbids it)")
         if code == scripts.NOT_FOUND:
             return ApiError(404, f"file {path!r} does not exist in sandbox {name!r}", path=path, sandbox=name)
         if code == scripts.IS_DIRECTORY:

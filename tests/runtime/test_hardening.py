@@ -57,17 +57,18 @@ def test_a_bad_audit_line_is_left_out_and_the_rest_is_read(env):
     assert [line["who"] for line in response.json()] == ["a", "c"]  # the three lines between: not audit lines
 
 
-def test_a_file_the_sandbox_cannot_read_is_listed_with_its_size_and_reading_it_is_409(env, sandbox):
+def test_a_file_the_sandbox_cannot_read_is_listed_with_its_size_and_reading_it_is_403(env, sandbox):
     secret = env.backend.path(sandbox, "/workspace/locked.txt")
     secret.write_bytes(b"12345")
     secret.chmod(0)
+    env.backend.path(sandbox, "/workspace/closed").mkdir(mode=0)
     listing = env.api.get(f"/v1/sandboxes/{sandbox}/files/")
     assert (listing.status_code, listing.json()) == (200, {"path": "", "entries": [
-        {"name": "locked.txt", "type": "file", "size": 5}]})
-    read = env.api.get(f"/v1/sandboxes/{sandbox}/files/locked.txt")
-    assert (read.status_code, read.json()["error"]) == (
-        409, f"reading 'locked.txt' failed in sandbox {sandbox!r} (exit 1): cat: /workspace/locked.txt: "
-             "Permission denied".replace("/workspace", str(env.backend.path(sandbox, "/workspace"))))
+        {"name": "closed", "type": "dir", "size": 0}, {"name": "locked.txt", "type": "file", "size": 5}]})
+    for path in ("locked.txt", "closed"):
+        read = env.api.get(f"/v1/sandboxes/{sandbox}/files/{path}")
+        assert (read.status_code, read.json()) == (403, {
+            "error": f"path {path!r} is not readable by the sandbox's user (its mode forbids it)", "path": path})
 
 
 @pytest.mark.parametrize("name", ["a\nb", "trailing\n", "dir\n/inner", "\n"])
