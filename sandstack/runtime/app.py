@@ -10,18 +10,19 @@ import threading
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, FastAPI, Query, Request, Security
+from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request, Security
 from fastapi.concurrency import run_in_threadpool
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.convertors import Convertor, register_url_convertor
 
+from sandstack.runtime.answers import AsciiJSON, error_response, install_errors
 from sandstack.runtime.audit import AuditLog
-from sandstack.runtime.backend import BackendError, DaemonUnavailable
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.models import (
-    PYDANTIC_2,
+    SANDBOX_PATTERN,
+    SESSION_PATTERN,
+    SNAPSHOT_PATTERN,
     AuditLine,
     ClaimRequest,
     Error,
@@ -32,6 +33,7 @@ from sandstack.runtime.models import (
     RestoreRequest,
     SandboxStatus,
     Snapshot,
+    pattern,
 )
 from sandstack.runtime.service import Runtime
 from sandstack.runtime.store import SnapshotRow
@@ -41,8 +43,33 @@ log = logging.getLogger("sandstack.runtime")
 VERSION = "1"
 ACTOR_HEADER = "X-Sandstack-Actor"  # who the caller acts for (a user, an agent run): recorded, not trusted
 bearer = HTTPBearer(auto_error=False, description="The host's runtime token (a Pulumi secret).")
-ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Error} for code in (401, 403, 404, 409, 413, 422, 503)}
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Error}
+                                           for code in (400, 401, 403, 404, 409, 413, 422, 502, 503, 504)}
 BINARY = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
+
+
+def _path(description: str, regex: str) -> Any:
+    return Path(description=description, **pattern(regex))
+
+
+def _sandbox() -> Any:
+    return _path("The sandbox's container name.", SANDBOX_PATTERN)
+
+
+class FilePath(Convertor):
+    """A file path in the workspace, slashes and every other character included: Starlette's own `path`
+    convertor ('.*') stops at a newline, so a listed name holding one could not be read, written or deleted."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("sandstack_file_path", FilePath())
 
 
 def _runtime(request: Request) -> Runtime:
@@ -87,11 +114,11 @@ def claim(body: ClaimRequest, request: Request) -> Any:
     runtime = _runtime(request)
     row, created = runtime.claim(body.pool, body.session, body.from_snapshot)
     _note(request, sandbox=row.name)
-    return JSONResponse(runtime.describe(row), status_code=201 if created else 200)
+    return AsciiJSON(runtime.describe(row), status_code=201 if created else 200)
 
 
 @router.get("/sessions/{session}", response_model=SandboxStatus, operation_id="get_session")
-def get_session(session: str, request: Request) -> Any:
+def get_session(request: Request, session: str = _path("The session id.", SESSION_PATTERN)) -> Any:
     _note(request, session=session)
     runtime = _runtime(request)
     row = runtime.session(session)
@@ -100,7 +127,7 @@ def get_session(session: str, request: Request) -> Any:
 
 
 @router.delete("/sessions/{session}", response_model=SandboxStatus, operation_id="release")
-def release(session: str, request: Request) -> Any:
+def release(request: Request, session: str = _path("The session id.", SESSION_PATTERN)) -> Any:
     """Release the session: its sandbox is reset (restarted with fresh writable paths) and returns to the pool."""
     _note(request, session=session)
     runtime = _runtime(request)
@@ -117,7 +144,7 @@ def list_sandboxes(request: Request, pool: str | None = None) -> Any:
 
 
 @router.get("/sandboxes/{sandbox}", response_model=SandboxStatus, operation_id="get_sandbox")
-def get_sandbox(sandbox: str, request: Request) -> Any:
+def get_sandbox(request: Request, sandbox: str = _sandbox()) -> Any:
     _note(request, sandbox=sandbox)
     runtime = _runtime(request)
     row = runtime.sandbox(sandbox)
@@ -132,28 +159,28 @@ def _bound(request: Request, sandbox: str) -> Runtime:
 
 
 @router.post("/sandboxes/{sandbox}/exec", response_model=ExecResult, operation_id="exec", name="exec")
-def exec_(sandbox: str, body: ExecRequest, request: Request) -> Any:
+def exec_(body: ExecRequest, request: Request, sandbox: str = _sandbox()) -> Any:
     """Run a command (argv) or a script; stdout, stderr, exit code and duration come back."""
     runtime = _bound(request, sandbox)
     return runtime.exec(sandbox, command=body.command, script=body.script, lang=body.lang, cwd=body.cwd,
                         env=body.env, timeout=body.timeout)
 
 
-@router.get("/sandboxes/{sandbox}/files/{path:path}", operation_id="read_file",
-            responses={200: {"content": {**BINARY, "application/json": {"schema": (Listing.model_json_schema() if PYDANTIC_2 else Listing.schema())}},
+@router.get("/sandboxes/{sandbox}/files/{path:sandstack_file_path}", operation_id="read_file",
+            responses={200: {"model": Listing, "content": BINARY,
                              "description": "A file's bytes, or a directory's listing as JSON."}})
-def read_file(sandbox: str, path: str, request: Request) -> Any:
+def read_file(request: Request, path: str, sandbox: str = _sandbox()) -> Any:
     runtime = _bound(request, sandbox)
     content, entries = runtime.workspace.read(sandbox, path)
     if entries is not None:
-        return JSONResponse({"path": path, "entries": entries})
+        return AsciiJSON({"path": path, "entries": entries})
     return StreamingResponse(_chunks(content), media_type="application/octet-stream")
 
 
-@router.put("/sandboxes/{sandbox}/files/{path:path}", status_code=204, response_class=Response, response_model=None,
+@router.put("/sandboxes/{sandbox}/files/{path:sandstack_file_path}", status_code=204, response_class=Response, response_model=None,
             operation_id="write_file",
             openapi_extra={"requestBody": {"required": True, "content": BINARY}})
-async def write_file(sandbox: str, path: str, request: Request) -> Any:
+async def write_file(request: Request, path: str, sandbox: str = _sandbox()) -> Any:
     """Write a file (parents are created); over the pool's upload limit → 413."""
     runtime = await run_in_threadpool(_bound, request, sandbox)
     limit = runtime.workspace.upload_limit(sandbox)
@@ -175,9 +202,9 @@ async def write_file(sandbox: str, path: str, request: Request) -> Any:
     return Response(status_code=204)
 
 
-@router.delete("/sandboxes/{sandbox}/files/{path:path}", status_code=204, response_class=Response, response_model=None,
+@router.delete("/sandboxes/{sandbox}/files/{path:sandstack_file_path}", status_code=204, response_class=Response, response_model=None,
             operation_id="delete_file")
-def delete_file(sandbox: str, path: str, request: Request) -> Any:
+def delete_file(request: Request, path: str, sandbox: str = _sandbox()) -> Any:
     _bound(request, sandbox).workspace.delete(sandbox, path)
     return Response(status_code=204)
 
@@ -186,7 +213,7 @@ def delete_file(sandbox: str, path: str, request: Request) -> Any:
             responses={200: {"content": {media: {"schema": {"type": "string", "format": "binary"}}
                                          for media in ARCHIVE_FORMATS.values()},
                              "description": "The workspace as an archive."}})
-def archive(sandbox: str, request: Request,
+def archive(request: Request, sandbox: str = _sandbox(),
             format: Literal["tar.gz", "zip"] = Query("tar.gz", description="The archive format.")) -> Any:
     """The workspace as a tar.gz or zip (a session's 'download your work')."""
     packed = _bound(request, sandbox).workspace.archive(sandbox, format)
@@ -195,25 +222,25 @@ def archive(sandbox: str, request: Request,
 
 
 @router.post("/sandboxes/{sandbox}/snapshots", response_model=Snapshot, status_code=201, operation_id="snapshot")
-def snapshot(sandbox: str, request: Request) -> Any:
+def snapshot(request: Request, sandbox: str = _sandbox()) -> Any:
     """Snapshot the sandbox's writable paths onto the host."""
     return _snapshot(_bound(request, sandbox).workspace.snapshot(sandbox))
 
 
 @router.post("/sandboxes/{sandbox}/restore", response_model=Snapshot, operation_id="restore")
-def restore(sandbox: str, body: RestoreRequest, request: Request) -> Any:
+def restore(body: RestoreRequest, request: Request, sandbox: str = _sandbox()) -> Any:
     """Roll the sandbox's writable paths back to a snapshot (emptied first)."""
     return _snapshot(_bound(request, sandbox).workspace.restore(sandbox, body.snapshot))
 
 
 @router.post("/sandboxes/{sandbox}/pause", response_model=SandboxStatus, operation_id="pause")
-def pause(sandbox: str, request: Request) -> Any:
+def pause(request: Request, sandbox: str = _sandbox()) -> Any:
     runtime = _bound(request, sandbox)
     return runtime.describe(runtime.pause(sandbox))
 
 
 @router.post("/sandboxes/{sandbox}/resume", response_model=SandboxStatus, operation_id="resume")
-def resume(sandbox: str, request: Request) -> Any:
+def resume(request: Request, sandbox: str = _sandbox()) -> Any:
     runtime = _bound(request, sandbox)
     return runtime.describe(runtime.resume(sandbox))
 
@@ -227,13 +254,13 @@ def list_snapshots(request: Request, pool: str | None = None, session: str | Non
 
 
 @router.get("/snapshots/{snapshot_id}", response_model=Snapshot, operation_id="get_snapshot")
-def get_snapshot(snapshot_id: str, request: Request) -> Any:
+def get_snapshot(request: Request, snapshot_id: str = _path("The snapshot id.", SNAPSHOT_PATTERN)) -> Any:
     return _snapshot(_runtime(request).workspace.snapshot_row(snapshot_id))
 
 
 @router.delete("/snapshots/{snapshot_id}", status_code=204, response_class=Response, response_model=None,
             operation_id="delete_snapshot")
-def delete_snapshot(snapshot_id: str, request: Request) -> Any:
+def delete_snapshot(request: Request, snapshot_id: str = _path("The snapshot id.", SNAPSHOT_PATTERN)) -> Any:
     _runtime(request).workspace.delete_snapshot(snapshot_id)
     return Response(status_code=204)
 
@@ -242,41 +269,6 @@ def delete_snapshot(snapshot_id: str, request: Request) -> Any:
 def audit(request: Request, limit: int = Query(100, ge=1, le=10000)) -> Any:
     """The newest audit lines, oldest first."""
     return request.app.state.audit.tail(limit)
-
-
-def _error(status: int, message: str, /, **fields: Any) -> JSONResponse:
-    return JSONResponse({"error": message, **fields}, status_code=status,
-                        headers={"WWW-Authenticate": "Bearer"} if status == 401 else None)
-
-
-def _install_errors(app: FastAPI) -> None:
-    @app.exception_handler(ApiError)
-    async def api_error(request: Request, error: ApiError) -> JSONResponse:
-        request.state.outcome = error.message
-        return _error(error.status, error.message, **error.fields)
-
-    @app.exception_handler(DaemonUnavailable)
-    async def daemon_down(request: Request, error: DaemonUnavailable) -> JSONResponse:
-        host = request.app.state.runtime.host if request.app.state.runtime else None
-        message = f"the Docker daemon of host {host!r} does not answer; nothing was changed"
-        request.state.outcome = message
-        return _error(503, message, host=host)
-
-    @app.exception_handler(BackendError)
-    async def backend_error(request: Request, error: BackendError) -> JSONResponse:
-        request.state.outcome = str(error)
-        return _error(502, str(error))
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors())
-        request.state.outcome = f"invalid request: {problems}"
-        return _error(422, f"invalid request: {problems}")
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        request.state.outcome = str(error.detail)
-        return _error(error.status_code, str(error.detail))
 
 
 def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | None = None,
@@ -305,7 +297,9 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
     # FastAPI takes `lifespan` from 0.93; Debian's (the infra image's) is 0.92, where the app's startup and
     # shutdown events start and stop the monitor instead.
     modern = "lifespan" in inspect.signature(FastAPI.__init__).parameters
-    app = FastAPI(title="sandstack runtime", version=VERSION, docs_url=None, redoc_url=None,
+    # The document is served only with the token (below): it names every operation and limit of the host.
+    app = FastAPI(title="sandstack runtime", version=VERSION, docs_url=None, redoc_url=None, openapi_url=None,
+                  default_response_class=AsciiJSON,
                   description="Sessions claim the warm sandboxes sandstack declared on this host, run commands, "
                               "move files, snapshot, branch, pause and resume them, and release them.",
                   **({"lifespan": lifespan} if modern else {}))
@@ -313,7 +307,7 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
         app.router.on_startup.append(start_monitor)
         app.router.on_shutdown.append(stop_monitor)
     app.state.runtime, app.state.token, app.state.audit = runtime, token, audit
-    _install_errors(app)
+    install_errors(app)
 
     @app.middleware("http")
     async def audited(request: Request, call_next):
@@ -322,7 +316,7 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
         except Exception:  # a bug: logged here with its traceback, never sent
             log.exception("unhandled error in %s %s", request.method, request.url.path)
             request.state.outcome = "internal error"
-            response = _error(500, "internal error; see the runtime's log")
+            response = error_response(500, "internal error; see the runtime's log")
         if request.url.path.startswith("/v1/") and audit is not None:
             route = request.scope.get("route")
             actor = request.headers.get(ACTOR_HEADER, "")[:64]
@@ -338,6 +332,10 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
     def health() -> Any:
         """Liveness for the container's health check (no token, nothing about sandboxes)."""
         return {"status": "ok", "host": runtime.host if runtime else None}
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_token)])
+    def openapi() -> Any:
+        return AsciiJSON(app.openapi())
 
     app.include_router(router)
     return app

@@ -11,6 +11,7 @@ from collections import deque
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
+log = logging.getLogger("sandstack.runtime")
 MAX_BYTES = 10 * 1024 * 1024
 BACKUPS = 5
 
@@ -37,20 +38,43 @@ class AuditLog:
         line = {"time": round(time.time(), 3), "who": who, "session": session, "sandbox": sandbox,
                 "operation": operation, "status": status, "outcome": outcome}
         with self._lock:
-            self._logger.info(json.dumps(line, sort_keys=True))
+            # ensure_ascii (json's default, stated because it matters): any str, a lone surrogate included,
+            # is written as an escape, so every line is ASCII and reads back as it was.
+            self._logger.info(json.dumps(line, sort_keys=True, ensure_ascii=True))
 
     def tail(self, limit: int) -> list[dict[str, object]]:
         """The newest `limit` lines, oldest first, across the current file and its rotated backups."""
-        lines: deque[str] = deque(maxlen=limit)
+        records: deque[dict[str, object]] = deque(maxlen=limit)
         with self._lock:
             self._handler.flush()
             files = [self.path.with_name(f"{self.path.name}.{n}") for n in range(self.backups, 0, -1)] + [self.path]
             for file in files:
                 if file.exists():
-                    with open(file, encoding="utf-8") as f:
-                        lines.extend(line for line in f if line.strip())
-        return [json.loads(line) for line in lines]
+                    # errors="replace": a damaged byte costs its line, never the whole call.
+                    with open(file, encoding="utf-8", errors="replace") as f:
+                        for number, line in enumerate(f, 1):
+                            record = _record(line)
+                            if record is not None:
+                                records.append(record)
+                            elif line.strip():
+                                log.warning("audit: %s:%d is not an audit line; left out", file, number)
+        return list(records)
 
     def close(self) -> None:
         self._logger.removeHandler(self._handler)
         self._handler.close()
+
+
+FIELDS = {"time": (int, float), "who": str, "session": (str, type(None)), "sandbox": (str, type(None)),
+          "operation": str, "status": int, "outcome": str}
+
+
+def _record(line: str) -> dict[str, object] | None:
+    """The audit record on `line`, or None when it is not one (a torn write, an edit by hand)."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or any(not isinstance(record.get(k, ...), t) for k, t in FIELDS.items()):
+        return None
+    return {key: record[key] for key in FIELDS}

@@ -1,29 +1,97 @@
-"""The runtime API's request and response bodies: the OpenAPI document is generated from these."""
+"""The runtime API's request and response bodies: the OpenAPI document is generated from these, so the limits
+the server enforces (patterns, lengths, ranges) are declared here once and the document shows them."""
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Any, Literal
 
-from pydantic import VERSION, BaseModel, Field
+from pydantic import VERSION, BaseModel, Field, constr
 
 PYDANTIC_2 = VERSION.startswith("2.")
+
+# The pool name rule of the spec (sandstack.spec.models.base.NAME_PATTERN, which needs pydantic 2 to import;
+# tests/runtime/test_api.py checks the two are equal).
+POOL_PATTERN = r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$"
+SESSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
+SESSION_HINT = "1-128 letters, digits or ._:@- starting with a letter or digit"
+SNAPSHOT_PATTERN = r"^snap-[0-9a-f]{32}$"
+SANDBOX_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"  # Docker's container name rule
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+NO_NUL = r"^[^\x00]*$"  # an argv string, a path, an env value: the kernel cuts a C string at NUL
+PATH_MAX = 4096
+# What a pattern allows, in words: the API's 422 names the bad value and this (never for a value that may be
+# a secret, such as an env value: those patterns have no hint, and their message does not echo them).
+HINTS = {POOL_PATTERN: "lowercase letters, digits and '-', starting with a letter, at most 32 characters",
+         SESSION_PATTERN: SESSION_HINT, SNAPSHOT_PATTERN: "'snap-' and 32 hex digits",
+         SANDBOX_PATTERN: "a container name: 1-128 letters, digits or _.- starting with a letter or digit",
+         ENV_NAME_PATTERN: "letters, digits and '_', not starting with a digit, at most 128 characters"}
+# What a pattern that may hold a secret (an env value) allows: the message never echoes the value.
+RULES = {NO_NUL: "must not contain a NUL byte"}
+SURROGATE = re.compile("[\ud800-\udfff]")
+NOT_UNICODE = ("is not valid Unicode text: it holds a lone surrogate (a \\ud800-\\udfff escape without its "
+               "pair), which no file, argv or log can carry")
+
+
+def pattern(regex: str) -> dict[str, str]:
+    """The pattern keyword of Field, Path and Query: pydantic 2 (FastAPI >= 0.100) says `pattern`, the 1.10 of
+    Debian's python3-fastapi (the infra image's) says `regex`."""
+    return {"pattern" if PYDANTIC_2 else "regex": regex}
+
+
+def text(regex: str, max_length: int | None = None) -> Any:
+    """A constrained str type, usable as a dict key or a list item in both pydantic versions."""
+    return constr(**pattern(regex), max_length=max_length)
+
+
+def items(minimum: int) -> dict[str, int]:
+    return {"min_length" if PYDANTIC_2 else "min_items": minimum}
+
+
+def schema_extra(**extra: Any) -> dict[str, Any]:
+    """Keywords added to a field's JSON Schema, in either pydantic's spelling."""
+    return {"json_schema_extra": extra} if PYDANTIC_2 else extra
+
+
+def has_surrogate(value: object) -> bool:
+    """Whether a lone surrogate is anywhere in `value` (a JSON body's \\ud800 escape decodes to one)."""
+    if isinstance(value, str):
+        return SURROGATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(has_surrogate(k) or has_surrogate(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(has_surrogate(v) for v in value)
+    return False
+
+
+def _valid_unicode(cls, value):
+    if has_surrogate(value):
+        raise ValueError(NOT_UNICODE)
+    return value
 
 
 class Strict(BaseModel):
     # Both pydantic 2 and the 1.10 of Debian's python3-fastapi (the infra image's) read this form.
     if PYDANTIC_2:
+        from pydantic import field_validator
+
         model_config = {"extra": "forbid"}
+        _unicode = field_validator("*")(classmethod(_valid_unicode))
     else:
+        from pydantic import validator
+
         class Config:
             extra = "forbid"
 
+        _unicode = validator("*", allow_reuse=True)(_valid_unicode)
+
 
 class ClaimRequest(Strict):
-    pool: str = Field(description="A pool placed on this host.")
+    pool: str = Field(description="A pool placed on this host.", **pattern(POOL_PATTERN))
     session: str = Field(description="The caller's session id (a chat, a run); the same id gets the same sandbox "
-                                     "back while it is bound.")
+                                     "back while it is bound.", **pattern(SESSION_PATTERN))
     from_snapshot: str | None = Field(None, description="Branch: the new session's sandbox starts from this "
-                                                        "snapshot (of the same pool).")
+                                                        "snapshot (of the same pool).", **pattern(SNAPSHOT_PATTERN))
 
 
 class SandboxStatus(BaseModel):
@@ -41,14 +109,19 @@ class SandboxStatus(BaseModel):
 
 
 class ExecRequest(Strict):
-    command: list[str] | None = Field(None, description="argv, run without a shell.")
-    script: str | None = Field(None, description="A script run by `lang`'s interpreter.")
+    command: list[text(NO_NUL)] | None = Field(None, description="argv, run without a shell.", **items(1))
+    # No declared length: the kernel's limit (128 KiB per argument) is in bytes, and one over it is an exec
+    # error (exit 126) as Docker answers it.
+    script: str | None = Field(None, description="A script run by `lang`'s interpreter.", **pattern(NO_NUL))
     lang: Literal["bash", "python"] = Field("bash", description="The interpreter of `script`.")
     cwd: str | None = Field(None, description="Working directory: absolute, or relative to the workspace root "
-                                              "(the default).")
-    env: dict[str, str] = Field(default_factory=dict, description="Added to the sandbox's environment.")
-    timeout: int | None = Field(None, description="Seconds; default 60. At the timeout every process the "
-                                                  "command started is killed.")
+                                              "(the default).", max_length=PATH_MAX, **pattern(NO_NUL))
+    env: dict[text(ENV_NAME_PATTERN), text(NO_NUL)] = Field(default_factory=dict,
+                                                            description="Added to the sandbox's environment.",
+                                                            **schema_extra(additionalProperties=False))
+    timeout: int | None = Field(None, ge=1, description="Seconds; default 60, at most the host's "
+                                                        "`exec_max_timeout_seconds` (3600 unless configured). At "
+                                                        "the timeout every process the command started is killed.")
 
 
 class ExecResult(BaseModel):
@@ -64,9 +137,11 @@ class ExecResult(BaseModel):
 
 
 class Entry(BaseModel):
-    name: str
+    name: str = Field(description="The entry's name; any character but '/' and NUL, newlines included (give it "
+                                  "percent-encoded in a file URL).")
     type: Literal["file", "dir", "link", "other"]
-    size: int
+    size: int = Field(description="Bytes (0 for what is not a regular file); known even for a file its mode "
+                                  "does not let the sandbox read.")
 
 
 class Listing(BaseModel):
@@ -85,7 +160,7 @@ class Snapshot(BaseModel):
 
 
 class RestoreRequest(Strict):
-    snapshot: str
+    snapshot: str = Field(**pattern(SNAPSHOT_PATTERN))
 
 
 class AuditLine(BaseModel):

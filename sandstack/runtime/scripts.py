@@ -15,6 +15,7 @@ NOT_FOUND = 66  # → 404
 SPECIAL_FILE = 67  # device, fifo or socket → 403
 IS_DIRECTORY = 68  # read: the listing follows on stdout; write: refused (409)
 NOT_DIRECTORY = 69  # a parent of the path is a file → 409
+NOT_READABLE = 71  # its mode does not let the sandbox's user read it (chmod 000) → 403
 
 # Sets `real` (the canonical absolute path of what exists of $1) and `missing` (the rest, not created yet),
 # and exits OUTSIDE_ROOT when a symlink leads out of the root.
@@ -31,7 +32,9 @@ for part in $1; do
     fi
 done
 unset IFS; set +f
-real=$(readlink -f -- "$existing") || exit {OUTSIDE_ROOT}
+# The '.' keeps a name's trailing newline, which $(...) would strip.
+real=$(readlink -f -- "$existing" && echo .) || exit {OUTSIDE_ROOT}
+real=${{real%?.}}
 case "$real/" in "$root"/*) ;; *) exit {OUTSIDE_ROOT} ;; esac
 if [ -z "$missing" ] && {{ [ -b "$real" ] || [ -c "$real" ] || [ -p "$real" ] || [ -S "$real" ]; }}; then
     exit {SPECIAL_FILE}
@@ -41,13 +44,16 @@ fi
 # stdout: the file's bytes; or, for a directory, one `TYPE SIZE NAME` record per entry, NUL-terminated.
 READ = _CHECK + rf"""
 [ -z "$missing" ] || exit {NOT_FOUND}
+[ -r "$real" ] || exit {NOT_READABLE}
 if [ -d "$real" ]; then
+    [ -x "$real" ] || exit {NOT_READABLE}
     cd -- "$real" || exit {NOT_FOUND}
     for f in * .[!.]* ..?*; do
         [ -e "$f" ] || [ -L "$f" ] || continue
         if [ -L "$f" ]; then kind=link size=0
         elif [ -d "$f" ]; then kind=dir size=0
-        elif [ -f "$f" ]; then kind=file size=$(wc -c <"$f" | tr -d ' ')
+        # ls, not wc: the size of a file the sandbox may not read (chmod 000) is known all the same.
+        elif [ -f "$f" ]; then kind=file size=$(set -f; set -- $(ls -lnd -- "$f"); echo "${{5:-0}}")
         else kind=other size=0
         fi
         printf '%s %s %s\0' "$kind" "$size" "$f"
@@ -65,7 +71,8 @@ if [ -z "$missing" ]; then
 fi
 [ -d "$real" ] || exit {NOT_DIRECTORY}
 cd -- "$real" || exit {NOT_FOUND}
-mkdir -p -- "$(dirname -- "$missing")" || exit {NOT_DIRECTORY}
+parent=$(dirname -- "$missing" && echo .) || exit {NOT_DIRECTORY}
+mkdir -p -- "${{parent%?.}}" || exit {NOT_DIRECTORY}
 exec cat >"$missing"
 """
 

@@ -29,12 +29,15 @@ from sandstack.runtime.backend import (
     SandboxNotRunning,
 )
 from sandstack.runtime.errors import ApiError, conflict, not_found
+from sandstack.runtime.leases import Leases, holding
+from sandstack.runtime.models import ENV_NAME_PATTERN, SESSION_HINT, SESSION_PATTERN
 from sandstack.runtime.store import SandboxRow, Store
 
 log = logging.getLogger("sandstack.runtime")
 
-SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# fullmatch: a pattern's '$' lets Python's re take a trailing newline.
+SESSION_ID = re.compile(SESSION_PATTERN.removeprefix("^").removesuffix("$"))
+ENV_NAME = re.compile(ENV_NAME_PATTERN.removeprefix("^").removesuffix("$"))
 INTERPRETERS = {"bash": ["bash", "-c"], "python": ["python3", "-c"]}
 KILL_TIMEOUT = 15  # seconds for the exec that kills a timed-out command's processes
 EXIT_KILLED = 137  # 128 + SIGKILL: what a timed-out command's exit code reads
@@ -60,6 +63,7 @@ class Runtime:
         # it would read a half-done transition as a dead sandbox.
         self._busy: Counter[str] = Counter()
         self._busy_lock = threading.Lock()
+        self.leases = Leases()  # operations running in a sandbox vs. a pause of it
         # Imported here: files and snapshots use this class's checks, and this class uses them for branching.
         from sandstack.runtime.workspace import Workspace
 
@@ -121,9 +125,8 @@ class Runtime:
     def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> tuple[SandboxRow, bool]:
         """The session's sandbox, binding an idle one of the pool if the session has none; (row, created)."""
         spec = self.pool(pool)
-        if not SESSION_ID.match(session):
-            raise ApiError(422, f"session id {session!r} must be 1-128 letters, digits or ._:@- "
-                                "starting with a letter or digit", session=session)
+        if not SESSION_ID.fullmatch(session):
+            raise ApiError(422, f"session id {session!r} must be {SESSION_HINT}", session=session)
         snapshot = self.workspace.snapshot_row(from_snapshot, pool) if from_snapshot else None
         unhealthy: list[tuple[str, str]] = []
         with self.store.transaction() as db:
@@ -229,12 +232,21 @@ class Runtime:
         return row
 
     def died(self, row: SandboxRow, error: BackendError) -> ApiError:
-        """A bound sandbox that stopped running: reported unhealthy; the monitor resets it."""
+        """A bound sandbox that stopped running: reported unhealthy; the monitor resets it. One found paused
+        (by a pause this runtime did not make, such as `docker pause`) keeps its session: 409."""
+        try:
+            paused = self.backend.state(row.name).status == "paused"
+        except DaemonUnavailable:
+            paused = False
+        if paused:
+            return conflict(f"sandbox {row.name!r} is paused; resume it first "
+                            f"(POST /v1/sandboxes/{row.name}/resume)", sandbox=row.name, status="paused")
         self.store.update(row.name, status="unhealthy", session=None,
                           detail=f"stopped running while bound to session {row.session!r}: {error}")
         return conflict(f"sandbox {row.name!r} stopped running; it is reported unhealthy and will be reset, "
                         f"and session {row.session!r} has ended", sandbox=row.name, status="unhealthy")
 
+    @holding  # no pause while it runs
     def exec(self, name: str, *, command: list[str] | None, script: str | None, lang: str, cwd: str | None,
              env: dict[str, str], timeout: int | None) -> dict[str, object]:
         if (command is None) == (script is None):
@@ -243,7 +255,7 @@ class Runtime:
             raise ApiError(422, "'command' must not be empty")
         if script is not None and lang not in INTERPRETERS:
             raise ApiError(422, f"'lang' {lang!r} is not one of {', '.join(INTERPRETERS)}")
-        bad = [key for key in env if not ENV_NAME.match(key) or key == scripts.MARKER_ENV]
+        bad = [key for key in env if not ENV_NAME.fullmatch(key) or key == scripts.MARKER_ENV]
         if bad:
             raise ApiError(422, f"env names {bad!r} are not allowed", names=bad)
         limit = self.config.exec_max_timeout_seconds
@@ -291,7 +303,7 @@ class Runtime:
         if row.status != "bound":
             raise conflict(f"sandbox {name!r} is {row.status}; only a bound sandbox can be paused",
                            sandbox=name, status=row.status)
-        with self.transition(name):
+        with self.leases.pause(name), self.transition(name):
             self.backend.pause(name)
             self.store.update(name, status="paused", paused_by=by)
         return self.sandbox(name)
@@ -322,7 +334,15 @@ class Runtime:
                 return
             except BackendError as error:
                 log.warning("monitor: sandbox %s: %s", row.name, error)
-        self.workspace.apply_retention(now)
+            except Exception as error:  # one sandbox's surprise must not stop the pass for the others
+                log.exception("monitor: sandbox %s", row.name)  # the text stays in the log: it may hold anything
+                self.store.update(row.name, status="unhealthy", session=None,
+                                  detail=f"the monitor failed on it ({type(error).__name__}; see the runtime's "
+                                         "log); it is reset again at the next pass")
+        try:
+            self.workspace.apply_retention(now)
+        except Exception:
+            log.exception("monitor: snapshot retention")
 
     def _check(self, listed: SandboxRow, now: float) -> None:
         row = self.store.sandbox(listed.name)  # as it is now, not as it was when the pass began
@@ -349,15 +369,18 @@ class Runtime:
             self.store.update(row.name, status="unhealthy", session=None, detail=detail)
             return
         policy = self.pool(row.pool).idle
-        if row.status != "bound" or policy is None:
-            return
+        if row.status != "bound" or policy is None or self.leases.in_use(row.name):
+            return  # a running exec or file operation is activity
         if self._cpu_active(row.name, now):
             self.store.update(row.name, last_activity=now)
             return
         if row.last_activity is not None and now - row.last_activity >= policy.after_seconds:
             log.info("sandbox %s idle for %ss: %s", row.name, policy.after_seconds, policy.action)
             if policy.action == "pause":
-                self.pause(row.name, by="idle")
+                try:
+                    self.pause(row.name, by="idle")
+                except ApiError as busy:  # an exec began since the check above: activity, not an idle sandbox
+                    log.info("sandbox %s not paused: %s", row.name, busy.message)
             elif policy.action == "reset":
                 self.store.update(row.name, status="resetting", session=None)
                 self._reset_quietly(row.name)

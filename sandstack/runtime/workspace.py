@@ -18,13 +18,15 @@ from sandstack.plan.runtime import SNAPSHOT_DIR
 from sandstack.runtime import scripts
 from sandstack.runtime.backend import CappedBuffer, SandboxGone, SandboxNotRunning
 from sandstack.runtime.errors import ApiError, conflict, forbidden
+from sandstack.runtime.leases import holding
+from sandstack.runtime.models import SNAPSHOT_PATTERN
 from sandstack.runtime.store import SnapshotRow
 
 if TYPE_CHECKING:
     from sandstack.runtime.service import Runtime
 
 SPOOL = 8 * 1024 * 1024  # bytes kept in memory before a transfer spills to a file under the state dir
-SNAPSHOT_ID = re.compile(r"^snap-[0-9a-f]{32}$")
+SNAPSHOT_ID = re.compile(SNAPSHOT_PATTERN.removeprefix("^").removesuffix("$"))
 ARCHIVE_FORMATS = {"tar.gz": "application/gzip", "zip": "application/zip"}
 
 
@@ -44,6 +46,7 @@ def clean_path(path: str) -> str:
 class Workspace:
     def __init__(self, runtime: Runtime):
         self.runtime = runtime
+        self.leases = runtime.leases
         self.snapshot_dir = runtime.state_dir / SNAPSHOT_DIR
         self.snapshot_dir.mkdir(parents=True, exist_ok=True)
         self.spool_dir = runtime.state_dir / "spool"
@@ -69,6 +72,8 @@ class Workspace:
             return forbidden(path, f"leads outside the workspace root {root!r}")
         if code == scripts.SPECIAL_FILE:
             return forbidden(path, "is a device, fifo or socket")
+        if code == scripts.NOT_READABLE:
+            return forbidden(path, "is not readable by the sandbox's user (its mode forbids it)")
         if code == scripts.NOT_FOUND:
             return ApiError(404, f"file {path!r} does not exist in sandbox {name!r}", path=path, sandbox=name)
         if code == scripts.IS_DIRECTORY:
@@ -82,6 +87,7 @@ class Workspace:
 
     # Files
 
+    @holding  # no pause while it runs
     def read(self, name: str, path: str) -> tuple[IO[bytes] | None, list[dict[str, object]] | None]:
         """(the file's bytes, None), or (None, the directory's entries)."""
         rel = clean_path(path)
@@ -94,12 +100,13 @@ class Workspace:
             for record in out.read().split(b"\0"):
                 if record:
                     kind, size, entry = record.decode(errors="replace").split(" ", 2)
-                    entries.append({"name": entry, "type": kind, "size": int(size)})
+                    entries.append({"name": entry, "type": kind, "size": int(size) if size.isdigit() else 0})
             return None, sorted(entries, key=lambda e: e["name"])
         if code != 0:
             raise self._fail(code, stderr, path, name, "reading")
         return out, None
 
+    @holding  # no pause while it runs
     def write(self, name: str, path: str, body: BinaryIO) -> None:
         rel = clean_path(path)
         if not rel:
@@ -108,6 +115,7 @@ class Workspace:
         if code != 0:
             raise self._fail(code, stderr, path, name, "writing")
 
+    @holding  # no pause while it runs
     def delete(self, name: str, path: str) -> None:
         rel = clean_path(path)
         if not rel:
@@ -121,6 +129,7 @@ class Workspace:
 
     # Archive: the workspace, as the download of a session's work
 
+    @holding  # no pause while it runs
     def archive(self, name: str, fmt: str) -> IO[bytes]:
         if fmt not in ARCHIVE_FORMATS:
             raise ApiError(422, f"format {fmt!r} is not one of {', '.join(ARCHIVE_FORMATS)}")
@@ -150,7 +159,7 @@ class Workspace:
     # Snapshots: a tar of each writable path, stored under the state dir
 
     def snapshot_row(self, snapshot_id: str, pool: str | None = None) -> SnapshotRow:
-        row = self.runtime.store.snapshot(snapshot_id) if SNAPSHOT_ID.match(snapshot_id) else None
+        row = self.runtime.store.snapshot(snapshot_id) if SNAPSHOT_ID.fullmatch(snapshot_id) else None
         if row is None:
             raise ApiError(404, f"snapshot {snapshot_id!r} is not on host {self.runtime.host!r}",
                            snapshot=snapshot_id, host=self.runtime.host)
@@ -159,6 +168,7 @@ class Workspace:
                            snapshot=snapshot_id, pool=row.pool)
         return row
 
+    @holding  # no pause while it runs
     def snapshot(self, name: str) -> SnapshotRow:
         sandbox = self.runtime.usable(name)
         spec = self.runtime.pool(sandbox.pool)
@@ -183,6 +193,7 @@ class Workspace:
         self.apply_retention(time.time())
         return row
 
+    @holding  # no pause while it runs
     def restore(self, name: str, snapshot_id: str) -> SnapshotRow:
         sandbox = self.runtime.usable(name)
         snap = self.snapshot_row(snapshot_id, sandbox.pool)

@@ -8,11 +8,17 @@ output caps, timeouts and kills run for real. Pausing stops the sandbox's proces
 exec like Docker's 409; a restart kills them and empties the tmpfs paths; a stopped, removed or
 unreachable container fails the way Docker's does. CPU use is a counter a test advances (Docker's stats
 number, read from outside the sandbox).
+
+A command that cannot start (not found, a missing working directory, an argument the kernel refuses) is what
+Docker makes of it: the exec runs, its output is the OCI runtime's error and its exit code 127 (not found) or
+126 (moby's daemon/exec.go), never a failed API call. Run as root, processes get no capabilities (setpriv), like
+a sandbox's: a file's mode binds them (`chmod 000` makes it unreadable), as it binds the sandbox's own user.
 """
 
 from __future__ import annotations
 
 import os
+import posixpath
 import shutil
 import signal
 import subprocess
@@ -22,7 +28,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 from sandstack.runtime.backend import (
-    BackendError,
     ContainerState,
     DaemonUnavailable,
     ExecStatus,
@@ -88,14 +93,23 @@ class FakeBackend(SandboxBackend):
                                     "before exec")
         if status != "running":
             raise SandboxNotRunning(f"container {name!r}: Container {name} is not running")
-        cwd = self.path(name, workdir)
-        if not cwd.is_dir() or not cwd.resolve().is_relative_to((self.root / name).resolve()):
-            raise BackendError(f"container {name!r}: Docker said OCI runtime exec failed: chdir to cwd "
-                               f"({workdir!r}): no such file or directory")
         started = time.monotonic()
-        proc = subprocess.Popen(argv, cwd=cwd, env={"PATH": os.environ["PATH"], "HOME": "/", **(env or {})},
-                                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        # Docker resolves the working directory inside the container: '..' stops at its '/'.
+        cwd = self.path(name, posixpath.normpath("/" + workdir))
+        if not cwd.is_dir() or not cwd.resolve().is_relative_to((self.root / name).resolve()):
+            return _not_started(stdout, started, f'chdir to cwd ("{workdir}") set in config.json failed: no such '
+                                                 "file or directory")
+        if "/" not in argv[0] and shutil.which(argv[0]) is None:
+            return _not_started(stdout, started, f'exec: "{argv[0]}": executable file not found in $PATH', 127)
+        try:
+            proc = subprocess.Popen([*NO_CAPABILITIES, *argv], cwd=cwd,
+                                    env={"PATH": os.environ["PATH"], "HOME": "/", **(env or {})},
+                                    stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        except FileNotFoundError as error:  # a path that names no program
+            return _not_started(stdout, started, f'exec: "{argv[0]}": {error.strerror.lower()}', 127)
+        except (OSError, ValueError) as error:  # a NUL byte, an argument list over the kernel's limit...
+            return _not_started(stdout, started, f"exec: {argv[0]!r}: {error}")
         self.procs[name].append(proc)
         readers = [threading.Thread(target=_copy, args=(proc.stdout, stdout), daemon=True),
                    threading.Thread(target=_copy, args=(proc.stderr, stderr), daemon=True)]
@@ -170,3 +184,15 @@ def _copy(source, sink: Sink) -> None:
     for chunk in iter(lambda: source.read1(65536), b""):
         sink.write(chunk)
     source.close()
+
+
+def _not_started(stdout: Sink, started: float, why: str, exit_code: int = 126) -> ExecStatus:
+    """What Docker answers for a process that could not start: the error on stdout, 126 or 127."""
+    stdout.write(f"OCI runtime exec failed: exec failed: unable to start container process: {why}: unknown\r\n"
+                 .encode(errors="replace"))
+    return ExecStatus(exit_code, int((time.monotonic() - started) * 1000))
+
+
+# A sandbox's processes have no capabilities; root's would read any file whatever its mode.
+NO_CAPABILITIES = (["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--"]
+                   if os.geteuid() == 0 and shutil.which("setpriv") else [])

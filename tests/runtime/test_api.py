@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from sandstack.runtime.app import create_app
+from sandstack.spec.models.base import NAME_PATTERN
 from sandstack.runtime.openapi import PATH, REGENERATE, render_openapi
 from tests.runtime.conftest import PY, make_config, make_env
 
@@ -109,5 +110,55 @@ def test_idle_stop_stops_the_container_and_the_next_claim_starts_it(tmp_path):
         env.audit.close()
 
 
-def test_openapi_document_is_served_without_the_token(env):
-    assert TestClient(create_app(None)).get("/openapi.json").json()["info"]["title"] == "sandstack runtime"
+def test_the_openapi_document_needs_the_token(env):
+    bare = TestClient(env.api.app)
+    response = bare.get("/openapi.json")
+    assert (response.status_code, response.json()) == (401, {"error": "unauthorized"})
+    assert bare.get("/docs").status_code == 404
+    served = env.api.get("/openapi.json")
+    assert served.status_code == 200
+    assert served.json() == json.loads(render_openapi())
+
+
+def _refs(node):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref":
+                yield value
+            else:
+                yield from _refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _refs(value)
+
+
+def test_every_ref_in_the_openapi_document_resolves():
+    document = json.loads(render_openapi())
+    refs = set(_refs(document))
+    assert "#/components/schemas/Entry" in refs
+    for ref in refs:
+        assert ref.startswith("#/components/schemas/"), ref
+        assert ref.removeprefix("#/components/schemas/") in document["components"]["schemas"], ref
+
+
+def test_the_openapi_document_lists_every_answer_and_limit_the_server_gives():
+    document = json.loads(render_openapi())
+    for path, methods in document["paths"].items():
+        for method, operation in methods.items():
+            if path.startswith("/v1/"):
+                assert {"400", "401", "422", "502", "503", "504"} <= set(operation["responses"]), (method, path)
+    schemas = document["components"]["schemas"]
+    claim = schemas["ClaimRequest"]["properties"]
+    assert claim["pool"]["pattern"] == NAME_PATTERN  # the spec's own pool name rule
+    assert claim["session"]["pattern"] == r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
+    assert claim["from_snapshot"]["anyOf"][0]["pattern"] == r"^snap-[0-9a-f]{32}$"
+    execute = schemas["ExecRequest"]["properties"]
+    assert execute["timeout"]["anyOf"][0]["minimum"] == 1
+    assert execute["command"]["anyOf"][0]["minItems"] == 1
+    assert execute["env"]["additionalProperties"] is False
+    assert list(execute["env"]["patternProperties"]) == [r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"]
+    session = next(p for p in document["paths"]["/v1/sessions/{session}"]["get"]["parameters"]
+                   if p["name"] == "session")
+    assert session["schema"]["pattern"] == claim["session"]["pattern"]
+    limit = document["paths"]["/v1/audit"]["get"]["parameters"][0]["schema"]
+    assert (limit["minimum"], limit["maximum"]) == (1, 10000)

@@ -130,5 +130,5 @@ def test_a_stopped_idle_sandbox_is_started_fresh_by_the_next_claim(env):
 def test_session_ids_are_checked(env):
     response = env.api.post("/v1/sessions", json={"pool": "py", "session": "../x"})
     assert response.status_code == 422
-    assert response.json()["error"] == ("session id '../x' must be 1-128 letters, digits or ._:@- starting with "
-                                        "a letter or digit")
+    assert response.json()["error"] == ("invalid request: body.session: '../x' must be 1-128 letters, digits or "
+                                        "._:@- starting with a letter or digit")

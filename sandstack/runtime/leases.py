@@ -1,0 +1,66 @@
+"""Which sandboxes an operation is running in, and which are being paused: the two exclude each other.
+
+A pause freezes every process of the container. One that froze a running exec or the `tar` of a snapshot made
+the command run into its timeout, and the kill at the timeout found the sandbox paused and ended the session.
+So a pause answers 409 while an exec or a file, archive, snapshot or restore runs, and such an operation
+answers 409 while a pause is under way; neither waits for the other.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from contextlib import contextmanager
+from functools import wraps
+from typing import Iterator
+
+from sandstack.runtime.errors import conflict
+
+
+class Leases:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._uses: Counter[str] = Counter()
+        self.pausing: set[str] = set()
+
+    @contextmanager
+    def use(self, name: str) -> Iterator[None]:
+        with self._lock:
+            if name in self.pausing:
+                raise conflict(f"sandbox {name!r} is being paused; resume it, then try again", sandbox=name,
+                               status="paused")
+            self._uses[name] += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._uses[name] -= 1
+                if self._uses[name] <= 0:
+                    del self._uses[name]
+
+    @contextmanager
+    def pause(self, name: str) -> Iterator[None]:
+        with self._lock:
+            if name in self._uses:
+                raise conflict(f"sandbox {name!r} is busy: an exec or a file, archive, snapshot or restore is "
+                               "running in it; pause it when that has finished", sandbox=name, status="bound")
+            self.pausing.add(name)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.pausing.discard(name)
+
+    def in_use(self, name: str) -> bool:
+        with self._lock:
+            return name in self._uses
+
+
+def holding(method):
+    """Runs `method(self, name, ...)` (of an object with `leases`) holding sandbox `name` in use throughout."""
+
+    @wraps(method)
+    def wrapper(self, name: str, *args, **kwargs):
+        with self.leases.use(name):
+            return method(self, name, *args, **kwargs)
+    return wrapper
