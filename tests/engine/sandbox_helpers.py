@@ -32,6 +32,20 @@ def sh(container, script: str, user: str | None = None, timeout: float = 60) -> 
     return result.exit_code, result.output.decode(errors="replace")
 
 
+def sh_in_a_run(container, script: str, deadline: float = 60) -> tuple[int, str]:
+    """`sh(...)` in whichever run of a restarting sandbox is up: Docker refuses an exec (409) while a run ends
+    and the next starts, so it is tried again (until `deadline`, a bound on waiting only)."""
+    def attempt():
+        try:
+            return sh(container, script)
+        except docker_sdk.errors.APIError as error:
+            if error.status_code != 409:
+                raise
+            return None
+
+    return wait_until(attempt, deadline, interval=0.5, what=f"a run of {container.name} to exec in")
+
+
 def python(container, code: str, user: str | None = None, timeout: float = 60) -> tuple[int, str]:
     """Runs python3 code inside a Debian-based sandbox; returns (exit code, output)."""
     result = container.exec_run(["timeout", str(int(timeout)), "python3", "-c", code], user=user or "")

@@ -21,7 +21,8 @@ import pytest
 from sandstack.plan.naming import infra_name
 from testbed.deploy import engine_spec, shared_deployment
 from sandstack.spec.contract import EXIT_IDLE, EXIT_LIFETIME
-from tests.engine.sandbox_helpers import client, docker_time, ended, guard_expiries, guard_expiry, sh, state
+from tests.engine.sandbox_helpers import (client, docker_time, ended, guard_expiries, guard_expiry, sh, sh_in_a_run,
+                                          state)
 from testbed.waiting import wait_until
 
 pytestmark = pytest.mark.docker
@@ -95,7 +96,7 @@ def test_sandbox_with_on_expiry_restart_comes_back_with_fresh_writable_paths(sta
     for _ in range(10):
         first = wait_until(lambda: (lambda s: s["StartedAt"] if s["Running"] else None)(state(sandbox)),
                            DEADLINE, what="the renewing sandbox to run")
-        code, out = sh(sandbox, "echo left-behind > /tmp/leftover && cat /tmp/leftover")
+        code, out = sh_in_a_run(sandbox, "echo left-behind > /tmp/leftover && cat /tmp/leftover")
         if code == 0 and state(sandbox)["StartedAt"] == first:
             break
     else:
@@ -110,7 +111,7 @@ def test_sandbox_with_on_expiry_restart_comes_back_with_fresh_writable_paths(sta
     guard_expiry(stack, sandbox, "max lifetime", LIFETIME, EXIT_LIFETIME)
     assert sandbox.attrs["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
     assert "max lifetime reached; stopping the sandbox (exit 124)" in _logs(sandbox)
-    code, out = sh(sandbox, "ls -A /tmp; test ! -e /tmp/leftover")
+    code, out = sh_in_a_run(sandbox, "ls -A /tmp; test ! -e /tmp/leftover")
     assert code == 0, f"/tmp was not fresh after the restart: {out!r}"
 
 

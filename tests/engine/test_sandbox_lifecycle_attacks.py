@@ -20,7 +20,8 @@ import pytest
 from sandstack.spec.contract import EXIT_IDLE, EXIT_LIFETIME
 from testbed.deploy import engine_spec, shared_deployment
 from testbed.waiting import wait_until
-from tests.engine.sandbox_helpers import client, docker_time, ended, guard_expiries, guard_expiry, sh, state
+from tests.engine.sandbox_helpers import (client, docker_time, ended, guard_expiries, guard_expiry, sh_in_a_run,
+                                          state)
 
 pytestmark = pytest.mark.docker
 
@@ -82,9 +83,9 @@ def test_stopping_the_supervisor_from_an_exec_does_not_outlive_max_lifetime(stac
         run = wait_until(lambda: (lambda s: s["StartedAt"] if s["Running"] else None)(state(sandbox)), 60,
                          what="a run of the sandbox")
         # A signal is delivered asynchronously: wait (bounded) until the supervisor shows as stopped.
-        code, out = sh(sandbox, f"pid=$({SUPERVISOR_PID}); kill -STOP $pid && for i in 1 2 3 4 5; do "
-                                "grep -q '^State:[[:space:]]*T' /proc/$pid/status && break; sleep 1; done; "
-                                "sed -n 's/^State:[[:space:]]*//p' /proc/$pid/status")
+        code, out = sh_in_a_run(sandbox, f"pid=$({SUPERVISOR_PID}); kill -STOP $pid && for i in 1 2 3 4 5; do "
+                                         "grep -q '^State:[[:space:]]*T' /proc/$pid/status && break; sleep 1; done; "
+                                         "sed -n 's/^State:[[:space:]]*//p' /proc/$pid/status")
         if code == 0 and out.startswith("T") and state(sandbox)["StartedAt"] == run:
             break
     else:
