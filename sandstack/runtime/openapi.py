@@ -7,6 +7,7 @@ test fails when the committed file is stale.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -33,18 +34,19 @@ def write_openapi(root: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    check = "--check" in args
-    root = Path(next((a for a in args if a != "--check"), "."))
-    if check:
-        target = root / PATH
+    parser = argparse.ArgumentParser(prog="python -m sandstack.runtime.openapi",
+                                     description=f"Write the runtime's OpenAPI document to ROOT/{PATH}.")
+    parser.add_argument("root", nargs="?", default=".", type=Path, help="repository root (default: .)")
+    parser.add_argument("--check", action="store_true", help="exit 1 when the committed document is stale")
+    args = parser.parse_args(argv)
+    if args.check:
+        target = args.root / PATH
         if not target.exists() or target.read_text(encoding="utf-8") != render_openapi():
             print(f"{PATH} is stale: run `{REGENERATE}` and commit the result", file=sys.stderr)
             return 1
         return 0
-    print(f"wrote {PATH}" if write_openapi(root) else f"{PATH} is up to date")
+    print(f"wrote {PATH}" if write_openapi(args.root) else f"{PATH} is up to date")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from fastapi.testclient import TestClient
 
 from sandstack.spec.models.base import NAME_PATTERN
@@ -162,3 +164,16 @@ def test_the_openapi_document_lists_every_answer_and_limit_the_server_gives():
     assert session["schema"]["pattern"] == claim["session"]["pattern"]
     limit = document["paths"]["/v1/audit"]["get"]["parameters"][0]["schema"]
     assert (limit["minimum"], limit["maximum"]) == (1, 10000)
+
+
+def test_the_generator_s_help_writes_nothing(tmp_path, monkeypatch, capsys):
+    # `--help` (or any option it does not know) was taken for the root folder: it wrote `--help/docs/…`.
+    from sandstack.runtime.openapi import main
+
+    monkeypatch.chdir(tmp_path)
+    for argv, code in ((["--help"], 0), (["--bogus"], 2)):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == code
+    assert list(tmp_path.iterdir()) == []
+    assert "usage: python -m sandstack.runtime.openapi" in capsys.readouterr().out
