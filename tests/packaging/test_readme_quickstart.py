@@ -34,7 +34,7 @@ def _run(line: str) -> subprocess.CompletedProcess:
 def test_the_quickstart_is_install_validate_check_preview_and_the_tests_without_docker():
     commands = [line.split("  #")[0].strip() for line in quickstart()]
     assert commands == [
-        "python3 -m venv .venv && .venv/bin/python -m pip install -e '.[test,runtime]'",
+        "python3 -m venv .venv && .venv/bin/python -m pip install -e '.[test,runtime]' -c scripts/constraints.txt",
         ".venv/bin/sandstack validate stacks/*.yaml",
         ".venv/bin/sandstack check stacks/*.yaml",
         ".venv/bin/sandstack preview stacks/dev.yaml",
@@ -42,6 +42,7 @@ def test_the_quickstart_is_install_validate_check_preview_and_the_tests_without_
     ]
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert {"test", "runtime"} <= set(extras)
+    assert (REPO / "scripts" / "constraints.txt").is_file()  # the pins CI installs: a newcomer gets the same set
 
 
 @pytest.mark.parametrize("index", [1, 2, 3], ids=["validate", "check", "preview"])
