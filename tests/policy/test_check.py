@@ -75,13 +75,19 @@ def test_a_suppression_needs_a_reason_and_an_unused_one_is_reported(tmp_path, ca
     assert code == 1 and "$.policy.suppressions[0].reason" in err + _
 
 
-@pytest.mark.parametrize("reason", ["", "   ", "\t\n"])
-def test_a_blank_reason_is_no_reason(reason, tmp_path, capsys):
+def _refused_reason(tmp_path, capsys, reason: str) -> dict:
+    """check's one invalid record for a suppression with this reason (exit 1)."""
     data = changed(("templates.agent.network.allow_metadata", True), ("policy.suppressions", [
         {"rule": "SBX-NET-004", "target": "template/agent", "reason": reason}]))
     code, out, _ = _check(tmp_path, capsys, data, "--format", "json")
     assert code == 1
     [invalid] = json.loads(out)["invalid"]
+    return invalid
+
+
+@pytest.mark.parametrize("reason", ["", "   ", "\t\n"])
+def test_a_blank_reason_is_no_reason(reason, tmp_path, capsys):
+    invalid = _refused_reason(tmp_path, capsys, reason)
     assert invalid["path"] == "$.policy.suppressions[0].reason"
     assert invalid["message"] == f"{reason!r} is not a valid reason: use a sentence saying why the finding is accepted"
 
@@ -92,11 +98,7 @@ NO_WORD = ("not a valid reason: say why the finding is accepted in words (at lea
 
 @pytest.mark.parametrize("reason", [".", "\u200b", " \u200b\u200d. ", "ok", "n/a", "12345", "-- !!", "\u0301\u0301\u0301"])
 def test_a_reason_without_a_word_is_no_reason(reason, tmp_path, capsys):
-    data = changed(("templates.agent.network.allow_metadata", True), ("policy.suppressions", [
-        {"rule": "SBX-NET-004", "target": "template/agent", "reason": reason}]))
-    code, out, _ = _check(tmp_path, capsys, data, "--format", "json")
-    assert code == 1
-    [invalid] = json.loads(out)["invalid"]
+    invalid = _refused_reason(tmp_path, capsys, reason)
     assert (invalid["line"], invalid["path"], invalid["message"]) == (51, "$.policy.suppressions[0].reason", NO_WORD)
 
 
