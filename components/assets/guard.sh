@@ -15,7 +15,8 @@
 #                      whose filesystem images and loop device links are kept in SANDSTACK_GUARD_WORKSPACES
 #                      (keep_workspaces below; docs/design/workspaces.md)
 # For tests only, so that the script runs without root or Docker (tests/assets); unset, the container's own:
-#   SANDSTACK_GUARD_PROC (/proc), SANDSTACK_GUARD_NET (/sys/class/net), SANDSTACK_GUARD_TMP (/tmp)
+#   SANDSTACK_GUARD_PROC (/proc), SANDSTACK_GUARD_NET (/sys/class/net), SANDSTACK_GUARD_TMP (/tmp: nothing the
+#                      guard keeps lives there, since a restart wipes it)
 #   SANDSTACK_GUARD_KILL  a command used instead of the shell's kill builtin (a test's fake pids cannot be
 #                      signalled, and a builtin cannot be replaced through PATH)
 #   SANDSTACK_GUARD_PASSES  N: exit 0 after N passes (unset: run until stopped)
@@ -35,7 +36,9 @@ exit_lifetime=${SANDSTACK_EXIT_LIFETIME:?} exit_idle=${SANDSTACK_EXIT_IDLE:?}
 cgroot=${SANDSTACK_GUARD_CGROUP:?} subtree=${SANDSTACK_GUARD_CGROUP_ROOT:?} statedir=${SANDSTACK_GUARD_STATE:?}
 proc=${SANDSTACK_GUARD_PROC:-/proc}
 netdir=${SANDSTACK_GUARD_NET:-/sys/class/net}
-lifecycle=${SANDSTACK_GUARD_TMP:-/tmp}/lifecycle
+# On the state volume, not the container's tmpfs: a restart or renewal of the guard keeps every sandbox's clocks
+# (its first start, its last activity). Only the guard reads them (0700; sandboxes mount the volume as their user).
+lifecycle=$statedir/clocks
 # Unquoted where used, so the default 'kill' is looked up as a command name: the builtin, as before.
 signal=${SANDSTACK_GUARD_KILL:-kill}
 passes=${SANDSTACK_GUARD_PASSES:-}
@@ -157,7 +160,7 @@ on_stop() {
 }
 
 # --- Lifetimes and idle timeouts -------------------------------------------------------------------
-# Per running container of a sandbox (its cgroup is <parent>/<container id>), one state file in /tmp/lifecycle:
+# Per running container of a sandbox (its cgroup is <parent>/<container id>), one state file in $lifecycle:
 #   clock last_active usage_at_active expiring_init expiring_deadline expiring_sig checked
 # clock: when its lifetime started (for on_expiry 'stop', the first start seen: crash restarts keep it);
 # usage_at_active: CPU use (us) when it was last active; checked: when the guard last looked at it (for
@@ -166,7 +169,21 @@ on_stop() {
 btime=0
 while read -r key value; do [ "$key" = btime ] && btime=$value; done <"$proc/stat"
 hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
-mkdir -p "$lifecycle" "$statedir/expired"
+mkdir -p "$lifecycle" "$statedir/expired" && chmod 0700 "$lifecycle"
+CLOCK_KEEP=604800  # a week: the clocks of a container not seen running for longer are dropped (prune_clocks)
+
+prune_clocks() {  # the state files of containers the guard has not looked at for CLOCK_KEEP seconds
+    now=$(date +%s)
+    set +f
+    for file in "$lifecycle"/*; do
+        [ -f "$file" ] || continue
+        checked=""
+        read -r _ _ _ _ _ _ checked <"$file" 2>/dev/null
+        case "$checked" in '' | *[!0-9]*) continue ;; esac
+        [ $((now - checked)) -le "$CLOCK_KEEP" ] || rm -f "$file"
+    done
+    set -f
+}
 
 cpu_usage_us() {  # $1: the container's cgroup in the cpu hierarchy; sets usage (empty when unreadable)
     usage=""
@@ -378,6 +395,7 @@ while :; do
         fi
     fi
     enforce_lifecycle
+    [ $((pass % 3600)) -eq 0 ] && prune_clocks
     pass=$((pass + 1))
     [ "$pass" = "$passes" ] && exit 0
     sleep 1 &

@@ -27,7 +27,7 @@ SNAPSHOT_DIR = "snapshots"
 AUDIT_FILE = "audit.log"
 
 IdleAction = Literal["pause", "stop", "reset"]
-# tmpfs: emptied by the container's restart; disk: a directory on a writable root, emptied by the runtime.
+# tmpfs: emptied by the container's restart; disk: a workspace volume, emptied (and re-seeded) by the runtime.
 WritableKind = Literal["tmpfs", "disk"]
 IDLE_ACTIONS: tuple[str, ...] = ("pause", "stop", "reset")
 WRITABLE_KINDS: tuple[str, ...] = ("tmpfs", "disk")
@@ -50,11 +50,20 @@ def _positive(value: Any, what: str) -> int:
 class WritablePath:
     path: str
     kind: WritableKind = "tmpfs"
+    seed: bool = False  # disk only: a reset fills it again with what the sandbox's image has at `path`
 
     def __post_init__(self) -> None:
         _abs_path(self.path, "writable.path")
         if self.kind not in WRITABLE_KINDS:
             raise ValueError(f"writable.kind: {self.kind!r} is not one of {', '.join(WRITABLE_KINDS)}")
+        if self.seed and self.kind != "disk":
+            raise ValueError(f"writable.seed: {self.path!r} is a {self.kind}; only a disk workspace is seeded")
+
+    @property
+    def keep(self) -> tuple[str, ...]:
+        """What the filesystem itself owns at the top of the path: never archived, emptied or replaced. An
+        unseeded disk workspace keeps ext4's root-owned `lost+found` (a seeded one is made without it)."""
+        return ("lost+found",) if self.kind == "disk" and not self.seed else ()
 
 
 @dataclass(frozen=True)
@@ -114,6 +123,10 @@ class RuntimeConfig:
     idle_check_seconds: int = 5  # how often idle policies and sandbox health are checked
     idle_cpu_ms_per_s: int = 20  # CPU a sandbox may use and still be idle (the spec's, as the guard's)
     listen: str = "0.0.0.0"  # the address it serves on; in the host's network namespace, 127.0.0.1 keeps it local
+    # The exit statuses of a sandbox the host guard ended for good at its max lifetime or idle timeout
+    # (on_expiry 'stop'; the contract's, given by the plan): such a sandbox is never handed out again.
+    exit_lifetime: int | None = None
+    exit_idle: int | None = None
     version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:

@@ -19,7 +19,7 @@ from importlib.resources import files
 from typing import TYPE_CHECKING
 
 from sandstack.plan.container import LogRotation, RunSettings, host_role
-from sandstack.plan.contract import IDLE_CPU_MS_PER_S, RUN_DIR
+from sandstack.plan.contract import EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S, RUN_DIR
 from sandstack.plan.naming import infra_name
 from sandstack.plan.runtime import (DEFAULT_STATE_DIR, ENV_CONFIG, ENV_STATE_DIR, IdlePolicy, PoolRuntime, Retention,
                                     RuntimeConfig, WritablePath)
@@ -61,7 +61,7 @@ def pool_runtime(stack: str, placement: Placement) -> PoolRuntime:
     return PoolRuntime(
         sandboxes=tuple(sandbox_name(stack, placement.pool, i) for i in range(placement.replicas)),
         workspace_root=workspace_root(t),
-        writable=tuple(WritablePath(w.path, w.type) for w in t.writable),
+        writable=tuple(WritablePath(w.path, w.type, w.type == "disk" and w.seed) for w in t.writable),
         idle=IdlePolicy(session.idle, session.idle_after) if session.idle != "never" else None,
         retention=Retention(session.snapshots, session.snapshot_max_age),
         upload_limit_bytes=session.upload_limit,
@@ -120,5 +120,6 @@ def plan_runtime(stack: str, host: str, spec: RuntimeService | None,
         return None
     pools = {p.pool: pool_runtime(stack, p) for p in placements if p.replicas > 0}
     config = RuntimeConfig(host=host, pools=pools, port=spec.port, idle_cpu_ms_per_s=IDLE_CPU_MS_PER_S,
+                           exit_lifetime=EXIT_LIFETIME, exit_idle=EXIT_IDLE,
                            listen="0.0.0.0" if spec.exposure == "public" else "127.0.0.1")
     return RuntimeHostPlan(stack, spec, config)

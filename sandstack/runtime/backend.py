@@ -108,3 +108,21 @@ class SandboxBackend(ABC):
 
     @abstractmethod
     def stop(self, name: str) -> None: ...
+
+    @abstractmethod
+    def start(self, name: str) -> None:
+        """Start a stopped container (one `stop` stopped): its tmpfs paths are new, its disk workspaces kept."""
+
+    @abstractmethod
+    def clean_workspaces(self, name: str, workspaces: list[WorkspaceReset]) -> None:
+        """Empty the stopped container's disk workspaces with more rights than the sandbox has (a session's
+        read-only directory, another user's file in the sticky root), keeping each one's `keep` names; fill a
+        `seed` one again from the container's image as its creation did; check the result. Raises BackendError
+        naming the path when one is not clean."""
+
+
+@dataclass(frozen=True)
+class WorkspaceReset:
+    path: str  # where the sandbox mounts the disk workspace
+    keep: tuple[str, ...]  # top-level names the filesystem owns (lost+found): kept
+    seed: bool  # fill it again from the image's content at `path`

@@ -27,12 +27,20 @@ from sandstack.runtime.backend import (
     SandboxGone,
     SandboxNotRunning,
     Sink,
+    WorkspaceReset,
 )
+from sandstack.runtime.scripts import CLEAN
 
 STDOUT, STDERR = 1, 2
 CHUNK = 64 * 1024
 API_TIMEOUT = 30  # seconds for every call but a running exec's stream (which has its own deadline)
 STOP_GRACE = 10  # seconds Docker waits after SIGTERM before SIGKILL on restart and stop
+CLEAN_TIMEOUT = 300  # seconds the throwaway container that empties a disk workspace may take
+CLEAN_MOUNT = "/sandstack-reset"  # where that container mounts the workspace (not its path: no copy from the image)
+# What emptying a workspace needs beyond root without capabilities: DAC_OVERRIDE passes a session's
+# `chmod 555`/`000`, FOWNER removes another user's file from the sticky root. Nothing else: no network, a
+# read-only root, no new privileges.
+CLEAN_CAPABILITIES = ["DAC_OVERRIDE", "FOWNER"]
 
 
 @contextmanager
@@ -133,6 +141,61 @@ class DockerBackend(SandboxBackend):
     def stop(self, name: str) -> None:
         with _docker_errors(name):
             self.api.stop(name, timeout=STOP_GRACE)
+
+    def start(self, name: str) -> None:
+        with _docker_errors(name):
+            self.api.start(name)
+
+    def clean_workspaces(self, name: str, workspaces: list[WorkspaceReset]) -> None:
+        """A throwaway container per workspace, from the sandbox's own image (its `sh` and `rm`, which no session
+        can change), as root with DAC_OVERRIDE and FOWNER only; then, for a seeded one, a container that is only
+        created with the emptied volume at its path, so that Docker copies the image's content in as it did when
+        the sandbox was created. Both are removed at once; they carry the sandbox's labels (role aside)."""
+        with _docker_errors(name):
+            info = self.api.inspect_container(name)
+        volumes = {m["Destination"]: m["Name"] for m in info["Mounts"] if m.get("Type") == "volume"}
+        labels = {key: ("workspace-reset" if key.endswith(".role") else value)
+                  for key, value in (info["Config"].get("Labels") or {}).items()}
+        helper = f"{name}-reset"
+        for workspace in workspaces:
+            volume = volumes.get(workspace.path)
+            if volume is None:
+                raise BackendError(f"container {name!r} mounts no volume at {workspace.path!r}")
+            with _docker_errors(helper):
+                self._remove(helper)  # a runtime that stopped mid-reset may have left it
+                mount = docker.types.Mount(CLEAN_MOUNT, volume, type="volume", no_copy=True)
+                config = self.api.create_host_config(
+                    mounts=[mount], network_mode="none", cap_drop=["ALL"], cap_add=CLEAN_CAPABILITIES,
+                    security_opt=["no-new-privileges:true"], read_only=True, mem_limit="64m", pids_limit=64)
+                self.api.create_container(info["Image"], entrypoint=["sh", "-c", CLEAN, "sandstack-clean"],
+                                          command=list(workspace.keep), user="0:0", working_dir=CLEAN_MOUNT,
+                                          host_config=config, labels=labels, name=helper, network_disabled=True)
+                try:
+                    self.api.start(helper)
+                    code = self.api.wait(helper, timeout=CLEAN_TIMEOUT)["StatusCode"]
+                    err = self.api.logs(helper, stdout=False, stderr=True).decode(errors="replace").strip()
+                except requests.exceptions.ReadTimeout:
+                    code, err = None, f"did not finish in {CLEAN_TIMEOUT}s"
+                finally:
+                    self._remove(helper)
+            if code != 0:
+                raise BackendError(f"the disk workspace {workspace.path!r} of {name!r} could not be emptied "
+                                   f"(exit {code}): {err[-500:] or 'no message'}")
+            if workspace.seed:
+                with _docker_errors(helper):
+                    config = self.api.create_host_config(
+                        mounts=[docker.types.Mount(workspace.path, volume, type="volume")], network_mode="none")
+                    try:
+                        self.api.create_container(info["Image"], entrypoint=["true"], host_config=config,
+                                                  labels=labels, name=helper, network_disabled=True)
+                    finally:
+                        self._remove(helper)
+
+    def _remove(self, helper: str) -> None:
+        try:
+            self.api.remove_container(helper, force=True)
+        except docker.errors.NotFound:
+            pass
 
 
 def _send(sock: socket.socket, stdin: BinaryIO) -> None:

@@ -83,20 +83,46 @@ DELETE = _CHECK + rf"""
 exec rm -rf -- "$1"
 """
 
-# Run in a writable path: its whole content as a tar stream on stdout.
+# Run in a writable path: its whole content as a tar stream on stdout, but for the paths given (relative, such as
+# a disk workspace's root-owned `lost+found`, which the sandbox's user cannot read: tar failed on it).
 # Its entries, not "." itself: "." is the mount, whose owner and mode a restore as the sandbox user could not set
 # back (GNU tar then fails). busybox's tar has no --null: it archives "." (and never sets its mode back).
 TAR_CREATE = r"""
 if tar --help 2>&1 | grep -q -- --null; then
-    find . -mindepth 1 -maxdepth 1 -printf '%P\0' | exec tar --null -T - -cf -
+    for skip in "$@"; do set -- "$@" "--exclude=$skip"; shift; done
+    [ "$#" -eq 0 ] || set -- --anchored "$@"
+    # Not `| exec tar`: that exec ends only the pipeline's subshell, and the script went on to a second tar.
+    find . -mindepth 1 -maxdepth 1 -printf '%P\0' | tar "$@" --null -T - -cf -
+    exit
 fi
-exec tar -cf - .
+[ "$#" -eq 0 ] && exec tar -cf - .
+# busybox's tar has no --exclude either: its entries but the skipped ones (top-level names only).
+skip=" $* "
+set --
+for f in * .[!.]* ..?*; do
+    [ -e "$f" ] || [ -L "$f" ] || continue
+    case "$skip" in *" $f "*) continue ;; esac
+    set -- "$@" "./$f"
+done
+[ "$#" -gt 0 ] || set -- --no-recursion .
+exec tar -cf - "$@"
 """
 
-# Run in a writable path: empty it (hidden files too), then extract the tar on stdin, if any.
+# Run in a writable path: empty it (hidden files too) but for the top-level names given (a disk workspace's
+# `lost+found`: the filesystem's, not the sandbox's to remove), then extract the tar on stdin, if any.
 EMPTY = r"""
-rm -rf -- ./* ./.[!.]* ./..?*
-[ -z "$(ls -A)" ] || { echo "sandstack: could not empty $(pwd)" >&2; exit 1; }
+keep=" $* "
+for f in * .[!.]* ..?*; do
+    [ -e "$f" ] || [ -L "$f" ] || continue
+    case "$keep" in *" $f "*) continue ;; esac
+    rm -rf -- "$f"
+done
+for f in * .[!.]* ..?*; do
+    [ -e "$f" ] || [ -L "$f" ] || continue
+    case "$keep" in *" $f "*) continue ;; esac
+    echo "sandstack: could not empty $(pwd)" >&2
+    exit 1
+done
 """
 RESTORE = EMPTY + "exec tar -xf -\n"
 
@@ -120,3 +146,22 @@ exit 0
 def sh(script: str, *args: str) -> list[str]:
     """argv running `script` with positional arguments (`$0` names it in error messages)."""
     return ["sh", "-c", script, "sandstack", *args]
+
+
+# Run by the runtime's throwaway container (docker_backend.clean_workspaces), not in the sandbox: as root with
+# DAC_OVERRIDE and FOWNER, in a stopped sandbox's disk workspace. Empties it but for the names given (the
+# filesystem's own `lost+found`, itself emptied), then checks that nothing else is left.
+CLEAN = r"""
+keep=" $* "
+kept() { case "$keep" in *" $f "*) [ -d "$f" ] && [ ! -L "$f" ] ;; *) return 1 ;; esac; }
+for f in * .[!.]* ..?*; do
+    [ -e "$f" ] || [ -L "$f" ] || continue
+    if kept; then (cd -- "$f" && rm -rf -- ./* ./.[!.]* ./..?*); else rm -rf -- "$f"; fi
+done
+for f in * .[!.]* ..?*; do
+    [ -e "$f" ] || [ -L "$f" ] || continue
+    kept && [ -z "$(ls -A -- "$f")" ] && continue
+    echo "sandstack: could not empty the workspace: $f is left" >&2
+    exit 1
+done
+"""

@@ -2,8 +2,10 @@
 the monitor that enforces idle policies and resets sandboxes that died.
 
 A sandbox moves idle → bound (claim) → [paused ↔ bound] → resetting → idle (release). One that stopped
-running while bound is marked unhealthy, and the next monitor pass resets it. Nothing here creates a
-container: every sandbox is one the spec declared and the config lists.
+running while bound is marked unhealthy, and the next monitor pass resets it. A reset that could not make it
+clean leaves it quarantined, and the monitor tries again; one the host guard ended for good at a limit
+(on_expiry 'stop') is expired. Neither is handed out. Nothing here creates a sandbox: every sandbox is one the
+spec declared and the config lists (a reset's throwaway helper containers aside, docker_backend).
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from sandstack.runtime import scripts
 from sandstack.runtime.backend import (
     BackendError,
     CappedBuffer,
+    ContainerState,
     DaemonUnavailable,
     SandboxBackend,
     SandboxGone,
     SandboxNotRunning,
+    WorkspaceReset,
 )
 from sandstack.runtime.errors import ApiError, conflict, not_found
 from sandstack.runtime.leases import Leases, holding
@@ -41,6 +45,7 @@ ENV_NAME = re.compile(ENV_NAME_PATTERN.removeprefix("^").removesuffix("$"))
 INTERPRETERS = {"bash": ["bash", "-c"], "python": ["python3", "-c"]}
 KILL_TIMEOUT = 15  # seconds for the exec that kills a timed-out command's processes
 EXIT_KILLED = 137  # 128 + SIGKILL: what a timed-out command's exit code reads
+OUT_OF_SERVICE = ("quarantined", "expired", "unhealthy", "resetting")  # never handed out
 
 
 def truncation_marker(stream: str, kept: int, dropped: int) -> str:
@@ -129,6 +134,7 @@ class Runtime:
             raise ApiError(422, f"session id {session!r} must be {SESSION_HINT}", session=session)
         snapshot = self.workspace.snapshot_row(from_snapshot, pool) if from_snapshot else None
         unhealthy: list[tuple[str, str]] = []
+        expired: list[tuple[str, str]] = []
         with self.store.transaction() as db:
             existing = self.store.by_session(session)
             if existing:
@@ -142,6 +148,10 @@ class Runtime:
                     continue
                 # A Docker failure here rolls the transaction back: a 503 with nothing changed.
                 state = self.backend.state(row.name)
+                why = self._expired(state)
+                if why:  # ended for good by the host guard: a start would end at once (or run past its limit)
+                    expired.append((row.name, why))
+                    continue
                 if state.running or state.status in ("exited", "created"):
                     picked, needs_start = row, not state.running  # stopped by an idle 'stop': start it fresh
                     break
@@ -154,12 +164,13 @@ class Runtime:
                                   detail=None)
         for name, detail in unhealthy:
             self.store.update(name, status="unhealthy", detail=detail)
+        for name, detail in expired:
+            self.store.update(name, status="expired", detail=detail)
         if picked is None:
-            raise ApiError(503, f"no capacity: every sandbox of pool {pool!r} on host {self.host!r} is in use "
-                                f"({len(spec.sandboxes)} declared)", pool=pool, host=self.host)
+            raise self._no_capacity(pool, len(spec.sandboxes))
         try:
             if needs_start:
-                self.backend.restart(picked.name)
+                self.backend.start(picked.name)
             if snapshot:
                 self.workspace.restore(picked.name, snapshot.id)
         except (ApiError, BackendError):
@@ -171,6 +182,29 @@ class Runtime:
             self._leave(picked.name)
         return self.sandbox(picked.name), True
 
+    def _no_capacity(self, pool: str, declared: int) -> ApiError:
+        """503, naming why each sandbox that is neither bound nor idle is out of service."""
+        out = [row for row in self.store.sandboxes(pool) if row.status in OUT_OF_SERVICE]
+        if not out:
+            return ApiError(503, f"no capacity: every sandbox of pool {pool!r} on host {self.host!r} is in use "
+                                 f"({declared} declared)", pool=pool, host=self.host)
+        why = "; ".join(f"{row.name} is {row.status}" + (f" ({row.detail})" if row.detail else "") for row in out)
+        return ApiError(503, f"no capacity: no sandbox of pool {pool!r} on host {self.host!r} is idle ({declared} "
+                             f"declared, {len(out)} out of service: {why})", pool=pool, host=self.host,
+                        out_of_service={row.name: row.status for row in out})
+
+    def _expired(self, state: ContainerState) -> str | None:
+        """Why the host guard ended this stopped container for good (its exit status says), or None."""
+        if state.status != "exited" or state.exit_code is None:
+            return None
+        limits = {code: limit for code, limit in ((self.config.exit_lifetime, "max lifetime"),
+                                                  (self.config.exit_idle, "idle timeout")) if code is not None}
+        limit = limits.get(state.exit_code)
+        if limit is None:
+            return None
+        return (f"its {limit} was reached (exit {state.exit_code}) and on_expiry 'stop' keeps it stopped: it is "
+                "not handed out again")
+
     def release(self, session: str) -> SandboxRow:
         row = self.session(session)
         self.store.update(row.name, status="resetting", session=None, paused_by=None)
@@ -181,36 +215,52 @@ class Runtime:
             self.store.update(row.name, status=row.status, session=row.session, paused_by=row.paused_by)
             raise
         except BackendError as error:
-            self.store.update(row.name, status="unhealthy", detail=f"reset failed: {error}")
+            self._quarantine(row.name, error)
         return self.sandbox(row.name)
 
-    def reset(self, name: str) -> None:
-        """Fresh writable paths and fresh processes, then back to the pool as idle."""
+    def reset(self, name: str, *, start: bool = True, detail: str | None = None) -> None:
+        """Fresh processes and writable paths, then back to the pool as idle (left stopped unless `start`)."""
         with self.transition(name):
-            self._reset(name)
+            self._reset(name, start=start, detail=detail)
 
-    def _reset(self, name: str) -> None:
+    def _reset(self, name: str, *, start: bool = True, detail: str | None = None) -> None:
         spec = self.pool(self.sandbox(name).pool)
         state = self.backend.state(name)
         if state.status == "missing":
             raise SandboxGone(f"container {name!r} does not exist on this host")
+        expired = self._expired(state)
         if state.status == "paused":
             self.backend.unpause(name)
-        if state.status in ("running", "paused"):
-            # A restart empties tmpfs paths, not a writable root's directories: those are emptied here.
-            for writable in spec.writable:
-                if writable.kind == "disk":
-                    self._run_internal(name, scripts.sh(scripts.EMPTY), writable.path)
-        self.backend.restart(name)
-        self.store.update(name, status="idle", session=None, bound_at=None, from_snapshot=None, paused_by=None,
-                          last_activity=None, detail=None)
+        # Stopped first: no process of the session runs on, or writes, while its files are removed.
+        if state.status in ("running", "paused", "restarting"):
+            self.backend.stop(name)
+        # A start makes the tmpfs paths new; disk workspaces keep their files, so they are emptied (with the
+        # rights a session's `chmod` cannot take away, and checked) and re-seeded. Any failure raises: the
+        # sandbox is quarantined, never handed out half clean.
+        disk = [WorkspaceReset(w.path, w.keep, w.seed) for w in spec.writable if w.kind == "disk"]
+        if disk:
+            self.backend.clean_workspaces(name, disk)
         self._cpu.pop(name, None)
+        if expired:
+            self.store.update(name, status="expired", session=None, bound_at=None, from_snapshot=None,
+                              paused_by=None, last_activity=None, detail=expired)
+            return
+        if start:
+            self.backend.start(name)
+        self.store.update(name, status="idle", session=None, bound_at=None, from_snapshot=None, paused_by=None,
+                          last_activity=None, detail=detail)
 
-    def _reset_quietly(self, name: str) -> None:
+    def _reset_quietly(self, name: str, *, start: bool = True, detail: str | None = None) -> None:
         try:
-            self.reset(name)
+            self.reset(name, start=start, detail=detail)
         except BackendError as error:
-            self.store.update(name, status="unhealthy", detail=f"reset failed: {error}")
+            self._quarantine(name, error)
+
+    def _quarantine(self, name: str, error: BackendError) -> None:
+        """Out of the pool until a reset succeeds (the monitor tries again at every pass)."""
+        log.warning("sandbox %s quarantined: reset failed: %s", name, error)
+        self.store.update(name, status="quarantined", session=None,
+                          detail=f"reset failed, retried by the monitor: {error}")
 
     # Using a bound sandbox
 
@@ -348,12 +398,19 @@ class Runtime:
         row = self.store.sandbox(listed.name)  # as it is now, not as it was when the pass began
         if row is None:
             return
-        if row.status in ("unhealthy", "resetting"):
+        if row.status in ("unhealthy", "resetting", "quarantined"):
             # Reported at least one pass (or left by a runtime that stopped mid-reset): reset it now.
             if self.backend.state(row.name).status != "missing":
                 self._reset_quietly(row.name)
             return
         state = self.backend.state(row.name)
+        if row.status == "expired":
+            if state.running:  # a new container in its place (the stack replaced it): fresh, into the pool
+                self._reset_quietly(row.name)
+            return
+        if row.status == "idle" and (why := self._expired(state)):
+            self.store.update(row.name, status="expired", detail=why)
+            return
         if row.status in ("bound", "paused") and state.started_at:
             if self._started.setdefault(row.name, state.started_at) != state.started_at:
                 self._started.pop(row.name, None)
@@ -385,10 +442,9 @@ class Runtime:
                 self.store.update(row.name, status="resetting", session=None)
                 self._reset_quietly(row.name)
             else:
-                with self.transition(row.name):
-                    self.backend.stop(row.name)
-                    self.store.update(row.name, status="idle", session=None, bound_at=None, from_snapshot=None,
-                                      paused_by=None, last_activity=None, detail="stopped after being idle")
+                # Stopped and cleaned now, not at the next claim: nothing of the session waits on the host.
+                self.store.update(row.name, status="resetting", session=None)
+                self._reset_quietly(row.name, start=False, detail="stopped after being idle")
 
     def _cpu_active(self, name: str, now: float) -> bool:
         """Whether the sandbox used more CPU than an idle one since the last sample (measured from outside)."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Literal
 
-Status = Literal["idle", "bound", "paused", "resetting", "unhealthy"]
+Status = Literal["idle", "bound", "paused", "resetting", "unhealthy", "quarantined", "expired"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sandboxes (
@@ -53,7 +53,7 @@ class SandboxRow:
     paused_by: str | None  # 'api' or 'idle'
     last_activity: float | None
     cpu_ns: int | None
-    detail: str | None  # why it is unhealthy, or what happened to its last session
+    detail: str | None  # why it is unhealthy, quarantined or expired, or what happened to its last session
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,10 @@ import tempfile
 import time
 import uuid
 import zipfile
+from pathlib import PurePosixPath
 from typing import IO, TYPE_CHECKING, BinaryIO
 
-from sandstack.plan.runtime import SNAPSHOT_DIR
+from sandstack.plan.runtime import SNAPSHOT_DIR, WritablePath
 from sandstack.runtime import scripts
 from sandstack.runtime.backend import CappedBuffer, SandboxGone, SandboxNotRunning
 from sandstack.runtime.errors import ApiError, conflict, forbidden
@@ -41,6 +42,18 @@ def clean_path(path: str) -> str:
     if ".." in parts:
         raise forbidden(path, "contains '..'")
     return "/".join(parts)
+
+
+def _skipped(writable: tuple[WritablePath, ...], root: str) -> list[str]:
+    """What an archive of `root` leaves out, relative to it: each disk workspace's own `lost+found` under it."""
+    base = PurePosixPath(root)
+    skipped = []
+    for w in writable:
+        for name in w.keep:
+            path = PurePosixPath(w.path, name)
+            if path.is_relative_to(base):
+                skipped.append(str(path.relative_to(base)))
+    return skipped
 
 
 class Workspace:
@@ -135,7 +148,8 @@ class Workspace:
             raise ApiError(422, f"format {fmt!r} is not one of {', '.join(ARCHIVE_FORMATS)}")
         root = self._root(name)
         raw = self.spool()
-        code, stderr = self._run(name, scripts.sh(scripts.TAR_CREATE), root, stdout=raw)
+        skipped = _skipped(self.runtime.pool(self.runtime.sandbox(name).pool).writable, root)
+        code, stderr = self._run(name, scripts.sh(scripts.TAR_CREATE, *skipped), root, stdout=raw)
         if code != 0:
             raise self._fail(code, stderr, root, name, "archiving")
         raw.seek(0)
@@ -180,7 +194,8 @@ class Workspace:
         try:
             for index, writable in enumerate(spec.writable):
                 with open(target / f"{index}.tar", "wb") as out:
-                    code, stderr = self._run(name, scripts.sh(scripts.TAR_CREATE), writable.path, stdout=out)
+                    code, stderr = self._run(name, scripts.sh(scripts.TAR_CREATE, *writable.keep), writable.path,
+                                             stdout=out)
                 if code != 0:
                     raise self._fail(code, stderr, writable.path, name, "snapshotting")
         except BaseException:
@@ -202,9 +217,10 @@ class Workspace:
         if paths != declared:
             raise conflict(f"snapshot {snapshot_id!r} holds writable paths {paths}, but pool {sandbox.pool!r} now "
                            f"has {declared}", snapshot=snapshot_id)
-        for index, path in enumerate(paths):
+        for index, writable in enumerate(self.runtime.pool(sandbox.pool).writable):
+            path = writable.path
             with open(self.snapshot_dir / snapshot_id / f"{index}.tar", "rb") as tar:
-                code, stderr = self._run(name, scripts.sh(scripts.RESTORE), path, stdin=tar)
+                code, stderr = self._run(name, scripts.sh(scripts.RESTORE, *writable.keep), path, stdin=tar)
             if code != 0:
                 raise self._fail(code, stderr, path, name, "restoring")
         return snap

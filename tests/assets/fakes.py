@@ -150,12 +150,18 @@ class FakeHost:
             "SANDSTACK_GUARD_STATE": str(self.state),
             "SANDSTACK_GUARD_PROC": str(self.proc),
             "SANDSTACK_GUARD_NET": str(self.net),
+            # The container's tmpfs, which a restart of the guard wipes (`restart_guard`): nothing may live there.
             "SANDSTACK_GUARD_TMP": str(self.tmp),
             "SANDSTACK_GUARD_KILL": str(self.bin / "kill"),
         }
         if passes is not None:
             env["SANDSTACK_GUARD_PASSES"] = str(passes)
         return env
+
+    def restart_guard(self) -> None:
+        """What a restart or renewal of the guard's container does to it: a new, empty /tmp (a tmpfs)."""
+        shutil.rmtree(self.tmp)
+        self.tmp.mkdir()
 
     def run_guard(self, passes: int, **kwargs) -> subprocess.CompletedProcess:
         """The guard for `passes` passes, as components/host_guard.py runs it: `sh -c SCRIPT sandstack-guard`."""

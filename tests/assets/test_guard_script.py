@@ -270,6 +270,22 @@ IDLE_ONLY = f"{NAME} 0 3 stop 20000 0"
 
 
 @needs_path_stubs
+def test_the_idle_clock_survives_a_restart_of_the_guard(host):
+    _sandbox(host, usage_us=5_000_000)
+    host.usage_steps([0] * 5)
+    assert host.run_guard(2, pids={NAME: 64}, lifecycle=[IDLE_ONLY]).returncode == 0  # idle since T0
+    # A new guard container: a fresh /tmp, the same state volume. It goes on from the idle clock it kept.
+    host.restart_guard()
+    (host.stub / "clock").write_text(f"{T0 + 3}\n")
+    result = host.run_guard(1, pids={NAME: 64}, lifecycle=[IDLE_ONLY])
+    assert result.returncode == 0, result.stderr
+    assert host.kill_log() == _expiry("USR2")
+    assert f"idle timeout of 3s reached; stopping it (exit {EXIT_IDLE}) [since={T0} checked={T0 + 1} now={T0 + 3}]" \
+        in result.stderr
+    assert oct((host.state / "clocks").stat().st_mode & 0o777) == "0o700"
+
+
+@needs_path_stubs
 @pytest.mark.parametrize("passes, signals", [(3, []), (4, _expiry("USR2"))], ids=["2s-idle", "3s-idle"])
 def test_an_idle_timeout_ends_a_sandbox_that_used_no_more_than_the_idle_share(host, passes, signals):
     _sandbox(host, usage_us=5_000_000)

@@ -33,8 +33,10 @@ from sandstack.runtime.backend import (
     ExecStatus,
     SandboxBackend,
     SandboxGone,
+    BackendError,
     SandboxNotRunning,
     Sink,
+    WorkspaceReset,
 )
 
 
@@ -50,6 +52,8 @@ class FakeBackend(SandboxBackend):
         self.procs: dict[str, list[subprocess.Popen]] = {name: [] for name in sandboxes}
         self.calls: list[tuple[str, str]] = []  # (operation, sandbox), in order
         self.daemon_down = False
+        self.image: dict[str, dict[str, bytes]] = {}  # container path → the image's files there (seeding)
+        self.stuck: set[Path] = set()  # files a reset cannot remove (as an immutable file on the host)
         for name in sandboxes:
             for path in writable:
                 self.path(name, path).mkdir(parents=True, exist_ok=True)
@@ -160,6 +164,36 @@ class FakeBackend(SandboxBackend):
         self._kill(name)
         self.status[name], self.exit_codes[name] = "exited", 143
 
+    def start(self, name: str) -> None:
+        if self._check("start", name) == "running":
+            return
+        for path, kind in self.writable.items():
+            if kind == "tmpfs":
+                target = self.path(name, path)
+                shutil.rmtree(target)
+                target.mkdir()
+        self.status[name], self.exit_codes[name] = "running", None
+        self.starts[name] += 1
+
+    def clean_workspaces(self, name: str, workspaces: list[WorkspaceReset]) -> None:
+        """As the real one's helper: with every right (this process's), keeping `keep`, then seeding."""
+        if self._check("clean", name) not in ("exited", "created"):
+            raise BackendError(f"container {name!r} is running: a reset stops it first")
+        for workspace in workspaces:
+            root = self.path(name, workspace.path)
+            for entry in list(root.iterdir()):
+                if entry.name in workspace.keep:
+                    continue
+                if entry in self.stuck or any(s.is_relative_to(entry) for s in self.stuck):
+                    raise BackendError(f"the disk workspace {workspace.path!r} of {name!r} could not be emptied "
+                                       f"(exit 1): rm: cannot remove '{entry.name}': Operation not permitted")
+                _chmod_all(entry)
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+            if workspace.seed:
+                for relative, data in self.image.get(workspace.path, {}).items():
+                    (root / relative).parent.mkdir(parents=True, exist_ok=True)
+                    (root / relative).write_bytes(data)
+
     def _signal(self, name: str, sig: int) -> None:
         # Every process group an exec started, even when its leader has exited: Docker's freezer and kill
         # reach a sandbox's background processes too.
@@ -178,6 +212,14 @@ class FakeBackend(SandboxBackend):
     def close(self) -> None:
         for name in self.procs:
             self._kill(name)
+
+
+def _chmod_all(entry: Path) -> None:
+    """What DAC_OVERRIDE gives the real helper, for a test run without root: every directory writable."""
+    if entry.is_dir() and not entry.is_symlink():
+        entry.chmod(0o700)
+        for child in entry.iterdir():
+            _chmod_all(child)
 
 
 def _copy(source, sink: Sink) -> None:

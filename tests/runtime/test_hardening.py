@@ -137,20 +137,20 @@ def test_one_sandboxs_unexpected_error_does_not_stop_the_monitor_pass(env):
     assert (broken, env.claim("chat-3")["sandbox"]) == (PY[0], PY[1])
     env.backend.die(PY[1])
     env.runtime.store.update(broken, status="resetting", session=None)
-    real_restart = env.backend.restart
+    real_start = env.backend.start
 
-    def restart(name):
+    def start(name):
         if name == broken:
             raise RuntimeError("an unexpected bug")
-        real_restart(name)
+        real_start(name)
 
-    env.backend.restart = restart
+    env.backend.start = start
     env.runtime.monitor_once()
     row = env.runtime.sandbox(broken)
     assert (row.status, row.detail) == ("unhealthy", "the monitor failed on it (RuntimeError; see the runtime's "
                                                      "log); it is reset again at the next pass")
     assert env.runtime.sandbox(PY[1]).detail == "container is exited (exit 137) while bound to session 'chat-3'"
-    env.backend.restart = real_restart
+    env.backend.start = real_start
     env.runtime.monitor_once()
     assert env.runtime.sandbox(broken).status == "idle"
 
