@@ -4,7 +4,8 @@ declared pools' sandboxes per session, run commands, move files, snapshot, pause
 It runs in the host's network namespace: the guard's rules already drop every new connection from a sandbox
 bridge to the host, so no sandbox of any egress mode can reach it. Besides the guard it is the only sandstack
 container with the Docker socket, which it needs for exec, archives, pause and restart; it never creates a
-container. Its plan is sandstack/plan/runtime_host.py.
+sandbox (a reset empties disk workspaces with a throwaway container, docs/design/runtime.md). Its plan is
+sandstack/plan/runtime_host.py.
 """
 
 from __future__ import annotations

@@ -52,9 +52,10 @@ class Env:
                    self.state_dir, self.audit)
 
 
-def make_env(tmp_path: Path, config: RuntimeConfig | None = None) -> Env:
+def make_env(tmp_path: Path, config: RuntimeConfig | None = None, writable: dict[str, str] | None = None) -> Env:
+    """`writable`: the fake containers' writable paths (path → 'tmpfs' or 'disk'), as the config declares them."""
     config = config or make_config()
-    backend = FakeBackend(tmp_path / "containers", PY + WEB, {"/workspace": "tmpfs", "/tmp": "tmpfs"})
+    backend = FakeBackend(tmp_path / "containers", PY + WEB, writable or {"/workspace": "tmpfs", "/tmp": "tmpfs"})
     state = tmp_path / "state"
     runtime = Runtime(config, backend, state)
     audit = AuditLog(state / "audit.log")

@@ -157,7 +157,8 @@ class WritablePath(StrictModel):
             "Disk workspaces only: fill a new workspace with what the snapshot image has at `path` (owner and "
             "mode included), e.g. a repository cloned at build time, writable in place. Default false: empty, "
             "world-writable with the sticky bit like /tmp. A workspace that already holds data is never "
-            "re-seeded; a change makes a new workspace."
+            "re-seeded, but the runtime's reset at the end of a session empties it and seeds it again; a change "
+            "makes a new workspace."
         ),
         change=Effect(sandboxes="replace", workspaces=True, host=frozenset({"guard"})),
     )
@@ -235,7 +236,8 @@ class SessionPolicy(StrictModel):
     idle: Literal["pause", "stop", "reset", "never"] = field(
         "pause", description="What the runtime does to a bound sandbox idle for `idle_after` (no API call, and its "
         "CPU under the idle threshold, measured from outside): 'pause' (default; the next call resumes it), 'stop' "
-        "or 'reset' (the session ends), or 'never'.", change=RUNTIME)
+        "(the session ends; the sandbox is stopped and its disk workspaces emptied at once, and the next claim "
+        "starts it) or 'reset' (the session ends), or 'never'.", change=RUNTIME)
     idle_after: Duration = field("15m", description="Idle time before `idle` applies. Default '15m'.", change=RUNTIME)
     snapshots: int = field(10, description="Workspace snapshots kept per pool and host (the newest). Default 10.",
                            change=RUNTIME, ge=1, le=1000)
