@@ -128,7 +128,8 @@ def get_session(request: Request, session: str = _path("The session id.", SESSIO
 
 @router.delete("/sessions/{session}", response_model=SandboxStatus, operation_id="release")
 def release(request: Request, session: str = _path("The session id.", SESSION_PATTERN)) -> Any:
-    """Release the session: its sandbox is reset (restarted with fresh writable paths) and returns to the pool."""
+    """Release the session: its sandbox is reset (stopped, its disk workspaces emptied, started with fresh tmpfs
+    paths) and returns to the pool; one whose reset fails is 'quarantined' (the answer's `detail` says why)."""
     _note(request, session=session)
     runtime = _runtime(request)
     _note(request, sandbox=runtime.session(session).name)

@@ -64,6 +64,8 @@ class Runtime:
         # sandbox → Docker's StartedAt first seen while bound: a restart (a crash its restart policy undid) wiped
         # the session's processes and writable paths, though the container runs again.
         self._started: dict[str, str] = {}
+        # expired sandbox → the StartedAt of the run seen at the last pass: one running at two passes is new.
+        self._expired_runs: dict[str, str | None] = {}
         # Sandboxes a request is moving between states (restart, pause...): the monitor leaves them alone, or
         # it would read a half-done transition as a dead sandbox.
         self._busy: Counter[str] = Counter()
@@ -405,8 +407,16 @@ class Runtime:
             return
         state = self.backend.state(row.name)
         if row.status == "expired":
-            if state.running:  # a new container in its place (the stack replaced it): fresh, into the pool
+            # A new container in its place (the stack replaced it) is fresh: into the pool. Docker's crash retries
+            # of the expired one run for a moment each (its supervisor ends them at once), so the same run must
+            # be seen at two passes.
+            if not state.running:
+                self._expired_runs.pop(row.name, None)
+            elif self._expired_runs.get(row.name) == state.started_at:
+                del self._expired_runs[row.name]
                 self._reset_quietly(row.name)
+            else:
+                self._expired_runs[row.name] = state.started_at
             return
         if row.status == "idle" and (why := self._expired(state)):
             self.store.update(row.name, status="expired", detail=why)
