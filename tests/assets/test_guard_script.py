@@ -270,6 +270,17 @@ IDLE_ONLY = f"{NAME} 0 3 stop 20000 0"
 
 
 @needs_path_stubs
+def test_the_clocks_of_containers_not_seen_for_a_week_are_dropped(host):
+    clocks = host.state / "clocks"
+    clocks.mkdir()
+    week = 7 * 24 * 3600
+    (clocks / "old").write_text(f"1 2 - - - - {T0 - week - 1}\n")
+    (clocks / "recent").write_text(f"1 2 - - - - {T0 - week}\n")
+    assert host.run_guard(1, pids={NAME: 64}, lifecycle=[IDLE_ONLY]).returncode == 0
+    assert sorted(p.name for p in clocks.iterdir()) == ["recent"]
+
+
+@needs_path_stubs
 def test_the_idle_clock_survives_a_restart_of_the_guard(host):
     _sandbox(host, usage_us=5_000_000)
     host.usage_steps([0] * 5)
