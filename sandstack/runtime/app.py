@@ -7,6 +7,7 @@ import hmac
 import inspect
 import logging
 import threading
+from collections import Counter
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
@@ -30,6 +31,7 @@ from sandstack.runtime.models import (
     ExecResult,
     Health,
     Listing,
+    PoolStatus,
     RestoreRequest,
     SandboxStatus,
     Snapshot,
@@ -44,7 +46,7 @@ VERSION = "1"
 ACTOR_HEADER = "X-Sandstack-Actor"  # who the caller acts for (a user, an agent run): recorded, not trusted
 bearer = HTTPBearer(auto_error=False, description="The host's runtime token (a Pulumi secret).")
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Error}
-                                           for code in (400, 401, 403, 404, 409, 413, 422, 502, 503, 504)}
+                                           for code in (400, 401, 403, 404, 409, 413, 422, 502, 503, 504, 507)}
 BINARY = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
 
 
@@ -133,6 +135,21 @@ def release(request: Request, session: str = _path("The session id.", SESSION_PA
     runtime = _runtime(request)
     _note(request, sandbox=runtime.session(session).name)
     return runtime.describe(runtime.release(session))
+
+
+@router.get("/pools", response_model=list[PoolStatus], operation_id="list_pools")
+def list_pools(request: Request) -> Any:
+    """Each pool on this host: its sandboxes by status, and what its snapshots take of their storage."""
+    runtime = _runtime(request)
+    answer = []
+    for pool, spec in runtime.config.pools.items():
+        snapshots = runtime.store.snapshots(pool=pool)
+        answer.append({"pool": pool, "host": runtime.host,
+                       "sandboxes": dict(Counter(row.status for row in runtime.store.sandboxes(pool))),
+                       "snapshots": len(snapshots), "snapshot_bytes": sum(snap.size for snap in snapshots),
+                       "snapshot_storage": spec.snapshot_storage_bytes, "download_limit": spec.download_limit_bytes,
+                       "upload_limit": spec.upload_limit_bytes})
+    return answer
 
 
 @router.get("/sandboxes", response_model=list[SandboxStatus], operation_id="list_sandboxes")

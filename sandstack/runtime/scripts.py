@@ -16,6 +16,7 @@ SPECIAL_FILE = 67  # device, fifo or socket → 403
 IS_DIRECTORY = 68  # read: the listing follows on stdout; write: refused (409)
 NOT_DIRECTORY = 69  # a parent of the path is a file → 409
 NOT_READABLE = 71  # its mode does not let the sandbox's user read it (chmod 000) → 403
+NO_SPACE = 72  # write: the workspace's filesystem is full (stdout: `df -Pk` of it) → 507
 
 # Sets `real` (the canonical absolute path of what exists of $1) and `missing` (the rest, not created yet),
 # and exits OUTSIDE_ROOT when a symlink leads out of the root.
@@ -63,17 +64,29 @@ fi
 exec cat -- "$real"
 """
 
-# stdin: the file's new bytes. Parents that do not exist yet are created.
+# stdin: the file's new bytes. Parents that do not exist yet are created. A write that fails (the filesystem is
+# full) reads the rest of stdin all the same (Docker's stream waits for it, and the runtime would see a broken
+# stream, not the reason), removes the partial file and says why: NO_SPACE with `df -Pk .` on stdout.
 WRITE = _CHECK + rf"""
+store() {{
+    err=$(cat 2>&1 >"$1") && exit 0
+    cat >/dev/null
+    rm -f -- "$1"
+    case "$err" in
+        *"No space left"*|*"quota exceeded"*) df -Pk . ; exit {NO_SPACE} ;;
+    esac
+    printf '%s\n' "$err" >&2
+    exit 1
+}}
 if [ -z "$missing" ]; then
     [ -d "$real" ] && exit {IS_DIRECTORY}
-    exec cat >"$real"
+    store "$real"
 fi
 [ -d "$real" ] || exit {NOT_DIRECTORY}
 cd -- "$real" || exit {NOT_FOUND}
 parent=$(dirname -- "$missing" && echo .) || exit {NOT_DIRECTORY}
 mkdir -p -- "${{parent%?.}}" || exit {NOT_DIRECTORY}
-exec cat >"$missing"
+store "$missing"
 """
 
 # Removes the path itself (a symlink, not what it points to; a directory with its contents).
@@ -86,9 +99,13 @@ exec rm -rf -- "$1"
 # Run in a writable path: its whole content as a tar stream on stdout.
 # Its entries, not "." itself: "." is the mount, whose owner and mode a restore as the sandbox user could not set
 # back (GNU tar then fails). busybox's tar has no --null: it archives "." (and never sets its mode back).
+# The `exit` ends the script after the pipeline: an `exec` inside a pipeline replaces only its subshell, so the
+# script went on to a second tar and every archive held the data twice. Nothing here is trusted: the runtime
+# checks the stream it reads (sandstack.runtime.tarcheck).
 TAR_CREATE = r"""
 if tar --help 2>&1 | grep -q -- --null; then
-    find . -mindepth 1 -maxdepth 1 -printf '%P\0' | exec tar --null -T - -cf -
+    find . -mindepth 1 -maxdepth 1 -printf '%P\0' | tar --null -T - -cf -
+    exit
 fi
 exec tar -cf - .
 """
@@ -100,19 +117,68 @@ rm -rf -- ./* ./.[!.]* ./..?*
 """
 RESTORE = EMPTY + "exec tar -xf -\n"
 
-# Kills every process whose environment carries the exec's marker, wherever it moved its process group or
-# session: stopped first so none can fork past the scan, then killed.
+# Every runtime exec carries MARKER_ENV (a user's command its own id, the runtime's own scripts an 'internal-' one).
 MARKER_ENV = "SANDSTACK_EXEC_ID"
-KILL_MARKED = rf"""
-for signal in STOP KILL; do
+# PID 1 of every sandbox: Docker's init running sandstack's supervisor (sandstack.plan.snapshot.SUPERVISOR_PATH; a
+# test keeps the two equal). Only there does the kill below look at processes by start time: every process it can
+# see is then the sandbox's own.
+SANDBOX_INIT = "/usr/local/lib/sandstack/supervise"
+
+# Which processes a timed-out exec started, from a table `PID PPID START MARK` (START in clock ticks since boot,
+# MARK ours/other/none/self). Ours: its marker; any descendant of ours that carries no other exec's marker; and,
+# with `since` (the exec's start in ticks), every process started since then that the kernel handed to PID 1
+# (double-forked) or that has no parent in the sandbox (an exec's own first process, `exec env -i ...`), unless it
+# carries another exec's marker. Neither `env -i`, `setsid` nor a double fork moves a process out of that set.
+SELECT_EXEC = r"""
+{ ppid[$1] = $2; start[$1] = $3; mark[$1] = $4; pids[n++] = $1 }
+END {
+    for (changed = 1; changed; ) {
+        changed = 0
+        for (i = 0; i < n; i++) {
+            p = pids[i]
+            if ((p in victim) || p == 1 || mark[p] == "other" || mark[p] == "self") continue
+            late = since != "" && (ppid[p] == 0 || ppid[p] == 1) && start[p] + 0 >= since + 0
+            if (mark[p] == "ours" || (ppid[p] in victim) || late) { victim[p] = 1; changed = 1 }
+        }
+    }
+    for (p in victim) print p
+}
+"""
+
+# $1: the exec's marker; $2: centiseconds since it started ('' to go by the marker and descent alone). Stops the
+# exec's processes until no new one appears (none can fork past the scan), then kills them.
+KILL_EXEC = rf"""
+marker=$1 self=$$ since=
+if [ -n "$2" ] && tr '\0' ' ' 2>/dev/null </proc/1/cmdline | grep -q "{SANDBOX_INIT}"; then
+    read -r up _ </proc/uptime
+    up=${{up%.*}}${{up#*.}}
+    hz=$(getconf CLK_TCK 2>/dev/null) || hz=100
+    since=$(( (up - $2) * hz / 100 ))
+fi
+table() {{
     for dir in /proc/[0-9]*; do
         pid=${{dir#/proc/}}
-        [ "$pid" = "$$" ] && continue
-        if tr '\0' '\n' <"$dir/environ" 2>/dev/null | grep -qx "{MARKER_ENV}=$1"; then
-            kill -s "$signal" "$pid" 2>/dev/null
+        stat=$(cat "$dir/stat" 2>/dev/null) || continue
+        id=$(tr '\0' '\n' 2>/dev/null <"$dir/environ" | grep "^{MARKER_ENV}=" | head -n 1)
+        id=${{id#*=}}
+        if [ "$pid" = "$self" ]; then mark=self
+        elif [ -z "$id" ]; then mark=none
+        elif [ "$id" = "$marker" ]; then mark=ours
+        else mark=other
         fi
+        set -- ${{stat##*) }}
+        echo "$pid $2 ${{20}} $mark"
     done
+}}
+exec_procs() {{ table | awk -v since="$since" '{SELECT_EXEC}' | sort -n; }}
+stopped=
+for pass in 1 2 3 4 5 6 7 8 9 10; do
+    found=$(exec_procs)
+    [ "$found" = "$stopped" ] && break
+    stopped=$found
+    kill -s STOP $found 2>/dev/null
 done
+kill -s KILL $stopped $(exec_procs) 2>/dev/null
 exit 0
 """
 

@@ -267,13 +267,16 @@ class Runtime:
         workdir = root if not cwd else cwd if cwd.startswith("/") else f"{root}/{cwd}"
         argv = command if command is not None else [*INTERPRETERS[lang], script]
         marker = uuid.uuid4().hex
+        started = time.monotonic()
         out, err = CappedBuffer(self.config.output_limit_bytes), CappedBuffer(self.config.output_limit_bytes)
         try:
             status = self.backend.exec(name, list(argv), workdir=workdir, env={**env, scripts.MARKER_ENV: marker},
                                        stdout=out, stderr=err, timeout=timeout)
             timed_out = status.exit_code is None
             if timed_out:
-                self._run_internal(name, scripts.sh(scripts.KILL_MARKED, marker), "/", timeout=KILL_TIMEOUT)
+                # Its age, so that the kill finds what the command started even where the marker did not follow.
+                age_cs = str(int((time.monotonic() - started) * 100) + 1)
+                self._run_internal(name, scripts.sh(scripts.KILL_EXEC, marker, age_cs), "/", timeout=KILL_TIMEOUT)
         except (SandboxNotRunning, SandboxGone) as error:
             raise self.died(row, error) from error
         self.store.touch(name)
@@ -288,10 +291,12 @@ class Runtime:
         return result
 
     def _run_internal(self, name: str, argv: list[str], workdir: str, *, stdin=None, stdout=None,
-                      timeout: float = 300) -> tuple[int | None, str]:
-        """One of the runtime's own scripts; (exit code, stderr)."""
+                      timeout: float = 300, marker: str | None = None) -> tuple[int | None, str]:
+        """One of the runtime's own scripts; (exit code, stderr). Marked as the runtime's own: a user's timed-out
+        command's kill leaves it alone."""
         err = CappedBuffer(8192)
-        status = self.backend.exec(name, argv, workdir=workdir, stdin=stdin,
+        env = {scripts.MARKER_ENV: marker or f"internal-{uuid.uuid4().hex}"}
+        status = self.backend.exec(name, argv, workdir=workdir, stdin=stdin, env=env,
                                    stdout=stdout if stdout is not None else CappedBuffer(8192), stderr=err,
                                    timeout=timeout)
         return status.exit_code, err.data.decode(errors="replace").strip()
