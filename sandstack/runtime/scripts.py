@@ -117,6 +117,10 @@ rm -rf -- ./* ./.[!.]* ./..?*
 """
 RESTORE = EMPTY + "exec tar -xf -\n"
 
+# The PATH the runtime's own scripts run with: the system's directories, which only root can write, never the
+# sandbox's own PATH (a template may put a workspace directory first, where the sandbox could put its own `tar`).
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 # Every runtime exec carries MARKER_ENV (a user's command its own id, the runtime's own scripts an 'internal-' one).
 MARKER_ENV = "SANDSTACK_EXEC_ID"
 # PID 1 of every sandbox: Docker's init running sandstack's supervisor (sandstack.plan.snapshot.SUPERVISOR_PATH; a

@@ -292,10 +292,10 @@ class Runtime:
 
     def _run_internal(self, name: str, argv: list[str], workdir: str, *, stdin=None, stdout=None,
                       timeout: float = 300, marker: str | None = None) -> tuple[int | None, str]:
-        """One of the runtime's own scripts; (exit code, stderr). Marked as the runtime's own: a user's timed-out
-        command's kill leaves it alone."""
+        """One of the runtime's own scripts; (exit code, stderr). Marked as the runtime's own (a user's timed-out
+        command's kill leaves it alone), on the system's PATH (not one the sandbox can write to)."""
         err = CappedBuffer(8192)
-        env = {scripts.MARKER_ENV: marker or f"internal-{uuid.uuid4().hex}"}
+        env = {scripts.MARKER_ENV: marker or f"internal-{uuid.uuid4().hex}", "PATH": scripts.SYSTEM_PATH}
         status = self.backend.exec(name, argv, workdir=workdir, stdin=stdin, env=env,
                                    stdout=stdout if stdout is not None else CappedBuffer(8192), stderr=err,
                                    timeout=timeout)

@@ -278,13 +278,11 @@ class Workspace:
         total = spec.snapshot_storage_bytes
         with self._quota_lock:  # concurrent snapshots of a pool reserve their room, never the same room twice
             used = self.snapshot_usage(sandbox.pool) + self._reserved[sandbox.pool]
-            room = total - used
-            full = no_space(f"pool {sandbox.pool!r} has used {used} of its snapshot_storage of {total} bytes on host "
-                            f"{self.runtime.host!r}; delete snapshots (DELETE /v1/snapshots/ID) to make room",
-                            pool=sandbox.pool, used=used, limit=total)
-            if room <= 0:
-                raise full
-            bound = min(spec.download_limit_bytes, room)
+            if used >= total:
+                raise no_space(f"pool {sandbox.pool!r} has used {used} of its snapshot_storage of {total} bytes on "
+                               f"host {self.runtime.host!r}; delete snapshots (DELETE /v1/snapshots/ID) to make room",
+                               pool=sandbox.pool, used=used, limit=total)
+            bound = min(spec.download_limit_bytes, total - used)
             self._reserved[sandbox.pool] += bound
         snapshot_id = f"snap-{uuid.uuid4().hex}"
         target = self.snapshot_dir / snapshot_id
@@ -301,7 +299,10 @@ class Workspace:
         except PastBound as error:
             shutil.rmtree(target, ignore_errors=True)
             if bound < spec.download_limit_bytes:
-                raise full from error
+                raise no_space(f"the snapshot of sandbox {name!r} passed the {bound} bytes left of pool "
+                               f"{sandbox.pool!r}'s snapshot_storage of {total} bytes ({used} used on host "
+                               f"{self.runtime.host!r}); it was stopped there and nothing was kept",
+                               pool=sandbox.pool, used=used, limit=total) from error
             raise too_big(f"the snapshot of sandbox {name!r}", bound, sandbox=name) from error
         except OSError as error:
             shutil.rmtree(target, ignore_errors=True)
