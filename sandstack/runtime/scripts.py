@@ -149,15 +149,14 @@ END {
 }
 """
 
-# $1: the exec's marker; $2: centiseconds since it started ('' to go by the marker and descent alone). Stops the
-# exec's processes until no new one appears (none can fork past the scan), then kills them.
+# $1: the exec's marker; $2: when it started, in centiseconds of the kernel's boot clock (CLOCK_BOOTTIME, which
+# process start times count in; '' to go by the marker and descent alone). Stops the exec's processes until no new
+# one appears (none can fork past the scan), then kills them.
 KILL_EXEC = rf"""
 marker=$1 self=$$ since=
 if [ -n "$2" ] && tr '\0' ' ' 2>/dev/null </proc/1/cmdline | grep -q "{SANDBOX_INIT}"; then
-    read -r up _ </proc/uptime
-    up=${{up%.*}}${{up#*.}}
     hz=$(getconf CLK_TCK 2>/dev/null) || hz=100
-    since=$(( (up - $2) * hz / 100 ))
+    since=$(( $2 * hz / 100 - 1 ))
 fi
 table() {{
     for dir in /proc/[0-9]*; do

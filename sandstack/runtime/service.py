@@ -267,16 +267,17 @@ class Runtime:
         workdir = root if not cwd else cwd if cwd.startswith("/") else f"{root}/{cwd}"
         argv = command if command is not None else [*INTERPRETERS[lang], script]
         marker = uuid.uuid4().hex
-        started = time.monotonic()
+        # On the kernel's boot clock, which the sandbox's process start times count in (no time namespace between).
+        started_cs = str(int(time.clock_gettime(time.CLOCK_BOOTTIME) * 100))
         out, err = CappedBuffer(self.config.output_limit_bytes), CappedBuffer(self.config.output_limit_bytes)
         try:
             status = self.backend.exec(name, list(argv), workdir=workdir, env={**env, scripts.MARKER_ENV: marker},
                                        stdout=out, stderr=err, timeout=timeout)
             timed_out = status.exit_code is None
             if timed_out:
-                # Its age, so that the kill finds what the command started even where the marker did not follow.
-                age_cs = str(int((time.monotonic() - started) * 100) + 1)
-                self._run_internal(name, scripts.sh(scripts.KILL_EXEC, marker, age_cs), "/", timeout=KILL_TIMEOUT)
+                # Its start, so that the kill finds what the command started even where the marker did not follow.
+                self._run_internal(name, scripts.sh(scripts.KILL_EXEC, marker, started_cs), "/",
+                                   timeout=KILL_TIMEOUT)
         except (SandboxNotRunning, SandboxGone) as error:
             raise self.died(row, error) from error
         self.store.touch(name)

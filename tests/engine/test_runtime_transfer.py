@@ -135,7 +135,7 @@ def test_snapshots_are_bounded_by_the_pools_snapshot_storage(stack, client, dock
     sandbox.exec(["sh", "-c", "head -c 12582912 /dev/urandom > data.bin"])  # 12 MiB that do not compress
     kept = [sandbox.snapshot() for _ in range(3)]  # 3 × 12 MiB of the 40 MiB
     full = _refused(sandbox.snapshot)
-    assert full.status == 507 and "of its snapshot_storage of 41943040 bytes" in full.message
+    assert full.status == 507 and "'s snapshot_storage of 41943040 bytes" in full.message
     (pool,) = client.host("local").pools()
     used = sum(snap.info["size"] for snap in kept)
     assert (pool["pool"], pool["snapshots"], pool["snapshot_bytes"], pool["snapshot_storage"]) == \
@@ -199,8 +199,8 @@ def test_a_tar_the_sandbox_puts_on_its_path_does_not_make_the_archive(stack, cli
     assert sorted(e["name"] for e in sandbox.list_dir()) == ["bin", "forged.tar"]
 
 
-# Runs in the sandbox as its user: stops each runtime tar script it sees and writes a forged tar into its output
-# first. Prints 'early' when it got in before the script's own tar had begun (so that the forgery is the stream).
+# Runs in the sandbox as its user: stops each runtime tar script it sees (an exec's own process: no parent in the
+# sandbox; its forked children carry the same command line) and writes a forged tar into its output first. Prints 'early' when it got in before the script's own tar had begun (so that the forgery is the stream).
 FORGER = r"""
 import os, signal, sys, time
 forged = open("/tmp/forged.tar", "rb").read()
@@ -223,7 +223,11 @@ while time.time() < deadline and len(seen) < int(sys.argv[1]):
             cmd = open(f"/proc/{pid}/cmdline", "rb").read()
         except OSError:
             continue
-        if cmd.startswith(b"sh\0-c\0") and b"tar --help" in cmd:
+        try:
+            root = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1] == "0"
+        except (OSError, IndexError):
+            continue
+        if root and cmd.startswith(b"sh\0-c\0") and b"tar --help" in cmd:
             os.kill(int(pid), signal.SIGSTOP)
             seen.add(pid)
             early = not any(b"-cf" in kid or b"find" in kid for kid in children(pid))
