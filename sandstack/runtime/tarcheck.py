@@ -11,6 +11,7 @@ sizes count against the bound. No file is ever held in memory: entries are copie
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 import tarfile
 import time
@@ -61,8 +62,12 @@ class Bounded:
 
 
 def _inside(base: str, target: str) -> str | None:
-    """`target` (a link's target, relative to directory `base`) normalised, or None when it leads out of the tree."""
-    if target.startswith("/"):
+    """`target` (a link's target, relative to directory `base`) normalised, or None when it may lead out of the
+    tree. `..` only at its start: it climbs real directories (no entry lies under a symlink of the stream), where a
+    `..` after a name that is itself a symlink would climb from wherever that link points."""
+    parts = [part for part in target.split("/") if part not in ("", ".")]
+    climbs = len(parts) - len(list(itertools.dropwhile(lambda part: part == "..", parts)))
+    if target.startswith("/") or ".." in parts[climbs:]:
         return None
     joined = posixpath.normpath(posixpath.join(base, target))
     return None if joined == ".." or joined.startswith("../") else joined
@@ -80,6 +85,7 @@ class Checked:
     def __iter__(self) -> Iterator[tuple[tarfile.TarInfo, IO[bytes] | None]]:
         files: set[str] = set()
         links: set[str] = set()
+        parents: set[str] = set()  # every directory an entry so far lies in
         for member in self.tar:
             name = member.name
             if name.startswith("/") or ".." in name.split("/"):
@@ -90,6 +96,9 @@ class Checked:
                 continue  # the writable path itself: its owner and mode are the mount's
             if any(posixpath.join(*parts[:i]) in links for i in range(1, len(parts))):
                 raise Forged(f"entry {name!r} lies under a symlink of the same stream")
+            if member.issym() and name in parents:
+                raise Forged(f"entry {name!r} turns a directory of the same stream into a symlink")
+            parents.update(posixpath.join(*parts[:i]) for i in range(1, len(parts)))
             member.name = name
             if member.isdir():
                 yield member, None

@@ -48,6 +48,15 @@ def clean_path(path: str) -> str:
     return "/".join(parts)
 
 
+def _df_space(text: str) -> tuple[int | None, int | None]:
+    """(bytes in all, bytes free) from `df -Pk` output: a header, then 'filesystem blocks used available ...' in
+    KiB; (None, None) when it says something else."""
+    numbers = (text.splitlines() or [""])[-1].split()[1:4]
+    if len(numbers) != 3 or not all(n.isdigit() for n in numbers):
+        return None, None
+    return int(numbers[0]) * 1024, int(numbers[2]) * 1024
+
+
 class Workspace:
     def __init__(self, runtime: Runtime):
         self.runtime = runtime
@@ -199,11 +208,7 @@ class Workspace:
         df = CappedBuffer(4096)
         code, stderr = self._run(name, scripts.sh(scripts.WRITE, rel), root, stdin=body, stdout=df)
         if code == scripts.NO_SPACE:
-            # `df -Pk .`: a header, then 'filesystem blocks used available capacity mount' in KiB.
-            fields = df.data.decode(errors="replace").splitlines()[-1:]
-            numbers = fields[0].split()[1:4] if fields else []
-            size, _, free = ([int(n) * 1024 for n in numbers] if len(numbers) == 3 and all(n.isdigit() for n in numbers)
-                             else (None, None, None))
+            size, free = _df_space(df.data.decode(errors="replace"))
             raise no_space(f"no space: writing {path!r} in sandbox {name!r} filled its filesystem at {root!r} "
                            f"({size} bytes in all, {free} free after the partial file was removed); nothing was "
                            "written", path=path, size=size, free=free)

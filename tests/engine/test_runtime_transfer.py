@@ -200,7 +200,8 @@ def test_a_tar_the_sandbox_puts_on_its_path_does_not_make_the_archive(stack, cli
 
 
 # Runs in the sandbox as its user: stops each runtime tar script it sees (an exec's own process: no parent in the
-# sandbox; its forked children carry the same command line) and writes a forged tar into its output first. Prints 'early' when it got in before the script's own tar had begun (so that the forgery is the stream).
+# sandbox; its forked children carry the same command line) and writes a forged tar into its output first. Prints
+# 'early' when it got in before the script's own tar had begun (so that the forgery is the stream).
 FORGER = r"""
 import os, signal, sys, time
 forged = open("/tmp/forged.tar", "rb").read()

@@ -185,3 +185,12 @@ def test_a_timeout_selects_every_process_the_exec_started_and_only_those():
 
 def test_the_kill_knows_the_sandboxes_init():
     assert scripts.SANDBOX_INIT == SUPERVISOR_PATH
+
+
+def test_a_link_climbing_after_a_name_is_left_out_and_a_directory_never_becomes_a_link():
+    # 'a' -> '.', then 'a/b/../..' reads '.' by its letters but leads out of the tree through the link.
+    kept, left_out = _relayed(_tar(("a", tarfile.SYMTYPE, b"."), ("s", tarfile.SYMTYPE, b"a/b/../.."),
+                                   ("d/e", tarfile.SYMTYPE, b"../../x/../.."), ("d/f", tarfile.SYMTYPE, b"../a")))
+    assert (kept, left_out) == ([("a", "."), ("d/f", "../a")], ["s", "d/e"])
+    with pytest.raises(Forged, match="entry 'd' turns a directory of the same stream into a symlink"):
+        _relayed(_tar(("d/x", tarfile.REGTYPE, b"x"), ("d", tarfile.SYMTYPE, b"/etc")))
