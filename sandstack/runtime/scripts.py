@@ -150,24 +150,28 @@ END {
 """
 
 # $1: the exec's marker; $2: when it started, in centiseconds of the kernel's boot clock (CLOCK_BOOTTIME, which
-# process start times count in; '' to go by the marker and descent alone). Stops the exec's processes until no new
-# one appears (none can fork past the scan), then kills them.
+# process start times count in; '' to go by the marker and descent alone); then the markers of the runtime's execs
+# still running (a process carrying one of those is theirs; one carrying any other marker counts as carrying none).
+# Stops the exec's processes until no new one appears (none can fork past the scan), then kills them.
 KILL_EXEC = rf"""
-marker=$1 self=$$ since=
-if [ -n "$2" ] && tr '\0' ' ' 2>/dev/null </proc/1/cmdline | grep -q "{SANDBOX_INIT}"; then
+marker=$1 start=$2 self=$$ since=
+shift 2
+live=" $* "
+if [ -n "$start" ] && tr '\0' ' ' 2>/dev/null </proc/1/cmdline | grep -q "{SANDBOX_INIT}"; then
     hz=$(getconf CLK_TCK 2>/dev/null) || hz=100
-    since=$(( $2 * hz / 100 - 1 ))
+    since=$(( start * hz / 100 - 1 ))
 fi
 table() {{
     for dir in /proc/[0-9]*; do
         pid=${{dir#/proc/}}
-        stat=$(cat "$dir/stat" 2>/dev/null) || continue
-        id=$(tr '\0' '\n' 2>/dev/null <"$dir/environ" | grep "^{MARKER_ENV}=" | head -n 1)
+        read -r stat 2>/dev/null <"$dir/stat" || continue
+        id=$(grep -ao "{MARKER_ENV}=[A-Za-z0-9-]*" "$dir/environ" 2>/dev/null | head -n 1)
         id=${{id#*=}}
         if [ "$pid" = "$self" ]; then mark=self
         elif [ -z "$id" ]; then mark=none
         elif [ "$id" = "$marker" ]; then mark=ours
-        else mark=other
+        else
+            case "$live" in *" $id "*) mark=other ;; *) mark=none ;; esac
         fi
         set -- ${{stat##*) }}
         echo "$pid $2 ${{20}} $mark"

@@ -82,8 +82,8 @@ class Workspace:
         except (PastBound, SinkFailed):
             # Cut off on this side: the script in the sandbox ends too, whether or not it noticed.
             try:
-                self.runtime._run_internal(name, scripts.sh(scripts.KILL_EXEC, marker, ""), "/",
-                                           timeout=KILL_TIMEOUT)
+                kill = scripts.sh(scripts.KILL_EXEC, marker, "", *self.runtime.live_markers())
+                self.runtime._run_internal(name, kill, "/", timeout=KILL_TIMEOUT)
             except BackendError:
                 pass
             raise
