@@ -68,10 +68,16 @@ def _runtime(stack, docker_client):
     return docker_client.containers.get(stack.name("runtime"))
 
 
+# Disk the runtime's process holds in files it has removed but keeps open (its spool files: tempfile unlinks them).
+OPEN_UNLINKED = ("import os\nfds = [f'/proc/1/fd/{fd}' for fd in os.listdir('/proc/1/fd')]\n"
+                 "print(sum(os.stat(f).st_blocks * 512 for f in fds if os.readlink(f).endswith(' (deleted)')))")
+
+
 def _state_bytes(runtime) -> int:
-    """Bytes under the runtime's state volume (snapshots, spool), as the host's disk holds them."""
-    result = runtime.exec_run(["du", "-s", "-B1", STATE])
-    return int(result.output.split()[0])
+    """Disk the runtime takes on the host: its state volume (snapshots, spool) and the spool files it has open."""
+    stored = runtime.exec_run(["du", "-s", "-B1", STATE]).output.split()[0]
+    spooled = runtime.exec_run(["python3", "-c", OPEN_UNLINKED]).output.split()[0]
+    return int(stored) + int(spooled)
 
 
 def _sampled(runtime, call):
