@@ -211,7 +211,10 @@ async def write_file(request: Request, path: str, sandbox: str = _sandbox()) -> 
             size += len(chunk)
             if size > limit:
                 raise too_big
-            body.write(chunk)
+            try:
+                body.write(chunk)
+            except OSError as error:  # the state volume full while spooling: 507, not a server error
+                raise runtime.workspace.storage_error(error, f"uploading {path!r}") from error
         body.seek(0)
         await run_in_threadpool(runtime.workspace.write, sandbox, path, body)
     finally:

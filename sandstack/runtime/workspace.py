@@ -88,7 +88,7 @@ class Workspace:
                 pass
             raise
 
-    def _storage(self, error: OSError, doing: str) -> Exception:
+    def storage_error(self, error: OSError, doing: str) -> Exception:
         """A full state volume as a 507; any other failure on this side as it is."""
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
             return no_space(f"{doing}: the runtime's state volume on host {self.runtime.host!r} is full",
@@ -132,7 +132,7 @@ class Workspace:
                                 f"workspace ({failure}); nothing of it was kept", sandbox=name, path=workdir)
         if isinstance(error, SinkFailed):
             if failure is None:
-                raise self._storage(error.error, doing) from error
+                raise self.storage_error(error.error, doing) from error
             # else this side stopped reading first (the pipe broke): its own failure says why, below
         elif error is not None:
             raise error  # type: ignore[misc]
@@ -141,7 +141,7 @@ class Workspace:
             if code != 0:
                 raise self._fail(code, stderr, workdir, name, doing)
         if isinstance(failure, OSError):
-            raise self._storage(failure, doing) from failure
+            raise self.storage_error(failure, doing) from failure
         if isinstance(failure, tarfile.TarError):
             raise ApiError(502, f"{doing} {workdir!r}: sandbox {name!r} sent a stream that is not a tar ({failure}); "
                                 "nothing of it was kept", sandbox=name, path=workdir)
@@ -186,7 +186,7 @@ class Workspace:
             raise too_big(f"reading {path!r}", limit, path=path) from error
         except SinkFailed as error:
             out.close()
-            raise self._storage(error.error, f"reading {path!r}") from error
+            raise self.storage_error(error.error, f"reading {path!r}") from error
         out.seek(0)
         if code == scripts.IS_DIRECTORY:
             entries = []
@@ -311,7 +311,7 @@ class Workspace:
             raise too_big(f"the snapshot of sandbox {name!r}", bound, sandbox=name) from error
         except OSError as error:
             shutil.rmtree(target, ignore_errors=True)
-            raise self._storage(error, f"snapshotting sandbox {name!r}") from error
+            raise self.storage_error(error, f"snapshotting sandbox {name!r}") from error
         except BaseException:
             shutil.rmtree(target, ignore_errors=True)
             raise

@@ -5,6 +5,7 @@ chunks, and which processes a timed-out exec's kill selects."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import io
 import os
 import subprocess
@@ -194,3 +195,21 @@ def test_a_link_climbing_after_a_name_is_left_out_and_a_directory_never_becomes_
     assert (kept, left_out) == ([("a", "."), ("d/f", "../a")], ["s", "d/e"])
     with pytest.raises(Forged, match="entry 'd' turns a directory of the same stream into a symlink"):
         _relayed(_tar(("d/x", tarfile.REGTYPE, b"x"), ("d", tarfile.SYMTYPE, b"/etc")))
+
+
+def test_a_full_state_volume_is_507_not_a_server_error(env, monkeypatch):
+    sandbox = env.claim("chat-1")["sandbox"]
+    (env.backend.path(sandbox, "/workspace") / "a.txt").write_bytes(b"A")
+
+    class Full(io.BytesIO):
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(env.runtime.workspace, "spool", Full)
+    full = "the runtime's state volume on host 'local' is full"
+    upload = env.api.put(f"/v1/sandboxes/{sandbox}/files/b.txt", content=b"B")
+    assert (upload.status_code, upload.json()["error"]) == (507, f"uploading 'b.txt': {full}")
+    read = env.api.get(f"/v1/sandboxes/{sandbox}/files/a.txt")
+    assert (read.status_code, read.json()["error"]) == (507, f"reading 'a.txt': {full}")
+    archive = env.api.get(f"/v1/sandboxes/{sandbox}/archive")
+    assert (archive.status_code, archive.json()["error"]) == (507, f"archiving: {full}")
