@@ -95,6 +95,10 @@ class HostClient:
     def release(self, session: str) -> dict[str, Any]:
         return self.request("DELETE", f"/v1/sessions/{quote(session, safe='')}")
 
+    def pools(self) -> list[dict[str, Any]]:
+        """Each pool on the host: sandboxes by status, snapshot storage used and declared, transfer limits."""
+        return self.request("GET", "/v1/pools")
+
     def sandboxes(self, pool: str | None = None) -> list[dict[str, Any]]:
         return self.request("GET", "/v1/sandboxes", params={"pool": pool} if pool else None)
 

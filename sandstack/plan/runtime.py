@@ -1,6 +1,6 @@
 """What a host's sandbox runtime is told, as plain values: the pools on its host, their sandboxes, where each
 sandbox's workspace is and what its writable paths are, and the runtime's policies (idle, snapshot retention,
-upload and output limits).
+upload, download, output and snapshot storage limits).
 
 The deploy code builds one `RuntimeConfig` per host from the resolved spec and writes `to_json()` into the
 runtime's container; the runtime reads it back with `from_json()` from the file named by `ENV_CONFIG`. Pure
@@ -101,6 +101,9 @@ class PoolRuntime:
     idle: IdlePolicy | None = None  # None: sessions never idle out
     retention: Retention = field(default_factory=Retention)
     upload_limit_bytes: int = 64 * 1024 * 1024
+    # A read, an archive or a snapshot is cut off past this many bytes (apparent size), never spooled beyond it.
+    download_limit_bytes: int = 1024 * 1024 * 1024
+    snapshot_storage_bytes: int = 8 * 1024 * 1024 * 1024  # all of the pool's snapshots on this host
 
     def __post_init__(self) -> None:
         if not self.sandboxes or len(set(self.sandboxes)) != len(self.sandboxes):
@@ -109,7 +112,8 @@ class PoolRuntime:
         paths = [w.path for w in self.writable]
         if len(set(paths)) != len(paths):
             raise ValueError(f"writable: {paths!r} lists a path twice")
-        _positive(self.upload_limit_bytes, "upload_limit_bytes")
+        for name in ("upload_limit_bytes", "download_limit_bytes", "snapshot_storage_bytes"):
+            _positive(getattr(self, name), name)
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,8 @@ def pool_runtime(stack: str, placement: Placement) -> PoolRuntime:
         idle=IdlePolicy(session.idle, session.idle_after) if session.idle != "never" else None,
         retention=Retention(session.snapshots, session.snapshot_max_age),
         upload_limit_bytes=session.upload_limit,
+        download_limit_bytes=session.download_limit,
+        snapshot_storage_bytes=session.snapshot_storage,
     )
 
 

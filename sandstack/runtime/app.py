@@ -7,6 +7,7 @@ import hmac
 import inspect
 import logging
 import threading
+from collections import Counter
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
@@ -30,6 +31,7 @@ from sandstack.runtime.models import (
     ExecResult,
     Health,
     Listing,
+    PoolStatus,
     RestoreRequest,
     SandboxStatus,
     Snapshot,
@@ -44,7 +46,7 @@ VERSION = "1"
 ACTOR_HEADER = "X-Sandstack-Actor"  # who the caller acts for (a user, an agent run): recorded, not trusted
 bearer = HTTPBearer(auto_error=False, description="The host's runtime token (a Pulumi secret).")
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Error}
-                                           for code in (400, 401, 403, 404, 409, 413, 422, 502, 503, 504)}
+                                           for code in (400, 401, 403, 404, 409, 413, 422, 502, 503, 504, 507)}
 BINARY = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
 
 
@@ -136,6 +138,21 @@ def release(request: Request, session: str = _path("The session id.", SESSION_PA
     return runtime.describe(runtime.release(session))
 
 
+@router.get("/pools", response_model=list[PoolStatus], operation_id="list_pools")
+def list_pools(request: Request) -> Any:
+    """Each pool on this host: its sandboxes by status, and what its snapshots take of their storage."""
+    runtime = _runtime(request)
+    answer = []
+    for pool, spec in runtime.config.pools.items():
+        snapshots = runtime.store.snapshots(pool=pool)
+        answer.append({"pool": pool, "host": runtime.host,
+                       "sandboxes": dict(Counter(row.status for row in runtime.store.sandboxes(pool))),
+                       "snapshots": len(snapshots), "snapshot_bytes": sum(snap.size for snap in snapshots),
+                       "snapshot_storage": spec.snapshot_storage_bytes, "download_limit": spec.download_limit_bytes,
+                       "upload_limit": spec.upload_limit_bytes})
+    return answer
+
+
 @router.get("/sandboxes", response_model=list[SandboxStatus], operation_id="list_sandboxes")
 def list_sandboxes(request: Request, pool: str | None = None) -> Any:
     runtime = _runtime(request)
@@ -195,7 +212,10 @@ async def write_file(request: Request, path: str, sandbox: str = _sandbox()) -> 
             size += len(chunk)
             if size > limit:
                 raise too_big
-            body.write(chunk)
+            try:
+                body.write(chunk)
+            except OSError as error:  # the state volume full while spooling: 507, not a server error
+                raise runtime.workspace.storage_error(error, f"uploading {path!r}") from error
         body.seek(0)
         await run_in_threadpool(runtime.workspace.write, sandbox, path, body)
     finally:

@@ -25,3 +25,14 @@ def forbidden(path: str, why: str) -> ApiError:
 
 def conflict(message: str, **fields: object) -> ApiError:
     return ApiError(409, message, **fields)
+
+
+def too_big(doing: str, limit: int, **fields: object) -> ApiError:
+    """A transfer past the pool's declared bound (413): it was cut there, nothing of it was kept."""
+    return ApiError(413, f"{doing} passed the pool's download_limit of {limit} bytes (apparent size: a sparse file "
+                         "counts at its full length); it was stopped there and nothing was kept", limit=limit, **fields)
+
+
+def no_space(message: str, **fields: object) -> ApiError:
+    """Storage ran out (507): the sandbox's filesystem, the host's state volume, or the pool's snapshot storage."""
+    return ApiError(507, message, **fields)

@@ -163,6 +163,19 @@ class Snapshot(BaseModel):
     paths: list[str] = Field(description="The writable paths it holds.")
 
 
+class PoolStatus(BaseModel):
+    pool: str
+    host: str
+    sandboxes: dict[str, int] = Field(description="How many of its sandboxes on this host are in each status.")
+    snapshots: int = Field(description="Snapshots of the pool kept on this host.")
+    snapshot_bytes: int = Field(description="Bytes they take on the host.")
+    snapshot_storage: int = Field(description="The most they may take (`session.snapshot_storage`); a snapshot "
+                                              "past it is refused with 507.")
+    download_limit: int = Field(description="The most one read, archive or snapshot may take (apparent size; "
+                                            "`session.download_limit`); past it: 413.")
+    upload_limit: int = Field(description="The largest upload (`session.upload_limit`); past it: 413.")
+
+
 class RestoreRequest(Strict):
     snapshot: str = Field(**pattern(SNAPSHOT_PATTERN))
 

@@ -16,6 +16,7 @@ SPECIAL_FILE = 67  # device, fifo or socket → 403
 IS_DIRECTORY = 68  # read: the listing follows on stdout; write: refused (409)
 NOT_DIRECTORY = 69  # a parent of the path is a file → 409
 NOT_READABLE = 71  # its mode does not let the sandbox's user read it (chmod 000) → 403
+NO_SPACE = 72  # write: the workspace's filesystem is full (stdout: `df -Pk` of it) → 507
 
 # Sets `real` (the canonical absolute path of what exists of $1) and `missing` (the rest, not created yet),
 # and exits OUTSIDE_ROOT when a symlink leads out of the root.
@@ -63,17 +64,29 @@ fi
 exec cat -- "$real"
 """
 
-# stdin: the file's new bytes. Parents that do not exist yet are created.
+# stdin: the file's new bytes. Parents that do not exist yet are created. A write that fails (the filesystem is
+# full) reads the rest of stdin all the same (Docker's stream waits for it, and the runtime would see a broken
+# stream, not the reason), removes the partial file and says why: NO_SPACE with `df -Pk .` on stdout.
 WRITE = _CHECK + rf"""
+store() {{
+    err=$(cat 2>&1 >"$1") && exit 0
+    cat >/dev/null
+    rm -f -- "$1"
+    case "$err" in
+        *"No space left"*|*"quota exceeded"*) df -Pk . ; exit {NO_SPACE} ;;
+    esac
+    printf '%s\n' "$err" >&2
+    exit 1
+}}
 if [ -z "$missing" ]; then
     [ -d "$real" ] && exit {IS_DIRECTORY}
-    exec cat >"$real"
+    store "$real"
 fi
 [ -d "$real" ] || exit {NOT_DIRECTORY}
 cd -- "$real" || exit {NOT_FOUND}
 parent=$(dirname -- "$missing" && echo .) || exit {NOT_DIRECTORY}
 mkdir -p -- "${{parent%?.}}" || exit {NOT_DIRECTORY}
-exec cat >"$missing"
+store "$missing"
 """
 
 # Removes the path itself (a symlink, not what it points to; a directory with its contents).
@@ -87,11 +100,13 @@ exec rm -rf -- "$1"
 # a disk workspace's root-owned `lost+found`, which the sandbox's user cannot read: tar failed on it).
 # Its entries, not "." itself: "." is the mount, whose owner and mode a restore as the sandbox user could not set
 # back (GNU tar then fails). busybox's tar has no --null: it archives "." (and never sets its mode back).
+# The `exit` ends the script after the pipeline: an `exec` inside a pipeline replaces only its subshell, so the
+# script went on to a second tar and every archive held the data twice. Nothing here is trusted: the runtime
+# checks the stream it reads (sandstack.runtime.tarcheck).
 TAR_CREATE = r"""
 if tar --help 2>&1 | grep -q -- --null; then
     for skip in "$@"; do set -- "$@" "--exclude=$skip"; shift; done
     [ "$#" -eq 0 ] || set -- --anchored "$@"
-    # Not `| exec tar`: that exec ends only the pipeline's subshell, and the script went on to a second tar.
     find . -mindepth 1 -maxdepth 1 -printf '%P\0' | tar "$@" --null -T - -cf -
     exit
 fi
@@ -126,19 +141,75 @@ done
 """
 RESTORE = EMPTY + "exec tar -xf -\n"
 
-# Kills every process whose environment carries the exec's marker, wherever it moved its process group or
-# session: stopped first so none can fork past the scan, then killed.
+# The PATH the runtime's own scripts run with: the system's directories, which only root can write, never the
+# sandbox's own PATH (a template may put a workspace directory first, where the sandbox could put its own `tar`).
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+# Every runtime exec carries MARKER_ENV (a user's command its own id, the runtime's own scripts an 'internal-' one).
 MARKER_ENV = "SANDSTACK_EXEC_ID"
-KILL_MARKED = rf"""
-for signal in STOP KILL; do
+# PID 1 of every sandbox: Docker's init running sandstack's supervisor (sandstack.plan.snapshot.SUPERVISOR_PATH; a
+# test keeps the two equal). Only there does the kill below look at processes by start time: every process it can
+# see is then the sandbox's own.
+SANDBOX_INIT = "/usr/local/lib/sandstack/supervise"
+
+# Which processes a timed-out exec started, from a table `PID PPID START MARK` (START in clock ticks since boot,
+# MARK ours/other/none/self). Ours: its marker; any descendant of ours that carries no other exec's marker; and,
+# with `since` (the exec's start in ticks), every process started since then that the kernel handed to PID 1
+# (double-forked) or that has no parent in the sandbox (an exec's own first process, `exec env -i ...`), unless it
+# carries another exec's marker. Neither `env -i`, `setsid` nor a double fork moves a process out of that set.
+SELECT_EXEC = r"""
+{ ppid[$1] = $2; start[$1] = $3; mark[$1] = $4; pids[n++] = $1 }
+END {
+    for (changed = 1; changed; ) {
+        changed = 0
+        for (i = 0; i < n; i++) {
+            p = pids[i]
+            if ((p in victim) || p == 1 || mark[p] == "other" || mark[p] == "self") continue
+            late = since != "" && (ppid[p] == 0 || ppid[p] == 1) && start[p] + 0 >= since + 0
+            if (mark[p] == "ours" || (ppid[p] in victim) || late) { victim[p] = 1; changed = 1 }
+        }
+    }
+    for (p in victim) print p
+}
+"""
+
+# $1: the exec's marker; $2: when it started, in centiseconds of the kernel's boot clock (CLOCK_BOOTTIME, which
+# process start times count in; '' to go by the marker and descent alone); then the markers of the runtime's execs
+# still running (a process carrying one of those is theirs; one carrying any other marker counts as carrying none).
+# Stops the exec's processes until no new one appears (none can fork past the scan), then kills them.
+KILL_EXEC = rf"""
+marker=$1 start=$2 self=$$ since=
+shift 2
+live=" $* "
+if [ -n "$start" ] && tr '\0' ' ' 2>/dev/null </proc/1/cmdline | grep -q "{SANDBOX_INIT}"; then
+    hz=$(getconf CLK_TCK 2>/dev/null) || hz=100
+    since=$(( start * hz / 100 - 1 ))
+fi
+table() {{
     for dir in /proc/[0-9]*; do
         pid=${{dir#/proc/}}
-        [ "$pid" = "$$" ] && continue
-        if tr '\0' '\n' <"$dir/environ" 2>/dev/null | grep -qx "{MARKER_ENV}=$1"; then
-            kill -s "$signal" "$pid" 2>/dev/null
+        read -r stat 2>/dev/null <"$dir/stat" || continue
+        id=$(grep -ao "{MARKER_ENV}=[A-Za-z0-9-]*" "$dir/environ" 2>/dev/null | head -n 1)
+        id=${{id#*=}}
+        if [ "$pid" = "$self" ]; then mark=self
+        elif [ -z "$id" ]; then mark=none
+        elif [ "$id" = "$marker" ]; then mark=ours
+        else
+            case "$live" in *" $id "*) mark=other ;; *) mark=none ;; esac
         fi
+        set -- ${{stat##*) }}
+        echo "$pid $2 ${{20}} $mark"
     done
+}}
+exec_procs() {{ table | awk -v since="$since" '{SELECT_EXEC}' | sort -n; }}
+stopped=
+for pass in 1 2 3 4 5 6 7 8 9 10; do
+    found=$(exec_procs)
+    [ "$found" = "$stopped" ] && break
+    stopped=$found
+    kill -s STOP $found 2>/dev/null
 done
+kill -s KILL $stopped $(exec_procs) 2>/dev/null
 exit 0
 """
 

@@ -71,6 +71,8 @@ class Runtime:
         self._busy: Counter[str] = Counter()
         self._busy_lock = threading.Lock()
         self.leases = Leases()  # operations running in a sandbox vs. a pause of it
+        # The markers of the execs running now: a timed-out command's kill spares only processes carrying one.
+        self._live: Counter[str] = Counter()
         # Imported here: files and snapshots use this class's checks, and this class uses them for branching.
         from sandstack.runtime.workspace import Workspace
 
@@ -93,6 +95,22 @@ class Runtime:
             yield
         finally:
             self._leave(name)
+
+    @contextmanager
+    def _marked(self, marker: str) -> Iterator[None]:
+        with self._busy_lock:
+            self._live[marker] += 1
+        try:
+            yield
+        finally:
+            with self._busy_lock:
+                self._live[marker] -= 1
+                if self._live[marker] <= 0:
+                    del self._live[marker]
+
+    def live_markers(self) -> list[str]:
+        with self._busy_lock:
+            return sorted(self._live)
 
     def busy(self, name: str) -> bool:
         with self._busy_lock:
@@ -319,13 +337,19 @@ class Runtime:
         workdir = root if not cwd else cwd if cwd.startswith("/") else f"{root}/{cwd}"
         argv = command if command is not None else [*INTERPRETERS[lang], script]
         marker = uuid.uuid4().hex
+        # On the kernel's boot clock, which the sandbox's process start times count in (no time namespace between).
+        started_cs = str(int(time.clock_gettime(time.CLOCK_BOOTTIME) * 100))
         out, err = CappedBuffer(self.config.output_limit_bytes), CappedBuffer(self.config.output_limit_bytes)
         try:
-            status = self.backend.exec(name, list(argv), workdir=workdir, env={**env, scripts.MARKER_ENV: marker},
-                                       stdout=out, stderr=err, timeout=timeout)
+            with self._marked(marker):
+                status = self.backend.exec(name, list(argv), workdir=workdir,
+                                           env={**env, scripts.MARKER_ENV: marker}, stdout=out, stderr=err,
+                                           timeout=timeout)
             timed_out = status.exit_code is None
             if timed_out:
-                self._run_internal(name, scripts.sh(scripts.KILL_MARKED, marker), "/", timeout=KILL_TIMEOUT)
+                # Its start, so that the kill finds what the command started even where the marker did not follow.
+                self._run_internal(name, scripts.sh(scripts.KILL_EXEC, marker, started_cs, *self.live_markers()),
+                                   "/", timeout=KILL_TIMEOUT)
         except (SandboxNotRunning, SandboxGone) as error:
             raise self.died(row, error) from error
         self.store.touch(name)
@@ -340,12 +364,16 @@ class Runtime:
         return result
 
     def _run_internal(self, name: str, argv: list[str], workdir: str, *, stdin=None, stdout=None,
-                      timeout: float = 300) -> tuple[int | None, str]:
-        """One of the runtime's own scripts; (exit code, stderr)."""
+                      timeout: float = 300, marker: str | None = None) -> tuple[int | None, str]:
+        """One of the runtime's own scripts; (exit code, stderr). Marked as the runtime's own (a user's timed-out
+        command's kill leaves it alone), on the system's PATH (not one the sandbox can write to)."""
         err = CappedBuffer(8192)
-        status = self.backend.exec(name, argv, workdir=workdir, stdin=stdin,
-                                   stdout=stdout if stdout is not None else CappedBuffer(8192), stderr=err,
-                                   timeout=timeout)
+        marker = marker or f"internal-{uuid.uuid4().hex}"
+        with self._marked(marker):
+            status = self.backend.exec(name, argv, workdir=workdir, stdin=stdin,
+                                       env={scripts.MARKER_ENV: marker, "PATH": scripts.SYSTEM_PATH},
+                                       stdout=stdout if stdout is not None else CappedBuffer(8192), stderr=err,
+                                       timeout=timeout)
         return status.exit_code, err.data.decode(errors="replace").strip()
 
     def pause(self, name: str, by: str = "api") -> SandboxRow:

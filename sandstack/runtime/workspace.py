@@ -4,29 +4,35 @@ written with more rights than the sandbox has."""
 
 from __future__ import annotations
 
+import errno
 import gzip
+import os
 import re
 import shutil
 import tarfile
 import tempfile
+import threading
 import time
 import uuid
 import zipfile
+from collections import Counter
 from pathlib import PurePosixPath
-from typing import IO, TYPE_CHECKING, BinaryIO
+from typing import IO, TYPE_CHECKING, BinaryIO, Callable
 
 from sandstack.plan.runtime import SNAPSHOT_DIR, WritablePath
 from sandstack.runtime import scripts
-from sandstack.runtime.backend import CappedBuffer, SandboxGone, SandboxNotRunning
-from sandstack.runtime.errors import ApiError, conflict, forbidden
+from sandstack.runtime.backend import BackendError, CappedBuffer, SandboxGone, SandboxNotRunning
+from sandstack.runtime.errors import ApiError, conflict, forbidden, no_space, too_big
 from sandstack.runtime.leases import holding
 from sandstack.runtime.models import SNAPSHOT_PATTERN
 from sandstack.runtime.store import SnapshotRow
+from sandstack.runtime.tarcheck import Bounded, Checked, Forged, PastBound, SinkFailed, write_tar, write_zip
 
 if TYPE_CHECKING:
     from sandstack.runtime.service import Runtime
 
 SPOOL = 8 * 1024 * 1024  # bytes kept in memory before a transfer spills to a file under the state dir
+KILL_TIMEOUT = 15  # seconds for the exec that ends a transfer cut off at its bound
 SNAPSHOT_ID = re.compile(SNAPSHOT_PATTERN.removeprefix("^").removesuffix("$"))
 ARCHIVE_FORMATS = {"tar.gz": "application/gzip", "zip": "application/zip"}
 
@@ -56,6 +62,15 @@ def _skipped(writable: tuple[WritablePath, ...], root: str) -> list[str]:
     return skipped
 
 
+def _df_space(text: str) -> tuple[int | None, int | None]:
+    """(bytes in all, bytes free) from `df -Pk` output: a header, then 'filesystem blocks used available ...' in
+    KiB; (None, None) when it says something else."""
+    numbers = (text.splitlines() or [""])[-1].split()[1:4]
+    if len(numbers) != 3 or not all(n.isdigit() for n in numbers):
+        return None, None
+    return int(numbers[0]) * 1024, int(numbers[2]) * 1024
+
+
 class Workspace:
     def __init__(self, runtime: Runtime):
         self.runtime = runtime
@@ -64,17 +79,89 @@ class Workspace:
         self.snapshot_dir.mkdir(parents=True, exist_ok=True)
         self.spool_dir = runtime.state_dir / "spool"
         self.spool_dir.mkdir(parents=True, exist_ok=True)
+        self._quota_lock = threading.Lock()
+        self._reserved: Counter[str] = Counter()  # pool → bytes that snapshots under way may still take
 
     def spool(self) -> tempfile.SpooledTemporaryFile:
         return tempfile.SpooledTemporaryFile(max_size=SPOOL, dir=self.spool_dir)
 
     def _run(self, name: str, argv: list[str], workdir: str, *, stdin: BinaryIO | None = None,
-             stdout: IO[bytes] | CappedBuffer | None = None) -> tuple[int | None, str]:
+             stdout: IO[bytes] | CappedBuffer | Bounded | None = None) -> tuple[int | None, str]:
         row = self.runtime.sandbox(name)
+        marker = f"internal-{uuid.uuid4().hex}"
         try:
-            return self.runtime._run_internal(name, argv, workdir, stdin=stdin, stdout=stdout)
+            return self.runtime._run_internal(name, argv, workdir, stdin=stdin, stdout=stdout, marker=marker)
         except (SandboxNotRunning, SandboxGone) as error:
             raise self.runtime.died(row, error) from error
+        except (PastBound, SinkFailed):
+            # Cut off on this side: the script in the sandbox ends too, whether or not it noticed.
+            try:
+                kill = scripts.sh(scripts.KILL_EXEC, marker, "", *self.runtime.live_markers())
+                self.runtime._run_internal(name, kill, "/", timeout=KILL_TIMEOUT)
+            except BackendError:
+                pass
+            raise
+
+    def storage_error(self, error: OSError, doing: str) -> Exception:
+        """A full state volume as a 507; any other failure on this side as it is."""
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return no_space(f"{doing}: the runtime's state volume on host {self.runtime.host!r} is full",
+                            host=self.runtime.host)
+        return error
+
+    def _relay(self, name: str, workdir: str, limit: int, emit: Callable[[Checked], None], doing: str, *,
+               skip: tuple[str, ...] | list[str] = ()) -> None:
+        """Runs the tar script in `workdir` and gives `emit` its stream, checked, as it comes (a pipe between
+        the exec and the check: nothing is spooled before it is checked). Raises PastBound past `limit` bytes."""
+        read_fd, write_fd = os.pipe()
+        reader, writer = os.fdopen(read_fd, "rb"), os.fdopen(write_fd, "wb", buffering=0)
+        done: dict[str, object] = {}
+
+        def produce() -> None:
+            try:
+                done["status"] = self._run(name, scripts.sh(scripts.TAR_CREATE, *skip), workdir,
+                                           stdout=Bounded(writer, limit))
+            except BaseException as error:  # handed to the request's thread below
+                done["error"] = error
+            finally:
+                writer.close()
+
+        thread = threading.Thread(target=produce, name=f"sandstack-relay-{name}", daemon=True)
+        thread.start()
+        failure: BaseException | None = None
+        try:
+            with tarfile.open(fileobj=reader, mode="r|") as tar:
+                emit(Checked(tar, limit))
+            while reader.read(SPOOL):  # what follows the archive's end: read (within the bound), never kept
+                pass
+        except Exception as error:
+            failure = error
+        finally:
+            reader.close()  # a producer still writing gets a broken pipe, and its script is ended
+            thread.join()
+        error = done.get("error")
+        if isinstance(error, PastBound) or isinstance(failure, PastBound):
+            raise PastBound(limit)
+        if isinstance(failure, Forged):
+            raise ApiError(502, f"{doing} {workdir!r}: sandbox {name!r} sent a stream that cannot be a tar of its "
+                                f"workspace ({failure}); nothing of it was kept", sandbox=name, path=workdir)
+        if isinstance(error, SinkFailed):
+            if failure is None:
+                raise self.storage_error(error.error, doing) from error
+            # else this side stopped reading first (the pipe broke): its own failure says why, below
+        elif error is not None:
+            raise error  # type: ignore[misc]
+        else:
+            code, stderr = done["status"]  # type: ignore[misc]
+            if code != 0:
+                raise self._fail(code, stderr, workdir, name, doing)
+        if isinstance(failure, OSError):
+            raise self.storage_error(failure, doing) from failure
+        if isinstance(failure, tarfile.TarError):
+            raise ApiError(502, f"{doing} {workdir!r}: sandbox {name!r} sent a stream that is not a tar ({failure}); "
+                                "nothing of it was kept", sandbox=name, path=workdir)
+        if failure is not None:
+            raise failure
 
     def _root(self, name: str) -> str:
         return self.runtime.pool(self.runtime.usable(name).pool).workspace_root
@@ -105,8 +192,16 @@ class Workspace:
         """(the file's bytes, None), or (None, the directory's entries)."""
         rel = clean_path(path)
         root = self._root(name)
+        limit = self.download_limit(name)
         out = self.spool()
-        code, stderr = self._run(name, scripts.sh(scripts.READ, rel or "."), root, stdout=out)
+        try:
+            code, stderr = self._run(name, scripts.sh(scripts.READ, rel or "."), root, stdout=Bounded(out, limit))
+        except PastBound as error:
+            out.close()
+            raise too_big(f"reading {path!r}", limit, path=path) from error
+        except SinkFailed as error:
+            out.close()
+            raise self.storage_error(error.error, f"reading {path!r}") from error
         out.seek(0)
         if code == scripts.IS_DIRECTORY:
             entries = []
@@ -124,7 +219,14 @@ class Workspace:
         rel = clean_path(path)
         if not rel:
             raise forbidden(path, "is the workspace root")
-        code, stderr = self._run(name, scripts.sh(scripts.WRITE, rel), self._root(name), stdin=body)
+        root = self._root(name)
+        df = CappedBuffer(4096)
+        code, stderr = self._run(name, scripts.sh(scripts.WRITE, rel), root, stdin=body, stdout=df)
+        if code == scripts.NO_SPACE:
+            size, free = _df_space(df.data.decode(errors="replace"))
+            raise no_space(f"no space: writing {path!r} in sandbox {name!r} filled its filesystem at {root!r} "
+                           f"({size} bytes in all, {free} free after the partial file was removed); nothing was "
+                           "written", path=path, size=size, free=free)
         if code != 0:
             raise self._fail(code, stderr, path, name, "writing")
 
@@ -140,6 +242,9 @@ class Workspace:
     def upload_limit(self, name: str) -> int:
         return self.runtime.pool(self.runtime.sandbox(name).pool).upload_limit_bytes
 
+    def download_limit(self, name: str) -> int:
+        return self.runtime.pool(self.runtime.sandbox(name).pool).download_limit_bytes
+
     # Archive: the workspace, as the download of a session's work
 
     @holding  # no pause while it runs
@@ -147,26 +252,25 @@ class Workspace:
         if fmt not in ARCHIVE_FORMATS:
             raise ApiError(422, f"format {fmt!r} is not one of {', '.join(ARCHIVE_FORMATS)}")
         root = self._root(name)
-        raw = self.spool()
         skipped = _skipped(self.runtime.pool(self.runtime.sandbox(name).pool).writable, root)
-        code, stderr = self._run(name, scripts.sh(scripts.TAR_CREATE, *skipped), root, stdout=raw)
-        if code != 0:
-            raise self._fail(code, stderr, root, name, "archiving")
-        raw.seek(0)
+        limit = self.download_limit(name)
         out = self.spool()
-        if fmt == "tar.gz":
-            with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as packed:
-                shutil.copyfileobj(raw, packed)
-        else:
-            with tarfile.open(fileobj=raw, mode="r|") as tar, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
-                for member in tar:
-                    # A zip holds files and directories; links and special files are left out.
-                    entry = member.name.removeprefix("./")
-                    if member.isdir() and entry not in ("", "."):
-                        zf.writestr(entry.rstrip("/") + "/", b"")
-                    elif member.isfile():
-                        zf.writestr(zipfile.ZipInfo(entry, time.gmtime(member.mtime)[:6]),
-                                    tar.extractfile(member).read())
+
+        def emit(entries: Checked) -> None:
+            if fmt == "tar.gz":
+                with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as packed:
+                    write_tar(entries, packed)
+            else:
+                write_zip(entries, out)
+
+        try:
+            self._relay(name, root, limit, emit, "archiving", skip=skipped)
+        except PastBound as error:
+            out.close()
+            raise too_big(f"the archive of {root!r}", limit, path=root) from error
+        except BaseException:
+            out.close()
+            raise
         out.seek(0)
         return out
 
@@ -182,25 +286,55 @@ class Workspace:
                            snapshot=snapshot_id, pool=row.pool)
         return row
 
+    def snapshot_usage(self, pool: str) -> int:
+        """Bytes the pool's snapshots take on this host (what retention and the storage bound count)."""
+        return sum(snap.size for snap in self.runtime.store.snapshots(pool=pool))
+
     @holding  # no pause while it runs
     def snapshot(self, name: str) -> SnapshotRow:
         sandbox = self.runtime.usable(name)
         spec = self.runtime.pool(sandbox.pool)
         if not spec.writable:
             raise conflict(f"pool {sandbox.pool!r} has no writable paths to snapshot", pool=sandbox.pool)
+        total = spec.snapshot_storage_bytes
+        with self._quota_lock:  # concurrent snapshots of a pool reserve their room, never the same room twice
+            used = self.snapshot_usage(sandbox.pool) + self._reserved[sandbox.pool]
+            if used >= total:
+                raise no_space(f"pool {sandbox.pool!r} has used {used} of its snapshot_storage of {total} bytes on "
+                               f"host {self.runtime.host!r}; delete snapshots (DELETE /v1/snapshots/ID) to make room",
+                               pool=sandbox.pool, used=used, limit=total)
+            bound = min(spec.download_limit_bytes, total - used)
+            self._reserved[sandbox.pool] += bound
         snapshot_id = f"snap-{uuid.uuid4().hex}"
         target = self.snapshot_dir / snapshot_id
-        target.mkdir()
         try:
+            target.mkdir()
+            left = bound
             for index, writable in enumerate(spec.writable):
-                with open(target / f"{index}.tar", "wb") as out:
-                    code, stderr = self._run(name, scripts.sh(scripts.TAR_CREATE, *writable.keep), writable.path,
-                                             stdout=out)
-                if code != 0:
-                    raise self._fail(code, stderr, writable.path, name, "snapshotting")
+                stored = target / f"{index}.tar"
+                with open(stored, "wb") as out:
+                    self._relay(name, writable.path, left, lambda entries: write_tar(entries, out), "snapshotting",
+                                skip=writable.keep)
+                left -= stored.stat().st_size
+                if left < 0:
+                    raise PastBound(bound)
+        except PastBound as error:
+            shutil.rmtree(target, ignore_errors=True)
+            if bound < spec.download_limit_bytes:
+                raise no_space(f"the snapshot of sandbox {name!r} passed the {bound} bytes left of pool "
+                               f"{sandbox.pool!r}'s snapshot_storage of {total} bytes ({used} used on host "
+                               f"{self.runtime.host!r}); it was stopped there and nothing was kept",
+                               pool=sandbox.pool, used=used, limit=total) from error
+            raise too_big(f"the snapshot of sandbox {name!r}", bound, sandbox=name) from error
+        except OSError as error:
+            shutil.rmtree(target, ignore_errors=True)
+            raise self.storage_error(error, f"snapshotting sandbox {name!r}") from error
         except BaseException:
             shutil.rmtree(target, ignore_errors=True)
             raise
+        finally:
+            with self._quota_lock:
+                self._reserved[sandbox.pool] -= bound
         size = sum(f.stat().st_size for f in target.iterdir())
         row = SnapshotRow(snapshot_id, sandbox.pool, name, sandbox.session, time.time(), size,
                           "\n".join(w.path for w in spec.writable))
@@ -219,7 +353,15 @@ class Workspace:
                            f"has {declared}", snapshot=snapshot_id)
         for index, writable in enumerate(self.runtime.pool(sandbox.pool).writable):
             path = writable.path
-            with open(self.snapshot_dir / snapshot_id / f"{index}.tar", "rb") as tar:
+            # Only what passes the check goes back (a snapshot stored before the check existed included).
+            with open(self.snapshot_dir / snapshot_id / f"{index}.tar", "rb") as stored, self.spool() as tar:
+                try:
+                    with tarfile.open(fileobj=stored, mode="r|") as entries:
+                        write_tar(Checked(entries, snap.size), tar)
+                except (Forged, tarfile.TarError) as error:
+                    raise conflict(f"snapshot {snapshot_id!r} cannot be restored: its tar of {path!r} is not a "
+                                   f"workspace's ({error})", snapshot=snapshot_id) from error
+                tar.seek(0)
                 code, stderr = self._run(name, scripts.sh(scripts.RESTORE, *writable.keep), path, stdin=tar)
             if code != 0:
                 raise self._fail(code, stderr, path, name, "restoring")

@@ -115,8 +115,9 @@ class FakeBackend(SandboxBackend):
         except (OSError, ValueError) as error:  # a NUL byte, an argument list over the kernel's limit...
             return _not_started(stdout, started, f"exec: {argv[0]!r}: {error}")
         self.procs[name].append(proc)
-        readers = [threading.Thread(target=_copy, args=(proc.stdout, stdout), daemon=True),
-                   threading.Thread(target=_copy, args=(proc.stderr, stderr), daemon=True)]
+        failed: list[BaseException] = []  # a sink's own error (a bound passed): Docker's stream is closed on it
+        readers = [threading.Thread(target=_copy, args=(proc, proc.stdout, stdout, failed), daemon=True),
+                   threading.Thread(target=_copy, args=(proc, proc.stderr, stderr, failed), daemon=True)]
         for reader in readers:
             reader.start()
         if stdin is not None:
@@ -131,6 +132,8 @@ class FakeBackend(SandboxBackend):
             return ExecStatus(None, int((time.monotonic() - started) * 1000))
         for reader in readers:
             reader.join()
+        if failed:
+            raise failed[0]
         return ExecStatus(proc.returncode, int((time.monotonic() - started) * 1000))
 
     def cpu_usage_ns(self, name: str) -> int | None:
@@ -222,9 +225,18 @@ def _chmod_all(entry: Path) -> None:
             _chmod_all(child)
 
 
-def _copy(source, sink: Sink) -> None:
-    for chunk in iter(lambda: source.read1(65536), b""):
-        sink.write(chunk)
+def _copy(proc: subprocess.Popen, source, sink: Sink, failed: list[BaseException]) -> None:
+    try:
+        for chunk in iter(lambda: source.read1(65536), b""):
+            sink.write(chunk)
+    except Exception as error:  # the real backend raises it from exec, with the stream closed
+        failed.append(error)
+        source.close()
+        try:
+            os.killpg(proc.pid, signal.SIGPIPE)  # what a writer into a closed stream gets
+        except (ProcessLookupError, PermissionError):
+            pass
+        return
     source.close()
 
 

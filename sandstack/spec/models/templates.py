@@ -245,6 +245,13 @@ class SessionPolicy(StrictModel):
                                        change=RUNTIME)
     upload_limit: Size = field("64MiB", description="Largest file a session may upload. Default 64MiB.",
                                change=RUNTIME)
+    download_limit: Size = field(
+        "1GiB", description="Most a session may take out of its sandbox in one read, archive or snapshot, by apparent "
+        "size (a sparse file counts at its full length): past it the runtime stops the transfer and answers 413, "
+        "keeping nothing. Default 1GiB.", change=RUNTIME)
+    snapshot_storage: Size = field(
+        "8GiB", description="Host disk all of the pool's snapshots may take on each host: a snapshot past it is refused "
+        "(507) until snapshots are deleted. Default 8GiB.", change=RUNTIME)
 
 
 # A pool moved to another template (or a template to another parent): the union of what every template setting

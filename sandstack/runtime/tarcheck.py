@@ -1,0 +1,143 @@
+"""What comes out of a sandbox, checked as it streams: a byte bound on every transfer, and the tar streams of
+archives and snapshots read entry by entry (Python's tarfile in stream mode) and written out again with only what
+a workspace can hold.
+
+Nothing a sandbox sends is trusted: the runtime's `tar` runs as the sandbox's user, which can stop it, write into
+its output or put another `tar` first on its PATH. So the stream must be a tar of the workspace: an entry with an
+absolute path or a `..` is a forgery and fails the whole transfer (502); a symlink leading out of the tree, a
+hardlink to a file not in the stream, a device, fifo or sparse entry is left out (a zip leaves out links too); the
+sizes count against the bound. No file is ever held in memory: entries are copied in chunks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import posixpath
+import tarfile
+import time
+import zipfile
+from typing import IO, Iterator
+
+CHUNK = 1024 * 1024
+ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # the oldest time a zip entry can hold
+
+
+class PastBound(Exception):
+    """More bytes came than the transfer may take; the stream is cut there."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"more than {limit} bytes")
+        self.limit = limit
+
+
+class SinkFailed(Exception):
+    """Writing what came failed on this side (the host's disk is full, the reader went away)."""
+
+    def __init__(self, error: OSError):
+        super().__init__(str(error))
+        self.error = error
+
+
+class Forged(Exception):
+    """The stream cannot be a tar of the workspace."""
+
+
+class Bounded:
+    """A sink taking at most `limit` bytes: the next write past it raises PastBound, which ends the exec's stream
+    at once (nothing beyond the bound is read or kept). Its own errors are not OSErrors, so a backend tells them
+    from a broken exec stream."""
+
+    def __init__(self, out: IO[bytes], limit: int):
+        self.out, self.limit, self.count = out, limit, 0
+
+    def write(self, chunk: bytes) -> int:
+        self.count += len(chunk)
+        if self.count > self.limit:
+            raise PastBound(self.limit)
+        try:
+            self.out.write(chunk)
+        except OSError as error:
+            raise SinkFailed(error) from error
+        return len(chunk)
+
+
+def _inside(base: str, target: str) -> str | None:
+    """`target` (a link's target, relative to directory `base`) normalised, or None when it may lead out of the
+    tree. `..` only at its start: it climbs real directories (no entry lies under a symlink of the stream), where a
+    `..` after a name that is itself a symlink would climb from wherever that link points."""
+    parts = [part for part in target.split("/") if part not in ("", ".")]
+    climbs = len(parts) - len(list(itertools.dropwhile(lambda part: part == "..", parts)))
+    if target.startswith("/") or ".." in parts[climbs:]:
+        return None
+    joined = posixpath.normpath(posixpath.join(base, target))
+    return None if joined == ".." or joined.startswith("../") else joined
+
+
+class Checked:
+    """The entries of a tar stream that a workspace can hold, as (member, file or None), normalised names;
+    counts what it leaves out."""
+
+    def __init__(self, tar: tarfile.TarFile, limit: int):
+        self.tar, self.limit = tar, limit
+        self.left_out: list[str] = []
+        self.total = 0
+
+    def __iter__(self) -> Iterator[tuple[tarfile.TarInfo, IO[bytes] | None]]:
+        files: set[str] = set()
+        links: set[str] = set()
+        parents: set[str] = set()  # every directory an entry so far lies in
+        for member in self.tar:
+            name = member.name
+            if name.startswith("/") or ".." in name.split("/"):
+                raise Forged(f"entry {name!r} is {'an absolute path' if name.startswith('/') else 'a .. path'}")
+            name = posixpath.normpath(name)
+            parts = name.split("/")
+            if name == ".":
+                continue  # the writable path itself: its owner and mode are the mount's
+            if any(posixpath.join(*parts[:i]) in links for i in range(1, len(parts))):
+                raise Forged(f"entry {name!r} lies under a symlink of the same stream")
+            if member.issym() and name in parents:
+                raise Forged(f"entry {name!r} turns a directory of the same stream into a symlink")
+            parents.update(posixpath.join(*parts[:i]) for i in range(1, len(parts)))
+            member.name = name
+            if member.isdir():
+                yield member, None
+            elif member.isreg() and not member.issparse():
+                self.total += member.size
+                if self.total > self.limit:
+                    raise PastBound(self.limit)
+                files.add(name)
+                yield member, self.tar.extractfile(member)
+            elif member.issym() and _inside(posixpath.dirname(name), member.linkname) is not None:
+                links.add(name)
+                yield member, None
+            elif member.islnk() and posixpath.normpath(member.linkname) in files:
+                member.linkname = posixpath.normpath(member.linkname)
+                yield member, None
+            else:
+                self.left_out.append(name)
+
+
+def write_tar(entries: Checked, out: IO[bytes]) -> None:
+    """The checked entries as a plain tar stream on `out`."""
+    with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+        for member, data in entries:
+            tar.addfile(member, data)
+
+
+def write_zip(entries: Checked, out: IO[bytes]) -> None:
+    """The checked files and directories as a zip on `out`, each file copied in chunks (links are left out)."""
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
+        for member, data in entries:
+            when = max(time.gmtime(member.mtime)[:6], ZIP_EPOCH)
+            if member.isdir():
+                info = zipfile.ZipInfo(member.name + "/", when)
+                info.external_attr = (0o40000 | (member.mode & 0o7777)) << 16 | 0x10
+                zf.writestr(info, b"")
+            elif data is not None:
+                info = zipfile.ZipInfo(member.name, when)
+                info.compress_type, info.file_size = zipfile.ZIP_DEFLATED, member.size
+                info.external_attr = (0o100000 | (member.mode & 0o7777)) << 16
+                with zf.open(info, "w", force_zip64=member.size >= zipfile.ZIP64_LIMIT) as dest:
+                    while chunk := data.read(CHUNK):
+                        dest.write(chunk)
