@@ -46,7 +46,7 @@ class ConnectionLogger(pulumi.ComponentResource):
             name=plan.container_name,
             image=args.image,
             network_mode="host",
-            command=["sh", "-c", logger.ENTRYPOINT],
+            command=plan.command,
             envs=plan.env,
             capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=list(logger.CAPABILITIES)),
             security_opts=["no-new-privileges:true"],

@@ -37,6 +37,7 @@ from sandstack.plan.naming import bridge_name, docker_name
 from sandstack.plan.resolver import name_options
 from sandstack.spec.egress import METADATA_RANGES
 from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
+from sandstack.spec.models.network import ConnectionBounds
 from sandstack.spec.resolve import Outbound, ResolvedTemplate
 
 GATEWAY_ALIAS = "sandstack-gateway"
@@ -47,6 +48,10 @@ GATEWAY_PORT_SPAN = 10000
 # file descriptors (squid.MAX_FILEDESCRIPTORS, two per proxied connection) hold every pool's share.
 GATEWAY_CONNECTIONS_PER_POOL = 1024
 GATEWAY_CONNECTIONS_PER_SANDBOX = 256
+
+# The packet mark the connection logger sets on a connection's first packet once it has written its line, when it
+# hands it back (NF_REPEAT): the packet then runs through the chain again, past the queue and the rate bounds.
+LOGGED_MARK = "0x20000000/0x20000000"
 
 ESTABLISHED = "-m conntrack --ctstate ESTABLISHED,RELATED"
 NOT_ESTABLISHED = "-m conntrack ! --ctstate ESTABLISHED,RELATED"
@@ -67,6 +72,7 @@ class PoolNetwork:
     nflog_group: int | None = None  # direct and logged (`protocols: any`): the connection logger's NFLOG group
     # A logged pool's resolver: what the host's logging resolver answers it (sandstack/plan/resolver.py).
     resolver_options: tuple[str, ...] = ()
+    connections: ConnectionBounds | None = None  # direct: its bounds on new and open connections
 
     @property
     def bridge_ip(self) -> str:
@@ -132,6 +138,19 @@ def pool_subnets(stack: str, pools: list[str], subnet_pool: str) -> dict[str, ip
     return {pool: candidates[slot] for pool, slot in _stable_slots(stack, pools, len(candidates)).items()}
 
 
+def egress_subnet(stack: str, pools: dict[str, ipaddress.IPv4Network], subnet_pool: str) -> ipaddress.IPv4Network:
+    """The gateway's egress network: a /23 of the host's `subnet_pool`, hashed from the stack and probing past those
+    the pools hold (pools keep theirs; a new pool moves it only by taking exactly its /23), so the gateway's resolver
+    has an address known before Docker makes the network (rule subnet-pool counts it)."""
+    taken = set(pools.values())
+    candidates = list(ipaddress.IPv4Network(subnet_pool).subnets(new_prefix=POOL_SUBNET_PREFIX))
+    start = int(hashlib.sha256(f"{stack}/egress".encode()).hexdigest(), 16) % len(candidates)
+    for i in range(len(candidates)):
+        if (candidate := candidates[(start + i) % len(candidates)]) not in taken:
+            return candidate
+    raise ValueError(f"no room for the egress network in {subnet_pool}")  # rule subnet-pool reports it first
+
+
 def ipv4_only(cidrs: tuple[str, ...] | list[str]) -> list[str]:
     # Sandbox networks have no IPv6 address or route, so an IPv6 destination needs no rule.
     return [c for c in cidrs if ipaddress.ip_network(c, strict=False).version == 4]
@@ -186,6 +205,7 @@ def plan_pool_network(stack: str, pool: str, template: ResolvedTemplate, gateway
         url_ports=url_ports(template),
         nflog_group=nflog_group(stack) if template.network.logs_connections else None,
         resolver_options=name_options(template.network) if template.network.log and outbound != "none" else (),
+        connections=template.network.connections if outbound == "direct" else None,
     )
 
 
@@ -215,10 +235,14 @@ def guard_rules(network: PoolNetwork) -> list[str]:
         rules.append(f"DOCKER-USER -i {br} -o {br} -s {network.sandbox_range} -d {ingress}/32 -p tcp "
                      f"-m multiport --sports {ports} {ESTABLISHED} -j ACCEPT")
     if network.nflog_group is not None:
-        # Every new connection out (any protocol) to the connection logger, with the pool as its prefix. Listed
-        # before the refusals, which the guard inserts above it: a refused connection is dropped, not logged.
-        rules.append(f"DOCKER-USER -i {br} ! -o {br} -m conntrack --ctstate NEW -j NFLOG "
-                     f"--nflog-group {network.nflog_group} --nflog-prefix pool={network.pool}")
+        # Every new connection out (any protocol) waits in the connection logger's queue until its line is written:
+        # the logger hands it back marked, and it runs through the chain again past this rule. No logger, or a
+        # full queue, and it is dropped (no --queue-bypass): nothing passes unlogged. Listed before the bounds and
+        # the refusals, which the guard inserts above it: a refused connection is dropped, not logged.
+        rules.append(f"DOCKER-USER -i {br} ! -o {br} -m conntrack --ctstate NEW -m mark ! --mark {LOGGED_MARK} "
+                     f"-j NFQUEUE --queue-num {network.nflog_group}")
+    if network.connections is not None:
+        rules += connection_bounds(network)
     if network.resolver:
         # Its names from the host's logging resolver on the bridge's address, the one host service it reaches
         # (inserted above the bridge's INPUT drop).
@@ -231,15 +255,37 @@ def guard_rules(network: PoolNetwork) -> list[str]:
     return rules
 
 
+def connection_bounds(network: PoolNetwork) -> list[str]:
+    """A direct route's bounds on its new connections (per sandbox, per pool) and on the connections it holds in
+    the host's connection tracking (per sandbox, per pool), each refusing the connection past it. In the order the
+    guard inserts them, so the chain holds the open bounds first, then the rates, then the logger's queue."""
+    br, bounds = network.bridge, network.connections
+    new = f"DOCKER-USER -i {br} ! -o {br} -m conntrack --ctstate NEW"
+    refuse = "-j REJECT --reject-with icmp-admin-prohibited"
+    # A connection the logger handed back has been counted once already.
+    unlogged = f" -m mark ! --mark {LOGGED_MARK}" if network.nflog_group is not None else ""
+    name = hashlib.sha256(br.encode()).hexdigest()[:12]  # hashlimit names are host-wide, at most 15 characters
+    rate = f"--hashlimit-above {{0}}/second --hashlimit-burst {{0}} --hashlimit-name sx{name}"
+    return [
+        f"{new}{unlogged} -m hashlimit {rate.format(bounds.pool_rate)}p {refuse}",
+        f"{new}{unlogged} -m hashlimit {rate.format(bounds.rate)}s --hashlimit-mode srcip {refuse}",
+        f"{new}{unlogged} -m connlimit --connlimit-above {bounds.pool_open} --connlimit-mask 0 {refuse}",
+        f"{new}{unlogged} -m connlimit --connlimit-above {bounds.open} --connlimit-mask 32 {refuse}",
+    ]
+
+
 def ingress_bridge_rules(bridge: str) -> list[str]:
     """The ingress's own network, where its port is published: it never opens connections to the host."""
     return [f"INPUT -i {bridge} {NOT_ESTABLISHED} -j DROP"]
 
 
-def egress_bridge_rules(bridge: str, allow_metadata: bool) -> list[str]:
-    """The gateway's outbound bridge: the gateway may reach the internet, never the host's services, nor
-    link-local/metadata addresses unless a pool on the host opted in (squid refuses them per pool)."""
+def egress_bridge_rules(bridge: str, allow_metadata: bool, resolver: str | None = None) -> list[str]:
+    """The gateway's outbound bridge: the gateway may reach the internet, never the host's services (but its
+    logging resolver on the bridge's address), nor link-local/metadata addresses unless a pool on the host opted
+    in (squid refuses them per pool)."""
     rules = [f"INPUT -i {bridge} {NOT_ESTABLISHED} -j DROP"]
+    if resolver:
+        rules += [f"INPUT -i {bridge} -d {resolver}/32 -p {proto} --dport 53 -j ACCEPT" for proto in ("udp", "tcp")]
     if not allow_metadata:
         rules += [f"DOCKER-USER -i {bridge} ! -o {bridge} -d {c} -j DROP" for c in ipv4_only(METADATA_RANGES)]
     return rules

@@ -79,8 +79,8 @@ def summary(r: Resource) -> list[str]:
     if r.kind == "disk workspace":
         return [f"{p['name']}: {p['size'] / 2**20:g}MiB at {p['path']}" + (", seeded from the image" if p["seed"] else "")]
     if r.kind == "connection logger" and p:
-        lines = [f"every new connection of pools {', '.join(p['logged_pools'])} (NFLOG group {p['nflog_group']})"] \
-            if p["logged_pools"] else []
+        lines = [f"every new connection of pools {', '.join(p['logged_pools'])}, logged before it passes "
+                 f"(NFQUEUE queue {p['queue']})"] if p["logged_pools"] else []
         if p.get("resolvers"):
             upstream = ", ".join(p["upstream"]) or "the host's own"
             lines.append(f"every name lookup of pools {', '.join(p['resolvers'])} (upstream servers: {upstream})")

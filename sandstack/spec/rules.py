@@ -511,8 +511,12 @@ def secrets_need_numeric_user(ctx: Context) -> Iterator[Diagnostic]:
 @rule("subnet-pool")
 def pools_fit_subnet_pool(ctx: Context) -> Iterator[Diagnostic]:
     pools_on: dict[str, set[str]] = defaultdict(set)
-    for pool, _, host, _ in _placements(ctx):
+    gateway_on: set[str] = set()  # hosts with a gateway, whose egress network takes a /23 too
+    for pool, template, host, _ in _placements(ctx):
         pools_on[host].add(pool)
+        policy = ctx.stack.templates[template].network or ctx.stack.defaults.network or NetworkPolicy()
+        if decode_egress(policy.egress, policy.log, policy.protocols)[0] == "gateway":
+            gateway_on.add(host)
     for name, host in ctx.stack.hosts.items():
         where = ("hosts", name, "subnet_pool")
         try:
@@ -525,10 +529,11 @@ def pools_fit_subnet_pool(ctx: Context) -> Iterator[Diagnostic]:
         if network.prefixlen > POOL_SUBNET_PREFIX:
             yield ctx.error(where, f"{host.subnet_pool!r} is smaller than one pool's /{POOL_SUBNET_PREFIX}: use a prefix "
                             f"of /{POOL_SUBNET_PREFIX} or shorter, e.g. '10.213.0.0/16'", "subnet-pool")
-        elif len(pools_on[name]) > 2 ** (POOL_SUBNET_PREFIX - network.prefixlen):
+        elif len(pools_on[name]) + (name in gateway_on) > 2 ** (POOL_SUBNET_PREFIX - network.prefixlen):
             room = 2 ** (POOL_SUBNET_PREFIX - network.prefixlen)
+            egress = " and the gateway's egress network" if name in gateway_on else ""
             yield ctx.error(where, f"{host.subnet_pool!r} has room for {room} pool network{'s' if room > 1 else ''} "
-                            f"(/{POOL_SUBNET_PREFIX} each) but {len(pools_on[name])} pools are placed on host "
+                            f"(/{POOL_SUBNET_PREFIX} each) but {len(pools_on[name])} pools{egress} are placed on host "
                             f"{name!r}: use a larger network", "subnet-pool")
 
 
