@@ -530,11 +530,12 @@ def pools_fit_subnet_pool(ctx: Context) -> Iterator[Diagnostic]:
             yield ctx.error(where, f"{host.subnet_pool!r} is smaller than one pool's /{POOL_SUBNET_PREFIX}: use a prefix "
                             f"of /{POOL_SUBNET_PREFIX} or shorter, e.g. '10.213.0.0/16'", "subnet-pool")
         elif len(pools_on[name]) + (name in gateway_on) > 2 ** (POOL_SUBNET_PREFIX - network.prefixlen):
-            room = 2 ** (POOL_SUBNET_PREFIX - network.prefixlen)
-            egress = " and the gateway's egress network" if name in gateway_on else ""
+            room, pools = 2 ** (POOL_SUBNET_PREFIX - network.prefixlen), len(pools_on[name])
+            placed = f"{pools} pool{'s' if pools > 1 else ''}" + (
+                " and the gateway's egress network" if name in gateway_on else "")
             yield ctx.error(where, f"{host.subnet_pool!r} has room for {room} pool network{'s' if room > 1 else ''} "
-                            f"(/{POOL_SUBNET_PREFIX} each) but {len(pools_on[name])} pools{egress} are placed on host "
-                            f"{name!r}: use a larger network", "subnet-pool")
+                            f"(/{POOL_SUBNET_PREFIX} each) but {placed} are placed on host {name!r}: use a larger "
+                            "network", "subnet-pool")
 
 
 def _loose_v4(text: str) -> str | None:

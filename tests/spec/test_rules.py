@@ -308,7 +308,11 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
                 "    replicas: 1\n", "    replicas: 1\n  web2:\n    template: web\n    hosts: [local]\n"
                                      "    replicas: 0\n"),
          ["stack.yaml:6:18: $.hosts.local.subnet_pool: '10.213.0.0/23' has room for 1 pool network (/23 each) but 2 "
-          "pools are placed on host 'local': use a larger network"]),
+          "pools and the gateway's egress network are placed on host 'local': use a larger network"]),
+        # An allow-list pool egresses through the gateway, whose egress network takes a /23 of its own.
+        ("no-room-for-the-gateway", change("    capacity:\n", "    subnet_pool: 10.213.0.0/23\n    capacity:\n"),
+         ["stack.yaml:6:18: $.hosts.local.subnet_pool: '10.213.0.0/23' has room for 1 pool network (/23 each) but 1 "
+          "pool and the gateway's egress network are placed on host 'local': use a larger network"]),
     ],
     "capabilities-user": [
         ("capability-for-the-default-user", change("    secrets:\n", "    security: {capabilities: [CHOWN]}\n    secrets:\n"),

@@ -148,9 +148,10 @@ class NetworkPolicy(StrictModel):
             "address, destination address and port, protocol), and names resolved by the host's logging "
             "resolver; as with `log: false`, `deny` then takes addresses and CIDRs only (docs/design/egress-log.md). "
             "A change between 'http' and 'any' replaces the pool's sandboxes and renews its network, the guard's "
-            "rules and the gateway (the logging resolver answers alike); unset and 'http' mean the same."
+            "rules, the gateway and the logger (the pool's resolver answers alike; the gateway's resolver answers "
+            "the gateway pools); unset and 'http' mean the same."
         ),
-        change=Effect(sandboxes="replace", host=frozenset({"networks", "guard", "gateway"}),
+        change=Effect(sandboxes="replace", host=frozenset({"networks", "guard", "gateway", "logger"}),
                       when=((ROUTE_KEPT, NONE),)),
     )
     allow_metadata: bool = field(
