@@ -23,7 +23,7 @@ from sandstack.plan.network import (
     gateway_ports,
     gateway_refused,
     guard_rules,
-    nflog_group,
+    log_queue,
     outbound_of,
     plan_pool_network,
     pool_subnets,
@@ -189,10 +189,10 @@ def plan_logger(stack: str, spec: Host, networks: dict[str, PoolNetwork],
     if gateway and gateway.resolver:
         resolvers.append(Resolver(GATEWAY_RESOLVER, gateway.resolver,
                                   gateway_options([p.network for p in gateway.pools])))
-    return LoggerPlan(stack, nflog_group(stack), tuple(n.pool for n in resolved if n.nflog_group is not None),
+    return LoggerPlan(stack, log_queue(stack), tuple(n.pool for n in resolved if n.log_queue is not None),
                       tuple(resolvers),
                       tuple(spec.dns_upstream),
-                      tuple((n.pool, str(n.subnet)) for n in resolved if n.nflog_group is not None))
+                      tuple((n.pool, str(n.subnet)) for n in resolved if n.log_queue is not None))
 
 
 def plan_host(stack: str, host: str, spec: Host, placements: list[Placement]) -> HostPlan:

@@ -68,7 +68,7 @@ class Resolver:
 @dataclass(frozen=True)
 class LoggerPlan:
     stack: str
-    group: int
+    group: int  # the NFQUEUE queue the guard's rules hold new connections in (network.log_queue)
     pools: tuple[str, ...]  # the pools whose connections it logs (each line's prefix `pool=<name>`)
     resolvers: tuple[Resolver, ...] = ()  # a logging resolver per logged pool
     upstream: tuple[str, ...] = ()  # the host's `dns_upstream`; empty: its /etc/resolv.conf's nameservers
@@ -103,5 +103,5 @@ class LoggerPlan:
     def health_test(self) -> tuple[str, ...]:
         """Healthy: the connection log exists, the logger holds its queue (the kernel's list of bound queues,
         the queue number right-aligned) and every pool's resolver runs."""
-        return ("CMD-SHELL", f"test -f {LOG_FILE} && grep -Eq '^ *{self.group} ' /proc/net/netfilter/nfnetlink_queue && "
-                             f"[ \"$(pgrep -xc dnsmasq)\" -ge {len(self.resolvers)} ]")
+        return ("CMD-SHELL", f"test -f {LOG_FILE} && grep -Eq '^ *{self.group} ' /proc/net/netfilter/nfnetlink_queue"
+                             f" && [ \"$(pgrep -xc dnsmasq)\" -ge {len(self.resolvers)} ]")

@@ -24,7 +24,9 @@ guard then drops every new connection leaving that bridge, so publishing a port 
 On every sandstack bridge the guard drops new connections to the host itself (its services, DNS,
 docker-proxy), which Docker never filters. On a gateway pool's bridge it also bounds the connections
 to the gateway, per pool and per sandbox, so one sandbox cannot run the shared gateway out of file
-descriptors for every other pool.
+descriptors for every other pool. On a direct route it bounds new connections (a rate) and open ones
+(conntrack entries), per sandbox and per pool (`network.connections`), and a logged one (`protocols: any`)
+holds each new connection in the connection logger's queue until its line is written (docs/design/egress-log.md).
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ class PoolNetwork:
     # Destinations a direct (routed) sandbox must not reach: iptables match fragments, e.g. "-d 10.0.0.0/8".
     refused: tuple[str, ...] = ()
     url_ports: tuple[int, ...] = ()  # tcp ports the host's ingress proxies to (`exposure: url`)
-    nflog_group: int | None = None  # direct and logged (`protocols: any`): the connection logger's NFLOG group
+    log_queue: int | None = None  # direct and logged (`protocols: any`): the connection logger's NFQUEUE queue
     # A logged pool's resolver: what the host's logging resolver answers it (sandstack/plan/resolver.py).
     resolver_options: tuple[str, ...] = ()
     connections: ConnectionBounds | None = None  # direct: its bounds on new and open connections
@@ -181,8 +183,9 @@ def gateway_refused(template: ResolvedTemplate, subnet_pool: str) -> tuple[str, 
     return (*refused_metadata(template), subnet_pool)
 
 
-def nflog_group(stack: str) -> int:
-    """The stack's NFLOG group (1024-65535): two stacks on one host log to their own connection loggers."""
+def log_queue(stack: str) -> int:
+    """The stack's NFQUEUE queue (1024-65535): two stacks on one host log to their own connection loggers. (Hashed
+    as when it numbered an NFLOG group, so the number did not change.)"""
     return 1024 + int(hashlib.sha256(f"{stack}/nflog".encode()).hexdigest(), 16) % (65536 - 1024)
 
 
@@ -203,7 +206,7 @@ def plan_pool_network(stack: str, pool: str, template: ResolvedTemplate, gateway
         subnet=subnet,
         refused=refused_destinations(template) if outbound == "direct" else (),
         url_ports=url_ports(template),
-        nflog_group=nflog_group(stack) if template.network.logs_connections else None,
+        log_queue=log_queue(stack) if template.network.logs_connections else None,
         resolver_options=name_options(template.network) if template.network.log and outbound != "none" else (),
         connections=template.network.connections if outbound == "direct" else None,
     )
@@ -234,13 +237,13 @@ def guard_rules(network: PoolNetwork) -> list[str]:
                      f"-m multiport --dports {ports} -j ACCEPT")
         rules.append(f"DOCKER-USER -i {br} -o {br} -s {network.sandbox_range} -d {ingress}/32 -p tcp "
                      f"-m multiport --sports {ports} {ESTABLISHED} -j ACCEPT")
-    if network.nflog_group is not None:
+    if network.log_queue is not None:
         # Every new connection out (any protocol) waits in the connection logger's queue until its line is written:
         # the logger hands it back marked, and it runs through the chain again past this rule. No logger, or a
         # full queue, and it is dropped (no --queue-bypass): nothing passes unlogged. Listed before the bounds and
         # the refusals, which the guard inserts above it: a refused connection is dropped, not logged.
         rules.append(f"DOCKER-USER -i {br} ! -o {br} -m conntrack --ctstate NEW -m mark ! --mark {LOGGED_MARK} "
-                     f"-j NFQUEUE --queue-num {network.nflog_group}")
+                     f"-j NFQUEUE --queue-num {network.log_queue}")
     if network.connections is not None:
         rules += connection_bounds(network)
     if network.resolver:
@@ -263,7 +266,7 @@ def connection_bounds(network: PoolNetwork) -> list[str]:
     new = f"DOCKER-USER -i {br} ! -o {br} -m conntrack --ctstate NEW"
     refuse = "-j REJECT --reject-with icmp-admin-prohibited"
     # A connection the logger handed back has been counted once already.
-    unlogged = f" -m mark ! --mark {LOGGED_MARK}" if network.nflog_group is not None else ""
+    unlogged = f" -m mark ! --mark {LOGGED_MARK}" if network.log_queue is not None else ""
     name = hashlib.sha256(br.encode()).hexdigest()[:12]  # hashlimit names are host-wide, at most 15 characters
     rate = f"--hashlimit-above {{0}}/second --hashlimit-burst {{0}} --hashlimit-name sx{name}"
     return [

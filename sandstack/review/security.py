@@ -12,7 +12,8 @@ EGRESS_ORDER = {"deny-all": 0, "allow-list": 1, "allow-all": 2}
 # A url port is reached through the host's ingress, public unless the ingress is on the loopback: ranked as public.
 EXPOSURE_ORDER = {"none": 0, "host": 1, "url": 2, "public": 2}
 EXPOSED = {"public": "made public", "url": "given a URL through the host's ingress", "host": "newly published on the host"}
-CONNECTION_BOUNDS = (("rate", "new connections a second per sandbox"), ("pool_rate", "new connections a second per pool"),
+CONNECTION_BOUNDS = (("rate", "new connections a second per sandbox"),
+                     ("pool_rate", "new connections a second per pool"),
                      ("open", "open connections per sandbox"), ("pool_open", "open connections per pool"))
 LIMITS = (("cpus", "CPUs"), ("memory", "memory"), ("disk", "disk"), ("pids", "pids"), ("open_files", "open files"))
 

@@ -393,7 +393,8 @@ CASES: list[Case] = [
     # A direct route's connection bounds: the guard's rules; nothing on a gateway or closed pool.
     *(Case(f"defaults.network.connections{field}", value) for field, value in CONNECTION_CHANGES),
     *(Case(f"defaults.network.connections{field}", value, condition=DIRECT_ROUTE,
-           prepare=setting(defaults__network={"egress": "allow-all", "log": False})) for field, value in CONNECTION_CHANGES),
+           prepare=setting(defaults__network={"egress": "allow-all", "log": False}))
+      for field, value in CONNECTION_CHANGES),
     Case("defaults.runtime", "runsc"),
     Case("defaults.lifecycle", {"max_lifetime": "48h", "idle_timeout": "1h", "on_expiry": "restart"},
     ),
