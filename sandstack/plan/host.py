@@ -214,9 +214,12 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement]) ->
         rules += ingress_bridge_rules(ingress.bridge)
         bridges.append(ingress.bridge)
     by_pool = {p.pool: p for p in placements}
+    # Not the whole subnet_pool: the egress network is carved from it too, and what the gateway reaches there
+    # (nothing but itself and the host on a real host) is no sandbox.
+    host_networks = sorted(str(s) for s in subnets.values()) + ([f"{egress[1]}/32"] if egress else [])
     gateway = plan_gateway(stack, host, [
         GatewayPool(pool, ports[pool], by_pool[pool].template.network, str(networks[pool].subnet),
-                    networks[pool].gateway_ip, gateway_refused(by_pool[pool].template, spec.subnet_pool))
+                    networks[pool].gateway_ip, gateway_refused(by_pool[pool].template, host_networks))
         for pool in gateway_pools
     ], resolver=str(egress[1]) if egress else None)
     sandboxes = [(sandbox_name(stack, p.pool, i), p.template) for p in placements for i in range(p.replicas)]

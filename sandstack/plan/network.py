@@ -177,10 +177,11 @@ def refused_destinations(template: ResolvedTemplate) -> tuple[str, ...]:
     return tuple(out)
 
 
-def gateway_refused(template: ResolvedTemplate, subnet_pool: str) -> tuple[str, ...]:
+def gateway_refused(template: ResolvedTemplate, host_networks: list[str]) -> tuple[str, ...]:
     """What the gateway refuses a pool whatever its policy: link-local and metadata addresses unless the
-    template opts in, and the host's sandbox subnets (other pools' sandboxes, the gateway's own addresses)."""
-    return (*refused_metadata(template), subnet_pool)
+    template opts in, and the host's own networks: every pool's subnet (other pools' sandboxes, the gateway's own
+    addresses) and the host's address on the egress network (its logging resolver)."""
+    return (*refused_metadata(template), *host_networks)
 
 
 def log_queue(stack: str) -> int:
