@@ -214,9 +214,12 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement]) ->
         rules += ingress_bridge_rules(ingress.bridge)
         bridges.append(ingress.bridge)
     by_pool = {p.pool: p for p in placements}
-    # Not the whole subnet_pool: the egress network is carved from it too, and what the gateway reaches there
-    # (nothing but itself and the host on a real host) is no sandbox.
-    host_networks = sorted(str(s) for s in subnets.values()) + ([f"{egress[1]}/32"] if egress else [])
+    # The subnet_pool but the egress network, which is carved from it too (what the gateway reaches there is no
+    # sandbox: itself, and on a test machine the test's servers), and the host's address on it. Not each pool's
+    # subnet: a new pool then leaves squid.conf as it is.
+    pool_space = ipaddress.IPv4Network(spec.subnet_pool)
+    host_networks = ([*sorted(map(str, pool_space.address_exclude(egress))), f"{egress[1]}/32"] if egress
+                     else [spec.subnet_pool])
     gateway = plan_gateway(stack, host, [
         GatewayPool(pool, ports[pool], by_pool[pool].template.network, str(networks[pool].subnet),
                     networks[pool].gateway_ip, gateway_refused(by_pool[pool].template, host_networks))

@@ -179,8 +179,8 @@ def refused_destinations(template: ResolvedTemplate) -> tuple[str, ...]:
 
 def gateway_refused(template: ResolvedTemplate, host_networks: list[str]) -> tuple[str, ...]:
     """What the gateway refuses a pool whatever its policy: link-local and metadata addresses unless the
-    template opts in, and the host's own networks: every pool's subnet (other pools' sandboxes, the gateway's own
-    addresses) and the host's address on the egress network (its logging resolver)."""
+    template opts in, and the host's own networks (`host_networks`: the pools' subnets, so other pools' sandboxes and
+    the gateway's own addresses, and the host's address on the egress network, its logging resolver)."""
     return (*refused_metadata(template), *host_networks)
 
 

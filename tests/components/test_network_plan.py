@@ -113,11 +113,13 @@ def test_network_guard_rules_gateway_and_proxy_per_egress_mode(build, network, p
             {"name": "sandstack-t-p", "aliases": ["sandstack-gateway"], "ipv4Address": P_GATEWAY}]
         assert f"\nhttp_port {port} name=p\n" in env_map(gateway)["SANDSTACK_SQUID_CONF"]
         assert gateway.inputs["dns"] == [EGRESS_BRIDGE]  # Docker's resolver in it forwards there
-        # Squid refuses the host's own networks: every pool's subnet and the host's address on the egress network
-        # (not the whole subnet_pool, which the egress network is carved from too).
+        # Squid refuses the host's own networks: the subnet_pool but the egress network (carved from it too), and
+        # the host's address on the egress network.
         blocked = next(line for line in env_map(gateway)["SANDSTACK_SQUID_CONF"].split("\n")
                        if line.startswith("acl p_blocked dst "))
-        assert blocked.endswith(f" {P_SUBNET} {EGRESS_BRIDGE}/32"), blocked
+        rest = ipaddress.IPv4Network("10.213.0.0/16").address_exclude(ipaddress.IPv4Network(EGRESS_SUBNET))
+        assert blocked.endswith(" " + " ".join([*sorted(map(str, rest)), f"{EGRESS_BRIDGE}/32"])), blocked
+        assert "10.213.48." not in blocked.replace(f"{EGRESS_BRIDGE}/32", "")
         url = f"http://sandstack-gateway:{port}"
         assert proxy_vars == {"HTTP_PROXY": url, "HTTPS_PROXY": url, "http_proxy": url, "https_proxy": url,
                               "NO_PROXY": "localhost,127.0.0.1,::1", "no_proxy": "localhost,127.0.0.1,::1"}
