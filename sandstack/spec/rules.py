@@ -178,6 +178,11 @@ def egress_fields_fit_mode(ctx: Context) -> Iterator[Diagnostic]:
                             f"the gateway, or direct with every connection logged); this policy is {mode!r}"
                             + (" with `log: false`" if policy.log is False else "") + ": remove `protocols`",
                             "egress-mode", key=True)
+        if "connections" in policy.model_fields_set and outbound != "direct":
+            route = "leaves through the gateway, which bounds its connections" if outbound == "gateway" else "has none"
+            yield ctx.error(path + ("connections",), "`connections` bounds a direct route (unlogged 'allow-all' or "
+                            f"`protocols: any`); this policy's egress {route}: remove `connections`",
+                            "egress-mode", key=True)
         if mode == "deny-all" and policy.allow_metadata:
             yield ctx.error(path + ("allow_metadata",), "'deny-all' reaches no address, link-local or other: remove "
                             "`allow_metadata`, or pick 'allow-list' or 'allow-all'", "egress-mode", key=True)

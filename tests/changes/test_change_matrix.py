@@ -390,9 +390,8 @@ CASES: list[Case] = [
     Case("defaults.network.allow_metadata", True),
     Case("defaults.network.allow_metadata", True, condition=DIRECT_ROUTE,
          prepare=setting(defaults__network={"egress": "allow-all", "log": False})),
-    # A direct route's connection bounds: the guard's rules; nothing on a gateway or closed pool.
-    *(Case(f"defaults.network.connections{field}", value) for field, value in CONNECTION_CHANGES),
-    *(Case(f"defaults.network.connections{field}", value, condition=DIRECT_ROUTE,
+    # A direct route's connection bounds (the only route they apply to): the guard's rules.
+    *(Case(f"defaults.network.connections{field}", value,
            prepare=setting(defaults__network={"egress": "allow-all", "log": False}))
       for field, value in CONNECTION_CHANGES),
     Case("defaults.runtime", "runsc"),
@@ -473,8 +472,7 @@ CASES: list[Case] = [
          prepare=setting(templates__agent__network={"egress": "allow-all", "log": False})),
     Case("templates.*.network.allow_metadata", True, condition=DIRECT_ROUTE,
          prepare=setting(templates__agent__network={"egress": "allow-all", "protocols": "any"}), variant="protocols: any"),
-    *(Case(f"templates.*.network.connections{field}", value) for field, value in CONNECTION_CHANGES),
-    *(Case(f"templates.*.network.connections{field}", value, condition=DIRECT_ROUTE,
+    *(Case(f"templates.*.network.connections{field}", value,
            prepare=setting(templates__agent__network={"egress": "allow-all", "protocols": "any"}))
       for field, value in CONNECTION_CHANGES),
     Case("templates.*.runtime", "runsc"),

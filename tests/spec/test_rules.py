@@ -63,6 +63,10 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
           "registrable domain, e.g. '*.example.com'"]),
     ],
     "egress-mode": [
+        ("connections-on-allow-list", change("      allow:\n", "      connections: {rate: 10}\n      allow:\n"),
+         ["stack.yaml:30:7: $.templates.web.network.connections: `connections` bounds a direct route (unlogged "
+          "'allow-all' or `protocols: any`); this policy's egress leaves through the gateway, which bounds its "
+          "connections: remove `connections`"]),
         ("protocols-on-allow-list", change("      allow:\n", "      protocols: any\n      allow:\n"), ["stack.yaml:30:7: $.templates.web.network.protocols: `protocols` chooses how logged 'allow-all' egress leaves (through the gateway, or direct with every connection logged); this policy is 'allow-list': remove `protocols`"]),
         ("allow-without-allow-list", change("      egress: allow-list\n", "      egress: deny-all\n"),
          ["stack.yaml:30:7: $.templates.web.network.allow: `allow` entries need `egress: allow-list`; this policy "

@@ -45,9 +45,9 @@ NETWORK_BLOCK = Effect(sandboxes="replace", host=NETWORK_ROLES,
                        when=((ROUTE_KEPT, Effect(host=frozenset({"gateway", "guard", "logger"}))),))
 
 
-# Bounds on a direct route's connections: the guard's rules (sandstack/plan/network.py), renewed with them. A gateway
-# pool's connections are bounded at the gateway instead (GATEWAY_CONNECTIONS_PER_*), so there it changes nothing.
-CONNECTION_BOUNDS = Effect(when=((DIRECT_ROUTE, Effect(host=frozenset({"guard"}))),))
+# Bounds on a direct route's connections (the only route they apply to, rule egress-mode): the guard's rules
+# (sandstack/plan/network.py), renewed with them.
+CONNECTION_BOUNDS = Effect(host=frozenset({"guard"}))
 
 
 class ConnectionBounds(StrictModel):
@@ -174,7 +174,7 @@ class NetworkPolicy(StrictModel):
             "Bounds on the new and open connections of a direct route (unlogged 'allow-all' or `protocols: any`), "
             "per sandbox and per pool, enforced by the host guard; past them a connection is refused. Not "
             "applicable to the other modes (the gateway bounds their connections). A change renews the guard's "
-            "rules on a direct route, and changes nothing otherwise."
+            "rules."
         ),
         change=CONNECTION_BOUNDS,
     )
