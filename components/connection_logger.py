@@ -2,9 +2,10 @@
 protocol (time, pool, sandbox address, destination address and port, protocol), and the logging resolvers that
 answer every logged pool's lookups (one line per query; what each answers: sandstack/plan/resolver.py).
 
-The guard's rules send each such connection's first packet to an NFLOG group; ulogd2 reads it in the host's
-network namespace (where the packets are routed) and writes the lines to a volume that outlives the container.
-Its plan is sandstack/plan/logger.py.
+The guard's rules hold each such connection's first packet in an NFQUEUE queue; the logger (components/assets/
+connlog.py) reads it in the host's network namespace (where the packets are routed), writes the line to a volume
+that outlives the container and only then lets the packet pass: with the logger down or behind, connections are
+refused, never passed unlogged. It rotates the logs by size. Its plan is sandstack/plan/logger.py.
 """
 
 from __future__ import annotations
@@ -40,13 +41,14 @@ class ConnectionLogger(pulumi.ComponentResource):
             f"{name}-log", name=plan.log_volume, labels=volume_labels(args.labels),
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
-        # ulogd2 in the host's network namespace with NET_ADMIN only (to bind its NFLOG group), read-only root.
+        # The logger in the host's network namespace with NET_ADMIN (to bind its queue) and NET_BIND_SERVICE (the
+        # resolvers' port 53) only, read-only root.
         self.container = docker.Container(
             f"{name}-container",
             name=plan.container_name,
             image=args.image,
             network_mode="host",
-            command=["sh", "-c", logger.ENTRYPOINT],
+            command=plan.command,
             envs=plan.env,
             capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"], adds=list(logger.CAPABILITIES)),
             security_opts=["no-new-privileges:true"],

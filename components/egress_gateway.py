@@ -66,6 +66,8 @@ class EgressGateway(pulumi.ComponentResource):
             init=True,
             envs=plan.env,
             networks_advanced=networks,
+            # Its lookups through the host's logging resolver (logged, checked), never the host's own resolvers.
+            dns=[plan.resolver] if plan.resolver else None,
             capabilities=docker.ContainerCapabilitiesArgs(drops=["ALL"]),
             security_opts=["no-new-privileges:true"],
             read_only=True,

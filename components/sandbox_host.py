@@ -114,6 +114,10 @@ class SandboxHost(pulumi.ComponentResource):
                 driver="bridge",
                 # Only the gateway joins it, so inter-container traffic there is the gateway's own.
                 options=bridge_options(plan.egress_bridge, icc=True),
+                # A fixed subnet: the gateway's logging resolver listens on its bridge address.
+                ipam_configs=[docker.NetworkIpamConfigArgs(subnet=str(plan.egress_subnet),
+                                                           gateway=str(plan.egress_subnet[1]))]
+                if plan.egress_subnet else None,
                 labels=network_labels({**self.labels, LABEL_ROLE: "egress"}),
                 opts=after_guard,
             )

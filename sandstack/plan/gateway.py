@@ -59,6 +59,9 @@ class GatewayPlan:
     stack: str
     host: str
     pools: tuple[GatewayPool, ...]  # sorted by pool name
+    # The host's logging resolver for the gateway, on the egress network's bridge address: Docker's resolver in
+    # the gateway answers the names of containers and sends every other lookup there, never to the host's own.
+    resolver: str | None = None
 
     @property
     def container_name(self) -> str:
@@ -85,8 +88,8 @@ class GatewayPlan:
         return [f"SANDSTACK_SQUID_CONF={self.config}"]
 
 
-def plan_gateway(stack: str, host: str, pools: list[GatewayPool]) -> GatewayPlan | None:
+def plan_gateway(stack: str, host: str, pools: list[GatewayPool], resolver: str | None = None) -> GatewayPlan | None:
     """The host's gateway, or None when no pool on it egresses through one."""
     if not pools:
         return None
-    return GatewayPlan(stack, host, tuple(sorted(pools, key=lambda p: p.pool)))
+    return GatewayPlan(stack, host, tuple(sorted(pools, key=lambda p: p.pool)), resolver)

@@ -5,22 +5,25 @@ only turns them into resources."""
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 from dataclasses import dataclass
 
 from sandstack.plan.gateway import GATEWAY_PIDS, GatewayPlan, plan_gateway
 from sandstack.plan.guard import GuardPlan, plan_guard
 from sandstack.plan.ingress import IngressPlan, Site
 from sandstack.plan.logger import LoggerPlan, Resolver
+from sandstack.plan.resolver import GATEWAY_RESOLVER, gateway_options
 from sandstack.plan.runtime_host import RuntimeHostPlan, plan_runtime
 from sandstack.plan.naming import bridge_name, egress_network_name, labels
 from sandstack.plan.network import (
     PoolNetwork,
     egress_bridge_rules,
+    egress_subnet,
     ingress_bridge_rules,
     gateway_ports,
     gateway_refused,
     guard_rules,
-    nflog_group,
+    log_queue,
     outbound_of,
     plan_pool_network,
     pool_subnets,
@@ -68,6 +71,7 @@ class HostPlan:
     ingress: IngressPlan | None = None
     runtime: RuntimeHostPlan | None = None
     logger: LoggerPlan | None = None
+    egress_subnet: ipaddress.IPv4Network | None = None  # fixed: the gateway's resolver is on its bridge address
 
     def gpu_ids(self, pool: str, index: int) -> tuple[str, ...]:
         return self.gpus[pool][index] if pool in self.gpus else ()
@@ -173,15 +177,22 @@ def plan_ingress(stack: str, spec: Host, placements: list[Placement],
     return IngressPlan(stack, spec.ingress, tuple(pools), tuple(sites))
 
 
-def plan_logger(stack: str, spec: Host, networks: dict[str, PoolNetwork]) -> LoggerPlan | None:
+def plan_logger(stack: str, spec: Host, networks: dict[str, PoolNetwork],
+                gateway: GatewayPlan | None = None) -> LoggerPlan | None:
     """The host's connection logger and logging resolvers, when a pool on it is logged (every mode but deny-all
-    and unlogged allow-all): its connections when it has `protocols: any`, its lookups in any case."""
+    and unlogged allow-all): its connections when it has `protocols: any`, its lookups in any case, and the
+    gateway's lookups (every gateway pool is logged)."""
     resolved = [net for net in networks.values() if net.resolver]
     if not resolved:
         return None
-    return LoggerPlan(stack, nflog_group(stack), tuple(n.pool for n in resolved if n.nflog_group is not None),
-                      tuple(Resolver(n.pool, n.resolver, n.resolver_options) for n in resolved),
-                      tuple(spec.dns_upstream))
+    resolvers = [Resolver(n.pool, n.resolver, n.resolver_options) for n in resolved]
+    if gateway and gateway.resolver:
+        resolvers.append(Resolver(GATEWAY_RESOLVER, gateway.resolver,
+                                  gateway_options([p.network for p in gateway.pools])))
+    return LoggerPlan(stack, log_queue(stack), tuple(n.pool for n in resolved if n.log_queue is not None),
+                      tuple(resolvers),
+                      tuple(spec.dns_upstream),
+                      tuple((n.pool, str(n.subnet)) for n in resolved if n.log_queue is not None))
 
 
 def plan_host(stack: str, host: str, spec: Host, placements: list[Placement]) -> HostPlan:
@@ -191,22 +202,29 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement]) ->
     networks = {p.pool: plan_pool_network(stack, p.pool, p.template, ports.get(p.pool), subnets[p.pool])
                 for p in placements}
     egress_bridge = bridge_name(stack, "egress") if gateway_pools else None
+    egress = egress_subnet(stack, subnets, spec.subnet_pool) if gateway_pools else None
     rules = [rule for plan in networks.values() for rule in guard_rules(plan)]
     bridges = [plan.bridge for plan in networks.values()]
     if egress_bridge:
         opted_in = any(p.template.network.allow_metadata for p in placements if p.pool in gateway_pools)
-        rules += egress_bridge_rules(egress_bridge, opted_in)
+        rules += egress_bridge_rules(egress_bridge, opted_in, str(egress[1]))
         bridges.append(egress_bridge)
     ingress = plan_ingress(stack, spec, placements, networks)
     if ingress:
         rules += ingress_bridge_rules(ingress.bridge)
         bridges.append(ingress.bridge)
     by_pool = {p.pool: p for p in placements}
+    # The subnet_pool but the egress network, which is carved from it too (what the gateway reaches there is no
+    # sandbox: itself, and on a test machine the test's servers), and the host's address on it. Not each pool's
+    # subnet: a new pool then leaves squid.conf as it is.
+    pool_space = ipaddress.IPv4Network(spec.subnet_pool)
+    host_networks = ([*sorted(map(str, pool_space.address_exclude(egress))), f"{egress[1]}/32"] if egress
+                     else [spec.subnet_pool])
     gateway = plan_gateway(stack, host, [
         GatewayPool(pool, ports[pool], by_pool[pool].template.network, str(networks[pool].subnet),
-                    networks[pool].gateway_ip, gateway_refused(by_pool[pool].template, spec.subnet_pool))
+                    networks[pool].gateway_ip, gateway_refused(by_pool[pool].template, host_networks))
         for pool in gateway_pools
-    ])
+    ], resolver=str(egress[1]) if egress else None)
     sandboxes = [(sandbox_name(stack, p.pool, i), p.template) for p in placements for i in range(p.replicas)]
     workspaces = tuple(w for name, template in sandboxes for w in plan_workspaces(stack, name, template))
     pids = {name: template.limits.pids for name, template in sandboxes}
@@ -218,6 +236,6 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement]) ->
         guard=plan_guard(stack, rules, bridges, pids, sandboxes, [w.guard_line for w in workspaces]),
         gateway=gateway, gpus=assign_gpus(spec, placements), workspaces=workspaces, ingress=ingress,
         runtime=plan_runtime(stack, host, spec.runtime, placements),
-        logger=plan_logger(stack, spec, networks),
+        logger=plan_logger(stack, spec, networks, gateway), egress_subnet=egress,
     )
 

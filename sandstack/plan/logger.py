@@ -1,7 +1,8 @@
-"""The host's connection logger and logging resolver, as plain values, in the host's network namespace: ulogd2
-(from Debian, in the infra image) reads the NFLOG group the guard's rules send every new outbound connection of a
-`protocols: any` pool to and writes one line per connection; a dnsmasq per logged pool answers its lookups on its
-bridge's address as sandstack/plan/resolver.py says, one line per query (docs/design/egress-log.md)."""
+"""The host's connection logger and logging resolver, as plain values, in the host's network namespace: a small
+program (components/assets/connlog.py, on the infra image's Python) takes every new outbound connection of a
+`protocols: any` pool from the NFQUEUE queue the guard's rules hold it in, writes its line and only then lets it
+pass (fail closed); a dnsmasq per logged pool answers its lookups on its bridge's address as
+sandstack/plan/resolver.py says, one line per query (docs/design/egress-log.md). Both logs rotate by size."""
 
 from __future__ import annotations
 
@@ -9,43 +10,32 @@ from dataclasses import dataclass
 
 from sandstack.plan.container import LogRotation, RunSettings, host_role
 from sandstack.plan.naming import infra_name
+from sandstack.plan.network import LOGGED_MARK
+from sandstack.plan.package_files import CONNECTION_LOGGER_SOURCE
 
 LOG_DIR = "/var/log/sandstack"
 LOG_FILE = f"{LOG_DIR}/connections.log"
 DNS_LOG_DIR = f"{LOG_DIR}/dns"  # a file per pool, `<pool>.log`
-# NET_ADMIN to bind the NFLOG group in the host's network namespace; NET_BIND_SERVICE for the resolver's port 53.
+# NET_ADMIN to bind the queue in the host's network namespace; NET_BIND_SERVICE for the resolver's port 53.
 CAPABILITIES = ("NET_ADMIN", "NET_BIND_SERVICE")
 MEMORY_MB = 32
 CPUS = "0.25"
 TMPFS = {"/tmp": "rw,nosuid,nodev,noexec,size=1m"}
-# Docker's log of the container holds only ulogd's own messages; the connections go to the volume.
+# Docker's log of the container holds only the logger's own messages; the connections go to the volume.
 LOGS = LogRotation("1m", 2)
-# ulogd's plugins live in an architecture's directory: found at start, and the configuration written then.
-# The stack: packets from NFLOG, decoded (BASE), interface names (IFINDEX), addresses as text (IP2STR), one
-# iptables-LOG-style line each (PRINTPKT) with its time, in a file (LOGEMU).
+# Rotation of the connection log and of each resolver's log (size-bounded: at most KEEP older files beside each).
+LOG_MAX_BYTES = 16 * 1024 * 1024
+LOG_KEEP = 3
+# The connection log's writer and rotator (components/assets/connlog.py), PID 1 once the resolvers run.
+PROGRAM = CONNECTION_LOGGER_SOURCE.read_text()
 ENTRYPOINT = r"""
 set -e
-dir=$(dirname "$(ls /usr/lib/*/ulogd/ulogd_inppkt_NFLOG.so | head -n 1)")
-{
-  echo '[global]'
-  echo 'logfile="stdout"'
-  echo 'loglevel=3'
-  for p in inppkt_NFLOG raw2packet_BASE filter_IFINDEX filter_IP2STR filter_PRINTPKT output_LOGEMU; do
-    echo "plugin=\"$dir/ulogd_$p.so\""
-  done
-  echo 'stack=log1:NFLOG,base1:BASE,ifi1:IFINDEX,ip2str1:IP2STR,print1:PRINTPKT,emu1:LOGEMU'
-  echo '[log1]'
-  echo "group=$SANDSTACK_NFLOG_GROUP"
-  echo '[emu1]'
-  echo "file=\"$SANDSTACK_CONNECTION_LOG\""
-  echo 'sync=1'
-} > /tmp/ulogd.conf
 touch "$SANDSTACK_CONNECTION_LOG"
 mkdir -p "$SANDSTACK_DNS_LOG_DIR"
 # The logging resolvers: one dnsmasq per logged pool (a line "<pool> <address> <option>..." each), on the pool's
 # bridge address as its bridge appears, one query a log line. Each keeps its ids (empty --user/--group: it holds no
-# capability to change them); if one ends, the container ends (PID 1 is ulogd) and Docker's restart policy brings
-# all back. @UPSTREAM@ in an option stands for each upstream server: the host's declared ones, or its own.
+# capability to change them); if one ends, the container ends (PID 1 is the connection logger) and Docker's restart
+# policy brings all back. @UPSTREAM@ in an option stands for each upstream server: the host's declared ones, or its own.
 upstreams=${SANDSTACK_DNS_UPSTREAM:-$(awk '$1 == "nameserver" { print $2 }' /etc/resolv.conf)}
 set -f  # options hold '*' and '#', never file names
 while read -r pool address options; do
@@ -64,7 +54,7 @@ while read -r pool address options; do
 done <<RESOLVERS
 $SANDSTACK_RESOLVERS
 RESOLVERS
-exec ulogd -c /tmp/ulogd.conf
+exec python3 -c "$1"
 """
 
 
@@ -78,10 +68,11 @@ class Resolver:
 @dataclass(frozen=True)
 class LoggerPlan:
     stack: str
-    group: int
+    group: int  # the NFQUEUE queue the guard's rules hold new connections in (network.log_queue)
     pools: tuple[str, ...]  # the pools whose connections it logs (each line's prefix `pool=<name>`)
     resolvers: tuple[Resolver, ...] = ()  # a logging resolver per logged pool
     upstream: tuple[str, ...] = ()  # the host's `dns_upstream`; empty: its /etc/resolv.conf's nameservers
+    sources: tuple[tuple[str, str], ...] = ()  # (pool, subnet) of each logged pool: which pool a line is about
 
     @property
     def container_name(self) -> str:
@@ -94,9 +85,15 @@ class LoggerPlan:
     @property
     def env(self) -> list[str]:
         lines = "\n".join(" ".join((r.pool, r.address, *r.options)) for r in self.resolvers)
-        return [f"SANDSTACK_NFLOG_GROUP={self.group}", f"SANDSTACK_CONNECTION_LOG={LOG_FILE}",
-                f"SANDSTACK_DNS_LOG_DIR={DNS_LOG_DIR}", f"SANDSTACK_RESOLVERS={lines}",
-                "SANDSTACK_DNS_UPSTREAM=" + " ".join(self.upstream)]
+        return [f"SANDSTACK_QUEUE={self.group}", f"SANDSTACK_LOGGED_MARK={LOGGED_MARK.split('/')[0]}",
+                f"SANDSTACK_CONNECTION_LOG={LOG_FILE}", f"SANDSTACK_DNS_LOG_DIR={DNS_LOG_DIR}",
+                f"SANDSTACK_LOG_MAX_BYTES={LOG_MAX_BYTES}", f"SANDSTACK_LOG_KEEP={LOG_KEEP}",
+                "SANDSTACK_SOURCES=" + "\n".join(f"{pool} {subnet}" for pool, subnet in self.sources),
+                f"SANDSTACK_RESOLVERS={lines}", "SANDSTACK_DNS_UPSTREAM=" + " ".join(self.upstream)]
+
+    @property
+    def command(self) -> list[str]:
+        return ["sh", "-c", ENTRYPOINT, "sandstack-logger", PROGRAM]
 
     @property
     def run(self) -> RunSettings:
@@ -104,6 +101,7 @@ class LoggerPlan:
 
     @property
     def health_test(self) -> tuple[str, ...]:
-        """Healthy: the connection log exists, ulogd runs and every pool's resolver does."""
-        return ("CMD-SHELL", f"test -f {LOG_FILE} && pgrep -x ulogd >/dev/null && "
-                             f"[ \"$(pgrep -xc dnsmasq)\" -ge {len(self.resolvers)} ]")
+        """Healthy: the connection log exists, the logger holds its queue (the kernel's list of bound queues,
+        the queue number right-aligned) and every pool's resolver runs."""
+        return ("CMD-SHELL", f"test -f {LOG_FILE} && grep -Eq '^ *{self.group} ' /proc/net/netfilter/nfnetlink_queue"
+                             f" && [ \"$(pgrep -xc dnsmasq)\" -ge {len(self.resolvers)} ]")

@@ -24,7 +24,9 @@ guard then drops every new connection leaving that bridge, so publishing a port 
 On every sandstack bridge the guard drops new connections to the host itself (its services, DNS,
 docker-proxy), which Docker never filters. On a gateway pool's bridge it also bounds the connections
 to the gateway, per pool and per sandbox, so one sandbox cannot run the shared gateway out of file
-descriptors for every other pool.
+descriptors for every other pool. On a direct route it bounds new connections (a rate) and open ones
+(conntrack entries), per sandbox and per pool (`network.connections`), and a logged one (`protocols: any`)
+holds each new connection in the connection logger's queue until its line is written (docs/design/egress-log.md).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from sandstack.plan.naming import bridge_name, docker_name
 from sandstack.plan.resolver import name_options
 from sandstack.spec.egress import METADATA_RANGES
 from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
+from sandstack.spec.models.network import ConnectionBounds
 from sandstack.spec.resolve import Outbound, ResolvedTemplate
 
 GATEWAY_ALIAS = "sandstack-gateway"
@@ -47,6 +50,10 @@ GATEWAY_PORT_SPAN = 10000
 # file descriptors (squid.MAX_FILEDESCRIPTORS, two per proxied connection) hold every pool's share.
 GATEWAY_CONNECTIONS_PER_POOL = 1024
 GATEWAY_CONNECTIONS_PER_SANDBOX = 256
+
+# The packet mark the connection logger sets on a connection's first packet once it has written its line, when it
+# hands it back (NF_REPEAT): the packet then runs through the chain again, past the queue and the rate bounds.
+LOGGED_MARK = "0x20000000/0x20000000"
 
 ESTABLISHED = "-m conntrack --ctstate ESTABLISHED,RELATED"
 NOT_ESTABLISHED = "-m conntrack ! --ctstate ESTABLISHED,RELATED"
@@ -64,9 +71,10 @@ class PoolNetwork:
     # Destinations a direct (routed) sandbox must not reach: iptables match fragments, e.g. "-d 10.0.0.0/8".
     refused: tuple[str, ...] = ()
     url_ports: tuple[int, ...] = ()  # tcp ports the host's ingress proxies to (`exposure: url`)
-    nflog_group: int | None = None  # direct and logged (`protocols: any`): the connection logger's NFLOG group
+    log_queue: int | None = None  # direct and logged (`protocols: any`): the connection logger's NFQUEUE queue
     # A logged pool's resolver: what the host's logging resolver answers it (sandstack/plan/resolver.py).
     resolver_options: tuple[str, ...] = ()
+    connections: ConnectionBounds | None = None  # direct: its bounds on new and open connections
 
     @property
     def bridge_ip(self) -> str:
@@ -132,6 +140,19 @@ def pool_subnets(stack: str, pools: list[str], subnet_pool: str) -> dict[str, ip
     return {pool: candidates[slot] for pool, slot in _stable_slots(stack, pools, len(candidates)).items()}
 
 
+def egress_subnet(stack: str, pools: dict[str, ipaddress.IPv4Network], subnet_pool: str) -> ipaddress.IPv4Network:
+    """The gateway's egress network: a /23 of the host's `subnet_pool`, hashed from the stack and probing past those
+    the pools hold (pools keep theirs; a new pool moves it only by taking exactly its /23), so the gateway's resolver
+    has an address known before Docker makes the network (rule subnet-pool counts it)."""
+    taken = set(pools.values())
+    candidates = list(ipaddress.IPv4Network(subnet_pool).subnets(new_prefix=POOL_SUBNET_PREFIX))
+    start = int(hashlib.sha256(f"{stack}/egress".encode()).hexdigest(), 16) % len(candidates)
+    for i in range(len(candidates)):
+        if (candidate := candidates[(start + i) % len(candidates)]) not in taken:
+            return candidate
+    raise ValueError(f"no room for the egress network in {subnet_pool}")  # rule subnet-pool reports it first
+
+
 def ipv4_only(cidrs: tuple[str, ...] | list[str]) -> list[str]:
     # Sandbox networks have no IPv6 address or route, so an IPv6 destination needs no rule.
     return [c for c in cidrs if ipaddress.ip_network(c, strict=False).version == 4]
@@ -156,14 +177,16 @@ def refused_destinations(template: ResolvedTemplate) -> tuple[str, ...]:
     return tuple(out)
 
 
-def gateway_refused(template: ResolvedTemplate, subnet_pool: str) -> tuple[str, ...]:
+def gateway_refused(template: ResolvedTemplate, host_networks: list[str]) -> tuple[str, ...]:
     """What the gateway refuses a pool whatever its policy: link-local and metadata addresses unless the
-    template opts in, and the host's sandbox subnets (other pools' sandboxes, the gateway's own addresses)."""
-    return (*refused_metadata(template), subnet_pool)
+    template opts in, and the host's own networks (`host_networks`: the pools' subnets, so other pools' sandboxes and
+    the gateway's own addresses, and the host's address on the egress network, its logging resolver)."""
+    return (*refused_metadata(template), *host_networks)
 
 
-def nflog_group(stack: str) -> int:
-    """The stack's NFLOG group (1024-65535): two stacks on one host log to their own connection loggers."""
+def log_queue(stack: str) -> int:
+    """The stack's NFQUEUE queue (1024-65535): two stacks on one host log to their own connection loggers. (Hashed
+    as when it numbered an NFLOG group, so the number did not change.)"""
     return 1024 + int(hashlib.sha256(f"{stack}/nflog".encode()).hexdigest(), 16) % (65536 - 1024)
 
 
@@ -184,8 +207,9 @@ def plan_pool_network(stack: str, pool: str, template: ResolvedTemplate, gateway
         subnet=subnet,
         refused=refused_destinations(template) if outbound == "direct" else (),
         url_ports=url_ports(template),
-        nflog_group=nflog_group(stack) if template.network.logs_connections else None,
+        log_queue=log_queue(stack) if template.network.logs_connections else None,
         resolver_options=name_options(template.network) if template.network.log and outbound != "none" else (),
+        connections=template.network.connections if outbound == "direct" else None,
     )
 
 
@@ -214,11 +238,15 @@ def guard_rules(network: PoolNetwork) -> list[str]:
                      f"-m multiport --dports {ports} -j ACCEPT")
         rules.append(f"DOCKER-USER -i {br} -o {br} -s {network.sandbox_range} -d {ingress}/32 -p tcp "
                      f"-m multiport --sports {ports} {ESTABLISHED} -j ACCEPT")
-    if network.nflog_group is not None:
-        # Every new connection out (any protocol) to the connection logger, with the pool as its prefix. Listed
-        # before the refusals, which the guard inserts above it: a refused connection is dropped, not logged.
-        rules.append(f"DOCKER-USER -i {br} ! -o {br} -m conntrack --ctstate NEW -j NFLOG "
-                     f"--nflog-group {network.nflog_group} --nflog-prefix pool={network.pool}")
+    if network.log_queue is not None:
+        # Every new connection out (any protocol) waits in the connection logger's queue until its line is written:
+        # the logger hands it back marked, and it runs through the chain again past this rule. No logger, or a
+        # full queue, and it is dropped (no --queue-bypass): nothing passes unlogged. Listed before the bounds and
+        # the refusals, which the guard inserts above it: a refused connection is dropped, not logged.
+        rules.append(f"DOCKER-USER -i {br} ! -o {br} -m conntrack --ctstate NEW -m mark ! --mark {LOGGED_MARK} "
+                     f"-j NFQUEUE --queue-num {network.log_queue}")
+    if network.connections is not None:
+        rules += connection_bounds(network)
     if network.resolver:
         # Its names from the host's logging resolver on the bridge's address, the one host service it reaches
         # (inserted above the bridge's INPUT drop).
@@ -231,15 +259,37 @@ def guard_rules(network: PoolNetwork) -> list[str]:
     return rules
 
 
+def connection_bounds(network: PoolNetwork) -> list[str]:
+    """A direct route's bounds on its new connections (per sandbox, per pool) and on the connections it holds in
+    the host's connection tracking (per sandbox, per pool), each refusing the connection past it. In the order the
+    guard inserts them, so the chain holds the open bounds first, then the rates, then the logger's queue."""
+    br, bounds = network.bridge, network.connections
+    new = f"DOCKER-USER -i {br} ! -o {br} -m conntrack --ctstate NEW"
+    refuse = "-j REJECT --reject-with icmp-admin-prohibited"
+    # A connection the logger handed back has been counted once already.
+    unlogged = f" -m mark ! --mark {LOGGED_MARK}" if network.log_queue is not None else ""
+    name = hashlib.sha256(br.encode()).hexdigest()[:12]  # hashlimit names are host-wide, at most 15 characters
+    rate = f"--hashlimit-above {{0}}/second --hashlimit-burst {{0}} --hashlimit-name sx{name}"
+    return [
+        f"{new}{unlogged} -m hashlimit {rate.format(bounds.pool_rate)}p {refuse}",
+        f"{new}{unlogged} -m hashlimit {rate.format(bounds.rate)}s --hashlimit-mode srcip {refuse}",
+        f"{new}{unlogged} -m connlimit --connlimit-above {bounds.pool_open} --connlimit-mask 0 {refuse}",
+        f"{new}{unlogged} -m connlimit --connlimit-above {bounds.open} --connlimit-mask 32 {refuse}",
+    ]
+
+
 def ingress_bridge_rules(bridge: str) -> list[str]:
     """The ingress's own network, where its port is published: it never opens connections to the host."""
     return [f"INPUT -i {bridge} {NOT_ESTABLISHED} -j DROP"]
 
 
-def egress_bridge_rules(bridge: str, allow_metadata: bool) -> list[str]:
-    """The gateway's outbound bridge: the gateway may reach the internet, never the host's services, nor
-    link-local/metadata addresses unless a pool on the host opted in (squid refuses them per pool)."""
+def egress_bridge_rules(bridge: str, allow_metadata: bool, resolver: str | None = None) -> list[str]:
+    """The gateway's outbound bridge: the gateway may reach the internet, never the host's services (but its
+    logging resolver on the bridge's address), nor link-local/metadata addresses unless a pool on the host opted
+    in (squid refuses them per pool)."""
     rules = [f"INPUT -i {bridge} {NOT_ESTABLISHED} -j DROP"]
+    if resolver:
+        rules += [f"INPUT -i {bridge} -d {resolver}/32 -p {proto} --dport 53 -j ACCEPT" for proto in ("udp", "tcp")]
     if not allow_metadata:
         rules += [f"DOCKER-USER -i {bridge} ! -o {bridge} -d {c} -j DROP" for c in ipv4_only(METADATA_RANGES)]
     return rules

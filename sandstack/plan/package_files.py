@@ -9,5 +9,6 @@ from pathlib import Path
 ASSETS = Path(str(files("sandstack.components") / "assets"))
 GUARD_SCRIPT_FILE = ASSETS / "guard.sh"
 SUPERVISOR_SOURCE = ASSETS / "supervise.sh"
+CONNECTION_LOGGER_SOURCE = ASSETS / "connlog.py"
 # The build context of sandstack's gateway/guard/seeder image (one Dockerfile).
 INFRA_CONTEXT = ASSETS / "infra"

@@ -16,6 +16,9 @@ An allow entry that a port-less deny covers is not forwarded (the gateway's deny
 name. dnsmasq picks the longest matching domain, so `--address=/x/` (NXDOMAIN) under a forwarded parent holds, and
 `*.x` (which also matches x) gets an NXDOMAIN for its apex. The upstream servers are the host's `dns_upstream`, or the nameservers of the
 host's /etc/resolv.conf, read by the entrypoint at start: `UPSTREAM` in an option stands for each of them.
+
+The egress gateway resolves through a logging resolver of its own (`gateway_options`), on the host's address on the
+gateway's egress network, so its lookups are logged and checked too, and never go to the host's resolvers directly.
 """
 
 from __future__ import annotations
@@ -63,3 +66,22 @@ def name_options(network: EffectiveNetwork) -> tuple[str, ...]:
         if not any(name == w or name.endswith("." + w) for w in wild):
             options.append(f"--address=/*.{name}/")  # the exact name only, as the gateway allows it
     return (*options, *refused)
+
+
+GATEWAY_RESOLVER = "_gateway"  # its log's name; never a pool's (pool names start with a letter)
+
+
+def gateway_options(networks: list[EffectiveNetwork]) -> tuple[str, ...]:
+    """The dnsmasq options of the gateway's own logging resolver, which answers the lookups squid makes for every
+    gateway pool on the host (squid has one resolver). A name is forwarded when any of those pools' resolvers
+    would forward it: squid checks each request against its pool's own policy before it resolves the name, so this
+    is a second check, the union of theirs. Refused: what every allow-all pool refuses (special-use names, their
+    common deny entries), and with no allow-all pool, every name no pool forwards."""
+    per_pool = [name_options(n) for n in networks]
+    forwards = {o for options in per_pool for o in options if o.startswith("--server=")}
+    open_pools = [options for n, options in zip(networks, per_pool) if n.egress != "allow-list"]
+    refusals = [{o for o in options if o.startswith("--address=")} for options in (open_pools or per_pool)]
+    refused = set.intersection(*refusals) if open_pools else set.union(*refusals)
+    # A domain that one pool forwards is not refused for all (dnsmasq would pick either for the same domain).
+    forwarded = {o.split("/")[1] for o in forwards if o.count("/") >= 2}
+    return (*sorted(forwards), *sorted(o for o in refused if o.split("/")[1] not in forwarded))

@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.tree import Tree
 
+from sandstack.plan.resolver import GATEWAY_RESOLVER
 from sandstack.review.resources import Resource
 
 FORMAT_VERSION = 1
@@ -79,11 +80,13 @@ def summary(r: Resource) -> list[str]:
     if r.kind == "disk workspace":
         return [f"{p['name']}: {p['size'] / 2**20:g}MiB at {p['path']}" + (", seeded from the image" if p["seed"] else "")]
     if r.kind == "connection logger" and p:
-        lines = [f"every new connection of pools {', '.join(p['logged_pools'])} (NFLOG group {p['nflog_group']})"] \
-            if p["logged_pools"] else []
+        lines = [f"every new connection of pools {', '.join(p['logged_pools'])}, logged before it passes "
+                 f"(NFQUEUE queue {p['queue']})"] if p["logged_pools"] else []
         if p.get("resolvers"):
             upstream = ", ".join(p["upstream"]) or "the host's own"
-            lines.append(f"every name lookup of pools {', '.join(p['resolvers'])} (upstream servers: {upstream})")
+            pools = [name for name in p["resolvers"] if name != GATEWAY_RESOLVER]
+            gateway = " and of the gateway" if GATEWAY_RESOLVER in p["resolvers"] else ""
+            lines.append(f"every name lookup of pools {', '.join(pools)}{gateway} (upstream servers: {upstream})")
         return lines
     if r.kind == "runtime" and p:
         return [f"sessions API on {p['listen']} (token from secret {p['token']['secret']}), pools "

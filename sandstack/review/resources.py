@@ -106,7 +106,7 @@ def _host_resources(stack_name: str, host: str, plan: HostPlan, spec) -> list[Re
             Resource(f"{base}-logger-log", VOLUME, logger_key, "connection log", host,
                      props={"name": plan.logger.log_volume}),
             Resource(f"{base}-logger-container", CONTAINER, logger_key, "connection logger", host, props={
-                "name": plan.logger.container_name, "nflog_group": plan.logger.group,
+                "name": plan.logger.container_name, "queue": plan.logger.group,
                 "logged_pools": list(plan.logger.pools),
                 # Each logged pool's resolver (its address, then its dnsmasq options) and the upstream servers.
                 "resolvers": {r.pool: [r.address, *r.options] for r in plan.logger.resolvers},

@@ -12,6 +12,9 @@ EGRESS_ORDER = {"deny-all": 0, "allow-list": 1, "allow-all": 2}
 # A url port is reached through the host's ingress, public unless the ingress is on the loopback: ranked as public.
 EXPOSURE_ORDER = {"none": 0, "host": 1, "url": 2, "public": 2}
 EXPOSED = {"public": "made public", "url": "given a URL through the host's ingress", "host": "newly published on the host"}
+CONNECTION_BOUNDS = (("rate", "new connections a second per sandbox"),
+                     ("pool_rate", "new connections a second per pool"),
+                     ("open", "open connections per sandbox"), ("pool_open", "open connections per pool"))
 LIMITS = (("cpus", "CPUs"), ("memory", "memory"), ("disk", "disk"), ("pids", "pids"), ("open_files", "open files"))
 
 
@@ -69,6 +72,12 @@ def compare_templates(pool: str, old: ResolvedTemplate, new: ResolvedTemplate) -
         add(not b.log, "egress", "egress logging turned " + ("on" if b.log else "off"))
     if a.allow_metadata != b.allow_metadata:
         add(b.allow_metadata, "egress", "metadata addresses " + ("reachable" if b.allow_metadata else "refused again"))
+    # A direct route's connection bounds (the guard's rules): raising one loosens it.
+    if b.outbound == "direct":
+        for name, words in CONNECTION_BOUNDS:
+            x, y = getattr(a.connections, name), getattr(b.connections, name)
+            if x != y:
+                add(y > x, "egress", f"{words} {x} → {y}")
     # Limits.
     for name, words in LIMITS:
         x, y = getattr(old.limits, name), getattr(new.limits, name)

@@ -31,7 +31,7 @@ HOST_ROLE_WORDS: dict[str, str] = {
     "networks": "the pool networks and the egress network",
     "ingress": "the ingress proxy container (its Caddyfile) and its network",
     "runtime": "the runtime service container (its configuration); its state volume keeps sessions and snapshots",
-    "logger": "the connection logger container (ulogd2, its NFLOG groups); its log volume is kept",
+    "logger": "the connection logger container (its queue and logging resolvers); its log volume is kept",
 }
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from sandstack.spec.egress import EgressRule, parse_entry
+from sandstack.spec.models.network import ConnectionBounds
 from sandstack.spec.models import (
     BUILTIN_LIMITS,
     GpuRequest,
@@ -78,6 +79,8 @@ class EffectiveNetwork:
     # Reach METADATA_RANGES (sandstack.spec.egress); false (the default) in every mode unless opted in.
     allow_metadata: bool = False
     protocols: str | None = None
+    # A direct route's bounds on new and open connections (the guard's rules; sandstack.plan.network).
+    connections: ConnectionBounds = ConnectionBounds()
 
     @property
     def outbound(self) -> Outbound:
@@ -204,6 +207,7 @@ def effective_network(stack: Stack, template: Template) -> EffectiveNetwork:
         log=log,
         allow_metadata=policy.allow_metadata,
         protocols=policy.protocols if policy.egress == "allow-all" and log else None,
+        connections=policy.connections,
     )
 
 

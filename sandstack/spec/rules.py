@@ -178,6 +178,11 @@ def egress_fields_fit_mode(ctx: Context) -> Iterator[Diagnostic]:
                             f"the gateway, or direct with every connection logged); this policy is {mode!r}"
                             + (" with `log: false`" if policy.log is False else "") + ": remove `protocols`",
                             "egress-mode", key=True)
+        if "connections" in policy.model_fields_set and outbound != "direct":
+            route = "leaves through the gateway, which bounds its connections" if outbound == "gateway" else "has none"
+            yield ctx.error(path + ("connections",), "`connections` bounds a direct route (unlogged 'allow-all' or "
+                            f"`protocols: any`); this policy's egress {route}: remove `connections`",
+                            "egress-mode", key=True)
         if mode == "deny-all" and policy.allow_metadata:
             yield ctx.error(path + ("allow_metadata",), "'deny-all' reaches no address, link-local or other: remove "
                             "`allow_metadata`, or pick 'allow-list' or 'allow-all'", "egress-mode", key=True)
@@ -511,8 +516,12 @@ def secrets_need_numeric_user(ctx: Context) -> Iterator[Diagnostic]:
 @rule("subnet-pool")
 def pools_fit_subnet_pool(ctx: Context) -> Iterator[Diagnostic]:
     pools_on: dict[str, set[str]] = defaultdict(set)
-    for pool, _, host, _ in _placements(ctx):
+    gateway_on: set[str] = set()  # hosts with a gateway, whose egress network takes a /23 too
+    for pool, template, host, _ in _placements(ctx):
         pools_on[host].add(pool)
+        policy = ctx.stack.templates[template].network or ctx.stack.defaults.network or NetworkPolicy()
+        if decode_egress(policy.egress, policy.log, policy.protocols)[0] == "gateway":
+            gateway_on.add(host)
     for name, host in ctx.stack.hosts.items():
         where = ("hosts", name, "subnet_pool")
         try:
@@ -525,11 +534,13 @@ def pools_fit_subnet_pool(ctx: Context) -> Iterator[Diagnostic]:
         if network.prefixlen > POOL_SUBNET_PREFIX:
             yield ctx.error(where, f"{host.subnet_pool!r} is smaller than one pool's /{POOL_SUBNET_PREFIX}: use a prefix "
                             f"of /{POOL_SUBNET_PREFIX} or shorter, e.g. '10.213.0.0/16'", "subnet-pool")
-        elif len(pools_on[name]) > 2 ** (POOL_SUBNET_PREFIX - network.prefixlen):
-            room = 2 ** (POOL_SUBNET_PREFIX - network.prefixlen)
+        elif len(pools_on[name]) + (name in gateway_on) > 2 ** (POOL_SUBNET_PREFIX - network.prefixlen):
+            room, pools = 2 ** (POOL_SUBNET_PREFIX - network.prefixlen), len(pools_on[name])
+            placed = f"{pools} pool{'s' if pools > 1 else ''}" + (
+                " and the gateway's egress network" if name in gateway_on else "")
             yield ctx.error(where, f"{host.subnet_pool!r} has room for {room} pool network{'s' if room > 1 else ''} "
-                            f"(/{POOL_SUBNET_PREFIX} each) but {len(pools_on[name])} pools are placed on host "
-                            f"{name!r}: use a larger network", "subnet-pool")
+                            f"(/{POOL_SUBNET_PREFIX} each) but {placed} are placed on host {name!r}: use a larger "
+                            "network", "subnet-pool")
 
 
 def _loose_v4(text: str) -> str | None:

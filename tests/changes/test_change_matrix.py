@@ -208,6 +208,9 @@ def setting(**paths: Any) -> Callable[[dict], None]:
 TCP_TLS = setting(hosts__local__endpoint="tcp://docker.example.com:2376", hosts__local__tls={
     "ca": {"secret": "caPem"}, "cert": {"secret": "certPem"}, "key": {"secret": "keyPem"}})
 SSH = setting(hosts__local__endpoint="ssh://deploy@docker.example.com", hosts__local__ssh_opts=["-p", "22"])
+# Each connection bound, and the block (tighter values: any change renews the guard's rules alike).
+CONNECTION_CHANGES = (("", {"rate": 10, "open": 64}), (".rate", 10), (".pool_rate", 20), (".open", 64),
+                      (".pool_open", 128))
 FREE_ALLOW_LIST = setting(defaults__network={"egress": "allow-list", "allow": ["example.org"]})
 AGENT_ALLOW_ALL = setting(templates__agent__network={"egress": "allow-all", "deny": ["203.0.113.7"]})
 WRITABLE_ROOT = setting(hosts__local__storage_quota=True, templates__agent__filesystem={
@@ -389,6 +392,10 @@ CASES: list[Case] = [
     Case("defaults.network.allow_metadata", True),
     Case("defaults.network.allow_metadata", True, condition=DIRECT_ROUTE,
          prepare=setting(defaults__network={"egress": "allow-all", "log": False})),
+    # A direct route's connection bounds (the only route they apply to): the guard's rules.
+    *(Case(f"defaults.network.connections{field}", value,
+           prepare=setting(defaults__network={"egress": "allow-all", "log": False}))
+      for field, value in CONNECTION_CHANGES),
     Case("defaults.runtime", "runsc"),
     Case("defaults.lifecycle", {"max_lifetime": "48h", "idle_timeout": "1h", "on_expiry": "restart"},
     ),
@@ -467,6 +474,9 @@ CASES: list[Case] = [
          prepare=setting(templates__agent__network={"egress": "allow-all", "log": False})),
     Case("templates.*.network.allow_metadata", True, condition=DIRECT_ROUTE,
          prepare=setting(templates__agent__network={"egress": "allow-all", "protocols": "any"}), variant="protocols: any"),
+    *(Case(f"templates.*.network.connections{field}", value,
+           prepare=setting(templates__agent__network={"egress": "allow-all", "protocols": "any"}))
+      for field, value in CONNECTION_CHANGES),
     Case("templates.*.runtime", "runsc"),
     Case("templates.*.lifecycle", {"max_lifetime": "6h", "idle_timeout": "10m", "on_expiry": "restart"},
     ),

@@ -64,6 +64,9 @@ def test_guard_container_inputs(built):
                 f"INPUT -i {listed} -d 10.213.98.1/32 -p udp --dport 53 -j ACCEPT",
                 f"INPUT -i {listed} -d 10.213.98.1/32 -p tcp --dport 53 -j ACCEPT",
                 f"INPUT -i {egress} {NEW} -j DROP",
+                # Inserted above it: the gateway's logging resolver on the egress bridge's address (10.213.48.0/23).
+                f"INPUT -i {egress} -d 10.213.48.1/32 -p udp --dport 53 -j ACCEPT",
+                f"INPUT -i {egress} -d 10.213.48.1/32 -p tcp --dport 53 -j ACCEPT",
                 f"DOCKER-USER -i {egress} ! -o {egress} -d 169.254.0.0/16 -j DROP",
             ]),
             "SANDSTACK_PIDS=sandstack-t-closed-0 64\nsandstack-t-closed-1 64\nsandstack-t-listed-0 128"
@@ -156,6 +159,8 @@ def test_the_gateway_is_unprivileged_read_only_and_bounded(built):
         "user": "proxy",
         "command": ["sh", "-c", ENTRYPOINT],
         "init": True,
+        # Docker's resolver in the gateway sends its lookups to the host's logging resolver for the gateway.
+        "dns": ["10.213.48.1"],
         "capabilities": {"drops": ["ALL"]},
         "securityOpts": ["no-new-privileges:true"],
         "readOnly": True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 
 import pytest
@@ -25,6 +26,19 @@ GATEWAY_SANDBOX_CAP = ("DOCKER-USER -i {br} -o {br} -d {gw}/32 -p tcp --dport {p
                        "--connlimit-above 256 --connlimit-mask 32 -j REJECT --reject-with tcp-reset")
 GATEWAY = [GATEWAY_IN, GATEWAY_BACK, GATEWAY_POOL_CAP, GATEWAY_SANDBOX_CAP]
 NO_METADATA = "DOCKER-USER -i {br} ! -o {br} -d 169.254.0.0/16 -j DROP"
+# A direct route's bounds (the defaults of `network.connections`), refused past them; the guard inserts each rule
+# above the ones before it, so the chain checks the open bounds first, then the rates.
+REFUSE = "-j REJECT --reject-with icmp-admin-prohibited"
+BOUNDS = [
+    "DOCKER-USER -i {br} ! -o {br} -m conntrack --ctstate NEW -m hashlimit --hashlimit-above 400/second "
+    f"--hashlimit-burst 400 --hashlimit-name sx{{limit}}p {REFUSE}",
+    "DOCKER-USER -i {br} ! -o {br} -m conntrack --ctstate NEW -m hashlimit --hashlimit-above 100/second "
+    f"--hashlimit-burst 100 --hashlimit-name sx{{limit}}s --hashlimit-mode srcip {REFUSE}",
+    f"DOCKER-USER -i {{br}} ! -o {{br}} -m conntrack --ctstate NEW -m connlimit --connlimit-above 4096 "
+    f"--connlimit-mask 0 {REFUSE}",
+    f"DOCKER-USER -i {{br}} ! -o {{br}} -m conntrack --ctstate NEW -m connlimit --connlimit-above 1024 "
+    f"--connlimit-mask 32 {REFUSE}",
+]
 # A logged pool's sandboxes reach the host's logging resolver on their bridge's address, port 53, and nothing else
 # of the host.
 RESOLVER = [f"INPUT -i {{br}} -d 10.213.64.1/32 -p {proto} --dport 53 -j ACCEPT" for proto in ("udp", "tcp")]
@@ -40,6 +54,9 @@ PUBLISHED = [{"port": 8080, "exposure": "public"}]
 # address, the sandboxes' range (the first /24) and the gateway's fixed address (the /23's last usable one).
 P_SUBNET, P_BRIDGE, P_RANGE, P_GATEWAY = "10.213.64.0/23", "10.213.64.1", "10.213.64.0/24", "10.213.65.254"
 P_IPAM = [{"subnet": P_SUBNET, "gateway": P_BRIDGE, "ipRange": P_RANGE}]
+# The gateway's egress network: a /23 no pool holds, hashed from the stack; the host's address on it is the gateway's
+# logging resolver.
+EGRESS_SUBNET, EGRESS_BRIDGE = "10.213.48.0/23", "10.213.48.1"
 
 # (network, ports?) -> (bridge kind, internal, guard rules for the pool's bridge, uses the gateway)
 CASES = {
@@ -49,8 +66,8 @@ CASES = {
     ("allow-list", True): ("gateway-routed", False, [DROP_INPUT, *GATEWAY, *RESOLVER, DROP_NEW_OUT], True),
     ("allow-all-logged", False): ("gateway-internal", True, [DROP_INPUT, *GATEWAY, *RESOLVER], True),
     ("allow-all-logged", True): ("gateway-routed", False, [DROP_INPUT, *GATEWAY, *RESOLVER, DROP_NEW_OUT], True),
-    ("allow-all-unlogged", False): ("direct-routed", False, [DROP_INPUT, NO_METADATA], False),
-    ("allow-all-unlogged", True): ("direct-routed", False, [DROP_INPUT, NO_METADATA], False),
+    ("allow-all-unlogged", False): ("direct-routed", False, [DROP_INPUT, *BOUNDS, NO_METADATA], False),
+    ("allow-all-unlogged", True): ("direct-routed", False, [DROP_INPUT, *BOUNDS, NO_METADATA], False),
 }
 
 
@@ -79,19 +96,30 @@ def test_network_guard_rules_gateway_and_proxy_per_egress_mode(build, network, p
     assert net.plan["Internal"] is internal
 
     guard = env_map(built.reg("sandstack-local-guard-container"))
-    expected_rules = [r.format(br=br, port=port, gw=P_GATEWAY) for r in rules]
+    limit = hashlib.sha256(br.encode()).hexdigest()[:12]
+    expected_rules = [r.format(br=br, port=port, gw=P_GATEWAY, limit=limit) for r in rules]
     sandbox = built.container("sandstack-p.local-0")
     proxy_vars = {k: v for k, v in env_map(sandbox).items() if k.lower() in ("http_proxy", "https_proxy", "no_proxy")}
     if via_gateway:
         egress_br = bridge_name("t", "egress")
-        assert guard["SANDSTACK_RULES"].split("\n") == expected_rules + [DROP_INPUT.format(br=egress_br),
-                                                                         NO_METADATA.format(br=egress_br)]
+        # The gateway's own logging resolver, on its egress bridge's address: the one host service it reaches.
+        assert guard["SANDSTACK_RULES"].split("\n") == expected_rules + [DROP_INPUT.format(br=egress_br)] + [
+            f"INPUT -i {egress_br} -d {EGRESS_BRIDGE}/32 -p {proto} --dport 53 -j ACCEPT" for proto in ("udp", "tcp")
+        ] + [NO_METADATA.format(br=egress_br)]
         assert guard["SANDSTACK_BRIDGES"] == " ".join(sorted([br, egress_br]))
         gateway = built.container("sandstack-local-gateway-container")
         assert gateway.inputs["networksAdvanced"] == [
             {"name": "sandstack-t-_egress", "gwPriority": 1000},
             {"name": "sandstack-t-p", "aliases": ["sandstack-gateway"], "ipv4Address": P_GATEWAY}]
         assert f"\nhttp_port {port} name=p\n" in env_map(gateway)["SANDSTACK_SQUID_CONF"]
+        assert gateway.inputs["dns"] == [EGRESS_BRIDGE]  # Docker's resolver in it forwards there
+        # Squid refuses the host's own networks: the subnet_pool but the egress network (carved from it too), and
+        # the host's address on the egress network.
+        blocked = next(line for line in env_map(gateway)["SANDSTACK_SQUID_CONF"].split("\n")
+                       if line.startswith("acl p_blocked dst "))
+        rest = ipaddress.IPv4Network("10.213.0.0/16").address_exclude(ipaddress.IPv4Network(EGRESS_SUBNET))
+        assert blocked.endswith(" " + " ".join([*sorted(map(str, rest)), f"{EGRESS_BRIDGE}/32"])), blocked
+        assert "10.213.48." not in blocked.replace(f"{EGRESS_BRIDGE}/32", "")
         url = f"http://sandstack-gateway:{port}"
         assert proxy_vars == {"HTTP_PROXY": url, "HTTPS_PROXY": url, "http_proxy": url, "https_proxy": url,
                               "NO_PROXY": "localhost,127.0.0.1,::1", "no_proxy": "localhost,127.0.0.1,::1"}
@@ -115,6 +143,7 @@ def test_the_egress_network_is_routed_and_only_the_gateway_joins_it(build):
         "name": "sandstack-t-_egress", "internal": False, "driver": "bridge",
         "options": {"com.docker.network.bridge.name": bridge_name("t", "egress"),
                     "com.docker.network.bridge.enable_icc": "true"},
+        "ipamConfigs": [{"subnet": EGRESS_SUBNET, "gateway": EGRESS_BRIDGE}],
         "labels": [{"label": "sandstack.host", "value": "local"}, {"label": "sandstack.managed-by", "value": "pulumi"},
                    {"label": "sandstack.stack", "value": "t"}, {"label": "sandstack.role", "value": "egress"}],
     }
@@ -200,7 +229,9 @@ def test_each_pool_network_gets_its_own_23_of_the_hosts_subnet_pool(build):
         "sandstack-local-net.direct": _ipam("172.30.8.0/23", "172.30.8.1", "172.30.8.0/24"),
         "sandstack-local-net.listed": _ipam("172.30.2.0/23", "172.30.2.1", "172.30.2.0/24"),
         "sandstack-local-net.logged": _ipam("172.30.14.0/23", "172.30.14.1", "172.30.14.0/24"),
-        "sandstack-local-egress-net": None,  # the gateway's way out, outside subnet_pool: Docker picks its addresses
+        # The gateway's way out: a /23 no pool holds (the stack's hash probing past them); its bridge address is the
+        # gateway's logging resolver.
+        "sandstack-local-egress-net": [{"subnet": "172.30.0.0/23", "gateway": "172.30.0.1"}],
     }
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from sandstack.plan.logger import LoggerPlan, Resolver
-from sandstack.plan.resolver import name_options
+from sandstack.plan.logger import ENTRYPOINT, LoggerPlan, Resolver
+from sandstack.plan.package_files import CONNECTION_LOGGER_SOURCE
+from sandstack.plan.resolver import gateway_options, name_options
 from sandstack.spec.egress import parse_entry
 from sandstack.spec.resolve import EffectiveNetwork
 from testbed.specs import spec
@@ -55,14 +56,53 @@ def test_logged_allow_all_forwards_every_name_but_special_use_and_denied_ones():
 
 def test_the_logger_passes_a_line_per_resolver_and_the_declared_upstream():
     plan = LoggerPlan("t", 2000, ("any",), (Resolver("listed", "10.213.98.1", ("--address=/#/",)),
-                                           Resolver("any", "10.213.64.1", (f"--server={UP}",))), ("10.0.0.53",))
+                                           Resolver("any", "10.213.64.1", (f"--server={UP}",))), ("10.0.0.53",),
+                      (("any", "10.213.64.0/23"),))
     assert plan.env == [
-        "SANDSTACK_NFLOG_GROUP=2000", "SANDSTACK_CONNECTION_LOG=/var/log/sandstack/connections.log",
-        "SANDSTACK_DNS_LOG_DIR=/var/log/sandstack/dns",
+        "SANDSTACK_QUEUE=2000", "SANDSTACK_LOGGED_MARK=0x20000000",
+        "SANDSTACK_CONNECTION_LOG=/var/log/sandstack/connections.log", "SANDSTACK_DNS_LOG_DIR=/var/log/sandstack/dns",
+        f"SANDSTACK_LOG_MAX_BYTES={16 * 1024 * 1024}", "SANDSTACK_LOG_KEEP=3",
+        "SANDSTACK_SOURCES=any 10.213.64.0/23",
         f"SANDSTACK_RESOLVERS=listed 10.213.98.1 --address=/#/\nany 10.213.64.1 --server={UP}",
         "SANDSTACK_DNS_UPSTREAM=10.0.0.53",
     ]
-    assert plan.health_test[1].endswith('[ "$(pgrep -xc dnsmasq)" -ge 2 ]')
+    # Healthy only while the logger holds its queue (the kernel's list, queue number right-aligned).
+    assert plan.health_test[1] == (
+        "test -f /var/log/sandstack/connections.log && grep -Eq '^ *2000 ' /proc/net/netfilter/nfnetlink_queue && "
+        '[ "$(pgrep -xc dnsmasq)" -ge 2 ]')
+    assert plan.command[:4] == ["sh", "-c", ENTRYPOINT, "sandstack-logger"]
+    assert plan.command[4] == CONNECTION_LOGGER_SOURCE.read_text()
+    assert ENTRYPOINT.rstrip().endswith('exec python3 -c "$1"')
+
+
+def test_the_gateways_resolver_forwards_what_any_of_its_pools_may_reach():
+    listed = _net("allow-list", ["api.example.com", "*.pkgs.example.com"], ["bad.pkgs.example.com"])
+    other = _net("allow-list", ["pkgs.example.com"])
+    # Only allow-list pools: every name no pool forwards is refused; a name one pool forwards is not refused.
+    assert gateway_options([listed, other]) == (
+        f"--server=/*.pkgs.example.com/{UP}", f"--server=/api.example.com/{UP}", f"--server=/pkgs.example.com/{UP}",
+        "--address=/#/", "--address=/*.api.example.com/", "--address=/bad.pkgs.example.com/")
+    # With a logged allow-all pool: every name, but what every allow-all pool refuses (special-use names and
+    # their common deny entries); an allow-list pool's name under a special-use name still resolves.
+    everything = _net("allow-all", deny=["ads.example.com", "tracker.example.net"])
+    also = _net("allow-all", deny=["ads.example.com"])
+    tests = _net("allow-list", ["allowed.sandstack.test"])
+    assert gateway_options([everything, also, tests]) == (
+        f"--server=/allowed.sandstack.test/{UP}", f"--server={UP}",
+        "--address=/ads.example.com/", "--address=/example/", "--address=/invalid/", "--address=/localhost/",
+        "--address=/test/")
+
+
+def test_the_gateway_resolves_through_its_logging_resolver_on_the_egress_bridge(build):
+    built = build(spec({"listed": {"base_image": "busybox:1.36",
+                                   "network": {"egress": "allow-list", "allow": ["example.com"]}}}))
+    gateway = built.container("sandstack-local-gateway-container").inputs
+    network = next(r for r in built.mocks.by_type("docker:index/network:Network") if r.name.endswith("egress-net"))
+    ipam = network.inputs["ipamConfigs"][0]
+    assert gateway["dns"] == [ipam["gateway"]]
+    logger = built.container("sandstack-local-logger-container").inputs
+    resolvers = next(e for e in logger["envs"] if e.startswith("SANDSTACK_RESOLVERS="))
+    assert f"\n_gateway {ipam['gateway']} --server=/example.com/{UP} --address=/#/ " in resolvers + " ", resolvers
 
 
 @pytest.mark.parametrize("egress, expected", [("deny-all", False), ("allow-list", True), ("allow-all", True)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 from pathlib import Path
@@ -329,3 +330,16 @@ def test_a_replace_that_no_declared_effect_explains_says_so_instead_of_inventing
     text = to_text(Diff([], [ResourceChange(runtime, "replace", {"envs": ("a", "b")})], []), "base", "head")
     assert "  runtime `sandstack-gpu-1-runtime-container` replaced\n" in text
     assert "      reason not declared in the change table\n" in text
+
+
+def test_raising_a_direct_routes_connection_bound_is_looser_and_lowering_one_tighter(tmp_path, monkeypatch, capsys):
+    base = copy.deepcopy(BASE)
+    base["templates"]["shell"]["network"] = {"egress": "allow-all", "protocols": "any"}
+    head = copy.deepcopy(base)
+    head["templates"]["shell"]["network"]["connections"] = {"rate": 500, "open": 64}
+    code, data, err = _diff(tmp_path, monkeypatch, capsys, base, head, "--format", "json")
+    assert (code, err) == (0, "")
+    assert _security(data) == [("shell", True, "new connections a second per sandbox 100 → 500"),
+                               ("shell", False, "open connections per sandbox 1024 → 64")]
+    # Only the guard's rules carry the bounds.
+    assert _actions(data) == {"sandstack-gpu-1-guard-container": "replace"}

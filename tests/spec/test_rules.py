@@ -63,6 +63,10 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
           "registrable domain, e.g. '*.example.com'"]),
     ],
     "egress-mode": [
+        ("connections-on-allow-list", change("      allow:\n", "      connections: {rate: 10}\n      allow:\n"),
+         ["stack.yaml:30:7: $.templates.web.network.connections: `connections` bounds a direct route (unlogged "
+          "'allow-all' or `protocols: any`); this policy's egress leaves through the gateway, which bounds its "
+          "connections: remove `connections`"]),
         ("protocols-on-allow-list", change("      allow:\n", "      protocols: any\n      allow:\n"), ["stack.yaml:30:7: $.templates.web.network.protocols: `protocols` chooses how logged 'allow-all' egress leaves (through the gateway, or direct with every connection logged); this policy is 'allow-list': remove `protocols`"]),
         ("allow-without-allow-list", change("      egress: allow-list\n", "      egress: deny-all\n"),
          ["stack.yaml:30:7: $.templates.web.network.allow: `allow` entries need `egress: allow-list`; this policy "
@@ -308,7 +312,11 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
                 "    replicas: 1\n", "    replicas: 1\n  web2:\n    template: web\n    hosts: [local]\n"
                                      "    replicas: 0\n"),
          ["stack.yaml:6:18: $.hosts.local.subnet_pool: '10.213.0.0/23' has room for 1 pool network (/23 each) but 2 "
-          "pools are placed on host 'local': use a larger network"]),
+          "pools and the gateway's egress network are placed on host 'local': use a larger network"]),
+        # An allow-list pool egresses through the gateway, whose egress network takes a /23 of its own.
+        ("no-room-for-the-gateway", change("    capacity:\n", "    subnet_pool: 10.213.0.0/23\n    capacity:\n"),
+         ["stack.yaml:6:18: $.hosts.local.subnet_pool: '10.213.0.0/23' has room for 1 pool network (/23 each) but 1 "
+          "pool and the gateway's egress network are placed on host 'local': use a larger network"]),
     ],
     "capabilities-user": [
         ("capability-for-the-default-user", change("    secrets:\n", "    security: {capabilities: [CHOWN]}\n    secrets:\n"),

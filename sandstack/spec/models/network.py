@@ -45,6 +45,36 @@ NETWORK_BLOCK = Effect(sandboxes="replace", host=NETWORK_ROLES,
                        when=((ROUTE_KEPT, Effect(host=frozenset({"gateway", "guard", "logger"}))),))
 
 
+# Bounds on a direct route's connections (the only route they apply to, rule egress-mode): the guard's rules
+# (sandstack/plan/network.py), renewed with them.
+CONNECTION_BOUNDS = Effect(host=frozenset({"guard"}))
+
+
+class ConnectionBounds(StrictModel):
+    """How many connections a sandbox with a direct route (unlogged 'allow-all' or `protocols: any`) may open and
+    hold, alone and with the rest of its pool. Past a bound the host guard refuses the new connection (an ICMP
+    port-unreachable): the connection logger keeps up with every connection it lets through, and one sandbox
+    cannot fill the host's connection-tracking table (docs/design/egress-log.md). Raising a bound loosens it."""
+
+    rate: int = field(
+        100, description="New connections per second one sandbox may open (a burst of as many is allowed).",
+        change=CONNECTION_BOUNDS, ge=1, le=10000,
+    )
+    pool_rate: int = field(
+        400, description="New connections per second the pool's sandboxes may open together (a burst of as many).",
+        change=CONNECTION_BOUNDS, ge=1, le=100000,
+    )
+    open: int = field(
+        1024, description="Connections one sandbox may hold at a time, as the host's connection tracking counts "
+                          "them (a UDP flow counts until it times out).",
+        change=CONNECTION_BOUNDS, ge=1, le=65536,
+    )
+    pool_open: int = field(
+        4096, description="Connections the pool's sandboxes may hold at a time together.",
+        change=CONNECTION_BOUNDS, ge=1, le=262144,
+    )
+
+
 class NetworkPolicy(StrictModel):
     """Where a sandbox may connect. Inbound is always closed except the declared `ports`.
 
@@ -118,9 +148,10 @@ class NetworkPolicy(StrictModel):
             "address, destination address and port, protocol), and names resolved by the host's logging "
             "resolver; as with `log: false`, `deny` then takes addresses and CIDRs only (docs/design/egress-log.md). "
             "A change between 'http' and 'any' replaces the pool's sandboxes and renews its network, the guard's "
-            "rules and the gateway (the logging resolver answers alike); unset and 'http' mean the same."
+            "rules, the gateway and the logger (the pool's resolver answers alike; the gateway's resolver answers "
+            "the gateway pools); unset and 'http' mean the same."
         ),
-        change=Effect(sandboxes="replace", host=frozenset({"networks", "guard", "gateway"}),
+        change=Effect(sandboxes="replace", host=frozenset({"networks", "guard", "gateway", "logger"}),
                       when=((ROUTE_KEPT, NONE),)),
     )
     allow_metadata: bool = field(
@@ -136,6 +167,16 @@ class NetworkPolicy(StrictModel):
         ),
         change=Effect(host=frozenset({"gateway", "guard"}),
                       when=((DIRECT_ROUTE, Effect(host=frozenset({"guard"}))),)),
+    )
+    connections: ConnectionBounds = field(
+        ConnectionBounds(),
+        description=(
+            "Bounds on the new and open connections of a direct route (unlogged 'allow-all' or `protocols: any`), "
+            "per sandbox and per pool, enforced by the host guard; past them a connection is refused. Not "
+            "applicable to the other modes (the gateway bounds their connections). A change renews the guard's "
+            "rules."
+        ),
+        change=CONNECTION_BOUNDS,
     )
 
 
