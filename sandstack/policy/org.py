@@ -38,8 +38,8 @@ from sandstack.spec.models.base import field as spec_field
 from sandstack.spec.models.policy import RuleId
 from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
 from sandstack.spec.schema_errors import describe
+from sandstack.spec.units import MIB
 
-MIB = 1024 * 1024
 TARGETS = ("template", "pool", "host")
 # Where each field of a view is written in the stack file (under the template, pool or host).
 VIEW_PATHS: dict[str, dict[str, tuple]] = {

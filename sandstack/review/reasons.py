@@ -15,17 +15,26 @@ entry added or removed; nothing else (a field added elsewhere in the spec explai
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from sandstack.spec.changes import Effect
 from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate, scaled_builtin
+from sandstack.spec.units import MIB
 
 if TYPE_CHECKING:
-    from sandstack.review.diff import FieldChange
     from sandstack.review.resources import Resource
 
-MIB = 1024**2
 UNDECLARED = "reason not declared in the change table"
+
+
+class FieldChange(Protocol):
+    """One changed spec field with its declared effect (sandstack.review.diff.FieldChange, which imports this
+    module: named here so that the two do not import each other)."""
+
+    path: str
+    old: Any
+    new: Any
+    effect: Effect
 
 
 @dataclass(frozen=True)

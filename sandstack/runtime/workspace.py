@@ -12,18 +12,35 @@ import tempfile
 import time
 import uuid
 import zipfile
-from typing import IO, TYPE_CHECKING, BinaryIO
+from pathlib import Path
+from typing import IO, BinaryIO, Protocol
 
-from sandstack.plan.runtime import SNAPSHOT_DIR
+from sandstack.plan.runtime import SNAPSHOT_DIR, PoolRuntime, RuntimeConfig
 from sandstack.runtime import scripts
-from sandstack.runtime.backend import CappedBuffer, SandboxGone, SandboxNotRunning
+from sandstack.runtime.backend import BackendError, CappedBuffer, SandboxGone, SandboxNotRunning
 from sandstack.runtime.errors import ApiError, conflict, forbidden
-from sandstack.runtime.leases import holding
+from sandstack.runtime.leases import Leases, holding
 from sandstack.runtime.models import SNAPSHOT_PATTERN
-from sandstack.runtime.store import SnapshotRow
+from sandstack.runtime.store import SandboxRow, SnapshotRow, Store
 
-if TYPE_CHECKING:
-    from sandstack.runtime.service import Runtime
+
+class Runtime(Protocol):
+    """What files and snapshots use of the runtime service (sandstack.runtime.service.Runtime), which creates
+    the Workspace: named here so that this module does not import the service that imports it."""
+
+    config: RuntimeConfig
+    host: str
+    state_dir: Path
+    store: Store
+    leases: Leases
+
+    def pool(self, name: str) -> PoolRuntime: ...
+    def sandbox(self, name: str) -> SandboxRow: ...
+    def usable(self, name: str) -> SandboxRow: ...
+    def died(self, row: SandboxRow, error: BackendError) -> ApiError: ...
+    def _run_internal(self, name: str, argv: list[str], workdir: str, *, stdin=None, stdout=None,
+                      timeout: float = 300) -> tuple[int | None, str]: ...
+
 
 SPOOL = 8 * 1024 * 1024  # bytes kept in memory before a transfer spills to a file under the state dir
 SNAPSHOT_ID = re.compile(SNAPSHOT_PATTERN.removeprefix("^").removesuffix("$"))

@@ -29,13 +29,14 @@ from sandstack.spec.models import (
     Template,
     WritablePath,
 )
+from sandstack.spec.units import MIB
 
 BUILTIN_USER = "10001:10001"
 BUILTIN_RUNTIME = "runc"
 BUILTIN_MAX_LIFETIME = 24 * 3600
-BUILTIN_WRITABLE = (WritablePath(path="/tmp", size=64 * 1024**2),)
+BUILTIN_WRITABLE = (WritablePath(path="/tmp", size=64 * MIB),)
 # Small on purpose: /dev/shm is memory-backed and writable by any sandbox (Docker's default is 64MiB).
-BUILTIN_SHM_SIZE = 16 * 1024**2
+BUILTIN_SHM_SIZE = 16 * MIB
 
 
 class UnknownProfile(KeyError):
@@ -234,11 +235,10 @@ def scaled_builtin(block: str, name: str, memory: int):
     """The built-in /tmp and /dev/shm of a sandbox: 64MiB and 16MiB, or a quarter and an eighth of a smaller
     memory limit (in whole MiB, at least 1MiB), so that built-ins alone never fill a small sandbox's memory
     (rule writable-memory)."""
-    mib = 1024**2
     if (block, name) == ("filesystem", "writable"):
-        return (WritablePath(path="/tmp", size=max(mib, min(BUILTIN_WRITABLE[0].size, memory // 4 // mib * mib))),)
+        return (WritablePath(path="/tmp", size=max(MIB, min(BUILTIN_WRITABLE[0].size, memory // 4 // MIB * MIB))),)
     if (block, name) == ("filesystem", "shm_size"):
-        return max(mib, min(BUILTIN_SHM_SIZE, memory // 8 // mib * mib))
+        return max(MIB, min(BUILTIN_SHM_SIZE, memory // 8 // MIB * MIB))
     return BUILTIN_FIELDS[(block, name)]
 
 

@@ -10,16 +10,17 @@ from sandstack.spec.changes import GUARD, IN_PLACE_AND_GUARD, REPLACE, REPLACE_A
 from sandstack.spec.contract import CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S
 from sandstack.spec.models.base import Cpus, Duration, Name, Size, StrictModel, field
 from sandstack.spec.models.hosts import GpuType
+from sandstack.spec.units import GIB, MIB
 
 # Built-in limits for anything neither a profile, the stack defaults nor the template set.
 # Small on purpose: a sandbox must ask for more, never get more by accident.
-BUILTIN_LIMITS = {"cpus": 1.0, "memory": 512 * 1024**2, "disk": 1024**3, "pids": 256, "open_files": 1024}
+BUILTIN_LIMITS = {"cpus": 1.0, "memory": 512 * MIB, "disk": GIB, "pids": 256, "open_files": 1024}
 
 # Memory a sandbox keeps for its processes with every writable path and /dev/shm full (rule writable-memory):
 # enough for docker-init, the supervisor and one more process (a `docker exec` of a shell or python3 takes
 # runc's init plus ~10MiB), so a sandbox that filled its tmpfs can still be entered and cleaned up instead of
 # having every new process OOM-killed.
-PROCESS_HEADROOM = 32 * 1024**2
+PROCESS_HEADROOM = 32 * MIB
 
 
 def process_headroom(memory: int) -> int:
@@ -52,7 +53,7 @@ class Limits(StrictModel):
         description=(
             "Memory limit in whole MiB (at least 6MiB); the sandbox gets no swap beyond it and is OOM-killed "
             "past it. Files in writable paths and /dev/shm (tmpfs) count against it, so their sizes must leave "
-            f"at least {PROCESS_HEADROOM // 1024**2}MiB (or half of a smaller limit) of it for processes. "
+            f"at least {PROCESS_HEADROOM // MIB}MiB (or half of a smaller limit) of it for processes. "
             "A change applies in place, except under 256MiB for a template on the built-in /tmp or /dev/shm "
             "sizes, which follow the limit: their new sizes replace the sandboxes."
         ),

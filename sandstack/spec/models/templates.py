@@ -24,6 +24,7 @@ from sandstack.spec.models.base import (
 )
 from sandstack.spec.models.limits import Lifecycle, LimitsOverride
 from sandstack.spec.models.network import NETWORK_BLOCK, NETWORK_ROLES, PORTS, NetworkPolicy, Port
+from sandstack.spec.units import MIB
 
 CAPABILITIES = (
     "AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "BLOCK_SUSPEND", "BPF", "CHECKPOINT_RESTORE", "CHOWN",
@@ -101,7 +102,7 @@ TMPFS = Effect(sandboxes="replace", forces=("tmpfs",))
 # of them makes a new one (the guard makes its filesystem) and the sandboxes are replaced onto it.
 NEW_WORKSPACE = Effect(sandboxes="replace", workspaces=True, host=frozenset({"guard"}), forces=("tmpfs",))
 WRITABLE = Effect(sandboxes="replace", forces=("tmpfs",), when=(("a disk workspace", NEW_WORKSPACE),))
-MIN_DISK_WORKSPACE = 16 * 1024**2  # ext4's journal and metadata leave a smaller filesystem almost nothing
+MIN_DISK_WORKSPACE = 16 * MIB  # ext4's journal and metadata leave a smaller filesystem almost nothing
 
 
 class DataMount(StrictModel):
