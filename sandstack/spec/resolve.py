@@ -164,7 +164,13 @@ class ResolvedStack:
     hosts: dict[str, Host]
     templates: dict[str, ResolvedTemplate]
     pools: dict[str, Pool]
-    spec: Stack = field(repr=False)
+    spec: Stack = field(repr=False)  # after inheritance: each template whole (sandstack.spec.inherit)
+    # The stack as the file wrote it, before inheritance (what a diff compares field by field); None: the same.
+    written_spec: Stack | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def written(self) -> Stack:
+        return self.written_spec if self.written_spec is not None else self.spec
 
 
 def effective_limits(stack: Stack, template: Template | None) -> EffectiveLimits:

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import StringConstraints
 
 from sandstack.spec import changes
-from sandstack.spec.changes import PROVIDER, Effect
+from sandstack.spec.changes import IN_INGRESS_TLS, PROVIDER, URL_PORTS, Effect
 from sandstack.spec.models.base import (ConfigKey, Cpus, ImageRef, LabelKey, Size, StrictModel,
                                          field, text)
 from sandstack.spec.models.network import NETWORK_ROLES
@@ -32,9 +32,6 @@ GPU_TYPE_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
 GpuType = text(GPU_TYPE_PATTERN, "GPU type", "a lowercase GPU model name such as 'nvidia-l4'")
 
 
-# TlsSecretRef serves the Docker endpoint's TLS (the provider holds it) and the ingress's certificate (the ingress
-# container holds it): which one renews depends on where the reference sits.
-IN_INGRESS_TLS = "in the ingress's TLS"
 
 
 class TlsSecretRef(StrictModel):
@@ -121,7 +118,7 @@ GPU_ID_PATTERN = r"^([0-9]{1,3}|GPU-[0-9a-fA-F-]{8,64}|MIG-[0-9a-fA-F-]{8,64})$"
 GpuId = text(GPU_ID_PATTERN, "GPU device id", "a device index such as '0' or a UUID such as 'GPU-5f0e…' (nvidia-smi -L)")
 # Which devices a sandbox gets is decided by placement: a change that moves an assignment replaces the
 # sandboxes whose devices moved (their `device_ids`), and nothing else.
-REASSIGNS = changes.Effect(when=(("devices reassigned", changes.Effect(sandboxes="replace", scope="gpu")),))
+REASSIGNS = changes.Effect(when=((changes.DEVICES_REASSIGNED, changes.Effect(sandboxes="replace", scope="gpu")),))
 
 
 class GpuInventory(StrictModel):
@@ -226,7 +223,7 @@ class Host(StrictModel):
             "the logging resolvers and, for url ports, the ingress (its address on each network)."
         ),
         change=Effect(sandboxes="replace", host=NETWORK_ROLES, scope="host",
-                      when=(("url ports", Effect(sandboxes="replace", host=NETWORK_ROLES | {"ingress"}, scope="host")),)),
+                      when=((URL_PORTS, Effect(sandboxes="replace", host=NETWORK_ROLES | {"ingress"}, scope="host")),)),
     )
     infra_image: ImageRef | None = field(
         None,

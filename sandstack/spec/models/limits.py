@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from sandstack.spec.changes import GUARD, IN_PLACE_AND_GUARD, REPLACE, REPLACE_AND_GUARD, Effect
+from sandstack.spec.changes import (BUILTIN_TMPFS, GUARD, IN_PLACE_AND_GUARD, REPLACE, REPLACE_AND_GUARD, WRITABLE_ROOT,
+                                     Effect)
 # The lifecycle contract the host guard and the sandbox container implement; the field descriptions below
 # quote these numbers, so the reference and the enforcement cannot drift apart.
 from sandstack.spec.contract import CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S
@@ -58,7 +59,7 @@ class Limits(StrictModel):
             "sizes, which follow the limit: their new sizes replace the sandboxes."
         ),
         change=Effect(sandboxes="update", label_text="in-place", when=(
-            ("built-in /tmp or /dev/shm under 256MiB", Effect(sandboxes="replace", forces=("tmpfs",))),)),
+            (BUILTIN_TMPFS, Effect(sandboxes="replace", forces=("tmpfs",))),)),
     )
     disk: Size | None = field(
         None,
@@ -67,7 +68,7 @@ class Limits(StrictModel):
             "`storage_quota` it also caps a writable root. With the read-only root (the default) a change is "
             "checked, not applied."
         ),
-        change=Effect(when=(("writable root", REPLACE),)),
+        change=Effect(when=((WRITABLE_ROOT, REPLACE),)),
     )
     pids: int | None = field(
         None,

@@ -7,7 +7,8 @@ from typing import Annotated, Literal
 from pydantic import StringConstraints, WithJsonSchema
 
 from sandstack.spec.egress import METADATA_RANGES
-from sandstack.spec.changes import NONE, Effect
+from sandstack.spec.changes import (DIRECT_ROUTE, NONE, ROUTE_KEPT, ROUTING, UNLOGGED_ALLOW_ALL, URL_AND_ROUTING, URL_PORT,
+                                     URL_PORTS_CHANGE, Effect)
 from sandstack.spec.models.base import StrictModel, field
 
 EGRESS_MODES = ("deny-all", "allow-list", "allow-all")
@@ -34,12 +35,6 @@ GATEWAY = Effect(host=frozenset({"gateway", "logger"}))
 # What a pool's route out and its logging reach: the pool's network (and the gateway's egress network), the guard's
 # rules naming its bridge, the gateway's place and squid.conf entry, the logging resolver on its bridge address.
 NETWORK_ROLES = frozenset({"networks", "guard", "gateway", "logger"})
-# The pool's route out (none / gateway / direct) and whether it is logged are the same before and after: a value
-# that means what the default already meant (`log: true` on 'allow-all', `protocols: http`).
-ROUTE_KEPT = "route and logging unchanged"
-UNLOGGED_ALLOW_ALL = "unlogged allow-all"
-# Unlogged allow-all or `protocols: any`: no gateway on the way out, so the guard's rules alone refuse destinations.
-DIRECT_ROUTE = "a direct route"
 # A block: the union of its fields' effects; with the route kept, only what `allow`, `deny` and `allow_metadata` renew.
 NETWORK_BLOCK = Effect(sandboxes="replace", host=NETWORK_ROLES,
                        when=((ROUTE_KEPT, Effect(host=frozenset({"gateway", "guard", "logger"}))),))
@@ -139,14 +134,6 @@ class NetworkPolicy(StrictModel):
     )
 
 
-URL_PORT = "a url port"
-# A url port is a site in the host's ingress (its Caddyfile), an env var of the sandbox, and a guard rule.
-URL_PORTS_CHANGE = "url ports change"
-# A pool's network is internal unless the pool publishes a port ('host' or 'public') or egresses directly: its first
-# published port, or its last one gone, turns the network routed or internal (the bridge's kind is in the guard's
-# rules).
-ROUTING = "the network turns internal or routed"
-URL_AND_ROUTING = "url ports change, the network turns internal or routed"
 URL_REPLACE = Effect(sandboxes="replace", when=(
     (URL_PORTS_CHANGE, Effect(sandboxes="replace", host=frozenset({"ingress", "guard"}))),))
 # What a port list or an exposure change renews beyond the sandboxes: the ingress and the guard for the url ports,

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import StringConstraints
 
-from sandstack.spec.changes import PROVIDER, Effect
+from sandstack.spec.changes import PROVIDER, RUNTIME_HOST, URL_PORTS, Effect
 from sandstack.spec.models.base import Name, StrictModel, field
 from sandstack.spec.models.hosts import Host
 from sandstack.spec.models.limits import Limits
@@ -40,8 +40,8 @@ class Pool(StrictModel):
                     "sandbox's pids limit, so it is renewed; so are the ingress (url ports: a site per sandbox) and "
                     "the runtime service (its configuration lists each pool's sandboxes).",
         change=Effect(sandboxes="scale", host=frozenset({"guard"}), when=(
-            ("url ports", Effect(sandboxes="scale", host=frozenset({"guard", "ingress"}))),
-            ("a host with a runtime", Effect(sandboxes="scale", host=frozenset({"guard", "runtime"}))))),
+            (URL_PORTS, Effect(sandboxes="scale", host=frozenset({"guard", "ingress"}))),
+            (RUNTIME_HOST, Effect(sandboxes="scale", host=frozenset({"guard", "runtime"}))))),
         ge=0, le=250,
     )
     description: Annotated[str, StringConstraints(max_length=500)] = field("", description="What it is for.",

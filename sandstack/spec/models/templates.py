@@ -7,7 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import StringConstraints, WithJsonSchema
 
-from sandstack.spec.changes import IN_PLACE_AND_GUARD, NONE, RELOAD, REPLACE_AND_GUARD, RESEED, Effect
+from sandstack.spec.changes import (DISK_WORKSPACE, IN_PLACE_AND_GUARD, NO_IDLE_TIMEOUT, NONE, NOTHING_INHERITED_CHANGES, RELOAD,
+                                     REPLACE_AND_GUARD, RESEED, Effect)
 from sandstack.spec.contract import SECRETS_DIR
 from sandstack.spec.models.base import (
     AbsPath,
@@ -96,12 +97,12 @@ class Snapshot(StrictModel):
 # (its healthcheck, its tmpfs mounts): a change must replace the sandboxes (sandstack.plan.changes).
 PROBE = Effect(sandboxes="replace", forces=("healthcheck",))
 PROBE_AND_GUARD = Effect(sandboxes="replace", host=frozenset({"guard"}), forces=("healthcheck",),
-                         when=(("no idle_timeout", PROBE),))
+                         when=((NO_IDLE_TIMEOUT, PROBE),))
 TMPFS = Effect(sandboxes="replace", forces=("tmpfs",))
 # A disk workspace is a volume named after its size, kind and seeding (sandstack.plan.workspace), so a change
 # of them makes a new one (the guard makes its filesystem) and the sandboxes are replaced onto it.
 NEW_WORKSPACE = Effect(sandboxes="replace", workspaces=True, host=frozenset({"guard"}), forces=("tmpfs",))
-WRITABLE = Effect(sandboxes="replace", forces=("tmpfs",), when=(("a disk workspace", NEW_WORKSPACE),))
+WRITABLE = Effect(sandboxes="replace", forces=("tmpfs",), when=((DISK_WORKSPACE, NEW_WORKSPACE),))
 MIN_DISK_WORKSPACE = 16 * MIB  # ext4's journal and metadata leave a smaller filesystem almost nothing
 
 
@@ -304,7 +305,7 @@ class Template(TemplateDefaults):
             "`defaults`. Templates with the same snapshot content build one image per host."
         ),
         # Whatever the inherited settings do, as a pool's template switch.
-        change=dataclasses.replace(TEMPLATE_SWITCH, when=(("nothing inherited changes", NONE),)),
+        change=dataclasses.replace(TEMPLATE_SWITCH, when=((NOTHING_INHERITED_CHANGES, NONE),)),
     )
     data: list[DataMount] = field(
         [], description="Read-only data mounted from files next to the stack (at most 64MiB in all per template).",
