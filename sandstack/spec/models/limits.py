@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from sandstack.spec.access import AS_RESOLVED, NEVER, loosens
 from sandstack.spec.changes import (BUILTIN_TMPFS, GUARD, IN_PLACE_AND_GUARD, REPLACE, REPLACE_AND_GUARD, WRITABLE_ROOT,
                                      Effect)
 # The lifecycle contract the host guard and the sandbox container implement; the field descriptions below
@@ -31,7 +32,8 @@ def process_headroom(memory: int) -> int:
 
 
 class GpuRequest(StrictModel):
-    count: int = field(description="Number of GPUs each sandbox gets.", change="replace", ge=1, le=16)
+    count: int = field(description="Number of GPUs each sandbox gets.", change="replace",
+                       access=loosens("limits", "raised", 1, 2), ge=1, le=16)
     type: GpuType | None = field(
         None,
         description=(
@@ -39,6 +41,7 @@ class GpuRequest(StrictModel):
             "`count` devices of that model by id, so a change replaces it."
         ),
         change="replace",
+        access=NEVER,
     )
 
 
@@ -47,7 +50,8 @@ class Limits(StrictModel):
     (1 CPU, 512MiB memory, 1GiB disk, 256 processes, 1024 open files per process, no GPU)."""
 
     cpus: Cpus | None = field(
-        None, description="CPU time the sandbox may use, in CPUs (1.5 = one and a half cores).", change="replace"
+        None, description="CPU time the sandbox may use, in CPUs (1.5 = one and a half cores).", change="replace",
+        access=loosens("limits", "raised", 1, 2)
     )
     memory: Size | None = field(
         None,
@@ -60,6 +64,7 @@ class Limits(StrictModel):
         ),
         change=Effect(sandboxes="update", label_text="in-place", when=(
             (BUILTIN_TMPFS, Effect(sandboxes="replace", forces=("tmpfs",))),)),
+        access=loosens("limits", "raised", "1GiB", "2GiB"),
     )
     disk: Size | None = field(
         None,
@@ -69,6 +74,7 @@ class Limits(StrictModel):
             "checked, not applied."
         ),
         change=Effect(when=((WRITABLE_ROOT, REPLACE),)),
+        access=loosens("limits", "raised", "1GiB", "2GiB"),
     )
     pids: int | None = field(
         None,
@@ -76,7 +82,8 @@ class Limits(StrictModel):
             "Maximum number of processes and threads inside the sandbox (fork-bomb guard). The host guard "
             "writes it into each sandbox's cgroup, so a change renews the guard, not the sandboxes."
         ),
-        change=GUARD, ge=8, le=65536,
+        change=GUARD,
+        access=loosens("limits", "raised", 100, 200), ge=8, le=65536,
     )
     open_files: int | None = field(
         None,
@@ -85,16 +92,19 @@ class Limits(StrictModel):
             "and hard alike, which it cannot raise). With `pids` it bounds the connections a sandbox can hold "
             "open, at most about pids × open_files. Default 1024."
         ),
-        change="replace", ge=64, le=1048576,
+        change="replace",
+        access=loosens("limits", "raised", 1024, 4096), ge=64, le=1048576,
     )
-    gpus: GpuRequest | None = field(None, description="GPUs attached to each sandbox. Default none.", change="replace")
+    gpus: GpuRequest | None = field(None, description="GPUs attached to each sandbox. Default none.", change="replace",
+                                    access=loosens("limits", "GPUs requested, or more of them", None, {"count": 1}))
 
 
 class LimitsOverride(Limits):
     """A profile by name plus single fields overriding it, e.g. `{profile: small, memory: 2GiB}`."""
 
     profile: Name | None = field(None, description="Name of a profile in `profiles` to start from.",
-                                 change=REPLACE_AND_GUARD)
+                                 change=REPLACE_AND_GUARD,
+                                 access=AS_RESOLVED)
 
 
 class Lifecycle(StrictModel):
@@ -109,6 +119,7 @@ class Lifecycle(StrictModel):
             "change renews the guard, not the sandboxes."
         ),
         change=GUARD,
+        access=loosens("lifetime", "raised or removed", "1h", "8h"),
     )
     idle_timeout: Duration | None = field(
         None,
@@ -118,6 +129,7 @@ class Lifecycle(StrictModel):
             "the host guard: a change renews the guard, not the sandboxes."
         ),
         change=GUARD,
+        access=loosens("lifetime", "raised or removed", "30m", "2h"),
     )
     on_expiry: Literal["stop", "restart"] | None = field(
         None,
@@ -130,4 +142,5 @@ class Lifecycle(StrictModel):
             "lines are renewed."
         ),
         change=IN_PLACE_AND_GUARD,
+        access=NEVER,
     )

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import StringConstraints, WithJsonSchema
 
+from sandstack.spec.access import NEVER, loosens
 from sandstack.spec.egress import METADATA_RANGES
 from sandstack.spec.changes import (DIRECT_ROUTE, NONE, ROUTE_KEPT, ROUTING, UNLOGGED_ALLOW_ALL, URL_AND_ROUTING, URL_PORT,
                                      URL_PORTS_CHANGE, Effect)
@@ -64,6 +65,7 @@ class NetworkPolicy(StrictModel):
         ),
         change=Effect(sandboxes="replace", host=NETWORK_ROLES,
                       when=((UNLOGGED_ALLOW_ALL, Effect(host=frozenset({"guard", "networks"}))),)),
+        access=loosens("egress", "to a wider mode (deny-all < allow-list < allow-all)", "deny-all", "allow-all"),
     )
     allow: list[EgressEntry] = field(
         [],
@@ -73,7 +75,9 @@ class NetworkPolicy(StrictModel):
             "443 and HTTPS tunnels (CONNECT) to 443; with a port, that port only. The pool's resolver answers "
             "these names only. A change renews the gateway (its squid.conf) and the logging resolver only."
         ),
-        change=GATEWAY, max_length=512,
+        change=GATEWAY,
+        access=loosens("egress", "an entry added (outside deny-all)",
+                       ["api.github.com"], ["api.github.com", "pypi.org"]), max_length=512,
     )
     deny: list[EgressEntry] = field(
         [],
@@ -89,6 +93,7 @@ class NetworkPolicy(StrictModel):
         ),
         change=Effect(host=frozenset({"gateway", "logger"}),
                       when=((DIRECT_ROUTE, Effect(host=frozenset({"guard"}))),)),
+        access=loosens("egress", "an entry removed (outside deny-all)", ["gist.github.com"], []),
         max_length=512,
     )
     log: bool | None = field(
@@ -103,6 +108,7 @@ class NetworkPolicy(StrictModel):
         ),
         # Logged allow-all goes through the gateway on an internal bridge, unlogged has a routed one.
         change=Effect(sandboxes="replace", host=NETWORK_ROLES, when=((ROUTE_KEPT, NONE),)),
+        access=loosens("egress", "turned off (outside deny-all): egress no longer logged", True, False),
     )
     protocols: Literal["http", "any"] | None = field(
         None,
@@ -117,6 +123,7 @@ class NetworkPolicy(StrictModel):
         ),
         change=Effect(sandboxes="replace", host=frozenset({"networks", "guard", "gateway"}),
                       when=((ROUTE_KEPT, NONE),)),
+        access=loosens("egress", "'any': a direct route out for any protocol instead of the gateway", "http", "any"),
     )
     allow_metadata: bool = field(
         False,
@@ -131,6 +138,7 @@ class NetworkPolicy(StrictModel):
         ),
         change=Effect(host=frozenset({"gateway", "guard"}),
                       when=((DIRECT_ROUTE, Effect(host=frozenset({"guard"}))),)),
+        access=loosens("egress", "turned on: metadata and link-local addresses reachable", False, True),
     )
 
 
@@ -148,8 +156,12 @@ PORTS = Effect(sandboxes="replace", when=(
 class Port(StrictModel):
     """A port a sandbox listens on, and who can reach it."""
 
-    port: int = field(description="Port inside the sandbox.", change=URL_REPLACE, ge=1, le=65535)
-    protocol: Literal["tcp", "udp"] = field("tcp", description="'tcp' (default) or 'udp'.", change="replace")
+    port: int = field(description="Port inside the sandbox.", change=URL_REPLACE,
+                      access=loosens("ports", "an exposed port moved: the new one is newly reachable", 8000, 8001),
+                      ge=1, le=65535)
+    protocol: Literal["tcp", "udp"] = field(
+        "tcp", description="'tcp' (default) or 'udp'.", change="replace",
+        access=loosens("ports", "an exposed port moved: the new one is newly reachable", "tcp", "udp"))
     exposure: Literal["none", "host", "public", "url"] = field(
         "none",
         description=(
@@ -161,6 +173,7 @@ class Port(StrictModel):
             "the pool's first port or unpublishes its last renews its network and the guard's rules."
         ),
         change=PORTS,
+        access=loosens("ports", "wider (none < host < url, public)", "none", "public"),
     )
     host_port: int | None = field(
         None,
@@ -168,9 +181,11 @@ class Port(StrictModel):
             "Fixed port on the host. Default: Docker picks a free one (see the stack outputs). A fixed port "
             "can be owned by one sandbox per host, so its pool can have only one replica per host."
         ),
-        change="replace", ge=1, le=65535,
+        change="replace",
+        access=NEVER, ge=1, le=65535,
     )
     name: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,14}$")] | None = field(
         None, description="Optional name for the port in stack outputs, e.g. 'http'; a url port's env var is "
-        "named after it.", change=Effect(when=((URL_PORT, Effect(sandboxes="replace")),))
+        "named after it.", change=Effect(when=((URL_PORT, Effect(sandboxes="replace")),)),
+        access=NEVER
     )
