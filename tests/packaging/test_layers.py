@@ -136,3 +136,28 @@ def test_a_circle_is_found():
     assert circles(graph) == [["a", "b", "c"]]
     files = module_files()
     assert "sandstack.spec.rules.context" in files and "sandstack.components.sandbox_host" in files
+
+
+VALIDATE = """
+import sys
+from sandstack.tooling.cli import main
+code = main(["validate", sys.argv[1]])
+print(code, " ".join(sorted(m for m in sys.modules if m.startswith("sandstack."))))
+"""
+
+
+def test_validate_imports_the_spec_layer_and_nothing_it_does_not_run(tmp_path):
+    """`sandstack validate`'s time is mostly its imports (the benchmarks' validate section): it loads neither the
+    plan, the review, the policies nor the generators."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", VALIDATE, str(REPO / "stacks" / "dev.yaml")], capture_output=True,
+                         text=True, cwd=tmp_path, env={"PYDANTIC_DISABLE_PLUGINS": "__all__", "PATH": "/usr/bin"})
+    code, modules = run.stdout.split(" ", 1)
+    assert code == "0", run.stderr
+    loaded = set(modules.split())
+    assert {"sandstack.spec.models", "sandstack.spec.rules", "sandstack.tooling.validate"} <= loaded
+    tooling = {"sandstack.tooling", "sandstack.tooling.cli", "sandstack.tooling.sandbox_cli", "sandstack.tooling.validate",
+               "sandstack.schemas"}
+    assert sorted(m for m in loaded if not m.startswith("sandstack.spec") and m not in tooling) == []
