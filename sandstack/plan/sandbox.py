@@ -22,8 +22,8 @@ from sandstack.plan.workspace import WorkspaceVolume, plan_workspaces
 from sandstack.spec.models import Port, SecretRef
 from sandstack.spec.models.hosts import Ingress
 from sandstack.spec.resolve import ResolvedTemplate
+from sandstack.spec.units import MIB
 
-MIB = 1024 * 1024
 EXPOSURE_BIND = {"host": "127.0.0.1", "public": "0.0.0.0"}
 # 'stop': a crash is retried a bounded number of times, with the lifetime clock kept (the guard's), and a
 # sandbox the guard expired ends at once on each retry; 'restart': every run is a fresh sandbox.

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from sandstack.plan.contract import workspace_dir
 from sandstack.spec.resolve import ResolvedTemplate
+from sandstack.spec.units import MIB
 
-MIB = 1024 * 1024
 
 
 @dataclass(frozen=True)

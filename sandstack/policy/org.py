@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from sandstack.policy.builtin import RULES, public_url_ports
 from sandstack.policy.findings import Rule, Violation
+from sandstack.spec.access import NEVER
 from sandstack.spec.errors import Diagnostic, SpecError, format_path
 from sandstack.spec.loader import Document, load
 from sandstack.spec.models import Ceilings, Policy
@@ -38,8 +39,8 @@ from sandstack.spec.models.base import field as spec_field
 from sandstack.spec.models.policy import RuleId
 from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
 from sandstack.spec.schema_errors import describe
+from sandstack.spec.units import MIB
 
-MIB = 1024 * 1024
 TARGETS = ("template", "pool", "host")
 # Where each field of a view is written in the stack file (under the template, pool or host).
 VIEW_PATHS: dict[str, dict[str, tuple]] = {
@@ -81,7 +82,8 @@ class PolicyConfig(Policy):
     chooses the policy files CI passes, may turn a rule off; a stack may not (it suppresses, with a reason)."""
 
     severity: dict[RuleId, Literal["error", "warning", "off"]] = spec_field(  # type: ignore[valid-type]
-        {}, description="Per-rule severity overrides, e.g. {SBX-NET-004: error, SBX-PRIV-003: off}.", change="none")
+        {}, description="Per-rule severity overrides, e.g. {SBX-NET-004: error, SBX-PRIV-003: off}.", change="none",
+        access=NEVER)
 
 
 class OrgValidator(Validator):

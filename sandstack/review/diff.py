@@ -18,7 +18,7 @@ from typing import Any
 
 from sandstack.plan.changes import UPDATED_IN_PLACE
 from sandstack.plan.snapshot import build_inputs
-from sandstack.review.reasons import explains
+from sandstack.review.reasons import Reason, explain
 from sandstack.review.resources import Resource, stack_resources
 from sandstack.review.security import Finding, compare
 from sandstack.spec.changes import Effect
@@ -45,12 +45,13 @@ class FieldChange:
     new: Any
     effect: Effect
 
-    def text(self) -> str:
+    def describe(self) -> str:
         if "(declared)" in (self.old, self.new):
-            what = f"{self.path} {'added' if self.old is None else 'removed'}"
-        else:
-            what = describe(self.path, self.old, self.new)
-        return f"{what} [{self.effect.label}]"
+            return f"{self.path} {'added' if self.old is None else 'removed'}"
+        return describe(self.path, self.old, self.new)
+
+    def text(self) -> str:
+        return f"{self.describe()} [{self.effect.label}]"
 
 
 @dataclass
@@ -58,14 +59,14 @@ class ResourceChange:
     resource: Resource
     action: str  # create, update, replace, delete
     changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)
-    reasons: list[FieldChange] = field(default_factory=list)
+    reasons: list[Reason] = field(default_factory=list)
 
     def to_json(self) -> dict:
         r = self.resource
         return {"name": r.name, "type": r.type, "kind": r.kind, "host": r.host, "pool": r.pool,
                 "template": r.template, "action": self.action,
                 "changed": {k: {"old": o, "new": n} for k, (o, n) in sorted(self.changed.items())},
-                "reasons": [{"path": c.path, "old": c.old, "new": c.new, "effect": c.effect.label}
+                "reasons": [{"path": c.path, "old": c.old, "new": c.new, "effect": c.label}
                             for c in self.reasons]}
 
 
@@ -294,7 +295,8 @@ def _snapshot_changes(old: ResolvedStack, new: ResolvedStack, changes: list[Reso
 def diff(old: ResolvedStack, new: ResolvedStack, stack: str) -> Diff:
     before = {r.name: r for r in stack_resources(old, stack)}
     after = {r.name: r for r in stack_resources(new, stack)}
-    fields = sorted(field_changes(old.spec, new.spec) + content_changes(old, new), key=lambda c: c.path)
+    # The stacks as written: a value a template inherits changes at the layer that sets it (defaults, extends).
+    fields = sorted(field_changes(old.written, new.written) + content_changes(old, new), key=lambda c: c.path)
     changes: list[ResourceChange] = []
     for name in list(after) + [n for n in before if n not in after]:
         a, b = before.get(name), after.get(name)
@@ -316,6 +318,7 @@ def diff(old: ResolvedStack, new: ResolvedStack, stack: str) -> Diff:
              and c.action == "replace"}
     for change in changes:
         r = change.resource
-        change.reasons = [f for f in fields if explains(f, r, change.action, set(change.changed), old, new,
-                                                        moved=(r.host, r.pool) in moved)]
+        explained = (explain(f, r, change.action, set(change.changed), old, new, moved=(r.host, r.pool) in moved)
+                     for f in fields)
+        change.reasons = [reason for reason in explained if reason is not None]
     return Diff(compare(old, new), changes, _snapshot_changes(old, new, changes))

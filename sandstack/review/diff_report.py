@@ -65,7 +65,7 @@ def _entries(diff: Diff) -> dict[str, list[tuple[str, list[str], int]]]:
 def _legend(diff: Diff) -> list[str]:
     """The change table's words for each effect named in the reasons (`[replace]`, `[scale + guard]`)."""
     words = sorted({w for c in diff.changes for f in c.reasons
-                    for part in f.effect.label.split("; ") for w in part.split(": ")[-1].split(" + ")})
+                    for part in f.label.split("; ") for w in part.split(": ")[-1].split(" + ")})
     return [f"{w}: {MEANING[w]}" for w in words if w in MEANING]
 
 

@@ -1,31 +1,46 @@
 """Why a resource changes: the spec changes whose declared effect (the change table) reaches it.
 
 A field's effect is its base effect, except where one of its `when` conditions holds, where it is that
-condition's effect instead (the table's "X; cond: Y"). The table states its conditions in words; the change
-matrix (tests/changes/test_change_matrix.py) sets each one up, and `CONDITIONS` below decides each one for a
-change from the resolved specs. A condition is decided on each side of the change (before and after): the
-effects that apply are those of both sides, so a change that crosses a condition keeps both.
+condition's effect instead (the table's "X; cond: Y"). Each condition is a named object
+(sandstack.spec.changes.Condition); `DECIDE` below decides each one for a change from the resolved specs, and the
+change matrix (tests/changes/test_change_matrix.py) sets each one up. A condition is decided on each side of the
+change (before and after): the effects that apply are those of both sides, so a change that crosses a condition
+keeps both. A reason names the condition that held for the resource (or the base effect), never the others.
 
 A spec change is a reason for a resource when it concerns the resource (its host, pool or template, or a
-shared layer that changed its template) and an applicable effect reaches that kind of resource. A created or
-deleted resource is also explained by a placement change of its pool and by its own pool, template or host
-entry added or removed; nothing else (a field added elsewhere in the spec explains nothing here).
+shared layer that changed its template: `defaults`, a profile, a template it `extends`) and an applicable effect
+reaches that kind of resource. A created or deleted resource is also explained by a placement change of its pool
+and by its own pool, template or host entry added or removed; nothing else (a field added elsewhere in the spec
+explains nothing here). Spec changes are read from the stacks as written (`ResolvedStack.written`): a value a
+template inherits is the change of the layer that sets it, at that layer's path.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from sandstack.spec.changes import Effect
+from sandstack.spec import changes as table
+from sandstack.spec.changes import Condition, Effect
 from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate, scaled_builtin
+from sandstack.spec.units import MIB
 
 if TYPE_CHECKING:
-    from sandstack.review.diff import FieldChange
     from sandstack.review.resources import Resource
 
-MIB = 1024**2
 UNDECLARED = "reason not declared in the change table"
+
+
+class FieldChange(Protocol):
+    """One changed spec field with its declared effect (sandstack.review.diff.FieldChange, which imports this
+    module: named here so that the two do not import each other)."""
+
+    path: str
+    old: Any
+    new: Any
+    effect: Effect
+
+    def describe(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -80,49 +95,70 @@ def _routing_changes(s: Side) -> bool:
     return s.old is not None and s.new is not None and _internal(s.old) != _internal(s.new)
 
 
-# Each declared `when` condition, decided for one side of a change (tests/review checks that every condition
-# the models declare is here).
-CONDITIONS: dict[str, Callable[[Side], bool]] = {
-    "built-in /tmp or /dev/shm under 256MiB": _builtin_tmpfs_small,
-    "writable root": lambda s: s.template is not None and not s.template.read_only_root,
-    "devices reassigned": lambda s: "gpu_device_ids" in s.changed,
-    "url ports": _url_port,
-    "a url port": _url_port,
-    "no idle_timeout": lambda s: s.template is not None and s.template.lifecycle.idle_timeout == 0,
-    "pids unchanged": lambda s: s.old is not None and s.new is not None and s.old.limits.pids == s.new.limits.pids,
-    "a disk workspace": lambda s: s.template is not None and any(w.type == "disk" for w in s.template.writable),
-    "nothing inherited changes": lambda s: s.old is not None and s.old == s.new,
-    "url ports change": _url_ports_change,
-    "the network turns internal or routed": _routing_changes,
-    "url ports change, the network turns internal or routed": lambda s: _url_ports_change(s) and _routing_changes(s),
-    "route and logging unchanged": _route_kept,
-    "in the ingress's TLS": lambda s: ".ingress.tls." in s.change.path,
-    "unlogged allow-all": _unlogged_allow_all,
-    "a direct route": lambda s: s.template is not None and s.template.network.outbound == "direct",
-    "a host with a runtime": lambda s: s.runtime,
+# Each declared `when` condition, decided for one side of a change, keyed by the condition object (tests/review
+# checks that every condition the models declare is here).
+DECIDE: dict[Condition, Callable[[Side], bool]] = {
+    table.BUILTIN_TMPFS: _builtin_tmpfs_small,
+    table.WRITABLE_ROOT: lambda s: s.template is not None and not s.template.read_only_root,
+    table.DEVICES_REASSIGNED: lambda s: "gpu_device_ids" in s.changed,
+    table.URL_PORTS: _url_port,
+    table.URL_PORT: _url_port,
+    table.NO_IDLE_TIMEOUT: lambda s: s.template is not None and s.template.lifecycle.idle_timeout == 0,
+    table.PIDS_UNCHANGED: lambda s: s.old is not None and s.new is not None and s.old.limits.pids == s.new.limits.pids,
+    table.DISK_WORKSPACE: lambda s: s.template is not None and any(w.type == "disk" for w in s.template.writable),
+    table.NOTHING_INHERITED_CHANGES: lambda s: s.old is not None and s.old == s.new,
+    table.URL_PORTS_CHANGE: _url_ports_change,
+    table.ROUTING: _routing_changes,
+    table.URL_AND_ROUTING: lambda s: _url_ports_change(s) and _routing_changes(s),
+    table.ROUTE_KEPT: _route_kept,
+    table.IN_INGRESS_TLS: lambda s: ".ingress.tls." in s.change.path,
+    table.UNLOGGED_ALLOW_ALL: _unlogged_allow_all,
+    table.DIRECT_ROUTE: lambda s: s.template is not None and s.template.network.outbound == "direct",
+    table.RUNTIME_HOST: lambda s: s.runtime,
 }
 
+Held = tuple[Condition | None, Effect]  # the condition that held (None: none did) and the effect under it
 
-def applicable(effect: Effect, sides: list[Side]) -> list[Effect]:
-    """The effects a change has on the objects of these sides: on each side, the first condition's effect that
-    holds there, else the base effect (a condition the review does not know may hold: both apply)."""
-    out: list[Effect] = []
 
-    def add(e: Effect) -> None:
-        if e not in out:
-            out.append(e)
-
+def applicable(effect: Effect, sides: list[Side]) -> list[Held]:
+    """The effects a change has on the objects of these sides, each with the condition that held: on each side,
+    the first condition that holds there, else the base effect (None)."""
+    out: list[Held] = []
     for side in sides:
-        for condition, conditioned in effect.when:
-            decide = CONDITIONS.get(condition)
-            if decide is None:
-                add(conditioned)
-            elif decide(side):
-                add(conditioned)
-                break
-        else:
-            add(effect)
+        held: Held = next(((cond, under) for cond, under in effect.when if DECIDE[cond](side)), (None, effect))
+        if held not in out:
+            out.append(held)
     return out
+
+
+@dataclass(frozen=True)
+class Reason:
+    """A spec change that explains a resource's action, with the effect that reached the resource: the condition
+    that held for it (None: the field's base effect), never the branches that did not."""
+
+    change: FieldChange
+    held: tuple[Held, ...]
+
+    @property
+    def path(self) -> str:
+        return self.change.path
+
+    @property
+    def old(self) -> Any:
+        return self.change.old
+
+    @property
+    def new(self) -> Any:
+        return self.change.new
+
+    @property
+    def label(self) -> str:
+        """The change table's words for what reached the resource: `replace`, `url ports change: replace + guard +
+        ingress` (two when a change crosses a condition, joined by '; ')."""
+        return "; ".join(f"{cond.words}: {effect.head}" if cond else effect.head for cond, effect in self.held)
+
+    def text(self) -> str:
+        return f"{self.change.describe()} [{self.label}]"
 
 
 # --- which effect reaches which kind of resource ---------------------------------------------------------
@@ -186,7 +222,8 @@ def concerned_templates(change: FieldChange, r: Resource, old: ResolvedStack, ne
 
 def concerns(change: FieldChange, r: Resource, old: ResolvedStack, new: ResolvedStack) -> bool:
     """Whether a spec change is about this resource's host, pool or template; a shared layer (defaults,
-    profiles) only when it changed the resolved template of the resource (or of a pool on its host)."""
+    profiles, a template others `extend`) only when it changed the resolved template of the resource (or of a pool
+    on its host) and that template does not set the field itself."""
     head, _, rest = change.path.partition(".")
     key = rest.split(".", 1)[0]
     if head == "hosts":
@@ -196,7 +233,12 @@ def concerns(change: FieldChange, r: Resource, old: ResolvedStack, new: Resolved
         return key == r.pool if r.pool else any(key in s.pools and r.host in s.pools[key].hosts for s in (old, new))
     templates = {r.template} if r.template else _templates_of_host(old, r.host) | _templates_of_host(new, r.host)
     if head == "templates":
-        return key in templates
+        if key in templates:
+            return True
+        # A template others extend: the leaf as the child would set it (`templates.base.x.y` → `x.y`).
+        leaf = rest.partition(".")[2]
+        return bool(leaf) and any(_extends(old, new, t, key) and old.templates.get(t) != new.templates.get(t)
+                                  and not _sets_itself(old, new, t, leaf) for t in templates)
     if head in ("defaults", "profiles"):
         # The leaf as a template would set it: `defaults.x.y` → `x.y`, `profiles.p.cpus` → `limits.cpus`.
         leaf = rest if head == "defaults" else "limits." + rest.partition(".")[2]
@@ -205,10 +247,24 @@ def concerns(change: FieldChange, r: Resource, old: ResolvedStack, new: Resolved
     return False
 
 
+def _extends(old: ResolvedStack, new: ResolvedStack, template: str, ancestor: str) -> bool:
+    """Whether `template` inherits from `ancestor` (through its `extends` chain) before or after the change."""
+    for spec in (old, new):
+        written, seen = spec.written.templates, {template}
+        current = written[template].extends if template in written else None
+        while current is not None and current not in seen and current in written:
+            if current == ancestor:
+                return True
+            seen.add(current)
+            current = written[current].extends
+    return False
+
+
 def _sets_itself(old: ResolvedStack, new: ResolvedStack, template: str, leaf: str) -> bool:
-    """Whether the template sets this field itself before and after, so a shared layer's value never reaches it."""
+    """Whether the template, as written, sets this field itself before and after, so a shared layer's value never
+    reaches it (a profile name where a block belongs sets none of the profile's fields)."""
     def sets(spec: ResolvedStack) -> bool:
-        node: object = spec.spec.templates.get(template)
+        node: object = spec.written.templates.get(template)
         for name in leaf.split("."):
             if isinstance(node, dict):  # a map merged key by key (env): the template's own key wins
                 if name not in node:
@@ -218,6 +274,8 @@ def _sets_itself(old: ResolvedStack, new: ResolvedStack, template: str, leaf: st
                 if name not in node.model_fields_set:  # type: ignore[union-attr]
                     return False
                 node = getattr(node, name)
+            elif isinstance(node, str):
+                return False  # `limits: <profile>`: the profile's values reach the template
             else:
                 return node is not None  # a list or a value, set whole above
         return True
@@ -240,12 +298,14 @@ def own_entry(change: FieldChange, r: Resource) -> bool:
     return whole and change.path in (f"pools.{r.pool}", f"templates.{r.template}", f"hosts.{r.host}")
 
 
-def explains(change: FieldChange, r: Resource, action: str, changed: set[str], old: ResolvedStack,
-             new: ResolvedStack, moved: bool = False) -> bool:
-    """Whether this spec change is a reason for this resource's action."""
+def explain(change: FieldChange, r: Resource, action: str, changed: set[str], old: ResolvedStack,
+            new: ResolvedStack, moved: bool = False) -> Reason | None:
+    """This spec change as a reason for this resource's action, with the effect that reached it; None if it is
+    not one."""
     if not concerns(change, r, old, new):
-        return False
+        return None
     if action in ("create", "delete") and (own_entry(change, r) or change.effect.scope == "placement"):
-        return True
-    effects = applicable(change.effect, sides(change, r, old, new, changed))
-    return any(reaches(e, r, action, changed, moved) for e in effects)
+        return Reason(change, ((None, change.effect),))
+    held = tuple(h for h in applicable(change.effect, sides(change, r, old, new, changed))
+                 if reaches(h[1], r, action, changed, moved))
+    return Reason(change, held) if held else None

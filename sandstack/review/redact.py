@@ -9,13 +9,14 @@ from dataclasses import is_dataclass, replace
 from typing import Any, Collection
 
 from sandstack.review.diff import Diff, FieldChange, ResourceChange, SnapshotChange
+from sandstack.review.reasons import Reason
 from sandstack.review.resources import Resource
 from sandstack.review.security import Finding
 from sandstack.spec.credentials import HIDDEN, MIN_ENTROPY_LENGTH, PLACEHOLDER, USERINFO
 
 # The fields of the report's records that carry spec values (the others are names sandstack gives, or effects).
 WALKED = {Resource: ("props",), ResourceChange: ("resource", "changed", "reasons"), FieldChange: ("old", "new"),
-          Diff: ("security", "changes", "snapshots")}
+          Reason: ("change",), Diff: ("security", "changes", "snapshots")}
 SENTENCES = {Finding: ("text",), SnapshotChange: ("why",)}  # sentences that quote values: masked in place
 
 

@@ -1,5 +1,10 @@
 """The security summary of a change: what got looser (and what got tighter), per pool, from the resolved
-specs (effective values after profiles and defaults), in words a reviewer acts on."""
+specs (effective values after profiles and defaults), in words a reviewer acts on.
+
+Which changes loosen access is declared per spec field (sandstack.spec.access, beside the change table); a test
+applies each declared loosening at every path it has and checks that this summary names it
+(tests/review/test_security.py). A host's runtime API and ingress are named on each pool placed on the host:
+the pool's sandboxes are what they reach."""
 
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ LIMITS = (("cpus", "CPUs"), ("memory", "memory"), ("disk", "disk"), ("pids", "pi
 class Finding:
     pool: str
     loosens: bool  # True: security got looser; False: tighter
-    area: str  # egress, limits, ports, privileges, lifetime, secrets, pool
+    area: str  # one of sandstack.spec.access.AREAS
     text: str
 
     def to_json(self) -> dict:
@@ -113,6 +118,13 @@ def compare_templates(pool: str, old: ResolvedTemplate, new: ResolvedTemplate) -
         add(new.sudo, "privileges", "sudo " + ("on" if new.sudo else "off"))
     if old.runtime != new.runtime:
         add(new.runtime == "runc", "privileges", f"runtime {old.runtime} → {new.runtime}")
+    # Writable paths: noexec unless `exec`, so what the sandbox writes or downloads there cannot run.
+    exec_a = {w.path for w in old.writable if w.exec}
+    exec_b = {w.path for w in new.writable if w.exec}
+    for path in sorted(exec_b - exec_a):
+        add(True, "filesystem", f"writable path {path} made exec: programs written there can run")
+    for path in sorted(exec_a - exec_b):
+        add(False, "filesystem", f"writable path {path} no longer exec")
     # Lifetime (0 = unlimited / never).
     for name, words in (("max_lifetime", "max lifetime"), ("idle_timeout", "idle timeout")):
         x, y = getattr(old.lifecycle, name), getattr(new.lifecycle, name)
@@ -143,4 +155,35 @@ def compare(old: ResolvedStack, new: ResolvedStack) -> list[Finding]:
             out.append(Finding(pool, False, "pool", "pool removed"))
             continue
         out += compare_templates(pool, old.templates[old.pools[pool].template], new.templates[new.pools[pool].template])
+    return out + compare_hosts(old, new)
+
+
+def _exposure(service: object | None) -> str:
+    return getattr(service, "exposure", None) or "none"
+
+
+def compare_hosts(old: ResolvedStack, new: ResolvedStack) -> list[Finding]:
+    """The host services that reach the sandboxes: the runtime API (its sessions drive the pools' sandboxes) and
+    the ingress (every url port on the host), each named on the pools placed on the host."""
+    out: list[Finding] = []
+    for host in sorted(new.hosts):
+        a, b = old.hosts.get(host), new.hosts[host]
+        pools = [name for name, pool in sorted(new.pools.items()) if host in pool.hosts]
+        before, after = _exposure(a.runtime if a else None), _exposure(b.runtime)
+        if before != after and "public" in (before, after):
+            loosens = after == "public"
+            text = (f"runtime API of host {host} made public (was {before}): its sessions reach this pool's "
+                    "sandboxes from every network" if loosens else f"runtime API of host {host} public → {after}")
+            out += [Finding(pool, loosens, "runtime", text) for pool in pools]
+        # An ingress added comes with url ports, which the ports comparison names; here: one turned public or back.
+        before, after = _exposure(a.ingress if a else None), _exposure(b.ingress)
+        if {before, after} == {"host", "public"}:
+            for pool in pools:
+                ports = sorted(p.port for p in new.templates[new.pools[pool].template].ports if p.exposure == "url")
+                if ports:
+                    listed = ", ".join(map(str, ports))
+                    out.append(Finding(pool, after == "public", "ingress", f"url ports {listed} made public: host "
+                                       f"{host}'s ingress exposure host → public" if after == "public" else
+                                       f"url ports {listed} back on host {host}'s loopback: its ingress exposure "
+                                       "public → host"))
     return out

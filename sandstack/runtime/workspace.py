@@ -16,20 +16,36 @@ import time
 import uuid
 import zipfile
 from collections import Counter
-from pathlib import PurePosixPath
-from typing import IO, TYPE_CHECKING, BinaryIO, Callable
+from pathlib import Path, PurePosixPath
+from typing import IO, BinaryIO, Callable, Protocol
 
-from sandstack.plan.runtime import SNAPSHOT_DIR, WritablePath
+from sandstack.plan.runtime import SNAPSHOT_DIR, PoolRuntime, RuntimeConfig, WritablePath
 from sandstack.runtime import scripts
 from sandstack.runtime.backend import BackendError, CappedBuffer, SandboxGone, SandboxNotRunning
 from sandstack.runtime.errors import ApiError, conflict, forbidden, no_space, too_big
-from sandstack.runtime.leases import holding
+from sandstack.runtime.leases import Leases, holding
 from sandstack.runtime.models import SNAPSHOT_PATTERN
-from sandstack.runtime.store import SnapshotRow
+from sandstack.runtime.store import SandboxRow, SnapshotRow, Store
 from sandstack.runtime.tarcheck import Bounded, Checked, Forged, PastBound, SinkFailed, write_tar, write_zip
 
-if TYPE_CHECKING:
-    from sandstack.runtime.service import Runtime
+
+class Runtime(Protocol):
+    """What files and snapshots use of the runtime service (sandstack.runtime.service.Runtime), which creates
+    the Workspace: named here so that this module does not import the service that imports it."""
+
+    config: RuntimeConfig
+    host: str
+    state_dir: Path
+    store: Store
+    leases: Leases
+
+    def pool(self, name: str) -> PoolRuntime: ...
+    def sandbox(self, name: str) -> SandboxRow: ...
+    def usable(self, name: str) -> SandboxRow: ...
+    def died(self, row: SandboxRow, error: BackendError) -> ApiError: ...
+    def _run_internal(self, name: str, argv: list[str], workdir: str, *, stdin=None, stdout=None,
+                      timeout: float = 300) -> tuple[int | None, str]: ...
+
 
 SPOOL = 8 * 1024 * 1024  # bytes kept in memory before a transfer spills to a file under the state dir
 KILL_TIMEOUT = 15  # seconds for the exec that ends a transfer cut off at its bound

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,11 +115,12 @@ def _check(doc: Document, source: Path, stack: Stack | None = None) -> CheckResu
     diagnostics = list(extends_diagnostics(doc, stack))
     if diagnostics:
         return CheckResult(sorted(set(diagnostics)), None)
+    written = stack
     stack = expand(stack)  # every later layer sees each template whole (extends, defaults' image and snapshot)
     diagnostics = run_rules(Context(doc, stack, source))
     if diagnostics:
         return CheckResult(sorted(set(diagnostics)), None)
-    return CheckResult([], resolve_stack(stack, source), doc)
+    return CheckResult([], dataclasses.replace(resolve_stack(stack, source), written_spec=written), doc)
 
 
 def load_stack(path: str | os.PathLike[str], display: str | None = None) -> ResolvedStack:

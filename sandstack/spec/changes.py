@@ -12,8 +12,9 @@ An effect names what it does to each kind of object sandstack manages: the sandb
 pools the field belongs to, their snapshot image, their secrets volume, and the host's own objects, by
 role (`HostRole`): always an explicit set, never "some of them", so the reference, the diff and the matrix
 say which. A role the host does not have (no ingress declared, no gateway pool) is not renewed.
-A field whose effect depends on another setting says so in `when` (each condition is a matrix case).
-A block (a field holding other fields) declares the union of its fields' effects.
+A field whose effect depends on another setting says so in `when`: a named `Condition` below (each one a
+matrix case), which the review decides for a change (sandstack.review.reasons.DECIDE, keyed by the object) and
+names when it held. A block (a field holding other fields) declares the union of its fields' effects.
 """
 
 from __future__ import annotations
@@ -35,6 +36,50 @@ HOST_ROLE_WORDS: dict[str, str] = {
 }
 
 
+@dataclass(frozen=True, eq=False)
+class Condition:
+    """A setting under which a field's change has another effect (the table's "X; cond: Y"). Compared by
+    identity: the review and the change matrix name the object, never its words."""
+
+    words: str  # as the reference's Change column and the diff's reasons print it
+
+    def __repr__(self) -> str:
+        return f"Condition({self.words!r})"
+
+    def __str__(self) -> str:
+        return self.words
+
+
+# The tables' conditions, one object each (the models name them in `when`).
+BUILTIN_TMPFS = Condition("built-in /tmp or /dev/shm under 256MiB")
+WRITABLE_ROOT = Condition("writable root")
+DEVICES_REASSIGNED = Condition("devices reassigned")
+# The host has url ports (a pool on it with an `exposure: url` port) / this port is one.
+URL_PORTS = Condition("url ports")
+URL_PORT = Condition("a url port")
+NO_IDLE_TIMEOUT = Condition("no idle_timeout")
+PIDS_UNCHANGED = Condition("pids unchanged")
+DISK_WORKSPACE = Condition("a disk workspace")
+NOTHING_INHERITED_CHANGES = Condition("nothing inherited changes")
+# A url port is a site in the host's ingress (its Caddyfile), an env var of the sandbox, and a guard rule.
+URL_PORTS_CHANGE = Condition("url ports change")
+# A pool's network is internal unless the pool publishes a port ('host' or 'public') or egresses directly: its first
+# published port, or its last one gone, turns the network routed or internal (the bridge's kind is in the guard's
+# rules).
+ROUTING = Condition("the network turns internal or routed")
+URL_AND_ROUTING = Condition("url ports change, the network turns internal or routed")
+# The pool's route out (none / gateway / direct) and whether it is logged are the same before and after: a value
+# that means what the default already meant (`log: true` on 'allow-all', `protocols: http`).
+ROUTE_KEPT = Condition("route and logging unchanged")
+UNLOGGED_ALLOW_ALL = Condition("unlogged allow-all")
+# Unlogged allow-all or `protocols: any`: no gateway on the way out, so the guard's rules alone refuse destinations.
+DIRECT_ROUTE = Condition("a direct route")
+# TlsSecretRef serves the Docker endpoint's TLS (the provider holds it) and the ingress's certificate (the ingress
+# container holds it): which one renews depends on where the reference sits.
+IN_INGRESS_TLS = Condition("in the ingress's TLS")
+RUNTIME_HOST = Condition("a host with a runtime")
+
+
 @dataclass(frozen=True)
 class Effect:
     """What a change of one field does to the objects of the pools it concerns (`scope`)."""
@@ -46,17 +91,24 @@ class Effect:
     workspaces: bool = False  # the pool's disk workspaces are made anew, empty: what was written there is lost
     host: frozenset[str] = frozenset()  # the host roles renewed (HostRole), where the host has them
     scope: Literal["pools", "host", "gpu", "placement"] = "pools"
-    when: tuple[tuple[str, Effect], ...] = ()  # (condition in words, the effect under it)
+    when: tuple[tuple[Condition, Effect], ...] = ()  # (condition, the effect under it)
     forces: tuple[str, ...] = ()  # sandbox container settings this field feeds that only a replace applies
     label_text: str = ""  # the Change column's word, for the presets
 
     def __post_init__(self) -> None:
         if not isinstance(self.host, frozenset) or not self.host <= set(HOST_ROLE_WORDS):
             raise ValueError(f"an Effect's host is a frozenset of {sorted(HOST_ROLE_WORDS)}, not {self.host!r}")
+        if not all(isinstance(cond, Condition) for cond, _ in self.when):
+            raise ValueError(f"an Effect's conditions are sandstack.spec.changes.Condition objects: {self.when!r}")
 
     @property
     def label(self) -> str:
-        """The Change column: the preset word, or its parts joined by '+', then the conditions."""
+        """The Change column: the effect's own words (`head`), then each condition's."""
+        return self.head + "".join(f"; {cond.words}: {effect.label}" for cond, effect in self.when)
+
+    @property
+    def head(self) -> str:
+        """The effect itself, without its conditions: the preset word, or its parts joined by '+'."""
         if self.label_text:
             base = self.label_text
         else:
@@ -73,13 +125,13 @@ class Effect:
             if self.scope == "gpu":
                 parts.append("gpu pools")
             base = " + ".join(parts) or "none"
-        return base + "".join(f"; {cond}: {effect.label}" for cond, effect in self.when)
+        return base
 
-    def under(self, condition: str | None) -> Effect:
+    def under(self, condition: Condition | None) -> Effect:
         if condition is None:
             return self
         for cond, effect in self.when:
-            if cond == condition:
+            if cond is condition:
                 return effect
         raise KeyError(f"no condition {condition!r} in {self.label!r}")
 
@@ -94,7 +146,7 @@ RELOAD = Effect(data=True, label_text="reload")
 PROVIDER = Effect(host=frozenset({"provider"}))
 GUARD = Effect(host=frozenset({"guard"}))  # the guard holds the value (pids.max, lifecycle lines)
 # A block of limits: the guard holds each sandbox's pids limit, so it is renewed when that limit changes.
-REPLACE_AND_GUARD = Effect(sandboxes="replace", host=frozenset({"guard"}), when=(("pids unchanged", REPLACE),))
+REPLACE_AND_GUARD = Effect(sandboxes="replace", host=frozenset({"guard"}), when=((PIDS_UNCHANGED, REPLACE),))
 IN_PLACE_AND_GUARD = Effect(sandboxes="update", host=frozenset({"guard"}))
 PRESETS: dict[str, Effect] = {e.label_text: e for e in (NONE, IN_PLACE, REPLACE, REBUILD, RESEED, RELOAD)}
 

@@ -24,8 +24,9 @@ from typing import Mapping
 import yaml
 
 from sandstack.spec.errors import Diagnostic, JsonPath, SpecError, format_path
+from sandstack.spec.units import KIB, MIB
 
-MAX_FILE_BYTES = 1024 * 1024
+MAX_FILE_BYTES = MIB
 MAX_DEPTH = 64
 MAX_NODES = 50_000
 # Integers beyond 64 bits mean nothing to Docker, and a 20,000-digit one would make Python's
@@ -152,7 +153,7 @@ def read_text(path: str | os.PathLike[str], display: str | None = None) -> str:
     except OSError as exc:
         raise fail("io", f"cannot be read: {exc.strerror or exc}") from None
     if len(raw) > MAX_FILE_BYTES:
-        raise fail("size", f"is larger than the {MAX_FILE_BYTES // 1024} KiB limit for a spec file")
+        raise fail("size", f"is larger than the {MAX_FILE_BYTES // KIB} KiB limit for a spec file")
     if b"\x00" in raw:
         offset = raw.index(b"\x00")
         line = raw.count(b"\n", 0, offset) + 1

@@ -30,13 +30,14 @@ from sandstack.spec.models import (
     Template,
     WritablePath,
 )
+from sandstack.spec.units import MIB
 
 BUILTIN_USER = "10001:10001"
 BUILTIN_RUNTIME = "runc"
 BUILTIN_MAX_LIFETIME = 24 * 3600
-BUILTIN_WRITABLE = (WritablePath(path="/tmp", size=64 * 1024**2),)
+BUILTIN_WRITABLE = (WritablePath(path="/tmp", size=64 * MIB),)
 # Small on purpose: /dev/shm is memory-backed and writable by any sandbox (Docker's default is 64MiB).
-BUILTIN_SHM_SIZE = 16 * 1024**2
+BUILTIN_SHM_SIZE = 16 * MIB
 
 
 class UnknownProfile(KeyError):
@@ -166,7 +167,13 @@ class ResolvedStack:
     hosts: dict[str, Host]
     templates: dict[str, ResolvedTemplate]
     pools: dict[str, Pool]
-    spec: Stack = field(repr=False)
+    spec: Stack = field(repr=False)  # after inheritance: each template whole (sandstack.spec.inherit)
+    # The stack as the file wrote it, before inheritance (what a diff compares field by field); None: the same.
+    written_spec: Stack | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def written(self) -> Stack:
+        return self.written_spec if self.written_spec is not None else self.spec
 
 
 def effective_limits(stack: Stack, template: Template | None) -> EffectiveLimits:
@@ -238,11 +245,10 @@ def scaled_builtin(block: str, name: str, memory: int):
     """The built-in /tmp and /dev/shm of a sandbox: 64MiB and 16MiB, or a quarter and an eighth of a smaller
     memory limit (in whole MiB, at least 1MiB), so that built-ins alone never fill a small sandbox's memory
     (rule writable-memory)."""
-    mib = 1024**2
     if (block, name) == ("filesystem", "writable"):
-        return (WritablePath(path="/tmp", size=max(mib, min(BUILTIN_WRITABLE[0].size, memory // 4 // mib * mib))),)
+        return (WritablePath(path="/tmp", size=max(MIB, min(BUILTIN_WRITABLE[0].size, memory // 4 // MIB * MIB))),)
     if (block, name) == ("filesystem", "shm_size"):
-        return max(mib, min(BUILTIN_SHM_SIZE, memory // 8 // mib * mib))
+        return max(MIB, min(BUILTIN_SHM_SIZE, memory // 8 // MIB * MIB))
     return BUILTIN_FIELDS[(block, name)]
 
 

@@ -1,13 +1,15 @@
 """The JSON Schema of a stack file, generated from the pydantic models (the one source of truth).
 
 `sandstack generate` writes it to `schemas/stack.schema.json`; a test fails when the committed
-file differs from what the models generate.
+file differs from what the models generate. Validation reads that file, installed as package data
+(`published_schema`), rather than generating it again at every start.
 """
 
 from __future__ import annotations
 
 import json
 from functools import lru_cache
+from importlib.resources import files
 from typing import Any
 
 from pydantic.json_schema import GenerateJsonSchema
@@ -65,6 +67,16 @@ def stack_schema() -> dict[str, Any]:
     schema.update(body)
     schema["title"] = "sandstack stack spec"
     return _sort_keys(schema)
+
+
+@lru_cache(maxsize=1)
+def published_schema() -> dict[str, Any]:
+    """The schema as published (`schemas/stack.schema.json`, the package's `sandstack.schemas` data): the one
+    an editor and check-jsonschema read. Generated from the models when the file is not installed."""
+    try:
+        return json.loads(files("sandstack.schemas").joinpath("stack.schema.json").read_text(encoding="utf-8"))
+    except (ModuleNotFoundError, FileNotFoundError):
+        return stack_schema()
 
 
 def render_schema() -> str:

@@ -17,7 +17,7 @@ from jsonschema.exceptions import ValidationError
 from sandstack.spec.errors import Diagnostic
 from sandstack.spec.loader import Document
 from sandstack.spec.models.base import CONFIG_KEY_PATTERN
-from sandstack.spec.schema import stack_schema
+from sandstack.spec.schema import published_schema
 from sandstack.spec.units import unitless_duration
 
 _TYPE_NAMES = {
@@ -33,7 +33,7 @@ _TYPE_NAMES = {
 
 @lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
-    return Draft202012Validator(stack_schema())
+    return Draft202012Validator(published_schema())
 
 
 def schema_diagnostics(doc: Document) -> list[Diagnostic]:

@@ -11,16 +11,21 @@ from __future__ import annotations
 import math
 import re
 
+# The binary sizes, defined here once for every layer (spec, plan, review, policy).
+KIB = 1024
+MIB = 1024**2
+GIB = 1024**3
+TIB = 1024**4
 SIZE_UNITS: dict[str, int] = {
     "B": 1,
     "KB": 1000,
     "MB": 1000**2,
     "GB": 1000**3,
     "TB": 1000**4,
-    "KiB": 1024,
-    "MiB": 1024**2,
-    "GiB": 1024**3,
-    "TiB": 1024**4,
+    "KiB": KIB,
+    "MiB": MIB,
+    "GiB": GIB,
+    "TiB": TIB,
 }
 DURATION_UNITS: dict[str, int] = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 

@@ -41,12 +41,13 @@ from typing import Any, Callable
 
 import pytest
 
-from sandstack.spec.changes import Effect
+from sandstack.spec import changes as table
+from sandstack.spec.changes import (BUILTIN_TMPFS, DEVICES_REASSIGNED, DIRECT_ROUTE, IN_INGRESS_TLS, NO_IDLE_TIMEOUT,
+                                    NOTHING_INHERITED_CHANGES, PIDS_UNCHANGED, ROUTE_KEPT, ROUTING, RUNTIME_HOST,
+                                    UNLOGGED_ALLOW_ALL, URL_AND_ROUTING, URL_PORTS, URL_PORTS_CHANGE, Condition, Effect)
+from sandstack.spec.changes import DISK_WORKSPACE as DISK
 from sandstack.spec.models import Stack
 from sandstack.spec.models.base import change_of
-from sandstack.spec.models.hosts import IN_INGRESS_TLS
-from sandstack.spec.models.network import (DIRECT_ROUTE, ROUTE_KEPT, ROUTING, UNLOGGED_ALLOW_ALL, URL_AND_ROUTING,
-                                           URL_PORTS_CHANGE)
 from sandstack.spec.walk import model_fields
 
 HOST = "local"
@@ -144,7 +145,7 @@ class Case:
     at: str | None = None  # the concrete spec path (default: '*' → the default key, '[]' → item 0)
     prepare: Callable[[dict], None] | None = None  # adjusts the base for this case (applied to both runs)
     pools: tuple[str, ...] | None = None  # the affected pools (default: by prefix, see the docstring)
-    condition: str | None = None  # one of the declaration's `when` conditions, which `prepare` sets up
+    condition: Condition | None = None  # one of the declaration's `when` conditions, which `prepare` sets up
     xfail: str | None = None
     raises: type[BaseException] = AssertionError  # how an xfail case fails: the matrix's own assertion
     variant: str = ""  # a second case of one field (e.g. under a condition its description names)
@@ -226,8 +227,6 @@ MIXED_GPUS = setting(hosts__local__capacity__gpus=[{"type": "nvidia-a100", "coun
 L4_IDS = setting(hosts__local__capacity__gpus=[{"type": "nvidia-l4", "count": 8,
                                                 "ids": ["0", "1", "2", "3", "4", "5", "6", "7"]}])
 NO_IDLE = setting(templates__agent__lifecycle__idle_timeout=None, defaults__lifecycle__idle_timeout=None)
-BUILTIN_TMPFS = "built-in /tmp or /dev/shm under 256MiB"
-DISK = "a disk workspace"
 HOST_DISK = setting(hosts__local__disk_workspaces="1GiB")
 WITH_WORK = [{"path": "/tmp", "size": "64MiB"}, {"path": "/work", "type": "disk", "size": "32MiB"}]
 AGENT_DISK = setting(hosts__local__disk_workspaces="1GiB", templates__agent__filesystem__writable=WITH_WORK)
@@ -296,14 +295,14 @@ CASES: list[Case] = [
     Case("hosts.*.capacity.disk", "512GiB"),
     Case("hosts.*.capacity.gpus", [{"type": "nvidia-l4", "count": 4}, {"type": "nvidia-a100", "count": 1}]),
     Case("hosts.*.capacity.gpus", [{"type": "nvidia-a100", "count": 1}, {"type": "nvidia-l4", "count": 4}],
-         condition="devices reassigned"),
+         condition=DEVICES_REASSIGNED),
     Case("hosts.*.capacity", {"cpus": 64, "memory": "256GiB", "disk": "1TiB", "gpus": [
-        {"type": "nvidia-a100", "count": 1}, {"type": "nvidia-l4", "count": 8}]}, condition="devices reassigned"),
-    Case("hosts.*.capacity.gpus[].type", "nvidia-l4", prepare=MIXED_GPUS, condition="devices reassigned"),
-    Case("hosts.*.capacity.gpus[].count", 2, prepare=MIXED_GPUS, condition="devices reassigned"),
+        {"type": "nvidia-a100", "count": 1}, {"type": "nvidia-l4", "count": 8}]}, condition=DEVICES_REASSIGNED),
+    Case("hosts.*.capacity.gpus[].type", "nvidia-l4", prepare=MIXED_GPUS, condition=DEVICES_REASSIGNED),
+    Case("hosts.*.capacity.gpus[].count", 2, prepare=MIXED_GPUS, condition=DEVICES_REASSIGNED),
     Case("hosts.*.capacity.gpus[].ids", ["0", "1", "2", "3", "4", "5", "7", "6"], prepare=L4_IDS),
     Case("hosts.*.capacity.gpus[].ids", ["GPU-aaaa0001", "1", "2", "3", "4", "5", "6", "7"], prepare=L4_IDS,
-         condition="devices reassigned"),
+         condition=DEVICES_REASSIGNED),
     Case("hosts.*.capacity.gpus[].type", "nvidia-l4x", prepare=setting(
         templates__agent__limits__gpus={"count": 1}, profiles__small__gpus={"count": 1})),
     Case("hosts.*.capacity.gpus[].count", 4),
@@ -331,7 +330,7 @@ CASES: list[Case] = [
     Case("hosts.*.ingress.acme_email", "ops@example.com", prepare=INGRESS),
     Case("hosts.*.disk_workspaces", "2GiB", prepare=AGENT_DISK, variant="with disk workspaces"),
     Case("hosts.*.subnet_pool", "10.99.0.0/16"),
-    Case("hosts.*.subnet_pool", "10.99.0.0/16", prepare=INGRESS_AND_RUNTIME, condition="url ports"),
+    Case("hosts.*.subnet_pool", "10.99.0.0/16", prepare=INGRESS_AND_RUNTIME, condition=URL_PORTS),
     Case("hosts.*.infra_image", "registry.example.com/sandstack-infra:2",
          prepare=setting(hosts__local__infra_image="registry.example.com/sandstack-infra:1")),
     Case("hosts.*.infra_image", "registry.example.com/sandstack-infra:2", prepare=INGRESS_AND_RUNTIME,
@@ -345,7 +344,7 @@ CASES: list[Case] = [
     Case("profiles.*.memory", "192MiB", prepare=setting(defaults__filesystem=None, profiles__small__memory="128MiB"),
          condition=BUILTIN_TMPFS),
     Case("profiles.*.disk", "256MiB", prepare=setting(hosts__local__storage_quota=True, defaults__filesystem__read_only_root=False),
-         condition="writable root"),
+         condition=table.WRITABLE_ROOT),
     Case("profiles.*.disk", "256MiB"),
     Case("profiles.*.pids", 256),
     Case("profiles.*.open_files", 2048),
@@ -356,13 +355,13 @@ CASES: list[Case] = [
                                                        {"type": "nvidia-a100", "count": 8}],
                          profiles__small__gpus={"count": 1, "type": "nvidia-l4"})),
     # --- defaults (the `free` template inherits them all)
-    Case("defaults.limits", {"profile": "small", "cpus": 3, "memory": "1GiB"}, condition="pids unchanged"),
+    Case("defaults.limits", {"profile": "small", "cpus": 3, "memory": "1GiB"}, condition=PIDS_UNCHANGED),
     Case("defaults.limits.cpus", 3),
     Case("defaults.limits.memory", "1GiB"),
     Case("defaults.limits.memory", "192MiB", prepare=setting(defaults__filesystem=None, defaults__limits__memory="128MiB"),
          condition=BUILTIN_TMPFS),
     Case("defaults.limits.disk", "256MiB", prepare=setting(hosts__local__storage_quota=True, defaults__filesystem__read_only_root=False),
-         condition="writable root"),
+         condition=table.WRITABLE_ROOT),
     Case("defaults.limits.disk", "256MiB"),
     Case("defaults.limits.pids", 256),
     Case("defaults.limits.open_files", 2048),
@@ -373,7 +372,7 @@ CASES: list[Case] = [
         hosts__local__capacity__gpus=[{"type": "nvidia-l4", "count": 8}, {"type": "nvidia-a100", "count": 8}])),
     Case("defaults.limits", {"profile": "small", "cpus": 3, "memory": "1GiB", "pids": 200}),
     Case("defaults.limits.profile", "big"),
-    Case("defaults.limits.profile", "big", prepare=setting(profiles__big__pids=128), condition="pids unchanged"),
+    Case("defaults.limits.profile", "big", prepare=setting(profiles__big__pids=128), condition=PIDS_UNCHANGED),
     Case("defaults.network", {"egress": "allow-all", "log": False}),
     Case("defaults.network", {"egress": "allow-all", "deny": ["blocked.example.com", "other.example.com"],
                               "allow_metadata": True}, condition=ROUTE_KEPT),
@@ -434,13 +433,13 @@ CASES: list[Case] = [
     Case("defaults.workdir", "/home"),
     # --- templates (the `agent` template sets each itself)
     Case("templates.*.limits", {"profile": "big"}),
-    Case("templates.*.limits", {"profile": "big", "pids": 64}, condition="pids unchanged"),
+    Case("templates.*.limits", {"profile": "big", "pids": 64}, condition=PIDS_UNCHANGED),
     Case("templates.*.limits.cpus", 3),
     Case("templates.*.limits.memory", "2GiB"),
     Case("templates.*.limits.memory", "192MiB", prepare=setting(
         templates__agent__filesystem=None, defaults__filesystem=None, templates__agent__limits__memory="128MiB"),
          condition=BUILTIN_TMPFS),
-    Case("templates.*.limits.disk", "256MiB", prepare=WRITABLE_ROOT, condition="writable root"),
+    Case("templates.*.limits.disk", "256MiB", prepare=WRITABLE_ROOT, condition=table.WRITABLE_ROOT),
     Case("templates.*.limits.disk", "256MiB"),
     Case("templates.*.limits.pids", 128),
     Case("templates.*.limits.open_files", 4096),
@@ -451,7 +450,7 @@ CASES: list[Case] = [
                                                        {"type": "nvidia-a100", "count": 8}])),
     Case("templates.*.limits.profile", "small", prepare=setting(templates__agent__limits={"profile": "big"})),
     Case("templates.*.limits.profile", "small", prepare=setting(templates__agent__limits={"profile": "big"},
-                                                                profiles__big__pids=128), condition="pids unchanged"),
+                                                                profiles__big__pids=128), condition=PIDS_UNCHANGED),
     Case("templates.*.network", {"egress": "allow-all", "log": False}),
     Case("templates.*.network", {"egress": "allow-list", "allow": ["example.org"], "allow_metadata": True},
          condition=ROUTE_KEPT),
@@ -507,7 +506,7 @@ CASES: list[Case] = [
          prepare=setting(templates__agent__ports__0__host_port=None)),
     Case("templates.*.extends", "agent", at="templates.free.extends", pools=("free",), prepare=EVERY_ROLE,
          variant="with an ingress and a runtime"),
-    Case("templates.*.extends", "free", condition="nothing inherited changes"),
+    Case("templates.*.extends", "free", condition=NOTHING_INHERITED_CHANGES),
     Case("templates.*.base_image", "busybox:1.37"),
     Case("templates.*.snapshot", {"version": "2", "setup": ["true"]}),
     Case("templates.*.snapshot.version", "2"),
@@ -531,10 +530,10 @@ CASES: list[Case] = [
     Case("templates.*.entrypoint", ["/bin/sh", "-ec"]),
     Case("templates.*.command", ["sleep 3600"]),
     Case("templates.*.readiness", {"command": ["true"], "interval": "7s"}),
-    Case("templates.*.readiness", {"command": ["true"], "interval": "7s"}, prepare=NO_IDLE, condition="no idle_timeout"),
+    Case("templates.*.readiness", {"command": ["true"], "interval": "7s"}, prepare=NO_IDLE, condition=NO_IDLE_TIMEOUT),
     Case("templates.*.readiness.command", ["test", "-e", "/tmp"]),
     Case("templates.*.readiness.interval", "7s"),
-    Case("templates.*.readiness.interval", "7s", prepare=NO_IDLE, condition="no idle_timeout"),
+    Case("templates.*.readiness.interval", "7s", prepare=NO_IDLE, condition=NO_IDLE_TIMEOUT),
     Case("templates.*.readiness.timeout", "3s"),
     Case("templates.*.readiness.retries", 5),
     Case("templates.*.readiness.start_period", "3s"),
@@ -545,7 +544,7 @@ CASES: list[Case] = [
     Case("templates.*.ports[].exposure", "public"),
     Case("templates.*.ports[].host_port", 18081),
     Case("templates.*.ports[].name", "web"),
-    Case("templates.*.ports[].name", "web", prepare=INGRESS, condition="a url port"),
+    Case("templates.*.ports[].name", "web", prepare=INGRESS, condition=table.URL_PORT),
     Case("templates.*.ports[].port", 8081, prepare=INGRESS, condition=URL_PORTS_CHANGE),
     Case("templates.*.ports[].exposure", "url", prepare=HOST_INGRESS, condition=URL_AND_ROUTING),
     Case("templates.*.ports[].exposure", "url", condition=URL_PORTS_CHANGE, prepare=setting(
@@ -565,10 +564,10 @@ CASES: list[Case] = [
                                                              "gpus": [{"type": "nvidia-l4", "count": 2}]}}),
     ),
     Case("pools.*.replicas", 2, prepare=setting(templates__agent__ports__0__host_port=None)),
-    Case("pools.*.replicas", 2, prepare=INGRESS, condition="url ports"),
+    Case("pools.*.replicas", 2, prepare=INGRESS, condition=URL_PORTS),
     Case("pools.*.replicas", 2, prepare=setting(hosts__local__runtime={"token": {"secret": "runtimeToken"}},
                                                 templates__agent__ports__0__host_port=None),
-         condition="a host with a runtime"),
+         condition=RUNTIME_HOST),
     Case("pools.*.description", "more agents"),
     # --- policy (what `sandstack check` reports; no resource)
     Case("policy", {"production": True}),

@@ -12,21 +12,28 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstr
 from pydantic.fields import FieldInfo
 
 from sandstack.spec import units
+from sandstack.spec.access import Access, loosens
 from sandstack.spec.changes import Effect, effect_of
 
-class ChangeNote:
-    """A field's declared change effect (sandstack.spec.changes), written into its schema as `x-change`."""
 
-    def __init__(self, effect: Effect):
+class ChangeNote:
+    """A field's declared change effect (sandstack.spec.changes), written into its schema as `x-change`, and
+    whether a change of it loosens access (sandstack.spec.access)."""
+
+    def __init__(self, effect: Effect, access: Access):
         self.effect = effect
+        self.access = access
 
     def __call__(self, schema: dict[str, Any]) -> None:
         schema["x-change"] = self.effect.label
 
 
-def field(default: Any = ..., *, description: str, change: str | Effect, **kwargs: Any) -> Any:
-    """A pydantic Field that declares what changing it does on the next `pulumi up` (the change table)."""
-    return Field(default, description=description, json_schema_extra=ChangeNote(effect_of(change)), **kwargs)
+def field(default: Any = ..., *, description: str, change: str | Effect, access: Access, **kwargs: Any) -> Any:
+    """A pydantic Field that declares what changing it does on the next `pulumi up` (the change table) and whether
+    that loosens access (the access table)."""
+    if not isinstance(access, Access):
+        raise TypeError(f"a field's access is a sandstack.spec.access.Access, not {access!r}")
+    return Field(default, description=description, json_schema_extra=ChangeNote(effect_of(change), access), **kwargs)
 
 
 def change_of(info: FieldInfo) -> Effect:
@@ -35,6 +42,14 @@ def change_of(info: FieldInfo) -> Effect:
     if not isinstance(note, ChangeNote):
         raise TypeError("a spec field declared without sandstack.spec.models.base.field()")
     return note.effect
+
+
+def access_of(info: FieldInfo) -> Access:
+    """Whether and when a change of a model field loosens access."""
+    note = info.json_schema_extra
+    if not isinstance(note, ChangeNote):
+        raise TypeError("a spec field declared without sandstack.spec.models.base.field()")
+    return note.access
 
 
 class StrictModel(BaseModel):
@@ -151,7 +166,8 @@ class SecretRef(StrictModel):
     stack's config and in Pulumi's state and is never written into the spec or a diff.
     """
 
-    secret: ConfigKey = field(description="Pulumi config key holding the secret value.", change="replace")
+    secret: ConfigKey = field(description="Pulumi config key holding the secret value.", change="replace",
+                              access=loosens("secrets", "re-pointed to another secret", "apiToken", "apiToken2"))
 
 
 def one_of(*values: str) -> str:

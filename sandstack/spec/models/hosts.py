@@ -6,8 +6,9 @@ from typing import Annotated, Literal
 
 from pydantic import StringConstraints
 
+from sandstack.spec.access import AS_FIELDS, NEVER, loosens
 from sandstack.spec import changes
-from sandstack.spec.changes import PROVIDER, Effect
+from sandstack.spec.changes import IN_INGRESS_TLS, PROVIDER, URL_PORTS, Effect
 from sandstack.spec.models.base import (ConfigKey, Cpus, ImageRef, LabelKey, Size, StrictModel,
                                          field, text)
 from sandstack.spec.models.network import NETWORK_ROLES
@@ -32,9 +33,6 @@ GPU_TYPE_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$"
 GpuType = text(GPU_TYPE_PATTERN, "GPU type", "a lowercase GPU model name such as 'nvidia-l4'")
 
 
-# TlsSecretRef serves the Docker endpoint's TLS (the provider holds it) and the ingress's certificate (the ingress
-# container holds it): which one renews depends on where the reference sits.
-IN_INGRESS_TLS = "in the ingress's TLS"
 
 
 class TlsSecretRef(StrictModel):
@@ -43,7 +41,8 @@ class TlsSecretRef(StrictModel):
 
     secret: ConfigKey = field(
         description="Pulumi config key holding the PEM text.",
-        change=Effect(host=frozenset({"provider"}), when=((IN_INGRESS_TLS, Effect(host=frozenset({"ingress"}))),)))
+        change=Effect(host=frozenset({"provider"}), when=((IN_INGRESS_TLS, Effect(host=frozenset({"ingress"}))),)),
+        access=NEVER)
 
 
 INGRESS = Effect(host=frozenset({"ingress"}))
@@ -59,8 +58,10 @@ Email = text(r"^[^@\s]{1,64}@[a-z0-9.-]{1,200}$", "email address", "an address s
 class IngressTls(StrictModel):
     """The ingress's certificate: PEM text from Pulumi secrets, for `*.<domain>` (a wildcard covers every URL)."""
 
-    cert: TlsSecretRef = field(description="Certificate chain (PEM) for the URLs' names.", change=INGRESS)
-    key: TlsSecretRef = field(description="Its private key (PEM).", change=INGRESS)
+    cert: TlsSecretRef = field(description="Certificate chain (PEM) for the URLs' names.", change=INGRESS,
+                               access=NEVER)
+    key: TlsSecretRef = field(description="Its private key (PEM).", change=INGRESS,
+                              access=NEVER)
 
 
 class Ingress(StrictModel):
@@ -71,20 +72,26 @@ class Ingress(StrictModel):
     domain: DomainName = field(
         description="The URLs' parent domain; its wildcard `*.<domain>` must resolve to this host. Every sandbox on "
                     "the host gets SANDSTACK_PUBLIC_HOSTNAME=<pool>-<replica>.<domain>, so a change replaces them all.",
-        change=INGRESS_AND_ALL_POOLS)
+        change=INGRESS_AND_ALL_POOLS,
+        access=NEVER)
     port: int = field(443, description="Host port the proxy listens on (HTTPS). Default 443; another port is part "
                       "of every URL, so a change replaces the sandboxes with url ports.",
-                      change=Effect(sandboxes="replace", host=frozenset({"ingress"})), ge=1, le=65535)
+                      change=Effect(sandboxes="replace", host=frozenset({"ingress"})),
+                      access=NEVER, ge=1, le=65535)
     exposure: Literal["host", "public"] = field(
         "public", description="'public' (default): the proxy's port on all the host's interfaces; 'host': on its "
-        "loopback only (behind another proxy or a tunnel).", change=INGRESS)
+        "loopback only (behind another proxy or a tunnel).", change=INGRESS,
+        access=loosens("ingress", "to 'public': every url port on the host reachable from every network",
+                       "host", "public"))
     tls: IngressTls | None = field(
         None, description="The certificate, from secrets. Without it and without `acme_email`, Caddy's own local CA "
-        "signs the URLs (for development: clients must trust that CA).", change=INGRESS)
+        "signs the URLs (for development: clients must trust that CA).", change=INGRESS,
+        access=NEVER)
     acme_email: Email | None = field(
         None, description="Get certificates from an ACME CA (Caddy's automatic HTTPS) with this contact address; "
         "needs the names to resolve publicly to the host and port 80 reachable for the challenge. Exclusive with "
-        "`tls`.", change=INGRESS)
+        "`tls`.", change=INGRESS,
+        access=NEVER)
 
 
 RUNTIME = Effect(host=frozenset({"runtime"}))
@@ -94,7 +101,8 @@ class TokenRef(StrictModel):
     """A Pulumi secret holding a bearer token."""
 
     secret: ConfigKey = field(description="Pulumi config key holding the token (at least 16 characters).",
-                              change=RUNTIME)
+                              change=RUNTIME,
+                              access=NEVER)
 
 
 class RuntimeService(StrictModel):
@@ -102,33 +110,41 @@ class RuntimeService(StrictModel):
     files, snapshot, pause and release them over its HTTP API (docs/design/runtime.md). It runs in the host's
     network namespace, where the guard already closes the host to every sandbox."""
 
-    port: int = field(7480, description="Port of its HTTP API. Default 7480.", change=RUNTIME, ge=1, le=65535)
+    port: int = field(7480, description="Port of its HTTP API. Default 7480.", change=RUNTIME,
+                      access=NEVER, ge=1, le=65535)
     exposure: Literal["host", "public"] = field(
         "host", description="'host' (default): on the host's loopback only (an agent platform on the host, or a "
-        "tunnel); 'public': on all its interfaces (use TLS in front of it).", change=RUNTIME)
-    token: TokenRef = field(description="The bearer token every call must carry.", change=RUNTIME)
+        "tunnel); 'public': on all its interfaces (use TLS in front of it).", change=RUNTIME,
+        access=loosens("runtime", "to 'public': the runtime API on all the host's interfaces", "host", "public"))
+    token: TokenRef = field(description="The bearer token every call must carry.", change=RUNTIME,
+                            access=NEVER)
 
 
 class TlsMaterial(StrictModel):
     """Client TLS for a `tcp://` endpoint. Each item is a secret reference: PEM text never sits in a spec."""
 
-    ca: TlsSecretRef = field(description="CA certificate that signed the daemon's certificate (PEM).", change=PROVIDER)
-    cert: TlsSecretRef = field(description="Client certificate (PEM) the daemon trusts.", change=PROVIDER)
-    key: TlsSecretRef = field(description="Private key of the client certificate (PEM).", change=PROVIDER)
+    ca: TlsSecretRef = field(description="CA certificate that signed the daemon's certificate (PEM).", change=PROVIDER,
+                             access=NEVER)
+    cert: TlsSecretRef = field(description="Client certificate (PEM) the daemon trusts.", change=PROVIDER,
+                               access=NEVER)
+    key: TlsSecretRef = field(description="Private key of the client certificate (PEM).", change=PROVIDER,
+                              access=NEVER)
 
 
 GPU_ID_PATTERN = r"^([0-9]{1,3}|GPU-[0-9a-fA-F-]{8,64}|MIG-[0-9a-fA-F-]{8,64})$"
 GpuId = text(GPU_ID_PATTERN, "GPU device id", "a device index such as '0' or a UUID such as 'GPU-5f0e…' (nvidia-smi -L)")
 # Which devices a sandbox gets is decided by placement: a change that moves an assignment replaces the
 # sandboxes whose devices moved (their `device_ids`), and nothing else.
-REASSIGNS = changes.Effect(when=(("devices reassigned", changes.Effect(sandboxes="replace", scope="gpu")),))
+REASSIGNS = changes.Effect(when=((changes.DEVICES_REASSIGNED, changes.Effect(sandboxes="replace", scope="gpu")),))
 
 
 class GpuInventory(StrictModel):
     """The host's GPUs of one model. Sandboxes asking for that model get devices of it, by id."""
 
-    type: GpuType = field(description="GPU model, matched against templates' `limits.gpus.type`.", change=REASSIGNS)
-    count: int = field(description="How many GPUs of this type the host has.", change=REASSIGNS, ge=1, le=64)
+    type: GpuType = field(description="GPU model, matched against templates' `limits.gpus.type`.", change=REASSIGNS,
+                          access=NEVER)
+    count: int = field(description="How many GPUs of this type the host has.", change=REASSIGNS,
+                       access=NEVER, ge=1, le=64)
     ids: list[GpuId] | None = field(  # type: ignore[valid-type]
         None,
         description=(
@@ -137,30 +153,38 @@ class GpuInventory(StrictModel):
             "Each sandbox gets its own devices of the type it requests (Docker `device_ids`), so a host with "
             "mixed models never hands out the wrong one."
         ),
-        change=REASSIGNS, max_length=64,
+        change=REASSIGNS,
+        access=NEVER, max_length=64,
     )
 
 
 class Capacity(StrictModel):
     """What the host can give sandboxes. The pools placed on it must fit (times `overcommit`)."""
 
-    cpus: Cpus = field(description="CPUs available to sandboxes.", change="none")
-    memory: Size = field(description="Memory available to sandboxes.", change="none")
-    disk: Size = field(description="Disk available to sandboxes' writable paths.", change="none")
+    cpus: Cpus = field(description="CPUs available to sandboxes.", change="none",
+                       access=NEVER)
+    memory: Size = field(description="Memory available to sandboxes.", change="none",
+                         access=NEVER)
+    disk: Size = field(description="Disk available to sandboxes' writable paths.", change="none",
+                       access=NEVER)
     gpus: list[GpuInventory] = field(
         [], description="GPUs on the host. Default none: templates requesting GPUs cannot be placed here.",
         change=REASSIGNS,
+        access=NEVER,
     )
 
 
 class Overcommit(StrictModel):
     """How far the sum of the pools' limits may exceed capacity. 1 (the default) means not at all."""
 
-    cpus: float = field(1.0, description="Ratio for CPUs (CPU is shared, so 2-4 is common).", change="none", ge=1, le=16)
+    cpus: float = field(1.0, description="Ratio for CPUs (CPU is shared, so 2-4 is common).", change="none",
+                        access=NEVER, ge=1, le=16)
     memory: float = field(
-        1.0, description="Ratio for memory. Above 1 risks the host's OOM killer.", change="none", ge=1, le=4
+        1.0, description="Ratio for memory. Above 1 risks the host's OOM killer.", change="none",
+        access=NEVER, ge=1, le=4
     )
-    disk: float = field(1.0, description="Ratio for disk.", change="none", ge=1, le=4)
+    disk: float = field(1.0, description="Ratio for disk.", change="none",
+                        access=NEVER, ge=1, le=4)
 
 
 class Host(StrictModel):
@@ -172,17 +196,22 @@ class Host(StrictModel):
             "`ssh_opts`) or tcp with mutual TLS (`tls` required)."
         ),
         change=PROVIDER,
+        access=NEVER,
     )
     tls: TlsMaterial | None = field(
         None, description="Client TLS material for a `tcp://` endpoint; required there, refused elsewhere.",
         change=PROVIDER,
+        access=NEVER,
     )
     ssh_opts: list[Annotated[str, StringConstraints(max_length=256)]] = field(
         [], description="Extra ssh options for an `ssh://` endpoint, e.g. ['-o', 'StrictHostKeyChecking=yes'].",
-        change=PROVIDER, max_length=32,
+        change=PROVIDER,
+        access=NEVER, max_length=32,
     )
-    capacity: Capacity = field(description="What the host can give sandboxes.", change=REASSIGNS)
-    overcommit: Overcommit = field(Overcommit(), description="Allowed overcommit of capacity.", change="none")
+    capacity: Capacity = field(description="What the host can give sandboxes.", change=REASSIGNS,
+                               access=NEVER)
+    overcommit: Overcommit = field(Overcommit(), description="Allowed overcommit of capacity.", change="none",
+                                   access=NEVER)
     storage_quota: bool = field(
         False,
         description=(
@@ -192,12 +221,16 @@ class Host(StrictModel):
             "applied: a change alone changes no sandbox."
         ),
         change="none",
+        access=NEVER,
     )
     ingress: Ingress | None = field(
         None, description="URLs for the sandboxes' `exposure: url` ports, served by a reverse proxy on this host.",
-        change=Effect(sandboxes="replace", host=frozenset({"ingress", "guard"}), scope="host"))
+        change=Effect(sandboxes="replace", host=frozenset({"ingress", "guard"}), scope="host"),
+        access=AS_FIELDS)
     runtime: RuntimeService | None = field(
-        None, description="The sandbox runtime service on this host (claims, exec, files, snapshots).", change=RUNTIME)
+        None, description="The sandbox runtime service on this host (claims, exec, files, snapshots).", change=RUNTIME,
+        access=loosens("runtime", "added with `exposure: public`",
+                       None, {"exposure": "public", "token": {"secret": "runtimeToken"}}))
     dns_upstream: list[DnsServer] = field(
         [],
         description=(
@@ -205,7 +238,8 @@ class Host(StrictModel):
             "special-use names for logged 'allow-all', the `allow` names for 'allow-list'; docs/design/egress-log.md). "
             "Empty (the default): the host's own, from its /etc/resolv.conf when the resolvers start."
         ),
-        change=Effect(host=frozenset({"logger"})), max_length=8,
+        change=Effect(host=frozenset({"logger"})),
+        access=NEVER, max_length=8,
     )
     disk_workspaces: Size | None = field(
         None,
@@ -215,6 +249,7 @@ class Host(StrictModel):
             "data root at /var/lib/docker to enforce their sizes; docs/design/workspaces.md). Checked, not applied."
         ),
         change="none",
+        access=NEVER,
     )
     subnet_pool: SubnetPool = field(
         "10.213.0.0/16",
@@ -226,7 +261,8 @@ class Host(StrictModel):
             "the logging resolvers and, for url ports, the ingress (its address on each network)."
         ),
         change=Effect(sandboxes="replace", host=NETWORK_ROLES, scope="host",
-                      when=(("url ports", Effect(sandboxes="replace", host=NETWORK_ROLES | {"ingress"}, scope="host")),)),
+                      when=((URL_PORTS, Effect(sandboxes="replace", host=NETWORK_ROLES | {"ingress"}, scope="host")),)),
+        access=NEVER,
     )
     infra_image: ImageRef | None = field(
         None,
@@ -236,6 +272,7 @@ class Host(StrictModel):
             "host's containers that run it (guard, gateway, logger, ingress, runtime; the seeders run again)."
         ),
         change=Effect(host=ON_INFRA),
+        access=NEVER,
     )
     labels: dict[LabelKey, Annotated[str, StringConstraints(max_length=256)]] = field(
         {},
@@ -246,4 +283,5 @@ class Host(StrictModel):
         # Every object on the host but its provider: each role's objects carry the labels.
         change=changes.Effect(sandboxes="replace", snapshot="rebuild", secrets=True, data=True, workspaces=True,
                               host=frozenset(changes.HOST_ROLE_WORDS) - {"provider"}, scope="host"),
+        access=NEVER,
     )

@@ -4,22 +4,25 @@ from __future__ import annotations
 
 from typing import Literal
 
-from sandstack.spec.changes import GUARD, IN_PLACE_AND_GUARD, REPLACE, REPLACE_AND_GUARD, Effect
+from sandstack.spec.access import AS_RESOLVED, NEVER, loosens
+from sandstack.spec.changes import (BUILTIN_TMPFS, GUARD, IN_PLACE_AND_GUARD, REPLACE, REPLACE_AND_GUARD, WRITABLE_ROOT,
+                                     Effect)
 # The lifecycle contract the host guard and the sandbox container implement; the field descriptions below
 # quote these numbers, so the reference and the enforcement cannot drift apart.
 from sandstack.spec.contract import CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S
 from sandstack.spec.models.base import Cpus, Duration, Name, Size, StrictModel, field
 from sandstack.spec.models.hosts import GpuType
+from sandstack.spec.units import GIB, MIB
 
 # Built-in limits for anything neither a profile, the stack defaults nor the template set.
 # Small on purpose: a sandbox must ask for more, never get more by accident.
-BUILTIN_LIMITS = {"cpus": 1.0, "memory": 512 * 1024**2, "disk": 1024**3, "pids": 256, "open_files": 1024}
+BUILTIN_LIMITS = {"cpus": 1.0, "memory": 512 * MIB, "disk": GIB, "pids": 256, "open_files": 1024}
 
 # Memory a sandbox keeps for its processes with every writable path and /dev/shm full (rule writable-memory):
 # enough for docker-init, the supervisor and one more process (a `docker exec` of a shell or python3 takes
 # runc's init plus ~10MiB), so a sandbox that filled its tmpfs can still be entered and cleaned up instead of
 # having every new process OOM-killed.
-PROCESS_HEADROOM = 32 * 1024**2
+PROCESS_HEADROOM = 32 * MIB
 
 
 def process_headroom(memory: int) -> int:
@@ -29,7 +32,8 @@ def process_headroom(memory: int) -> int:
 
 
 class GpuRequest(StrictModel):
-    count: int = field(description="Number of GPUs each sandbox gets.", change="replace", ge=1, le=16)
+    count: int = field(description="Number of GPUs each sandbox gets.", change="replace",
+                       access=loosens("limits", "raised", 1, 2), ge=1, le=16)
     type: GpuType | None = field(
         None,
         description=(
@@ -37,6 +41,7 @@ class GpuRequest(StrictModel):
             "`count` devices of that model by id, so a change replaces it."
         ),
         change="replace",
+        access=NEVER,
     )
 
 
@@ -45,19 +50,21 @@ class Limits(StrictModel):
     (1 CPU, 512MiB memory, 1GiB disk, 256 processes, 1024 open files per process, no GPU)."""
 
     cpus: Cpus | None = field(
-        None, description="CPU time the sandbox may use, in CPUs (1.5 = one and a half cores).", change="replace"
+        None, description="CPU time the sandbox may use, in CPUs (1.5 = one and a half cores).", change="replace",
+        access=loosens("limits", "raised", 1, 2)
     )
     memory: Size | None = field(
         None,
         description=(
             "Memory limit in whole MiB (at least 6MiB); the sandbox gets no swap beyond it and is OOM-killed "
             "past it. Files in writable paths and /dev/shm (tmpfs) count against it, so their sizes must leave "
-            f"at least {PROCESS_HEADROOM // 1024**2}MiB (or half of a smaller limit) of it for processes. "
+            f"at least {PROCESS_HEADROOM // MIB}MiB (or half of a smaller limit) of it for processes. "
             "A change applies in place, except under 256MiB for a template on the built-in /tmp or /dev/shm "
             "sizes, which follow the limit: their new sizes replace the sandboxes."
         ),
         change=Effect(sandboxes="update", label_text="in-place", when=(
-            ("built-in /tmp or /dev/shm under 256MiB", Effect(sandboxes="replace", forces=("tmpfs",))),)),
+            (BUILTIN_TMPFS, Effect(sandboxes="replace", forces=("tmpfs",))),)),
+        access=loosens("limits", "raised", "1GiB", "2GiB"),
     )
     disk: Size | None = field(
         None,
@@ -66,7 +73,8 @@ class Limits(StrictModel):
             "`storage_quota` it also caps a writable root. With the read-only root (the default) a change is "
             "checked, not applied."
         ),
-        change=Effect(when=(("writable root", REPLACE),)),
+        change=Effect(when=((WRITABLE_ROOT, REPLACE),)),
+        access=loosens("limits", "raised", "1GiB", "2GiB"),
     )
     pids: int | None = field(
         None,
@@ -74,7 +82,8 @@ class Limits(StrictModel):
             "Maximum number of processes and threads inside the sandbox (fork-bomb guard). The host guard "
             "writes it into each sandbox's cgroup, so a change renews the guard, not the sandboxes."
         ),
-        change=GUARD, ge=8, le=65536,
+        change=GUARD,
+        access=loosens("limits", "raised", 100, 200), ge=8, le=65536,
     )
     open_files: int | None = field(
         None,
@@ -83,16 +92,19 @@ class Limits(StrictModel):
             "and hard alike, which it cannot raise). With `pids` it bounds the connections a sandbox can hold "
             "open, at most about pids × open_files. Default 1024."
         ),
-        change="replace", ge=64, le=1048576,
+        change="replace",
+        access=loosens("limits", "raised", 1024, 4096), ge=64, le=1048576,
     )
-    gpus: GpuRequest | None = field(None, description="GPUs attached to each sandbox. Default none.", change="replace")
+    gpus: GpuRequest | None = field(None, description="GPUs attached to each sandbox. Default none.", change="replace",
+                                    access=loosens("limits", "GPUs requested, or more of them", None, {"count": 1}))
 
 
 class LimitsOverride(Limits):
     """A profile by name plus single fields overriding it, e.g. `{profile: small, memory: 2GiB}`."""
 
     profile: Name | None = field(None, description="Name of a profile in `profiles` to start from.",
-                                 change=REPLACE_AND_GUARD)
+                                 change=REPLACE_AND_GUARD,
+                                 access=AS_RESOLVED)
 
 
 class Lifecycle(StrictModel):
@@ -107,6 +119,7 @@ class Lifecycle(StrictModel):
             "change renews the guard, not the sandboxes."
         ),
         change=GUARD,
+        access=loosens("lifetime", "raised or removed", "1h", "8h"),
     )
     idle_timeout: Duration | None = field(
         None,
@@ -116,6 +129,7 @@ class Lifecycle(StrictModel):
             "the host guard: a change renews the guard, not the sandboxes."
         ),
         change=GUARD,
+        access=loosens("lifetime", "raised or removed", "30m", "2h"),
     )
     on_expiry: Literal["stop", "restart"] | None = field(
         None,
@@ -128,4 +142,5 @@ class Lifecycle(StrictModel):
             "lines are renewed."
         ),
         change=IN_PLACE_AND_GUARD,
+        access=NEVER,
     )

@@ -6,8 +6,10 @@ from typing import Annotated, Literal
 
 from pydantic import StringConstraints, WithJsonSchema
 
+from sandstack.spec.access import AS_FIELDS, NEVER, loosens
 from sandstack.spec.egress import METADATA_RANGES
-from sandstack.spec.changes import NONE, Effect
+from sandstack.spec.changes import (DIRECT_ROUTE, NONE, ROUTE_KEPT, ROUTING, UNLOGGED_ALLOW_ALL, URL_AND_ROUTING, URL_PORT,
+                                     URL_PORTS_CHANGE, Effect)
 from sandstack.spec.models.base import StrictModel, field
 
 EGRESS_MODES = ("deny-all", "allow-list", "allow-all")
@@ -34,12 +36,6 @@ GATEWAY = Effect(host=frozenset({"gateway", "logger"}))
 # What a pool's route out and its logging reach: the pool's network (and the gateway's egress network), the guard's
 # rules naming its bridge, the gateway's place and squid.conf entry, the logging resolver on its bridge address.
 NETWORK_ROLES = frozenset({"networks", "guard", "gateway", "logger"})
-# The pool's route out (none / gateway / direct) and whether it is logged are the same before and after: a value
-# that means what the default already meant (`log: true` on 'allow-all', `protocols: http`).
-ROUTE_KEPT = "route and logging unchanged"
-UNLOGGED_ALLOW_ALL = "unlogged allow-all"
-# Unlogged allow-all or `protocols: any`: no gateway on the way out, so the guard's rules alone refuse destinations.
-DIRECT_ROUTE = "a direct route"
 # A block: the union of its fields' effects; with the route kept, only what `allow`, `deny` and `allow_metadata` renew.
 NETWORK_BLOCK = Effect(sandboxes="replace", host=NETWORK_ROLES,
                        when=((ROUTE_KEPT, Effect(host=frozenset({"gateway", "guard", "logger"}))),))
@@ -58,20 +54,20 @@ class ConnectionBounds(StrictModel):
 
     rate: int = field(
         100, description="New connections per second one sandbox may open (a burst of as many is allowed).",
-        change=CONNECTION_BOUNDS, ge=1, le=10000,
+        change=CONNECTION_BOUNDS, access=loosens("egress", "raised", 100, 200), ge=1, le=10000,
     )
     pool_rate: int = field(
         400, description="New connections per second the pool's sandboxes may open together (a burst of as many).",
-        change=CONNECTION_BOUNDS, ge=1, le=100000,
+        change=CONNECTION_BOUNDS, access=loosens("egress", "raised", 400, 800), ge=1, le=100000,
     )
     open: int = field(
         1024, description="Connections one sandbox may hold at a time, as the host's connection tracking counts "
                           "them (a UDP flow counts until it times out).",
-        change=CONNECTION_BOUNDS, ge=1, le=65536,
+        change=CONNECTION_BOUNDS, access=loosens("egress", "raised", 1024, 2048), ge=1, le=65536,
     )
     pool_open: int = field(
         4096, description="Connections the pool's sandboxes may hold at a time together.",
-        change=CONNECTION_BOUNDS, ge=1, le=262144,
+        change=CONNECTION_BOUNDS, access=loosens("egress", "raised", 4096, 8192), ge=1, le=262144,
     )
 
 
@@ -99,6 +95,7 @@ class NetworkPolicy(StrictModel):
         ),
         change=Effect(sandboxes="replace", host=NETWORK_ROLES,
                       when=((UNLOGGED_ALLOW_ALL, Effect(host=frozenset({"guard", "networks"}))),)),
+        access=loosens("egress", "to a wider mode (deny-all < allow-list < allow-all)", "deny-all", "allow-all"),
     )
     allow: list[EgressEntry] = field(
         [],
@@ -108,7 +105,9 @@ class NetworkPolicy(StrictModel):
             "443 and HTTPS tunnels (CONNECT) to 443; with a port, that port only. The pool's resolver answers "
             "these names only. A change renews the gateway (its squid.conf) and the logging resolver only."
         ),
-        change=GATEWAY, max_length=512,
+        change=GATEWAY,
+        access=loosens("egress", "an entry added (outside deny-all)",
+                       ["api.github.com"], ["api.github.com", "pypi.org"]), max_length=512,
     )
     deny: list[EgressEntry] = field(
         [],
@@ -124,6 +123,7 @@ class NetworkPolicy(StrictModel):
         ),
         change=Effect(host=frozenset({"gateway", "logger"}),
                       when=((DIRECT_ROUTE, Effect(host=frozenset({"guard"}))),)),
+        access=loosens("egress", "an entry removed (outside deny-all)", ["gist.github.com"], []),
         max_length=512,
     )
     log: bool | None = field(
@@ -138,6 +138,7 @@ class NetworkPolicy(StrictModel):
         ),
         # Logged allow-all goes through the gateway on an internal bridge, unlogged has a routed one.
         change=Effect(sandboxes="replace", host=NETWORK_ROLES, when=((ROUTE_KEPT, NONE),)),
+        access=loosens("egress", "turned off (outside deny-all): egress no longer logged", True, False),
     )
     protocols: Literal["http", "any"] | None = field(
         None,
@@ -153,6 +154,7 @@ class NetworkPolicy(StrictModel):
         ),
         change=Effect(sandboxes="replace", host=frozenset({"networks", "guard", "gateway", "logger"}),
                       when=((ROUTE_KEPT, NONE),)),
+        access=loosens("egress", "'any': a direct route out for any protocol instead of the gateway", "http", "any"),
     )
     allow_metadata: bool = field(
         False,
@@ -167,6 +169,7 @@ class NetworkPolicy(StrictModel):
         ),
         change=Effect(host=frozenset({"gateway", "guard"}),
                       when=((DIRECT_ROUTE, Effect(host=frozenset({"guard"}))),)),
+        access=loosens("egress", "turned on: metadata and link-local addresses reachable", False, True),
     )
     connections: ConnectionBounds = field(
         ConnectionBounds(),
@@ -176,18 +179,10 @@ class NetworkPolicy(StrictModel):
             "applicable to the other modes (the gateway bounds their connections). A change renews the guard's "
             "rules."
         ),
-        change=CONNECTION_BOUNDS,
+        change=CONNECTION_BOUNDS, access=AS_FIELDS,
     )
 
 
-URL_PORT = "a url port"
-# A url port is a site in the host's ingress (its Caddyfile), an env var of the sandbox, and a guard rule.
-URL_PORTS_CHANGE = "url ports change"
-# A pool's network is internal unless the pool publishes a port ('host' or 'public') or egresses directly: its first
-# published port, or its last one gone, turns the network routed or internal (the bridge's kind is in the guard's
-# rules).
-ROUTING = "the network turns internal or routed"
-URL_AND_ROUTING = "url ports change, the network turns internal or routed"
 URL_REPLACE = Effect(sandboxes="replace", when=(
     (URL_PORTS_CHANGE, Effect(sandboxes="replace", host=frozenset({"ingress", "guard"}))),))
 # What a port list or an exposure change renews beyond the sandboxes: the ingress and the guard for the url ports,
@@ -202,8 +197,12 @@ PORTS = Effect(sandboxes="replace", when=(
 class Port(StrictModel):
     """A port a sandbox listens on, and who can reach it."""
 
-    port: int = field(description="Port inside the sandbox.", change=URL_REPLACE, ge=1, le=65535)
-    protocol: Literal["tcp", "udp"] = field("tcp", description="'tcp' (default) or 'udp'.", change="replace")
+    port: int = field(description="Port inside the sandbox.", change=URL_REPLACE,
+                      access=loosens("ports", "an exposed port moved: the new one is newly reachable", 8000, 8001),
+                      ge=1, le=65535)
+    protocol: Literal["tcp", "udp"] = field(
+        "tcp", description="'tcp' (default) or 'udp'.", change="replace",
+        access=loosens("ports", "an exposed port moved: the new one is newly reachable", "tcp", "udp"))
     exposure: Literal["none", "host", "public", "url"] = field(
         "none",
         description=(
@@ -215,6 +214,7 @@ class Port(StrictModel):
             "the pool's first port or unpublishes its last renews its network and the guard's rules."
         ),
         change=PORTS,
+        access=loosens("ports", "wider (none < host < url, public)", "none", "public"),
     )
     host_port: int | None = field(
         None,
@@ -222,9 +222,11 @@ class Port(StrictModel):
             "Fixed port on the host. Default: Docker picks a free one (see the stack outputs). A fixed port "
             "can be owned by one sandbox per host, so its pool can have only one replica per host."
         ),
-        change="replace", ge=1, le=65535,
+        change="replace",
+        access=NEVER, ge=1, le=65535,
     )
     name: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,14}$")] | None = field(
         None, description="Optional name for the port in stack outputs, e.g. 'http'; a url port's env var is "
-        "named after it.", change=Effect(when=((URL_PORT, Effect(sandboxes="replace")),))
+        "named after it.", change=Effect(when=((URL_PORT, Effect(sandboxes="replace")),)),
+        access=NEVER
     )

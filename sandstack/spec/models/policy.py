@@ -11,6 +11,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, StringConstraints, WithJsonSchema
 
+from sandstack.spec.access import NEVER
 from sandstack.spec.models.base import Cpus, Duration, Name, Size, StrictModel, field, text
 from sandstack.spec.models.templates import Capability
 
@@ -68,53 +69,72 @@ Severity = Annotated[str, StringConstraints(pattern=SEVERITY_PATTERN), WithJsonS
 class Ceilings(StrictModel):
     """Upper bounds for every sandbox of the stack (rules SBX-LIM-001, SBX-LIM-002, SBX-GPU-002)."""
 
-    cpus: Cpus = field(16, description="Most CPUs a sandbox may have. Default 16.", change="none")
-    memory: Size = field("64GiB", description="Most memory a sandbox may have. Default 64GiB.", change="none")
+    cpus: Cpus = field(16, description="Most CPUs a sandbox may have. Default 16.", change="none",
+                       access=NEVER)
+    memory: Size = field("64GiB", description="Most memory a sandbox may have. Default 64GiB.", change="none",
+                         access=NEVER)
     pids: int = field(4096, description="Most processes a sandbox may have. Default 4096.", change="none",
+                      access=NEVER,
                       ge=8, le=65536)
     max_lifetime: Duration = field("24h", description="Longest lifetime a sandbox may have. Default 24h.",
-                                   change="none")
-    gpus: int = field(8, description="Most GPUs a sandbox may have. Default 8.", change="none", ge=0, le=16)
+                                   change="none",
+                                   access=NEVER)
+    gpus: int = field(8, description="Most GPUs a sandbox may have. Default 8.", change="none",
+                      access=NEVER, ge=0, le=16)
 
 
 class Suppression(StrictModel):
     """An accepted finding: which rule, on what, and why (a suppression without a reason is an error)."""
 
-    rule: RuleId = field(description="The rule ID, e.g. 'SBX-PORT-001'.", change="none")
+    rule: RuleId = field(description="The rule ID, e.g. 'SBX-PORT-001'.", change="none",
+                         access=NEVER)
     target: Target = field(description="What it applies to: 'template/<name>', 'pool/<name>', 'host/<name>' "
-                                       "or 'stack'.", change="none")
+                                       "or 'stack'.", change="none",
+                                       access=NEVER)
     reason: Reason = field(description="Why the finding is accepted, in words; shown in the check's summary. "
                                        "One without a word of 3 letters (blank, '.', a zero-width space) is no "
-                                       "reason and is refused.", change="none")
+                                       "reason and is refused.", change="none",
+                                       access=NEVER)
 
 
 class Policy(StrictModel):
     """What `sandstack check` holds the stack to. Secure by default: only what is listed is allowed."""
 
     production: bool = field(False, description="A production stack: refuses `allow-all` egress and requires "
-                                                "base images pinned by digest.", change="none")
+                                                "base images pinned by digest.", change="none",
+                                                access=NEVER)
     untrusted: bool = field(False, description="The stack runs untrusted code: every template must use the "
-                                               "'runsc' (gVisor) runtime.", change="none")
-    ceilings: Ceilings = field(Ceilings(), description="Upper bounds for every sandbox.", change="none")
+                                               "'runsc' (gVisor) runtime.", change="none",
+                                               access=NEVER)
+    ceilings: Ceilings = field(Ceilings(), description="Upper bounds for every sandbox.", change="none",
+                               access=NEVER)
     capabilities: list[Capability] = field(  # type: ignore[valid-type]
-        [], description="Capabilities templates may add. Default none.", change="none", max_length=64)
+        [], description="Capabilities templates may add. Default none.", change="none",
+        access=NEVER, max_length=64)
     public_ports: list[Annotated[int, Field(ge=1, le=65535)]] = field(
         [], description="Ports that may be exposed `public`. Default none (e.g. [8080]).", change="none",
+        access=NEVER,
         max_length=64)
     registries: list[Registry] | None = field(  # type: ignore[valid-type]
         None, description="Registries base images may come from (e.g. 'docker.io/library'). Default: any.",
-        change="none", max_length=64)
+        change="none",
+        access=NEVER, max_length=64)
     writable_root: list[Name] = field(
         [], description="Templates allowed a writable root filesystem. Default none.", change="none",
+        access=NEVER,
         max_length=128)
     sudo: list[Name] = field([], description="Templates allowed `security.sudo`. Default none.", change="none",
+                             access=NEVER,
                              max_length=128)
     private_egress: bool = field(
-        False, description="Allow private, link-local and metadata addresses in allow lists.", change="none")
+        False, description="Allow private, link-local and metadata addresses in allow lists.", change="none",
+        access=NEVER)
     suppressions: list[Suppression] = field([], description="Accepted findings, each with a reason.",
-                                            change="none", max_length=256)
+                                            change="none",
+                                            access=NEVER, max_length=256)
     severity: dict[RuleId, Severity] = field(  # type: ignore[valid-type]
         {}, description="Per-rule severity overrides, 'error' or 'warning', e.g. {SBX-NET-004: error}. A stack "
         "cannot turn a rule off ('off' is refused): accept a finding with a suppression, which names a reason, is "
         "counted in the summary and is ignored with `--no-suppressions`. Only an organisation policy file's "
-        "`config.severity` may set 'off'.", change="none")
+        "`config.severity` may set 'off'.", change="none",
+        access=NEVER)

@@ -6,7 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import StringConstraints
 
-from sandstack.spec.changes import PROVIDER, Effect
+from sandstack.spec.access import AS_FIELDS, AS_RESOLVED, NEVER, loosens
+from sandstack.spec.changes import PROVIDER, RUNTIME_HOST, URL_PORTS, Effect
 from sandstack.spec.models.base import Name, StrictModel, field
 from sandstack.spec.models.hosts import Host
 from sandstack.spec.models.limits import Limits
@@ -29,50 +30,62 @@ class Pool(StrictModel):
                     "set differently (its network, the guard's rules and limits, the gateway, the logging resolver, "
                     "the ingress's sites, the runtime's configuration).",
         change=TEMPLATE_SWITCH,
+        access=AS_RESOLVED,
     )
     hosts: list[Name] = field(
         description="Names of hosts in `hosts`; the pool runs `replicas` sandboxes on each. A host added gets "
                     "the pool's objects (and its own, if new); a host removed loses them; the others keep theirs.",
-        change=PLACEMENT, min_length=1, max_length=64,
+        change=PLACEMENT,
+        access=NEVER, min_length=1, max_length=64,
     )
     replicas: int = field(
         1, description="Sandboxes per host. Default 1; 0 keeps the pool declared but empty. The guard holds each "
                     "sandbox's pids limit, so it is renewed; so are the ingress (url ports: a site per sandbox) and "
                     "the runtime service (its configuration lists each pool's sandboxes).",
         change=Effect(sandboxes="scale", host=frozenset({"guard"}), when=(
-            ("url ports", Effect(sandboxes="scale", host=frozenset({"guard", "ingress"}))),
-            ("a host with a runtime", Effect(sandboxes="scale", host=frozenset({"guard", "runtime"}))))),
+            (URL_PORTS, Effect(sandboxes="scale", host=frozenset({"guard", "ingress"}))),
+            (RUNTIME_HOST, Effect(sandboxes="scale", host=frozenset({"guard", "runtime"}))))),
+        access=NEVER,
         ge=0, le=250,
     )
     description: Annotated[str, StringConstraints(max_length=500)] = field("", description="What it is for.",
-                                                                          change="none")
+                                                                          change="none",
+                                                                          access=NEVER)
 
 
 class Stack(StrictModel):
     """A sandstack spec: the hosts, templates and pools of one Pulumi stack."""
 
-    version: Literal[1] = field(description="Spec format version; always 1 for now.", change="none")
+    version: Literal[1] = field(description="Spec format version; always 1 for now.", change="none",
+                                access=NEVER)
     description: Annotated[str, StringConstraints(max_length=500)] = field("", description="What the stack is for.",
-                                                                          change="none")
+                                                                          change="none",
+                                                                          access=NEVER)
     # A host added or removed: all its objects are created or deleted with its provider.
     hosts: dict[Name, Host] = field(
-        description="Docker hosts by name. At least one.", change=PROVIDER, min_length=1, max_length=64
+        description="Docker hosts by name. At least one.", change=PROVIDER,
+        access=NEVER, min_length=1, max_length=64
     )
     profiles: dict[Name, Limits] = field(
         {}, description="Named limit sets that templates refer to, e.g. `small`, `large`.", change="replace",
+        access=AS_RESOLVED,
         max_length=64,
     )
     defaults: TemplateDefaults = field(
-        TemplateDefaults(), description="Settings every template gets unless it sets its own.", change="replace"
+        TemplateDefaults(), description="Settings every template gets unless it sets its own.", change="replace",
+        access=AS_FIELDS
     )
     templates: dict[Name, Template] = field(
-        description="Sandbox templates by name. At least one.", change="rebuild", min_length=1, max_length=128
+        description="Sandbox templates by name. At least one.", change="rebuild",
+        access=AS_RESOLVED, min_length=1, max_length=128
     )
     pools: dict[Name, Pool] = field(
         {}, description="Warm pools: templates placed on hosts with a replica count.", change="replace",
+        access=loosens("pool", "a pool added", None, {"template": "agent", "hosts": ["local"]}),
         max_length=256,
     )
     policy: Policy = field(
         Policy(), description="What `sandstack check` holds this stack to, and its reasoned exceptions.",
         change="none",
+        access=NEVER,
     )

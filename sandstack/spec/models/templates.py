@@ -7,7 +7,9 @@ from typing import Annotated, Literal
 
 from pydantic import StringConstraints, WithJsonSchema
 
-from sandstack.spec.changes import IN_PLACE_AND_GUARD, NONE, RELOAD, REPLACE_AND_GUARD, RESEED, Effect
+from sandstack.spec.access import AS_FIELDS, AS_RESOLVED, NEVER, loosens
+from sandstack.spec.changes import (DISK_WORKSPACE, IN_PLACE_AND_GUARD, NO_IDLE_TIMEOUT, NONE, NOTHING_INHERITED_CHANGES, RELOAD,
+                                     REPLACE_AND_GUARD, RESEED, Effect)
 from sandstack.spec.contract import SECRETS_DIR
 from sandstack.spec.models.base import (
     AbsPath,
@@ -24,6 +26,7 @@ from sandstack.spec.models.base import (
 )
 from sandstack.spec.models.limits import Lifecycle, LimitsOverride
 from sandstack.spec.models.network import NETWORK_BLOCK, NETWORK_ROLES, PORTS, NetworkPolicy, Port
+from sandstack.spec.units import MIB
 
 CAPABILITIES = (
     "AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "BLOCK_SUSPEND", "BPF", "CHECKPOINT_RESTORE", "CHOWN",
@@ -58,9 +61,12 @@ Command = Annotated[list[Annotated[str, StringConstraints(max_length=4096)]], Wi
 
 
 class SnapshotFile(StrictModel):
-    source: RelativePath = field(description="File next to the stack file to copy into the image.", change="rebuild")
-    path: AbsPath = field(description="Where the file goes in the image.", change="rebuild")
-    mode: FileMode = field("0644", description="Permissions of the copied file. Default '0644'.", change="rebuild")
+    source: RelativePath = field(description="File next to the stack file to copy into the image.", change="rebuild",
+                                 access=NEVER)
+    path: AbsPath = field(description="Where the file goes in the image.", change="rebuild",
+                          access=NEVER)
+    mode: FileMode = field("0644", description="Permissions of the copied file. Default '0644'.", change="rebuild",
+                           access=NEVER)
 
 
 class Snapshot(StrictModel):
@@ -73,6 +79,7 @@ class Snapshot(StrictModel):
             "are setup steps or files. Part of the image tag."
         ),
         change="rebuild",
+        access=NEVER,
     )
     setup: list[Annotated[str, StringConstraints(min_length=1, max_length=8192)]] = field(
         [],
@@ -80,14 +87,17 @@ class Snapshot(StrictModel):
             "Shell commands run once at build time, as root, in order (each a `RUN /bin/sh -c`). Never run "
             "at sandbox start. Any change rebuilds the image."
         ),
-        change="rebuild", max_length=128,
+        change="rebuild",
+        access=NEVER, max_length=128,
     )
     files: list[SnapshotFile] = field([], description="Files copied into the image before the setup steps.",
-                                      change="rebuild", max_length=256)
+                                      change="rebuild",
+                                      access=NEVER, max_length=256)
     push_to: ImageRef | None = field(
         None,
         description="Registry repository to push the snapshot image to. Default: no push; the image is built on each host.",
         change="rebuild",
+        access=NEVER,
     )
 
 
@@ -95,13 +105,13 @@ class Snapshot(StrictModel):
 # (its healthcheck, its tmpfs mounts): a change must replace the sandboxes (sandstack.plan.changes).
 PROBE = Effect(sandboxes="replace", forces=("healthcheck",))
 PROBE_AND_GUARD = Effect(sandboxes="replace", host=frozenset({"guard"}), forces=("healthcheck",),
-                         when=(("no idle_timeout", PROBE),))
+                         when=((NO_IDLE_TIMEOUT, PROBE),))
 TMPFS = Effect(sandboxes="replace", forces=("tmpfs",))
 # A disk workspace is a volume named after its size, kind and seeding (sandstack.plan.workspace), so a change
 # of them makes a new one (the guard makes its filesystem) and the sandboxes are replaced onto it.
 NEW_WORKSPACE = Effect(sandboxes="replace", workspaces=True, host=frozenset({"guard"}), forces=("tmpfs",))
-WRITABLE = Effect(sandboxes="replace", forces=("tmpfs",), when=(("a disk workspace", NEW_WORKSPACE),))
-MIN_DISK_WORKSPACE = 16 * 1024**2  # ext4's journal and metadata leave a smaller filesystem almost nothing
+WRITABLE = Effect(sandboxes="replace", forces=("tmpfs",), when=((DISK_WORKSPACE, NEW_WORKSPACE),))
+MIN_DISK_WORKSPACE = 16 * MIB  # ext4's journal and metadata leave a smaller filesystem almost nothing
 
 
 class DataMount(StrictModel):
@@ -109,35 +119,46 @@ class DataMount(StrictModel):
     `pulumi up` without rebuilding the snapshot image, never writable by the sandbox."""
 
     source: RelativePath = field(description="A file or folder next to the stack file; a folder is copied whole.",
-                                 change=RELOAD)
+                                 change=RELOAD,
+                                 access=NEVER)
     path: AbsPath = field(description="Where it appears in the sandbox, read-only, e.g. '/opt/skills'.",
-                          change="replace")
+                          change="replace",
+                          access=NEVER)
 
 
 class SecretFile(StrictModel):
     """A secret delivered as a file: owned by the sandbox user, mode 0400, on a read-only mount."""
 
-    secret: ConfigKey = field(description="Pulumi secret config key holding the file's content.", change=RESEED)
+    secret: ConfigKey = field(description="Pulumi secret config key holding the file's content.", change=RESEED,
+                              access=loosens("secrets", "re-pointed to another secret", "apiToken", "apiToken2"))
     path: AbsPath = field(description=f"Path of the file inside the sandbox, under {SECRETS_DIR}/, e.g. "
-                                      f"'{SECRETS_DIR}/token'.", change=RESEED)
+                                      f"'{SECRETS_DIR}/token'.", change=RESEED,
+                                      access=loosens("secrets", "moved: the secret is added at its new path",
+                                                     f"{SECRETS_DIR}/api", f"{SECRETS_DIR}/api2"))
 
 
 class Readiness(StrictModel):
     """A command Docker runs inside the sandbox to tell when it is ready (its health check)."""
 
-    command: Command = field(description="Command and arguments (exec form); exit 0 means ready.", change=PROBE)
+    command: Command = field(description="Command and arguments (exec form); exit 0 means ready.", change=PROBE,
+                             access=NEVER)
     interval: Duration = field("10s", description="Time between checks. Default '10s'. With an `idle_timeout` it also sets the "
-                               "guard's CPU allowance for probes, so a change renews the guard.", change=PROBE_AND_GUARD)
-    timeout: Duration = field("5s", description="Time one check may take. Default '5s'.", change=PROBE)
+                               "guard's CPU allowance for probes, so a change renews the guard.", change=PROBE_AND_GUARD,
+                               access=NEVER)
+    timeout: Duration = field("5s", description="Time one check may take. Default '5s'.", change=PROBE,
+                              access=NEVER)
     retries: int = field(3, description="Consecutive failures before unhealthy. Default 3.", change=PROBE,
+                         access=NEVER,
                          ge=1, le=100)
-    start_period: Duration = field("0s", description="Grace time after start. Default '0s'.", change=PROBE)
+    start_period: Duration = field("0s", description="Grace time after start. Default '0s'.", change=PROBE,
+                                   access=NEVER)
 
 
 class WritablePath(StrictModel):
     path: AbsPath = field(
         description="A writable directory on the otherwise read-only root. Moving a disk workspace keeps its data.",
-        change=TMPFS)
+        change=TMPFS,
+        access=NEVER)
     type: Literal["tmpfs", "disk"] = field(
         "tmpfs",
         description=(
@@ -147,10 +168,12 @@ class WritablePath(StrictModel):
             "restarts and pauses; the host must declare `disk_workspaces` (docs/design/workspaces.md)."
         ),
         change=Effect(sandboxes="replace", workspaces=True, host=frozenset({"guard"}), forces=("tmpfs",)),
+        access=NEVER,
     )
     size: Size = field("64MiB", description="Upper bound of what can be written there. Default 64MiB. A disk "
                        "workspace is at least 16MiB, in whole MiB; a new size makes a new, empty workspace.",
-                       change=WRITABLE)
+                       change=WRITABLE,
+                       access=NEVER)
     seed: bool = field(
         False,
         description=(
@@ -161,6 +184,7 @@ class WritablePath(StrictModel):
             "makes a new workspace."
         ),
         change=Effect(sandboxes="replace", workspaces=True, host=frozenset({"guard"})),
+        access=NEVER,
     )
     exec: bool = field(
         False,
@@ -169,17 +193,20 @@ class WritablePath(StrictModel):
             "writes or downloads there cannot be executed (an interpreter can still read a script from it)."
         ),
         change=WRITABLE,
+        access=loosens("filesystem", "turned on: programs written there can run", False, True),
     )
 
 
 class Filesystem(StrictModel):
     read_only_root: bool | None = field(
-        None, description="Mount the root filesystem read-only. Default true.", change="replace"
+        None, description="Mount the root filesystem read-only. Default true.", change="replace",
+        access=loosens("privileges", "turned off: the root filesystem writable", True, False)
     )
     writable: list[WritablePath] | None = field(
         None,
         description="Writable paths, each a size-bounded tmpfs emptied at every start or a persistent disk workspace. Default: '/tmp' of 64MiB (a quarter of a smaller memory limit).",
-        change=WRITABLE, max_length=32,
+        change=WRITABLE,
+        access=AS_FIELDS, max_length=32,
     )
     shm_size: Size | None = field(
         None,
@@ -190,6 +217,7 @@ class Filesystem(StrictModel):
             "need more (or their own flag to avoid it, e.g. '--disable-dev-shm-usage')."
         ),
         change="replace",
+        access=NEVER,
     )
 
 
@@ -203,12 +231,15 @@ class Security(StrictModel):
             "effective only for uid 0, so a template that adds any must run as user '0:0' (or privileged)."
         ),
         change="replace",
+        access=loosens("privileges", "a capability added", [], ["NET_BIND_SERVICE"]),
     )
     privileged: bool | None = field(
-        None, description="Run privileged (all devices, no confinement). Default false; avoid.", change="replace"
+        None, description="Run privileged (all devices, no confinement). Default false; avoid.", change="replace",
+        access=loosens("privileges", "turned on", False, True)
     )
     no_new_privileges: bool | None = field(
-        None, description="Forbid gaining privileges through setuid binaries. Default true.", change="replace"
+        None, description="Forbid gaining privileges through setuid binaries. Default true.", change="replace",
+        access=loosens("privileges", "turned off", True, False)
     )
     sudo: bool | None = field(
         None,
@@ -220,6 +251,7 @@ class Security(StrictModel):
             "install sudo. Default false."
         ),
         change="rebuild",
+        access=loosens("privileges", "turned on", False, True),
     )
 
 
@@ -232,26 +264,31 @@ class SessionPolicy(StrictModel):
 
     workspace: AbsPath | None = field(
         None, description="Root of the session's files, archives and snapshots. Default: the template's `workdir`, "
-        "else its first writable path.", change=RUNTIME)
+        "else its first writable path.", change=RUNTIME,
+        access=NEVER)
     idle: Literal["pause", "stop", "reset", "never"] = field(
         "pause", description="What the runtime does to a bound sandbox idle for `idle_after` (no API call, and its "
         "CPU under the idle threshold, measured from outside): 'pause' (default; the next call resumes it), 'stop' "
         "(the session ends; the sandbox is stopped and its disk workspaces emptied at once, and the next claim "
-        "starts it) or 'reset' (the session ends), or 'never'.", change=RUNTIME)
-    idle_after: Duration = field("15m", description="Idle time before `idle` applies. Default '15m'.", change=RUNTIME)
+        "starts it) or 'reset' (the session ends), or 'never'.", change=RUNTIME,
+        access=NEVER)
+    idle_after: Duration = field("15m", description="Idle time before `idle` applies. Default '15m'.", change=RUNTIME,
+                                 access=NEVER)
     snapshots: int = field(10, description="Workspace snapshots kept per pool and host (the newest). Default 10.",
-                           change=RUNTIME, ge=1, le=1000)
+                           change=RUNTIME,
+                           access=NEVER, ge=1, le=1000)
     snapshot_max_age: Duration = field("7d", description="Snapshots older than this are deleted. Default '7d'.",
-                                       change=RUNTIME)
+                                       change=RUNTIME,
+                                       access=NEVER)
     upload_limit: Size = field("64MiB", description="Largest file a session may upload. Default 64MiB.",
-                               change=RUNTIME)
+                               change=RUNTIME, access=NEVER)
     download_limit: Size = field(
         "1GiB", description="Most a session may take out of its sandbox in one read, archive or snapshot, by apparent "
         "size (a sparse file counts at its full length): past it the runtime stops the transfer and answers 413, "
-        "keeping nothing. Default 1GiB.", change=RUNTIME)
+        "keeping nothing. Default 1GiB.", change=RUNTIME, access=NEVER)
     snapshot_storage: Size = field(
         "8GiB", description="Host disk all of the pool's snapshots may take on each host: a snapshot past it is refused "
-        "(507) until snapshots are deleted. Default 8GiB.", change=RUNTIME)
+        "(507) until snapshots are deleted. Default 8GiB.", change=RUNTIME, access=NEVER)
 
 
 # A pool moved to another template (or a template to another parent): the union of what every template setting
@@ -266,44 +303,58 @@ class TemplateDefaults(StrictModel):
     """Settings applied to every template that does not set them itself (stack-level `defaults`)."""
 
     limits: Name | LimitsOverride | None = field(
-        None, description="Limits: a profile name, or fields with an optional `profile`.", change=REPLACE_AND_GUARD
+        None, description="Limits: a profile name, or fields with an optional `profile`.", change=REPLACE_AND_GUARD,
+        access=AS_RESOLVED
     )
     network: NetworkPolicy | None = field(
-        None, description="Network policy; a template's own `network` replaces it whole.", change=NETWORK_BLOCK
+        None, description="Network policy; a template's own `network` replaces it whole.", change=NETWORK_BLOCK,
+        access=AS_FIELDS
     )
     runtime: Literal["runc", "runsc"] | None = field(
         None, description="Isolation runtime: 'runc' (default) or 'runsc' (gVisor, must be installed on the host).",
         change="replace",
+        access=loosens("privileges", "to 'runc' (no gVisor kernel between the sandbox and the host)",
+                       "runsc", "runc"),
     )
     lifecycle: Lifecycle | None = field(None, description="Lifetime limits, merged field by field.",
-                                        change=IN_PLACE_AND_GUARD)
+                                        change=IN_PLACE_AND_GUARD,
+                                        access=AS_FIELDS)
     filesystem: Filesystem | None = field(None, description="Root and writable paths, merged field by field.",
-                                          change=WRITABLE)
-    security: Security | None = field(None, description="Loosenings, merged field by field.", change="replace")
+                                          change=WRITABLE,
+                                          access=AS_FIELDS)
+    security: Security | None = field(None, description="Loosenings, merged field by field.", change="replace",
+                                      access=AS_FIELDS)
     env: dict[EnvName, Annotated[str, StringConstraints(max_length=32768)] | SecretRef] = field(
-        {}, description="Environment merged under each template's own `env`.", change="replace"
+        {}, description="Environment merged under each template's own `env`.", change="replace",
+        access=loosens("secrets", "a secret added to the environment", {}, {"TOKEN": {"secret": "apiToken"}})
     )
     user: User | None = field(
         None, description="User the sandbox runs as. Default '10001:10001'. Secret files are re-seeded for it.",
         change=Effect(sandboxes="replace", secrets=True),
+        access=loosens("privileges", "to root (uid 0)", "10001:10001", "0:0"),
     )
-    workdir: AbsPath | None = field(None, description="Working directory. Default: the image's.", change="replace")
+    workdir: AbsPath | None = field(None, description="Working directory. Default: the image's.", change="replace",
+                                    access=NEVER)
     base_image: ImageRef | None = field(
         None, description="Image the snapshot starts from; pin with '@sha256:…' for reproducible builds. A template "
-                          "without one takes its `extends`' or the defaults'.", change="rebuild")
+                          "without one takes its `extends`' or the defaults'.", change="rebuild",
+                          access=NEVER)
     snapshot: Snapshot | None = field(
         None, description="Build steps baked into the snapshot image; a template's own replaces the inherited one "
-                          "whole.", change="rebuild")
+                          "whole.", change="rebuild",
+                          access=NEVER)
     session: SessionPolicy | None = field(
         None, description="The runtime's session policy; a template's own replaces the inherited one whole.",
-        change=RUNTIME)
+        change=RUNTIME,
+        access=NEVER)
 
 
 class Template(TemplateDefaults):
     """A kind of sandbox: its snapshot image, resources, network policy, ports and runtime settings."""
 
     description: Annotated[str, StringConstraints(max_length=500)] = field("", description="What it is for.",
-                                                                          change="none")
+                                                                          change="none",
+                                                                          access=NEVER)
     extends: Name | None = field(
         None,
         description=(
@@ -312,16 +363,25 @@ class Template(TemplateDefaults):
             "`defaults`. Templates with the same snapshot content build one image per host."
         ),
         # Whatever the inherited settings do, as a pool's template switch.
-        change=dataclasses.replace(TEMPLATE_SWITCH, when=(("nothing inherited changes", NONE),)),
+        change=dataclasses.replace(TEMPLATE_SWITCH, when=((NOTHING_INHERITED_CHANGES, NONE),)),
+        access=AS_RESOLVED,
     )
     data: list[DataMount] = field(
         [], description="Read-only data mounted from files next to the stack (at most 64MiB in all per template).",
-        change=Effect(sandboxes="replace", data=True), max_length=16)
+        change=Effect(sandboxes="replace", data=True),
+        access=NEVER, max_length=16)
     secrets: list[SecretFile] = field([], description="Secrets delivered as files.", change=RESEED,
+                                      access=loosens("secrets", "a secret file added",
+                                                     [], [{"secret": "apiToken", "path": f"{SECRETS_DIR}/api"}]),
                                       max_length=64)
-    entrypoint: Command | None = field(None, description="Entrypoint override (exec form).", change="replace")
-    command: Command | None = field(None, description="Command (exec form). Default: the image's.", change="replace")
-    readiness: Readiness | None = field(None, description="Readiness probe. Default: none.", change=PROBE_AND_GUARD)
+    entrypoint: Command | None = field(None, description="Entrypoint override (exec form).", change="replace",
+                                       access=NEVER)
+    command: Command | None = field(None, description="Command (exec form). Default: the image's.", change="replace",
+                                    access=NEVER)
+    readiness: Readiness | None = field(None, description="Readiness probe. Default: none.", change=PROBE_AND_GUARD,
+                                        access=NEVER)
     ports: list[Port] = field([], description="Ports the sandbox listens on, and their exposure.",
                               change=PORTS,
+                              access=loosens("ports", "a port added with an exposure",
+                                             [], [{"port": 8000, "exposure": "host"}]),
                               max_length=64)

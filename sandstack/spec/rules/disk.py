@@ -1,5 +1,5 @@
 """Rules for disk workspaces (`filesystem.writable[].type: disk`): sizes the guard can make and a host that
-can hold them. Registered in `sandstack.spec.rules`' table, which imports this module."""
+can hold them."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from typing import Iterator
 from sandstack.spec.errors import Diagnostic
 from sandstack.spec.models.templates import MIN_DISK_WORKSPACE
 from sandstack.spec.resolve import effective_writable
-from sandstack.spec.rules import MIB, Context, _placements, _templates, rule
-from sandstack.spec.units import format_size
+from sandstack.spec.rules.context import Context, placements, rule, templates
+from sandstack.spec.units import MIB, format_size
 
 
 @rule("disk-workspace")
 def disk_workspace_sizes(ctx: Context) -> Iterator[Diagnostic]:
     """A disk workspace is an ext4 filesystem of exactly its size, named after it in whole MiB."""
-    owners = [(("defaults",), ctx.stack.defaults.filesystem)] + [(p, t.filesystem) for p, t in _templates(ctx)]
+    owners = [(("defaults",), ctx.stack.defaults.filesystem)] + [(p, t.filesystem) for p, t in templates(ctx)]
     for path, fs in owners:
         for i, w in enumerate((fs.writable or []) if fs else []):
             where = path + ("filesystem", "writable", i)
@@ -37,7 +37,7 @@ def disk_workspaces_fit_their_host(ctx: Context) -> Iterator[Diagnostic]:
     """Only a host that declares `disk_workspaces` can enforce their sizes, and they must fit what it sets aside
     (their files are made at full size, so what the rule admits the host can really give)."""
     need: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
-    for pool, template_name, host, replicas in _placements(ctx):
+    for pool, template_name, host, replicas in placements(ctx):
         disk = [w for w in effective_writable(ctx.stack, ctx.stack.templates[template_name]) if w.type == "disk"]
         if not disk:
             continue
@@ -56,3 +56,7 @@ def disk_workspaces_fit_their_host(ctx: Context) -> Iterator[Diagnostic]:
             yield ctx.error(("hosts", host, "disk_workspaces"), f"disk workspaces on host {host!r} add up to "
                             f"{format_size(total)} ({parts}), more than its `disk_workspaces` "
                             f"{format_size(capacity)}", "disk-workspace-host")
+
+
+# This module's rules, in the order they run (the registry, sandstack.spec.rules.RULES, lists each module).
+RULES = (disk_workspace_sizes, disk_workspaces_fit_their_host,)

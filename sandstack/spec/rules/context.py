@@ -1,0 +1,65 @@
+"""What every rule reads (`Context`), how it is marked (`@rule`), and the walks several rules share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from sandstack.spec.errors import Diagnostic, JsonPath
+from sandstack.spec.loader import Document
+from sandstack.spec.models import NetworkPolicy, Stack, Template
+
+
+@dataclass
+class Context:
+    doc: Document
+    stack: Stack
+    source: Path
+
+    def error(self, path: JsonPath, message: str, rule: str, *, key: bool = False) -> Diagnostic:
+        return self.doc.diagnostic(path, message, rule, key=key)
+
+
+Rule = Callable[[Context], Iterator[Diagnostic]]
+
+
+def rule(rule_id: str) -> Callable[[Rule], Rule]:
+    """Names a rule with its stable id; the registry (sandstack.spec.rules.RULES) lists it by its module."""
+    def mark(fn: Rule) -> Rule:
+        fn.rule_id = rule_id  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+def templates(ctx: Context) -> Iterator[tuple[JsonPath, Template]]:
+    for name, template in ctx.stack.templates.items():
+        yield ("templates", name), template
+
+
+def placements(ctx: Context) -> Iterator[tuple[str, str, str, int]]:
+    """(pool, template, host, replicas) for every pool whose references exist."""
+    for pool_name, pool in ctx.stack.pools.items():
+        if pool.template not in ctx.stack.templates:
+            continue
+        for host in dict.fromkeys(pool.hosts):
+            if host in ctx.stack.hosts:
+                yield pool_name, pool.template, host, pool.replicas
+
+
+def policies(ctx: Context) -> Iterator[tuple[JsonPath, NetworkPolicy]]:
+    """Every network policy written in the file: the defaults' and each template's own."""
+    if ctx.stack.defaults.network is not None:
+        yield ("defaults", "network"), ctx.stack.defaults.network
+    for path, template in templates(ctx):
+        if template.network is not None:
+            yield path + ("network",), template.network
+
+
+def written(ctx: Context, path: JsonPath) -> object:
+    """The value at `path` as the file wrote it ('2GB'), before the models turned it into bytes."""
+    node = ctx.doc.data
+    for part in path:
+        node = node.get(part) if isinstance(node, dict) else None
+    return node

@@ -1,0 +1,109 @@
+"""Egress policies: entry grammar, fields that fit the mode, allow entries the metadata block would make dead."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Iterator
+
+from sandstack.spec.egress import METADATA_RANGES, EgressEntryError, parse_entry
+from sandstack.spec.errors import Diagnostic, JsonPath
+from sandstack.spec.models import NetworkPolicy
+from sandstack.spec.resolve import decode_egress
+from sandstack.spec.rules.context import Context, policies, rule
+
+
+@rule("egress-entry")
+def egress_entries_well_formed(ctx: Context) -> Iterator[Diagnostic]:
+    for path, policy in policies(ctx):
+        for kind in ("allow", "deny"):
+            for i, entry in enumerate(getattr(policy, kind)):
+                try:
+                    parse_entry(entry)
+                except EgressEntryError as exc:
+                    yield ctx.error(path + (kind, i), str(exc), "egress-entry")
+
+
+@rule("egress-mode")
+def egress_fields_fit_mode(ctx: Context) -> Iterator[Diagnostic]:
+    for path, policy in policies(ctx):
+        mode = policy.egress
+        outbound, _ = decode_egress(mode, policy.log, policy.protocols)
+        if policy.allow and mode != "allow-list":
+            yield ctx.error(path + ("allow",), f"`allow` entries need `egress: allow-list`; this policy is {mode!r}",
+                            "egress-mode", key=True)
+        if mode == "allow-list" and not policy.allow:
+            yield ctx.error(path + ("egress",), "'allow-list' with no `allow` entries allows nothing: list the "
+                            "destinations, or use 'deny-all'", "egress-mode")
+        if policy.deny and mode == "deny-all":
+            yield ctx.error(path + ("deny",), "`deny` entries narrow what is allowed, but nothing is allowed in "
+                            "'deny-all'", "egress-mode", key=True)
+        if outbound == "direct":
+            yield from _direct_deny_entries(ctx, path, policy)
+        if mode == "allow-list" and policy.log is False:
+            yield ctx.error(path + ("log",), "'allow-list' egress always goes through the gateway, which logs every "
+                            "request: remove `log: false` (only 'allow-all' has an unlogged, direct mode)",
+                            "egress-mode", key=True)
+        if mode == "deny-all" and policy.log:
+            yield ctx.error(path + ("log",), "'deny-all' has no egress to log: remove `log`", "egress-mode", key=True)
+        if policy.protocols is not None and (mode != "allow-all" or policy.log is False):
+            yield ctx.error(path + ("protocols",), "`protocols` chooses how logged 'allow-all' egress leaves (through "
+                            f"the gateway, or direct with every connection logged); this policy is {mode!r}"
+                            + (" with `log: false`" if policy.log is False else "") + ": remove `protocols`",
+                            "egress-mode", key=True)
+        if "connections" in policy.model_fields_set and outbound != "direct":
+            route = "leaves through the gateway, which bounds its connections" if outbound == "gateway" else "has none"
+            yield ctx.error(path + ("connections",), "`connections` bounds a direct route (unlogged 'allow-all' or "
+                            f"`protocols: any`); this policy's egress {route}: remove `connections`",
+                            "egress-mode", key=True)
+        if mode == "deny-all" and policy.allow_metadata:
+            yield ctx.error(path + ("allow_metadata",), "'deny-all' reaches no address, link-local or other: remove "
+                            "`allow_metadata`, or pick 'allow-list' or 'allow-all'", "egress-mode", key=True)
+
+
+def _direct_deny_entries(ctx: Context, path: JsonPath, policy: NetworkPolicy) -> Iterator[Diagnostic]:
+    """Unlogged 'allow-all' has no gateway: the host guard's firewall enforces `deny`, and a firewall sees
+    addresses, never the names a connection was made for."""
+    for i, entry in enumerate(policy.deny):
+        try:
+            kind = parse_entry(entry).kind
+        except EgressEntryError:
+            continue  # reported by egress-entry
+        if kind != "cidr":
+            yield ctx.error(path + ("deny", i), f"{entry!r}: a domain deny needs the gateway to see names; with "
+                            "`log: false` or `protocols: any` the sandbox connects directly, so only addresses and CIDRs can be denied, "
+                            "optionally with a port (e.g. '203.0.113.7', '10.0.0.0/8:443'); or send egress through "
+                            "the gateway (`log: true` with `protocols: http`)", "egress-mode")
+
+
+@rule("egress-metadata")
+def allow_entries_outside_metadata(ctx: Context) -> Iterator[Diagnostic]:
+    """An allow entry wholly inside METADATA_RANGES allows nothing while `allow_metadata` is false: the gateway
+    and the guard refuse those addresses first. Say so here rather than leave a silently dead entry."""
+    for path, policy in policies(ctx):
+        if policy.allow_metadata:
+            continue
+        for i, entry in enumerate(policy.allow):
+            blocked = _metadata_range(entry)
+            if blocked is not None:
+                yield ctx.error(path + ("allow", i), f"{entry!r} is inside {blocked}, which every mode refuses "
+                                "(cloud metadata and link-local addresses) unless `allow_metadata: true`: set it, "
+                                "a reviewable loosening, or remove the entry", "egress-metadata")
+
+
+def _metadata_range(entry: str) -> str | None:
+    try:
+        parsed = parse_entry(entry)
+    except EgressEntryError:
+        return None  # reported by egress-entry
+    if parsed.kind != "cidr":
+        return None
+    network = ipaddress.ip_network(parsed.value)
+    for blocked in METADATA_RANGES:
+        candidate = ipaddress.ip_network(blocked)
+        if network.version == candidate.version and network.subnet_of(candidate):  # type: ignore[arg-type]
+            return blocked
+    return None
+
+
+# This module's rules, in the order they run (the registry, sandstack.spec.rules.RULES, lists each module).
+RULES = (egress_entries_well_formed, egress_fields_fit_mode, allow_entries_outside_metadata,)

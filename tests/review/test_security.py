@@ -1,0 +1,184 @@
+"""The security summary is complete by construction: every spec field declares whether and when a change loosens
+access (sandstack.spec.access), and each declared loosening, applied at every path the field has, is named."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from sandstack.review.security import Finding, compare
+from sandstack.spec import load_data
+from sandstack.spec.access import AREAS, Access
+from sandstack.spec.models import Stack
+from sandstack.spec.models.base import access_of
+from sandstack.spec.walk import model_fields
+from testbed.specs import host, spec
+
+FIELDS = model_fields(Stack)
+LOOSENING = {path: access_of(info) for path, info in FIELDS.items() if access_of(info).kind == "loosens"}
+
+# `agent` takes profile `small` and sets its own network, writable paths, ports and secrets; `plain` sets nothing,
+# so the defaults reach it.
+BASE = spec(
+    {
+        "agent": {
+            "base_image": "python:3.12-slim",
+            "limits": {"profile": "small"},
+            "network": {"egress": "allow-list", "allow": ["api.github.com"], "deny": ["gist.github.com"]},
+            "filesystem": {"writable": [{"path": "/tmp", "size": "64MiB"}]},
+            "ports": [{"port": 8000}],
+            "secrets": [{"secret": "apiToken", "path": "/run/secrets/api"}],
+            "env": {"TOKEN": {"secret": "apiToken"}},
+        },
+        "plain": {"base_image": "busybox:1.36", "command": ["sleep", "infinity"]},
+    },
+    hosts={"local": host(storage_quota=True)},
+    profiles={"small": {"cpus": 1}},
+)
+
+
+def _set(data: dict, path: str, value: Any) -> None:
+    """Sets a concrete dotted path ('templates.agent.ports.0.port'); None removes the key."""
+    node: Any = data
+    *parents, last = path.split(".")
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+    if isinstance(node, list):
+        node[int(last)] = value
+    elif value is None:
+        node.pop(last, None)
+    else:
+        node[last] = value
+
+
+def _gpus(data: dict) -> None:
+    data["hosts"]["local"]["capacity"]["gpus"] = [{"type": "nvidia-l4", "count": 8}]
+
+
+RUNTIME = {"exposure": "host", "token": {"secret": "runtimeToken"}}
+EGRESS = ("network.egress", "network.allow", "network.deny", "network.log", "network.protocols",
+          "network.allow_metadata")
+
+
+def _prepare(data: dict, layer: str, field: str) -> None:
+    """What the loosening of `field` (as a template would set it) under `layer` ('templates.agent', 'defaults',
+    'profiles.small') needs around it, so that both sides validate and the value reaches a pool."""
+    if field in EGRESS and layer == "defaults":
+        _set(data, "defaults.network", {"egress": "allow-list", "allow": ["api.github.com"],
+                                        "deny": ["gist.github.com"]})
+    if field == "network.egress":
+        _set(data, f"{layer}.network", {"egress": "deny-all"})
+    if field in ("network.log", "network.protocols"):
+        _set(data, f"{layer}.network", {"egress": "allow-all", "log": True})
+    if field.startswith("network.connections."):  # bounds a direct route only (rule egress-mode)
+        _set(data, f"{layer}.network", {"egress": "allow-all", "log": False})
+    if field == "network.allow_metadata":
+        _set(data, f"{layer}.network", {"egress": "allow-all"})
+    if field.startswith("limits.gpus"):
+        _gpus(data)
+    if field == "limits.gpus.count":
+        _set(data, f"{layer}.{'gpus' if layer.startswith('profiles') else 'limits.gpus'}", {"count": 1})
+    if field == "security.capabilities":
+        _set(data, f"{layer}.user", "0:0")  # Docker gives added capabilities to uid 0 only (rule capabilities-user)
+    if field in ("env", "secrets", "ports") and layer == "templates.agent":
+        _set(data, f"templates.agent.{field}", None)
+    if field in ("ports.0.port", "ports.0.protocol"):
+        _set(data, "templates.agent.ports.0.exposure", "host")
+    if field == "filesystem.writable.0.exec" and layer == "defaults":
+        _set(data, "defaults.filesystem", {"writable": [{"path": "/tmp", "size": "64MiB"}]})
+    if field == "hosts.local.runtime.exposure":
+        _set(data, "hosts.local.runtime", dict(RUNTIME))
+    if field == "hosts.local.ingress.exposure":
+        _set(data, "hosts.local.ingress", {"domain": "sbx.example.com", "exposure": "host"})
+        _set(data, "templates.agent.ports", [{"port": 8000, "exposure": "url"}])
+
+
+def _where(path: str) -> tuple[str, str, str]:
+    """(concrete path, layer, field as a template would set it) of a model path: each map at the entry the base
+    gives it, each list at its first item."""
+    concrete = path.replace("[]", ".0").replace("env.*.", "env.TOKEN.").replace("hosts.*.", "hosts.local.")
+    if concrete == "pools":
+        return "pools.extra", "", "pools"
+    for model, layer, prefix in (("templates.*.", "templates.agent", ""), ("profiles.*.", "profiles.small", "limits."),
+                                 ("defaults.", "defaults", "")):
+        if concrete.startswith(model):
+            rest = concrete[len(model):]
+            return f"{layer}.{rest}", layer, prefix + rest
+    return concrete, "", concrete
+
+
+def _edit(path: str, access: Access) -> tuple[dict, dict]:
+    """The base stack with the declared loosening's value before, and after."""
+    concrete, layer, field = _where(path)
+    before = copy.deepcopy(BASE)
+    _prepare(before, layer, field)
+    after = copy.deepcopy(before)
+    _set(before, concrete, copy.deepcopy(access.widen[0]))
+    _set(after, concrete, copy.deepcopy(access.widen[1]))
+    return before, after
+
+
+def _findings(tmp_path, before: dict, after: dict) -> list[Finding]:
+    return compare(load_data(before, tmp_path), load_data(after, tmp_path))
+
+
+def test_every_field_declares_whether_a_change_loosens_access():
+    for path, info in FIELDS.items():
+        access = access_of(info)  # raises for a field declared without `field(..., access=...)`
+        assert isinstance(access, Access), path
+        if access.kind == "loosens":
+            assert access.area in AREAS and access.when and access.widen[0] != access.widen[1], path
+
+
+def test_the_access_table_names_the_loosenings_a_reviewer_must_see():
+    """One declaration per loosening field (the models are shared by defaults, templates and profiles, so their
+    paths are more): among them the three the summary used to miss."""
+    assert len(LOOSENING) == 76
+    assert {"hosts.*.runtime.exposure", "hosts.*.ingress.exposure", "templates.*.filesystem.writable[].exec",
+            "defaults.filesystem.writable[].exec"} <= set(LOOSENING)
+
+
+@pytest.mark.parametrize("path", sorted(LOOSENING))
+def test_each_declared_loosening_is_named_in_the_security_summary(path: str, tmp_path):
+    access = LOOSENING[path]
+    findings = _findings(tmp_path, *_edit(path, access))
+    assert [f for f in findings if f.loosens and f.area == access.area], (path, access.when, findings)
+
+
+def test_the_runtime_api_made_public_is_named_on_each_pool_of_its_host(tmp_path):
+    before = copy.deepcopy(BASE)
+    before["hosts"]["local"]["runtime"] = dict(RUNTIME)
+    after = copy.deepcopy(before)
+    after["hosts"]["local"]["runtime"]["exposure"] = "public"
+    text = ("runtime API of host local made public (was host): its sessions reach this pool's sandboxes from every "
+            "network")
+    assert _findings(tmp_path, before, after) == [Finding("agent", True, "runtime", text),
+                                                  Finding("plain", True, "runtime", text)]
+    assert _findings(tmp_path, after, before) == [Finding(p, False, "runtime", "runtime API of host local public → "
+                                                          "host") for p in ("agent", "plain")]
+
+
+def test_the_ingress_made_public_names_every_url_port_it_serves(tmp_path):
+    before = copy.deepcopy(BASE)
+    before["hosts"]["local"]["ingress"] = {"domain": "sbx.example.com", "exposure": "host"}
+    before["templates"]["agent"]["ports"] = [{"port": 8000, "exposure": "url"}, {"port": 9000, "exposure": "url"}]
+    after = copy.deepcopy(before)
+    after["hosts"]["local"]["ingress"]["exposure"] = "public"
+    assert _findings(tmp_path, before, after) == [
+        Finding("agent", True, "ingress", "url ports 8000, 9000 made public: host local's ingress exposure host → "
+                "public")]
+    assert _findings(tmp_path, after, before) == [
+        Finding("agent", False, "ingress", "url ports 8000, 9000 back on host local's loopback: its ingress "
+                "exposure public → host")]
+
+
+def test_a_writable_path_made_exec_is_named(tmp_path):
+    before = copy.deepcopy(BASE)
+    after = copy.deepcopy(BASE)
+    after["templates"]["agent"]["filesystem"]["writable"][0]["exec"] = True
+    assert _findings(tmp_path, before, after) == [
+        Finding("agent", True, "filesystem", "writable path /tmp made exec: programs written there can run")]
+    assert _findings(tmp_path, after, before) == [
+        Finding("agent", False, "filesystem", "writable path /tmp no longer exec")]
