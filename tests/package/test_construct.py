@@ -16,12 +16,12 @@ from pathlib import Path
 
 import grpc
 import pytest
+import yaml
 from google.protobuf import struct_pb2
-from google.rpc import status_pb2
 from pulumi.runtime import rpc
-from pulumi.runtime.proto import errors_pb2, provider_pb2, provider_pb2_grpc
+from pulumi.runtime.proto import errors_pb2, provider_pb2, provider_pb2_grpc, status_pb2
 
-from sandstack.program import program
+from sandstack.program import build_stack, program
 from sandstack.spec import load_stack
 from testbed.provider.mocks import RecordingMocks, run_program, unwrap
 from testbed.specs import STACKS, secret_keys
@@ -102,6 +102,23 @@ def test_construct_registers_what_the_python_program_registers(served, monkeypat
     # sandboxes, hosts and runtime: what the Python program exports (Pulumi's wire format has no null properties)
     assert state == without_nulls(outputs)
     assert ("runtime" in state) == (stack == "dev")
+
+
+def test_the_yaml_examples_inputs_construct_what_build_stack_builds(served, monkeypatch):
+    eng, stub, program_dir, _ = served
+    folder = REPO / "examples" / "yaml"
+    resource = yaml.safe_load((folder / "Pulumi.yaml").read_text())["resources"][NAME]
+    props = resource["properties"]
+    inputs = {"specYaml": (folder / props["specYaml"]["fn::readFile"]).read_text(),
+              "sourceDir": str((folder / props["sourceDir"]).resolve()), "stack": props["stack"]}
+    monkeypatch.chdir(program_dir)
+    expected = RecordingMocks()
+    run_program(lambda: build_stack(REPO / "examples" / "sandboxes.yaml", name=NAME, stack=props["stack"]), expected,
+                project=PROJECT, stack="dev")
+
+    _, got = construct(stub, eng, "dev", inputs, {})
+    assert registrations(got) == registrations(expected)
+    assert len(got.by_type("docker:index/container:Container")) >= 3  # the example's three sandboxes, and more
 
 
 def without_nulls(value):
