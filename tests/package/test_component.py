@@ -1,0 +1,32 @@
+"""The package's SandboxStack arguments, in-process: the spec is given once, as plain text or a path, and every
+problem is a Pulumi input error naming the input (the gRPC tests show how they reach the engine)."""
+
+from __future__ import annotations
+
+import pulumi
+import pytest
+
+from sandstack.package.component import load_args
+from testbed.specs import STACKS
+
+
+def test_an_output_where_a_plain_spec_belongs_is_an_input_error_naming_the_input():
+    with pytest.raises(pulumi.InputPropertyError) as refused:
+        load_args({"spec_file": str(STACKS / "dev.yaml"), "source_dir": pulumi.Output.from_input("x")})
+    assert (refused.value.property_path, refused.value.reason) == (
+        "sourceDir", "must be a plain string known before deployment (the spec decides which resources exist)")
+
+
+def test_a_missing_spec_file_is_an_input_error_on_spec_file_with_the_validate_line(tmp_path):
+    missing = tmp_path / "nowhere.yaml"
+    with pytest.raises(pulumi.InputPropertiesError) as refused:
+        load_args({"spec_file": str(missing)})
+    assert refused.value.message == "specFile is not a valid sandstack spec"
+    assert refused.value.errors == [{"property_path": "specFile", "reason": f"{missing}:1:1: $: no such file"}]
+
+
+def test_the_spec_file_and_the_spec_text_resolve_alike():
+    path = STACKS / "dev.yaml"
+    from_file = load_args({"spec_file": str(path)})
+    from_text = load_args({"spec_yaml": path.read_text(), "source_dir": str(STACKS)})
+    assert (from_file.templates, from_file.pools) == (from_text.templates, from_text.pools)
