@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Optional, TypedDict
 
 import pulumi
+from pulumi.provider.experimental.util import camel_case
 
 from sandstack.components.sandbox_stack import SandboxStack as StackComponent
 from sandstack.components.sandbox_stack import SandboxStackArgs as StackComponentArgs
@@ -19,11 +20,8 @@ from sandstack.program import host_outputs, runtime_outputs
 from sandstack.spec import SpecError, load_stack, load_text
 from sandstack.spec.resolve import ResolvedStack
 
-SPEC_YAML = "specYaml"  # the inputs' names in the schema (and so in every SDK), which errors name
-SPEC_FILE = "specFile"
-# An input error about no one property: an empty list, not None (with None, Pulumi's provider server fails to build
-# the gRPC status, and the error arrives as an AttributeError about it).
-NO_PROPERTY: list = []
+SPEC_YAML = camel_case("spec_yaml")  # the inputs' names in the schema (and so in every SDK), which errors name
+SPEC_FILE = camel_case("spec_file")
 
 
 # Descriptions: the string under each attribute, which Pulumi's inference puts into the schema as written, so a
@@ -133,7 +131,7 @@ class SandboxStack(StackComponent):
     def __init__(self, name: str, args: SandboxStackArgs, opts: Optional[pulumi.ResourceOptions] = None):
         problem = name_problem(name)
         if problem:
-            raise pulumi.InputPropertiesError(problem, NO_PROPERTY)
+            raise input_error(problem)
         spec = load_args(args)
         super().__init__(name, StackComponentArgs(spec=spec, stack=args.get("stack") or pulumi.get_stack()), opts)
         self.hosts_ = pulumi.Output.from_input(host_outputs(self))
@@ -145,14 +143,13 @@ def load_args(args: SandboxStackArgs) -> ResolvedStack:
     """The resolved spec of `specYaml` or `specFile`; every problem is an input error naming the input."""
     given = [key for key in ("spec_yaml", "spec_file") if args.get(key) is not None]
     if len(given) != 1:
-        raise pulumi.InputPropertiesError(
+        raise input_error(
             f"give exactly one of '{SPEC_YAML}' (the spec's YAML text) and '{SPEC_FILE}' (a spec file's path); "
-            f"got {' and '.join(repr(SPEC_YAML if k == 'spec_yaml' else SPEC_FILE) for k in given) or 'neither'}",
-            NO_PROPERTY)
+            f"got {' and '.join(repr(camel_case(k)) for k in given) or 'neither'}")
     for key in ("spec_yaml", "spec_file", "source_dir", "stack"):
         if key in args and not isinstance(args[key], (str, type(None))):
             # A plain input: an Output here means a value from another resource, unknown before deployment.
-            raise pulumi.InputPropertyError(_schema_name(key), "must be a plain string known before deployment "
+            raise pulumi.InputPropertyError(camel_case(key), "must be a plain string known before deployment "
                                             "(the spec decides which resources exist)")
     try:
         if "spec_yaml" in given:
@@ -171,6 +168,7 @@ def spec_error(prop: str, error: SpecError) -> pulumi.InputPropertiesError:
     return pulumi.InputPropertiesError(f"{prop} is not a valid sandstack spec", errors)
 
 
-def _schema_name(key: str) -> str:
-    head, *rest = key.split("_")
-    return head + "".join(part.title() for part in rest)
+def input_error(message: str) -> pulumi.InputPropertiesError:
+    """An input error about no one input. Its errors are an empty list, not None: with None, Pulumi's provider
+    server fails to build the gRPC status, and the engine gets an AttributeError about that instead."""
+    return pulumi.InputPropertiesError(message, [])
