@@ -7,12 +7,15 @@ import pulumi
 import pytest
 
 from sandstack.package.component import load_args
+from testbed.provider.mocks import RecordingMocks, run_program
 from testbed.specs import STACKS
 
 
 def test_an_output_where_a_plain_spec_belongs_is_an_input_error_naming_the_input():
+    # In a program's run (an Output needs its event loop): the component is built there too.
     with pytest.raises(pulumi.InputPropertyError) as refused:
-        load_args({"spec_file": str(STACKS / "dev.yaml"), "source_dir": pulumi.Output.from_input("x")})
+        run_program(lambda: load_args({"spec_file": str(STACKS / "dev.yaml"),
+                                       "source_dir": pulumi.Output.from_input("x")}), RecordingMocks())
     assert (refused.value.property_path, refused.value.reason) == (
         "sourceDir", "must be a plain string known before deployment (the spec decides which resources exist)")
 
