@@ -45,23 +45,24 @@ def served(tmp_path_factory):
             yield eng, provider_pb2_grpc.ResourceProviderStub(channel), program_dir, plug
 
 
-def construct(stub, eng, stack: str, inputs: dict, secrets: dict[str, str]) -> tuple[provider_pb2.ConstructResponse,
-                                                                                     RecordingMocks]:
+def construct(stub, eng, stack: str, inputs: dict, secrets: dict[str, str],
+              preview: bool = False) -> tuple[provider_pb2.ConstructResponse, RecordingMocks]:
     mocks = eng.record(PROJECT, stack)
     struct = struct_pb2.Struct()
     struct.update(inputs)
     request = provider_pb2.ConstructRequest(
         project=PROJECT, stack=stack, config={f"{PROJECT}:{k}": v for k, v in secrets.items()},
         configSecretKeys=[f"{PROJECT}:{k}" for k in secrets], monitorEndpoint=eng.address, type=TOKEN, name=NAME,
-        parent=stack_urn(stack), inputs=struct)
+        parent=stack_urn(stack), inputs=struct, dryRun=preview)
     return stub.Construct(request, timeout=180), mocks
 
 
-def python_program(spec: Path, stack: str, secrets: dict[str, str]) -> tuple[RecordingMocks, dict]:
+def python_program(spec: Path, stack: str, secrets: dict[str, str],
+                   preview: bool = False) -> tuple[RecordingMocks, dict]:
     """What a Python program (`sandstack.program.program`) registers and exports for the same spec."""
     mocks = RecordingMocks()
     result = run_program(lambda: program(spec, name=NAME), mocks, project=PROJECT, stack=stack,
-                         secret_config=secrets)
+                         secret_config=secrets, preview=preview)
     return mocks, result.outputs
 
 
@@ -102,6 +103,18 @@ def test_construct_registers_what_the_python_program_registers(served, monkeypat
     # sandboxes, hosts and runtime: what the Python program exports (Pulumi's wire format has no null properties)
     assert state == without_nulls(outputs)
     assert ("runtime" in state) == (stack == "dev")
+
+
+def test_a_preview_construct_registers_what_the_python_programs_preview_registers(served, monkeypatch):
+    # `pulumi preview`: the engine constructs with dryRun, and the outputs Docker computes are unknown.
+    eng, stub, program_dir, _ = served
+    spec = STACKS / "dev.yaml"
+    secrets = {key: f"value-of-{key}" for key in secret_keys(load_stack(spec).spec.model_dump())}
+    monkeypatch.chdir(program_dir)
+    expected, _ = python_program(spec, "dev", secrets, preview=True)
+    response, got = construct(stub, eng, "dev", {"specFile": str(spec)}, secrets, preview=True)
+    assert registrations(got) == registrations(expected)
+    assert response.urn.endswith(f"::{NAME}")
 
 
 def test_the_yaml_examples_inputs_construct_what_build_stack_builds(served, monkeypatch):
