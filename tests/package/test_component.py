@@ -33,3 +33,28 @@ def test_the_spec_file_and_the_spec_text_resolve_alike():
     from_file = load_args({"spec_file": str(path)})
     from_text = load_args({"spec_yaml": path.read_text(), "source_dir": str(STACKS)})
     assert (from_file.templates, from_file.pools) == (from_text.templates, from_text.pools)
+
+
+BAD = "version: 1\nhosts: {}\n"
+
+
+def test_the_provider_lets_input_errors_through_where_pulumis_stock_one_wraps_them_for_a_traceback():
+    # Why sandstack's provider subclasses ComponentProvider instead of calling component_provider_host: the stock
+    # provider wraps the input error in ComponentInitError, which its server prints with the Python traceback.
+    from pulumi.provider.experimental.component import ComponentProvider
+    from pulumi.provider.server import ComponentInitError
+
+    from sandstack.package.component import SandboxStack
+    from sandstack.package.provider import SandstackProvider
+
+    with pytest.raises(ComponentInitError) as wrapped:
+        ComponentProvider([SandboxStack], "sandstack").construct("agents", "sandstack:index:SandboxStack",
+                                                                 {"specYaml": BAD})
+    assert isinstance(wrapped.value.inner, pulumi.InputPropertiesError)
+    with pytest.raises(pulumi.InputPropertiesError) as refused:
+        SandstackProvider().construct("agents", "sandstack:index:SandboxStack", {"specYaml": BAD})
+    assert refused.value.message == "specYaml is not a valid sandstack spec"
+    assert refused.value.errors == [
+        {"property_path": "specYaml:1:1",
+         "reason": "specYaml:1:1: $: missing required field 'templates' (sandbox templates by name)"},
+        {"property_path": "specYaml:2:8", "reason": "specYaml:2:8: $.hosts: has 0 entries; at least 1 required"}]
