@@ -22,6 +22,14 @@ DEFAULT_BUILD_ROOT = Path(".sandstack") / "build"
 COMPONENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
 
 
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot name a SandboxStack, or None."""
+    if COMPONENT_NAME.match(name):
+        return None
+    return (f"SandboxStack name {name!r} is not allowed: use letters, digits and '_', starting with a letter "
+            "(no '-': children are named '<name>-<host>', and spec names hold '-')")
+
+
 @dataclass(frozen=True)
 class SandboxStackArgs:
     spec: ResolvedStack
@@ -33,9 +41,9 @@ class SandboxStack(pulumi.ComponentResource):
     sandboxes: pulumi.Output[list[dict]]
 
     def __init__(self, name: str, args: SandboxStackArgs, opts: pulumi.ResourceOptions | None = None):
-        if not COMPONENT_NAME.match(name):
-            raise ValueError(f"SandboxStack name {name!r} is not allowed: use letters, digits and '_', starting "
-                             "with a letter (no '-': children are named '<name>-<host>', and spec names hold '-')")
+        problem = name_problem(name)
+        if problem:
+            raise ValueError(problem)
         super().__init__(types.SANDBOX_STACK, name, None, opts)
         self.spec = spec = args.spec
         self.hosts: dict[str, SandboxHost] = {}

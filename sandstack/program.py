@@ -65,12 +65,16 @@ def program(spec: SpecSource | None = None, *, name: str = "sandstack", stack: s
         spec = pulumi.Config().get("spec") or f"stacks/{pulumi.get_stack()}.yaml"
     built = build_stack(spec, name=name, stack=stack, source_dir=source_dir, build_root=build_root, opts=opts)
     pulumi.export("sandboxes", built.sandboxes)
-    pulumi.export("hosts", {name: {"address": host.address, "guard": host.guard.container_name}
-                            for name, host in built.hosts.items()})
+    pulumi.export("hosts", host_outputs(built))
     runtime = runtime_outputs(built)
     if runtime:
         pulumi.export("runtime", runtime)
     return built
+
+
+def host_outputs(built: SandboxStack) -> dict:
+    """Each host's address and its guard's container name, by host name."""
+    return {name: {"address": host.address, "guard": host.guard.container_name} for name, host in built.hosts.items()}
 
 
 def runtime_outputs(built: SandboxStack) -> dict | None:

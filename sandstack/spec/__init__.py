@@ -18,14 +18,14 @@ from pydantic import ValidationError
 
 from sandstack.spec.errors import Diagnostic, SpecError
 from sandstack.spec.inherit import expand, extends_diagnostics
-from sandstack.spec.loader import Document, from_data, load
+from sandstack.spec.loader import MAX_FILE_BYTES, Document, from_data, load, parse
 from sandstack.spec.models import Stack
 from sandstack.spec.resolve import ResolvedStack, resolve_stack
 from sandstack.spec.rules import Context, run_rules
 from sandstack.spec.schema_errors import schema_diagnostics
 
 __all__ = ["CheckResult", "Diagnostic", "OBJECT", "ResolvedStack", "SpecError", "Stack", "check_data", "check_file",
-           "load_data", "load_stack"]
+           "check_text", "load_data", "load_stack", "load_text"]
 
 OBJECT = "<object>"  # the name diagnostics give a spec that is not a file
 
@@ -101,6 +101,19 @@ def check_data(data: Mapping[str, object] | Stack, source_dir: str | os.PathLike
     return _check(doc, source)
 
 
+def check_text(text: str, source_dir: str | os.PathLike[str], name: str) -> CheckResult:
+    """The layers of `check_file` on spec text that is not read from a file (a Pulumi program's input): diagnostics
+    name `name` with line and column; relative paths in it are read from `source_dir`. Capped in size as a file is."""
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
+        message = f"is larger than the {MAX_FILE_BYTES // 1024} KiB limit for a spec file"
+        return CheckResult([Diagnostic(name, 1, 1, "$", message, "size")], None)
+    try:
+        doc = parse(text, name)
+    except SpecError as exc:
+        return CheckResult(exc.diagnostics, None)
+    return _check(doc, Path(source_dir) / name)
+
+
 def _check(doc: Document, source: Path, stack: Stack | None = None) -> CheckResult:
     """Schema → models → inheritance → semantic rules → resolution on a parsed document (from inheritance on
     for a validated `stack`); `source` is the spec file (its folder holds the files the spec names)."""
@@ -126,6 +139,14 @@ def _check(doc: Document, source: Path, stack: Stack | None = None) -> CheckResu
 def load_stack(path: str | os.PathLike[str], display: str | None = None) -> ResolvedStack:
     """The validated, resolved stack, or SpecError carrying every diagnostic."""
     result = check_file(path, display)
+    if result.stack is None:
+        raise SpecError(result.diagnostics)
+    return result.stack
+
+
+def load_text(text: str, source_dir: str | os.PathLike[str], name: str) -> ResolvedStack:
+    """The validated, resolved stack of spec text (see `check_text`), or SpecError carrying every diagnostic."""
+    result = check_text(text, source_dir, name)
     if result.stack is None:
         raise SpecError(result.diagnostics)
     return result.stack

@@ -1,5 +1,5 @@
-"""Generated files: the JSON Schema, the README's spec reference and its review example, written or checked
-for staleness."""
+"""Generated files: the JSON Schema, the README's spec reference and its review example, the policy index and the
+Pulumi package's schema, written or checked for staleness."""
 
 from __future__ import annotations
 
@@ -25,7 +25,15 @@ GENERATED = (
     Generated("README.md", lambda root, current: examples.splice(splice(current, render_reference()),
                                                                  examples.render_examples(root))),
     Generated(policy_index.PATH, lambda _root, _current: policy_index.render_index()),
+    Generated("package/schema.json", lambda _root, _current: _package_schema()),
 )
+
+
+def _package_schema() -> str:
+    # Lazily: the package's schema is Pulumi's inference over the components (imports Pulumi and pulumi-docker).
+    from sandstack.package.provider import render_schema
+
+    return render_schema()
 
 
 def stale(root: Path) -> list[str]:

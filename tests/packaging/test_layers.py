@@ -1,7 +1,7 @@
 """The layers point one way, and the test suites keep their own rooms (checked on the import statements).
 
-spec → plan → components → tooling/program, and plan → review (previews and diffs: no Pulumi, no components);
-the plan imports neither Pulumi nor the components (it reads the
+spec → plan → components → tooling/program/package (the Pulumi package's provider), and plan → review (previews
+and diffs: no Pulumi, no components); the plan imports neither Pulumi nor the components (it reads the
 components' package data through importlib.resources only). Component tests do not use the engine harness;
 the provider model (testbed/provider), the spec builders (testbed/specs.py) and the harness (testbed/harness)
 do not import each other except harness → provider; testbed (shared by tests and benchmarks) and the
@@ -50,7 +50,8 @@ def offenders(folder: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
                           "pulumi_docker")),
     ("sandstack/policy", ("sandstack.components", "sandstack.tooling", "sandstack.program", "sandstack.review",
                           "pulumi", "pulumi_docker", "pulumi_policy")),
-    ("components", ("sandstack.tooling", "sandstack.review", "sandstack.policy")),
+    ("components", ("sandstack.tooling", "sandstack.review", "sandstack.policy", "sandstack.package")),
+    ("sandstack/package", ("sandstack.tooling", "sandstack.review", "sandstack.policy")),
     ("tests/components", ("testbed.harness", "testbed.deploy", "tests.engine", "tests.changes")),
     ("testbed/specs.py", ("testbed.harness", "testbed.provider", "testbed.deploy", "tests")),
     ("testbed/provider", ("testbed.harness", "testbed.specs", "testbed.deploy", "tests")),

@@ -99,6 +99,18 @@ def test_the_wheel_holds_one_package_with_its_runtime_files(dist):
     assert top == {"sandstack", next(t for t in top if t.endswith(".dist-info"))}, top
     assert set(RUNTIME_FILES) <= set(names), set(RUNTIME_FILES) - set(names)
     assert "sandstack/components/sandbox_stack.py" in names and "sandstack/program.py" in names
+    assert "sandstack/package/provider.py" in names  # the Pulumi package's provider (package/ is not in the wheel)
+
+
+def test_the_installed_wheel_serves_the_committed_package_schema(wheel_venv, tmp_path):
+    # What the plugin's virtualenv gets (package/requirements.txt installs this repository): the provider infers
+    # the same schema, descriptions included (Pulumi reads them from the installed sources).
+    python = wheel_venv / "bin" / "python"
+    run = subprocess.run([str(python), "-c", "from sandstack.package.provider import render_schema; "
+                          "print(render_schema(), end='')"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout == (REPO / "package" / "schema.json").read_text()
 
 
 def test_the_sdist_holds_the_sources_and_runtime_files(dist):
