@@ -52,6 +52,9 @@ def offenders(folder: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
                           "pulumi", "pulumi_docker", "pulumi_policy")),
     ("components", ("sandstack.tooling", "sandstack.review", "sandstack.policy")),
     ("tests/components", ("testbed.harness", "testbed.deploy", "tests.engine", "tests.changes")),
+    # The plan's own tests need no Pulumi: plain values in, plain values out.
+    ("tests/plan", ("pulumi", "pulumi_docker", "sandstack.components", "sandstack.program", "testbed.provider",
+                    "testbed.harness", "testbed.deploy", "tests.engine")),
     ("testbed/specs.py", ("testbed.harness", "testbed.provider", "testbed.deploy", "tests")),
     ("testbed/provider", ("testbed.harness", "testbed.specs", "testbed.deploy", "tests")),
     ("testbed/harness", ("testbed.specs", "testbed.deploy", "tests")),
