@@ -8,6 +8,7 @@ volumes with their run-once seeders, and the sandboxes. `PoolPlan` keeps what a 
 from __future__ import annotations
 
 import base64
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from sandstack.plan.sandbox import SandboxPlan, plan_sandbox
 from sandstack.plan.secrets import plan_secrets
 from sandstack.plan.snapshot import build_context, image_labels, plan_snapshot
 from sandstack.plan.stack_host import NO_NEW_PRIVILEGES, HostKeys, plan_host_nodes
-from sandstack.plan.tree import (CONTAINER, REGISTRY_IMAGE, REMOTE_IMAGE, VOLUME, Node, Options, Ref, Secret,
+from sandstack.plan.tree import (About, CONTAINER, REGISTRY_IMAGE, REMOTE_IMAGE, VOLUME, Node, Options, Ref, Secret,
                                  StackPlan as _Tree, inputs, label_list, node_key, run_inputs)
 from sandstack.spec.models import SecretRef
 from sandstack.spec.models.hosts import Ingress
@@ -67,7 +68,7 @@ class StackPlan(_Tree):
 def plan_stack(spec: ResolvedStack, stack: str, component: str = COMPONENT,
                build_root: Path = DEFAULT_BUILD_ROOT) -> StackPlan:
     out = StackPlan(stack=stack, component=component)
-    out.add(Node(component, types.SANDBOX_STACK, None))
+    out.add(Node(component, types.SANDBOX_STACK, None), About("stack"))
     owners = snapshot_owners(spec)
     out.hosts = plan_hosts(spec, stack)
     for host, plan in out.hosts.items():
@@ -89,7 +90,9 @@ def _template(out: StackPlan, keys: HostKeys, component: str, stack: str, host: 
               plan: HostPlan, build_root: Path) -> str:
     snapshot = plan_snapshot(template, stack)
     base = f"{component}-{template.name}.{host}"
-    parent = out.add(Node(base, types.SANDBOX_TEMPLATE, keys.host, keys.provider, {"tag": snapshot.tag})).key
+    t = template.name
+    parent = out.add(Node(base, types.SANDBOX_TEMPLATE, keys.host, keys.provider, {"tag": snapshot.tag}),
+                     About("template", host, template=t)).key
     # The snapshot: base image + files + setup, run once at build time, never at sandbox start. Every build runs
     # every setup step (no_cache): with the layer cache, a bumped version got the old steps' layers back.
     image = out.add(Node(f"{base}-image", REMOTE_IMAGE, parent, keys.provider, inputs(
@@ -97,12 +100,12 @@ def _template(out: StackPlan, keys: HostKeys, component: str, stack: str, host: 
                                     "dockerfile": "Dockerfile",
                                     "labels": image_labels(template, stack, plan.labels, snapshot.digest),
                                     "no_cache": True},
-        triggers={"digest": snapshot.digest}, keep_locally=False)))
+        triggers={"digest": snapshot.digest}, keep_locally=False)), About("snapshot", host, template=t))
     out.build_contexts[image.key] = template
     if template.push_to:
         # Declared registry: push the same image so hosts without the build context can pull it.
         out.add(Node(f"{base}-push", REGISTRY_IMAGE, parent, keys.provider,
-                     inputs(name=Ref(image.key, "name"), keep_remotely=True)))
+                     inputs(name=Ref(image.key, "name"), keep_remotely=True)), About("snapshot push", host, template=t))
     return image.key
 
 
@@ -110,7 +113,8 @@ def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str,
           template: ResolvedTemplate, owner: ResolvedTemplate, plan: HostPlan, image: str,
           ingress: Ingress | None) -> None:
     base = f"{component}-{pool}.{host}"
-    parent = out.add(Node(base, types.SANDBOX_POOL, keys.host, keys.provider)).key
+    about = functools.partial(About, host=host, pool=pool, template=template.name)
+    parent = out.add(Node(base, types.SANDBOX_POOL, keys.host, keys.provider), about("pool")).key
     digest = plan_snapshot(owner, stack).digest
     # The guard's boot-id marker: the supervisor starts the command only once the host is closed.
     mounts: list[dict] = [{"type": "volume", "source": Ref(keys.guard_state, "name"), "target": STATE_MOUNT,
@@ -122,7 +126,7 @@ def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str,
         # One volume per pool and host, mounted read-only: even the owner cannot change its secrets (0400).
         volume = out.add(Node(f"{base}-secrets", VOLUME, parent, keys.provider,
                               inputs(name=secrets.volume, labels=label_list(plan.labels)),
-                              Options(delete_before_replace=True)))
+                              Options(delete_before_replace=True)), about("secrets volume"))
         # Run-once seeder: `uploads` cannot write into a read-only-root sandbox, so a throwaway container with
         # only CHOWN copies the files into the volume with the sandbox user as owner, then exits.
         seeder = out.add(Node(f"{base}-{types.SECRETS_SEEDER}", CONTAINER, parent, keys.provider, inputs(
@@ -132,7 +136,8 @@ def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str,
                      for u in secrets.uploads],
             mounts=[{"type": "volume", "source": Ref(volume.key, "name"), "target": secrets.seed_dir}],
             capabilities={"drops": ["ALL"], "adds": list(secrets.capability_adds)}, security_opts=NO_NEW_PRIVILEGES,
-            attach=True, must_run=False, logs=True, labels=label_list({**plan.labels, LABEL_ROLE: secrets.role}))))
+            attach=True, must_run=False, logs=True, labels=label_list({**plan.labels, LABEL_ROLE: secrets.role}))),
+            about("secrets seeder"))
         waits.append(seeder.key)
         seeders.append((seeder.key, f"secrets seeder for pool '{pool}' on host '{host}'", "their secrets"))
         mounts.append({"type": "volume", "source": Ref(volume.key, "name"), "target": secrets.path,
@@ -142,7 +147,8 @@ def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str,
         # One volume per data mount, mounted read-only where the spec says.
         volumes = [out.add(Node(f"{base}-data{i}", VOLUME, parent, keys.provider,
                                 inputs(name=v.name, labels=label_list(plan.labels)),
-                                Options(delete_before_replace=True))) for i, v in enumerate(data.volumes)]
+                                Options(delete_before_replace=True)), about("data volume"))
+                   for i, v in enumerate(data.volumes)]
         # Run-once loader: the provider uploads the files (a changed file replaces only this container), it copies
         # them into the volumes, readable by every user and writable by none.
         seeder = out.add(Node(f"{base}-{types.DATA_SEEDER}", CONTAINER, parent, keys.provider, inputs(
@@ -153,7 +159,7 @@ def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str,
             mounts=[{"type": "volume", "source": Ref(v.key, "name"), "target": f"{SEED_DIR}/{i}"}
                     for i, v in enumerate(volumes)],
             capabilities={"drops": ["ALL"]}, security_opts=NO_NEW_PRIVILEGES, attach=True, must_run=False,
-            logs=True, labels=label_list({**plan.labels, LABEL_ROLE: "data-seeder"}))))
+            logs=True, labels=label_list({**plan.labels, LABEL_ROLE: "data-seeder"}))), about("data loader"))
         waits.append(seeder.key)
         seeders.append((seeder.key, f"data loader for pool '{pool}' on host '{host}'", "their data"))
         mounts += [{"type": "volume", "source": Ref(v.key, "name"), "target": d.path, "read_only": True}
@@ -167,7 +173,8 @@ def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str,
         sandboxes.append(out.add(Node(f"{base}-{index}", CONTAINER, parent, keys.provider,
                                       _sandbox_inputs(sandbox, keys, pool, image, mounts),
                                       Options(depends_on=tuple(waits),
-                                              replace_on_changes=tuple(sandbox_replace_on_changes())))).key)
+                                              replace_on_changes=tuple(sandbox_replace_on_changes()))),
+                                      about("sandbox")).key)
     out.pools[parent] = PoolPlan(parent, pool, host, plan.address, template, replicas, digest, plan.networks[pool],
                                  ingress, image, tuple(sandboxes), tuple(plans), tuple(seeders))
 

@@ -68,18 +68,31 @@ def node_key(typ: str, name: str) -> str:
     return f"{typ}::{name}"
 
 
+@dataclass(frozen=True)
+class About:
+    """What a reviewer calls a node (host, guard, network, sandbox, ...) and where it belongs."""
+
+    kind: str
+    host: str | None = None
+    pool: str | None = None
+    template: str | None = None
+
+
 @dataclass
 class StackPlan:
     """Every node of a stack in registration order (a parent before its children), by key."""
 
     nodes: dict[str, Node] = field(default_factory=dict)
+    about: dict[str, About] = field(default_factory=dict)
 
-    def add(self, node: Node) -> Node:
+    def add(self, node: Node, about: About | None = None) -> Node:
         if node.key in self.nodes:
             raise ValueError(f"two resources {node.key}: Pulumi refuses the second")
         if node.parent is not None and node.parent not in self.nodes:
             raise ValueError(f"{node.key}: its parent {node.parent} is not planned before it")
         self.nodes[node.key] = node
+        if about is not None:
+            self.about[node.key] = about
         return node
 
     def __iter__(self) -> Iterator[Node]:
