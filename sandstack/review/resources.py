@@ -188,10 +188,11 @@ def _review_order(plan: StackPlan) -> list[str]:
     return keys
 
 
-def stack_resources(spec: ResolvedStack, stack: str, component: str = COMPONENT) -> list[Resource]:
-    """Every resource of the spec: the plan's nodes (sandstack.plan.stack), each with what a reviewer calls it
-    and its key settings."""
-    plan = plan_stack(spec, stack, component)
+def stack_resources(spec: ResolvedStack, stack: str, component: str = COMPONENT,
+                    plan: StackPlan | None = None) -> list[Resource]:
+    """Every resource of the spec: the plan's nodes (sandstack.plan.stack; given, or planned here), each with what
+    a reviewer calls it and its key settings."""
+    plan = plan or plan_stack(spec, stack, component)
     pools = {(p.pool, p.host): p for p in plan.pools.values()}
     out = []
     for key in _review_order(plan):
