@@ -25,9 +25,9 @@ class Action:
     renewed: tuple[str, ...] = ()  # keys of replaced or created nodes a changed input refers to
 
 
-def _refs(value: Any) -> set[str]:
+def _refs(value: Any) -> set[Ref]:
     if isinstance(value, Ref):
-        return {value.node}
+        return {value}
     if isinstance(value, dict):
         return set().union(*(_refs(v) for v in value.values())) if value else set()
     if isinstance(value, (list, tuple)):
@@ -40,11 +40,13 @@ def camel(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def _decide(before: Node, after: Node, renewed: set[str]) -> Action | None:
+def _decide(before: Node, after: Node, renewed: dict[str, bool]) -> Action | None:
     changed, causes = [], set()
     for name in dict.fromkeys([*after.inputs, *before.inputs]):
         old, new = before.inputs.get(name), after.inputs.get(name)
-        moved = _refs(new) & renewed
+        # A renewed node's output differs, except the explicit `name` of one created before the old is deleted:
+        # `pulumi up` registers the dependent with the same name again. Delete-before-replace always renews it.
+        moved = {r.node for r in _refs(new) if r.node in renewed and (r.attr != "name" or renewed[r.node])}
         if old != new or moved:
             changed.append(name)
             causes |= moved
@@ -60,20 +62,20 @@ def _decide(before: Node, after: Node, renewed: set[str]) -> Action | None:
 def planned_actions(old: StackPlan, new: StackPlan) -> dict[str, Action]:
     """Every custom node's action, by key (unchanged nodes are left out)."""
     out: dict[str, Action] = {}
-    renewed: set[str] = set()
+    renewed: dict[str, bool] = {}  # replaced or created node → whether dependents see it renewed by name too
     for key, node in new.nodes.items():
         if not node.custom:
             continue
         if key not in old.nodes:
             out[key] = Action("create")
-            renewed.add(key)
+            renewed[key] = True
             continue
         action = _decide(old.nodes[key], node, renewed)
         if action is None:
             continue
         out[key] = action
         if action.action == "replace":
-            renewed.add(key)
+            renewed[key] = node.options.delete_before_replace or "name" in action.changed
     for key, node in old.nodes.items():
         if node.custom and key not in new.nodes:
             out[key] = Action("delete")
