@@ -23,7 +23,7 @@ from sandstack.plan.secrets import plan_secrets
 from sandstack.plan.snapshot import build_context, image_labels, plan_snapshot
 from sandstack.plan.stack_host import NO_NEW_PRIVILEGES, HostKeys, plan_host_nodes
 from sandstack.plan.tree import (About, CONTAINER, REGISTRY_IMAGE, REMOTE_IMAGE, VOLUME, Node, Options, Ref, Secret,
-                                 StackPlan as _Tree, inputs, label_list, node_key, run_inputs)
+                                 Tree, inputs, label_list, node_key, run_inputs)
 from sandstack.spec.models import SecretRef
 from sandstack.spec.models.hosts import Ingress
 from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
@@ -52,7 +52,7 @@ class PoolPlan:
 
 
 @dataclass
-class StackPlan(_Tree):
+class StackPlan(Tree):
     stack: str = ""
     component: str = COMPONENT
     hosts: dict[str, HostPlan] = field(default_factory=dict)

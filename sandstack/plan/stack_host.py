@@ -18,7 +18,7 @@ from sandstack.plan.network import GATEWAY_ALIAS
 from sandstack.plan.package_files import GUARD_SCRIPT_FILE, INFRA_CONTEXT
 from sandstack.plan.runtime import DEFAULT_STATE_DIR, ENV_TOKEN
 from sandstack.plan.tree import (About, CONTAINER, NETWORK, PROVIDER, REMOTE_IMAGE, VOLUME, Node, Options, Ref, Secret,
-                                 About, StackPlan, bridge_options, inputs, label_list, node_key, run_inputs)
+                                 About, Tree, bridge_options, inputs, label_list, node_key, run_inputs)
 from sandstack.spec.models import Host
 
 NO_NEW_PRIVILEGES = ["no-new-privileges:true"]
@@ -42,7 +42,7 @@ class HostKeys:
             + ((node_key(CONTAINER, f"{base}-logger-container"),) if plan.logger else ())
 
 
-def _role(out: StackPlan, keys: HostKeys, plan: HostPlan, component: str, base: str, role: str, *,
+def _role(out: Tree, keys: HostKeys, plan: HostPlan, component: str, base: str, role: str, *,
           kinds: tuple[str, str], volume: tuple[str, str] | None, volume_name: str | None = None,
           component_after: tuple = (), **container: Any) -> str:
     """A host role: its component and the named volume that outlives its container (replaced delete-first: a
@@ -60,7 +60,7 @@ def _role(out: StackPlan, keys: HostKeys, plan: HostPlan, component: str, base: 
     return parent
 
 
-def _container(out: StackPlan, keys: HostKeys, plan: HostPlan, base: str, role: str, parent: str, kind: str, *,
+def _container(out: Tree, keys: HostKeys, plan: HostPlan, base: str, role: str, parent: str, kind: str, *,
                container_name: str, run: RunSettings, memory_mb: int, cpus: str, command: list[str],
                adds: tuple[str, ...] | None = None, after_guard: bool = False, **extra: Any) -> None:
     """A host role's container, from the infra image: no capabilities but `adds`, a read-only root, no new
@@ -75,7 +75,7 @@ def _container(out: StackPlan, keys: HostKeys, plan: HostPlan, base: str, role: 
                 replace_on_changes=tuple(host_container_replace_on_changes()))), About(kind, plan.host))
 
 
-def plan_host_nodes(out: StackPlan, stack_key: str, component: str, host: str, spec: Host, plan: HostPlan) -> HostKeys:
+def plan_host_nodes(out: Tree, stack_key: str, component: str, host: str, spec: Host, plan: HostPlan) -> HostKeys:
     base = f"{component}-{host}"
     keys = HostKeys(base, plan)
     out.add(Node(base, types.SANDBOX_HOST, stack_key), About("host", host))
@@ -145,7 +145,7 @@ def plan_host_nodes(out: StackPlan, stack_key: str, component: str, host: str, s
     return keys
 
 
-def _gateway(out: StackPlan, keys: HostKeys, plan: HostPlan, base: str) -> None:
+def _gateway(out: Tree, keys: HostKeys, plan: HostPlan, base: str) -> None:
     gw = plan.gateway
     assert gw is not None
     # The gateway's way out: a routed bridge that only the gateway joins (so icc there is its own traffic).
@@ -165,7 +165,7 @@ def _gateway(out: StackPlan, keys: HostKeys, plan: HostPlan, base: str) -> None:
           networks_advanced=networks, tmpfs=dict(gateway_plan.TMPFS), cgroup_parent=gw.cgroup_parent)
 
 
-def _ingress(out: StackPlan, keys: HostKeys, plan: HostPlan, base: str) -> None:
+def _ingress(out: Tree, keys: HostKeys, plan: HostPlan, base: str) -> None:
     ing = plan.ingress
     assert ing is not None
     # The host's URLs: a reverse proxy on the pool networks with url ports, after the guard closed them.

@@ -79,7 +79,7 @@ class About:
 
 
 @dataclass
-class StackPlan:
+class Tree:
     """Every node of a stack in registration order (a parent before its children), by key."""
 
     nodes: dict[str, Node] = field(default_factory=dict)

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandstack.plan.provider_table import REPLACE, change_of
-from sandstack.plan.tree import PROVIDER, Node, Ref, StackPlan
+from sandstack.plan.stack import StackPlan
+from sandstack.plan.tree import PROVIDER, Node, Ref
 
 
 @dataclass(frozen=True)

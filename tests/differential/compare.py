@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandstack.plan.tree import Node, Ref, Secret, StackPlan
+from sandstack.plan.stack import StackPlan
+from sandstack.plan.tree import Node, Ref, Secret
 from testbed.provider.mocks import RecordingMocks, Registration
 
 # Inputs whose values are maps with keys of their own (labels, paths, option names), not object fields.
