@@ -4,6 +4,9 @@ only turns them into resources."""
 
 from __future__ import annotations
 
+__all__ = ["HostPlan", "InfraImagePlan", "Placement", "placements_by_host", "plan_host", "plan_hosts",
+           "snapshot_owners"]
+
 import hashlib
 import ipaddress
 from dataclasses import dataclass
@@ -29,21 +32,13 @@ from sandstack.plan.network import (
     pool_subnets,
 )
 from sandstack.plan.package_files import INFRA_CONTEXT
+from sandstack.plan.placement import Placement, placements_by_host
 from sandstack.plan.sandbox import sandbox_name
 from sandstack.plan.snapshot import plan_snapshot
 from sandstack.plan.squid import GatewayPool
 from sandstack.plan.workspace import WorkspaceVolume, plan_workspaces
 from sandstack.spec.models import Host
-from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
-
-
-@dataclass(frozen=True)
-class Placement:
-    """A pool's share of one host: which template, how many sandboxes."""
-
-    pool: str
-    template: ResolvedTemplate
-    replicas: int
+from sandstack.spec.resolve import ResolvedStack
 
 
 @dataclass(frozen=True)
@@ -87,15 +82,6 @@ class HostPlan:
             return None
         where = self.address if self.runtime.spec.exposure == "public" else "127.0.0.1"
         return f"http://{where}:{self.runtime.spec.port}"
-
-
-def placements_by_host(spec: ResolvedStack) -> dict[str, list[Placement]]:
-    """Each host's pools, in spec order; hosts without pools still get their host resources."""
-    out: dict[str, list[Placement]] = {host: [] for host in spec.hosts}
-    for pool_name, pool in spec.pools.items():
-        for host in dict.fromkeys(pool.hosts):
-            out[host].append(Placement(pool_name, spec.templates[pool.template], pool.replicas))
-    return out
 
 
 def snapshot_owners(spec: ResolvedStack) -> dict[tuple[str, str], str]:

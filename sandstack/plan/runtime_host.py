@@ -16,19 +16,15 @@ import io
 import tarfile
 from dataclasses import dataclass
 from importlib.resources import files
-from typing import TYPE_CHECKING
-
 from sandstack.plan.container import LogRotation, RunSettings, host_role
 from sandstack.plan.contract import EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S, RUN_DIR
 from sandstack.plan.naming import infra_name
+from sandstack.plan.placement import Placement
 from sandstack.plan.runtime import (DEFAULT_STATE_DIR, ENV_CONFIG, ENV_STATE_DIR, IdlePolicy, PoolRuntime, Retention,
                                     RuntimeConfig, WritablePath)
 from sandstack.plan.sandbox import sandbox_name
 from sandstack.spec.models.hosts import RuntimeService
 from sandstack.spec.resolve import ResolvedTemplate
-
-if TYPE_CHECKING:  # plan.host builds this plan, so it cannot be imported here at run time
-    from sandstack.plan.host import Placement
 
 # RUN_DIR is a tmpfs here: the code (PYTHONPATH) and the configuration, unpacked at start.
 CODE_DIR = f"{RUN_DIR}/code"

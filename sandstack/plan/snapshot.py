@@ -110,11 +110,16 @@ def sudo_step(user: str) -> str:
     )
 
 
+def build_context(build_root: Path, template: ResolvedTemplate, digest: str) -> Path:
+    """Where `prepare_build` writes a snapshot's build context."""
+    return build_root / f"{template.name}-{digest[:12]}"
+
+
 def prepare_build(template: ResolvedTemplate, build_root: Path) -> BuildPlan:
     """Write the build context under `build_root/<template>-<digest12>` (idempotent) and describe it."""
     snapshot = plan_snapshot(template, "")
     digest, tag = snapshot.digest, snapshot.tag
-    context = build_root / f"{template.name}-{digest[:12]}"
+    context = build_context(build_root, template, digest)
     dockerfile = dockerfile_text(template, digest)
     if not (context / "Dockerfile").exists() or (context / "Dockerfile").read_text() != dockerfile:
         staging = context.with_name(context.name + f".tmp{os.getpid()}")

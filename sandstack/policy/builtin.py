@@ -7,9 +7,8 @@ import ipaddress
 from dataclasses import replace
 from typing import Iterator
 
-from sandstack.plan.host import plan_hosts
-from sandstack.plan.sandbox import plan_sandbox
-from sandstack.plan.snapshot import build_inputs, plan_snapshot
+from sandstack.plan.snapshot import build_inputs
+from sandstack.plan.stack import plan_stack
 from sandstack.policy.containers import ContainerPolicy, container_violations, facts_of_plan
 from sandstack.policy.credentials import check_credentials
 from sandstack.policy.findings import Rule, Violation
@@ -130,20 +129,18 @@ def public_url_ports(spec: ResolvedStack, template: str) -> tuple[int, ...]:
 
 
 def check_containers(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
-    """The container-level rules on each template's planned sandbox (the plan the components register)."""
-    hosts = plan_hosts(spec, "check")
+    """The container-level rules on each template's first planned sandbox (the plan's node the components
+    register), on its first pool's first host."""
+    plan = plan_stack(spec, "check")
+    pools = {(p.pool, p.host): p for p in plan.pools.values()}
     seen: set[str] = set()
     for pool_name, pool in spec.pools.items():
         t = spec.templates[pool.template]
-        if t.name in seen:
+        planned = pools[(pool_name, pool.hosts[0])].sandbox_plans
+        if t.name in seen or not planned:  # a pool of no replicas registers no sandbox
             continue
         seen.add(t.name)
-        host = pool.hosts[0]
-        plan = plan_sandbox(stack="check", pool=pool_name, host=host, template=t, index=0,
-                            network=hosts[host].networks[pool_name], digest=plan_snapshot(t, "check").digest,
-                            labels={}, gpu_device_ids=hosts[host].gpu_ids(pool_name, 0),
-                            ingress=hosts[host].ingress.spec if hosts[host].ingress else None)
-        facts = replace(facts_of_plan(plan), url_ports=public_url_ports(spec, t.name))  # any host's ingress
+        facts = replace(facts_of_plan(planned[0]), url_ports=public_url_ports(spec, t.name))  # any host's ingress
         for rule, where, message, fix in container_violations(facts, container_policy(policy, t.name)):
             yield Violation(rule, f"template/{t.name}", template_path(spec, t.name, *FIELD_PATHS[where]),
                             f"Template '{t.name}' {message}.", fix)

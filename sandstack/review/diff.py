@@ -18,6 +18,8 @@ from typing import Any
 
 from sandstack.plan.changes import UPDATED_IN_PLACE
 from sandstack.plan.snapshot import build_inputs
+from sandstack.plan.stack import plan_stack
+from sandstack.review.actions import planned_actions
 from sandstack.review.reasons import Reason, explain
 from sandstack.review.resources import Resource, stack_resources
 from sandstack.review.security import Finding, compare
@@ -268,6 +270,14 @@ def _action(r: Resource, changed: dict[str, tuple[Any, Any]]) -> str:
     return "replace"
 
 
+def _inputs_changed(act, plan) -> dict[str, tuple[Any, Any]]:
+    """The inputs the engine sees changed, by name: a renewed resource it refers to is named, any other input's
+    value is not shown (it may carry what the reviewer's settings redact)."""
+    renewed = [plan.nodes[k].name if k in plan.nodes else k.split("::", 1)[1] for k in act.renewed]
+    after = f"(unknown until {', '.join(renewed)} is renewed)" if renewed else "(changed)"
+    return {f"input {name}": ("(as before)", after) for name in act.changed}
+
+
 def _snapshot_changes(old: ResolvedStack, new: ResolvedStack, changes: list[ResourceChange]) -> list[SnapshotChange]:
     out = []
     for c in changes:
@@ -293,8 +303,10 @@ def _snapshot_changes(old: ResolvedStack, new: ResolvedStack, changes: list[Reso
 
 
 def diff(old: ResolvedStack, new: ResolvedStack, stack: str) -> Diff:
-    before = {r.name: r for r in stack_resources(old, stack)}
-    after = {r.name: r for r in stack_resources(new, stack)}
+    plans = plan_stack(old, stack), plan_stack(new, stack)
+    engine = planned_actions(*plans)
+    before = {r.name: r for r in stack_resources(old, stack, plan=plans[0])}
+    after = {r.name: r for r in stack_resources(new, stack, plan=plans[1])}
     # The stacks as written: a value a template inherits changes at the layer that sets it (defaults, extends).
     fields = sorted(field_changes(old.written, new.written) + content_changes(old, new), key=lambda c: c.path)
     changes: list[ResourceChange] = []
@@ -309,9 +321,15 @@ def diff(old: ResolvedStack, new: ResolvedStack, stack: str) -> Diff:
         else:
             changed = {k: (a.props.get(k), b.props.get(k)) for k in set(a.props) | set(b.props)
                        if a.props.get(k) != b.props.get(k)}
+            act = engine.get(r.key)
+            if act is not None and not (set(changed) - INFORMATIVE_OF.get(r.kind, set())):
+                # Nothing a reviewer reads changed, but the engine renews it: an input it takes from the host
+                # (labels, the infra image) or from a renewed resource it refers to.
+                changed = {**changed, **_inputs_changed(act, plans[1])}
             if not changed or set(changed) <= INFORMATIVE_OF.get(r.kind, set()):
                 continue  # Pulumi would show it unchanged: only what a reviewer reads beside it changed
-            change = ResourceChange(r, _action(r, changed), changed)
+            change = ResourceChange(r, act.action if act is not None and r.kind != "provider" else
+                                    _action(r, changed), changed)
         changes.append(change)
     # A sandbox moves with its pool's network: a host-level effect that renews the network reaches it too.
     moved = {(c.resource.host, c.resource.pool) for c in changes if c.resource.kind == "network"

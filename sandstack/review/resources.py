@@ -11,21 +11,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sandstack.plan.changes import sandbox_replace_on_changes
 from sandstack.plan.data import plan_data
-from sandstack.plan.host import HostPlan, plan_hosts, snapshot_owners
+from sandstack.plan.host import HostPlan
 from sandstack.plan.ingress import url_of
-from sandstack.plan.sandbox import plan_sandbox
 from sandstack.plan.secrets import plan_secrets
+from sandstack.plan.stack import COMPONENT, PoolPlan, StackPlan, plan_stack
+from sandstack.plan.tree import CONTAINER, NETWORK, PROVIDER, REGISTRY_IMAGE, REMOTE_IMAGE, VOLUME
 from sandstack.plan.snapshot import plan_snapshot
 from sandstack.spec.models import SecretRef
 from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
 
-COMPONENT = "sandstack"  # the SandboxStack name `sandstack.program` uses
-T = "sandstack:index:"
-CONTAINER, NETWORK, VOLUME = "docker:index/container:Container", "docker:index/network:Network", "docker:index/volume:Volume"
-REMOTE_IMAGE, REGISTRY_IMAGE = "docker:index/remoteImage:RemoteImage", "docker:index/registryImage:RegistryImage"
-PROVIDER = "pulumi:providers:docker"
+__all__ = ["COMPONENT", "CONTAINER", "NETWORK", "PROVIDER", "REGISTRY_IMAGE", "REMOTE_IMAGE", "Resource", "VOLUME",
+           "stack_resources"]
 
 
 @dataclass(frozen=True)
@@ -61,144 +58,111 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _host_resources(stack_name: str, host: str, plan: HostPlan, spec) -> list[Resource]:
-    base = f"{stack_name}-{host}"
-    host_key, guard_key, gateway_key = f"{T}SandboxHost::{base}", f"{T}HostGuard::{base}-guard", \
-        f"{T}EgressGateway::{base}-gateway"
-    out = [
-        Resource(base, T + "SandboxHost", f"{T}SandboxStack::{stack_name}", "host", host, props={"address": plan.address,
-                                                                         "labels": plan.labels}),
-        Resource(f"{base}-provider", PROVIDER, host_key, "provider", host, props={
-            "endpoint": spec.endpoint, "ssh_opts": list(spec.ssh_opts),
-            "tls": {k: {"secret": getattr(spec.tls, k).secret} for k in ("ca", "cert", "key")} if spec.tls else None}),
-        Resource(f"{base}-infra", REMOTE_IMAGE, host_key, "infra image", host, props={
-            "image": plan.infra.name, "declared": plan.infra.declared, "digest": plan.infra.digest}),
-        Resource(f"{base}-guard", T + "HostGuard", host_key, "guard", host),
-        Resource(f"{base}-guard-state", VOLUME, guard_key, "guard state", host,
-                 props={"name": plan.guard.state_volume}),
-        Resource(f"{base}-guard-container", CONTAINER, guard_key, "guard", host, props={
-            "name": plan.guard.container_name, "rules": list(plan.guard.rules), "bridges": list(plan.guard.bridges),
-            "pids": {name: limit for name, limit in plan.guard.pids}, "lifecycle": list(plan.guard.lifecycle)}),
-    ]
-    out += [Resource(f"{base}-ws.{w.name.removeprefix(f'sandstack-{plan.stack}-')}", VOLUME, host_key, "disk workspace",
-                     host, props={"name": w.name, "sandbox": w.sandbox, "path": w.path, "size": w.size, "exec": w.exec,
-                                  "seed": w.seed}) for w in plan.workspaces]
-    for pool, net in plan.networks.items():
-        out.append(Resource(f"{base}-net.{pool}", NETWORK, host_key, "network", host, pool, props={
-            "name": net.name, "bridge": net.bridge, "subnet": str(net.subnet), "internal": net.internal,
-            "outbound": net.outbound, "gateway_port": net.gateway_port}))
-    if plan.gateway:
-        out += [
-            Resource(f"{base}-egress-net", NETWORK, host_key, "egress network", host,
-                     props={"name": plan.egress_network, "bridge": plan.egress_bridge}),
-            Resource(f"{base}-gateway", T + "EgressGateway", host_key, "gateway", host),
-            Resource(f"{base}-gateway-log", VOLUME, gateway_key, "gateway log", host,
-                     props={"name": plan.gateway.log_volume}),
-            Resource(f"{base}-gateway-container", CONTAINER, gateway_key, "gateway", host, props={
-                "name": plan.gateway.container_name,
+def _host_props(kind: str, plan: HostPlan, spec, node_key: str, keys) -> dict[str, Any]:
+    """A host object's settings as a reviewer reads them, from its plan."""
+    if kind == "host":
+        return {"address": plan.address, "labels": plan.labels}
+    if kind == "provider":
+        return {"endpoint": spec.endpoint, "ssh_opts": list(spec.ssh_opts),
+                "tls": {k: {"secret": getattr(spec.tls, k).secret} for k in ("ca", "cert", "key")} if spec.tls else None}
+    if kind == "infra image":
+        return {"image": plan.infra.name, "declared": plan.infra.declared, "digest": plan.infra.digest}
+    if kind == "guard state":
+        return {"name": plan.guard.state_volume}
+    if kind == "disk workspace":
+        w = next(w for w in plan.workspaces if keys.workspaces[w.name] == node_key)
+        return {"name": w.name, "sandbox": w.sandbox, "path": w.path, "size": w.size, "exec": w.exec, "seed": w.seed}
+    if kind == "network":
+        pool = next(pool for pool, key in keys.networks.items() if key == node_key)
+        net = plan.networks[pool]
+        return {"name": net.name, "bridge": net.bridge, "subnet": str(net.subnet), "internal": net.internal,
+                "outbound": net.outbound, "gateway_port": net.gateway_port}
+    if kind == "egress network":
+        return {"name": plan.egress_network, "bridge": plan.egress_bridge}
+    if kind == "gateway log":
+        return {"name": plan.gateway.log_volume}
+    if kind == "connection log":
+        return {"name": plan.logger.log_volume}
+    if kind == "runtime state":
+        return {"name": plan.runtime.state_volume}
+    if kind == "ingress network":
+        return {"name": plan.ingress.network, "bridge": plan.ingress.bridge}
+    if kind == "ingress data":
+        return {"name": plan.ingress.data_volume}
+    return {}
+
+
+def _container_props(kind: str, plan: HostPlan) -> dict[str, Any]:
+    """A host role's container as a reviewer reads it (its component shows nothing of its own)."""
+    if kind == "guard":
+        g = plan.guard
+        return {"name": g.container_name, "rules": list(g.rules), "bridges": list(g.bridges),
+                "pids": {name: limit for name, limit in g.pids}, "lifecycle": list(g.lifecycle)}
+    if kind == "gateway":
+        return {"name": plan.gateway.container_name,
                 "pools": {p.pool: {"port": p.port, "address": p.address} for p in plan.gateway.pools},
-                "squid_conf": plan.gateway.config}),
-        ]
-    if plan.logger:
-        logger_key = f"{T}ConnectionLogger::{base}-logger"
-        out += [
-            Resource(f"{base}-logger", T + "ConnectionLogger", host_key, "connection logger", host),
-            Resource(f"{base}-logger-log", VOLUME, logger_key, "connection log", host,
-                     props={"name": plan.logger.log_volume}),
-            Resource(f"{base}-logger-container", CONTAINER, logger_key, "connection logger", host, props={
-                "name": plan.logger.container_name, "queue": plan.logger.group,
-                "logged_pools": list(plan.logger.pools),
-                # Each logged pool's resolver (its address, then its dnsmasq options) and the upstream servers.
-                "resolvers": {r.pool: [r.address, *r.options] for r in plan.logger.resolvers},
-                "upstream": list(plan.logger.upstream)}),
-        ]
-    if plan.runtime:
-        runtime_key, config = f"{T}RuntimeService::{base}-runtime", plan.runtime.config
-        out += [
-            Resource(f"{base}-runtime", T + "RuntimeService", host_key, "runtime", host),
-            Resource(f"{base}-runtime-state", VOLUME, runtime_key, "runtime state", host,
-                     props={"name": plan.runtime.state_volume}),
-            Resource(f"{base}-runtime-container", CONTAINER, runtime_key, "runtime", host, props={
-                "name": plan.runtime.container_name, "listen": f"{config.listen}:{config.port}",
+                "squid_conf": plan.gateway.config}
+    if kind == "connection logger":
+        lg = plan.logger
+        # Each logged pool's resolver (its address, then its dnsmasq options) and the upstream servers.
+        return {"name": lg.container_name, "queue": lg.group, "logged_pools": list(lg.pools),
+                "resolvers": {r.pool: [r.address, *r.options] for r in lg.resolvers}, "upstream": list(lg.upstream)}
+    if kind == "runtime":
+        config = plan.runtime.config
+        return {"name": plan.runtime.container_name, "listen": f"{config.listen}:{config.port}",
                 "token": {"secret": plan.runtime.spec.token.secret},
                 "pools": {pool: {"sandboxes": len(p.sandboxes), "workspace": p.workspace_root,
                                  "idle": f"{p.idle.action} after {p.idle.after_seconds}s" if p.idle else None}
-                          for pool, p in config.pools.items()}}),
-        ]
-    if plan.ingress:
-        ingress_key = f"{T}IngressProxy::{base}-ingress"
-        out += [
-            Resource(f"{base}-ingress", T + "IngressProxy", host_key, "ingress", host),
-            Resource(f"{base}-ingress-net", NETWORK, ingress_key, "ingress network", host,
-                     props={"name": plan.ingress.network, "bridge": plan.ingress.bridge}),
-            *([Resource(f"{base}-ingress-data", VOLUME, ingress_key, "ingress data", host,
-                        props={"name": plan.ingress.data_volume})] if plan.ingress.spec.acme_email else []),
-            Resource(f"{base}-ingress-container", CONTAINER, ingress_key, "ingress", host, props={
-                "name": plan.ingress.container_name, "domain": plan.ingress.spec.domain,
-                "listen": f"{plan.ingress.bind_ip}:{plan.ingress.spec.port}",
-                "tls": ({k: {"secret": getattr(plan.ingress.spec.tls, k).secret} for k in ("cert", "key")}
-                        if plan.ingress.spec.tls else "acme" if plan.ingress.spec.acme_email else "local CA"),
-                "sites": {site.host_name: f"{site.upstream}:{site.port}" for site in plan.ingress.sites}}),
-        ]
-    return out
+                          for pool, p in config.pools.items()}}
+    if kind == "ingress":
+        ing = plan.ingress
+        return {"name": ing.container_name, "domain": ing.spec.domain, "listen": f"{ing.bind_ip}:{ing.spec.port}",
+                "tls": ({k: {"secret": getattr(ing.spec.tls, k).secret} for k in ("cert", "key")}
+                        if ing.spec.tls else "acme" if ing.spec.acme_email else "local CA"),
+                "sites": {site.host_name: f"{site.upstream}:{site.port}" for site in ing.sites}}
+    return {}
 
 
-def _template_resources(stack_name: str, stack: str, host: str, template: ResolvedTemplate) -> list[Resource]:
+def _template_props(kind: str, template: ResolvedTemplate, stack: str) -> dict[str, Any]:
     snap = plan_snapshot(template, stack)
-    base = f"{stack_name}-{template.name}.{host}"
-    key = f"{T}SandboxTemplate::{base}"
-    out = [
-        Resource(base, T + "SandboxTemplate", f"{T}SandboxHost::{stack_name}-{host}", "template", host, template=template.name),
-        Resource(f"{base}-image", REMOTE_IMAGE, key, "snapshot", host, template=template.name, props={
-            "image": snap.image, "version": template.snapshot_version, "digest": snap.digest,
-            "base_image": template.base_image, "setup": list(template.setup),
-            "files": [{"path": f.path, "mode": f.mode, "source": f.source.name} for f in template.files]}),
-    ]
-    if template.push_to:
-        out.append(Resource(f"{base}-push", REGISTRY_IMAGE, key, "snapshot push", host, template=template.name,
-                            props={"image": snap.image}))
-    return out
+    if kind == "snapshot":
+        return {"image": snap.image, "version": template.snapshot_version, "digest": snap.digest,
+                "base_image": template.base_image, "setup": list(template.setup),
+                "files": [{"path": f.path, "mode": f.mode, "source": f.source.name} for f in template.files]}
+    if kind == "snapshot push":
+        return {"image": snap.image}
+    return {}
 
 
-def _pool_resources(stack_name: str, stack: str, host: str, pool: str, replicas: int, template: ResolvedTemplate,
-                    plan: HostPlan, owner: ResolvedTemplate) -> list[Resource]:
-    base = f"{stack_name}-{pool}.{host}"
-    digest = plan_snapshot(template, stack).digest
-    key = f"{T}SandboxPool::{base}"
-    out = [Resource(base, T + "SandboxPool", f"{T}SandboxHost::{stack_name}-{host}", "pool", host, pool, template.name,
-                    props={"replicas": replicas})]
-    secrets = plan_secrets(stack, pool, template)
-    if secrets:
-        files = {s.path: {"secret": s.secret} for s in template.secrets}
-        out += [
-            Resource(f"{base}-secrets", VOLUME, key, "secrets volume", host, pool, template.name,
-                     props={"name": secrets.volume}),
-            Resource(f"{base}-secrets-seeder", CONTAINER, key, "secrets seeder", host, pool, template.name,
-                     props={"name": secrets.seeder_name, "owner": template.user, "files": files}),
-        ]
-    data = plan_data(stack, pool, template)
-    if data:
-        out += [Resource(f"{base}-data{i}", VOLUME, key, "data volume", host, pool, template.name,
-                         props={"name": v.name, "path": v.path}) for i, v in enumerate(data.volumes)]
-        out.append(Resource(f"{base}-data-seeder", CONTAINER, key, "data loader", host, pool, template.name,
-                            props={"name": data.seeder_name, "files": data.files}))
-    image = plan_snapshot(owner, stack).image  # the shared image of identical snapshots
-    for index in range(replicas):
-        sandbox = plan_sandbox(stack=stack, pool=pool, host=host, template=template, index=index,
-                               network=plan.networks[pool], digest=digest, labels=plan.labels,
-                               gpu_device_ids=plan.gpu_ids(pool, index),
-                               ingress=plan.ingress.spec if plan.ingress else None)
-        props = _jsonable(asdict(sandbox))
-        props["env"] = {k: _secret_or_value(v) for k, v in sandbox.env.items()}
-        ingress = plan.ingress.spec if plan.ingress else None
-        props.update(image=image, network=plan.networks[pool].name, egress=_egress(template),
-                     lifecycle=asdict(template.lifecycle), pids=template.limits.pids, replace_on_changes=sandbox_replace_on_changes(),
-                     secret_files={s.path: s.secret for s in sorted(template.secrets, key=lambda s: s.path)},
-                     urls={str(p.port): url_of(ingress, pool, index, p.port)
-                           for p in template.ports if p.exposure == "url" and ingress},
-                     data=[d.path for d in template.data])
-        out.append(Resource(f"{base}-{index}", CONTAINER, key, "sandbox", host, pool, template.name, props))
-    return out
+def _pool_props(kind: str, node_key: str, pool: PoolPlan, plan: StackPlan, stack: str) -> dict[str, Any]:
+    template = pool.template
+    if kind == "pool":
+        return {"replicas": pool.replicas}
+    if kind == "secrets volume":
+        return {"name": plan_secrets(stack, pool.pool, template).volume}
+    if kind == "secrets seeder":
+        return {"name": plan_secrets(stack, pool.pool, template).seeder_name, "owner": template.user,
+                "files": {s.path: {"secret": s.secret} for s in template.secrets}}
+    if kind == "data volume":
+        data = plan_data(stack, pool.pool, template)
+        v = next(v for i, v in enumerate(data.volumes) if node_key.endswith(f"-data{i}"))
+        return {"name": v.name, "path": v.path}
+    if kind == "data loader":
+        data = plan_data(stack, pool.pool, template)
+        return {"name": data.seeder_name, "files": data.files}
+    index = pool.sandboxes.index(node_key)
+    sandbox = pool.sandbox_plans[index]
+    props = _jsonable(asdict(sandbox))
+    props["env"] = {k: _secret_or_value(v) for k, v in sandbox.env.items()}
+    image = plan.nodes[pool.image].inputs["name"]  # the shared image of identical snapshots
+    props.update(image=image, network=pool.network.name, egress=_egress(template),
+                 lifecycle=asdict(template.lifecycle), pids=template.limits.pids,
+                 replace_on_changes=list(plan.nodes[node_key].options.replace_on_changes),
+                 secret_files={s.path: s.secret for s in sorted(template.secrets, key=lambda s: s.path)},
+                 urls={str(p.port): url_of(pool.ingress, pool.pool, index, p.port)
+                       for p in template.ports if p.exposure == "url" and pool.ingress},
+                 data=[d.path for d in template.data])
+    return props
 
 
 def _egress(template: ResolvedTemplate) -> dict[str, Any]:
@@ -207,22 +171,45 @@ def _egress(template: ResolvedTemplate) -> dict[str, Any]:
             "deny": [str(r) for r in n.deny], "allow_metadata": n.allow_metadata}
 
 
-def stack_resources(spec: ResolvedStack, stack: str, component: str = COMPONENT) -> list[Resource]:
-    """Every resource of the spec, in registration order: the stack, then per host its own objects, its
-    templates' snapshot images and its pools' objects."""
-    out = [Resource(component, T + "SandboxStack", None, "stack")]
-    hosts = plan_hosts(spec, stack)
-    owners = snapshot_owners(spec)
-    for host, plan in hosts.items():
-        out += _host_resources(component, host, plan, spec.hosts[host])
-        seen: set[str] = set()
-        for pool_name, pool in spec.pools.items():
-            if host not in pool.hosts:
-                continue
-            template = spec.templates[pool.template]
-            owner = spec.templates[owners[(host, template.name)]]
-            if owner.name not in seen:
-                seen.add(owner.name)
-                out += _template_resources(component, stack, host, owner)
-            out += _pool_resources(component, stack, host, pool_name, pool.replicas, template, plan, owner)
+POOL_KINDS = {"pool", "secrets volume", "secrets seeder", "data volume", "data loader", "sandbox"}
+
+
+def _review_order(plan: StackPlan) -> list[str]:
+    """The plan's nodes in registration order, but a host's disk workspaces after its guard (which depends on
+    them to register first), as reviewers read a host: what closes it, then what it holds."""
+    keys = list(plan.nodes)
+    for host_keys in plan.host_keys.values():
+        workspaces = [k for k in keys if k in set(host_keys.workspaces.values())]
+        if not workspaces:
+            continue
+        keys = [k for k in keys if k not in workspaces]
+        at = keys.index(host_keys.guard) + 1
+        keys[at:at] = workspaces
+    return keys
+
+
+def stack_resources(spec: ResolvedStack, stack: str, component: str = COMPONENT,
+                    plan: StackPlan | None = None) -> list[Resource]:
+    """Every resource of the spec: the plan's nodes (sandstack.plan.stack; given, or planned here), each with what
+    a reviewer calls it and its key settings."""
+    plan = plan or plan_stack(spec, stack, component)
+    pools = {(p.pool, p.host): p for p in plan.pools.values()}
+    out = []
+    for key in _review_order(plan):
+        node, about = plan.nodes[key], plan.about[key]
+        host = plan.hosts.get(about.host) if about.host else None
+        if about.kind in POOL_KINDS:
+            props = _pool_props(about.kind, key, pools[(about.pool, about.host)], plan, stack)
+        elif about.template is not None:
+            props = _template_props(about.kind, spec.templates[about.template], stack)
+        elif host is None:
+            props = {}
+        elif node.type == CONTAINER:
+            props = _container_props(about.kind, host)
+        elif node.custom or about.kind == "host":
+            props = _host_props(about.kind, host, spec.hosts[about.host], key, plan.host_keys[about.host])
+        else:
+            props = {}
+        out.append(Resource(node.name, node.type, node.parent, about.kind, about.host, about.pool, about.template,
+                            props))
     return out

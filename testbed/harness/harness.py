@@ -94,6 +94,7 @@ class Harness:
         self.runs = 0
         self.last: RunResult | None = None
         self._registered: set[str] = set()
+        self._renewed_first: set[str] = set()  # URNs replaced delete-before-replace in this run
         self._lock = threading.Lock()
         self._after_teardown: list[Callable[[], None]] = []
 
@@ -116,6 +117,7 @@ class Harness:
         With check=False a failure is returned in RunResult.error instead of raised."""
         self.runs += 1
         self._registered = set()
+        self._renewed_first = set()
         getattr(self.backend, "providers", {}).clear()
         start = len(self.log.actions)
         mocks = HarnessMocks(self)
@@ -176,6 +178,7 @@ class Harness:
                 raise HarnessError(f"{reg.urn} is protected and would be replaced ({sorted(changed)})")
             if mapping.title == "Container" or info.delete_before_replace or entry.delete_before_replace:
                 # pulumi-docker marks docker_container DeleteBeforeReplace (provider/resources.go).
+                self._renewed_first.add(reg.urn)
                 detail = f"delete-before-replace (old: {backend.delete(entry)})"
                 self.state.pop(reg.urn)
             else:
@@ -211,6 +214,10 @@ class Harness:
         if entry.tainted:
             return "replace", {"<tainted>"}, False
         changed = changed_fields(entry.inputs, reg.inputs)
+        # Pulumi's dependent rule (step_generator.go, calculateDependentReplacements): a resource replaced
+        # delete-before-replace replaces the dependents whose ForceNew inputs took a value from it.
+        changed |= {prop for prop, urns in reg.request.property_dependencies
+                    if set(urns) & self._renewed_first and mapping.classify({prop}) == "replace"}
         kind = mapping.classify(changed, reg.request.replace_on_changes)
         if host != entry.provider_host:
             kind, changed = "replace", changed | {"<provider>"}

@@ -95,6 +95,7 @@ class RequestInfo:
     retain_on_delete: bool = False
     replacement_trigger: str | None = None
     read_id: str | None = None
+    property_dependencies: tuple[tuple[str, tuple[str, ...]], ...] = ()  # input → the URNs its value came from
 
 
 class HarnessMonitor(pulumi_mocks.MockMonitor):
@@ -108,7 +109,8 @@ class HarnessMonitor(pulumi_mocks.MockMonitor):
             urn=self.make_urn(request.parent, request.type, request.name), parent=request.parent,
             dependencies=tuple(request.dependencies), delete_before_replace=request.deleteBeforeReplace,
             replace_on_changes=tuple(request.replaceOnChanges), ignore_changes=tuple(request.ignoreChanges),
-            protect=request.protect, retain_on_delete=request.retainOnDelete, replacement_trigger=trigger)
+            protect=request.protect, retain_on_delete=request.retainOnDelete, replacement_trigger=trigger,
+            property_dependencies=tuple((key, tuple(deps.urns)) for key, deps in request.propertyDependencies.items()))
         try:
             return super().RegisterResource(request)
         finally:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sandstack.components.host_guard import GUARD_SCRIPT
+from sandstack.plan.stack_host import GUARD_SCRIPT
 from sandstack.plan.contract import CGROUP_ROOT_NAME
 from sandstack.spec.contract import EXIT_IDLE, EXIT_LIFETIME
 

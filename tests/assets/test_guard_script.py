@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from sandstack.components.host_guard import GUARD_SCRIPT
+from sandstack.plan.stack_host import GUARD_SCRIPT
 from sandstack.spec.contract import EXIT_IDLE, EXIT_LIFETIME
 from tests.assets.fakes import BOOT_ID, SHELL, T0, FakeHost, Proc, needs_path_stubs
 

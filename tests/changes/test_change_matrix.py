@@ -725,6 +725,12 @@ def expected_changes(effect: Effect, case: Case, runs, specs) -> tuple[set[str],
             expected.add(key)
         if sandbox and sandbox["pool"] in moved and key.startswith("replace ") and f"replace sandstack-{HOST}-net.{sandbox['pool']}" in expected:
             expected.add(key)
+        # Pulumi's dependent rule: a pool network replaced delete-before-replace replaces the host containers
+        # that join it by name (the gateway, the ingress), whatever the field's declaration names.
+        if moved and fields == ("networksAdvanced",) and name in (f"sandstack-{HOST}-gateway-container",
+                                                                  f"sandstack-{HOST}-ingress-container") \
+                and any(f"replace sandstack-{HOST}-net.{pool}" in expected for pool in moved):
+            expected.add(key)
         seeder = SECRETS_OBJECT.match(name) or DATA_OBJECT.match(name)
         if seeder and fields == ("image",) and f"replace sandstack-{HOST}-infra" in expected:
             expected.add(key)

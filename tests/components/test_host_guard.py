@@ -6,7 +6,7 @@ import pytest
 
 from sandstack.plan.gateway import ENTRYPOINT
 from sandstack.plan.contract import cgroup_parent
-from sandstack.components.host_guard import GUARD_SCRIPT
+from sandstack.plan.stack_host import GUARD_SCRIPT
 from sandstack.plan.guard import HEALTH_TEST
 from sandstack.plan.naming import bridge_name
 from sandstack.plan.network import gateway_ports

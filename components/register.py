@@ -1,0 +1,115 @@
+"""Registers a StackPlan's nodes (sandstack/plan/stack.py) exactly as planned: the one place plan values become
+Pulumi resources. A `Ref` becomes the referenced resource's output, a `Secret` the secret config value; a run-once
+seeder is waited for through its exit code. Components are the `Planned` subclasses, one per file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import pulumi
+import pulumi_docker as docker
+
+from sandstack.components.secrets import secret_value
+from sandstack.plan.snapshot import prepare_build
+from sandstack.plan.stack import StackPlan
+from sandstack.plan.tree import CONTAINER, NETWORK, PROVIDER, REGISTRY_IMAGE, REMOTE_IMAGE, VOLUME, Node, Ref, Secret
+
+RESOURCES: dict[str, type[pulumi.CustomResource]] = {
+    CONTAINER: docker.Container, NETWORK: docker.Network, VOLUME: docker.Volume, REMOTE_IMAGE: docker.RemoteImage,
+    REGISTRY_IMAGE: docker.RegistryImage, PROVIDER: docker.Provider,
+}
+COMPONENTS: dict[str, type["Planned"]] = {}  # by type token, filled by each component's module
+
+
+def _checked(seeder: docker.Container, what: str, missing: str) -> pulumi.Output[docker.Container]:
+    """The seeder, once it exited 0: the provider records a failed run-once container's exit code without
+    failing; we fail, so no sandbox starts without what it was seeded with."""
+    def check(code: int | None) -> docker.Container:
+        if code not in (None, 0):
+            raise pulumi.RunError(f"{what} exited with {code}: its sandboxes would start without {missing}")
+        return seeder
+    return seeder.exit_code.apply(check)
+
+
+class Registry:
+    """One stack's registered nodes, by key."""
+
+    def __init__(self, plan: StackPlan, build_root):
+        self.plan = plan
+        self.build_root = build_root
+        self.resources: dict[str, pulumi.Resource] = {}
+        self.waits: dict[str, Any] = {}  # what depends_on uses, where it is not the resource itself
+        self.seeders = {key: (what, missing) for pool in plan.pools.values() for key, what, missing in pool.seeders}
+
+    def value(self, value: Any) -> Any:
+        if isinstance(value, Ref):
+            return getattr(self.resources[value.node], value.attr)
+        if isinstance(value, Secret):
+            text = value.text
+            return secret_value(value.key) if text == "{}" else secret_value(value.key).apply(
+                lambda s: text.replace("{}", s, 1))
+        if isinstance(value, dict):
+            return {k: self.value(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.value(v) for v in value]
+        return value
+
+    def options(self, node: Node) -> pulumi.ResourceOptions:
+        o = node.options
+        provider = self.resources[node.provider] if node.provider else None
+        return pulumi.ResourceOptions(
+            parent=self.resources[node.parent] if node.parent else None,
+            provider=provider if node.custom else None,
+            providers=[provider] if provider and not node.custom else None,
+            depends_on=[self.waits.get(k, self.resources.get(k)) for k in o.depends_on] or None,
+            delete_before_replace=o.delete_before_replace or None,
+            replace_on_changes=list(o.replace_on_changes) or None,
+            aliases=list(o.aliases) or None)
+
+    def register(self, node: Node) -> pulumi.Resource:
+        if not node.custom:
+            return COMPONENTS[node.type](node.name, PlannedArgs(self, node.key), self.options(node))
+        if node.key in self.plan.build_contexts:  # write the snapshot's build context before it is built
+            prepare_build(self.plan.build_contexts[node.key], self.build_root)
+        resource = RESOURCES[node.type](node.name, **self.value(dict(node.inputs)), opts=self.options(node))
+        self.resources[node.key] = resource
+        if node.key in self.seeders:
+            self.waits[node.key] = _checked(resource, *self.seeders[node.key])  # type: ignore[arg-type]
+        return resource
+
+    def register_children(self, key: str) -> dict[str, pulumi.Resource]:
+        return {node.key: self.register(node) for node in self.plan.children(key)}
+
+
+@dataclass(frozen=True)
+class PlannedArgs:
+    registry: Registry
+    key: str  # the component's node
+
+
+class Planned(pulumi.ComponentResource):
+    """A component that registers its node's children, then its outputs."""
+
+    TYPE: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        COMPONENTS[cls.TYPE] = cls
+
+    def __init__(self, name: str, args: PlannedArgs, opts: pulumi.ResourceOptions | None = None):
+        registry = args.registry
+        node = registry.plan.nodes[args.key]
+        super().__init__(self.TYPE, name, dict(node.inputs) or None, opts)
+        registry.resources[args.key] = self
+        self.node, self.registry = node, registry
+        self.parts = registry.register_children(args.key)
+        self.register_outputs(self.planned_outputs())
+
+    def part(self, suffix: str) -> Any:
+        """The child whose logical name is this component's name + suffix."""
+        found = [r for key, r in self.parts.items() if key.endswith(f"::{self.node.name}{suffix}")]
+        return found[0] if found else None
+
+    def planned_outputs(self) -> dict[str, Any]:
+        return {}

@@ -1,0 +1,25 @@
+"""Where a pool runs: its share of one host (the host's plan and the runtime's both read it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A pool's share of one host: which template, how many sandboxes."""
+
+    pool: str
+    template: ResolvedTemplate
+    replicas: int
+
+
+def placements_by_host(spec: ResolvedStack) -> dict[str, list[Placement]]:
+    """Each host's pools, in spec order; hosts without pools still get their host resources."""
+    out: dict[str, list[Placement]] = {host: [] for host in spec.hosts}
+    for pool_name, pool in spec.pools.items():
+        for host in dict.fromkeys(pool.hosts):
+            out[host].append(Placement(pool_name, spec.templates[pool.template], pool.replicas))
+    return out

@@ -1,0 +1,209 @@
+"""`plan_stack`: the whole stack as one tree of nodes (sandstack.plan.tree), computed once.
+
+The stack component, then per host its own nodes (sandstack.plan.stack_host), its templates' snapshot images
+(templates with the same snapshot content share the first one's image on a host) and its pools: secrets and data
+volumes with their run-once seeders, and the sandboxes. `PoolPlan` keeps what a pool's outputs describe.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sandstack.plan import types
+from sandstack.plan.changes import sandbox_replace_on_changes
+from sandstack.plan.contract import LABEL_ROLE, STATE_MOUNT
+from sandstack.plan.data import SEED_DIR, plan_data
+from sandstack.plan.host import HostPlan, plan_hosts, snapshot_owners
+from sandstack.plan.network import PoolNetwork
+from sandstack.plan.sandbox import SandboxPlan, plan_sandbox
+from sandstack.plan.secrets import plan_secrets
+from sandstack.plan.snapshot import build_context, image_labels, plan_snapshot
+from sandstack.plan.stack_host import NO_NEW_PRIVILEGES, HostKeys, plan_host_nodes
+from sandstack.plan.tree import (About, CONTAINER, REGISTRY_IMAGE, REMOTE_IMAGE, VOLUME, Node, Options, Ref, Secret,
+                                 Tree, inputs, label_list, node_key, run_inputs)
+from sandstack.spec.models import SecretRef
+from sandstack.spec.models.hosts import Ingress
+from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
+
+COMPONENT = "sandstack"  # the SandboxStack name `sandstack.program` uses
+DEFAULT_BUILD_ROOT = Path(".sandstack") / "build"
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """A pool on one host: what its outputs describe, and its nodes' keys."""
+
+    key: str
+    pool: str
+    host: str
+    host_address: str
+    template: ResolvedTemplate
+    replicas: int
+    digest: str
+    network: PoolNetwork
+    ingress: Ingress | None
+    image: str  # the snapshot image node's key
+    sandboxes: tuple[str, ...]  # the sandbox nodes' keys, by replica
+    sandbox_plans: tuple[SandboxPlan, ...]
+    seeders: tuple[tuple[str, str, str], ...] = ()  # (node key, what it is, what sandboxes would miss)
+
+
+@dataclass
+class StackPlan(Tree):
+    stack: str = ""
+    component: str = COMPONENT
+    hosts: dict[str, HostPlan] = field(default_factory=dict)
+    host_keys: dict[str, HostKeys] = field(default_factory=dict)
+    pools: dict[str, PoolPlan] = field(default_factory=dict)  # by the pool component's key
+    build_contexts: dict[str, ResolvedTemplate] = field(default_factory=dict)  # image node key → its template
+
+    @property
+    def root(self) -> str:
+        return node_key(types.SANDBOX_STACK, self.component)
+
+
+def plan_stack(spec: ResolvedStack, stack: str, component: str = COMPONENT,
+               build_root: Path = DEFAULT_BUILD_ROOT) -> StackPlan:
+    out = StackPlan(stack=stack, component=component)
+    out.add(Node(component, types.SANDBOX_STACK, None), About("stack"))
+    owners = snapshot_owners(spec)
+    out.hosts = plan_hosts(spec, stack)
+    for host, plan in out.hosts.items():
+        keys = out.host_keys[host] = plan_host_nodes(out, out.root, component, host, spec.hosts[host], plan)
+        images: dict[str, str] = {}
+        for pool_name, pool in spec.pools.items():
+            if host not in dict.fromkeys(pool.hosts):
+                continue
+            template = spec.templates[pool.template]
+            owner = spec.templates[owners[(host, template.name)]]
+            if owner.name not in images:
+                images[owner.name] = _template(out, keys, component, stack, host, owner, plan, build_root)
+            _pool(out, keys, component, stack, host, pool_name, pool.replicas, template, owner, plan,
+                  images[owner.name], spec.hosts[host].ingress)
+    return out
+
+
+def _template(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str, template: ResolvedTemplate,
+              plan: HostPlan, build_root: Path) -> str:
+    snapshot = plan_snapshot(template, stack)
+    base = f"{component}-{template.name}.{host}"
+    t = template.name
+    parent = out.add(Node(base, types.SANDBOX_TEMPLATE, keys.host, keys.provider, {"tag": snapshot.tag}),
+                     About("template", host, template=t)).key
+    # The snapshot: base image + files + setup, run once at build time, never at sandbox start. Every build runs
+    # every setup step (no_cache): with the layer cache, a bumped version got the old steps' layers back.
+    image = out.add(Node(f"{base}-image", REMOTE_IMAGE, parent, keys.provider, inputs(
+        name=snapshot.image, build={"context": str(build_context(build_root, template, snapshot.digest)),
+                                    "dockerfile": "Dockerfile",
+                                    "labels": image_labels(template, stack, plan.labels, snapshot.digest),
+                                    "no_cache": True},
+        triggers={"digest": snapshot.digest}, keep_locally=False)), About("snapshot", host, template=t))
+    out.build_contexts[image.key] = template
+    if template.push_to:
+        # Declared registry: push the same image so hosts without the build context can pull it.
+        out.add(Node(f"{base}-push", REGISTRY_IMAGE, parent, keys.provider,
+                     inputs(name=Ref(image.key, "name"), keep_remotely=True)), About("snapshot push", host, template=t))
+    return image.key
+
+
+def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str, pool: str, replicas: int,
+          template: ResolvedTemplate, owner: ResolvedTemplate, plan: HostPlan, image: str,
+          ingress: Ingress | None) -> None:
+    base = f"{component}-{pool}.{host}"
+    about = functools.partial(About, host=host, pool=pool, template=template.name)
+    parent = out.add(Node(base, types.SANDBOX_POOL, keys.host, keys.provider), about("pool")).key
+    digest = plan_snapshot(owner, stack).digest
+    # The guard's boot-id marker: the supervisor starts the command only once the host is closed.
+    mounts: list[dict] = [{"type": "volume", "source": Ref(keys.guard_state, "name"), "target": STATE_MOUNT,
+                           "read_only": True}]
+    waits = list(keys.ready)
+    seeders = []
+    secrets = plan_secrets(stack, pool, template)
+    if secrets:
+        # One volume per pool and host, mounted read-only: even the owner cannot change its secrets (0400).
+        volume = out.add(Node(f"{base}-secrets", VOLUME, parent, keys.provider,
+                              inputs(name=secrets.volume, labels=label_list(plan.labels)),
+                              Options(delete_before_replace=True)), about("secrets volume"))
+        # Run-once seeder: `uploads` cannot write into a read-only-root sandbox, so a throwaway container with
+        # only CHOWN copies the files into the volume with the sandbox user as owner, then exits.
+        seeder = out.add(Node(f"{base}-{types.SECRETS_SEEDER}", CONTAINER, parent, keys.provider, inputs(
+            name=secrets.seeder_name, image=Ref(keys.infra, "image_id"), network_mode="none",
+            command=["sh", "-c", secrets.script],
+            uploads=[{"file": u.path, "content": Secret(u.secret), "permissions": secrets.mode}
+                     for u in secrets.uploads],
+            mounts=[{"type": "volume", "source": Ref(volume.key, "name"), "target": secrets.seed_dir}],
+            capabilities={"drops": ["ALL"], "adds": list(secrets.capability_adds)}, security_opts=NO_NEW_PRIVILEGES,
+            attach=True, must_run=False, logs=True, labels=label_list({**plan.labels, LABEL_ROLE: secrets.role}))),
+            about("secrets seeder"))
+        waits.append(seeder.key)
+        seeders.append((seeder.key, f"secrets seeder for pool '{pool}' on host '{host}'", "their secrets"))
+        mounts.append({"type": "volume", "source": Ref(volume.key, "name"), "target": secrets.path,
+                       "read_only": True})
+    data = plan_data(stack, pool, template)
+    if data:
+        # One volume per data mount, mounted read-only where the spec says.
+        volumes = [out.add(Node(f"{base}-data{i}", VOLUME, parent, keys.provider,
+                                inputs(name=v.name, labels=label_list(plan.labels)),
+                                Options(delete_before_replace=True)), about("data volume"))
+                   for i, v in enumerate(data.volumes)]
+        # Run-once loader: the provider uploads the files (a changed file replaces only this container), it copies
+        # them into the volumes, readable by every user and writable by none.
+        seeder = out.add(Node(f"{base}-{types.DATA_SEEDER}", CONTAINER, parent, keys.provider, inputs(
+            name=data.seeder_name, image=Ref(keys.infra, "image_id"), network_mode="none",
+            command=["sh", "-c", data.script],
+            uploads=[{"file": target, "content_base64": base64.b64encode(source.read_bytes()).decode()}
+                     for target, source in data.uploads],
+            mounts=[{"type": "volume", "source": Ref(v.key, "name"), "target": f"{SEED_DIR}/{i}"}
+                    for i, v in enumerate(volumes)],
+            capabilities={"drops": ["ALL"]}, security_opts=NO_NEW_PRIVILEGES, attach=True, must_run=False,
+            logs=True, labels=label_list({**plan.labels, LABEL_ROLE: "data-seeder"}))), about("data loader"))
+        waits.append(seeder.key)
+        seeders.append((seeder.key, f"data loader for pool '{pool}' on host '{host}'", "their data"))
+        mounts += [{"type": "volume", "source": Ref(v.key, "name"), "target": d.path, "read_only": True}
+                   for v, d in zip(volumes, data.volumes)]
+    sandboxes, plans = [], []
+    for index in range(replicas):
+        sandbox = plan_sandbox(stack=stack, pool=pool, host=host, template=template, index=index,
+                               network=plan.networks[pool], digest=digest, labels=plan.labels,
+                               gpu_device_ids=plan.gpu_ids(pool, index), ingress=ingress)
+        plans.append(sandbox)
+        sandboxes.append(out.add(Node(f"{base}-{index}", CONTAINER, parent, keys.provider,
+                                      _sandbox_inputs(sandbox, keys, pool, image, mounts),
+                                      Options(depends_on=tuple(waits),
+                                              replace_on_changes=tuple(sandbox_replace_on_changes()))),
+                                      about("sandbox")).key)
+    out.pools[parent] = PoolPlan(parent, pool, host, plan.address, template, replicas, digest, plan.networks[pool],
+                                 ingress, image, tuple(sandboxes), tuple(plans), tuple(seeders))
+
+
+def _sandbox_inputs(plan: SandboxPlan, keys: HostKeys, pool: str, image: str, mounts: list[dict]) -> dict:
+    """One sandbox, exactly as planned (sandstack/plan/sandbox.py), with its references to other nodes."""
+    return inputs(
+        name=plan.name, hostname=plan.hostname, image=Ref(image, "image_id"), user=plan.user,
+        working_dir=plan.workdir,
+        # The supervisor (under Docker's init) starts the command once the host is closed and turns the guard's
+        # lifetime verdicts into exit statuses; the guard enforces them from outside.
+        entrypoints=list(plan.entrypoints), command=list(plan.command) if plan.command else None, init=True,
+        envs=[Secret(v.secret, f"{k}={{}}") if isinstance(v, SecretRef) else f"{k}={v}" for k, v in plan.env.items()],
+        labels=label_list(plan.labels),
+        networks_advanced=[{"name": Ref(keys.networks[pool], "name")}],
+        dns=list(plan.dns) if plan.dns else None,
+        ports=[inputs(internal=p.internal, external=p.external, ip=p.ip, protocol=p.protocol) for p in plan.ports],
+        read_only=plan.read_only, storage_opts=plan.storage_opts, tmpfs=plan.tmpfs, shm_size=plan.shm_size_mb,
+        # Disk workspaces: Docker fills a new one from the image only when the guard made it empty (`seed`).
+        mounts=mounts + [{"type": "volume", "source": Ref(keys.workspaces[w.name], "name"), "target": w.path}
+                         for w in plan.workspaces],
+        capabilities=inputs(drops=["ALL"], adds=list(plan.capability_adds) or None),
+        security_opts=list(plan.security_opts) if plan.security_opts else None,
+        privileged=plan.privileged, runtime=plan.runtime, memory=plan.memory_mb, memory_swap=plan.memory_mb,
+        cpus=plan.cpus,
+        # Open files per process, hard limit too: with the pids limit, this bounds the sockets a sandbox holds.
+        ulimits=[{"name": "nofile", "soft": plan.open_files, "hard": plan.open_files}],
+        cgroup_parent=plan.cgroup_parent,
+        # The host's own devices of the requested model, by id (placement: sandstack/plan/host.py).
+        device_requests=[{"driver": "nvidia", "device_ids": list(plan.gpu_device_ids), "capabilities": ["gpu"]}]
+        if plan.gpu_device_ids else None,
+        **run_inputs(plan.run))

@@ -1,0 +1,204 @@
+"""One host's nodes: its provider, infra image, disk workspaces, networks and the host-role components (guard,
+gateway, ingress, runtime, logger), each a volume and a container written by one recipe (`_role`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sandstack.plan import gateway as gateway_plan
+from sandstack.plan import guard as guard_plan
+from sandstack.plan import ingress as ingress_plan
+from sandstack.plan import logger as logger_plan
+from sandstack.plan import runtime_host, types
+from sandstack.plan.changes import host_container_replace_on_changes
+from sandstack.plan.container import RunSettings
+from sandstack.plan.contract import GUARD_CGROUP_MOUNT, GUARD_STATE_DIR, HOST_CGROUP_MOUNT, LABEL_POOL, LABEL_ROLE
+from sandstack.plan.host import HostPlan
+from sandstack.plan.network import GATEWAY_ALIAS
+from sandstack.plan.package_files import GUARD_SCRIPT_FILE, INFRA_CONTEXT
+from sandstack.plan.runtime import DEFAULT_STATE_DIR, ENV_TOKEN
+from sandstack.plan.tree import (About, CONTAINER, NETWORK, PROVIDER, REMOTE_IMAGE, VOLUME, Node, Options, Ref, Secret,
+                                 About, Tree, bridge_options, inputs, label_list, node_key, run_inputs)
+from sandstack.spec.models import Host
+
+NO_NEW_PRIVILEGES = ["no-new-privileges:true"]
+GUARD_SCRIPT = GUARD_SCRIPT_FILE.read_text()
+
+
+class HostKeys:
+    """The keys of a host's nodes that its pools and templates refer to."""
+
+    def __init__(self, base: str, plan: HostPlan):
+        self.host = node_key(types.SANDBOX_HOST, base)
+        self.provider = node_key(PROVIDER, f"{base}-provider")
+        self.infra = node_key(REMOTE_IMAGE, f"{base}-infra")
+        self.guard_state = node_key(VOLUME, f"{base}-guard-state")
+        self.guard = node_key(CONTAINER, f"{base}-guard-container")
+        self.networks = {pool: node_key(NETWORK, f"{base}-net.{pool}") for pool in plan.networks}
+        self.workspaces = {w.name: node_key(VOLUME, f"{base}-ws.{w.name.removeprefix(f'sandstack-{plan.stack}-')}")
+                           for w in plan.workspaces}
+        # What a sandbox waits for: the host closed, its way out and its connection log running.
+        self.ready = (self.guard,) + ((node_key(CONTAINER, f"{base}-gateway-container"),) if plan.gateway else ()) \
+            + ((node_key(CONTAINER, f"{base}-logger-container"),) if plan.logger else ())
+
+
+def _role(out: Tree, keys: HostKeys, plan: HostPlan, component: str, base: str, role: str, *,
+          kinds: tuple[str, str], volume: tuple[str, str] | None, volume_name: str | None = None,
+          component_after: tuple = (), **container: Any) -> str:
+    """A host role: its component and the named volume that outlives its container (replaced delete-first: a
+    named volume cannot exist twice), then its container (`_container`). Returns the component's key."""
+    parent = out.add(Node(f"{base}-{role}", component, keys.host, keys.provider,
+                          options=Options(depends_on=component_after)), About(kinds[0], plan.host)).key
+    if volume is not None:
+        suffix, target = volume
+        vol = out.add(Node(f"{base}-{role}-{suffix}", VOLUME, parent, keys.provider,
+                           inputs(name=volume_name, labels=label_list(plan.labels)),
+                           Options(delete_before_replace=True)), About(kinds[1], plan.host))
+        container["mounts"] = container.get("mounts", []) + [
+            {"type": "volume", "source": Ref(vol.key, "name"), "target": target}]
+    _container(out, keys, plan, base, role, parent, kinds[0], **container)
+    return parent
+
+
+def _container(out: Tree, keys: HostKeys, plan: HostPlan, base: str, role: str, parent: str, kind: str, *,
+               container_name: str, run: RunSettings, memory_mb: int, cpus: str, command: list[str],
+               adds: tuple[str, ...] | None = None, after_guard: bool = False, **extra: Any) -> None:
+    """A host role's container, from the infra image: no capabilities but `adds`, a read-only root, no new
+    privileges, bounded memory and CPU, the host's labels with its role; replaced where the provider would only
+    record a change (`host_container_replace_on_changes`)."""
+    out.add(Node(f"{base}-{role}-container", CONTAINER, parent, keys.provider, inputs(
+        name=container_name, image=Ref(keys.infra, "image_id"), command=command,
+        capabilities=inputs(drops=["ALL"], adds=list(adds) if adds is not None else None),
+        security_opts=NO_NEW_PRIVILEGES, read_only=True, memory=memory_mb, memory_swap=memory_mb, cpus=cpus,
+        **run_inputs(run), labels=label_list({**plan.labels, LABEL_ROLE: role}), **extra),
+        Options(depends_on=(keys.guard,) if after_guard else (),
+                replace_on_changes=tuple(host_container_replace_on_changes()))), About(kind, plan.host))
+
+
+def plan_host_nodes(out: Tree, stack_key: str, component: str, host: str, spec: Host, plan: HostPlan) -> HostKeys:
+    base = f"{component}-{host}"
+    keys = HostKeys(base, plan)
+    out.add(Node(base, types.SANDBOX_HOST, stack_key), About("host", host))
+    # The daemon connection every child of this host uses; TLS material only ever from secrets.
+    tls = spec.tls
+    out.add(Node(f"{base}-provider", PROVIDER, keys.host, None, inputs(
+        host=spec.endpoint, ssh_opts=list(spec.ssh_opts) or None,
+        ca_material=Secret(tls.ca.secret) if tls else None, cert_material=Secret(tls.cert.secret) if tls else None,
+        key_material=Secret(tls.key.secret) if tls else None)), About("provider", host))
+    infra = plan.infra
+    # A declared image is used as is (pulled by the daemon if missing) and never deleted; else sandstack's own
+    # image, built on the host from the packaged assets/infra.
+    out.add(Node(f"{base}-infra", REMOTE_IMAGE, keys.host, keys.provider, inputs(name=infra.name, keep_locally=True)
+                 if infra.declared else inputs(
+                     name=infra.name, build={"context": str(INFRA_CONTEXT), "dockerfile": "Dockerfile",
+                                             "labels": plan.labels},
+                     triggers={"digest": infra.digest}, keep_locally=False)), About("infra image", host))
+    # Each sandbox's disk workspaces: volumes whose filesystems the guard makes and attaches, so they exist before
+    # it and outlive it. Replaced delete-first: the name is explicit.
+    for w in plan.workspaces:
+        out.add(Node(keys.workspaces[w.name].split("::", 1)[1], VOLUME, keys.host, keys.provider, inputs(
+            name=w.name, driver="local", driver_opts=w.driver_opts,
+            labels=label_list({**plan.labels, LABEL_ROLE: "workspace"})), Options(delete_before_replace=True)),
+            About("disk workspace", host))
+    # Closes the host to every sandbox on it and sets each sandbox's pids limit before it starts; created first and
+    # deleted last (the networks depend on it).
+    g = plan.guard
+    _role(out, keys, plan, types.HOST_GUARD, base, "guard", kinds=("guard", "guard state"), volume=("state", GUARD_STATE_DIR),
+          volume_name=g.state_volume, container_name=g.container_name, run=g.run, memory_mb=guard_plan.MEMORY_MB,
+          cpus=guard_plan.CPUS, command=["sh", "-c", GUARD_SCRIPT, "sandstack-guard"], adds=tuple(g.capabilities),
+          component_after=tuple(keys.workspaces.values()), network_mode="host", pid_mode="host", envs=g.env,
+          tmpfs=dict(guard_plan.TMPFS),
+          mounts=[{"type": "bind", "source": HOST_CGROUP_MOUNT, "target": GUARD_CGROUP_MOUNT}],
+          volumes=[{"host_path": g.workspaces_mount[0], "container_path": g.workspaces_mount[1]}]
+          if g.workspaces_mount else None,
+          devices=[{"host_path": guard_plan.LOOP_CONTROL}] if g.workspaces else None,
+          device_cgroup_rules=list(guard_plan.LOOP_DEVICE_RULES) if g.workspaces else None)
+    # A network's name is fixed per pool, so a replacement (a new subnet) deletes the old one first.
+    for pool, net in plan.networks.items():
+        # One bridge per pool: internal (no route out) unless the pool egresses directly or publishes ports.
+        out.add(Node(f"{base}-net.{pool}", NETWORK, keys.host, keys.provider, inputs(
+            name=net.name, internal=net.internal, driver="bridge", options=bridge_options(net.bridge),
+            ipam_configs=[inputs(subnet=str(net.subnet), gateway=net.bridge_ip, ip_range=net.sandbox_range)],
+            labels=label_list({**plan.labels, LABEL_POOL: pool})),
+            Options(delete_before_replace=True, depends_on=(keys.guard,))), About("network", host, pool))
+    if plan.gateway and plan.egress_bridge:
+        _gateway(out, keys, plan, base)
+    if plan.logger:
+        # Every new connection of the pools that log them, before any of their sandboxes starts.
+        lg = plan.logger
+        _role(out, keys, plan, types.CONNECTION_LOGGER, base, "logger", kinds=("connection logger", "connection log"),
+              volume=("log", logger_plan.LOG_DIR),
+              volume_name=lg.log_volume, container_name=lg.container_name, run=lg.run,
+              memory_mb=logger_plan.MEMORY_MB, cpus=logger_plan.CPUS, command=lg.command,
+              adds=logger_plan.CAPABILITIES, network_mode="host", envs=lg.env, tmpfs=dict(logger_plan.TMPFS))
+    if plan.runtime:
+        # The sessions' API: binds sessions to the declared sandboxes, never creates one.
+        r = plan.runtime
+        _role(out, keys, plan, types.RUNTIME_SERVICE, base, "runtime", kinds=("runtime", "runtime state"), volume=("state", DEFAULT_STATE_DIR),
+              volume_name=r.state_volume, container_name=r.container_name, run=r.run,
+              memory_mb=runtime_host.MEMORY_MB, cpus=runtime_host.CPUS, command=["sh", "-c", runtime_host.ENTRYPOINT],
+              after_guard=True, network_mode="host", envs=[*r.env, Secret(r.spec.token.secret, f"{ENV_TOKEN}={{}}")],
+              tmpfs=dict(runtime_host.TMPFS),
+              mounts=[{"type": "bind", "source": runtime_host.DOCKER_SOCKET, "target": runtime_host.DOCKER_SOCKET}])
+    if plan.ingress:
+        _ingress(out, keys, plan, base)
+    return keys
+
+
+def _gateway(out: Tree, keys: HostKeys, plan: HostPlan, base: str) -> None:
+    gw = plan.gateway
+    assert gw is not None
+    # The gateway's way out: a routed bridge that only the gateway joins (so icc there is its own traffic).
+    egress = out.add(Node(f"{base}-egress-net", NETWORK, keys.host, keys.provider, inputs(
+        name=plan.egress_network, internal=False, driver="bridge", options=bridge_options(plan.egress_bridge, icc=True),
+        # A fixed subnet: the gateway's logging resolver listens on its bridge address.
+        ipam_configs=[inputs(subnet=str(plan.egress_subnet), gateway=str(plan.egress_subnet[1]))]
+        if plan.egress_subnet else None,
+        labels=label_list({**plan.labels, LABEL_ROLE: "egress"})), Options(depends_on=(keys.guard,))),
+        About("egress network", plan.host))
+    # The egress network must be the gateway's route out (gw_priority; older daemons take the first by name). On
+    # each pool network, the alias is how sandboxes name their proxy, at a fixed address the guard opens.
+    networks = [{"name": Ref(egress.key, "name"), "gw_priority": gateway_plan.OUTBOUND_GW_PRIORITY}] + [
+        {"name": Ref(keys.networks[p.pool], "name"), "aliases": [GATEWAY_ALIAS], "ipv4_address": p.address}
+        for p in gw.pools]
+    # Squid as an unprivileged user with no capabilities: a compromised proxy holds nothing a sandbox does not.
+    _role(out, keys, plan, types.EGRESS_GATEWAY, base, "gateway", kinds=("gateway", "gateway log"), volume=("log", gateway_plan.LOG_DIR),
+          volume_name=gw.log_volume, container_name=gw.container_name, run=gw.run, memory_mb=gateway_plan.MEMORY_MB,
+          cpus=gateway_plan.CPUS, command=["sh", "-c", gateway_plan.ENTRYPOINT], user=gateway_plan.USER, init=True, envs=gw.env,
+          networks_advanced=networks, tmpfs=dict(gateway_plan.TMPFS), cgroup_parent=gw.cgroup_parent,
+          # Its lookups through the host's logging resolver (logged, checked), never the host's own resolvers.
+          dns=[gw.resolver] if gw.resolver else None)
+
+
+def _ingress(out: Tree, keys: HostKeys, plan: HostPlan, base: str) -> None:
+    ing = plan.ingress
+    assert ing is not None
+    # The host's URLs: a reverse proxy on the pool networks with url ports, after the guard closed them.
+    parent = out.add(Node(f"{base}-ingress", types.INGRESS_PROXY, keys.host, keys.provider),
+                     About("ingress", plan.host)).key
+    net = out.add(Node(f"{base}-ingress-net", NETWORK, parent, keys.provider, inputs(
+        name=ing.network, internal=False, driver="bridge", options=bridge_options(ing.bridge, icc=True),
+        labels=label_list({**plan.labels, LABEL_ROLE: "ingress"})),
+        Options(delete_before_replace=True, depends_on=(keys.guard,))), About("ingress network", plan.host))
+    mounts = None
+    if ing.spec.acme_email:
+        data = out.add(Node(f"{base}-ingress-data", VOLUME, parent, keys.provider,
+                            inputs(name=ing.data_volume, labels=label_list(plan.labels)),
+                            Options(delete_before_replace=True)), About("ingress data", plan.host))
+        mounts = [{"type": "volume", "source": Ref(data.key, "name"), "target": ingress_plan.DATA_DIR}]
+    uploads = None
+    if ing.spec.tls:
+        uploads = [{"file": f"{ingress_plan.TLS_DIR}/{file}", "content": Secret(ref.secret), "permissions": "0400",
+                    "owner": "65534", "group": "65534"}
+                   for file, ref in (("cert.pem", ing.spec.tls.cert), ("key.pem", ing.spec.tls.key))]
+    _container(out, keys, plan, base, "ingress", parent, "ingress", container_name=ing.container_name, run=ing.run,
+                    memory_mb=ingress_plan.MEMORY_MB, cpus=ingress_plan.CPUS,
+                    command=["sh", "-c", ingress_plan.ENTRYPOINT], after_guard=True,
+                    user=ingress_plan.USER, init=True, envs=ing.env,
+                    networks_advanced=[{"name": Ref(net.key, "name")}] + [
+                        {"name": Ref(keys.networks[pool], "name"), "ipv4_address": address}
+                        for pool, address in ing.pools],
+                    ports=[{"internal": inside, "external": outside, "ip": ing.bind_ip, "protocol": "tcp"}
+                           for inside, outside in ing.ports],
+                    uploads=uploads, tmpfs=ing.tmpfs, mounts=mounts)
+

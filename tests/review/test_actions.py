@@ -1,0 +1,59 @@
+"""The diff decides each resource's action as the engine does (sandstack.review.actions): the provider table,
+replace_on_changes, renewed references (delete-before-replace dependents), providers updated without a cascade,
+components never diffed."""
+
+from __future__ import annotations
+
+import copy
+
+from sandstack.plan.stack import plan_stack
+from sandstack.review.actions import planned_actions
+from sandstack.spec import load_data
+from testbed.specs import spec
+
+GATEWAY = "docker:index/container:Container::sandstack-local-gateway-container"
+GUARD = "docker:index/container:Container::sandstack-local-guard-container"
+NETWORK = "docker:index/network:Network::sandstack-local-net.p"
+
+
+def _actions(tmp_path, base: dict, change) -> dict[str, str]:
+    head = copy.deepcopy(base)
+    change(head)
+    plans = [plan_stack(load_data(d, tmp_path), "t") for d in (base, head)]
+    return {k: a.action for k, a in planned_actions(*plans).items()}
+
+
+BASE = spec({"p": {"base_image": "busybox:1.36", "network": {"egress": "allow-list", "allow": ["example.com"]}}})
+
+
+def test_a_replaced_pool_network_replaces_the_gateway_that_joins_it(tmp_path):
+    def subnet(d):
+        d["hosts"]["local"]["subnet_pool"] = "10.77.0.0/16"
+    actions = _actions(tmp_path, BASE, subnet)
+    assert actions[NETWORK] == "replace" and actions[GATEWAY] == "replace"
+    assert actions["docker:index/container:Container::sandstack-p.local-0"] == "replace"
+
+
+def test_host_labels_replace_every_host_container_and_volume(tmp_path):
+    def labels(d):
+        d["hosts"]["local"]["labels"] = {"team": "agents"}
+    actions = _actions(tmp_path, BASE, labels)
+    assert actions[GUARD] == actions[GATEWAY] == "replace"
+    assert actions["docker:index/volume:Volume::sandstack-local-guard-state"] == "replace"
+    assert actions["docker:index/volume:Volume::sandstack-local-gateway-log"] == "replace"
+
+
+def test_a_provider_change_is_an_update_with_no_cascade(tmp_path):
+    def endpoint(d):
+        d["hosts"]["local"]["endpoint"] = "unix:///run/other.sock"
+    assert _actions(tmp_path, BASE, endpoint) == {"pulumi:providers:docker::sandstack-local-provider": "update"}
+
+
+def test_memory_is_updated_in_place_and_components_are_never_diffed(tmp_path):
+    def memory(d):
+        d["templates"]["p"]["limits"] = {"memory": "768MiB"}
+    assert _actions(tmp_path, BASE, memory) == {"docker:index/container:Container::sandstack-p.local-0": "update"}
+
+
+def test_nothing_changed_nothing_to_do(tmp_path):
+    assert _actions(tmp_path, BASE, lambda d: None) == {}
