@@ -1,5 +1,5 @@
 """The runtime's behaviour, without HTTP: sessions bound to declared sandboxes, exec, pause and resume, and
-the monitor that enforces idle policies and resets sandboxes that died.
+the monitor that enforces idle policies and resets sandboxes that died (its pass: sandstack.runtime.monitor).
 
 A sandbox moves idle → bound (claim) → [paused ↔ bound] → resetting → idle (release). One that stopped
 running while bound is marked unhealthy, and the next monitor pass resets it. A reset that could not make it
@@ -34,8 +34,10 @@ from sandstack.runtime.backend import (
 )
 from sandstack.runtime.errors import ApiError, conflict, not_found
 from sandstack.runtime.leases import Leases, holding
+from sandstack.runtime.monitor import Monitor
 from sandstack.runtime.models import ENV_NAME_PATTERN, SESSION_HINT, SESSION_PATTERN
 from sandstack.runtime.store import SandboxRow, Store
+from sandstack.runtime.workspace import Workspace
 
 log = logging.getLogger("sandstack.runtime")
 
@@ -52,7 +54,7 @@ def truncation_marker(stream: str, kept: int, dropped: int) -> str:
     return f"\n[sandstack: {stream} truncated: {dropped} bytes dropped after the first {kept}]"
 
 
-class Runtime:
+class Runtime(Monitor):
     def __init__(self, config: RuntimeConfig, backend: SandboxBackend, state_dir: Path):
         self.config = config
         self.host = config.host
@@ -73,9 +75,6 @@ class Runtime:
         self.leases = Leases()  # operations running in a sandbox vs. a pause of it
         # The markers of the execs running now: a timed-out command's kill spares only processes carrying one.
         self._live: Counter[str] = Counter()
-        # Imported here: files and snapshots use this class's checks, and this class uses them for branching.
-        from sandstack.runtime.workspace import Workspace
-
         self.workspace = Workspace(self)
 
     def _enter(self, name: str) -> None:
@@ -399,102 +398,6 @@ class Runtime:
             self.backend.unpause(name)
             self.store.update(name, status="bound", paused_by=None, last_activity=time.time())
         return self.sandbox(name)
-
-    # The monitor: health, idle policies, snapshot retention
-
-    def monitor_once(self, now: float | None = None) -> None:
-        now = time.time() if now is None else now
-        for row in self.store.sandboxes():
-            if self.busy(row.name):
-                continue
-            try:
-                self._check(row, now)
-            except DaemonUnavailable as error:
-                log.warning("monitor: %s", error)
-                return
-            except BackendError as error:
-                log.warning("monitor: sandbox %s: %s", row.name, error)
-            except Exception as error:  # one sandbox's surprise must not stop the pass for the others
-                log.exception("monitor: sandbox %s", row.name)  # the text stays in the log: it may hold anything
-                self.store.update(row.name, status="unhealthy", session=None,
-                                  detail=f"the monitor failed on it ({type(error).__name__}; see the runtime's "
-                                         "log); it is reset again at the next pass")
-        try:
-            self.workspace.apply_retention(now)
-        except Exception:
-            log.exception("monitor: snapshot retention")
-
-    def _check(self, listed: SandboxRow, now: float) -> None:
-        row = self.store.sandbox(listed.name)  # as it is now, not as it was when the pass began
-        if row is None:
-            return
-        if row.status in ("unhealthy", "resetting", "quarantined"):
-            # Reported at least one pass (or left by a runtime that stopped mid-reset): reset it now.
-            if self.backend.state(row.name).status != "missing":
-                self._reset_quietly(row.name)
-            return
-        state = self.backend.state(row.name)
-        if row.status == "expired":
-            # A new container in its place (the stack replaced it) is fresh: into the pool. Docker's crash retries
-            # of the expired one run for a moment each (its supervisor ends them at once), so the same run must
-            # be seen at two passes.
-            if not state.running:
-                self._expired_runs.pop(row.name, None)
-            elif self._expired_runs.get(row.name) == state.started_at:
-                del self._expired_runs[row.name]
-                self._reset_quietly(row.name)
-            else:
-                self._expired_runs[row.name] = state.started_at
-            return
-        if row.status == "idle" and (why := self._expired(state)):
-            self.store.update(row.name, status="expired", detail=why)
-            return
-        if row.status in ("bound", "paused") and state.started_at:
-            if self._started.setdefault(row.name, state.started_at) != state.started_at:
-                self._started.pop(row.name, None)
-                self.store.update(row.name, status="unhealthy", session=None,
-                                  detail=f"container restarted while bound to session {row.session!r}: its "
-                                         "processes and writable paths are gone")
-                return
-        expected = {"bound": ("running",), "paused": ("paused",), "idle": ("running", "exited", "created")}
-        if state.status not in expected[row.status]:
-            detail = f"container is {state.status}" + (f" (exit {state.exit_code})" if state.exit_code else "")
-            if row.session:
-                detail += f" while bound to session {row.session!r}"
-            self.store.update(row.name, status="unhealthy", session=None, detail=detail)
-            return
-        policy = self.pool(row.pool).idle
-        if row.status != "bound" or policy is None or self.leases.in_use(row.name):
-            return  # a running exec or file operation is activity
-        if self._cpu_active(row.name, now):
-            self.store.update(row.name, last_activity=now)
-            return
-        if row.last_activity is not None and now - row.last_activity >= policy.after_seconds:
-            log.info("sandbox %s idle for %ss: %s", row.name, policy.after_seconds, policy.action)
-            if policy.action == "pause":
-                try:
-                    self.pause(row.name, by="idle")
-                except ApiError as busy:  # an exec began since the check above: activity, not an idle sandbox
-                    log.info("sandbox %s not paused: %s", row.name, busy.message)
-            elif policy.action == "reset":
-                self.store.update(row.name, status="resetting", session=None)
-                self._reset_quietly(row.name)
-            else:
-                # Stopped and cleaned now, not at the next claim: nothing of the session waits on the host.
-                self.store.update(row.name, status="resetting", session=None)
-                self._reset_quietly(row.name, start=False, detail="stopped after being idle")
-
-    def _cpu_active(self, name: str, now: float) -> bool:
-        """Whether the sandbox used more CPU than an idle one since the last sample (measured from outside)."""
-        used = self.backend.cpu_usage_ns(name)
-        previous = self._cpu.get(name)
-        if used is None:
-            return False
-        self._cpu[name] = (now, used)
-        if previous is None or now <= previous[0]:
-            return True  # no rate yet (a new claim, a restarted runtime): not known to be idle
-        per_second_ns = (used - previous[1]) / (now - previous[0])
-        return per_second_ns > self.config.idle_cpu_ms_per_s * 1_000_000
 
 
 def _text(buffer: CappedBuffer, stream: str) -> str:
