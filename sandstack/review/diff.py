@@ -62,6 +62,9 @@ class ResourceChange:
     action: str  # create, update, replace, delete
     changed: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     reasons: list[Reason] = field(default_factory=list)
+    # Resources renewed in the same change that this one's changed inputs refer to: the engine's reason when no
+    # spec field's declared effect reaches it (Pulumi replaces what depends on a resource replaced delete-first).
+    renewed_with: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         r = self.resource
@@ -69,7 +72,8 @@ class ResourceChange:
                 "template": r.template, "action": self.action,
                 "changed": {k: {"old": o, "new": n} for k, (o, n) in sorted(self.changed.items())},
                 "reasons": [{"path": c.path, "old": c.old, "new": c.new, "effect": c.label}
-                            for c in self.reasons]}
+                            for c in self.reasons],
+                "renewed_with": list(self.renewed_with)}
 
 
 @dataclass
@@ -270,10 +274,14 @@ def _action(r: Resource, changed: dict[str, tuple[Any, Any]]) -> str:
     return "replace"
 
 
+def _renewed_names(act, plan) -> tuple[str, ...]:
+    return tuple(plan.nodes[k].name if k in plan.nodes else k.split("::", 1)[1] for k in act.renewed)
+
+
 def _inputs_changed(act, plan) -> dict[str, tuple[Any, Any]]:
     """The inputs the engine sees changed, by name: a renewed resource it refers to is named, any other input's
     value is not shown (it may carry what the reviewer's settings redact)."""
-    renewed = [plan.nodes[k].name if k in plan.nodes else k.split("::", 1)[1] for k in act.renewed]
+    renewed = _renewed_names(act, plan)
     after = f"(unknown until {', '.join(renewed)} is renewed)" if renewed else "(changed)"
     return {f"input {name}": ("(as before)", after) for name in act.changed}
 
@@ -329,7 +337,8 @@ def diff(old: ResolvedStack, new: ResolvedStack, stack: str) -> Diff:
             if not changed or set(changed) <= INFORMATIVE_OF.get(r.kind, set()):
                 continue  # Pulumi would show it unchanged: only what a reviewer reads beside it changed
             change = ResourceChange(r, act.action if act is not None and r.kind != "provider" else
-                                    _action(r, changed), changed)
+                                    _action(r, changed), changed,
+                                    renewed_with=_renewed_names(act, plans[1]) if act is not None else ())
         changes.append(change)
     # A sandbox moves with its pool's network: a host-level effect that renews the network reaches it too.
     moved = {(c.resource.host, c.resource.pool) for c in changes if c.resource.kind == "network"

@@ -57,7 +57,9 @@ def _entries(diff: Diff) -> dict[str, list[tuple[str, list[str], int]]]:
         else:
             head = f"{r.kind} `{r.name}` {VERB[first.action]}"
         details = [describe(k, o, n) for k, (o, n) in sorted(first.changed.items())]
-        details += [f"because {f.text()}" for f in first.reasons] or [UNDECLARED]
+        details += [f"because {f.text()}" for f in first.reasons] or (
+            [f"because it refers to {', '.join(f'`{n}`' for n in first.renewed_with)}, renewed by this change "
+             "(Pulumi renews what depends on a resource it replaces)"] if first.renewed_with else [UNDECLARED])
         out.setdefault(r.host or "(stack)", []).append((head, details, len(items)))
     return out
 

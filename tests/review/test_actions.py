@@ -57,3 +57,25 @@ def test_memory_is_updated_in_place_and_components_are_never_diffed(tmp_path):
 
 def test_nothing_changed_nothing_to_do(tmp_path):
     assert _actions(tmp_path, BASE, lambda d: None) == {}
+
+
+
+def test_a_row_the_engine_renews_names_what_renewed_it(tmp_path):
+    """A url port turns the pool's network internal: no spec field's declared effect reaches the gateway, which
+    the engine replaces because the network it joins is replaced delete-first. The row says so, instead of
+    'reason not declared'."""
+    from sandstack.review.diff import diff
+    from sandstack.review.diff_report import to_text
+    from sandstack.spec import load_stack
+    from testbed.specs import write_spec
+    from tests.review.cases import FILES, pair
+
+    for side, data in zip(("base", "head"), pair("port-url")):
+        write_spec(tmp_path / side, data, FILES)
+    result = diff(load_stack(tmp_path / "base" / "stack.yaml"), load_stack(tmp_path / "head" / "stack.yaml"), "prod")
+    gateway = next(c for c in result.changes if c.resource.name == "sandstack-gpu-1-gateway-container")
+    assert gateway.action == "replace" and not gateway.reasons
+    assert gateway.renewed_with == ("sandstack-gpu-1-net.agent",)
+    assert gateway.to_json()["renewed_with"] == ["sandstack-gpu-1-net.agent"]
+    assert ("because it refers to `sandstack-gpu-1-net.agent`, renewed by this change (Pulumi renews what depends "
+            "on a resource it replaces)") in to_text(result, "base.yaml", "head.yaml")
