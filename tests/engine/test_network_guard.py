@@ -40,11 +40,11 @@ def guard_running(net) -> bool:
 def test_stopped_guard_leaves_its_rules_in_place(net):
     net.proves("Container.networkMode", "Container.capabilities", "Container.restart")
     rules = guard_rules(net.stack)
-    # One INPUT drop per bridge (v4 and v6) and, for the allow-list pool, its resolver's port 53 (udp and tcp,
-    # v4 only); for the allow-list pool the gateway port pair and its two connection bounds; no link-local for
-    # the gateway's egress bridge.
-    assert sum(" INPUT " in r and r.startswith("iptables") for r in rules) == 5, rules
-    assert sum("--dport 53 " in r and " INPUT " in r for r in rules) == 2, rules
+    # One INPUT drop per bridge (v4 and v6) and, for the allow-list pool and for the gateway on its egress bridge,
+    # a logging resolver's port 53 (udp and tcp, v4 only); for the allow-list pool the gateway port pair and its
+    # two connection bounds; no link-local for the gateway's egress bridge.
+    assert sum(" INPUT " in r and r.startswith("iptables") for r in rules) == 7, rules
+    assert sum("--dport 53 " in r and " INPUT " in r for r in rules) == 4, rules
     assert sum(" DOCKER-USER " in r for r in rules) == 5, rules
     assert any(r.startswith("ip6tables") for r in rules), rules
     listener = net.extra["listener"]
