@@ -15,9 +15,16 @@ def layout_row(first_cell_starts: str) -> str:
 
 
 def test_the_components_row_names_every_component():
-    components = sorted(node.name for path in (REPO / "components").glob("*.py")
-                        for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ClassDef)
-                        and any(ast.unparse(base) == "pulumi.ComponentResource" for base in node.bases))
+    """Every component class (a pulumi.ComponentResource, directly or through the registering base that others
+    extend, which is not one a user meets) is named in the layout row."""
+    bases = {node.name: [ast.unparse(b) for b in node.bases] for path in (REPO / "components").glob("*.py")
+             for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ClassDef)}
+    found = {"pulumi.ComponentResource"}
+    while grown := {name for name, of in bases.items() if name not in found and found & set(of)}:
+        found |= grown
+    extended = {b for of in bases.values() for b in of}
+    components = sorted(found - {"pulumi.ComponentResource"} - extended)
+    assert len(components) >= 9, components  # SandboxStack, SandboxHost, the five host roles, template, pool
     row = layout_row("`components/` ")
     assert [c for c in components if f"`{c}`" not in row] == []
 
