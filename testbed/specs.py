@@ -52,6 +52,20 @@ def changed(data: dict, path: str, value: Any) -> dict:
     return out
 
 
+def set_path(data: dict, path: str, value: Any) -> None:
+    """Sets a dotted path in place ('templates.agent.ports.0.port': list items by index); None removes the key."""
+    node: Any = data
+    *parents, last = path.split(".")
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+    if isinstance(node, list):
+        node[int(last)] = value
+    elif value is None:
+        node.pop(last, None)
+    else:
+        node[last] = value
+
+
 def spec_text(data: dict) -> str:
     return SCHEMA_COMMENT + yaml.safe_dump(data, sort_keys=False)
 

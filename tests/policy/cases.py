@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from testbed.specs import host, spec
+from testbed.specs import host, set_path, spec
 
 DIGEST = "@sha256:" + "ab" * 32
 CLEAN = spec(
@@ -29,14 +29,5 @@ CLEAN = spec(
 def changed(*pairs: tuple[str, Any]) -> dict:
     data = copy.deepcopy(CLEAN)
     for path, value in pairs:
-        node = data
-        *parents, last = path.split(".")
-        for key in parents:
-            node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
-        if isinstance(node, list):
-            node[int(last)] = value
-        elif value is None:
-            node.pop(last, None)
-        else:
-            node[last] = value
+        set_path(data, path, value)
     return data

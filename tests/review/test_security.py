@@ -4,7 +4,6 @@ access (sandstack.spec.access), and each declared loosening, applied at every pa
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import pytest
 
@@ -14,7 +13,7 @@ from sandstack.spec.access import AREAS, Access
 from sandstack.spec.models import Stack
 from sandstack.spec.models.base import access_of
 from sandstack.spec.walk import model_fields
-from testbed.specs import host, spec
+from testbed.specs import host, set_path, spec
 
 FIELDS = model_fields(Stack)
 LOOSENING = {path: access_of(info) for path, info in FIELDS.items() if access_of(info).kind == "loosens"}
@@ -39,20 +38,6 @@ BASE = spec(
 )
 
 
-def _set(data: dict, path: str, value: Any) -> None:
-    """Sets a concrete dotted path ('templates.agent.ports.0.port'); None removes the key."""
-    node: Any = data
-    *parents, last = path.split(".")
-    for key in parents:
-        node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
-    if isinstance(node, list):
-        node[int(last)] = value
-    elif value is None:
-        node.pop(last, None)
-    else:
-        node[last] = value
-
-
 def _gpus(data: dict) -> None:
     data["hosts"]["local"]["capacity"]["gpus"] = [{"type": "nvidia-l4", "count": 8}]
 
@@ -66,33 +51,33 @@ def _prepare(data: dict, layer: str, field: str) -> None:
     """What the loosening of `field` (as a template would set it) under `layer` ('templates.agent', 'defaults',
     'profiles.small') needs around it, so that both sides validate and the value reaches a pool."""
     if field in EGRESS and layer == "defaults":
-        _set(data, "defaults.network", {"egress": "allow-list", "allow": ["api.github.com"],
+        set_path(data, "defaults.network", {"egress": "allow-list", "allow": ["api.github.com"],
                                         "deny": ["gist.github.com"]})
     if field == "network.egress":
-        _set(data, f"{layer}.network", {"egress": "deny-all"})
+        set_path(data, f"{layer}.network", {"egress": "deny-all"})
     if field in ("network.log", "network.protocols"):
-        _set(data, f"{layer}.network", {"egress": "allow-all", "log": True})
+        set_path(data, f"{layer}.network", {"egress": "allow-all", "log": True})
     if field.startswith("network.connections."):  # bounds a direct route only (rule egress-mode)
-        _set(data, f"{layer}.network", {"egress": "allow-all", "log": False})
+        set_path(data, f"{layer}.network", {"egress": "allow-all", "log": False})
     if field == "network.allow_metadata":
-        _set(data, f"{layer}.network", {"egress": "allow-all"})
+        set_path(data, f"{layer}.network", {"egress": "allow-all"})
     if field.startswith("limits.gpus"):
         _gpus(data)
     if field == "limits.gpus.count":
-        _set(data, f"{layer}.{'gpus' if layer.startswith('profiles') else 'limits.gpus'}", {"count": 1})
+        set_path(data, f"{layer}.{'gpus' if layer.startswith('profiles') else 'limits.gpus'}", {"count": 1})
     if field == "security.capabilities":
-        _set(data, f"{layer}.user", "0:0")  # Docker gives added capabilities to uid 0 only (rule capabilities-user)
+        set_path(data, f"{layer}.user", "0:0")  # Docker gives added capabilities to uid 0 only (rule capabilities-user)
     if field in ("env", "secrets", "ports") and layer == "templates.agent":
-        _set(data, f"templates.agent.{field}", None)
+        set_path(data, f"templates.agent.{field}", None)
     if field in ("ports.0.port", "ports.0.protocol"):
-        _set(data, "templates.agent.ports.0.exposure", "host")
+        set_path(data, "templates.agent.ports.0.exposure", "host")
     if field == "filesystem.writable.0.exec" and layer == "defaults":
-        _set(data, "defaults.filesystem", {"writable": [{"path": "/tmp", "size": "64MiB"}]})
+        set_path(data, "defaults.filesystem", {"writable": [{"path": "/tmp", "size": "64MiB"}]})
     if field == "hosts.local.runtime.exposure":
-        _set(data, "hosts.local.runtime", dict(RUNTIME))
+        set_path(data, "hosts.local.runtime", dict(RUNTIME))
     if field == "hosts.local.ingress.exposure":
-        _set(data, "hosts.local.ingress", {"domain": "sbx.example.com", "exposure": "host"})
-        _set(data, "templates.agent.ports", [{"port": 8000, "exposure": "url"}])
+        set_path(data, "hosts.local.ingress", {"domain": "sbx.example.com", "exposure": "host"})
+        set_path(data, "templates.agent.ports", [{"port": 8000, "exposure": "url"}])
 
 
 def _where(path: str) -> tuple[str, str, str]:
@@ -115,8 +100,8 @@ def _edit(path: str, access: Access) -> tuple[dict, dict]:
     before = copy.deepcopy(BASE)
     _prepare(before, layer, field)
     after = copy.deepcopy(before)
-    _set(before, concrete, copy.deepcopy(access.widen[0]))
-    _set(after, concrete, copy.deepcopy(access.widen[1]))
+    set_path(before, concrete, copy.deepcopy(access.widen[0]))
+    set_path(after, concrete, copy.deepcopy(access.widen[1]))
     return before, after
 
 
