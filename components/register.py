@@ -40,6 +40,7 @@ class Registry:
         self.build_root = build_root
         self.resources: dict[str, pulumi.Resource] = {}
         self.waits: dict[str, Any] = {}  # what depends_on uses, where it is not the resource itself
+        self.components: list[Planned] = []  # in registration order
         self.seeders = {key: (what, missing) for pool in plan.pools.values() for key, what, missing in pool.seeders}
 
     def value(self, value: Any) -> Any:
@@ -69,7 +70,9 @@ class Registry:
 
     def register(self, node: Node) -> pulumi.Resource:
         if not node.custom:
-            return COMPONENTS[node.type](node.name, PlannedArgs(self, node.key), self.options(node))
+            component = COMPONENTS[node.type](node.name, PlannedArgs(self, node.key), self.options(node))
+            self.components.append(component)
+            return component
         if node.key in self.plan.build_contexts:  # write the snapshot's build context before it is built
             prepare_build(self.plan.build_contexts[node.key], self.build_root)
         resource = RESOURCES[node.type](node.name, **self.value(dict(node.inputs)), opts=self.options(node))
@@ -78,8 +81,19 @@ class Registry:
             self.waits[node.key] = _checked(resource, *self.seeders[node.key])  # type: ignore[arg-type]
         return resource
 
-    def register_children(self, key: str) -> dict[str, pulumi.Resource]:
-        return {node.key: self.register(node) for node in self.plan.children(key)}
+    def register_all(self) -> None:
+        """Every node below the root, in plan order (a parent before its children, a node after what it refers
+        to), from one loop; then each component's outputs, innermost first. One flat loop rather than each
+        component registering its children: the SDK records the Python stack at every registration, and its
+        cost grew with the nesting (stack → host → pool → sandbox)."""
+        for node in self.plan:
+            if node.key != self.plan.root:
+                self.register(node)
+        for component in reversed(self.components):
+            component.finish()
+
+    def children(self, key: str) -> dict[str, pulumi.Resource]:
+        return {k: self.resources[k] for k in self.plan.kids.get(key, ())}
 
 
 @dataclass(frozen=True)
@@ -89,7 +103,8 @@ class PlannedArgs:
 
 
 class Planned(pulumi.ComponentResource):
-    """A component that registers its node's children, then its outputs."""
+    """A component of the plan: registered as its node; its children are registered after it by the same loop
+    (Registry.register_all), then it registers its outputs (`finish`)."""
 
     TYPE: ClassVar[str]
 
@@ -103,7 +118,10 @@ class Planned(pulumi.ComponentResource):
         super().__init__(self.TYPE, name, dict(node.inputs) or None, opts)
         registry.resources[args.key] = self
         self.node, self.registry = node, registry
-        self.parts = registry.register_children(args.key)
+
+    def finish(self) -> None:
+        """Once every node is registered (Registry.register_all): this component's outputs."""
+        self.parts = self.registry.children(self.node.key)
         self.register_outputs(self.planned_outputs())
 
     def part(self, suffix: str) -> Any:

@@ -22,20 +22,23 @@ class SandboxPool(Planned):
     def planned_outputs(self) -> dict:
         pool = self.registry.plan.pools[self.node.key]
         self.containers = [self.parts[key] for key in pool.sandboxes]
-        self.sandboxes = pulumi.Output.all(*[_describe(pool, i, c, self.registry.resources[pool.image].name)
+        # The names are the planned inputs (a container's and an image's `name` output is its input): only the
+        # published ports are read back, so each sandbox waits on one output rather than three.
+        image = self.registry.plan.nodes[pool.image].inputs["name"]
+        names = [self.registry.plan.nodes[key].inputs["name"] for key in pool.sandboxes]
+        self.sandboxes = pulumi.Output.all(*[_describe(pool, i, c, names[i], image)
                                              for i, c in enumerate(self.containers)])
         return {"sandboxes": self.sandboxes}
 
 
-def _describe(pool: PoolPlan, index: int, container: docker.Container,
-              image_name: pulumi.Output[str]) -> pulumi.Output[dict]:
+def _describe(pool: PoolPlan, index: int, container: docker.Container, container_name: str,
+              image: str) -> pulumi.Output[dict]:
     t = pool.template
 
     def field_of(port: object, key: str) -> object:
         return port.get(key) if isinstance(port, dict) else getattr(port, key, None)
 
-    def shape(values: list) -> dict:
-        container_name, ports, image = values
+    def shape(ports: list | None) -> dict:
         published = {(int(field_of(p, "internal")), field_of(p, "protocol") or "tcp"): p for p in (ports or [])}
         out_ports = []
         for p in t.ports:
@@ -52,4 +55,4 @@ def _describe(pool: PoolPlan, index: int, container: docker.Container,
             "egress": t.network.egress, "network": pool.network.name, "ports": out_ports,
         }
 
-    return pulumi.Output.all(container.name, container.ports, image_name).apply(shape)
+    return container.ports.apply(shape)

@@ -52,7 +52,8 @@ class SandboxStack(pulumi.ComponentResource):
         self.plan = plan = plan_stack(args.spec, args.stack, name, args.build_root)
         registry = Registry(plan, args.build_root)
         registry.resources[plan.root] = self
-        children = registry.register_children(plan.root)
+        registry.register_all()
+        children = registry.children(plan.root)
         self.hosts = {host: children[keys.host] for host, keys in plan.host_keys.items()}
         self.pools = {(p.pool, p.host): registry.resources[key] for key, p in plan.pools.items()}
         self.templates = {(n.name, n.parent): registry.resources[n.key] for n in plan

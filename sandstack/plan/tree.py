@@ -84,6 +84,8 @@ class Tree:
 
     nodes: dict[str, Node] = field(default_factory=dict)
     about: dict[str, About] = field(default_factory=dict)
+    # Each node's children's keys, in order: looking them up by scanning every node cost O(n) per component.
+    kids: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
 
     def add(self, node: Node, about: About | None = None) -> Node:
         if node.key in self.nodes:
@@ -91,6 +93,7 @@ class Tree:
         if node.parent is not None and node.parent not in self.nodes:
             raise ValueError(f"{node.key}: its parent {node.parent} is not planned before it")
         self.nodes[node.key] = node
+        self.kids.setdefault(node.parent, []).append(node.key)  # type: ignore[arg-type]
         if about is not None:
             self.about[node.key] = about
         return node
@@ -102,7 +105,7 @@ class Tree:
         return len(self.nodes)
 
     def children(self, key: str) -> list[Node]:
-        return [n for n in self.nodes.values() if n.parent == key]
+        return [self.nodes[k] for k in self.kids.get(key, ())]
 
 
 def inputs(**values: Any) -> dict[str, Any]:
