@@ -15,12 +15,12 @@ from pathlib import Path
 from sandstack.plan import types
 from sandstack.plan.changes import sandbox_replace_on_changes
 from sandstack.plan.contract import LABEL_ROLE, STATE_MOUNT
-from sandstack.plan.data import SEED_DIR, plan_data
+from sandstack.plan.data import SEED_DIR, DataPlan, DataVolume, plan_data
 from sandstack.plan.host import HostPlan, plan_hosts, snapshot_owners
 from sandstack.plan.network import PoolNetwork
 from sandstack.plan.sandbox import SandboxPlan, plan_sandbox
-from sandstack.plan.secrets import plan_secrets
-from sandstack.plan.snapshot import build_context, image_labels, plan_snapshot
+from sandstack.plan.secrets import SecretsPlan, plan_secrets
+from sandstack.plan.snapshot import SnapshotPlan, build_context, image_labels, plan_snapshot
 from sandstack.plan.stack_host import NO_NEW_PRIVILEGES, HostKeys, plan_host_nodes
 from sandstack.plan.tree import (About, CONTAINER, REGISTRY_IMAGE, REMOTE_IMAGE, VOLUME, Node, Options, Ref, Secret,
                                  Tree, inputs, label_list, node_key, run_inputs)
@@ -49,6 +49,9 @@ class PoolPlan:
     sandboxes: tuple[str, ...]  # the sandbox nodes' keys, by replica
     sandbox_plans: tuple[SandboxPlan, ...]
     seeders: tuple[tuple[str, str, str], ...] = ()  # (node key, what it is, what sandboxes would miss)
+    secrets: SecretsPlan | None = None  # its secrets volume and seeder, as registered
+    data: DataPlan | None = None  # its data volumes and loader, as registered
+    data_volumes: dict[str, DataVolume] = field(default_factory=dict)  # data volume node key → its volume
 
 
 @dataclass
@@ -59,6 +62,7 @@ class StackPlan(Tree):
     host_keys: dict[str, HostKeys] = field(default_factory=dict)
     pools: dict[str, PoolPlan] = field(default_factory=dict)  # by the pool component's key
     build_contexts: dict[str, ResolvedTemplate] = field(default_factory=dict)  # image node key → its template
+    snapshots: dict[str, SnapshotPlan] = field(default_factory=dict)  # image and push node key → the snapshot
 
     @property
     def root(self) -> str:
@@ -102,10 +106,13 @@ def _template(out: StackPlan, keys: HostKeys, component: str, stack: str, host: 
                                     "no_cache": True},
         triggers={"digest": snapshot.digest}, keep_locally=False)), About("snapshot", host, template=t))
     out.build_contexts[image.key] = template
+    out.snapshots[image.key] = snapshot
     if template.push_to:
         # Declared registry: push the same image so hosts without the build context can pull it.
-        out.add(Node(f"{base}-push", REGISTRY_IMAGE, parent, keys.provider,
-                     inputs(name=Ref(image.key, "name"), keep_remotely=True)), About("snapshot push", host, template=t))
+        push = out.add(Node(f"{base}-push", REGISTRY_IMAGE, parent, keys.provider,
+                            inputs(name=Ref(image.key, "name"), keep_remotely=True)),
+                       About("snapshot push", host, template=t))
+        out.snapshots[push.key] = snapshot
     return image.key
 
 
@@ -115,7 +122,7 @@ def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str,
     base = f"{component}-{pool}.{host}"
     about = functools.partial(About, host=host, pool=pool, template=template.name)
     parent = out.add(Node(base, types.SANDBOX_POOL, keys.host, keys.provider), about("pool")).key
-    digest = plan_snapshot(owner, stack).digest
+    digest = out.snapshots[image].digest  # the owner's snapshot, planned once with its image
     # The guard's boot-id marker: the supervisor starts the command only once the host is closed.
     mounts: list[dict] = [{"type": "volume", "source": Ref(keys.guard_state, "name"), "target": STATE_MOUNT,
                            "read_only": True}]
@@ -143,6 +150,7 @@ def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str,
         mounts.append({"type": "volume", "source": Ref(volume.key, "name"), "target": secrets.path,
                        "read_only": True})
     data = plan_data(stack, pool, template)
+    volumes = []
     if data:
         # One volume per data mount, mounted read-only where the spec says.
         volumes = [out.add(Node(f"{base}-data{i}", VOLUME, parent, keys.provider,
@@ -176,7 +184,8 @@ def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str,
                                               replace_on_changes=tuple(sandbox_replace_on_changes()))),
                                       about("sandbox")).key)
     out.pools[parent] = PoolPlan(parent, pool, host, plan.address, template, replicas, digest, plan.networks[pool],
-                                 ingress, image, tuple(sandboxes), tuple(plans), tuple(seeders))
+                                 ingress, image, tuple(sandboxes), tuple(plans), tuple(seeders), secrets, data,
+                                 {v.key: d for v, d in zip(volumes, data.volumes)} if data else {})
 
 
 def _sandbox_inputs(plan: SandboxPlan, keys: HostKeys, pool: str, image: str, mounts: list[dict]) -> dict:

@@ -11,13 +11,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sandstack.plan.data import plan_data
 from sandstack.plan.host import HostPlan
 from sandstack.plan.ingress import url_of
-from sandstack.plan.secrets import plan_secrets
 from sandstack.plan.stack import COMPONENT, PoolPlan, StackPlan, plan_stack
 from sandstack.plan.tree import CONTAINER, NETWORK, PROVIDER, REGISTRY_IMAGE, REMOTE_IMAGE, VOLUME
-from sandstack.plan.snapshot import plan_snapshot
 from sandstack.spec.models import SecretRef
 from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
 
@@ -123,9 +120,12 @@ def _container_props(kind: str, plan: HostPlan) -> dict[str, Any]:
     return {}
 
 
-def _template_props(kind: str, template: ResolvedTemplate, stack: str) -> dict[str, Any]:
-    snap = plan_snapshot(template, stack)
+def _template_props(kind: str, node_key: str, plan: StackPlan) -> dict[str, Any]:
+    snap = plan.snapshots.get(node_key)
+    if snap is None:  # the template's component: its image shows the snapshot
+        return {}
     if kind == "snapshot":
+        template = plan.build_contexts[node_key]
         return {"image": snap.image, "version": template.snapshot_version, "digest": snap.digest,
                 "base_image": template.base_image, "setup": list(template.setup),
                 "files": [{"path": f.path, "mode": f.mode, "source": f.source.name} for f in template.files]}
@@ -134,22 +134,20 @@ def _template_props(kind: str, template: ResolvedTemplate, stack: str) -> dict[s
     return {}
 
 
-def _pool_props(kind: str, node_key: str, pool: PoolPlan, plan: StackPlan, stack: str) -> dict[str, Any]:
+def _pool_props(kind: str, node_key: str, pool: PoolPlan, plan: StackPlan) -> dict[str, Any]:
     template = pool.template
     if kind == "pool":
         return {"replicas": pool.replicas}
-    if kind == "secrets volume":
-        return {"name": plan_secrets(stack, pool.pool, template).volume}
-    if kind == "secrets seeder":
-        return {"name": plan_secrets(stack, pool.pool, template).seeder_name, "owner": template.user,
+    if kind == "secrets volume" and pool.secrets:
+        return {"name": pool.secrets.volume}
+    if kind == "secrets seeder" and pool.secrets:
+        return {"name": pool.secrets.seeder_name, "owner": template.user,
                 "files": {s.path: {"secret": s.secret} for s in template.secrets}}
     if kind == "data volume":
-        data = plan_data(stack, pool.pool, template)
-        v = next(v for i, v in enumerate(data.volumes) if node_key.endswith(f"-data{i}"))
+        v = pool.data_volumes[node_key]
         return {"name": v.name, "path": v.path}
-    if kind == "data loader":
-        data = plan_data(stack, pool.pool, template)
-        return {"name": data.seeder_name, "files": data.files}
+    if kind == "data loader" and pool.data:
+        return {"name": pool.data.seeder_name, "files": pool.data.files}
     index = pool.sandboxes.index(node_key)
     sandbox = pool.sandbox_plans[index]
     props = _jsonable(asdict(sandbox))
@@ -199,9 +197,9 @@ def stack_resources(spec: ResolvedStack, stack: str, component: str = COMPONENT,
         node, about = plan.nodes[key], plan.about[key]
         host = plan.hosts.get(about.host) if about.host else None
         if about.kind in POOL_KINDS:
-            props = _pool_props(about.kind, key, pools[(about.pool, about.host)], plan, stack)
+            props = _pool_props(about.kind, key, pools[(about.pool, about.host)], plan)
         elif about.template is not None:
-            props = _template_props(about.kind, spec.templates[about.template], stack)
+            props = _template_props(about.kind, key, plan)
         elif host is None:
             props = {}
         elif node.type == CONTAINER:

@@ -58,3 +58,30 @@ def test_secrets_push_and_tls_objects_are_listed_too(tmp_path: Path):
     sandbox = next(r for r in stack_resources(load_stack(path), "t") if r.name == "sandstack-agent.local-0")
     # Secret env shows its key only; plain env stays readable beside it.
     assert sandbox.props["env"]["TOKEN"] == {"secret": "token2"} and sandbox.props["env"]["MODE"] == "x"
+
+
+def test_the_review_reads_the_plan_and_derives_nothing_again(monkeypatch):
+    """Review issue 20.4: every resource's settings come from the StackPlan's nodes and the plans kept beside them
+    (a pool's secrets and data, a snapshot's image); the plan functions are not run again for display."""
+    import sandstack.plan.data
+    import sandstack.plan.secrets
+    import sandstack.plan.snapshot
+    import sandstack.review.resources as resources
+    from sandstack.plan.stack import plan_stack
+
+    resolved = load_stack(STACKS / "prod.yaml")
+    plan = plan_stack(resolved, "prod")
+    expected = stack_resources(resolved, "prod", plan=plan)
+    kinds = {r.kind for r in expected}
+    assert {"data volume", "data loader", "secrets volume", "secrets seeder", "snapshot"} <= kinds
+
+    def again(*args, **kwargs):
+        raise AssertionError("planned again for the review")
+
+    for module in (sandstack.plan.data, sandstack.plan.secrets, sandstack.plan.snapshot, resources):
+        for name in ("plan_data", "plan_secrets", "plan_snapshot", "plan_stack"):
+            monkeypatch.setattr(module, name, again, raising=False)
+    assert stack_resources(resolved, "prod", plan=plan) == expected
+    volumes = [r for r in expected if r.kind == "data volume"]
+    by_key = {n.key: n for n in plan}
+    assert [r.props["name"] for r in volumes] == [by_key[f"{r.type}::{r.name}"].inputs["name"] for r in volumes]
