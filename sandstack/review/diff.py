@@ -343,9 +343,11 @@ def diff(old: ResolvedStack, new: ResolvedStack, stack: str) -> Diff:
     # A sandbox moves with its pool's network: a host-level effect that renews the network reaches it too.
     moved = {(c.resource.host, c.resource.pool) for c in changes if c.resource.kind == "network"
              and c.action == "replace"}
+    # A host container that joins the pool networks is replaced with a replaced one (the change table's cascades).
+    moved_hosts = {host for host, _ in moved}
     for change in changes:
         r = change.resource
-        explained = (explain(f, r, change.action, set(change.changed), old, new, moved=(r.host, r.pool) in moved)
-                     for f in fields)
+        under = (r.host, r.pool) in moved if r.pool else r.host in moved_hosts
+        explained = (explain(f, r, change.action, set(change.changed), old, new, moved=under) for f in fields)
         change.reasons = [reason for reason in explained if reason is not None]
     return Diff(compare(old, new), changes, _snapshot_changes(old, new, changes))

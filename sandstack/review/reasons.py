@@ -172,11 +172,14 @@ ROLE_OF_KIND = {
 }
 # Containers on the infra image (components/sandbox_host.py, sandbox_pool.py): a new infra image renews them.
 ON_INFRA = {"guard", "gateway", "ingress", "runtime", "connection logger", "secrets seeder", "data loader"}
+# The host containers the change table's cascades replace (sandstack.spec.changes.CASCADES).
+CASCADE_KINDS = {kind for kind in ON_INFRA if ROLE_OF_KIND.get(kind) in {r for c in table.CASCADES for r in c.renews}}
 
 
 def reaches(effect: Effect, r: Resource, action: str, changed: set[str], moved: bool = False) -> bool:
     """Whether this effect changes this resource (for a sandbox, a host-level effect only through its network:
-    one it changes to, or its network replaced under it, `moved`)."""
+    one it changes to, or its network replaced under it, `moved`; for a host container, a pool network of its host
+    replaced, `moved`, reaches it through the change table's cascades)."""
     roles = effect.host
     if roles is not None and "provider" in roles:
         return True  # every object on the host follows its provider
@@ -198,6 +201,9 @@ def reaches(effect: Effect, r: Resource, action: str, changed: set[str], moved: 
         return effect.workspaces or by_value
     if by_value:
         return True
+    if moved and action == "replace" and kind in CASCADE_KINDS and (
+            by_value or ROLE_OF_KIND[kind] in table.cascaded(roles)):  # type: ignore[arg-type]
+        return True  # the change table's cascade: a pool network on its host replaced under it
     return ROLE_OF_KIND.get(kind) in roles or (kind in ON_INFRA and infra)  # type: ignore[operator]
 
 

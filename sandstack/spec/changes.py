@@ -36,6 +36,30 @@ HOST_ROLE_WORDS: dict[str, str] = {
 }
 
 
+@dataclass(frozen=True)
+class Cascade:
+    """Pulumi's dependent rule, as data: when a change replaces `role`'s objects delete-before-replace (a pool network
+    has a fixed name, so the old one goes first), the engine also replaces the containers of the roles in `renews`
+    that join them by name (a ForceNew input, `networks_advanced`), whatever the changed field declares. The
+    reference's legend and the diff's reasons read it; the change matrix expects it."""
+
+    role: str  # the HostRole whose replaced objects others refer to
+    renews: frozenset[str]  # the HostRoles whose containers are replaced with them
+    words: str
+
+
+CASCADES: tuple[Cascade, ...] = (
+    Cascade("networks", frozenset({"gateway", "ingress"}),
+            "a replaced pool network also replaces the gateway and ingress containers that join it (Pulumi replaces "
+            "what refers to a resource it deletes before replacing)"),
+)
+
+
+def cascaded(roles: frozenset[str] | set[str]) -> frozenset[str]:
+    """The roles whose containers a replacement of these roles' objects also replaces."""
+    return frozenset(r for c in CASCADES if c.role in roles for r in c.renews)
+
+
 @dataclass(frozen=True, eq=False)
 class Condition:
     """A setting under which a field's change has another effect (the table's "X; cond: Y"). Compared by
@@ -165,7 +189,8 @@ MEANING: dict[str, str] = {
                  "and runtime as the pool needs), deletes them from hosts removed; nothing changes on the hosts it "
                  "keeps",
     "switch": "the pool moves to another template's snapshot image; an image no pool uses is deleted",
-    **{role: f"also renews {words}" for role, words in HOST_ROLE_WORDS.items()},
+    **{role: f"also renews {words}" + "".join(f"; {c.words}" for c in CASCADES if c.role == role)
+       for role, words in HOST_ROLE_WORDS.items()},
     "all pools": "for every pool on the host, not only the field's own",
     "gpu pools": "for the host's pools that request GPUs (their device ids move)",
     "X; cond: Y": "X, except under the condition, where Y",

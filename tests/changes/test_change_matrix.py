@@ -725,10 +725,9 @@ def expected_changes(effect: Effect, case: Case, runs, specs) -> tuple[set[str],
             expected.add(key)
         if sandbox and sandbox["pool"] in moved and key.startswith("replace ") and f"replace sandstack-{HOST}-net.{sandbox['pool']}" in expected:
             expected.add(key)
-        # Pulumi's dependent rule: a pool network replaced delete-before-replace replaces the host containers
-        # that join it by name (the gateway, the ingress), whatever the field's declaration names.
-        if moved and fields == ("networksAdvanced",) and name in (f"sandstack-{HOST}-gateway-container",
-                                                                  f"sandstack-{HOST}-ingress-container") \
+        # The change table's cascades (Pulumi's dependent rule): a pool network replaced delete-before-replace
+        # replaces the host containers that join it by name, whatever the field's declaration names.
+        if moved and fields == ("networksAdvanced",) and role_of(name, HOST) in table.cascaded({"networks"}) \
                 and any(f"replace sandstack-{HOST}-net.{pool}" in expected for pool in moved):
             expected.add(key)
         seeder = SECRETS_OBJECT.match(name) or DATA_OBJECT.match(name)

@@ -60,13 +60,14 @@ def test_nothing_changed_nothing_to_do(tmp_path):
 
 
 
-def test_a_row_the_engine_renews_names_what_renewed_it(tmp_path):
-    """A url port turns the pool's network internal: no spec field's declared effect reaches the gateway, which
-    the engine replaces because the network it joins is replaced delete-first. The row says so, instead of
-    'reason not declared'."""
+def test_a_row_the_engine_renews_through_a_replaced_network_gives_the_change_tables_cascade(tmp_path):
+    """A url port turns the pool's network internal: the engine replaces the network delete-first, so the gateway that
+    joins it is replaced too. The change table declares that cascade (sandstack.spec.changes.CASCADES): the row's
+    reason is the field whose effect replaces the networks, and the legend says what that does to the gateway."""
     from sandstack.review.diff import diff
     from sandstack.review.diff_report import to_text
     from sandstack.spec import load_stack
+    from sandstack.spec.changes import CASCADES, MEANING
     from testbed.specs import write_spec
     from tests.review.cases import FILES, pair
 
@@ -74,8 +75,12 @@ def test_a_row_the_engine_renews_names_what_renewed_it(tmp_path):
         write_spec(tmp_path / side, data, FILES)
     result = diff(load_stack(tmp_path / "base" / "stack.yaml"), load_stack(tmp_path / "head" / "stack.yaml"), "prod")
     gateway = next(c for c in result.changes if c.resource.name == "sandstack-gpu-1-gateway-container")
-    assert gateway.action == "replace" and not gateway.reasons
+    assert gateway.action == "replace"
+    assert [(f.path, f.label) for f in gateway.reasons] == [
+        ("templates.agent.ports.0.exposure",
+         "url ports change, the network turns internal or routed: replace + guard + ingress + networks")]
     assert gateway.renewed_with == ("sandstack-gpu-1-net.agent",)
     assert gateway.to_json()["renewed_with"] == ["sandstack-gpu-1-net.agent"]
-    assert ("because it refers to `sandstack-gpu-1-net.agent`, renewed by this change (Pulumi renews what depends "
-            "on a resource it replaces)") in to_text(result, "base.yaml", "head.yaml")
+    text = to_text(result, "base.yaml", "head.yaml")
+    assert "because it refers to" not in text
+    assert f"networks: {MEANING['networks']}" in text and MEANING["networks"].endswith(CASCADES[0].words)
