@@ -18,7 +18,7 @@ from typing import Any
 
 from sandstack.plan.changes import UPDATED_IN_PLACE
 from sandstack.plan.snapshot import build_inputs
-from sandstack.plan.stack import plan_stack
+from sandstack.plan.stack import StackPlan, plan_stack
 from sandstack.review.actions import planned_actions
 from sandstack.review.reasons import Reason, explain
 from sandstack.review.resources import Resource, stack_resources
@@ -89,6 +89,8 @@ class Diff:
     security: list[Finding]
     changes: list[ResourceChange]
     snapshots: list[SnapshotChange]
+    # The two plans compared (base, head): the markdown's diagram reads their nodes' references.
+    plans: tuple[StackPlan, StackPlan] | None = field(default=None, repr=False, compare=False)
 
     def counts(self) -> dict[str, int]:
         out = {"create": 0, "update": 0, "replace": 0, "delete": 0}
@@ -348,4 +350,4 @@ def diff(old: ResolvedStack, new: ResolvedStack, stack: str) -> Diff:
         explained = (explain(f, r, change.action, set(change.changed), old, new, moved=(r.host, r.pool) in moved)
                      for f in fields)
         change.reasons = [reason for reason in explained if reason is not None]
-    return Diff(compare(old, new), changes, _snapshot_changes(old, new, changes))
+    return Diff(compare(old, new), changes, _snapshot_changes(old, new, changes), plans=plans)

@@ -10,9 +10,6 @@ from sandstack.review.reasons import UNDECLARED
 from sandstack.spec.changes import MEANING
 
 FORMAT_VERSION = 1
-# GitHub refuses a comment over 65,536 characters: the markdown stays under this, with room for a header.
-MARKDOWN_BUDGET = 60_000
-TRUNCATED = "… {n} more resource{s}; run `sandstack diff --format text` locally"
 VERB = {"create": "created", "update": "updated in place", "replace": "replaced", "delete": "deleted"}
 
 
@@ -95,54 +92,3 @@ def _summary(diff: Diff) -> str:
     if not any(counts.values()):
         return "No changes: `pulumi up` would change nothing."
     return "Resources: " + ", ".join(f"{n} {VERB[k].split()[0]}" for k, n in counts.items() if n) + "."
-
-
-def to_markdown(diff: Diff, base: str, head: str, budget: int = MARKDOWN_BUDGET) -> str:
-    """A pull-request comment: the security summary and the snapshots always, then each host's changes in a
-    collapsible block while they fit in `budget` characters (GitHub refuses comments over 65,536); what does
-    not fit is counted, with the command that shows it all."""
-    loosens = [f for f in diff.security if f.loosens]
-    lines = [f"### sandstack diff: `{base}` → `{head}`", ""]
-    lines.append(f"**Security:** {len(loosens)} loosening(s), {len(diff.security) - len(loosens)} tightening(s)")
-    lines.append("")
-    for f in diff.security:
-        lines.append(f"- {'⚠️ **looser**' if f.loosens else 'tighter'} — pool `{f.pool}`: {f.text}")
-    if diff.snapshots:
-        lines += ["", "**Snapshots:**", ""]
-        for s in diff.snapshots:
-            flag = " — ⚠️ changed **without a version bump**" if s.unbumped else ""
-            lines.append(f"- template `{s.template}` on host `{s.host}` rebuilds: {', '.join(s.why)}{flag}")
-    lines += ["", f"**{_summary(diff)}**"]
-    tail = []
-    if _legend(diff):
-        tail = ["", "<sub>Change effects: " + "; ".join(f"<b>{line.split(': ', 1)[0]}</b>: "
-                                                         f"{line.split(': ', 1)[1]}" for line in _legend(diff))
-                + "</sub>"]
-    # What is left for the hosts' blocks, keeping room for the closing tag and the note on what is left out.
-    room = budget - _size(lines) - _size(tail) - _size(["", "</details>", "", TRUNCATED.format(n=10**9, s="s")])
-    entries = _entries(diff)
-    left_out = 0
-    for host, host_entries in entries.items():
-        summary = f"{len(host_entries)} change(s)"
-        block = ["", f"<details><summary>host <code>{host}</code>: {summary}, {len(host_entries)} shown</summary>", ""]
-        shown = 0
-        for head_line, details, count in host_entries:
-            entry = [f"- {head_line}", *(f"  - {d}" for d in details)]
-            if left_out or _size(block + entry) > room:
-                left_out += count
-                continue
-            block += entry
-            shown += 1
-        if shown:
-            block[1] = f"<details><summary>host <code>{host}</code>: {summary}" + (
-                f", {shown} shown" if shown < len(host_entries) else "") + "</summary>"
-            block += ["", "</details>"]
-            room -= _size(block)
-            lines += block
-    if left_out:
-        lines += ["", TRUNCATED.format(n=left_out, s="" if left_out == 1 else "s")]
-    return "\n".join(lines + tail) + "\n"
-
-
-def _size(lines: list[str]) -> int:
-    return sum(len(line) + 1 for line in lines)

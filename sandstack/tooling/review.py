@@ -12,7 +12,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from sandstack.policy.credentials import flagged_texts
-from sandstack.review import diff_report, preview as preview_report
+from sandstack.review import diff_markdown, diff_report, preview as preview_report
 from sandstack.review.diff import diff as compute_diff
 from sandstack.review.redact import redacted
 from sandstack.review.resources import stack_resources
@@ -71,7 +71,7 @@ def diff(args: argparse.Namespace) -> int:
             result = redacted(compute_diff(old, new, _stack_name(args.stack, args.head)),
                               flagged_texts(old) | flagged_texts(new))
             render = {"text": diff_report.to_text, "json": diff_report.to_json,
-                      "markdown": diff_report.to_markdown}[args.format]
+                      "markdown": diff_markdown.to_markdown}[args.format]
             sys.stdout.write(render(result, args.base, args.head))
     except _Stop as stop:
         return stop.code
