@@ -50,7 +50,9 @@ CLASS_DEFS = {
     "unchanged": "fill:#ffffff,stroke:#afb8c1,color:#57606a",
 }
 MAX_GROUPS = 6  # host boxes drawn; the rest are counted below the picture
-MAX_ELEMENTS = 24  # elements per box: context goes first, then like changes fold into "N more pools"
+MAX_ELEMENTS = 24  # elements per box: past it, alike parts fold into one, then context and the least changed go
+FOLD_ABOVE = 3  # alike parts (same role and action) folded into one element past MAX_ELEMENTS
+PLURAL = {"pool": "pools", "network": "pool networks", "snapshot": "snapshots"}
 
 Element = tuple[str, str]  # (role, qualifier: pool or template name, "" for a host service)
 
@@ -107,12 +109,35 @@ def _structure(plan: Any) -> tuple[dict[str, set[Element]], dict[str, set[tuple[
     return elements, arrows
 
 
-def _label(element: Element, actions: dict[str, int], sandboxes: dict[str, int]) -> str:
+def _grouped(classes: dict[Element, str]) -> dict[Element, list[Element]]:
+    """Elements to draw, each with the elements it stands for: past MAX_ELEMENTS, more than FOLD_ABOVE alike parts
+    (pools replaced, their networks as context) are one element ("40 pools: p0, p10, p12 and 37 more")."""
+    if len(classes) <= MAX_ELEMENTS:
+        return {e: [e] for e in classes}
+    alike: dict[tuple[str, str], list[Element]] = {}
+    for e in sorted(classes):
+        alike.setdefault((e[0], classes[e]), []).append(e)
+    out: dict[Element, list[Element]] = {}
+    for (role, cls), group in alike.items():
+        if len(group) > FOLD_ABOVE:
+            out[(role, f"*{len(group)} {cls}")] = group
+        else:
+            out.update({e: [e] for e in group})
+    return out
+
+
+def _label(element: Element, members: list[Element], sandboxes: list[dict[str, int]]) -> str:
     role, q = element
-    text = WORDS[role].format(q=q)
-    if role == "pool" and sandboxes:
+    if len(members) > 1:
+        names = [m[1] for m in members]
+        text = f"{len(members)} {PLURAL[role]}: " + ", ".join(names[:3]) + (
+            f" and {len(names) - 3} more" if len(names) > 3 else "")
+    else:
+        text = WORDS[role].format(q=q)
+    total = {a: sum(s.get(a, 0) for s in sandboxes) for a in SEVERITY}
+    if role == "pool" and any(total.values()):
         counts = [f"{n} {w}" for a, w in (("replace", "restart"), ("delete", "destroyed"), ("create", "created"),
-                                          ("update", "updated in place")) if (n := sandboxes.get(a))]
+                                          ("update", "updated in place")) if (n := total[a])]
         text += "<br/>" + ", ".join(counts)
     return text
 
@@ -151,19 +176,20 @@ def boxes(diff: Any) -> list[Box]:
             for one, other in ((a, b), (b, a)):
                 if one in touched[host] and other not in classes and other[0] in CONTEXT:
                     classes[other] = ""
-        drawn = sorted(classes, key=lambda e: (SEVERITY.index(classes[e]) if classes[e] else 9, RANK[e[0]], e))
+        members = _grouped(classes)
+        folded = {e: key for key, group in members.items() for e in group}
+        arrows = {(folded[a], folded[b]) for a, b in arrows if a in folded and b in folded and folded[a] != folded[b]}
+        kinds = {key: classes[group[0]] for key, group in members.items()}
+        drawn = sorted(kinds, key=lambda e: (SEVERITY.index(kinds[e]) if kinds[e] else 9, RANK[e[0]], e))
         left_out = 0
-        if len(drawn) > MAX_ELEMENTS:
-            context = [e for e in drawn if not classes[e]]
-            drawn = [e for e in drawn if classes[e]]
-            drawn += context[:max(0, MAX_ELEMENTS - len(drawn))]
-            if len(drawn) > MAX_ELEMENTS:
-                left_out = len(drawn) - (MAX_ELEMENTS - 1)
-                drawn = drawn[:MAX_ELEMENTS - 1]
+        if len(drawn) > MAX_ELEMENTS:  # context gives way first, then the least disruptive changes
+            drawn = [e for e in drawn if kinds[e]] + [e for e in drawn if not kinds[e]]
+            left_out = sum(len(members[e]) for e in drawn[MAX_ELEMENTS:] if kinds[e])
+            drawn = drawn[:MAX_ELEMENTS]
         shown = set(drawn)
-        elements = tuple((e, CLASS.get(classes[e], "unchanged"),
-                          _label(e, touched[host].get(e, {}), sandboxes.get((host, e), {}))
-                          + (f"<br/>{MARK[classes[e]]}" if classes[e] else ""))
+        elements = tuple((e, CLASS.get(kinds[e], "unchanged"),
+                          _label(e, members[e], [sandboxes.get((host, m), {}) for m in members[e]])
+                          + (f"<br/>{MARK[kinds[e]]}" if kinds[e] else ""))
                          for e in sorted(drawn, key=lambda e: (RANK[e[0]], e)))
         status = "created" if not before else "deleted" if not after else ""
         out.append(Box((host,), status, elements, tuple(sorted((a, b) for a, b in arrows if {a, b} <= shown)),
@@ -188,7 +214,7 @@ def _quote(text: str) -> str:
 
 def _hosts_title(hosts: tuple[str, ...], limit: int = 4) -> str:
     names = ", ".join(hosts[:limit]) + (f" and {len(hosts) - limit} more" if len(hosts) > limit else "")
-    return ("host " if len(hosts) == 1 else f"{len(hosts)} hosts: ") + names
+    return ("host " if len(hosts) == 1 else f"{len(hosts)} hosts alike: ") + names
 
 
 def to_mermaid(diff: Any) -> tuple[str, int]:

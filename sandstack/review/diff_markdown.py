@@ -263,10 +263,9 @@ def _legend(diff: Diff) -> list[str]:
 def to_markdown(diff: Diff, base: str, head: str, budget: int = MARKDOWN_BUDGET) -> str:
     """The pull-request comment, at most `budget` characters (see the module's docstring for what gives way)."""
     facts = impact_of(diff)
-    tail = _legend(diff)
-    note_room = _size(["", f"_… {10**9} more resource changes and the picture not shown: {LOCALLY}._"])
-    lines = _kept(diff, facts, base, head, budget - _size(tail) - note_room)
-    room = budget - _size(lines) - _size(tail) - note_room
+    note_room = _size(["", f"_… {10**9} more resource changes, the picture and the legend not shown: {LOCALLY}._"])
+    lines = _kept(diff, facts, base, head, budget - note_room)
+    room = budget - _size(lines) - note_room
     text, hidden_hosts = diagram.to_mermaid(diff)
     picture = ["", "```mermaid", text, "```"] + (
         [f"_The picture leaves out {hidden_hosts} more host group{'s' if hidden_hosts != 1 else ''}._"]
@@ -277,9 +276,15 @@ def to_markdown(diff: Diff, base: str, head: str, budget: int = MARKDOWN_BUDGET)
         room -= _size(picture)
     details, left_out = _details(diff, room)
     lines += details
+    room -= _size(details)
+    legend = _legend(diff)  # explains the effects the details name: after them, when it fits
     missing = [f"{left_out} more resource change{'s' if left_out != 1 else ''}"] if left_out else []
     if picture and not fits:
         missing.append("the picture")
+    if legend and _size(legend) > room:
+        missing.append("the legend")
+        legend = []
     if missing:
-        lines += ["", f"_… {' and '.join(missing)} not shown: {LOCALLY}._"]
-    return "\n".join(lines + tail) + "\n"
+        lines += ["", f"_… {', '.join(missing[:-1])}{' and ' if len(missing) > 1 else ''}{missing[-1]} not shown: "
+                      f"{LOCALLY}._"]
+    return "\n".join(lines + legend) + "\n"
