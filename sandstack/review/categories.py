@@ -92,8 +92,10 @@ def _match(acceptances: list[Acceptance], kind: str, paths: tuple[str, ...], use
 
 
 def _finding_paths(f: Finding, fields: list[FieldChange], pools: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
-    """The security-category spec changes of the finding's pool: what accepting the finding names."""
-    return tuple(c.path for c in fields if f.pool in pools.get(c.path, ()) and field_category(c.path) == "security")
+    """The security-category spec changes of the finding's pool: what accepting the finding names (every change of
+    the pool when none is one: a reference, such as the pool's template, that loosens through what it resolves to)."""
+    of_pool = [c.path for c in fields if f.pool in pools.get(c.path, ())]
+    return tuple(p for p in of_pool if field_category(p) == "security") or tuple(of_pool)
 
 
 def _disrupts(c: ResourceChange) -> bool:

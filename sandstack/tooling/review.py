@@ -102,9 +102,17 @@ def diff(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     fail_on = [DEPRECATED.get(name, name) for name in args.fail_on]
     failing = review.failing(fail_on)
-    for item in failing:
-        print(f"sandstack: --fail-on {item.category}: {item.text}", file=sys.stderr)
+    for kind in dict.fromkeys(i.category for i in failing):
+        items = [i for i in failing if i.category == kind]
+        # A few named, the rest counted: a 1,000-sandbox replace would otherwise print 1,000 lines.
+        for item in items[:SHOWN]:
+            print(f"sandstack: --fail-on {kind}: {item.text}", file=sys.stderr)
+        if len(items) > SHOWN:
+            print(f"sandstack: --fail-on {kind}: … and {len(items) - SHOWN} more not accepted", file=sys.stderr)
     return EXIT_FAIL_ON if failing else EXIT_OK
+
+
+SHOWN = 5
 
 
 # Earlier names of --fail-on categories, still accepted.

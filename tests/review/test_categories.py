@@ -60,8 +60,8 @@ HEADLINES = {
                  "templates.python.snapshot.version"],
     "allow": ["Impact: 0 sandboxes restart, 0 created, 0 destroyed, 2 host services renewed, no data lost, 1 change "
               "less safe.",
-              "  connection logger replaced on local: lookups and connection logging of pools builder stop while it "
-              "restarts",
+              "  connection logger replaced on local: name lookups of pools builder, preview, python and of the "
+              "gateway, and the connection log of pools builder, stop while it restarts",
               "  gateway replaced on local: egress of pools preview, python stops until the new gateway runs "
               "(HTTP(S) goes through it)"],
     "port": ["Impact: 1 sandbox restart (processes and writable paths lost), 0 created, 0 destroyed, 0 host services "
@@ -152,6 +152,13 @@ def test_a_host_taken_out_of_its_pools_loses_its_volumes_and_folds_identical_hos
                  "--format", "json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 3
+    # Five named per category, the rest counted: a large removal does not print a line per resource.
+    capsys.readouterr()
+    assert main(["diff", "stacks/prod.yaml", "stacks/fewer.yaml", "--stack", "prod", "--fail-on", "replace"]) == 3
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sandstack: --fail-on replace: ")]
+    deleted = sum(1 for i in report["review"]["items"] if i["category"] == "replace")
+    assert deleted > 5 and len(lines) == 6
+    assert lines[-1] == f"sandstack: --fail-on replace: … and {deleted - 5} more not accepted"
     assert {(d["kind"], d["action"], tuple(d["hosts"])) for d in report["impact"]["data_lost"]} >= {
         ("connection log", "delete", ("sbx-b",)), ("gateway log", "delete", ("sbx-b",))}
 
