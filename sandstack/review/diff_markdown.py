@@ -4,7 +4,8 @@
    are renewed, what data is lost, how much got less safe);
 2. a table, one row per pool (its hosts folded into one cell: "node-a, node-b"): pool | hosts | action |
    sandboxes restarting | cause, then the host services renewed and the data lost;
-3. the security section (findings alike on several pools folded into one line), then the snapshot rebuilds;
+3. the security section (findings alike on several pools folded into one line; accepted ones with their reason),
+   capacity changes, accepted changes and stale acceptances (sandstack.review.categories), the snapshot rebuilds;
 4. a Mermaid picture of the hosts' parts the change touches (sandstack.review.diagram);
 5. the details, per host (identical hosts folded), collapsed in <details>, each resource's changed settings in a
    ```diff fence so GitHub colours them (`-` old, `+` new).
@@ -17,12 +18,13 @@ cut, each saying how many rows it left out.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Iterable
 
-from sandstack.review import diagram
+from sandstack.review import diagram, show
+from sandstack.review.categories import Review, field_category
 from sandstack.review.diff import COMPONENT_TYPE, Diff, ResourceChange
+from sandstack.review.diff_text import _because as because, plan_line
 from sandstack.review.impact import Impact, impact as impact_of
 from sandstack.review.reasons import UNDECLARED
 from sandstack.spec.changes import MEANING
@@ -38,7 +40,6 @@ TABLE_HEAD = ["| pool | hosts | action | sandboxes restarting | cause |", "|---|
 MAX_CAUSES = 3  # spec paths named in a table row; more are counted
 MAX_HOSTS = 6  # host names in a table row or a heading; more are counted
 MAX_SETTING_LINES = 12  # `-`/`+` lines per changed setting; more are counted
-MAX_VALUE = 160  # characters of one value in a `-`/`+` line
 
 
 def _code(text: str) -> str:
@@ -90,15 +91,36 @@ def _services(facts: Impact) -> list[str]:
     return out
 
 
-def _security(diff: Diff) -> list[str]:
-    """One line per finding, pools with the same finding folded into one line; looser first."""
-    folded: dict[tuple[bool, str], list[str]] = {}
+def _security(diff: Diff, review: Review | None) -> list[str]:
+    """One line per finding, pools with the same finding folded into one line; looser first; an accepted one says
+    by what reason."""
+    accepted = {i.text: i.accepted for i in (review.items if review else []) if i.category == "security"}
+    folded: dict[tuple[bool, str, str], list[str]] = {}
     for f in diff.security:
-        folded.setdefault((f.loosens, f.text), []).append(f.pool)
+        by = accepted.get(f"pool {f.pool}: {f.text}")
+        folded.setdefault((f.loosens, f.text, f"{by.reason} ({by.where})" if by else ""), []).append(f.pool)
     out = []
-    for (loosens, text), pools in sorted(folded.items(), key=lambda item: not item[0][0]):
+    for (loosens, text, by), pools in sorted(folded.items(), key=lambda item: not item[0][0]):
         which = ("pool " if len(pools) == 1 else "pools ") + ", ".join(_code(p) for p in pools)
-        out.append(f"- {'⚠️ **looser**' if loosens else 'tighter'} — {which}: {_text(text)}")
+        mark = ("✅ accepted" if by else "⚠️ **looser**") if loosens else "tighter"
+        out.append(f"- {mark} — {which}: {_text(text)}" + (f" — {_text(by)}" if by else ""))
+    return out
+
+
+def _reviewed(diff: Diff, review: Review | None) -> list[str]:
+    """Capacity changes, the changes accepted by the review file and the acceptances that match nothing."""
+    out = []
+    capacity = [f for f in diff.fields if field_category(f.path) == "capacity"]
+    if capacity:
+        out += ["", "#### Capacity", "", *(f"- {_text(f.describe())}" for f in capacity)]
+    accepted = [i for i in (review.accepted() if review else []) if i.category != "security"]
+    if accepted:
+        out += ["", "#### Accepted", ""]
+        out += [f"- ✅ {i.category}: {_text(i.text)} — {_text(i.accepted.reason)} "  # type: ignore[union-attr]
+                f"({_text(i.accepted.where)})" for i in accepted]  # type: ignore[union-attr]
+    if review is not None and review.stale:
+        out += ["", "#### ⚠️ Stale acceptances (they match no change: remove them)", ""]
+        out += [f"- {_text(a.where)}: {a.category} {_code(a.change)}" for a in review.stale]
     return out
 
 
@@ -111,24 +133,19 @@ def _snapshots(diff: Diff) -> list[str]:
             for (t, why, unbumped), hosts in folded.items()]
 
 
-def plan_line(diff: Diff) -> str:
-    c = diff.counts()
-    return (f"Plan: {c['create']} to create, {c['update']} to update in place, {c['replace']} to replace, "
-            f"{c['delete']} to delete.")
-
-
-def _kept(diff: Diff, facts: Impact, base: str, head: str, room: int) -> list[str]:
+def _kept(diff: Diff, review: Review | None, facts: Impact, base: str, head: str, room: int) -> list[str]:
     """The headline, the pools' table, the services and data lost, security and snapshots: always in the comment.
     Only when they alone exceed `room` are the table and the security list cut, each saying what it left out."""
     title = [f"### sandstack diff: {_code(base)} → {_code(head)}", "", f"**{_text(facts.headline())}**", ""]
     table = _pool_table(facts)
-    security = _security(diff)
+    security = _security(diff, review)
     looser = sum(1 for f in diff.security if f.loosens)
     rest_head = ["", *(["**Host services and data:**", "", *_services(facts), ""] if _services(facts) else [])]
     sec_head = [f"#### {'⚠️ ' if looser else ''}Security: {looser} looser, {len(diff.security) - looser} tighter",
                 ""]
-    snaps = ["", "#### Snapshots", "", *_snapshots(diff)] if diff.snapshots else []
-    closing = ["", f"**{plan_line(diff)}**"]
+    snaps = [*_reviewed(diff, review), *(["", "#### Snapshots", "", *_snapshots(diff)] if diff.snapshots else [])]
+    closing = ["", f"**{plan_line(diff)}**" if any(diff.counts().values()) else
+               f"**No changes: `pulumi up` would change nothing ({diff.unchanged} unchanged).**"]
 
     def assemble(rows: list[str], findings: list[str]) -> list[str]:
         pools = [*TABLE_HEAD, *rows] if facts.pools else ["No pool's sandboxes change."]
@@ -142,7 +159,7 @@ def _kept(diff: Diff, facts: Impact, base: str, head: str, room: int) -> list[st
             table = table[:len(table) // 2]
         else:
             security = security[:len(security) // 2]
-        cut_rows, cut_findings = len(facts.pools) - len(table), len(_security(diff)) - len(security)
+        cut_rows, cut_findings = len(facts.pools) - len(table), len(_security(diff, review)) - len(security)
         rows = table + ([f"| … | | | {sum(p.restart for p in facts.pools[len(table):])} | {cut_rows} more pools "
                          f"not shown: {LOCALLY} |"] if cut_rows else [])
         findings = security + ([f"- … {cut_findings} more findings not shown: {LOCALLY}"] if cut_findings else [])
@@ -152,15 +169,10 @@ def _kept(diff: Diff, facts: Impact, base: str, head: str, room: int) -> list[st
 
 # --- the details: each resource's changed settings, per host -----------------------------------------------
 
-def _value(value: Any) -> str:
-    """One value on a `-`/`+` line: a secret by its key, text as written, the rest as compact JSON."""
-    if value is None:
-        return "(unset)"
-    if isinstance(value, dict) and set(value) == {"secret"}:
-        return f"<secret {value['secret']}>"
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(", ", ": "))
-    text = text.replace("\n", "⏎")
-    return text if len(text) <= MAX_VALUE else text[:MAX_VALUE - 1] + "…"
+def _value(key: str, value: Any) -> str:
+    """One value on a `-`/`+` line, in the spec's units (sandstack.review.show), whole, on one line (a fence
+    scrolls sideways; the comment's budget, not a width, bounds what is shown)."""
+    return show.value(key, value).replace("\n", "⏎")
 
 
 def _setting_lines(key: str, old: Any, new: Any) -> list[str]:
@@ -173,15 +185,15 @@ def _setting_lines(key: str, old: Any, new: Any) -> list[str]:
                 out += _setting_lines(f"{key}.{k}", old.get(k), new.get(k))
     elif isinstance(old, str) and isinstance(new, str) and "\n" in old + new:
         a, b = old.splitlines(), new.splitlines()
-        out = [f"-     {key}: {_value(v)}" for v in a if v not in b] + [f"+     {key}: {_value(v)}" for v in b
+        out = [f"-     {key}: {_value(key, v)}" for v in a if v not in b] + [f"+     {key}: {_value(key, v)}" for v in b
                                                                           if v not in a]
     elif isinstance(old, list) and isinstance(new, list) and old and new and all(
             isinstance(v, str) for v in old + new) and set(old) != set(new):
-        out = [f"-     {key}: {_value(v)}" for v in old if v not in new] + [f"+     {key}: {_value(v)}" for v in new
+        out = [f"-     {key}: {_value(key, v)}" for v in old if v not in new] + [f"+     {key}: {_value(key, v)}" for v in new
                                                                             if v not in old]
     else:
-        out = ([f"-     {key}: {_value(old)}"] if old is not None else []) + (
-            [f"+     {key}: {_value(new)}"] if new is not None else [])
+        out = ([f"-     {key}: {_value(key, old)}"] if old is not None else []) + (
+            [f"+     {key}: {_value(key, new)}"] if new is not None else [])
     if len(out) > MAX_SETTING_LINES:
         out = out[:MAX_SETTING_LINES] + [f"      … {len(out) - MAX_SETTING_LINES} more lines of {key}"]
     return out
@@ -200,11 +212,8 @@ def _entry(c: ResourceChange, count: int) -> list[str]:
     lines = [f"{MARK[c.action]} {_what(c, count)}: {VERB[c.action]}{lost}"]
     for key in sorted(c.changed):
         lines += _setting_lines(key, *c.changed[key])
-    for reason in c.reasons:
-        lines.append(f"      # because {reason.text()}")
-    if not c.reasons and c.action in ("update", "replace"):
-        lines.append(f"      # because it refers to {', '.join(c.renewed_with)}, renewed by this change"
-                     if c.renewed_with else f"      # {UNDECLARED}")
+    if c.reasons or c.action in ("update", "replace"):
+        lines += [f"      # {line}" for line in because(c)]
     return lines
 
 
@@ -260,11 +269,11 @@ def _legend(diff: Diff) -> list[str]:
     return ["", "<sub>Change effects: " + "; ".join(shown) + "</sub>"] if shown else []
 
 
-def to_markdown(diff: Diff, base: str, head: str, budget: int = MARKDOWN_BUDGET) -> str:
+def to_markdown(diff: Diff, base: str, head: str, review: Review | None = None, budget: int = MARKDOWN_BUDGET) -> str:
     """The pull-request comment, at most `budget` characters (see the module's docstring for what gives way)."""
     facts = impact_of(diff)
     note_room = _size(["", f"_… {10**9} more resource changes, the picture and the legend not shown: {LOCALLY}._"])
-    lines = _kept(diff, facts, base, head, budget - note_room)
+    lines = _kept(diff, review, facts, base, head, budget - note_room)
     room = budget - _size(lines) - note_room
     text, hidden_hosts = diagram.to_mermaid(diff)
     picture = ["", "```mermaid", text, "```"] + (

@@ -5,17 +5,29 @@ from __future__ import annotations
 import json
 from itertools import groupby
 
+from sandstack.review import diff_text
+from sandstack.review.categories import Review, field_category
 from sandstack.review.diff import COMPONENT_TYPE, Diff, ResourceChange, describe
+from sandstack.review.impact import impact
 from sandstack.review.reasons import UNDECLARED
 from sandstack.spec.changes import MEANING
 
-FORMAT_VERSION = 1
+# 2: `security` no longer holds CPU, memory or disk raises (capacity, in `fields` with category 'capacity'); added
+# `impact`, `fields` (each spec change with its category), `review` (items --fail-on counts, accepted, stale) and
+# `unchanged`. Within a version, fields are only ever added.
+FORMAT_VERSION = 2
 VERB = {"create": "created", "update": "updated in place", "replace": "replaced", "delete": "deleted"}
 
 
-def to_json(diff: Diff, base: str, head: str) -> str:
+def to_json(diff: Diff, base: str, head: str, review: Review | None = None) -> str:
     data = {
-        "format": FORMAT_VERSION, "base": base, "head": head, "counts": diff.counts(),
+        "format": FORMAT_VERSION, "base": base, "head": head, "counts": diff.counts(), "unchanged": diff.unchanged,
+        "impact": impact(diff).to_json(),
+        "fields": [{"path": f.path, "old": f.old, "new": f.new, "effect": f.effect.label,
+                    "category": field_category(f.path)} for f in diff.fields],
+        "review": {"items": [i.to_json() for i in review.items] if review else [],
+                   "stale": [{"change": a.change, "category": a.category, "file": a.file, "line": a.line}
+                             for a in review.stale] if review else []},
         "security": [f.to_json() for f in diff.security],
         "snapshots": [{"host": s.host, "template": s.template, "why": s.why, "unbumped": s.unbumped}
                       for s in diff.snapshots],
@@ -68,23 +80,8 @@ def _legend(diff: Diff) -> list[str]:
     return [f"{w}: {MEANING[w]}" for w in words if w in MEANING]
 
 
-def to_text(diff: Diff, base: str, head: str) -> str:
-    lines = [f"sandstack diff {base} → {head}", "", "Security:"]
-    lines += [f"  {line}" for line in _security_lines(diff)]
-    if diff.snapshots:
-        lines += ["", "Snapshots:"]
-        for s in diff.snapshots:
-            flag = "  (changed WITHOUT a version bump)" if s.unbumped else ""
-            lines.append(f"  template {s.template} on host {s.host} rebuilds: {', '.join(s.why)}{flag}")
-    lines += ["", _summary(diff)]
-    for host, entries in _entries(diff).items():
-        lines += ["", f"host {host}:"]
-        for head_line, details, _ in entries:
-            lines.append(f"  {head_line}")
-            lines += [f"      {d}" for d in details]
-    if _legend(diff):
-        lines += ["", "Change effects (the change table):"] + [f"  {line}" for line in _legend(diff)]
-    return "\n".join(lines) + "\n"
+def to_text(diff: Diff, base: str, head: str, review: Review | None = None) -> str:
+    return diff_text.to_text(diff, base, head, review)
 
 
 def _summary(diff: Diff) -> str:

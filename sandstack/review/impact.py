@@ -24,7 +24,8 @@ INTERRUPTS = {
                "sessions end",
     "ingress": "its URLs {sites} are unreachable while it restarts",
     "guard": "the host guard restarts: it applies the firewall rules, pids limits and lifetimes again",
-    "connection logger": "lookups and connection logging of pools {pools} stop while it restarts",
+    "connection logger": "name lookups of pools {resolved}, and the connection log of pools {pools}, stop while "
+                         "it restarts",
     "egress network": "the gateway's route out is recreated: egress of gateway pools stops meanwhile",
     "ingress network": "the ingress's network is recreated: its URLs are unreachable meanwhile",
 }
@@ -173,7 +174,12 @@ def _names(values: Any) -> str:
 def _interrupts(c: ResourceChange) -> str:
     props = c.resource.props
     pools = props.get("pools") or props.get("logged_pools") or ()
-    return INTERRUPTS[c.resource.kind].format(pools=_names(pools), sites=_names(props.get("sites")))
+    # The logger resolves names for every pool with a resolver (`_gateway`: the gateway's own lookups).
+    resolvers = list(props.get("resolvers") or ())
+    resolved = _names(p for p in resolvers if not p.startswith("_")) + (
+        " and of the gateway" if "_gateway" in resolvers else "")
+    return INTERRUPTS[c.resource.kind].format(pools=_names(pools), sites=_names(props.get("sites")),
+                                              resolved=resolved)
 
 
 def _fold(rows: dict[tuple, list[ResourceChange]]) -> dict[tuple, tuple[tuple[str, ...], list[ResourceChange]]]:

@@ -134,8 +134,17 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     diff.add_argument("--stack", type=stack_name,
                       help="the Pulumi stack name (default: HEAD's file name without .yaml)")
-    diff.add_argument("--fail-on", action="append", choices=("replace", "security"), default=[],
-                      help="exit 3 when a resource is replaced or deleted, or when security gets looser")
+    diff.add_argument("--fail-on", action="append", choices=("security", "disruption", "data-loss", "replace"),
+                      default=[], metavar="CATEGORY",
+                      help="exit 3 when a change of this category is not accepted (repeatable): security (a "
+                           "loosening), disruption (sandboxes restarted or destroyed, a host service renewed, data "
+                           "lost), data-loss (a volume of sessions, logs or workspace files replaced or deleted), "
+                           "replace (any resource replaced or deleted); e.g. --fail-on security --fail-on data-loss")
+    diff.add_argument("--accept", metavar="FILE",
+                      help="the review file of accepted changes (default: HEAD's <stack>.review.yaml beside it, "
+                           "when HEAD is a file), e.g. --accept stacks/prod.review.yaml")
+    diff.add_argument("--strict-accept", action="store_true",
+                      help="an acceptance that matches no change is an error (exit 1), not a warning")
     diff.set_defaults(func=cmd_diff)
 
     check = sub.add_parser("check", help="validate stack files and check them against the built-in rules and "

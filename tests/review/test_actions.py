@@ -77,5 +77,5 @@ def test_a_row_the_engine_renews_names_what_renewed_it(tmp_path):
     assert gateway.action == "replace" and not gateway.reasons
     assert gateway.renewed_with == ("sandstack-gpu-1-net.agent",)
     assert gateway.to_json()["renewed_with"] == ["sandstack-gpu-1-net.agent"]
-    assert ("because it refers to `sandstack-gpu-1-net.agent`, renewed by this change (Pulumi renews what depends "
+    assert ("because it refers to sandstack-gpu-1-net.agent, renewed by this change (Pulumi renews what depends "
             "on a resource it replaces)") in to_text(result, "base.yaml", "head.yaml")

@@ -54,9 +54,12 @@ def test_a_memory_raise_reads_as_an_update_in_place_with_its_setting_coloured(tm
     doc = parse(to_markdown(_case("limits-raised", tmp_path), "base", "head"))
     assert doc.tables[0][1] == ["`agent`", "gpu-1", "~ update (3 updated in place)", "0",
                                 "`templates.agent.limits.memory`"]
+    # Capacity, not a loosening: the security section is empty and the raise is listed under Capacity.
+    assert "Security: 0 looser, 0 tighter" in doc.paragraphs and "No security-relevant change." in doc.paragraphs
+    assert "templates.agent.limits.memory: 1GiB → 4GiB" in doc.paragraphs
     assert doc.fences["diff"] == ["! 3 sandboxes of pool agent: updated in place\n"
-                                  "-     memory_mb: 1024\n+     memory_mb: 4096\n"
-                                  "      # because templates.agent.limits.memory: 1073741824 → 4294967296 [in-place]\n"]
+                                  "-     memory_mb: 1GiB\n+     memory_mb: 4GiB\n"
+                                  "      # because templates.agent.limits.memory: 1GiB → 4GiB [in-place]\n"]
 
 
 def test_a_public_port_reads_as_a_restart_and_a_looser_finding(tmp_path: Path):
@@ -154,8 +157,8 @@ def test_the_markdown_of_1000_sandboxes_fits_a_comment_with_headline_table_and_s
     assert all(r[1] == "h0, h1, h2, h3, h4, h5 and 4 more" for r in doc.tables[0][1:])
     for finding in large.security:  # folded across pools, never cut
         assert any(finding.text in p and f"`{finding.pool}`" in p for p in doc.paragraphs), finding
-    counted = re.search(r"_… (\d+) more resource changes not shown: run `sandstack diff` locally for everything._",
-                        text)
+    counted = re.search(r"_… (\d+) more resource changes(?: and the legend)? not shown: run `sandstack diff` locally "
+                        r"for everything._", text)
     assert counted and 0 < int(counted[1]) < len(large.changes)
     assert doc.fences["mermaid"] and doc.fences["diff"]
 
@@ -196,3 +199,25 @@ def test_every_picture_parses_with_mermaid_and_marks_what_changed(tmp_path: Path
                      "updated": "~ updated"}
             assert v["text"].endswith(marks[cls]) if cls in marks else not any(
                 v["text"].endswith(m) for m in marks.values())
+
+
+def test_accepted_changes_and_stale_acceptances_are_shown_with_their_reasons(tmp_path: Path):
+    from sandstack.review.accept import load_acceptances
+    from sandstack.review.categories import review
+
+    result = _case("allow-widened", tmp_path)
+    accept = tmp_path / "prod.review.yaml"
+    accept.write_text("accept:\n"
+                      "  - change: templates.agent.network.allow\n    category: security\n"
+                      "    reason: pypi.org for pip installs\n"
+                      "  - change: templates.agent.network.allow\n    category: replace\n"
+                      "    reason: the gateway restarts at night\n"
+                      "  - change: templates.shell.limits.memory\n    category: disruption\n"
+                      "    reason: no longer true\n")
+    doc = parse(to_markdown(result, "base", "head", review(result, load_acceptances(accept))))
+    where = f"{accept}:2:5"
+    assert (f"✅ accepted — pool `agent`: allow entry added: pypi.org — pypi.org for pip installs ({where})"
+            in doc.paragraphs)
+    assert any(p.startswith("✅ replace: ") and p.endswith(f"— the gateway restarts at night ({accept}:5:5)")
+               for p in doc.paragraphs)
+    assert f"{accept}:8:5: disruption `templates.shell.limits.memory`" in doc.paragraphs

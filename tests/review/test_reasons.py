@@ -36,13 +36,13 @@ def _reasons_of(tmp_path, base: dict, head: dict) -> dict[str, list[str]]:
 def test_a_reason_names_the_one_condition_that_held_not_every_branch(tmp_path):
     base, head = pair("port-url")
     reasons = _reasons_of(tmp_path, base, head)
-    held = ("templates.agent.ports.0.exposure: 'host' → 'url' [url ports change, the network turns internal or "
+    held = ("templates.agent.ports.0.exposure: host → url [url ports change, the network turns internal or "
             "routed: replace + guard + ingress + networks]")
     assert reasons["sandstack-gpu-1-guard-container"][1:] == [held]
     assert held in reasons["sandstack-agent.gpu-1-0"]
     base, head = pair("limits-raised")
     # 1GiB → 4GiB: not under 256MiB, so the base effect (in-place) held, without the condition it did not meet.
-    assert "templates.agent.limits.memory: 1073741824 → 4294967296 [in-place]" in \
+    assert "templates.agent.limits.memory: 1GiB → 4GiB [in-place]" in \
         _reasons_of(tmp_path / "memory", base, head)["sandstack-agent.gpu-1-0"]
 
 
@@ -91,7 +91,7 @@ def test_a_default_base_image_is_the_reason_at_its_own_path(tmp_path):
     """The default reaches the template that sets no image; it was reported as `templates.agent.base_image`, a
     path the spec does not have."""
     reasons = _reasons_of(tmp_path, _shared(), _shared(defaults={"base_image": "python:3.13-slim"}))
-    because = "defaults.base_image: 'python:3.12-slim' → 'python:3.13-slim' [rebuild]"
+    because = "defaults.base_image: python:3.12-slim → python:3.13-slim [rebuild]"
     assert reasons["sandstack-agent.gpu-1-image"] == [because]
     assert reasons["sandstack-agent.gpu-1-0"] == [because]
     assert "sandstack-child.gpu-1-0" not in reasons  # its parent sets its own image
@@ -99,4 +99,4 @@ def test_a_default_base_image_is_the_reason_at_its_own_path(tmp_path):
 
 def test_a_parent_template_s_change_is_the_reason_for_its_children(tmp_path):
     reasons = _reasons_of(tmp_path, _shared(), _shared(templates__parent__limits={"cpus": 2}))
-    assert reasons["sandstack-child.gpu-1-0"] == ["templates.parent.limits.cpus: 1.0 → 2.0 [replace]"]
+    assert reasons["sandstack-child.gpu-1-0"] == ["templates.parent.limits.cpus: 1 cpus → 2 cpus [replace]"]
