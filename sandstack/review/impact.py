@@ -24,8 +24,7 @@ INTERRUPTS = {
                "sessions end",
     "ingress": "its URLs {sites} are unreachable while it restarts",
     "guard": "the host guard restarts: it applies the firewall rules, pids limits and lifetimes again",
-    "connection logger": "name lookups of pools {resolved}, and the connection log of pools {pools}, stop while "
-                         "it restarts",
+    "connection logger": "name lookups of pools {resolved}{logged} stop while it restarts",
     "egress network": "the gateway's route out is recreated: egress of gateway pools stops meanwhile",
     "ingress network": "the ingress's network is recreated: its URLs are unreachable meanwhile",
 }
@@ -178,8 +177,10 @@ def _interrupts(c: ResourceChange) -> str:
     resolvers = list(props.get("resolvers") or ())
     resolved = _names(p for p in resolvers if not p.startswith("_")) + (
         " and of the gateway" if "_gateway" in resolvers else "")
+    logged = f", and the connection log of pools {_names(pools)}," if c.resource.kind == "connection logger" and pools \
+        else ""
     return INTERRUPTS[c.resource.kind].format(pools=_names(pools), sites=_names(props.get("sites")),
-                                              resolved=resolved)
+                                              resolved=resolved, logged=logged)
 
 
 def _fold(rows: dict[tuple, list[ResourceChange]]) -> dict[tuple, tuple[tuple[str, ...], list[ResourceChange]]]:
