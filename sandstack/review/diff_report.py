@@ -13,8 +13,8 @@ from sandstack.review.reasons import UNDECLARED
 from sandstack.spec.changes import MEANING
 
 # 2: `security` no longer holds CPU, memory or disk raises (capacity, in `fields` with category 'capacity'); added
-# `impact`, `fields` (each spec change with its category), `review` (items --fail-on counts, accepted, stale) and
-# `unchanged`. Within a version, fields are only ever added.
+# `impact`, `capacity`, `fields` (each spec change with its category), `review` (items --fail-on counts, accepted,
+# stale) and `unchanged`. Within a version, fields are only ever added.
 FORMAT_VERSION = 2
 # GitHub refuses a comment over 65,536 characters: the markdown stays under this, with room for a header.
 MARKDOWN_BUDGET = 60_000
@@ -25,7 +25,7 @@ VERB = {"create": "created", "update": "updated in place", "replace": "replaced"
 def to_json(diff: Diff, base: str, head: str, review: Review | None = None) -> str:
     data = {
         "format": FORMAT_VERSION, "base": base, "head": head, "counts": diff.counts(), "unchanged": diff.unchanged,
-        "impact": impact(diff).to_json(),
+        "impact": impact(diff).to_json(), "capacity": [c.to_json() for c in diff.capacity],
         "fields": [{"path": f.path, "old": f.old, "new": f.new, "effect": f.effect.label,
                     "category": field_category(f.path)} for f in diff.fields],
         "review": {"items": [i.to_json() for i in review.items] if review else [],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from itertools import groupby
 
-from sandstack.review.categories import Review, field_category
+from sandstack.review.categories import Review
 from sandstack.review.diff import COMPONENT_TYPE, Diff, ResourceChange, describe
 from sandstack.review.impact import SANDBOX_LOSES, impact
 from sandstack.review.reasons import UNDECLARED, Reason
@@ -113,9 +113,8 @@ def to_text(diff: Diff, base: str, head: str, review: Review | None = None) -> s
     lines = [f"sandstack diff {base} → {head}", "", summary.headline()]
     lines += [f"  {line}" for line in summary.lines()]
     lines += ["", "Security:"] + [f"  {line}" for line in security_lines(diff, review)]
-    capacity = [f for f in diff.fields if field_category(f.path) == "capacity"]
-    if capacity:
-        lines += ["", "Capacity:"] + [f"  {f.describe()}" for f in capacity]
+    if diff.capacity:
+        lines += ["", "Capacity:"] + [f"  pool {c.pool}: {c.text}" for c in diff.capacity]
     if review is not None and review.accepted():
         lines += ["", "Accepted:"]
         lines += [f"  {i.category}: {i.text} — {i.accepted.reason} ({i.accepted.where})"  # type: ignore[union-attr]

@@ -101,11 +101,18 @@ def test_the_snapshot_bump_reads_in_the_reviewers_conventions(stacks, capsys):
 
 def test_the_memory_raise_is_capacity_in_spec_units(stacks, capsys):
     _, out, _ = _diff("memory", capsys)
-    assert "Security:\n  no security-relevant change\n\nCapacity:\n  templates.python.limits.memory: (unset) → 2GiB\n" in out
+    # The resolved value before (the `medium` profile's 1GiB), not the unset field the template wrote.
+    assert "Security:\n  no security-relevant change\n\nCapacity:\n  pool python: memory 1GiB → 2GiB per sandbox\n" in out
     assert ("    ~ 2 sandboxes of pool python: sandstack-python.local-0, sandstack-python.local-1\n"
             "        memory_mb: 1GiB → 2GiB\n"
             "        because templates.python.limits.memory: (unset) → 2GiB [in-place]\n") in out
     assert out.endswith("\nPlan: 0 to create, 2 to update in place, 0 to replace, 0 to delete, 22 unchanged.\n")
+
+
+def test_more_replicas_are_capacity_counted_in_sandboxes(stacks, capsys):
+    _, out, _ = _diff("replicas", capsys)
+    assert "\nCapacity:\n  pool python: sandboxes 2 → 4 (replicas 2 → 4 on 1 host)\n" in out
+    assert "\nSecurity:\n  no security-relevant change\n" in out
 
 
 def test_a_port_list_reads_as_ports_and_a_squid_line_is_not_cut(stacks, capsys):
