@@ -20,19 +20,16 @@ class CapacityChange:
         return {"pool": self.pool, "text": self.text}
 
 
-def _cpus(n: float) -> str:
-    return f"{format_cpus(n)} {'cpu' if n == 1 else 'cpus'}"
-
-
 def compare_capacity(old: ResolvedStack, new: ResolvedStack) -> list[CapacityChange]:
     out = []
     for name in sorted(set(old.pools) & set(new.pools)):
         a, b = old.pools[name], new.pools[name]
         ta, tb = old.templates[a.template], new.templates[b.template]
-        for attr, show in (("cpus", _cpus), ("memory", format_size), ("disk", format_size)):
+        for attr, words, show in (("cpus", "CPUs", format_cpus), ("memory", "memory", format_size),
+                                  ("disk", "disk", format_size)):
             x, y = getattr(ta.limits, attr), getattr(tb.limits, attr)
             if x != y:
-                out.append(CapacityChange(name, f"{attr} {show(x)} → {show(y)} per sandbox"))
+                out.append(CapacityChange(name, f"{words} {show(x)} → {show(y)} per sandbox"))
         before, after = a.replicas * len(a.hosts), b.replicas * len(b.hosts)
         if before != after:
             hosts = f"{len(b.hosts)} host{'s' if len(b.hosts) != 1 else ''}"
