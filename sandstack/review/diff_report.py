@@ -39,12 +39,6 @@ def to_json(diff: Diff, base: str, head: str, review: Review | None = None) -> s
     return json.dumps(data, sort_keys=True, indent=2) + "\n"
 
 
-def _security_lines(diff: Diff) -> list[str]:
-    if not diff.security:
-        return ["no security-relevant change"]
-    return [f"{'LOOSER' if f.loosens else 'tighter'}  pool {f.pool}: {f.text}" for f in diff.security]
-
-
 def _group_key(c: ResourceChange) -> tuple:
     """Sandboxes of one pool with the same action and changes read as one line."""
     if c.resource.kind == "sandbox":
