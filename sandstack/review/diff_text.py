@@ -57,7 +57,9 @@ def _host_blocks(diff: Diff) -> dict[str, list[str]]:
         first, r = items[0], items[0].resource
         lost = f" ({SANDBOX_LOSES})" if r.kind == "sandbox" and first.action in ("replace", "delete") else ""
         if r.kind == "sandbox" and len(items) > 1:
-            head = f"{len(items)} sandboxes of pool {r.pool}: {', '.join(c.resource.name for c in items)}{lost}"
+            names = [c.resource.name for c in items]
+            shown = ", ".join(names) if len(names) <= 4 else f"{names[0]}, {names[1]}, … {names[-1]}"
+            head = f"{len(items)} sandboxes of pool {r.pool}: {shown}{lost}"
         elif r.kind == "sandbox":
             head = f"sandbox {r.name} of pool {r.pool}{lost}"
         else:

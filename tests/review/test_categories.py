@@ -143,13 +143,26 @@ def test_fail_on_each_category(pr: str, kind: str, stacks, capsys):
     assert (f"sandstack: --fail-on {kind}: " in err) == (kind in FAILS[pr])
 
 
-def test_a_host_taken_out_of_its_pools_loses_its_volumes_and_folds_identical_hosts(stacks, capsys):
+def test_identical_hosts_fold_and_a_host_taken_out_loses_its_volumes(stacks, capsys):
     prod = yaml.safe_load(Path("stacks/prod.yaml").read_text())
     for pool in ("python-warm", "browser-warm"):
         set_path(prod, f"pools.{pool}.replicas", 3)
-    Path("stacks/wider.yaml").write_text(yaml.safe_dump(prod, sort_keys=False))
-    code, out, err = main(["diff", "stacks/prod.yaml", "stacks/wider.yaml", "--stack", "prod"]), *capsys.readouterr()
+    Path("stacks/fewer-replicas.yaml").write_text(yaml.safe_dump(prod, sort_keys=False))
+    code = main(["diff", "stacks/prod.yaml", "stacks/fewer-replicas.yaml", "--stack", "prod"])
+    out = capsys.readouterr().out
+    assert code == 0
     assert "\nhosts sbx-a, sbx-b (the same on each; names of sbx-a):\n" in out, out
+    assert out.splitlines()[2:8] == [
+        "Impact: 0 sandboxes restart, 0 created, 28 destroyed, 4 host services renewed, no data lost, nothing less "
+        "safe.",
+        "  pool browser-warm on sbx-a, sbx-b: 2 destroyed — pools.browser-warm.replicas",
+        "  pool python-warm on sbx-a, sbx-b: 26 destroyed — pools.python-warm.replicas",
+        "  guard replaced on sbx-a, sbx-b: the host guard restarts: it applies the firewall rules, pids limits and "
+        "lifetimes again",
+        "  ingress replaced on sbx-a, sbx-b: its 3 URLs are unreachable while it restarts",
+        ""]
+    assert ("    - 13 sandboxes of pool python-warm: sandstack-python-warm.sbx-a-3, sandstack-python-warm.sbx-a-4, … "
+            "sandstack-python-warm.sbx-a-15 (processes and writable paths lost)\n") in out
     assert "\nhost sbx-b:" not in out
     del prod["hosts"]["sbx-b"]
     for pool in ("python-warm", "browser-warm"):
