@@ -110,6 +110,19 @@ def security_lines(diff: Diff, review: Review | None) -> list[str]:
     return out
 
 
+def accepted_lines(review: Review) -> list[str]:
+    """One line per acceptance and category: what it accepted (counted past the first), its reason and where it
+    is written; a 1,000-sandbox restart accepted is one line, not a thousand."""
+    out = []
+    groups: dict[tuple, list[str]] = {}
+    for item in review.accepted():
+        groups.setdefault((item.category, item.accepted), []).append(item.text)
+    for (kind, by), texts in groups.items():
+        more = f" and {len(texts) - 1} more" if len(texts) > 1 else ""
+        out.append(f"  {kind}: {texts[0]}{more} — {by.reason} ({by.where})")
+    return out
+
+
 def to_text(diff: Diff, base: str, head: str, review: Review | None = None) -> str:
     summary = impact(diff)
     lines = [f"sandstack diff {base} → {head}", "", summary.headline()]
@@ -118,11 +131,7 @@ def to_text(diff: Diff, base: str, head: str, review: Review | None = None) -> s
     if diff.capacity:
         lines += ["", "Capacity:"] + [f"  pool {c.pool}: {c.text}" for c in diff.capacity]
     if review is not None and review.accepted():
-        lines += ["", "Accepted:"]
-        lines += [f"  {i.category}: {i.text} — {i.accepted.reason} ({i.accepted.where})"  # type: ignore[union-attr]
-                  for i in review.accepted() if i.category != "security"]
-        lines += [f"  security: {i.text} — {i.accepted.reason} ({i.accepted.where})"  # type: ignore[union-attr]
-                  for i in review.accepted() if i.category == "security"]
+        lines += ["", "Accepted:"] + accepted_lines(review)
     if review is not None and review.stale:
         lines += ["", "Stale acceptances (they match no change; remove them):"]
         lines += [f"  {a.where}: {a.category} {a.change}" for a in review.stale]

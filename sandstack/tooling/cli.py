@@ -141,8 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "lost), data-loss (a volume of sessions, logs or workspace files replaced or deleted), "
                            "replace (any resource replaced or deleted); e.g. --fail-on security --fail-on data-loss")
     diff.add_argument("--accept", metavar="FILE",
-                      help="the review file of accepted changes (default: HEAD's <stack>.review.yaml beside it, "
-                           "when HEAD is a file), e.g. --accept stacks/prod.review.yaml")
+                      help="the review file of accepted changes (default: review/<HEAD's file name> in HEAD's "
+                           "folder, when HEAD is a file), e.g. --accept stacks/review/prod.yaml")
     diff.add_argument("--strict-accept", action="store_true",
                       help="an acceptance that matches no change is an error (exit 1), not a warning")
     diff.set_defaults(func=cmd_diff)

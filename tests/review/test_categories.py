@@ -208,7 +208,8 @@ def test_json_format_2_carries_categories_impact_and_review(stacks, capsys):
 # --- accepted changes ----------------------------------------------------------------------------------------
 
 def _accept(text: str) -> None:
-    Path("stacks/allow.review.yaml").write_text(text)
+    Path("stacks/review").mkdir(exist_ok=True)
+    Path("stacks/review/allow.yaml").write_text(text)
 
 
 def test_an_accepted_change_is_shown_with_its_reason_and_does_not_fail(stacks, capsys):
@@ -221,8 +222,11 @@ def test_an_accepted_change_is_shown_with_its_reason_and_does_not_fail(stacks, c
     assert (code, err) == (0, "")
     assert ("  LOOSER  pool python: allow entry added: pypi.org  (accepted: pypi.org for pip installs, reviewed by "
             "the platform team)\n") in out
-    assert ("  disruption: gateway sandstack-local-gateway-container replace — the gateway restarts in a quiet hour "
-            "(stacks/allow.review.yaml:5:5)\n") in out
+    assert ("\nAccepted:\n"
+            "  security: pool python: allow entry added: pypi.org — pypi.org for pip installs, reviewed by the platform "
+            "team (stacks/review/allow.yaml:2:5)\n"
+            "  disruption: gateway sandstack-local-gateway-container replace and 1 more — the gateway restarts in a "
+            "quiet hour (stacks/review/allow.yaml:5:5)\n\n") in out
     code, _, err = _diff("allow", capsys, "--fail-on", "replace")  # not accepted for `replace`
     assert code == 3 and "sandstack: --fail-on replace: gateway sandstack-local-gateway-container replace\n" in err
 
@@ -231,22 +235,22 @@ def test_a_stale_acceptance_is_a_warning_and_an_error_when_strict(stacks, capsys
     _accept("accept:\n  - change: templates.shell.limits.memory\n    category: disruption\n    reason: no longer true\n")
     code, out, err = _diff("allow", capsys)
     assert code == 0
-    assert err == ("stacks/allow.review.yaml:2:5: warning: acceptance of 'templates.shell.limits.memory' "
+    assert err == ("stacks/review/allow.yaml:2:5: warning: acceptance of 'templates.shell.limits.memory' "
                    "(disruption) matches no change: remove it\n")
-    assert "Stale acceptances (they match no change; remove them):\n  stacks/allow.review.yaml:2:5: disruption " \
+    assert "Stale acceptances (they match no change; remove them):\n  stacks/review/allow.yaml:2:5: disruption " \
            "templates.shell.limits.memory\n" in out
     code, _, err = _diff("allow", capsys, "--strict-accept")
-    assert code == 1 and err.startswith("stacks/allow.review.yaml:2:5: error: acceptance of ")
+    assert code == 1 and err.startswith("stacks/review/allow.yaml:2:5: error: acceptance of ")
 
 
 def test_a_bad_review_file_is_located_with_what_is_allowed(stacks, capsys):
     _accept("accept:\n  - change: templates.python.network.allow\n    category: looser\n    reason: '.'\n    by: me\n")
     code, out, err = _diff("allow", capsys)
     assert (code, out) == (1, "")
-    assert err == ("stacks/allow.review.yaml is not a valid review file:\n"
-                   "stacks/allow.review.yaml:3:15: $.accept[0].category: 'looser' is not one of 'security', "
+    assert err == ("stacks/review/allow.yaml is not a valid review file:\n"
+                   "stacks/review/allow.yaml:3:15: $.accept[0].category: 'looser' is not one of 'security', "
                    "'disruption', 'data-loss', 'replace'\n"
-                   "stacks/allow.review.yaml:4:13: $.accept[0].reason: not a valid reason: say why the change is "
+                   "stacks/review/allow.yaml:4:13: $.accept[0].reason: not a valid reason: say why the change is "
                    "accepted in words (at least one word of 3 letters)\n"
-                   "stacks/allow.review.yaml:5:5: $.accept[0].by: unknown key 'by': allowed are change, category, "
+                   "stacks/review/allow.yaml:5:5: $.accept[0].by: unknown key 'by': allowed are change, category, "
                    "reason\n")
