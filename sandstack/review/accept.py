@@ -1,7 +1,7 @@
 """Accepted changes: a pull request's reviewed, expected changes, with a reason each, that `--fail-on` lets pass.
 
-They live in a review file beside the stack, `stacks/<stack>.review.yaml` (or the file `--accept` names), not in
-the stack: an acceptance is about one change from the base to the head, not part of the desired state, so it
+They live in the stack's review file, `stacks/review/<stack>.yaml` (or the file `--accept` names): in a folder of
+its own so that `stacks/*.yaml` (validate, check, the workflow's loop) never takes it for a stack; not in the stack: an acceptance is about one change from the base to the head, not part of the desired state, so it
 neither shows up as a spec change itself nor renews anything, and once the change is merged the file is stale (the
 diff warns: delete it). Like `check`'s suppressions, each entry names what it accepts, the category and a reason in
 words; an entry that matches nothing is reported (a warning, an error with `--strict-accept`).
@@ -25,6 +25,7 @@ from sandstack.spec.models.policy import REASON_WORD, has_a_word
 # What `--fail-on` can fail on, and so what an acceptance can accept.
 CATEGORIES = ("security", "disruption", "data-loss", "replace")
 KEYS = ("change", "category", "reason")
+REVIEW_FOLDER = "review"  # beside the stack files: stacks/review/<stack>.yaml
 
 
 @dataclass(frozen=True)
@@ -47,11 +48,11 @@ class Acceptance:
 
 
 def beside(stack_file: str) -> Path | None:
-    """The review file of a stack given as a plain file (`stacks/dev.yaml` → `stacks/dev.review.yaml`), if any."""
+    """The review file of a stack given as a plain file (`stacks/dev.yaml` → `stacks/review/dev.yaml`), if any."""
     if stack_file.startswith("git:"):
         return None
     path = Path(stack_file)
-    candidate = path.with_name(path.name.removesuffix(".yaml").removesuffix(".yml") + ".review.yaml")
+    candidate = path.parent / REVIEW_FOLDER / path.name
     return candidate if candidate.is_file() else None
 
 

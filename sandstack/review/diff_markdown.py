@@ -22,9 +22,9 @@ import re
 from typing import Any, Iterable
 
 from sandstack.review import diagram, show
-from sandstack.review.categories import Review, field_category
+from sandstack.review.categories import Review
 from sandstack.review.diff import COMPONENT_TYPE, Diff, ResourceChange
-from sandstack.review.diff_text import _because as because, plan_line
+from sandstack.review.diff_text import _because as because, accepted_lines, plan_line
 from sandstack.review.impact import Impact, impact as impact_of
 from sandstack.review.reasons import UNDECLARED
 from sandstack.spec.changes import MEANING
@@ -108,16 +108,19 @@ def _security(diff: Diff, review: Review | None) -> list[str]:
 
 
 def _reviewed(diff: Diff, review: Review | None) -> list[str]:
-    """Capacity changes, the changes accepted by the review file and the acceptances that match nothing."""
+    """Capacity changes (pools alike folded), the changes the review file accepted and the acceptances that match
+    nothing (sandstack.review.categories)."""
     out = []
-    capacity = [f for f in diff.fields if field_category(f.path) == "capacity"]
-    if capacity:
-        out += ["", "#### Capacity", "", *(f"- {_text(f.describe())}" for f in capacity)]
-    accepted = [i for i in (review.accepted() if review else []) if i.category != "security"]
+    folded: dict[str, list[str]] = {}
+    for c in diff.capacity:
+        folded.setdefault(c.text, []).append(c.pool)
+    if folded:
+        out += ["", "#### Capacity", ""]
+        out += [f"- {'pool' if len(pools) == 1 else 'pools'} {', '.join(_code(p) for p in pools)}: {_text(text)}"
+                for text, pools in folded.items()]
+    accepted = [line.strip() for line in accepted_lines(review)] if review is not None else []
     if accepted:
-        out += ["", "#### Accepted", ""]
-        out += [f"- ✅ {i.category}: {_text(i.text)} — {_text(i.accepted.reason)} "  # type: ignore[union-attr]
-                f"({_text(i.accepted.where)})" for i in accepted]  # type: ignore[union-attr]
+        out += ["", "#### Accepted", "", *(f"- ✅ {_text(line)}" for line in accepted)]
     if review is not None and review.stale:
         out += ["", "#### ⚠️ Stale acceptances (they match no change: remove them)", ""]
         out += [f"- {_text(a.where)}: {a.category} {_code(a.change)}" for a in review.stale]

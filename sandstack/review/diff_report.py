@@ -13,8 +13,8 @@ from sandstack.review.reasons import UNDECLARED
 from sandstack.spec.changes import MEANING
 
 # 2: `security` no longer holds CPU, memory or disk raises (capacity, in `fields` with category 'capacity'); added
-# `impact`, `fields` (each spec change with its category), `review` (items --fail-on counts, accepted, stale) and
-# `unchanged`. Within a version, fields are only ever added.
+# `impact`, `capacity`, `fields` (each spec change with its category), `review` (items --fail-on counts, accepted,
+# stale) and `unchanged`. Within a version, fields are only ever added.
 FORMAT_VERSION = 2
 VERB = {"create": "created", "update": "updated in place", "replace": "replaced", "delete": "deleted"}
 
@@ -22,7 +22,7 @@ VERB = {"create": "created", "update": "updated in place", "replace": "replaced"
 def to_json(diff: Diff, base: str, head: str, review: Review | None = None) -> str:
     data = {
         "format": FORMAT_VERSION, "base": base, "head": head, "counts": diff.counts(), "unchanged": diff.unchanged,
-        "impact": impact(diff).to_json(),
+        "impact": impact(diff).to_json(), "capacity": [c.to_json() for c in diff.capacity],
         "fields": [{"path": f.path, "old": f.old, "new": f.new, "effect": f.effect.label,
                     "category": field_category(f.path)} for f in diff.fields],
         "review": {"items": [i.to_json() for i in review.items] if review else [],
@@ -34,12 +34,6 @@ def to_json(diff: Diff, base: str, head: str, review: Review | None = None) -> s
         "resources": [c.to_json() for c in diff.changes],
     }
     return json.dumps(data, sort_keys=True, indent=2) + "\n"
-
-
-def _security_lines(diff: Diff) -> list[str]:
-    if not diff.security:
-        return ["no security-relevant change"]
-    return [f"{'LOOSER' if f.loosens else 'tighter'}  pool {f.pool}: {f.text}" for f in diff.security]
 
 
 def _group_key(c: ResourceChange) -> tuple:

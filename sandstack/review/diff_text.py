@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from itertools import groupby
 
-from sandstack.review.categories import Review, field_category
+from sandstack.review.categories import Review
 from sandstack.review.diff import COMPONENT_TYPE, Diff, ResourceChange, describe
 from sandstack.review.impact import SANDBOX_LOSES, impact
 from sandstack.review.reasons import UNDECLARED, Reason
@@ -57,7 +57,9 @@ def _host_blocks(diff: Diff) -> dict[str, list[str]]:
         first, r = items[0], items[0].resource
         lost = f" ({SANDBOX_LOSES})" if r.kind == "sandbox" and first.action in ("replace", "delete") else ""
         if r.kind == "sandbox" and len(items) > 1:
-            head = f"{len(items)} sandboxes of pool {r.pool}: {', '.join(c.resource.name for c in items)}{lost}"
+            names = [c.resource.name for c in items]
+            shown = ", ".join(names) if len(names) <= 4 else f"{names[0]}, {names[1]}, … {names[-1]}"
+            head = f"{len(items)} sandboxes of pool {r.pool}: {shown}{lost}"
         elif r.kind == "sandbox":
             head = f"sandbox {r.name} of pool {r.pool}{lost}"
         else:
@@ -108,20 +110,28 @@ def security_lines(diff: Diff, review: Review | None) -> list[str]:
     return out
 
 
+def accepted_lines(review: Review) -> list[str]:
+    """One line per acceptance and category: what it accepted (counted past the first), its reason and where it
+    is written; a 1,000-sandbox restart accepted is one line, not a thousand."""
+    out = []
+    groups: dict[tuple, list[str]] = {}
+    for item in review.accepted():
+        groups.setdefault((item.category, item.accepted), []).append(item.text)
+    for (kind, by), texts in groups.items():
+        more = f" and {len(texts) - 1} more" if len(texts) > 1 else ""
+        out.append(f"  {kind}: {texts[0]}{more} — {by.reason} ({by.where})")
+    return out
+
+
 def to_text(diff: Diff, base: str, head: str, review: Review | None = None) -> str:
     summary = impact(diff)
     lines = [f"sandstack diff {base} → {head}", "", summary.headline()]
     lines += [f"  {line}" for line in summary.lines()]
     lines += ["", "Security:"] + [f"  {line}" for line in security_lines(diff, review)]
-    capacity = [f for f in diff.fields if field_category(f.path) == "capacity"]
-    if capacity:
-        lines += ["", "Capacity:"] + [f"  {f.describe()}" for f in capacity]
+    if diff.capacity:
+        lines += ["", "Capacity:"] + [f"  pool {c.pool}: {c.text}" for c in diff.capacity]
     if review is not None and review.accepted():
-        lines += ["", "Accepted:"]
-        lines += [f"  {i.category}: {i.text} — {i.accepted.reason} ({i.accepted.where})"  # type: ignore[union-attr]
-                  for i in review.accepted() if i.category != "security"]
-        lines += [f"  security: {i.text} — {i.accepted.reason} ({i.accepted.where})"  # type: ignore[union-attr]
-                  for i in review.accepted() if i.category == "security"]
+        lines += ["", "Accepted:"] + accepted_lines(review)
     if review is not None and review.stale:
         lines += ["", "Stale acceptances (they match no change; remove them):"]
         lines += [f"  {a.where}: {a.category} {a.change}" for a in review.stale]

@@ -22,10 +22,9 @@ INTERRUPTS = {
     "gateway": "egress of pools {pools} stops until the new gateway runs (HTTP(S) goes through it)",
     "runtime": "its sessions API for pools {pools} is down while it restarts: running exec calls and open "
                "sessions end",
-    "ingress": "its URLs {sites} are unreachable while it restarts",
+    "ingress": "its {sites} are unreachable while it restarts",
     "guard": "the host guard restarts: it applies the firewall rules, pids limits and lifetimes again",
-    "connection logger": "name lookups of pools {resolved}, and the connection log of pools {pools}, stop while "
-                         "it restarts",
+    "connection logger": "name lookups of pools {resolved}{logged} stop while it restarts",
     "egress network": "the gateway's route out is recreated: egress of gateway pools stops meanwhile",
     "ingress network": "the ingress's network is recreated: its URLs are unreachable meanwhile",
 }
@@ -178,8 +177,12 @@ def _interrupts(c: ResourceChange) -> str:
     resolvers = list(props.get("resolvers") or ())
     resolved = _names(p for p in resolvers if not p.startswith("_")) + (
         " and of the gateway" if "_gateway" in resolvers else "")
-    return INTERRUPTS[c.resource.kind].format(pools=_names(pools), sites=_names(props.get("sites")),
-                                              resolved=resolved)
+    logged = f", and the connection log of pools {_names(pools)}," if c.resource.kind == "connection logger" and pools \
+        else ""
+    # Counted, not listed: each URL names its host, and a count lets identical hosts fold into one row.
+    sites = len(props.get("sites") or ())
+    return INTERRUPTS[c.resource.kind].format(pools=_names(pools), sites=f"{sites} URL{'s' if sites != 1 else ''}",
+                                              resolved=resolved, logged=logged)
 
 
 def _fold(rows: dict[tuple, list[ResourceChange]]) -> dict[tuple, tuple[tuple[str, ...], list[ResourceChange]]]:

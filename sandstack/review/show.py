@@ -24,15 +24,20 @@ def short_digest(text: str) -> str:
 
 
 def _port(value: dict) -> str | None:
-    if {"internal", "protocol"} <= set(value):  # a container's published port
-        outside = f"{value.get('ip') or '0.0.0.0'}:{value['external']}→" if value.get("external") else ""
-        return f"{outside}{value['internal']}/{value['protocol']}"
+    if {"internal", "protocol"} <= set(value):  # a container's published port (no external: Docker picks one)
+        if value.get("external") or value.get("ip"):
+            return f"{value.get('ip') or '0.0.0.0'}:{value.get('external') or '*'}→{value['internal']}/{value['protocol']}"
+        return f"{value['internal']}/{value['protocol']}"
     if "port" in value and "exposure" in value:  # a spec port
         extra = [f"host {value['host_port']}" if value.get("host_port") else "", value.get("name") or ""]
         extra_text = ", ".join(e for e in extra if e)
         return (f"{value['port']}/{value.get('protocol', 'tcp')} {value['exposure']}"
                 + (f" ({extra_text})" if extra_text else ""))
     return None
+
+
+def _cpus(n: float) -> str:
+    return f"{format_cpus(n)} {'cpu' if n == 1 else 'cpus'}"
 
 
 def value(key: str, v: Any) -> str:
@@ -51,10 +56,12 @@ def value(key: str, v: Any) -> str:
         if name in DURATIONS and isinstance(v, int):
             return format_duration(v)
         if name in CPUS:
-            return f"{format_cpus(float(v))} cpus"
+            return _cpus(float(v))
         if name == "nano_cpus":
-            return f"{format_cpus(v / 1e9)} cpus"
+            return _cpus(v / 1e9)
         return str(v)
+    if isinstance(v, str) and name in CPUS and re.fullmatch(r"[0-9]+(\.[0-9]+)?", v):
+        return _cpus(float(v))  # a container's `cpus` input is a string
     if isinstance(v, str):
         return short_digest(v) if HEX64.search(v) else v
     if isinstance(v, dict):

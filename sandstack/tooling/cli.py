@@ -153,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "sandstack diff git:main:stacks/prod.yaml stacks/prod.yaml",
                    "sandstack diff git:main:stacks/prod.yaml stacks/prod.yaml --format markdown --fail-on security",
                    "sandstack diff old.yaml new.yaml --stack prod --format json",
-                   "sandstack diff git:main:stacks/prod.yaml stacks/prod.yaml --accept stacks/prod.review.yaml "
+                   "sandstack diff git:main:stacks/prod.yaml stacks/prod.yaml --accept stacks/review/prod.yaml "
                    "--fail-on disruption")
     diff.add_argument("base", metavar="BASE", help="the stack before: a file, or git:REF:PATH (e.g. "
                                                    "git:main:stacks/prod.yaml)")
@@ -170,8 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "lost), data-loss (a volume of sessions, logs or workspace files replaced or deleted), "
                            "replace (any resource replaced or deleted); e.g. --fail-on security --fail-on data-loss")
     diff.add_argument("--accept", metavar="FILE",
-                      help="the review file of accepted changes (default: HEAD's <stack>.review.yaml beside it, "
-                           "when HEAD is a file), e.g. --accept stacks/prod.review.yaml")
+                      help="the review file of accepted changes (default: review/<HEAD's file name> in HEAD's "
+                           "folder, when HEAD is a file), e.g. --accept stacks/review/prod.yaml")
     diff.add_argument("--strict-accept", action="store_true",
                       help="an acceptance that matches no change is an error (exit 1), not a warning")
     diff.set_defaults(func=cmd_diff)

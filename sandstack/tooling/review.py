@@ -24,6 +24,7 @@ from sandstack.spec import SpecError, load_stack
 from sandstack.spec.resolve import ResolvedStack
 
 EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE, EXIT_FAIL_ON = 0, 1, 2, 3
+SHOWN = 5  # failing changes named per --fail-on category; the rest are counted
 
 
 class _Stop(Exception):
@@ -100,8 +101,7 @@ def diff(args: argparse.Namespace) -> int:
               file=sys.stderr)
     if args.strict_accept and review.stale:
         return EXIT_INVALID
-    fail_on = [DEPRECATED.get(name, name) for name in args.fail_on]
-    failing = review.failing(fail_on)
+    failing = review.failing(args.fail_on)
     for kind in dict.fromkeys(i.category for i in failing):
         items = [i for i in failing if i.category == kind]
         # A few named, the rest counted: a 1,000-sandbox replace would otherwise print 1,000 lines.
@@ -112,8 +112,3 @@ def diff(args: argparse.Namespace) -> int:
     return EXIT_FAIL_ON if failing else EXIT_OK
 
 
-SHOWN = 5
-
-
-# Earlier names of --fail-on categories, still accepted.
-DEPRECATED: dict[str, str] = {}

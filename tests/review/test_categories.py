@@ -101,11 +101,18 @@ def test_the_snapshot_bump_reads_in_the_reviewers_conventions(stacks, capsys):
 
 def test_the_memory_raise_is_capacity_in_spec_units(stacks, capsys):
     _, out, _ = _diff("memory", capsys)
-    assert "Security:\n  no security-relevant change\n\nCapacity:\n  templates.python.limits.memory: (unset) → 2GiB\n" in out
+    # The resolved value before (the `medium` profile's 1GiB), not the unset field the template wrote.
+    assert "Security:\n  no security-relevant change\n\nCapacity:\n  pool python: memory 1GiB → 2GiB per sandbox\n" in out
     assert ("    ~ 2 sandboxes of pool python: sandstack-python.local-0, sandstack-python.local-1\n"
             "        memory_mb: 1GiB → 2GiB\n"
             "        because templates.python.limits.memory: (unset) → 2GiB [in-place]\n") in out
     assert out.endswith("\nPlan: 0 to create, 2 to update in place, 0 to replace, 0 to delete, 22 unchanged.\n")
+
+
+def test_more_replicas_are_capacity_counted_in_sandboxes(stacks, capsys):
+    _, out, _ = _diff("replicas", capsys)
+    assert "\nCapacity:\n  pool python: sandboxes 2 → 4 (replicas 2 → 4 on 1 host)\n" in out
+    assert "\nSecurity:\n  no security-relevant change\n" in out
 
 
 def test_a_port_list_reads_as_ports_and_a_squid_line_is_not_cut(stacks, capsys):
@@ -136,13 +143,26 @@ def test_fail_on_each_category(pr: str, kind: str, stacks, capsys):
     assert (f"sandstack: --fail-on {kind}: " in err) == (kind in FAILS[pr])
 
 
-def test_a_host_taken_out_of_its_pools_loses_its_volumes_and_folds_identical_hosts(stacks, capsys):
+def test_identical_hosts_fold_and_a_host_taken_out_loses_its_volumes(stacks, capsys):
     prod = yaml.safe_load(Path("stacks/prod.yaml").read_text())
     for pool in ("python-warm", "browser-warm"):
         set_path(prod, f"pools.{pool}.replicas", 3)
-    Path("stacks/wider.yaml").write_text(yaml.safe_dump(prod, sort_keys=False))
-    code, out, err = main(["diff", "stacks/prod.yaml", "stacks/wider.yaml", "--stack", "prod"]), *capsys.readouterr()
+    Path("stacks/fewer-replicas.yaml").write_text(yaml.safe_dump(prod, sort_keys=False))
+    code = main(["diff", "stacks/prod.yaml", "stacks/fewer-replicas.yaml", "--stack", "prod"])
+    out = capsys.readouterr().out
+    assert code == 0
     assert "\nhosts sbx-a, sbx-b (the same on each; names of sbx-a):\n" in out, out
+    assert out.splitlines()[2:8] == [
+        "Impact: 0 sandboxes restart, 0 created, 28 destroyed, 4 host services renewed, no data lost, nothing less "
+        "safe.",
+        "  pool browser-warm on sbx-a, sbx-b: 2 destroyed — pools.browser-warm.replicas",
+        "  pool python-warm on sbx-a, sbx-b: 26 destroyed — pools.python-warm.replicas",
+        "  guard replaced on sbx-a, sbx-b: the host guard restarts: it applies the firewall rules, pids limits and "
+        "lifetimes again",
+        "  ingress replaced on sbx-a, sbx-b: its 3 URLs are unreachable while it restarts",
+        ""]
+    assert ("    - 13 sandboxes of pool python-warm: sandstack-python-warm.sbx-a-3, sandstack-python-warm.sbx-a-4, … "
+            "sandstack-python-warm.sbx-a-15 (processes and writable paths lost)\n") in out
     assert "\nhost sbx-b:" not in out
     del prod["hosts"]["sbx-b"]
     for pool in ("python-warm", "browser-warm"):
@@ -188,7 +208,8 @@ def test_json_format_2_carries_categories_impact_and_review(stacks, capsys):
 # --- accepted changes ----------------------------------------------------------------------------------------
 
 def _accept(text: str) -> None:
-    Path("stacks/allow.review.yaml").write_text(text)
+    Path("stacks/review").mkdir(exist_ok=True)
+    Path("stacks/review/allow.yaml").write_text(text)
 
 
 def test_an_accepted_change_is_shown_with_its_reason_and_does_not_fail(stacks, capsys):
@@ -201,8 +222,11 @@ def test_an_accepted_change_is_shown_with_its_reason_and_does_not_fail(stacks, c
     assert (code, err) == (0, "")
     assert ("  LOOSER  pool python: allow entry added: pypi.org  (accepted: pypi.org for pip installs, reviewed by "
             "the platform team)\n") in out
-    assert ("  disruption: gateway sandstack-local-gateway-container replace — the gateway restarts in a quiet hour "
-            "(stacks/allow.review.yaml:5:5)\n") in out
+    assert ("\nAccepted:\n"
+            "  security: pool python: allow entry added: pypi.org — pypi.org for pip installs, reviewed by the platform "
+            "team (stacks/review/allow.yaml:2:5)\n"
+            "  disruption: gateway sandstack-local-gateway-container replace and 1 more — the gateway restarts in a "
+            "quiet hour (stacks/review/allow.yaml:5:5)\n\n") in out
     code, _, err = _diff("allow", capsys, "--fail-on", "replace")  # not accepted for `replace`
     assert code == 3 and "sandstack: --fail-on replace: gateway sandstack-local-gateway-container replace\n" in err
 
@@ -211,22 +235,22 @@ def test_a_stale_acceptance_is_a_warning_and_an_error_when_strict(stacks, capsys
     _accept("accept:\n  - change: templates.shell.limits.memory\n    category: disruption\n    reason: no longer true\n")
     code, out, err = _diff("allow", capsys)
     assert code == 0
-    assert err == ("stacks/allow.review.yaml:2:5: warning: acceptance of 'templates.shell.limits.memory' "
+    assert err == ("stacks/review/allow.yaml:2:5: warning: acceptance of 'templates.shell.limits.memory' "
                    "(disruption) matches no change: remove it\n")
-    assert "Stale acceptances (they match no change; remove them):\n  stacks/allow.review.yaml:2:5: disruption " \
+    assert "Stale acceptances (they match no change; remove them):\n  stacks/review/allow.yaml:2:5: disruption " \
            "templates.shell.limits.memory\n" in out
     code, _, err = _diff("allow", capsys, "--strict-accept")
-    assert code == 1 and err.startswith("stacks/allow.review.yaml:2:5: error: acceptance of ")
+    assert code == 1 and err.startswith("stacks/review/allow.yaml:2:5: error: acceptance of ")
 
 
 def test_a_bad_review_file_is_located_with_what_is_allowed(stacks, capsys):
     _accept("accept:\n  - change: templates.python.network.allow\n    category: looser\n    reason: '.'\n    by: me\n")
     code, out, err = _diff("allow", capsys)
     assert (code, out) == (1, "")
-    assert err == ("stacks/allow.review.yaml is not a valid review file:\n"
-                   "stacks/allow.review.yaml:3:15: $.accept[0].category: 'looser' is not one of 'security', "
+    assert err == ("stacks/review/allow.yaml is not a valid review file:\n"
+                   "stacks/review/allow.yaml:3:15: $.accept[0].category: 'looser' is not one of 'security', "
                    "'disruption', 'data-loss', 'replace'\n"
-                   "stacks/allow.review.yaml:4:13: $.accept[0].reason: not a valid reason: say why the change is "
+                   "stacks/review/allow.yaml:4:13: $.accept[0].reason: not a valid reason: say why the change is "
                    "accepted in words (at least one word of 3 letters)\n"
-                   "stacks/allow.review.yaml:5:5: $.accept[0].by: unknown key 'by': allowed are change, category, "
+                   "stacks/review/allow.yaml:5:5: $.accept[0].by: unknown key 'by': allowed are change, category, "
                    "reason\n")

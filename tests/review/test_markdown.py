@@ -56,7 +56,7 @@ def test_a_memory_raise_reads_as_an_update_in_place_with_its_setting_coloured(tm
                                 "`templates.agent.limits.memory`"]
     # Capacity, not a loosening: the security section is empty and the raise is listed under Capacity.
     assert "Security: 0 looser, 0 tighter" in doc.paragraphs and "No security-relevant change." in doc.paragraphs
-    assert "templates.agent.limits.memory: 1GiB → 4GiB" in doc.paragraphs
+    assert "pool `agent`: memory 1GiB → 4GiB per sandbox" in doc.paragraphs
     assert doc.fences["diff"] == ["! 3 sandboxes of pool agent: updated in place\n"
                                   "-     memory_mb: 1GiB\n+     memory_mb: 4GiB\n"
                                   "      # because templates.agent.limits.memory: 1GiB → 4GiB [in-place]\n"]

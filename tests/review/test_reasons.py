@@ -99,4 +99,4 @@ def test_a_default_base_image_is_the_reason_at_its_own_path(tmp_path):
 
 def test_a_parent_template_s_change_is_the_reason_for_its_children(tmp_path):
     reasons = _reasons_of(tmp_path, _shared(), _shared(templates__parent__limits={"cpus": 2}))
-    assert reasons["sandstack-child.gpu-1-0"] == ["templates.parent.limits.cpus: 1 cpus → 2 cpus [replace]"]
+    assert reasons["sandstack-child.gpu-1-0"] == ["templates.parent.limits.cpus: 1 cpu → 2 cpus [replace]"]
