@@ -16,7 +16,9 @@ from sandstack.review.diff import diff
 from sandstack.review.diff_markdown import MARKDOWN_BUDGET, _code, to_markdown
 from sandstack.review.impact import impact
 from sandstack.spec import load_stack
+from sandstack.tooling.cli import main
 from tests.review.cases import FILES, PAIRS, pair
+from tests.review.test_categories import HEADLINES, PRS, stacks  # noqa: F401 (a fixture)
 from tests.review.markdown_check import mermaid_available, mermaid_parse, parse
 from testbed.specs import host, spec, write_spec
 
@@ -127,6 +129,19 @@ def test_what_does_not_fit_gives_way_details_first_and_is_counted(tmp_path: Path
         assert len(to_markdown(result, "base", "head", budget=budget)) <= budget
 
 
+def _pull_request(pr: str, capsys) -> str:
+    assert main(["diff", "stacks/dev.yaml", f"stacks/{pr}.yaml", "--stack", "dev", "--format", "markdown"]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("pr", PRS)
+def test_the_five_pull_requests_of_the_issue_lead_with_their_headline(pr: str, stacks, capsys):
+    doc = parse(_pull_request(pr, capsys))
+    assert doc.first == f"**{HEADLINES[pr][0]}**"
+    assert bool(doc.tables) == (pr != "allow")  # a new allow entry restarts no pool: no table, its services instead
+    assert doc.fences["mermaid"] and doc.fences["diff"]
+
+
 # --- 1,000 sandboxes ------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -175,7 +190,7 @@ def test_when_even_the_kept_part_does_not_fit_its_lists_are_cut_and_counted(larg
 
 # --- the pictures, by Mermaid's own parser -------------------------------------------------------------------
 
-def test_every_picture_parses_with_mermaid_and_marks_what_changed(tmp_path: Path, large):
+def test_every_picture_parses_with_mermaid_and_marks_what_changed(tmp_path: Path, large, stacks, capsys):
     reason = mermaid_available()
     if reason:
         pytest.skip(reason)
@@ -183,6 +198,7 @@ def test_every_picture_parses_with_mermaid_and_marks_what_changed(tmp_path: Path
                 .fences.get("mermaid", [])]
     pictures += parse(to_markdown(_diff(tmp_path, *_two_hosts()), "base", "head")).fences["mermaid"]
     pictures += parse(to_markdown(large, "base", "head")).fences["mermaid"]
+    pictures += [parse(_pull_request(pr, capsys)).fences["mermaid"][0] for pr in PRS]
     assert len(pictures) >= len(PAIRS)
     results = mermaid_parse(pictures + ['flowchart LR\n  a["unclosed\n'])
     assert results[-1]["ok"] is False and "Parse error" in results[-1]["error"]  # the parser does refuse
