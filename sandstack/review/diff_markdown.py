@@ -11,9 +11,10 @@
    ```diff fence so GitHub colours them (`-` old, `+` new).
 
 GitHub refuses a comment over 65,536 characters: the comment stays within `budget` (MARKDOWN_BUDGET). Parts 1-3
-are always kept whole; the picture and then the details give way first, and what is left out is counted, with the
-command that shows everything. Only if parts 1-3 alone do not fit (thousands of pools) do their longest lists get
-cut, each saying how many rows it left out.
+are always kept whole; the picture comes when it takes at most half of the room left, the details fill the rest
+host by host, and what is left out (resources, the picture, the legend) is counted, with the command that shows
+everything. Only if parts 1-3 alone do not fit (thousands of pools) do their longest lists get cut, each saying how
+many rows it left out.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from sandstack.review import diagram, show
 from sandstack.review.categories import Review
 from sandstack.review.diff import COMPONENT_TYPE, Diff, ResourceChange
 from sandstack.review.diff_text import _because as because, accepted_lines, plan_line
-from sandstack.review.impact import Impact, impact as impact_of
+from sandstack.review.impact import VERB, Impact, impact as impact_of
 from sandstack.review.reasons import UNDECLARED
 from sandstack.spec.changes import MEANING
 
@@ -35,7 +36,6 @@ LOCALLY = "run `sandstack diff` locally for everything"
 MARK = {"create": "+", "update": "!", "replace": "-/+", "delete": "-"}  # `!`: GitHub's diff colour for "changed"
 ACTION = {"create": "+ create", "update": "~ update", "replace": "-/+ replace", "delete": "- delete",
           "none": "none"}
-VERB = {"create": "created", "update": "updated in place", "replace": "replaced", "delete": "deleted"}
 TABLE_HEAD = ["| pool | hosts | action | sandboxes restarting | cause |", "|---|---|---|--:|---|"]
 MAX_CAUSES = 3  # spec paths named in a table row; more are counted
 MAX_HOSTS = 6  # host names in a table row or a heading; more are counted

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from types import SimpleNamespace
 
 import pytest
 
