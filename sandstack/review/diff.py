@@ -18,8 +18,10 @@ from typing import Any
 
 from sandstack.plan.changes import UPDATED_IN_PLACE
 from sandstack.plan.snapshot import build_inputs
-from sandstack.plan.stack import plan_stack
+from sandstack.plan.stack import StackPlan, plan_stack
+from sandstack.review import show
 from sandstack.review.actions import planned_actions
+from sandstack.review.capacity import CapacityChange, compare_capacity
 from sandstack.review.reasons import Reason, explain
 from sandstack.review.resources import Resource, stack_resources
 from sandstack.review.security import Finding, compare
@@ -89,6 +91,14 @@ class Diff:
     security: list[Finding]
     changes: list[ResourceChange]
     snapshots: list[SnapshotChange]
+    fields: list[FieldChange] = field(default_factory=list)  # the spec changes, each with its declared effect
+    # Each spec change's pools (a template's, a host's, every pool for `defaults` or a profile): what a security
+    # finding of a pool is accepted through (sandstack.review.categories).
+    field_pools: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    unchanged: int = 0  # resources (not components) in HEAD that `pulumi up` leaves as they are
+    capacity: list[CapacityChange] = field(default_factory=list)  # per pool, resolved: numbers and names only
+    # The two plans compared (base, head): the markdown's diagram reads their nodes' references.
+    plans: tuple[StackPlan, StackPlan] | None = field(default=None, repr=False, compare=False)
 
     def counts(self) -> dict[str, int]:
         out = {"create": 0, "update": 0, "replace": 0, "delete": 0}
@@ -108,25 +118,25 @@ class Diff:
 def describe(key: str, old: Any, new: Any, limit: int = 6) -> str:
     """One changed setting in words: entries added and removed for lists and maps, else old → new."""
     if isinstance(old, dict) and isinstance(new, dict):
-        parts = [f"+{k}={_show(new[k])}" for k in new if k not in old]
+        parts = [f"+{k}={_show(new[k], k)}" for k in new if k not in old]
         parts += [f"-{k}" for k in old if k not in new]
         for k in new:
             if k not in old or old[k] == new[k]:
                 continue
             if _strings(old[k]) and _strings(new[k]):  # a list in a map (a resolver's options): entries added, removed
-                parts += [f"{k}: +{_show(v)}" for v in new[k] if v not in old[k]]
-                parts += [f"{k}: -{_show(v)}" for v in old[k] if v not in new[k]]
+                parts += [f"{k}: +{_show(v, key)}" for v in new[k] if v not in old[k]]
+                parts += [f"{k}: -{_show(v, key)}" for v in old[k] if v not in new[k]]
             else:
-                parts.append(f"{k}: {_show(old[k])} → {_show(new[k])}")
+                parts.append(f"{k}: {_show(old[k], k)} → {_show(new[k], k)}")
     elif isinstance(old, str) and isinstance(new, str) and "\n" in old + new:
         a, b = old.splitlines(), new.splitlines()
-        parts = [f"+{_show(v)}" for v in b if v not in a] + [f"-{_show(v)}" for v in a if v not in b]
+        parts = [f"+{_show(v, key)}" for v in b if v not in a] + [f"-{_show(v, key)}" for v in a if v not in b]
     elif isinstance(old, list) and isinstance(new, list) and all(isinstance(v, str) for v in old + new):
-        parts = [f"+{_show(v)}" for v in new if v not in old] + [f"-{_show(v)}" for v in old if v not in new]
+        parts = [f"+{_show(v, key)}" for v in new if v not in old] + [f"-{_show(v, key)}" for v in old if v not in new]
         if not parts:
             parts = ["order changed"]
     else:
-        return f"{key}: {_show(old)} → {_show(new)}"
+        return f"{key}: {_show(old, key)} → {_show(new, key)}"
     more = f" … and {len(parts) - limit} more" if len(parts) > limit else ""
     return f"{key}: " + "; ".join(parts[:limit]) + more
 
@@ -135,13 +145,8 @@ def _strings(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def _show(value: Any) -> str:
-    if value is None:
-        return "(unset)"
-    if isinstance(value, dict) and set(value) == {"secret"}:
-        return f"<secret {value['secret']}>"
-    text = repr(value) if isinstance(value, str) else str(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+def _show(value: Any, key: str = "") -> str:
+    return show.value(key, value)
 
 
 # --- spec field changes, with their declared effects ------------------------------------------------------
@@ -350,4 +355,31 @@ def diff(old: ResolvedStack, new: ResolvedStack, stack: str) -> Diff:
         under = (r.host, r.pool) in moved if r.pool else r.host in moved_hosts
         explained = (explain(f, r, change.action, set(change.changed), old, new, moved=under) for f in fields)
         change.reasons = [reason for reason in explained if reason is not None]
-    return Diff(compare(old, new), changes, _snapshot_changes(old, new, changes))
+    changed_names = {c.resource.name for c in changes}
+    unchanged = sum(1 for name, r in after.items()
+                    if name not in changed_names and not r.type.startswith(COMPONENT_TYPE))
+    return Diff(compare(old, new), changes, _snapshot_changes(old, new, changes), fields,
+                {f.path: _pools_of(f.path, old, new) for f in fields}, unchanged, compare_capacity(old, new),
+                plans=plans)
+
+
+def _pools_of(path: str, old: ResolvedStack, new: ResolvedStack) -> tuple[str, ...]:
+    head, _, rest = path.partition(".")
+    key = rest.split(".", 1)[0]
+    pools = {name: pool for spec in (old, new) for name, pool in spec.pools.items()}
+    if head == "pools":
+        return (key,)
+    if head == "hosts":
+        return tuple(sorted({name for spec in (old, new) for name, pool in spec.pools.items() if key in pool.hosts}))
+    if head == "templates":
+        return tuple(sorted({name for spec in (old, new) for name, pool in spec.pools.items()
+                            if pool.template == key or key in _ancestors(spec, pool.template)}))
+    return tuple(sorted(pools))  # defaults, profiles: every pool may inherit them
+
+
+def _ancestors(spec: ResolvedStack, template: str) -> set[str]:
+    out, current = set(), spec.written.templates.get(template)
+    while current is not None and current.extends and current.extends not in out:
+        out.add(current.extends)
+        current = spec.written.templates.get(current.extends)
+    return out

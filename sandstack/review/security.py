@@ -20,7 +20,9 @@ EXPOSED = {"public": "made public", "url": "given a URL through the host's ingre
 CONNECTION_BOUNDS = (("rate", "new connections a second per sandbox"),
                      ("pool_rate", "new connections a second per pool"),
                      ("open", "open connections per sandbox"), ("pool_open", "open connections per pool"))
-LIMITS = (("cpus", "CPUs"), ("memory", "memory"), ("disk", "disk"), ("pids", "pids"), ("open_files", "open files"))
+# The limits that bound what a sandbox may do to its neighbours (processes, open files). CPUs, memory and disk are
+# the sandbox's share of the host: declared `capacity` (sandstack.spec.access), the review's capacity category.
+LIMITS = (("pids", "pids"), ("open_files", "open files"))
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import re
 import sys
 from pathlib import Path
 
+from sandstack.tooling.helptext import FORMATTER, command, epilog, sentence
 from sandstack.tooling.sandbox_cli import add_sandbox_commands
 from sandstack.tooling.validate import EXIT_INVALID, EXIT_OK
 
@@ -111,48 +112,95 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sandstack", description="Sandboxes for AI agents, declared as code.")
-    parser.add_argument("--version", action=_Version)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="sandstack", formatter_class=FORMATTER,
+        description=sentence("Sandboxes for AI agents, declared as code: validate and check stack specs, preview and "
+                             "diff what `pulumi up` would do, regenerate generated files, and use running sandboxes; "
+                             "`sandstack COMMAND --help` explains each command's options"),
+        epilog=epilog("sandstack validate stacks/*.yaml", "sandstack check stacks/prod.yaml --policy policies/ports.yaml",
+                      "sandstack preview stacks/dev.yaml",
+                      "sandstack diff git:main:stacks/prod.yaml stacks/prod.yaml --format markdown",
+                      "sandstack sandbox --outputs outputs.json claim python chat-1"))
+    parser.add_argument("--version", action=_Version, help="print sandstack's version and exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    validate = sub.add_parser("validate", help="validate stack spec files (exit 0 valid, 1 invalid, 2 unreadable)")
-    validate.add_argument("files", nargs="+", metavar="FILE")
-    validate.add_argument("--format", choices=("text", "json", "github"), default="text")
+    validate = command(sub, "validate", "validate stack spec files: YAML, JSON Schema and semantic rules (exit 0 "
+                       "valid, 1 invalid, 2 unreadable)",
+                       "sandstack validate stacks/*.yaml", "sandstack validate --format github stacks/prod.yaml")
+    validate.add_argument("files", nargs="+", metavar="FILE", help="stack spec files (stacks/<stack>.yaml)")
+    validate.add_argument("--format", choices=("text", "json", "github"), default="text",
+                          help="text: FILE:LINE:COL lines (default); json: records for tools; github: ::error "
+                               "annotations for a pull request")
     validate.set_defaults(func=cmd_validate)
 
-    preview = sub.add_parser("preview", help="what `pulumi up` of a spec makes, offline (exit 0, 1 invalid, 2 unreadable)")
-    preview.add_argument("spec", metavar="STACKFILE", help="a stack file, or git:REF:PATH")
-    preview.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    preview = command(sub, "preview", "what `pulumi up` of a spec makes, offline: every resource, host by host "
+                      "(exit 0, 1 invalid, 2 unreadable)",
+                      "sandstack preview stacks/dev.yaml", "sandstack preview stacks/prod.yaml --format json",
+                      "sandstack preview git:main:stacks/prod.yaml --stack prod --format markdown")
+    preview.add_argument("spec", metavar="STACKFILE", help="a stack file, or git:REF:PATH (read from git, e.g. "
+                                                          "git:main:stacks/prod.yaml)")
+    preview.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                         help="text: a tree (default); json: stable, sorted records for tools; markdown: for a "
+                              "pull-request comment")
     preview.add_argument("--stack", type=stack_name,
-                         help="the Pulumi stack name (default: the file's name without .yaml)")
+                         help="the Pulumi stack name, which names the Docker objects (default: the file's name "
+                              "without .yaml), e.g. --stack prod")
     preview.set_defaults(func=cmd_preview)
 
-    diff = sub.add_parser("diff", help="what `pulumi up` would change from BASE to HEAD, and whether security "
-                                       "got looser (exit 0, 3 when --fail-on triggers, 1 invalid, 2 unreadable)")
-    diff.add_argument("base", metavar="BASE", help="a stack file, or git:REF:PATH (e.g. git:main:stacks/prod.yaml)")
-    diff.add_argument("head", metavar="HEAD", help="a stack file, or git:REF:PATH")
-    diff.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    diff = command(sub, "diff", "what `pulumi up` would change from BASE to HEAD and what that does: sandboxes "
+                   "restarted, services renewed, data lost, what got less safe (exit 0, 3 when --fail-on "
+                   "triggers, 1 invalid, 2 unreadable)",
+                   "sandstack diff git:main:stacks/prod.yaml stacks/prod.yaml",
+                   "sandstack diff git:main:stacks/prod.yaml stacks/prod.yaml --format markdown --fail-on security",
+                   "sandstack diff old.yaml new.yaml --stack prod --format json",
+                   "sandstack diff git:main:stacks/prod.yaml stacks/prod.yaml --accept stacks/review/prod.yaml "
+                   "--fail-on disruption")
+    diff.add_argument("base", metavar="BASE", help="the stack before: a file, or git:REF:PATH (e.g. "
+                                                   "git:main:stacks/prod.yaml)")
+    diff.add_argument("head", metavar="HEAD", help="the stack after: a file, or git:REF:PATH")
+    diff.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                      help="text: the plan as terraform prints one (default); json: versioned records for tools "
+                           "(field `format`); markdown: a pull-request comment under GitHub's size limit")
     diff.add_argument("--stack", type=stack_name,
-                      help="the Pulumi stack name (default: HEAD's file name without .yaml)")
-    diff.add_argument("--fail-on", action="append", choices=("replace", "security"), default=[],
-                      help="exit 3 when a resource is replaced or deleted, or when security gets looser")
+                      help="the Pulumi stack name (default: HEAD's file name without .yaml), e.g. --stack prod")
+    diff.add_argument("--fail-on", action="append", choices=("security", "disruption", "data-loss", "replace"),
+                      default=[], metavar="CATEGORY",
+                      help="exit 3 when a change of this category is not accepted (repeatable): security (a "
+                           "loosening), disruption (sandboxes restarted or destroyed, a host service renewed, data "
+                           "lost), data-loss (a volume of sessions, logs or workspace files replaced or deleted), "
+                           "replace (any resource replaced or deleted); e.g. --fail-on security --fail-on data-loss")
+    diff.add_argument("--accept", metavar="FILE",
+                      help="the review file of accepted changes (default: review/<HEAD's file name> in HEAD's "
+                           "folder, when HEAD is a file), e.g. --accept stacks/review/prod.yaml")
+    diff.add_argument("--strict-accept", action="store_true",
+                      help="an acceptance that matches no change is an error (exit 1), not a warning")
     diff.set_defaults(func=cmd_diff)
 
-    check = sub.add_parser("check", help="validate stack files and check them against the built-in rules and "
-                                         "policy files (exit 0 clean, 1 findings, 2 unreadable)")
-    check.add_argument("files", nargs="+", metavar="STACKFILE")
+    check = command(sub, "check", "validate stack files and check them against the built-in rules and "
+                    "organisation policy files (exit 0 clean, 1 findings, 2 unreadable)",
+                    "sandstack check stacks/*.yaml",
+                    "sandstack check stacks/prod.yaml --policy policies/lifetime.yaml --policy policies/ports.yaml",
+                    "sandstack check stacks/prod.yaml --base origin/main --format sarif")
+    check.add_argument("files", nargs="+", metavar="STACKFILE", help="stack spec files (stacks/<stack>.yaml)")
     check.add_argument("--policy", action="append", default=[], metavar="FILE",
-                       help="an organisation policy file (cerberus rules, settings); repeatable")
+                       help="an organisation policy file (cerberus rules, settings); repeatable, e.g. "
+                            "--policy policies/ports.yaml")
     check.add_argument("--base", metavar="REF",
-                       help="compare snapshots with this git ref (git:REF:<file>) or spec, for SBX-SNAP-001")
-    check.add_argument("--format", choices=("text", "json", "github", "sarif"), default="text")
-    check.add_argument("--strict", action="store_true", help="warnings fail too")
-    check.add_argument("--no-suppressions", action="store_true", help="ignore the stacks' suppressions")
+                       help="compare snapshots with this git ref (git:REF:<file>) or spec, for SBX-SNAP-001, e.g. "
+                            "--base origin/main")
+    check.add_argument("--format", choices=("text", "json", "github", "sarif"), default="text",
+                       help="text (default); json: records; github: ::error annotations; sarif: for code scanning")
+    check.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
+    check.add_argument("--no-suppressions", action="store_true",
+                       help="ignore the stacks' suppressions: report every finding")
     check.set_defaults(func=cmd_check)
 
-    gen = sub.add_parser("generate", help="regenerate the JSON Schema and the README reference from the models")
+    gen = command(sub, "generate", "regenerate the generated files from their sources: the JSON Schema, the "
+                  "README's reference tables and examples, the package schema",
+                  "sandstack generate", "sandstack generate --check")
     gen.add_argument("--check", action="store_true", help="exit 1 if a generated file is stale, write nothing")
-    gen.add_argument("--root", default=".", help="repository root (default: current directory)")
+    gen.add_argument("--root", default=".", metavar="DIR",
+                     help="the repository's root (default: the current directory), e.g. --root ../sandstack")
     gen.set_defaults(func=cmd_generate)
 
     add_sandbox_commands(sub)

@@ -1,7 +1,8 @@
 """`sandstack preview` and `sandstack diff`: load the inputs, print the report, pick the exit status.
 
-Exit statuses: 0 done (no --fail-on condition), 1 an input is not a valid spec (its located errors are
-printed), 2 an input cannot be read (missing file, ref or path), 3 a --fail-on condition triggered.
+Exit statuses: 0 done (no --fail-on condition), 1 an input is not a valid spec or review file (its located errors
+are printed; with --strict-accept, an acceptance that matches no change), 2 an input cannot be read (missing file,
+ref or path), 3 a --fail-on condition triggered by a change no acceptance accepts.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from sandstack.policy.credentials import flagged_texts
-from sandstack.review import diff_report, preview as preview_report
+from sandstack.review import diff_markdown, diff_report, preview as preview_report
+from sandstack.review.accept import beside, load_acceptances
+from sandstack.review.categories import review as categorize
 from sandstack.review.diff import diff as compute_diff
 from sandstack.review.redact import redacted
 from sandstack.review.resources import stack_resources
@@ -21,6 +24,7 @@ from sandstack.spec import SpecError, load_stack
 from sandstack.spec.resolve import ResolvedStack
 
 EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE, EXIT_FAIL_ON = 0, 1, 2, 3
+SHOWN = 5  # failing changes named per --fail-on category; the rest are counted
 
 
 class _Stop(Exception):
@@ -63,17 +67,48 @@ def preview(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _acceptances(args: argparse.Namespace) -> list:
+    path = args.accept or beside(args.head)
+    if path is None:
+        return []
+    try:
+        return load_acceptances(path)
+    except SpecError as error:
+        print(f"{path} is not a valid review file:\n{error}", file=sys.stderr)
+        raise _Stop(EXIT_INVALID) from None
+    except OSError as error:
+        print(f"sandstack: {path}: {error.strerror or error}", file=sys.stderr)
+        raise _Stop(EXIT_UNREADABLE) from None
+
+
 def diff(args: argparse.Namespace) -> int:
     try:
         with ExitStack() as stack:
             old = _load(stack, args.base)
             new = _load(stack, args.head)
+            acceptances = _acceptances(args)
             result = redacted(compute_diff(old, new, _stack_name(args.stack, args.head)),
                               flagged_texts(old) | flagged_texts(new))
+            review = categorize(result, acceptances)
             render = {"text": diff_report.to_text, "json": diff_report.to_json,
-                      "markdown": diff_report.to_markdown}[args.format]
-            sys.stdout.write(render(result, args.base, args.head))
+                      "markdown": diff_markdown.to_markdown}[args.format]
+            sys.stdout.write(render(result, args.base, args.head, review))
     except _Stop as stop:
         return stop.code
-    failed = ("replace" in args.fail_on and result.replaces()) or ("security" in args.fail_on and result.loosens())
-    return EXIT_FAIL_ON if failed else EXIT_OK
+    level = "error" if args.strict_accept else "warning"
+    for a in review.stale:
+        print(f"{a.where}: {level}: acceptance of {a.change!r} ({a.category}) matches no change: remove it",
+              file=sys.stderr)
+    if args.strict_accept and review.stale:
+        return EXIT_INVALID
+    failing = review.failing(args.fail_on)
+    for kind in dict.fromkeys(i.category for i in failing):
+        items = [i for i in failing if i.category == kind]
+        # A few named, the rest counted: a 1,000-sandbox replace would otherwise print 1,000 lines.
+        for item in items[:SHOWN]:
+            print(f"sandstack: --fail-on {kind}: {item.text}", file=sys.stderr)
+        if len(items) > SHOWN:
+            print(f"sandstack: --fail-on {kind}: … and {len(items) - SHOWN} more not accepted", file=sys.stderr)
+    return EXIT_FAIL_ON if failing else EXIT_OK
+
+

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from sandstack.tooling.helptext import command
+
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
 OUTPUTS_ENV = "SANDSTACK_OUTPUTS"
 
@@ -91,7 +93,14 @@ def cmd_rm(client, args) -> int:
 
 
 def cmd_archive(client, args) -> int:
-    Path(args.output).write_bytes(client.sandbox(args.sandbox).archive(args.format))
+    if args.output and args.legacy_output:
+        raise ValueError("give the archive's file once: -o FILE")
+    data = client.sandbox(args.sandbox).archive(args.format)
+    output = args.output or args.legacy_output  # `archive HOST/SANDBOX FILE`, as before -o (still accepted)
+    if output:
+        Path(output).write_bytes(data)
+    else:
+        sys.stdout.buffer.write(data)
     return EXIT_OK
 
 
@@ -155,63 +164,94 @@ def _run(func: Callable[..., int]) -> Callable[[argparse.Namespace], int]:
 
 
 def add_sandbox_commands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Adds `sandbox` and its subcommands to the `sandstack` parser's subcommands."""
-    sandbox = subparsers.add_parser("sandbox", help="claim and use sandboxes through the hosts' runtimes "
-                                                    "(exit 0, 1 refused, 2 usage; exec: the command's status)")
-    sandbox.add_argument("--outputs", metavar="FILE", help=f"stack outputs as JSON (default: ${OUTPUTS_ENV})")
-    sandbox.add_argument("--actor", help="who you act for, recorded in the audit log")
-    sub = sandbox.add_subparsers(dest="sandbox_command", required=True)
+    """Adds `sandbox` and its subcommands to the `sandstack` parser's subcommands.
 
-    def add(name: str, func: Callable[..., int], help_text: str) -> argparse.ArgumentParser:
-        parser = sub.add_parser(name, help=help_text)
+    The same thing has the same name everywhere: HOST/SANDBOX (what `claim` prints), HOST, POOL, SESSION, PATH (in
+    the workspace), and `-o/--output FILE` for what a command writes to a file (stdout without it)."""
+    sandbox = command(subparsers, "sandbox", "claim and use sandboxes through the hosts' runtimes (exit 0, 1 refused, "
+                      "2 usage; exec: the command's status)",
+                      "sandstack sandbox --outputs outputs.json claim python chat-1",
+                      "sandstack sandbox exec local/sandstack-dev-python-0 -- python3 -c 'print(1)'",
+                      details=f"The stack outputs come from --outputs FILE or ${OUTPUTS_ENV} (`pulumi stack output "
+                              "--json --show-secrets > outputs.json`).")
+    sandbox.add_argument("--outputs", metavar="FILE",
+                         help=f"the stack outputs as JSON (default: ${OUTPUTS_ENV}), e.g. --outputs outputs.json")
+    sandbox.add_argument("--actor", metavar="NAME",
+                         help="who you act for, recorded in the runtime's audit log, e.g. --actor alice")
+    sub = sandbox.add_subparsers(dest="sandbox_command", required=True, metavar="SUBCOMMAND")
+    ref = "local/sandstack-dev-python-0"  # what `claim` prints, in the examples
+
+    def add(name: str, func: Callable[..., int], help_text: str, *examples: str) -> argparse.ArgumentParser:
+        parser = command(sub, name, help_text, *(f"sandstack sandbox {e}" for e in examples))
         parser.set_defaults(func=_run(func))
         return parser
 
-    p = add("claim", cmd_claim, "claim a sandbox of POOL for SESSION; prints HOST/SANDBOX")
-    p.add_argument("pool")
-    p.add_argument("session")
-    p.add_argument("--from-snapshot", metavar="HOST/SNAPSHOT", help="branch: start from this snapshot")
-    p = add("release", cmd_release, "release SESSION on HOST: its sandbox is reset and returns to the pool")
-    p.add_argument("host")
-    p.add_argument("session")
-    p = add("status", cmd_status, "status and session of HOST/SANDBOX")
-    p.add_argument("sandbox", metavar="HOST/SANDBOX")
-    p = add("list", cmd_list, "every sandbox of every host (or --host), with its status and session")
-    p.add_argument("--host")
-    p.add_argument("--pool")
-    p = add("exec", cmd_exec, "run a command (after --) or --script FILE in HOST/SANDBOX")
-    p.add_argument("sandbox", metavar="HOST/SANDBOX")
-    p.add_argument("--script", metavar="FILE")
-    p.add_argument("--lang", choices=("bash", "python"), default="bash")
-    p.add_argument("--cwd")
-    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
-    p.add_argument("--timeout", type=int)
-    p.add_argument("command", nargs=argparse.REMAINDER)
-    p = add("get", cmd_get, "print a file (or list a directory) of HOST/SANDBOX's workspace")
-    p.add_argument("sandbox", metavar="HOST/SANDBOX")
-    p.add_argument("path", nargs="?", default="")
-    p.add_argument("-o", "--output", metavar="FILE")
-    p = add("put", cmd_put, "write SOURCE (a file, or - for stdin) to PATH in the workspace")
-    p.add_argument("sandbox", metavar="HOST/SANDBOX")
-    p.add_argument("path")
-    p.add_argument("source")
-    p = add("rm", cmd_rm, "delete PATH (a file or directory) in the workspace")
-    p.add_argument("sandbox", metavar="HOST/SANDBOX")
-    p.add_argument("path")
-    p = add("archive", cmd_archive, "download the workspace as tar.gz or zip")
-    p.add_argument("sandbox", metavar="HOST/SANDBOX")
-    p.add_argument("output", metavar="FILE")
-    p.add_argument("--format", choices=("tar.gz", "zip"), default="tar.gz")
-    p = add("snapshot", cmd_snapshot, "snapshot the writable paths; prints HOST/SNAPSHOT")
-    p.add_argument("sandbox", metavar="HOST/SANDBOX")
-    p = add("restore", cmd_restore, "roll HOST/SANDBOX back to a snapshot of its host")
-    p.add_argument("sandbox", metavar="HOST/SANDBOX")
-    p.add_argument("snapshot", metavar="[HOST/]SNAPSHOT")
-    p = add("pause", cmd_pause, "freeze every process of HOST/SANDBOX")
-    p.add_argument("sandbox", metavar="HOST/SANDBOX")
-    p = add("resume", cmd_resume, "unfreeze HOST/SANDBOX")
-    p.add_argument("sandbox", metavar="HOST/SANDBOX")
-    p = add("audit", cmd_audit, "the newest audit lines of HOST's runtime")
-    p.add_argument("host")
-    p.add_argument("--limit", type=int, default=100)
+    def sandbox_arg(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("sandbox", metavar="HOST/SANDBOX", help="the sandbox, as `claim` prints it")
+
+    p = add("claim", cmd_claim, "claim a sandbox of POOL for SESSION; prints HOST/SANDBOX",
+            "claim python chat-1", "claim python chat-2 --from-snapshot local/snap-0123456789abcdef0123456789abcdef")
+    p.add_argument("pool", metavar="POOL", help="the pool to claim from (a pool of the stack's spec)")
+    p.add_argument("session", metavar="SESSION", help="your name for the session: claiming it again returns the "
+                                                      "same sandbox")
+    p.add_argument("--from-snapshot", metavar="HOST/SNAPSHOT",
+                   help="branch: start from this snapshot (what `snapshot` prints)")
+    p = add("release", cmd_release, "release SESSION on HOST: its sandbox is reset and returns to the pool",
+            "release local chat-1")
+    p.add_argument("host", metavar="HOST", help="the host the session's sandbox is on (HOST of HOST/SANDBOX)")
+    p.add_argument("session", metavar="SESSION", help="the session named at `claim`")
+    p = add("status", cmd_status, "status and session of HOST/SANDBOX, as JSON", f"status {ref}")
+    sandbox_arg(p)
+    p = add("list", cmd_list, "every sandbox of every host (or --host), with its status and session",
+            "list", "list --host local --pool python")
+    p.add_argument("--host", metavar="HOST", help="only this host's sandboxes")
+    p.add_argument("--pool", metavar="POOL", help="only this pool's sandboxes")
+    p = add("exec", cmd_exec, "run a command (after --) or --script FILE in HOST/SANDBOX; exits with its status",
+            f"exec {ref} -- python3 -c 'print(1)'", f"exec {ref} --script job.py --lang python --timeout 60",
+            f"exec {ref} --cwd /workspace --env MODE=test -- make test")
+    sandbox_arg(p)
+    p.add_argument("--script", metavar="FILE", help="run this local file's text instead of a command")
+    p.add_argument("--lang", choices=("bash", "python"), default="bash", help="the --script's language "
+                                                                              "(default: bash)")
+    p.add_argument("--cwd", metavar="PATH", help="the working directory in the sandbox (default: its workspace)")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="an environment variable for the command; repeatable")
+    p.add_argument("--timeout", type=int, metavar="SECONDS", help="stop the command after this many seconds")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command and its arguments")
+    p = add("get", cmd_get, "print a file (or list a directory) of HOST/SANDBOX's workspace",
+            f"get {ref} notes.txt", f"get {ref} out/report.pdf -o report.pdf", f"get {ref}")
+    sandbox_arg(p)
+    p.add_argument("path", nargs="?", default="", metavar="PATH",
+                   help="a file or directory, relative to the workspace (default: the workspace itself)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the file here instead of to stdout")
+    p = add("put", cmd_put, "write SOURCE (a local file, or - for stdin) to PATH in HOST/SANDBOX's workspace",
+            f"put {ref} data/input.csv input.csv", f"put {ref} notes.txt -")
+    sandbox_arg(p)
+    p.add_argument("path", metavar="PATH", help="where to write it, relative to the workspace")
+    p.add_argument("source", metavar="SOURCE", help="a local file, or - to read stdin")
+    p = add("rm", cmd_rm, "delete PATH (a file or directory) in HOST/SANDBOX's workspace", f"rm {ref} out/old.log")
+    sandbox_arg(p)
+    p.add_argument("path", metavar="PATH", help="a file or directory, relative to the workspace")
+    p = add("archive", cmd_archive, "download HOST/SANDBOX's workspace as tar.gz or zip",
+            f"archive {ref} -o workspace.tar.gz", f"archive {ref} -o workspace.zip --format zip")
+    sandbox_arg(p)
+    p.add_argument("legacy_output", nargs="?", metavar="FILE", help=argparse.SUPPRESS)  # the old positional form
+    p.add_argument("-o", "--output", metavar="FILE", help="write the archive here instead of to stdout")
+    p.add_argument("--format", choices=("tar.gz", "zip"), default="tar.gz", help="the archive's format "
+                                                                                  "(default: tar.gz)")
+    p = add("snapshot", cmd_snapshot, "snapshot HOST/SANDBOX's writable paths; prints HOST/SNAPSHOT",
+            f"snapshot {ref}")
+    sandbox_arg(p)
+    p = add("restore", cmd_restore, "roll HOST/SANDBOX back to a snapshot of its host",
+            f"restore {ref} local/snap-0123456789abcdef0123456789abcdef")
+    sandbox_arg(p)
+    p.add_argument("snapshot", metavar="[HOST/]SNAPSHOT", help="the snapshot, as `snapshot` prints it")
+    p = add("pause", cmd_pause, "freeze every process of HOST/SANDBOX", f"pause {ref}")
+    sandbox_arg(p)
+    p = add("resume", cmd_resume, "unfreeze HOST/SANDBOX", f"resume {ref}")
+    sandbox_arg(p)
+    p = add("audit", cmd_audit, "the newest audit lines of HOST's runtime, one JSON object a line",
+            "audit local", "audit local --limit 20")
+    p.add_argument("host", metavar="HOST", help="the host whose runtime to ask")
+    p.add_argument("--limit", type=int, default=100, metavar="N", help="at most this many lines (default: 100)")
     return sandbox

@@ -19,7 +19,7 @@ from testbed.specs import REPO
 WORKFLOW = REPO / "docs" / "ci" / "sandstack-review.yml"
 SARIF_SCHEMA = json.loads((Path(__file__).parent / "sarif-schema-2.1.0.json").read_text())
 SHELL_OPERATORS = {">", ">>", "|", "||", "&&", ";", "&"}
-BASE = '"origin/${{ github.base_ref }}"'
+BASE = '"origin/$BASE"'
 
 
 def check_commands() -> list[list[str]]:

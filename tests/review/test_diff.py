@@ -43,7 +43,7 @@ AGENTS = [f"sandstack-agent.gpu-1-{i}" for i in range(3)]
 def test_nothing_changed_says_so_and_exits_0(tmp_path, monkeypatch, capsys):
     code, out, err = _diff(tmp_path, monkeypatch, capsys, BASE, BASE, "--fail-on", "replace", "--fail-on", "security")
     assert (code, err) == (0, "")
-    assert "no security-relevant change" in out and "No changes: `pulumi up` would change nothing." in out
+    assert "no security-relevant change" in out and "No changes: `pulumi up` would change nothing (18 unchanged)." in out
 
 
 def test_a_bumped_version_rebuilds_the_snapshot_and_replaces_its_sandboxes(tmp_path, monkeypatch, capsys):
@@ -117,7 +117,9 @@ def test_a_host_added_creates_its_objects_and_removed_deletes_them(tmp_path, mon
 def test_raised_memory_updates_in_place_and_raised_cpus_replace(tmp_path, monkeypatch, capsys):
     data = _case("limits-raised", tmp_path, monkeypatch, capsys)
     assert _actions(data) == {s: "update" for s in AGENTS}
-    assert _security(data) == [("agent", True, "memory 1073741824 → 4294967296")]
+    # A memory raise is capacity, not a loosening (issue 21): the security summary says nothing of it.
+    assert _security(data) == []
+    assert [(f["path"], f["category"]) for f in data["fields"]] == [("templates.agent.limits.memory", "capacity")]
     data = _case("cpus-raised", tmp_path / "c", monkeypatch, capsys)
     assert _actions(data) == {s: "replace" for s in AGENTS}
     sandbox = next(r for r in data["resources"] if r["name"] == AGENTS[0])
@@ -263,10 +265,10 @@ def test_more_replicas_renew_the_runtime_service_whose_configuration_counts_them
         data["hosts"]["gpu-1"]["runtime"] = {"token": {"secret": "runtimeToken"}}
     code, out, err = _diff(tmp_path, monkeypatch, capsys, base, head)
     assert (code, err) == (0, "")
-    assert ("  runtime `sandstack-gpu-1-runtime-container` replaced\n"
-            "      pools: agent: {'sandboxes': 3, 'workspace': '/tmp', 'idle': 'pause after 900s'} → "
-            "{'sandboxes': 5, 'workspace': '/tmp', 'idle': 'pause after 900s'}\n"
-            "      because pools.agent.replicas: 3 → 5 [") in out
+    assert ("  -/+ runtime sandstack-gpu-1-runtime-container\n"
+            "        pools: agent: {sandboxes=3, workspace=/tmp, idle=pause after 900s} → "
+            "{sandboxes=5, workspace=/tmp, idle=pause after 900s}\n"
+            "        because pools.agent.replicas: 3 → 5 [") in out
     assert "reason not declared" not in out
 
 
@@ -276,10 +278,10 @@ def test_a_changed_snapshot_file_is_the_reason_its_image_rebuilds(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     assert main(["diff", "base/stack.yaml", "head/stack.yaml", "--stack", "prod"]) == 0
     out = capsys.readouterr().out
-    because = ("      because templates.agent.snapshot.files: /usr/local/bin/tool: 'sha256 dbdf94a50c89' → "
-               "'sha256 d7764d37802a' [rebuild]\n")
+    because = ("        because templates.agent.snapshot.files: /usr/local/bin/tool: sha256 dbdf94a50c89 → "
+               "sha256 d7764d37802a [rebuild]  # forces replacement\n")
     assert "  template agent on host gpu-1 rebuilds: files changed  (changed WITHOUT a version bump)\n" in out
-    assert "  snapshot `sandstack-agent.gpu-1-image` replaced\n" in out and out.count(because) == 2
+    assert "  -/+ snapshot sandstack-agent.gpu-1-image\n" in out and out.count(because) == 2
     assert "reason not declared" not in out
 
 
@@ -328,8 +330,8 @@ def test_a_replace_that_no_declared_effect_explains_says_so_instead_of_inventing
     runtime = Resource("sandstack-gpu-1-runtime-container", "docker:index/container:Container", None, "runtime",
                        host="gpu-1")
     text = to_text(Diff([], [ResourceChange(runtime, "replace", {"envs": ("a", "b")})], []), "base", "head")
-    assert "  runtime `sandstack-gpu-1-runtime-container` replaced\n" in text
-    assert "      reason not declared in the change table\n" in text
+    assert "  -/+ runtime sandstack-gpu-1-runtime-container\n" in text
+    assert "        reason not declared in the change table\n" in text
 
 
 def test_raising_a_direct_routes_connection_bound_is_looser_and_lowering_one_tighter(tmp_path, monkeypatch, capsys):

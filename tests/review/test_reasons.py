@@ -1,4 +1,4 @@
-"""The review decides every condition the change table declares, and the markdown diff fits a PR comment."""
+"""The review decides every condition the change table declares (the markdown's size: tests/review/test_markdown.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ import copy
 
 import pytest
 
-from benchmarks.stacks import SIZES, write_pair
 from sandstack.plan.changes import _all_effects
-from sandstack.review import diff_report
 from sandstack.review.diff import diff
 from sandstack.review.reasons import DECIDE
 from sandstack.spec import load_stack
@@ -26,44 +24,6 @@ def test_every_declared_condition_is_decided_by_the_review():
     assert set(DECIDE) - declared == set(), "a condition the models no longer declare"
 
 
-@pytest.fixture(scope="module")
-def large_diff(tmp_path_factory):
-    """1,000 sandboxes (100 pools on 10 hosts), every template's CPUs raised: 1,000 replaced sandboxes."""
-    base, head = write_pair(SIZES["1000"], tmp_path_factory.mktemp("large"))
-    return diff(load_stack(base), load_stack(head), "bench")
-
-
-def test_the_markdown_of_1000_sandboxes_fits_a_pull_request_comment(large_diff):
-    text = diff_report.to_markdown(large_diff, "base.yaml", "head.yaml")
-    assert len(text) <= diff_report.MARKDOWN_BUDGET < 65_536
-    # The security summary is kept whole: one line per pool.
-    assert text.count("⚠️ **looser** — pool `p") == 100 and "**Security:** 100 loosening(s), 0 tightening(s)" in text
-    assert "**Resources: 1000 replaced.**" in text
-    shown = text.count("\n- 1 sandboxes of pool") + text.count("\n- sandbox `")
-    assert text.count("<details>") == text.count("</details>") >= 1
-    assert f"\n… {1000 - shown} more resources; run `sandstack diff --format text` locally\n" in text
-    assert 0 < shown < 1000
-
-
-def test_what_does_not_fit_is_counted_whole_hosts_first(tmp_path):
-    base, head = pair("pool-resized")
-    a = load_stack(write_spec(tmp_path / "base", base, FILES))
-    b = load_stack(write_spec(tmp_path / "head", head, FILES))
-    result = diff(a, b, "prod")
-    full = diff_report.to_markdown(result, "base", "head")
-    assert "more resource" not in full
-    head_part = full.split("\n<details>")[0]
-    tight = diff_report.to_markdown(result, "base", "head", budget=len(full) - 1)
-    assert tight == (
-        head_part + "\n<details><summary>host <code>gpu-1</code>: 2 change(s), 1 shown</summary>\n\n"
-        "- guard `sandstack-gpu-1-guard-container` replaced\n"
-        + full.split("- guard `sandstack-gpu-1-guard-container` replaced\n")[1].split("- 2 sandboxes")[0]
-        + "\n</details>\n\n… 2 more resources; run `sandstack diff --format text` locally\n"
-        + "\n" + full.split("\n\n")[-1])
-    nothing = diff_report.to_markdown(result, "base", "head", budget=len(head_part))
-    assert "<details>" not in nothing and "\n… 3 more resources; run `sandstack diff --format text` locally\n" in nothing
-
-
 # --- a reason names the condition that held, at the path that set the value ---------------------------------
 
 def _reasons_of(tmp_path, base: dict, head: dict) -> dict[str, list[str]]:
@@ -76,13 +36,13 @@ def _reasons_of(tmp_path, base: dict, head: dict) -> dict[str, list[str]]:
 def test_a_reason_names_the_one_condition_that_held_not_every_branch(tmp_path):
     base, head = pair("port-url")
     reasons = _reasons_of(tmp_path, base, head)
-    held = ("templates.agent.ports.0.exposure: 'host' → 'url' [url ports change, the network turns internal or "
+    held = ("templates.agent.ports.0.exposure: host → url [url ports change, the network turns internal or "
             "routed: replace + guard + ingress + networks]")
     assert reasons["sandstack-gpu-1-guard-container"][1:] == [held]
     assert held in reasons["sandstack-agent.gpu-1-0"]
     base, head = pair("limits-raised")
     # 1GiB → 4GiB: not under 256MiB, so the base effect (in-place) held, without the condition it did not meet.
-    assert "templates.agent.limits.memory: 1073741824 → 4294967296 [in-place]" in \
+    assert "templates.agent.limits.memory: 1GiB → 4GiB [in-place]" in \
         _reasons_of(tmp_path / "memory", base, head)["sandstack-agent.gpu-1-0"]
 
 
@@ -131,7 +91,7 @@ def test_a_default_base_image_is_the_reason_at_its_own_path(tmp_path):
     """The default reaches the template that sets no image; it was reported as `templates.agent.base_image`, a
     path the spec does not have."""
     reasons = _reasons_of(tmp_path, _shared(), _shared(defaults={"base_image": "python:3.13-slim"}))
-    because = "defaults.base_image: 'python:3.12-slim' → 'python:3.13-slim' [rebuild]"
+    because = "defaults.base_image: python:3.12-slim → python:3.13-slim [rebuild]"
     assert reasons["sandstack-agent.gpu-1-image"] == [because]
     assert reasons["sandstack-agent.gpu-1-0"] == [because]
     assert "sandstack-child.gpu-1-0" not in reasons  # its parent sets its own image
@@ -139,4 +99,4 @@ def test_a_default_base_image_is_the_reason_at_its_own_path(tmp_path):
 
 def test_a_parent_template_s_change_is_the_reason_for_its_children(tmp_path):
     reasons = _reasons_of(tmp_path, _shared(), _shared(templates__parent__limits={"cpus": 2}))
-    assert reasons["sandstack-child.gpu-1-0"] == ["templates.parent.limits.cpus: 1.0 → 2.0 [replace]"]
+    assert reasons["sandstack-child.gpu-1-0"] == ["templates.parent.limits.cpus: 1 cpu → 2 cpus [replace]"]

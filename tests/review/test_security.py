@@ -120,7 +120,9 @@ def test_every_field_declares_whether_a_change_loosens_access():
 def test_the_access_table_names_the_loosenings_a_reviewer_must_see():
     """One declaration per loosening field (the models are shared by defaults, templates and profiles, so their
     paths are more): among them the three the summary used to miss."""
-    assert len(LOOSENING) == 76
+    # 76 until cpus, memory and disk (defaults, templates, profiles: 9 paths) became `capacity`: a raise is a
+    # larger share of the host, not wider access (issue 21; tests/review/test_categories.py).
+    assert len(LOOSENING) == 67
     assert {"hosts.*.runtime.exposure", "hosts.*.ingress.exposure", "templates.*.filesystem.writable[].exec",
             "defaults.filesystem.writable[].exec"} <= set(LOOSENING)
 

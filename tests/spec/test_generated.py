@@ -30,7 +30,8 @@ def test_generated_files_are_up_to_date() -> None:
 def _copy_generated(tmp_path: Path) -> Path:
     """The generated files and what they are generated from besides the models (the review example's inputs)."""
     for rel in (SCHEMA_FILE, "README.md", "docs/examples/review/base.yaml", "docs/examples/review/head.yaml",
-                "docs/ci/sandstack-review.yml", "docs/policy-rules.md", "package/schema.json"):
+                "docs/ci/sandstack-review.yml", "docs/ci/sandstack-review-comment.yml", "docs/policy-rules.md",
+                "package/schema.json"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / rel, tmp_path / rel)
     return tmp_path

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from sandstack.spec.access import AS_RESOLVED, NEVER, loosens
+from sandstack.spec.access import AS_RESOLVED, NEVER, capacity, loosens
 from sandstack.spec.changes import (BUILTIN_TMPFS, GUARD, IN_PLACE_AND_GUARD, REPLACE, REPLACE_AND_GUARD, WRITABLE_ROOT,
                                      Effect)
 # The lifecycle contract the host guard and the sandbox container implement; the field descriptions below
@@ -51,7 +51,7 @@ class Limits(StrictModel):
 
     cpus: Cpus | None = field(
         None, description="CPU time the sandbox may use, in CPUs (1.5 = one and a half cores).", change="replace",
-        access=loosens("limits", "raised", 1, 2)
+        access=capacity("raised: more of the host's CPU time")
     )
     memory: Size | None = field(
         None,
@@ -64,7 +64,7 @@ class Limits(StrictModel):
         ),
         change=Effect(sandboxes="update", label_text="in-place", when=(
             (BUILTIN_TMPFS, Effect(sandboxes="replace", forces=("tmpfs",))),)),
-        access=loosens("limits", "raised", "1GiB", "2GiB"),
+        access=capacity("raised: more of the host's memory"),
     )
     disk: Size | None = field(
         None,
@@ -74,7 +74,7 @@ class Limits(StrictModel):
             "checked, not applied."
         ),
         change=Effect(when=((WRITABLE_ROOT, REPLACE),)),
-        access=loosens("limits", "raised", "1GiB", "2GiB"),
+        access=capacity("raised: more of the host's disk"),
     )
     pids: int | None = field(
         None,

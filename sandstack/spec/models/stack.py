@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import StringConstraints
 
-from sandstack.spec.access import AS_FIELDS, AS_RESOLVED, NEVER, loosens
+from sandstack.spec.access import AS_FIELDS, AS_RESOLVED, NEVER, capacity, loosens
 from sandstack.spec.changes import PROVIDER, RUNTIME_HOST, URL_PORTS, Effect
 from sandstack.spec.models.base import Name, StrictModel, field
 from sandstack.spec.models.hosts import Host
@@ -45,7 +45,7 @@ class Pool(StrictModel):
         change=Effect(sandboxes="scale", host=frozenset({"guard"}), when=(
             (URL_PORTS, Effect(sandboxes="scale", host=frozenset({"guard", "ingress"}))),
             (RUNTIME_HOST, Effect(sandboxes="scale", host=frozenset({"guard", "runtime"}))))),
-        access=NEVER,
+        access=capacity("raised: more sandboxes of the same template"),
         ge=0, le=250,
     )
     description: Annotated[str, StringConstraints(max_length=500)] = field("", description="What it is for.",

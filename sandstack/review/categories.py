@@ -1,0 +1,129 @@
+"""Every change of a diff sorted into the review's categories, with what `--fail-on` fails on and what is accepted.
+
+A spec change's category comes from its field's two declarations (sandstack.spec.access.category: `access=` and
+`change=`): security, capacity, disruption or cosmetic. What `--fail-on` counts is what the diff does:
+- `security`: a security finding that loosens (sandstack.review.security), accepted through an acceptance of
+  category `security` matching a spec change of the finding's pool;
+- `disruption`: sandboxes replaced or destroyed, a host service renewed or deleted, data lost;
+- `data-loss`: a volume holding what users or services wrote (sandstack.review.impact.HOLDS) replaced or deleted;
+- `replace`: any resource replaced or deleted (the engine's word);
+each of the last three accepted when every spec change explaining it is matched by an acceptance of that category
+(a change no declared effect explains cannot be accepted). An acceptance matching nothing is stale.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cache
+
+from sandstack.review.accept import CATEGORIES as FAIL_ON, Acceptance
+from sandstack.review.diff import COMPONENT_TYPE, Diff, FieldChange, ResourceChange
+from sandstack.review.impact import HOLDS, INTERRUPTS
+from sandstack.review.security import Finding
+from sandstack.spec.access import category
+from sandstack.spec.models import Stack
+from sandstack.spec.models.base import access_of, change_of
+from sandstack.spec.walk import model_fields
+
+__all__ = ["FAIL_ON", "Item", "Review", "field_category", "review"]
+
+
+@cache
+def _declared() -> list[tuple[re.Pattern, str]]:
+    out = []
+    for path, info in model_fields(Stack).items():
+        pattern = re.escape(path).replace(r"\*", r"[^.]+").replace(r"\[\]", r"\.[0-9]+")
+        out.append((re.compile(f"^{pattern}$"), category(access_of(info), change_of(info))))
+    return out
+
+
+def field_category(path: str) -> str:
+    """The category of the field at a concrete spec path (a map entry's: its nearest declared field above)."""
+    parts = path.split(".")
+    while parts:
+        probe = ".".join(parts)
+        for pattern, value in _declared():
+            if pattern.match(probe):
+                return value
+        parts.pop()
+    raise KeyError(path)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One thing `--fail-on CATEGORY` counts: a looser finding, or a resource change, with its acceptance."""
+
+    category: str  # one of FAIL_ON
+    text: str
+    paths: tuple[str, ...]  # the spec changes behind it
+    accepted: Acceptance | None = None
+
+    def to_json(self) -> dict:
+        return {"category": self.category, "text": self.text, "paths": list(self.paths),
+                "accepted": None if self.accepted is None else {"change": self.accepted.change,
+                                                                "reason": self.accepted.reason}}
+
+
+@dataclass
+class Review:
+    items: list[Item]
+    stale: list[Acceptance] = field(default_factory=list)
+
+    def failing(self, fail_on: list[str]) -> list[Item]:
+        return [i for i in self.items if i.category in fail_on and i.accepted is None]
+
+    def accepted(self) -> list[Item]:
+        return [i for i in self.items if i.accepted is not None]
+
+
+def _match(acceptances: list[Acceptance], kind: str, paths: tuple[str, ...], used: set[int]) -> Acceptance | None:
+    """The acceptance of `kind` matching every path (the first that matches each); None if one path is not."""
+    if not paths:
+        return None
+    found = []
+    for path in paths:
+        hit = next(((i, a) for i, a in enumerate(acceptances) if a.category == kind and a.matches(path)), None)
+        if hit is None:
+            return None
+        found.append(hit)
+    used.update(i for i, _ in found)
+    return found[0][1]
+
+
+def _finding_paths(f: Finding, fields: list[FieldChange], pools: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The security-category spec changes of the finding's pool: what accepting the finding names (every change of
+    the pool when none is one: a reference, such as the pool's template, that loosens through what it resolves to)."""
+    of_pool = [c.path for c in fields if f.pool in pools.get(c.path, ())]
+    return tuple(p for p in of_pool if field_category(p) == "security") or tuple(of_pool)
+
+
+def _disrupts(c: ResourceChange) -> bool:
+    kind = c.resource.kind
+    return (c.action in ("replace", "delete") and kind in ("sandbox", *INTERRUPTS, *HOLDS)) or (
+        c.action == "update" and kind in INTERRUPTS)
+
+
+def review(diff: Diff, acceptances: list[Acceptance]) -> Review:
+    used: set[int] = set()
+    items: list[Item] = []
+    for f in diff.security:
+        if f.loosens:
+            paths = _finding_paths(f, diff.fields, diff.field_pools)
+            items.append(Item("security", f"pool {f.pool}: {f.text}", paths,
+                              _match(acceptances, "security", paths, used)))
+    for c in diff.changes:
+        if c.resource.type.startswith(COMPONENT_TYPE):
+            continue
+        paths = tuple(dict.fromkeys(r.path for r in c.reasons))
+        text = f"{c.resource.kind} {c.resource.name} {c.action}"
+        kinds = []
+        if c.action in ("replace", "delete"):
+            kinds.append("replace")
+        if _disrupts(c):
+            kinds.append("disruption")
+        if c.action in ("replace", "delete") and c.resource.kind in HOLDS:
+            kinds.append("data-loss")
+        items += [Item(k, text, paths, _match(acceptances, k, paths, used)) for k in kinds]
+    stale = [a for i, a in enumerate(acceptances) if i not in used]
+    return Review(items, stale)

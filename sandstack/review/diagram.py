@@ -1,0 +1,239 @@
+"""A Mermaid flowchart of what a diff touches, for the pull-request comment (GitHub renders ```mermaid natively).
+
+The picture is read off the two StackPlans the diff compared (`Diff.plans`) and the diff's own changes, never
+re-derived from the spec: each custom node of a plan belongs to one *element* of its host — a pool (its sandboxes,
+volumes and seeders), a pool's network, the gateway, the ingress, the runtime, the guard, the connection logger, a
+template's snapshot, the egress and ingress networks — by the node's `About`; an element's class is the most
+disruptive action of the diff's changes in it (replaced, deleted, created, updated); an arrow joins two elements
+when a node of one takes an output of a node of the other (`Ref`: a sandbox joins its network, the gateway and the
+ingress join the pools' networks), plus the runtime to the pools of its host (it drives them through the Docker
+socket, not through an input). Unchanged elements one arrow away from a changed one are drawn plain, as context.
+Hosts whose pictures are identical are folded into one box ("hosts node-a, node-b"); the picture stays within
+`MAX_GROUPS` boxes of `MAX_ELEMENTS` elements each, counting what it leaves out in the box's title.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from sandstack.plan.tree import Ref
+
+# Which element of its host a node belongs to, by its `About.kind`; the qualifier (pool or template) follows.
+ROLE = {
+    "sandbox": "pool", "disk workspace": "pool", "secrets volume": "pool", "secrets seeder": "pool",
+    "data volume": "pool", "data loader": "pool",
+    "network": "network", "snapshot": "snapshot", "snapshot push": "snapshot",
+    "gateway": "gateway", "gateway log": "gateway", "connection logger": "logger", "connection log": "logger",
+    "runtime": "runtime", "runtime state": "runtime", "ingress": "ingress", "ingress data": "ingress",
+    "ingress network": "ingress network", "egress network": "egress network", "guard": "guard",
+    "guard state": "guard", "infra image": "infra image", "provider": "provider",
+}
+# Left to right as traffic and control flow: what reaches a pool, the pool, its network, the way out.
+RANK = {"provider": 0, "infra image": 0, "ingress network": 0, "ingress": 1, "runtime": 1, "snapshot": 1,
+        "guard": 1, "pool": 2, "network": 3, "gateway": 4, "logger": 4, "egress network": 5}
+# Elements drawn as context next to a changed one (the guard and the logger touch every pool: only when changed).
+CONTEXT = {"pool", "network", "gateway", "ingress", "runtime", "egress network", "snapshot"}
+WORDS = {"pool": "pool {q}", "network": "network of {q}", "snapshot": "snapshot of {q}", "gateway": "egress gateway",
+         "logger": "connection logger", "runtime": "runtime API", "ingress": "ingress", "guard": "host guard",
+         "ingress network": "ingress network", "egress network": "egress network", "infra image": "infra image",
+         "provider": "Docker provider"}
+# The class of each action and how the label says it (a marker as terraform's, for readers without colour).
+CLASS = {"replace": "replaced", "delete": "deleted", "create": "created", "update": "updated"}
+MARK = {"replace": "-/+ replaced", "delete": "- deleted", "create": "+ created", "update": "~ updated"}
+SEVERITY = ("replace", "delete", "create", "update")
+CLASS_DEFS = {
+    "replaced": "fill:#ffe0e0,stroke:#cf222e,stroke-width:2px,color:#000",
+    "deleted": "fill:#eeeeee,stroke:#6e7781,stroke-width:2px,stroke-dasharray:5 3,color:#000",
+    "created": "fill:#dafbe1,stroke:#1a7f37,stroke-width:2px,color:#000",
+    "updated": "fill:#fff8c5,stroke:#9a6700,stroke-width:2px,color:#000",
+    "unchanged": "fill:#ffffff,stroke:#afb8c1,color:#57606a",
+}
+MAX_GROUPS = 6  # host boxes drawn; the rest are counted below the picture
+MAX_ELEMENTS = 24  # elements per box: past it, alike parts fold into one, then context and the least changed go
+FOLD_ABOVE = 3  # alike parts (same role and action) folded into one element past MAX_ELEMENTS
+PLURAL = {"pool": "pools", "network": "pool networks", "snapshot": "snapshots"}
+
+Element = tuple[str, str]  # (role, qualifier: pool or template name, "" for a host service)
+
+
+@dataclass(frozen=True)
+class Box:
+    """One host's picture (or several identical hosts'): elements with (class, label) and arrows."""
+
+    hosts: tuple[str, ...]
+    status: str  # "created", "deleted" or "" (the host exists on both sides)
+    elements: tuple[tuple[Element, str, str], ...]  # (element, class, label), in drawing order
+    arrows: tuple[tuple[Element, Element], ...]
+    left_out: int = 0  # changed elements folded or dropped to stay within MAX_ELEMENTS
+
+
+def _element(about: Any) -> Element | None:
+    role = ROLE.get(about.kind)
+    if role is None:
+        return None
+    return role, (about.pool if role in ("pool", "network") else about.template if role == "snapshot" else "") or ""
+
+
+def _refs(value: Any) -> Iterable[Ref]:
+    if isinstance(value, Ref):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _refs(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _refs(v)
+
+
+def _structure(plan: Any) -> tuple[dict[str, set[Element]], dict[str, set[tuple[Element, Element]]]]:
+    """Per host of one plan: its elements and the arrows between them (lower RANK first)."""
+    elements: dict[str, set[Element]] = {}
+    arrows: dict[str, set[tuple[Element, Element]]] = {}
+    where: dict[str, tuple[str, Element]] = {}
+    for key, node in plan.nodes.items():
+        about = plan.about.get(key)
+        element = _element(about) if node.custom and about is not None and about.host else None
+        if element is not None:
+            where[key] = (about.host, element)
+            elements.setdefault(about.host, set()).add(element)
+    for key, (host, element) in where.items():
+        for ref in _refs(dict(plan.nodes[key].inputs)):
+            other = where.get(ref.node)
+            if other is not None and other[0] == host and other[1] != element:
+                pair = sorted((element, other[1]), key=lambda e: (RANK[e[0]], e))
+                arrows.setdefault(host, set()).add((pair[0], pair[1]))
+    for pool in plan.pools.values():  # the runtime drives every pool of its host through the Docker socket
+        if ("runtime", "") in elements.get(pool.host, ()):
+            arrows.setdefault(pool.host, set()).add((("runtime", ""), ("pool", pool.pool)))
+    return elements, arrows
+
+
+def _grouped(classes: dict[Element, str]) -> dict[Element, list[Element]]:
+    """Elements to draw, each with the elements it stands for: past MAX_ELEMENTS, more than FOLD_ABOVE alike parts
+    (pools replaced, their networks as context) are one element ("40 pools: p0, p10, p12 and 37 more")."""
+    if len(classes) <= MAX_ELEMENTS:
+        return {e: [e] for e in classes}
+    alike: dict[tuple[str, str], list[Element]] = {}
+    for e in sorted(classes):
+        alike.setdefault((e[0], classes[e]), []).append(e)
+    out: dict[Element, list[Element]] = {}
+    for (role, cls), group in alike.items():
+        if len(group) > FOLD_ABOVE:
+            out[(role, f"*{len(group)} {cls}")] = group
+        else:
+            out.update({e: [e] for e in group})
+    return out
+
+
+def _label(element: Element, members: list[Element], sandboxes: list[dict[str, int]]) -> str:
+    role, q = element
+    if len(members) > 1:
+        names = [m[1] for m in members]
+        text = f"{len(members)} {PLURAL[role]}: " + ", ".join(names[:3]) + (
+            f" and {len(names) - 3} more" if len(names) > 3 else "")
+    else:
+        text = WORDS[role].format(q=q)
+    total = {a: sum(s.get(a, 0) for s in sandboxes) for a in SEVERITY}
+    if role == "pool" and any(total.values()):
+        counts = [f"{n} {w}" for a, w in (("replace", "restart"), ("delete", "destroyed"), ("create", "created"),
+                                          ("update", "updated in place")) if (n := total[a])]
+        text += "<br/>" + ", ".join(counts)
+    return text
+
+
+def boxes(diff: Any) -> list[Box]:
+    """The diff's picture as boxes of folded hosts, most disruptive first (empty without plans or changes)."""
+    if diff.plans is None:
+        return []
+    (old_elements, old_arrows), (new_elements, new_arrows) = (_structure(p) for p in diff.plans)
+    touched: dict[str, dict[Element, dict[str, int]]] = {}  # host → element → action → resources
+    sandboxes: dict[tuple[str, Element], dict[str, int]] = {}
+    for change in diff.changes:
+        r = change.resource
+        role = ROLE.get(r.kind)
+        if role is None or not r.host:
+            continue
+        element = (role, (r.pool if role in ("pool", "network") else r.template if role == "snapshot" else "") or "")
+        count = touched.setdefault(r.host, {}).setdefault(element, {})
+        count[change.action] = count.get(change.action, 0) + 1
+        if r.kind == "sandbox":
+            per = sandboxes.setdefault((r.host, element), {})
+            per[change.action] = per.get(change.action, 0) + 1
+    out = []
+    for host in sorted(touched):
+        before, after = old_elements.get(host, set()), new_elements.get(host, set())
+        arrows = old_arrows.get(host, set()) | new_arrows.get(host, set())
+        classes: dict[Element, str] = {}
+        for element, actions in touched[host].items():
+            if element not in before:
+                classes[element] = "create"
+            elif element not in after:
+                classes[element] = "delete"
+            else:  # on both sides: resized (some sandboxes created or deleted) reads as updated
+                classes[element] = "replace" if "replace" in actions else "update"
+        for a, b in sorted(arrows):  # context: unchanged neighbours of a changed element
+            for one, other in ((a, b), (b, a)):
+                if one in touched[host] and other not in classes and other[0] in CONTEXT:
+                    classes[other] = ""
+        members = _grouped(classes)
+        folded = {e: key for key, group in members.items() for e in group}
+        arrows = {(folded[a], folded[b]) for a, b in arrows if a in folded and b in folded and folded[a] != folded[b]}
+        kinds = {key: classes[group[0]] for key, group in members.items()}
+        drawn = sorted(kinds, key=lambda e: (SEVERITY.index(kinds[e]) if kinds[e] else 9, RANK[e[0]], e))
+        left_out = 0
+        if len(drawn) > MAX_ELEMENTS:  # context gives way first, then the least disruptive changes
+            drawn = [e for e in drawn if kinds[e]] + [e for e in drawn if not kinds[e]]
+            left_out = sum(len(members[e]) for e in drawn[MAX_ELEMENTS:] if kinds[e])
+            drawn = drawn[:MAX_ELEMENTS]
+        shown = set(drawn)
+        elements = tuple((e, CLASS.get(kinds[e], "unchanged"),
+                          _label(e, members[e], [sandboxes.get((host, m), {}) for m in members[e]])
+                          + (f"<br/>{MARK[kinds[e]]}" if kinds[e] else ""))
+                         for e in sorted(drawn, key=lambda e: (RANK[e[0]], e)))
+        status = "created" if not before else "deleted" if not after else ""
+        out.append(Box((host,), status, elements, tuple(sorted((a, b) for a, b in arrows if {a, b} <= shown)),
+                       left_out))
+    return _fold(out)
+
+
+def _fold(items: list[Box]) -> list[Box]:
+    """Hosts with the same picture as one box naming them all, in the order of the first."""
+    groups: dict[tuple, Box] = {}
+    for box in items:
+        key = (box.status, box.elements, box.arrows, box.left_out)
+        seen = groups.get(key)
+        groups[key] = box if seen is None else Box(seen.hosts + box.hosts, *key)
+    return list(groups.values())
+
+
+def _quote(text: str) -> str:
+    """A label for `id["..."]`: Mermaid's entity codes for what would end or break the quoted string."""
+    return text.replace("&", "#amp;").replace('"', "#quot;").replace("`", "#96;")
+
+
+def _hosts_title(hosts: tuple[str, ...], limit: int = 4) -> str:
+    names = ", ".join(hosts[:limit]) + (f" and {len(hosts) - limit} more" if len(hosts) > limit else "")
+    return ("host " if len(hosts) == 1 else f"{len(hosts)} hosts alike: ") + names
+
+
+def to_mermaid(diff: Any) -> tuple[str, int]:
+    """The flowchart's text (without the fence) and how many host boxes it leaves out ("" when nothing to draw)."""
+    items = boxes(diff)
+    if not items:
+        return "", 0
+    lines = ["flowchart LR"]
+    used = set()
+    for g, box in enumerate(items[:MAX_GROUPS]):
+        title = _hosts_title(box.hosts) + (f" ({box.status})" if box.status else "") + (
+            f", {box.left_out} more changed parts not drawn" if box.left_out else "")
+        lines.append(f'  subgraph g{g}["{_quote(title)}"]')
+        ids = {}
+        for i, (element, cls, label) in enumerate(box.elements):
+            ids[element] = f"g{g}n{i}"
+            used.add(cls)
+            lines.append(f'    {ids[element]}["{_quote(label)}"]:::{cls}')
+        lines.append("  end")
+        lines += [f"  {ids[a]} --> {ids[b]}" for a, b in box.arrows]
+    lines += [f"  classDef {name} {CLASS_DEFS[name]}" for name in CLASS_DEFS if name in used]
+    return "\n".join(lines), max(0, len(items) - MAX_GROUPS)

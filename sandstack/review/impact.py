@@ -1,0 +1,217 @@
+"""What a diff does to the people using the stack, in one place: the impact headline's data.
+
+Pure values built from a `Diff` (sandstack.review.diff) and nothing else, so the text, markdown and JSON formats
+say the same: per pool, the sandboxes restarting (a replaced sandbox loses its processes and what it wrote to
+its writable paths), updated in place, created and destroyed; each host service renewed and what its renewal
+interrupts (a gateway: the egress of every gateway pool on its host; a runtime: its sessions API; an ingress:
+its URLs; the guard and the connection logger: what they enforce and log); each volume whose data is lost; and
+how many security findings got looser or tighter. Identical rows on several hosts are folded into one row
+naming the hosts ("node-a, node-b").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sandstack.review.diff import COMPONENT_TYPE, Diff, ResourceChange
+
+# What a renewed host service interrupts while its container is replaced (or updated), by resource kind. `{pools}`
+# is the pools the service serves on that host (from the resource's own settings), `{sites}` the ingress URLs.
+INTERRUPTS = {
+    "gateway": "egress of pools {pools} stops until the new gateway runs (HTTP(S) goes through it)",
+    "runtime": "its sessions API for pools {pools} is down while it restarts: running exec calls and open "
+               "sessions end",
+    "ingress": "its {sites} are unreachable while it restarts",
+    "guard": "the host guard restarts: it applies the firewall rules, pids limits and lifetimes again",
+    "connection logger": "name lookups of pools {resolved}{logged} stop while it restarts",
+    "egress network": "the gateway's route out is recreated: egress of gateway pools stops meanwhile",
+    "ingress network": "the ingress's network is recreated: its URLs are unreachable meanwhile",
+}
+# Volumes whose contents a replace or delete throws away, and what they held. A secrets volume is re-seeded and
+# a data volume reloaded from the spec's files: nothing written by a user is in them.
+HOLDS = {
+    "disk workspace": "files written to the disk workspace",
+    "runtime state": "the runtime's sessions and snapshots",
+    "gateway log": "the gateway's egress request log",
+    "connection log": "the connection log",
+    "guard state": "the guard's lifetime and idle clocks",
+    "ingress data": "the ingress's TLS certificates (issued again)",
+}
+SANDBOX_LOSES = "processes and writable paths lost"
+
+
+@dataclass(frozen=True)
+class PoolImpact:
+    """One pool's sandboxes across the hosts they change on (`hosts`, sorted)."""
+
+    pool: str
+    hosts: tuple[str, ...]
+    restart: int = 0  # replaced: processes and writable paths lost
+    update: int = 0  # updated in place, keep running
+    create: int = 0
+    destroy: int = 0
+    causes: tuple[str, ...] = ()  # spec paths whose change explains it (or the renewed resources it refers to)
+
+    @property
+    def action(self) -> str:
+        """The one word of a table's action column: the most disruptive of what happens to the pool."""
+        for word, n in (("replace", self.restart), ("delete", self.destroy), ("create", self.create),
+                        ("update", self.update)):
+            if n:
+                return word
+        return "none"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pool": self.pool, "hosts": list(self.hosts), "restart": self.restart, "update": self.update,
+                "create": self.create, "destroy": self.destroy, "action": self.action, "causes": list(self.causes)}
+
+
+@dataclass(frozen=True)
+class ServiceImpact:
+    """A host service renewed (its container replaced, updated or deleted) on `hosts`, with what that interrupts."""
+
+    kind: str  # a resource kind of INTERRUPTS: gateway, runtime, ingress, guard, connection logger, ...
+    action: str  # create, update, replace, delete
+    hosts: tuple[str, ...]
+    interrupts: str
+    causes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "action": self.action, "hosts": list(self.hosts), "interrupts": self.interrupts,
+                "causes": list(self.causes)}
+
+
+@dataclass(frozen=True)
+class DataLoss:
+    """A volume replaced or deleted on `hosts`: what it held is gone."""
+
+    kind: str  # a resource kind of HOLDS
+    action: str  # replace or delete
+    hosts: tuple[str, ...]
+    count: int  # volumes of this kind (one per host, or per sandbox for disk workspaces)
+    lost: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "action": self.action, "hosts": list(self.hosts), "count": self.count,
+                "lost": self.lost}
+
+
+@dataclass(frozen=True)
+class Impact:
+    pools: tuple[PoolImpact, ...]
+    services: tuple[ServiceImpact, ...]
+    data: tuple[DataLoss, ...]
+    looser: int  # security findings that loosen
+    tighter: int
+
+    @property
+    def restart(self) -> int:
+        return sum(p.restart for p in self.pools)
+
+    @property
+    def create(self) -> int:
+        return sum(p.create for p in self.pools)
+
+    @property
+    def destroy(self) -> int:
+        return sum(p.destroy for p in self.pools)
+
+    def headline(self) -> str:
+        """One line: what a reviewer must know first."""
+        parts = [f"{self.restart} sandbox{'es' if self.restart != 1 else ''} restart"
+                 + (f" ({SANDBOX_LOSES})" if self.restart else ""),
+                 f"{self.create} created", f"{self.destroy} destroyed"]
+        services = sum(len(s.hosts) for s in self.services)
+        parts.append(f"{services} host service{'s' if services != 1 else ''} renewed")
+        lost = sum(d.count for d in self.data)
+        parts.append(f"{lost} volume{'s' if lost != 1 else ''} of data lost" if lost else "no data lost")
+        parts.append(f"{self.looser} change{'s' if self.looser != 1 else ''} less safe" if self.looser
+                     else "nothing less safe")
+        return "Impact: " + ", ".join(parts) + "."
+
+    def lines(self) -> list[str]:
+        """The headline's detail, one line per pool, service and lost volume (hosts folded)."""
+        out = []
+        for p in self.pools:
+            counts = [f"{n} {w}" for n, w in ((p.restart, f"restart ({SANDBOX_LOSES})"), (p.update, "updated in place"),
+                                               (p.create, "created"), (p.destroy, "destroyed")) if n]
+            out.append(f"pool {p.pool} on {', '.join(p.hosts)}: {', '.join(counts)}"
+                       + (f" — {', '.join(p.causes)}" if p.causes else ""))
+        for s in self.services:
+            out.append(f"{s.kind} {VERB[s.action]} on {', '.join(s.hosts)}: {s.interrupts}")
+        for d in self.data:
+            out.append(f"data lost: {d.kind} {VERB[d.action]} on {', '.join(d.hosts)}"
+                       + (f" ({d.count})" if d.count > len(d.hosts) else "") + f": {d.lost}")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"restart": self.restart, "create": self.create, "destroy": self.destroy,
+                "pools": [p.to_json() for p in self.pools], "services": [s.to_json() for s in self.services],
+                "data_lost": [d.to_json() for d in self.data], "looser": self.looser, "tighter": self.tighter}
+
+
+VERB = {"create": "created", "update": "updated in place", "replace": "replaced", "delete": "deleted"}
+
+
+def _causes(changes: list[ResourceChange]) -> tuple[str, ...]:
+    out: dict[str, None] = {}
+    for c in changes:
+        for reason in c.reasons:
+            out[reason.path] = None
+        if not c.reasons:
+            for name in c.renewed_with:
+                out[f"renewed {name}"] = None
+    return tuple(out)
+
+
+def _names(values: Any) -> str:
+    names = sorted(values or ())
+    return ", ".join(names) if names else "(none)"
+
+
+def _interrupts(c: ResourceChange) -> str:
+    props = c.resource.props
+    pools = props.get("pools") or props.get("logged_pools") or ()
+    # The logger resolves names for every pool with a resolver (`_gateway`: the gateway's own lookups).
+    resolvers = list(props.get("resolvers") or ())
+    resolved = _names(p for p in resolvers if not p.startswith("_")) + (
+        " and of the gateway" if "_gateway" in resolvers else "")
+    logged = f", and the connection log of pools {_names(pools)}," if c.resource.kind == "connection logger" and pools \
+        else ""
+    # Counted, not listed: each URL names its host, and a count lets identical hosts fold into one row.
+    sites = len(props.get("sites") or ())
+    return INTERRUPTS[c.resource.kind].format(pools=_names(pools), sites=f"{sites} URL{'s' if sites != 1 else ''}",
+                                              resolved=resolved, logged=logged)
+
+
+def _fold(rows: dict[tuple, list[ResourceChange]]) -> dict[tuple, tuple[tuple[str, ...], list[ResourceChange]]]:
+    """Rows keyed by what they say, each with the hosts it holds on."""
+    return {key: (tuple(sorted({c.resource.host or "(stack)" for c in group})), group) for key, group in rows.items()}
+
+
+def impact(diff: Diff) -> Impact:
+    changes = [c for c in diff.changes if not c.resource.type.startswith(COMPONENT_TYPE)]
+    pools: dict[str, list[ResourceChange]] = {}
+    services: dict[tuple, list[ResourceChange]] = {}
+    data: dict[tuple, list[ResourceChange]] = {}
+    for c in changes:
+        kind = c.resource.kind
+        if kind == "sandbox":
+            pools.setdefault(c.resource.pool or "", []).append(c)
+        elif kind in INTERRUPTS and c.action != "create":
+            services.setdefault((kind, c.action, _interrupts(c)), []).append(c)
+        elif kind in HOLDS and c.action in ("replace", "delete"):
+            data.setdefault((kind, c.action), []).append(c)
+    pool_rows = []
+    for name in sorted(pools):
+        group = pools[name]
+        count = {a: sum(1 for c in group if c.action == a) for a in VERB}
+        pool_rows.append(PoolImpact(name, tuple(sorted({c.resource.host or "" for c in group})), count["replace"],
+                                    count["update"], count["create"], count["delete"], _causes(group)))
+    service_rows = [ServiceImpact(kind, action, hosts, words, _causes(group))
+                    for (kind, action, words), (hosts, group) in sorted(_fold(services).items())]
+    data_rows = [DataLoss(kind, action, hosts, len(group), HOLDS[kind])
+                 for (kind, action), (hosts, group) in sorted(_fold(data).items())]
+    looser = sum(1 for f in diff.security if f.loosens)
+    return Impact(tuple(pool_rows), tuple(service_rows), tuple(data_rows), looser, len(diff.security) - looser)
