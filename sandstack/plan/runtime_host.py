@@ -17,9 +17,10 @@ import tarfile
 from dataclasses import dataclass
 from importlib.resources import files
 from sandstack.plan.container import LogRotation, RunSettings, host_role
-from sandstack.plan.contract import EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S, RUN_DIR
+from sandstack.plan.contract import EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S, LABEL_HOST, LABEL_STACK, RUN_DIR
 from sandstack.plan.naming import infra_name
 from sandstack.plan.placement import Placement
+from sandstack.plan.recipe import OnDemand
 from sandstack.plan.runtime import (DEFAULT_STATE_DIR, ENV_CONFIG, ENV_STATE_DIR, IdlePolicy, PoolRuntime, Retention,
                                     RuntimeConfig, WritablePath)
 from sandstack.plan.sandbox import sandbox_name
@@ -43,7 +44,8 @@ def code_files() -> tuple[str, ...]:
     """The package files the service imports: the runtime package and its one contract module (listed when the
     runtime is planned, not when this module is imported by every command)."""
     runtime = sorted(f.name for f in files("sandstack").joinpath("runtime").iterdir() if f.name.endswith(".py"))
-    return ("__init__.py", "plan/__init__.py", "plan/runtime.py", *(f"runtime/{name}" for name in runtime))
+    return ("__init__.py", "plan/__init__.py", "plan/recipe.py", "plan/runtime.py",
+            *(f"runtime/{name}" for name in runtime))
 
 
 def workspace_root(template: ResolvedTemplate) -> str:
@@ -52,7 +54,7 @@ def workspace_root(template: ResolvedTemplate) -> str:
             or next((w.path for w in template.writable), None) or "/tmp")
 
 
-def pool_runtime(stack: str, placement: Placement) -> PoolRuntime:
+def pool_runtime(stack: str, placement: Placement, ondemand: OnDemand | None = None) -> PoolRuntime:
     t, session = placement.template, placement.template.session
     return PoolRuntime(
         sandboxes=tuple(sandbox_name(stack, placement.pool, i) for i in range(placement.replicas)),
@@ -63,6 +65,7 @@ def pool_runtime(stack: str, placement: Placement) -> PoolRuntime:
         upload_limit_bytes=session.upload_limit,
         download_limit_bytes=session.download_limit,
         snapshot_storage_bytes=session.snapshot_storage,
+        ondemand=ondemand,
     )
 
 
@@ -112,12 +115,15 @@ def code_archive() -> str:
     return base64.b64encode(gzip.compress(raw.getvalue(), mtime=0)).decode()
 
 
-def plan_runtime(stack: str, host: str, spec: RuntimeService | None,
-                 placements: list[Placement]) -> RuntimeHostPlan | None:
+def plan_runtime(stack: str, host: str, spec: RuntimeService | None, placements: list[Placement],
+                 ondemand: dict[str, OnDemand | None] | None = None) -> RuntimeHostPlan | None:
+    """`ondemand`: the recipe of each pool with a ceiling above its warm count (sandstack.plan.ondemand)."""
     if spec is None:
         return None
-    pools = {p.pool: pool_runtime(stack, p) for p in placements if p.replicas > 0}
+    ondemand = ondemand or {}
+    pools = {p.pool: pool_runtime(stack, p, ondemand.get(p.pool)) for p in placements if p.slots > 0}
     config = RuntimeConfig(host=host, pools=pools, port=spec.port, idle_cpu_ms_per_s=IDLE_CPU_MS_PER_S,
                            exit_lifetime=EXIT_LIFETIME, exit_idle=EXIT_IDLE,
+                           ondemand_labels={LABEL_STACK: stack, LABEL_HOST: host},
                            listen="0.0.0.0" if spec.exposure == "public" else "127.0.0.1")
     return RuntimeHostPlan(stack, spec, config)

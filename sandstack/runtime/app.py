@@ -38,6 +38,7 @@ from sandstack.runtime.models import (
     pattern,
 )
 from sandstack.runtime.service import Runtime
+from sandstack.runtime.session_api import add_routes as add_session_routes
 from sandstack.runtime.store import SnapshotRow
 from sandstack.runtime.workspace import ARCHIVE_FORMATS
 
@@ -290,6 +291,9 @@ def delete_snapshot(request: Request, snapshot_id: str = _path("The snapshot id.
 def audit(request: Request, limit: int = Query(100, ge=1, le=10000)) -> Any:
     """The newest audit lines, oldest first."""
     return request.app.state.audit.tail(limit)
+
+
+add_session_routes(router, _runtime, _note)  # hibernate and resume, by session
 
 
 def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | None = None,
