@@ -18,9 +18,10 @@ LABEL_RECIPE = "sandstack.recipe"  # the digest of its body: a changed pool's ol
 
 
 def merge(base: Any, override: Any) -> Any:
-    """`override` laid over `base`, dict by dict; any other value (a list included) is replaced whole."""
+    """`override` laid over `base`, dict by dict; any other value (a list included) is replaced whole. A new value:
+    nothing of either is shared with it."""
     if isinstance(base, dict) and isinstance(override, dict):
-        out = dict(base)
+        out = copy.deepcopy(base)
         for key, value in override.items():
             out[key] = merge(base[key], value) if key in base else copy.deepcopy(value)
         return out
@@ -33,7 +34,7 @@ def difference(base: Any, other: Any) -> Any:
         if set(base) - set(other):
             raise ValueError(f"a slot's body lacks {sorted(set(base) - set(other))}: slots differ only in values")
         return {key: difference(base[key], value) if key in base and isinstance(value, dict) else value
-                for key, value in other.items() if base.get(key) != value}
+                for key, value in other.items() if key not in base or base[key] != value}
     return other
 
 
