@@ -38,6 +38,7 @@ CPUS = "1"
 TMPFS = {"/tmp": "rw,nosuid,nodev,noexec,size=64m",  # upload spooling beyond memory goes to the state volume
          RUN_DIR: "rw,nosuid,nodev,noexec,size=16m"}
 LOGS = LogRotation("10m", 5)
+ONDEMAND_STOP_GRACE = 120  # seconds: a stop hibernates each bound on-demand sandbox (its tmpfs paths copied out)
 
 
 def code_files() -> tuple[str, ...]:
@@ -93,7 +94,14 @@ class RuntimeHostPlan:
     @property
     def run(self) -> RunSettings:
         # Generous: on a loaded host the first start (unpacking, imports, SQLite) can take several seconds.
-        return host_role(self.health_test, LOGS, retries=20, timeout="5s", start_period="10s", wait_timeout=120)
+        # With on-demand pools, time at its stop to hibernate or retire them (sandstack.runtime.ondemand.shutdown).
+        grace = ONDEMAND_STOP_GRACE if self.ondemand else None
+        return host_role(self.health_test, LOGS, retries=20, timeout="5s", start_period="10s", wait_timeout=120,
+                         destroy_grace_seconds=grace)
+
+    @property
+    def ondemand(self) -> bool:
+        return any(pool.ondemand for pool in self.config.pools.values())
 
     @property
     def health_test(self) -> tuple[str, ...]:

@@ -312,6 +312,8 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
         stop.set()
         for thread in threads:
             thread.join(timeout=10)
+        if runtime is not None and monitor:
+            runtime.ondemand.shutdown()  # no on-demand container outlives the runtime (docs/design/ondemand.md)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

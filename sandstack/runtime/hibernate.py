@@ -5,7 +5,8 @@ A hibernate (`POST /v1/sessions/{session}/hibernate`, or the idle action 'hibern
 writable paths onto the runtime's state volume (checked as a snapshot is: sandstack.runtime.tarcheck) and stops
 the container: its processes end and its memory and CPU are the host's again. Its disk workspaces keep their files
 on their volumes. The sandbox stays the session's ('hibernated'): no other session is given it, and for an
-on-demand slot it still counts toward the pool's ceiling (its disk is still held). A resume (`POST .../resume`, any
+on-demand slot it still counts toward the pool's ceiling (its disk is still held), and its container is removed
+(made again from the slot's recipe at resume). A resume (`POST .../resume`, any
 exec, file, archive or snapshot call on the sandbox, or a request to one of its URLs through the ingress, which
 calls the runtime) starts the container, writes the tmpfs paths back and waits for its readiness probe. Processes
 are not kept: `docker checkpoint` (CRIU) needs the daemon's experimental mode, which this project's engine does not
@@ -69,7 +70,12 @@ class Hibernation:
             except BaseException:
                 shutil.rmtree(target, ignore_errors=True)
                 raise
-            runtime.backend.stop(name)
+            if runtime.ondemand.is_slot(name):
+                # Removed, not only stopped: its disk workspaces stay on their volumes (the stack's), and no
+                # container of it is left to keep a network or a volume of the stack from being deleted.
+                runtime.ondemand.provisioner.remove(name)
+            else:
+                runtime.backend.stop(name)
             runtime._cpu.pop(name, None)
             runtime.store.update(name, status="hibernated", paused_by=by)
         return runtime.sandbox(name)
@@ -84,7 +90,10 @@ class Hibernation:
                            sandbox=name, status=row.status)
         spec = runtime.pool(row.pool)
         with runtime.transition(name):
-            runtime.backend.start(name)
+            if runtime.ondemand.is_slot(name) and runtime.backend.state(name).status == "missing":
+                runtime.ondemand.recreate(name)  # from its recipe, onto its kept disk workspaces
+            else:
+                runtime.backend.start(name)
             self._wait_ready(name, spec)
             saved = self._saved(name)
             for index, writable in enumerate(spec.writable):

@@ -108,7 +108,9 @@ class SandboxStatus(BaseModel):
     session: str | None
     bound_at: float | None = Field(description="When the session claimed it (Unix time).")
     from_snapshot: str | None
-    paused_by: Literal["api", "idle"] | None = Field(description="Who paused or hibernated it.")
+    paused_by: Literal["api", "idle", "shutdown"] | None = Field(
+        description="Who paused or hibernated it ('shutdown': an on-demand sandbox the runtime hibernated as it "
+                    "stopped).")
     idle_seconds: float | None = Field(description="Seconds since its last API or CPU activity.")
     detail: str | None = Field(description="Why it is unhealthy, quarantined or expired, or what ended its last "
                                            "session.")

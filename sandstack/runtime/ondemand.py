@@ -140,6 +140,33 @@ class OnDemandSlots:
             runtime._leave(name)
         return runtime.sandbox(name), True
 
+    def recreate(self, name: str) -> None:
+        """A hibernated slot's container, made again from its recipe (its disk workspaces kept their files)."""
+        spec = self.runtime.pool(self.runtime.sandbox(name).pool)
+        self._create(name, spec.ondemand.body(name), spec.ondemand.wait_seconds)
+
+    def shutdown(self) -> None:
+        """The runtime is stopping (a restart, a renewal, or `pulumi destroy`, which it cannot tell apart): no
+        on-demand container is left running without it. Bound ones hibernate (their files kept, resumed by the next
+        call after the runtime is back), the others are retired; the stack's networks and volumes can then be
+        deleted."""
+        if self.provisioner is None:
+            return
+        for row in self.runtime.store.sandboxes():
+            if not self.is_slot(row.name) or row.status in ("absent", "hibernated"):
+                continue
+            try:
+                if row.status in ("bound", "paused"):
+                    self.runtime.hibernation.hibernate(row.name, by="shutdown")
+                elif row.status == "creating":
+                    self._discard(row.name, "the runtime stopped while it was created")
+                else:
+                    self.retire(row.name, detail="retired when the runtime stopped")
+            except Exception as error:  # noqa: BLE001 -- each one on its own; the rest still go
+                log.warning("shutdown: on-demand sandbox %s: %s; removing it", row.name, error)
+                self._discard(row.name, f"removed when the runtime stopped ({type(error).__name__}); its session "
+                                        "has ended")
+
     def at_ceiling(self, pool: str) -> ApiError:
         spec = self.runtime.pool(pool)
         ceiling = spec.ondemand.ceiling
@@ -239,7 +266,7 @@ class OnDemandSlots:
             row = runtime.store.sandbox(name)
             if row is None or (name in present and row.status != "creating"):
                 continue
-            if row.status != "absent":
+            if row.status not in ("absent", "hibernated"):  # a hibernated one has no container: made at resume
                 detail = (f"its container was gone, or not yet ready, when the runtime started; session "
                           f"{row.session!r} has ended" if row.session else None)
                 runtime.store.update(name, status="absent", session=None, bound_at=None, from_snapshot=None,

@@ -106,3 +106,17 @@ def test_a_pool_of_no_warm_sandboxes_may_still_grow_on_demand(tmp_path):
 ])
 def test_merge_undoes_difference(base, other):
     assert merge(base, difference(base, other)) == other
+
+
+def test_with_on_demand_the_runtime_is_deleted_first_and_given_time_to_remove_its_sandboxes(tmp_path):
+    def runtime_node(plan):
+        return next(n for n in plan.nodes.values() if n.inputs.get("name") == "sandstack-t_runtime")
+
+    plan = _plan(tmp_path, 1, 3)
+    node = runtime_node(plan)
+    assert [plan.nodes[k].inputs["name"] for k in node.options.depends_on] == [
+        "sandstack-t_guard", "sandstack-t-t", *(f"sandstack-t-t-{i}-ws0-32m" for i in range(3))]
+    assert node.inputs.get("destroy_grace_seconds") == 120
+    plain = runtime_node(_plan(tmp_path, 3, None))
+    assert ([plan.nodes[k].inputs["name"] for k in plain.options.depends_on],
+            plain.inputs.get("destroy_grace_seconds")) == (["sandstack-t_guard"], None)

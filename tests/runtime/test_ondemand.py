@@ -110,9 +110,12 @@ def test_hibernate_stops_the_sandbox_keeps_its_files_and_the_next_call_resumes_i
     sandbox = od.claim("b", pool="od")["sandbox"]
     od.api.put(f"/v1/sandboxes/{sandbox}/files/notes.txt", content=b"mine")
     hibernated = od.api.post("/v1/sessions/b/hibernate")
+    # An on-demand sandbox's container is removed (made again at resume); a warm one's is stopped.
     assert (hibernated.status_code, hibernated.json()["status"], hibernated.json()["container"]) == (
-        200, "hibernated", "exited")
-    assert od.backend.cpu_usage_ns(sandbox) is None  # not running: no CPU, no memory
+        200, "hibernated", "missing")
+    warm = od.api.post("/v1/sessions/a/hibernate").json()
+    assert (warm["sandbox"], warm["status"], warm["container"]) == (WARM, "hibernated", "exited")
+    assert od.backend.cpu_usage_ns(WARM) is None  # not running: no CPU, no memory
     # The next call for the session brings it back, files and all.
     answer = od.api.post(f"/v1/sandboxes/{sandbox}/exec", json={"command": ["cat", "notes.txt"]})
     assert (answer.status_code, answer.json()["stdout"]) == (200, "mine")
@@ -164,3 +167,18 @@ def test_an_idle_on_demand_sandbox_is_retired_by_the_monitor(tmp_path):
     assert env.runtime.store.sandbox(WARM).status == "idle"  # the warm one: reset into the pool
     env.backend.close()
     env.audit.close()
+
+
+def test_a_stopping_runtime_hibernates_bound_on_demand_sandboxes_and_the_next_call_makes_them_again(od):
+    od.claim("a", pool="od")
+    sandbox = od.claim("b", pool="od")["sandbox"]
+    od.api.put(f"/v1/sandboxes/{sandbox}/files/notes.txt", content=b"across")
+    od.runtime.ondemand.shutdown()
+    assert od.backend.status[sandbox] == "missing"  # nothing left to hold the stack's networks or volumes
+    assert od.backend.status[WARM] == "running"  # a warm sandbox is the stack's: left as it is
+    row = od.runtime.store.sandbox(sandbox)
+    assert (row.status, row.session, row.paused_by) == ("hibernated", "b", "shutdown")
+    restarted = od.restarted()
+    answer = restarted.api.post(f"/v1/sandboxes/{sandbox}/exec", json={"command": ["cat", "notes.txt"]})
+    assert (answer.status_code, answer.json().get("stdout")) == (200, "across"), answer.json()
+    assert [c for c in od.backend.calls if c == ("create", sandbox)] == [("create", sandbox)] * 2
