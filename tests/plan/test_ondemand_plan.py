@@ -1,6 +1,6 @@
-"""On-demand slots in the plan (docs/design/ondemand.md): the runtime's recipe for each slot is the container the
-pool's component would make for that replica, the guard holds every slot's limits, the ingress a site per slot,
-and the runtime's configuration round-trips."""
+"""On-demand slots in the plan (docs/design/ondemand.md): the guard holds every slot's limits, the runtime's
+configuration carries the recipes and round-trips, and the runtime is deleted before what its sandboxes use. That
+each recipe is the container the component would make: tests/differential/test_ondemand_recipe.py."""
 
 from __future__ import annotations
 
@@ -8,15 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from sandstack.plan.recipe import LABEL_ONDEMAND, LABEL_RECIPE, difference, merge
+from sandstack.plan.recipe import difference, merge
 from sandstack.plan.runtime import RuntimeConfig
 from sandstack.plan.stack import plan_stack
-from sandstack.plan.tree import Ref
 from sandstack.spec import load_data
-from testbed.provider.container_map import CONTAINER
-from testbed.provider.schema import Ctx
-from testbed.specs import changed, host, spec
-from tests.differential.compare import MAPS, camel
+from testbed.specs import host, spec
 
 RUNTIME = {"token": {"secret": "runtimeToken"}}
 TEMPLATE = {"base_image": "busybox:1.36", "command": ["sleep", "infinity"],
@@ -35,47 +31,6 @@ def _plan(tmp_path: Path, replicas: int, ceiling: int | None):
     data = spec({"t": TEMPLATE}, {"t": pool},
                 hosts={"local": host(runtime=RUNTIME, disk_workspaces="1GiB")})
     return plan_stack(load_data(data, tmp_path), "t")
-
-
-def _wire(plan, value, in_map: bool = False):
-    """A node's inputs as the provider gets them, each reference resolved to the named object's Docker name."""
-    if isinstance(value, Ref):
-        return plan.nodes[value.node].inputs["name"]
-    if isinstance(value, dict):
-        if in_map:
-            return {k: _wire(plan, v) for k, v in value.items()}
-        return {camel(k): _wire(plan, v, k in MAPS and isinstance(v, dict)) for k, v in value.items() if v is not None}
-    if isinstance(value, (list, tuple)):
-        return [_wire(plan, v) for v in value]
-    return value
-
-
-def _provider_body(plan, key: str) -> dict:
-    translated, unknown = CONTAINER.translate(Ctx(CONTAINER.token, "urn", _wire(plan, dict(plan.nodes[key].inputs))))
-    assert unknown == []
-    body = translated.body()
-    # The provider creates on the default bridge, disconnects it and connects the pool's network; the runtime
-    # creates the container on that network at once.
-    (network, _endpoint), = translated.endpoints
-    body["HostConfig"]["NetworkMode"] = network
-    return body
-
-
-def test_each_slot_is_the_container_the_component_makes_for_that_replica(tmp_path):
-    warm = _plan(tmp_path, 3, None)
-    ondemand = _plan(tmp_path, 1, 3)
-    config = ondemand.hosts["local"].runtime.config.pools["t"]
-    assert config.sandboxes == ("sandstack-t-t-0",)
-    assert config.ondemand.ceiling == 3 and tuple(config.ondemand.slots) == ("sandstack-t-t-1", "sandstack-t-t-2")
-    for index in (1, 2):
-        name = f"sandstack-t-t-{index}"
-        mine = config.ondemand.body(name)
-        assert mine.pop("NetworkingConfig") == {"EndpointsConfig": {"sandstack-t-t": {}}}
-        labels = mine["Labels"]
-        assert (labels.pop(LABEL_ONDEMAND), len(labels.pop(LABEL_RECIPE))) == ("true", 16)
-        pool = next(iter(warm.pools.values()))
-        assert mine["Image"] == warm.nodes[pool.image].inputs["name"]
-        assert mine == _provider_body(warm, pool.sandboxes[index])
 
 
 def test_the_guard_holds_every_slot_and_the_runtime_config_round_trips(tmp_path):
