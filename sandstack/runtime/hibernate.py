@@ -90,6 +90,7 @@ class Hibernation:
                            sandbox=name, status=row.status)
         spec = runtime.pool(row.pool)
         with runtime.transition(name):
+            runtime._started.pop(name, None)  # started again by the session's own resume, not a crash's restart
             if runtime.ondemand.is_slot(name) and runtime.backend.state(name).status == "missing":
                 runtime.ondemand.recreate(name)  # from its recipe, onto its kept disk workspaces
             else:

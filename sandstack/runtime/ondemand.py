@@ -176,6 +176,8 @@ class OnDemandSlots:
 
     def _create(self, name: str, body: dict[str, Any], wait_seconds: int) -> None:
         self.provisioner.remove(name)  # a runtime that stopped mid-creation may have left one
+        # A new container: its start is not a restart of the session's (the monitor compares StartedAt).
+        self.runtime._started.pop(name, None)
         self.provisioner.create(name, body)
         deadline = time.monotonic() + wait_seconds
         while True:

@@ -182,3 +182,22 @@ def test_a_stopping_runtime_hibernates_bound_on_demand_sandboxes_and_the_next_ca
     answer = restarted.api.post(f"/v1/sandboxes/{sandbox}/exec", json={"command": ["cat", "notes.txt"]})
     assert (answer.status_code, answer.json().get("stdout")) == (200, "across"), answer.json()
     assert [c for c in od.backend.calls if c == ("create", sandbox)] == [("create", sandbox)] * 2
+
+
+def test_the_monitor_takes_a_resumed_or_recreated_sandbox_for_the_sessions_own(od):
+    # Its container starts anew (a new StartedAt): not a restart that wiped the session, as the monitor would read
+    # a change of StartedAt while bound.
+    od.claim("a", pool="od")
+    sandbox = od.claim("b", pool="od")["sandbox"]
+    od.runtime.monitor_once()
+    od.api.post("/v1/sessions/a/hibernate")
+    od.api.post("/v1/sessions/b/hibernate")
+    od.api.post("/v1/sessions/a/resume")
+    od.api.post("/v1/sessions/b/resume")
+    od.runtime.monitor_once()
+    assert [(r.name, r.status, r.session) for r in od.runtime.store.sandboxes()] == [
+        (WARM, "bound", "a"), (sandbox, "bound", "b"), (SLOTS[1], "absent", None)]
+    od.api.delete("/v1/sessions/b")
+    assert od.claim("c", pool="od")["sandbox"] == sandbox
+    od.runtime.monitor_once()
+    assert od.runtime.store.sandbox(sandbox).status == "bound"
