@@ -133,7 +133,7 @@ def plan_host_nodes(out: Tree, stack_key: str, component: str, host: str, spec: 
               memory_mb=logger_plan.MEMORY_MB, cpus=logger_plan.CPUS, command=lg.command,
               adds=logger_plan.CAPABILITIES, network_mode="host", envs=lg.env, tmpfs=dict(logger_plan.TMPFS))
     if plan.runtime:
-        # The sessions' API: binds sessions to the declared sandboxes, never creates one.
+        # The sessions' API: binds sessions to the declared sandboxes; creates only a pool's declared on-demand slots.
         r = plan.runtime
         _role(out, keys, plan, types.RUNTIME_SERVICE, base, "runtime", kinds=("runtime", "runtime state"), volume=("state", DEFAULT_STATE_DIR),
               volume_name=r.state_volume, container_name=r.container_name, run=r.run,

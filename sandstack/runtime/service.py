@@ -4,8 +4,9 @@ the monitor that enforces idle policies and resets sandboxes that died (its pass
 A sandbox moves idle → bound (claim) → [paused ↔ bound] → resetting → idle (release). One that stopped
 running while bound is marked unhealthy, and the next monitor pass resets it. A reset that could not make it
 clean leaves it quarantined, and the monitor tries again; one the host guard ended for good at a limit
-(on_expiry 'stop') is expired. Neither is handed out. Nothing here creates a sandbox: every sandbox is one the
-spec declared and the config lists (a reset's throwaway helper containers aside, docker_backend).
+(on_expiry 'stop') is expired. Neither is handed out. Every sandbox is one the spec declared and the config lists:
+the warm ones, and the on-demand slots up to a pool's ceiling, which sandstack.runtime.ondemand creates from the
+plan's recipe (a reset's throwaway helper containers aside, docker_backend).
 """
 
 from __future__ import annotations
