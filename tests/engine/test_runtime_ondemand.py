@@ -148,8 +148,10 @@ def test_hibernate_frees_the_memory_and_resume_keeps_the_files_also_after_a_runt
                                                                                           docker_client):
     warm = client.claim("od", "one")
     warm.write_file("notes.txt", "mine")
-    assert warm.exec(["sh", "-c", "head -c 32m /dev/zero > /dev/shm/held && echo disk > /data/d"])["exit_code"] == 0
-    assert docker_client.api.stats(warm.name, stream=False)["memory_stats"]["usage"] > 32 * 1024 * 1024
+    warm.exec(["sh", "-c", "echo disk > /data/d; nohup python3 -c 'x = bytearray(48 * 2**20); import time; "
+                           "time.sleep(10**6)' >/dev/null 2>&1 &"])
+    wait_until(lambda: docker_client.api.stats(warm.name, stream=False)["memory_stats"]["usage"] > 48 * 1024 * 1024,
+               15, what="the sandbox to hold 48 MiB")
     assert warm.hibernate()["status"] == "hibernated"
     assert docker_client.containers.get(warm.name).status == "exited"  # no process, no memory
     _restart_runtime(stack, docker_client, kill=False)
