@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -12,6 +13,7 @@ from urllib.parse import quote
 import httpx
 
 ACTOR_HEADER = "X-Sandstack-Actor"
+CREATING_POLL = 0.1  # seconds between looks at a session another claim is creating on demand
 
 
 class SandstackError(Exception):
@@ -94,6 +96,14 @@ class HostClient:
 
     def release(self, session: str) -> dict[str, Any]:
         return self.request("DELETE", f"/v1/sessions/{quote(session, safe='')}")
+
+    def hibernate(self, session: str) -> dict[str, Any]:
+        """Stop the session's sandbox, keeping its files; its next call (or `resume_session`) brings it back."""
+        return self.request("POST", f"/v1/sessions/{quote(session, safe='')}/hibernate")
+
+    def resume_session(self, session: str) -> dict[str, Any]:
+        """Bring a hibernated or paused session's sandbox back."""
+        return self.request("POST", f"/v1/sessions/{quote(session, safe='')}/resume")
 
     def pools(self) -> list[dict[str, Any]]:
         """Each pool on the host: sandboxes by status, snapshot storage used and declared, transfer limits."""
@@ -200,7 +210,12 @@ class Sandbox:
         return self.host.pause(self.name)
 
     def resume(self) -> dict[str, Any]:
-        return self.host.resume(self.name)
+        """Back from a pause or a hibernation (by the session: the runtime knows which)."""
+        return self.host.resume_session(self.session)
+
+    def hibernate(self) -> dict[str, Any]:
+        """Stop it and keep its files (memory and CPU freed); any later call resumes it."""
+        return self.host.hibernate(self.session)
 
     def status(self) -> dict[str, Any]:
         return self.host.status(self.name)
@@ -216,6 +231,7 @@ class Client:
         if unknown:
             raise ValueError(f"pools name hosts without a runtime endpoint: {', '.join(unknown)}")
         self.pools = {pool: list(names) for pool, names in pools.items()}
+        self.timeout = timeout
         self.hosts = {name: HostClient(endpoint, timeout=timeout, actor=actor, http_factory=http_factory)
                       for name, endpoint in hosts.items()}
 
@@ -254,7 +270,7 @@ class Client:
         for name in self.hosts_for(pool, session):
             host = self.hosts[name]
             try:
-                return Sandbox(host, host.claim(pool, session))
+                return Sandbox(host, self._ready(host, host.claim(pool, session)))
             except httpx.TransportError as error:
                 refused.append(f"{name}: does not answer ({type(error).__name__})")
             except SandstackError as error:
@@ -265,6 +281,15 @@ class Client:
         kind = NoCapacity if isinstance(last, NoCapacity) else HostUnavailable
         raise kind(503, f"no host of pool {pool!r} could take session {session!r}: " + "; ".join(refused),
                    {"pool": pool, "hosts": refused})
+
+    def _ready(self, host: HostClient, info: dict[str, Any]) -> dict[str, Any]:
+        """A claim of a session another claim is creating on demand answers 'creating': wait for it (the claim that
+        creates it answers only once it is ready), within the client's timeout."""
+        deadline = time.monotonic() + self.timeout
+        while info.get("status") == "creating" and time.monotonic() < deadline:
+            time.sleep(CREATING_POLL)
+            info = host.get_session(info["session"])
+        return info
 
     def host(self, name: str) -> HostClient:
         if name not in self.hosts:

@@ -31,6 +31,7 @@ from sandstack.plan.network import (
     plan_pool_network,
     pool_subnets,
 )
+from sandstack.plan.ondemand import plan_ondemand
 from sandstack.plan.package_files import INFRA_CONTEXT
 from sandstack.plan.placement import Placement, placements_by_host
 from sandstack.plan.sandbox import sandbox_name
@@ -98,7 +99,10 @@ def snapshot_owners(spec: ResolvedStack) -> dict[tuple[str, str], str]:
 
 def plan_hosts(spec: ResolvedStack, stack: str) -> dict[str, HostPlan]:
     """Every host's plan, by host name, in spec order."""
-    return {host: plan_host(stack, host, spec.hosts[host], placements)
+    owners = snapshot_owners(spec)
+    return {host: plan_host(stack, host, spec.hosts[host], placements,
+                            {p.pool: plan_snapshot(spec.templates[owners[(host, p.template.name)]], stack).image
+                             for p in placements})
             for host, placements in placements_by_host(spec).items()}
 
 
@@ -130,7 +134,7 @@ def assign_gpus(spec: Host, placements: list[Placement]) -> dict[str, tuple[tupl
         if request is None:
             continue
         replicas = []
-        for _ in range(p.replicas):
+        for _ in range(p.slots):  # on-demand slots too: each has its devices, as the ceiling was counted
             picked = [device for kind, device in free if request.type in (None, kind)][:request.count]
             free = [(kind, device) for kind, device in free if device not in picked]
             replicas.append(tuple(picked))
@@ -157,7 +161,7 @@ def plan_ingress(stack: str, spec: Host, placements: list[Placement],
         if not net.url_ports:
             continue
         pools.append((p.pool, net.ingress_ip))
-        for i in range(p.replicas):
+        for i in range(p.slots):  # an on-demand slot's site answers once the runtime made it
             sites += [Site(f"{port}-{p.pool}-{i}.{spec.ingress.domain}", sandbox_name(stack, p.pool, i), port)
                       for port in net.url_ports]
     return IngressPlan(stack, spec.ingress, tuple(pools), tuple(sites))
@@ -181,7 +185,9 @@ def plan_logger(stack: str, spec: Host, networks: dict[str, PoolNetwork],
                       tuple((n.pool, str(n.subnet)) for n in resolved if n.log_queue is not None))
 
 
-def plan_host(stack: str, host: str, spec: Host, placements: list[Placement]) -> HostPlan:
+def plan_host(stack: str, host: str, spec: Host, placements: list[Placement],
+              images: dict[str, str] | None = None) -> HostPlan:
+    """`images`: each pool's snapshot image on the host (its tag), for the runtime's on-demand recipes."""
     gateway_pools = [p.pool for p in placements if outbound_of(p.template) == "gateway"]
     ports = gateway_ports(stack, gateway_pools)
     subnets = pool_subnets(stack, [p.pool for p in placements], spec.subnet_pool)
@@ -211,17 +217,27 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement]) ->
                     networks[pool].gateway_ip, gateway_refused(by_pool[pool].template, host_networks))
         for pool in gateway_pools
     ], resolver=str(egress[1]) if egress else None)
-    sandboxes = [(sandbox_name(stack, p.pool, i), p.template) for p in placements for i in range(p.replicas)]
+    # Every slot up to the ceiling: the guard holds an on-demand sandbox's pids limit, lifecycle and disk workspaces
+    # by its name before the runtime creates it, so it gets the same enforcement as a warm one.
+    sandboxes = [(sandbox_name(stack, p.pool, i), p.template) for p in placements for i in range(p.slots)]
     workspaces = tuple(w for name, template in sandboxes for w in plan_workspaces(stack, name, template))
     pids = {name: template.limits.pids for name, template in sandboxes}
     if gateway:
         pids[gateway.container_name] = GATEWAY_PIDS
+    host_labels = labels(stack, spec.labels, host=host)
+    guard = plan_guard(stack, rules, bridges, pids, sandboxes, [w.guard_line for w in workspaces])
+    gpus = assign_gpus(spec, placements)
+    ondemand = {p.pool: plan_ondemand(
+        stack=stack, pool=p.pool, host=host, template=p.template, replicas=p.replicas, ceiling=p.slots,
+        network=networks[p.pool], digest=plan_snapshot(p.template, stack).digest, image=(images or {})[p.pool],
+        labels=host_labels, guard_state=guard.state_volume, gpus=gpus.get(p.pool, ()),
+        ingress=spec.ingress) for p in placements if p.slots > p.replicas}
     return HostPlan(
-        stack=stack, host=host, labels=labels(stack, spec.labels, host=host), address=host_address(spec.endpoint),
+        stack=stack, host=host, labels=host_labels, address=host_address(spec.endpoint),
         infra=plan_infra_image(stack, spec), networks=networks, egress_bridge=egress_bridge,
-        guard=plan_guard(stack, rules, bridges, pids, sandboxes, [w.guard_line for w in workspaces]),
-        gateway=gateway, gpus=assign_gpus(spec, placements), workspaces=workspaces, ingress=ingress,
-        runtime=plan_runtime(stack, host, spec.runtime, placements),
+        guard=guard,
+        gateway=gateway, gpus=gpus, workspaces=workspaces, ingress=ingress,
+        runtime=plan_runtime(stack, host, spec.runtime, placements, ondemand),
         logger=plan_logger(stack, spec, networks, gateway), egress_subnet=egress,
     )
 

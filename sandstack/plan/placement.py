@@ -14,6 +14,12 @@ class Placement:
     pool: str
     template: ResolvedTemplate
     replicas: int
+    ceiling: int = 0  # warm and on-demand sandboxes at most (the pool's `max`); 0: `replicas`
+
+    @property
+    def slots(self) -> int:
+        """Sandbox names the pool may use on the host: the warm ones, then the on-demand ones."""
+        return max(self.ceiling, self.replicas)
 
 
 def placements_by_host(spec: ResolvedStack) -> dict[str, list[Placement]]:
@@ -21,5 +27,5 @@ def placements_by_host(spec: ResolvedStack) -> dict[str, list[Placement]]:
     out: dict[str, list[Placement]] = {host: [] for host in spec.hosts}
     for pool_name, pool in spec.pools.items():
         for host in dict.fromkeys(pool.hosts):
-            out[host].append(Placement(pool_name, spec.templates[pool.template], pool.replicas))
+            out[host].append(Placement(pool_name, spec.templates[pool.template], pool.replicas, pool.ceiling))
     return out

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
+from sandstack.plan.recipe import OnDemand, ondemand_of
+
 FORMAT_VERSION = 1
 
 # The runtime's process contract: where it finds its configuration, token and state.
@@ -26,10 +28,10 @@ DB_FILE = "runtime.sqlite3"
 SNAPSHOT_DIR = "snapshots"
 AUDIT_FILE = "audit.log"
 
-IdleAction = Literal["pause", "stop", "reset"]
+IdleAction = Literal["pause", "stop", "reset", "hibernate"]
 # tmpfs: emptied by the container's restart; disk: a workspace volume, emptied (and re-seeded) by the runtime.
 WritableKind = Literal["tmpfs", "disk"]
-IDLE_ACTIONS: tuple[str, ...] = ("pause", "stop", "reset")
+IDLE_ACTIONS: tuple[str, ...] = ("pause", "stop", "reset", "hibernate")
 WRITABLE_KINDS: tuple[str, ...] = ("tmpfs", "disk")
 
 
@@ -104,10 +106,17 @@ class PoolRuntime:
     # A read, an archive or a snapshot is cut off past this many bytes (apparent size), never spooled beyond it.
     download_limit_bytes: int = 1024 * 1024 * 1024
     snapshot_storage_bytes: int = 8 * 1024 * 1024 * 1024  # all of the pool's snapshots on this host
+    # The ceiling and the recipe of each slot above the warm `sandboxes` (None: no on demand).
+    ondemand: OnDemand | None = None
+
+    @property
+    def slots(self) -> tuple[str, ...]:
+        """Every sandbox name of the pool on this host: the warm ones, then the on-demand slots."""
+        return self.sandboxes + (tuple(self.ondemand.slots) if self.ondemand else ())
 
     def __post_init__(self) -> None:
-        if not self.sandboxes or len(set(self.sandboxes)) != len(self.sandboxes):
-            raise ValueError(f"sandboxes: {list(self.sandboxes)!r} must be a non-empty list of distinct names")
+        if not self.slots or len(set(self.slots)) != len(self.slots):
+            raise ValueError(f"sandboxes: {list(self.slots)!r} must be a non-empty list of distinct names")
         _abs_path(self.workspace_root, "workspace_root")
         paths = [w.path for w in self.writable]
         if len(set(paths)) != len(paths):
@@ -131,6 +140,9 @@ class RuntimeConfig:
     # (on_expiry 'stop'; the contract's, given by the plan): such a sandbox is never handed out again.
     exit_lifetime: int | None = None
     exit_idle: int | None = None
+    # The labels of this stack's and host's containers (sandstack.spec.contract's): how the runtime finds its
+    # on-demand sandboxes among the daemon's containers, those of a pool no longer declared included.
+    ondemand_labels: dict[str, str] = field(default_factory=dict)
     version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -143,13 +155,13 @@ class RuntimeConfig:
             _positive(getattr(self, name), name)
         owners: dict[str, str] = {}
         for pool, spec in self.pools.items():
-            for sandbox in spec.sandboxes:
+            for sandbox in spec.slots:
                 if sandbox in owners:
                     raise ValueError(f"pools.{pool}.sandboxes: {sandbox!r} is also in pool {owners[sandbox]!r}")
                 owners[sandbox] = pool
 
     def pool_of(self, sandbox: str) -> str | None:
-        return next((pool for pool, spec in self.pools.items() if sandbox in spec.sandboxes), None)
+        return next((pool for pool, spec in self.pools.items() if sandbox in spec.slots), None)
 
     def to_json(self) -> str:
         """Stable text (sorted keys): a changed config is a changed file, an unchanged one is byte-equal."""
@@ -177,5 +189,6 @@ def _pool(data: dict[str, Any]) -> PoolRuntime:
         writable=tuple(WritablePath(**w) for w in data.pop("writable")),
         idle=IdlePolicy(**data.pop("idle")) if data.get("idle") else data.pop("idle", None),
         retention=Retention(**data.pop("retention", {})),
+        ondemand=ondemand_of(data.pop("ondemand", None)),
         **data,
     )

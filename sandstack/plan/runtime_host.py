@@ -17,9 +17,10 @@ import tarfile
 from dataclasses import dataclass
 from importlib.resources import files
 from sandstack.plan.container import LogRotation, RunSettings, host_role
-from sandstack.plan.contract import EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S, RUN_DIR
+from sandstack.plan.contract import EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S, LABEL_HOST, LABEL_STACK, RUN_DIR
 from sandstack.plan.naming import infra_name
 from sandstack.plan.placement import Placement
+from sandstack.plan.recipe import OnDemand
 from sandstack.plan.runtime import (DEFAULT_STATE_DIR, ENV_CONFIG, ENV_STATE_DIR, IdlePolicy, PoolRuntime, Retention,
                                     RuntimeConfig, WritablePath)
 from sandstack.plan.sandbox import sandbox_name
@@ -37,13 +38,15 @@ CPUS = "1"
 TMPFS = {"/tmp": "rw,nosuid,nodev,noexec,size=64m",  # upload spooling beyond memory goes to the state volume
          RUN_DIR: "rw,nosuid,nodev,noexec,size=16m"}
 LOGS = LogRotation("10m", 5)
+ONDEMAND_STOP_GRACE = 120  # seconds: a stop hibernates each bound on-demand sandbox (its tmpfs paths copied out)
 
 
 def code_files() -> tuple[str, ...]:
     """The package files the service imports: the runtime package and its one contract module (listed when the
     runtime is planned, not when this module is imported by every command)."""
     runtime = sorted(f.name for f in files("sandstack").joinpath("runtime").iterdir() if f.name.endswith(".py"))
-    return ("__init__.py", "plan/__init__.py", "plan/runtime.py", *(f"runtime/{name}" for name in runtime))
+    return ("__init__.py", "plan/__init__.py", "plan/recipe.py", "plan/runtime.py",
+            *(f"runtime/{name}" for name in runtime))
 
 
 def workspace_root(template: ResolvedTemplate) -> str:
@@ -52,7 +55,7 @@ def workspace_root(template: ResolvedTemplate) -> str:
             or next((w.path for w in template.writable), None) or "/tmp")
 
 
-def pool_runtime(stack: str, placement: Placement) -> PoolRuntime:
+def pool_runtime(stack: str, placement: Placement, ondemand: OnDemand | None = None) -> PoolRuntime:
     t, session = placement.template, placement.template.session
     return PoolRuntime(
         sandboxes=tuple(sandbox_name(stack, placement.pool, i) for i in range(placement.replicas)),
@@ -63,6 +66,7 @@ def pool_runtime(stack: str, placement: Placement) -> PoolRuntime:
         upload_limit_bytes=session.upload_limit,
         download_limit_bytes=session.download_limit,
         snapshot_storage_bytes=session.snapshot_storage,
+        ondemand=ondemand,
     )
 
 
@@ -90,7 +94,14 @@ class RuntimeHostPlan:
     @property
     def run(self) -> RunSettings:
         # Generous: on a loaded host the first start (unpacking, imports, SQLite) can take several seconds.
-        return host_role(self.health_test, LOGS, retries=20, timeout="5s", start_period="10s", wait_timeout=120)
+        # With on-demand pools, time at its stop to hibernate or retire them (sandstack.runtime.ondemand.shutdown).
+        grace = ONDEMAND_STOP_GRACE if self.ondemand else None
+        return host_role(self.health_test, LOGS, retries=20, timeout="5s", start_period="10s", wait_timeout=120,
+                         destroy_grace_seconds=grace)
+
+    @property
+    def ondemand(self) -> bool:
+        return any(pool.ondemand for pool in self.config.pools.values())
 
     @property
     def health_test(self) -> tuple[str, ...]:
@@ -112,12 +123,15 @@ def code_archive() -> str:
     return base64.b64encode(gzip.compress(raw.getvalue(), mtime=0)).decode()
 
 
-def plan_runtime(stack: str, host: str, spec: RuntimeService | None,
-                 placements: list[Placement]) -> RuntimeHostPlan | None:
+def plan_runtime(stack: str, host: str, spec: RuntimeService | None, placements: list[Placement],
+                 ondemand: dict[str, OnDemand | None] | None = None) -> RuntimeHostPlan | None:
+    """`ondemand`: the recipe of each pool with a ceiling above its warm count (sandstack.plan.ondemand)."""
     if spec is None:
         return None
-    pools = {p.pool: pool_runtime(stack, p) for p in placements if p.replicas > 0}
+    ondemand = ondemand or {}
+    pools = {p.pool: pool_runtime(stack, p, ondemand.get(p.pool)) for p in placements if p.slots > 0}
     config = RuntimeConfig(host=host, pools=pools, port=spec.port, idle_cpu_ms_per_s=IDLE_CPU_MS_PER_S,
                            exit_lifetime=EXIT_LIFETIME, exit_idle=EXIT_IDLE,
+                           ondemand_labels={LABEL_STACK: stack, LABEL_HOST: host},
                            listen="0.0.0.0" if spec.exposure == "public" else "127.0.0.1")
     return RuntimeHostPlan(stack, spec, config)

@@ -42,6 +42,7 @@ class PoolPlan:
     host_address: str
     template: ResolvedTemplate
     replicas: int
+    ceiling: int  # warm and on-demand sandboxes at most (the runtime creates those above `replicas`)
     digest: str
     network: PoolNetwork
     ingress: Ingress | None
@@ -85,7 +86,7 @@ def plan_stack(spec: ResolvedStack, stack: str, component: str = COMPONENT,
             owner = spec.templates[owners[(host, template.name)]]
             if owner.name not in images:
                 images[owner.name] = _template(out, keys, component, stack, host, owner, plan, build_root)
-            _pool(out, keys, component, stack, host, pool_name, pool.replicas, template, owner, plan,
+            _pool(out, keys, component, stack, host, pool_name, pool.replicas, pool.ceiling, template, owner, plan,
                   images[owner.name], spec.hosts[host].ingress)
     return out
 
@@ -116,7 +117,7 @@ def _template(out: StackPlan, keys: HostKeys, component: str, stack: str, host: 
     return image.key
 
 
-def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str, pool: str, replicas: int,
+def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str, pool: str, replicas: int, ceiling: int,
           template: ResolvedTemplate, owner: ResolvedTemplate, plan: HostPlan, image: str,
           ingress: Ingress | None) -> None:
     base = f"{component}-{pool}.{host}"
@@ -183,9 +184,9 @@ def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str,
                                       Options(depends_on=tuple(waits),
                                               replace_on_changes=tuple(sandbox_replace_on_changes()))),
                                       about("sandbox")).key)
-    out.pools[parent] = PoolPlan(parent, pool, host, plan.address, template, replicas, digest, plan.networks[pool],
-                                 ingress, image, tuple(sandboxes), tuple(plans), tuple(seeders), secrets, data,
-                                 {v.key: d for v, d in zip(volumes, data.volumes)} if data else {})
+    out.pools[parent] = PoolPlan(parent, pool, host, plan.address, template, replicas, ceiling, digest,
+                                 plan.networks[pool], ingress, image, tuple(sandboxes), tuple(plans), tuple(seeders),
+                                 secrets, data, {v.key: d for v, d in zip(volumes, data.volumes)} if data else {})
 
 
 def _sandbox_inputs(plan: SandboxPlan, keys: HostKeys, pool: str, image: str, mounts: list[dict]) -> dict:

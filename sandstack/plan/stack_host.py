@@ -62,7 +62,8 @@ def _role(out: Tree, keys: HostKeys, plan: HostPlan, component: str, base: str, 
 
 def _container(out: Tree, keys: HostKeys, plan: HostPlan, base: str, role: str, parent: str, kind: str, *,
                container_name: str, run: RunSettings, memory_mb: int, cpus: str, command: list[str],
-               adds: tuple[str, ...] | None = None, after_guard: bool = False, **extra: Any) -> None:
+               adds: tuple[str, ...] | None = None, after_guard: bool = False, after: tuple[str, ...] = (),
+               **extra: Any) -> None:
     """A host role's container, from the infra image: no capabilities but `adds`, a read-only root, no new
     privileges, bounded memory and CPU, the host's labels with its role; replaced where the provider would only
     record a change (`host_container_replace_on_changes`)."""
@@ -71,7 +72,7 @@ def _container(out: Tree, keys: HostKeys, plan: HostPlan, base: str, role: str, 
         capabilities=inputs(drops=["ALL"], adds=list(adds) if adds is not None else None),
         security_opts=NO_NEW_PRIVILEGES, read_only=True, memory=memory_mb, memory_swap=memory_mb, cpus=cpus,
         **run_inputs(run), labels=label_list({**plan.labels, LABEL_ROLE: role}), **extra),
-        Options(depends_on=(keys.guard,) if after_guard else (),
+        Options(depends_on=((keys.guard,) if after_guard else ()) + after,
                 replace_on_changes=tuple(host_container_replace_on_changes()))), About(kind, plan.host))
 
 
@@ -132,12 +133,15 @@ def plan_host_nodes(out: Tree, stack_key: str, component: str, host: str, spec: 
               memory_mb=logger_plan.MEMORY_MB, cpus=logger_plan.CPUS, command=lg.command,
               adds=logger_plan.CAPABILITIES, network_mode="host", envs=lg.env, tmpfs=dict(logger_plan.TMPFS))
     if plan.runtime:
-        # The sessions' API: binds sessions to the declared sandboxes, never creates one.
+        # The sessions' API: binds sessions to the declared sandboxes; creates only a pool's declared on-demand slots.
         r = plan.runtime
         _role(out, keys, plan, types.RUNTIME_SERVICE, base, "runtime", kinds=("runtime", "runtime state"), volume=("state", DEFAULT_STATE_DIR),
               volume_name=r.state_volume, container_name=r.container_name, run=r.run,
               memory_mb=runtime_host.MEMORY_MB, cpus=runtime_host.CPUS, command=["sh", "-c", runtime_host.ENTRYPOINT],
               after_guard=True, network_mode="host", envs=[*r.env, Secret(r.spec.token.secret, f"{ENV_TOKEN}={{}}")],
+              # With on-demand pools it is deleted before the networks and workspace volumes its sandboxes use: its
+              # stop removes them (sandstack.runtime.ondemand.shutdown), so `pulumi destroy` can delete those.
+              after=(*keys.networks.values(), *keys.workspaces.values()) if r.ondemand else (),
               tmpfs=dict(runtime_host.TMPFS),
               mounts=[{"type": "bind", "source": runtime_host.DOCKER_SOCKET, "target": runtime_host.DOCKER_SOCKET}])
     if plan.ingress:

@@ -112,7 +112,8 @@ def summary(r: Resource) -> list[str]:
     if r.kind == "data volume":
         return [f"{p['name']} at {p['path']} (read-only)"]
     if r.kind == "pool":
-        return [f"{p['replicas']} sandboxes"]
+        ceiling = p.get("max", p["replicas"])
+        return [f"{p['replicas']} sandboxes" + (f", up to {ceiling} on demand" if ceiling > p["replicas"] else "")]
     if r.kind == "host":
         return [f"address {p['address']}"]
     return [p["name"]] if "name" in p else []

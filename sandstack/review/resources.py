@@ -108,7 +108,8 @@ def _container_props(kind: str, plan: HostPlan) -> dict[str, Any]:
         config = plan.runtime.config
         return {"name": plan.runtime.container_name, "listen": f"{config.listen}:{config.port}",
                 "token": {"secret": plan.runtime.spec.token.secret},
-                "pools": {pool: {"sandboxes": len(p.sandboxes), "workspace": p.workspace_root,
+                "pools": {pool: {"sandboxes": len(p.sandboxes), **({"max": p.ondemand.ceiling} if p.ondemand else {}),
+                                 "workspace": p.workspace_root,
                                  "idle": f"{p.idle.action} after {p.idle.after_seconds}s" if p.idle else None}
                           for pool, p in config.pools.items()}}
     if kind == "ingress":
@@ -137,7 +138,8 @@ def _template_props(kind: str, node_key: str, plan: StackPlan) -> dict[str, Any]
 def _pool_props(kind: str, node_key: str, pool: PoolPlan, plan: StackPlan) -> dict[str, Any]:
     template = pool.template
     if kind == "pool":
-        return {"replicas": pool.replicas}
+        # The ceiling only where it is above the warm count: a pool without on demand reads as before.
+        return {"replicas": pool.replicas, **({"max": pool.ceiling} if pool.ceiling > pool.replicas else {})}
     if kind == "secrets volume" and pool.secrets:
         return {"name": pool.secrets.volume}
     if kind == "secrets seeder" and pool.secrets:

@@ -38,6 +38,7 @@ from sandstack.runtime.models import (
     pattern,
 )
 from sandstack.runtime.service import Runtime
+from sandstack.runtime.session_api import add_routes as add_session_routes
 from sandstack.runtime.store import SnapshotRow
 from sandstack.runtime.workspace import ARCHIVE_FORMATS
 
@@ -292,6 +293,9 @@ def audit(request: Request, limit: int = Query(100, ge=1, le=10000)) -> Any:
     return request.app.state.audit.tail(limit)
 
 
+add_session_routes(router, _runtime, _note)  # hibernate and resume, by session
+
+
 def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | None = None,
                monitor: bool = True) -> FastAPI:
     """The API over `runtime` (None only to render the OpenAPI document)."""
@@ -308,6 +312,8 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
         stop.set()
         for thread in threads:
             thread.join(timeout=10)
+        if runtime is not None and monitor:
+            runtime.ondemand.shutdown()  # no on-demand container outlives the runtime (docs/design/ondemand.md)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

@@ -98,14 +98,19 @@ class SandboxStatus(BaseModel):
     sandbox: str = Field(description="The sandbox's container name.")
     pool: str
     host: str
-    status: Literal["idle", "bound", "paused", "resetting", "unhealthy", "quarantined", "expired"] = Field(
+    status: Literal["idle", "bound", "paused", "resetting", "unhealthy", "quarantined", "expired", "absent",
+                    "creating", "hibernated"] = Field(
         description="'quarantined': its reset failed (detail says why); the monitor retries it, and it is never "
                     "handed out until a reset succeeds. 'expired': the host guard ended it for good at its max "
-                    "lifetime or idle timeout (on_expiry 'stop'); it is not handed out again.")
+                    "lifetime or idle timeout (on_expiry 'stop'); it is not handed out again. 'absent': an "
+                    "on-demand slot with no container; 'creating': a claim is making it; 'hibernated': stopped with "
+                    "its files kept, resumed by the session's next call.")
     session: str | None
     bound_at: float | None = Field(description="When the session claimed it (Unix time).")
     from_snapshot: str | None
-    paused_by: Literal["api", "idle"] | None
+    paused_by: Literal["api", "idle", "shutdown"] | None = Field(
+        description="Who paused or hibernated it ('shutdown': an on-demand sandbox the runtime hibernated as it "
+                    "stopped).")
     idle_seconds: float | None = Field(description="Seconds since its last API or CPU activity.")
     detail: str | None = Field(description="Why it is unhealthy, quarantined or expired, or what ended its last "
                                            "session.")

@@ -24,6 +24,8 @@ class Monitor:
             if self.busy(row.name):
                 continue
             try:
+                if self.ondemand.tend(row):  # absent, creating, hibernated; on-demand ones retired
+                    continue
                 self._check(row, now)
             except DaemonUnavailable as error:
                 log.warning("monitor: %s", error)
@@ -92,6 +94,13 @@ class Monitor:
                     self.pause(row.name, by="idle")
                 except ApiError as busy:  # an exec began since the check above: activity, not an idle sandbox
                     log.info("sandbox %s not paused: %s", row.name, busy.message)
+            elif policy.action == "hibernate":
+                try:
+                    self.hibernation.hibernate(row.name, by="idle")
+                except ApiError as busy:
+                    log.info("sandbox %s not hibernated: %s", row.name, busy.message)
+            elif self.ondemand.is_slot(row.name):  # 'reset' or 'stop' of one above the warm sandboxes: retired
+                self.ondemand.retire(row.name, detail=f"retired after being idle ({policy.action})")
             elif policy.action == "reset":
                 self.store.update(row.name, status="resetting", session=None)
                 self._reset_quietly(row.name)

@@ -4,8 +4,9 @@ the monitor that enforces idle policies and resets sandboxes that died (its pass
 A sandbox moves idle → bound (claim) → [paused ↔ bound] → resetting → idle (release). One that stopped
 running while bound is marked unhealthy, and the next monitor pass resets it. A reset that could not make it
 clean leaves it quarantined, and the monitor tries again; one the host guard ended for good at a limit
-(on_expiry 'stop') is expired. Neither is handed out. Nothing here creates a sandbox: every sandbox is one the
-spec declared and the config lists (a reset's throwaway helper containers aside, docker_backend).
+(on_expiry 'stop') is expired. Neither is handed out. Every sandbox is one the spec declared and the config lists:
+the warm ones, and the on-demand slots up to a pool's ceiling, which sandstack.runtime.ondemand creates from the
+plan's recipe (a reset's throwaway helper containers aside, docker_backend).
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ from sandstack.runtime.backend import (
     WorkspaceReset,
 )
 from sandstack.runtime.errors import ApiError, conflict, not_found
+from sandstack.runtime.hibernate import Hibernation
 from sandstack.runtime.leases import Leases, holding
 from sandstack.runtime.monitor import Monitor
+from sandstack.runtime.ondemand import OnDemandSlots, provisioner_for
 from sandstack.runtime.models import ENV_NAME_PATTERN, SESSION_HINT, SESSION_PATTERN
 from sandstack.runtime.store import SandboxRow, Store
 from sandstack.runtime.workspace import Workspace
@@ -61,7 +64,7 @@ class Runtime(Monitor):
         self.backend = backend
         self.state_dir = state_dir
         self.store = Store(state_dir / "runtime.sqlite3")
-        self.store.sync_declared({pool: spec.sandboxes for pool, spec in config.pools.items()})
+        self.store.sync_declared({pool: spec.slots for pool, spec in config.pools.items()})
         self._cpu: dict[str, tuple[float, int]] = {}  # sandbox → (sampled at, CPU ns) for the idle check
         # sandbox → Docker's StartedAt first seen while bound: a restart (a crash its restart policy undid) wiped
         # the session's processes and writable paths, though the container runs again.
@@ -76,6 +79,9 @@ class Runtime(Monitor):
         # The markers of the execs running now: a timed-out command's kill spares only processes carrying one.
         self._live: Counter[str] = Counter()
         self.workspace = Workspace(self)
+        self.ondemand = OnDemandSlots(self, provisioner_for(backend))  # slots above the warm sandboxes
+        self.hibernation = Hibernation(self)
+        self.ondemand.reconcile_quietly()
 
     def _enter(self, name: str) -> None:
         with self._busy_lock:
@@ -185,6 +191,15 @@ class Runtime(Monitor):
             self.store.update(name, status="unhealthy", detail=detail)
         for name, detail in expired:
             self.store.update(name, status="expired", detail=detail)
+        if picked is None and spec.ondemand is not None:  # none warm and idle: a new one, within the ceiling
+            claimed = self.ondemand.claim(pool, session, from_snapshot)
+            if claimed is None:
+                raise self.ondemand.at_ceiling(pool)
+            picked = claimed[0]
+            if not claimed[1] or not snapshot:
+                return claimed
+            self._enter(picked.name)
+            needs_start = False
         if picked is None:
             raise self._no_capacity(pool, len(spec.sandboxes))
         try:
@@ -226,6 +241,9 @@ class Runtime(Monitor):
 
     def release(self, session: str) -> SandboxRow:
         row = self.session(session)
+        self.hibernation.discard(row.name)
+        if self.ondemand.is_slot(row.name):  # above the warm sandboxes: retired, not kept idle
+            return self.ondemand.retire(row.name)
         self.store.update(row.name, status="resetting", session=None, paused_by=None)
         try:
             self.reset(row.name)
@@ -286,6 +304,8 @@ class Runtime(Monitor):
     def usable(self, name: str) -> SandboxRow:
         """The sandbox, bound and running, for exec and files; resumes one the idle policy paused."""
         row = self.sandbox(name)
+        if row.status == "hibernated":  # the session's next use brings it back
+            row = self.hibernation.resume(name)
         if row.status == "paused" and row.paused_by == "idle":
             with self.transition(name):
                 self.backend.unpause(name)

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Literal
 
-Status = Literal["idle", "bound", "paused", "resetting", "unhealthy", "quarantined", "expired"]
+Status = Literal["idle", "bound", "paused", "resetting", "unhealthy", "quarantined", "expired", "absent", "creating",
+                 "hibernated"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sandboxes (

@@ -568,6 +568,15 @@ CASES: list[Case] = [
     Case("pools.*.replicas", 2, prepare=setting(hosts__local__runtime={"token": {"secret": "runtimeToken"}},
                                                 templates__agent__ports__0__host_port=None),
          condition=RUNTIME_HOST),
+    # A ceiling needs a runtime (which creates the sandboxes) and no secret in the environment (rule
+    # ondemand-secret-env).
+    Case("pools.*.max", 3, prepare=setting(hosts__local__runtime={"token": {"secret": "runtimeToken"}},
+                                           templates__agent__ports__0__host_port=None,
+                                           templates__agent__env__TOKEN=None, defaults__env__SHARED=None)),
+    Case("pools.*.max", 3, prepare=setting(hosts__local__ingress={"domain": "sbx.example.com"},
+                                           hosts__local__runtime={"token": {"secret": "runtimeToken"}},
+                                           templates__agent__ports=URL_PORT, templates__agent__env__TOKEN=None,
+                                           defaults__env__SHARED=None), condition=URL_PORTS),
     Case("pools.*.description", "more agents"),
     # --- policy (what `sandstack check` reports; no resource)
     Case("policy", {"production": True}),

@@ -134,6 +134,28 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
          [f"stack.yaml:35:20: $.templates.web.ports[0].host_port: host port 18080/tcp on host 'local' is claimed "
           f"by pools 'web', 'web2'; {FIXED_PORT}"]),
     ],
+    "ondemand-ceiling": [
+        ("max-below-replicas", change("    replicas: 1\n", "    replicas: 1\n    max: 0\n"),
+         ["stack.yaml:49:10: $.pools.web.max: max 0 is below replicas 1: the ceiling counts the warm sandboxes "
+          "too; give at least replicas, or leave max out"]),
+    ],
+    "ondemand-runtime": [
+        ("on-demand-without-runtime", change("        host_port: 18080\n", "", "    replicas: 1\n",
+                                             "    replicas: 1\n    max: 2\n"),
+         ["stack.yaml:46:9: $.pools.web.hosts[0]: pool 'web' may grow to max 2 on demand, but host 'local' "
+          "declares no runtime (`hosts.local.runtime`), which creates them"]),
+    ],
+    "ondemand-secret-env": [
+        ("on-demand-with-a-secret-env", change("        host_port: 18080\n", "", "    replicas: 1\n",
+                                               "    replicas: 1\n    max: 2\n", "    capacity:\n",
+                                               "    runtime:\n      token: {secret: runtimeToken}\n    capacity:\n",
+                                               "    limits:\n      profile: small\n",
+                                               "    env:\n      TOKEN: {secret: apiToken}\n    limits:\n"
+                                               "      profile: small\n"),
+         ["stack.yaml:28:14: $.templates.web.env.TOKEN: env 'TOKEN' of template 'web' is a secret, and pool 'web' "
+          "creates sandboxes on demand (max above replicas), whose settings the runtime keeps in clear; give it as "
+          "a secret file (`secrets`) instead"]),
+    ],
     "unique-ports": [
         ("container-port-twice", change("    ports:\n", "    ports:\n      - port: 8080\n"),
          ["stack.yaml:34:15: $.templates.web.ports[1].port: port 8080/tcp is declared twice"]),
@@ -471,3 +493,12 @@ def test_writable_memory_counts_the_writable_paths_the_sandbox_gets(check) -> No
 def test_writable_memory_uses_the_profile_memory_when_the_template_sets_none(check) -> None:
     text = change("      memory: 512MiB\n", "", "    memory: 256MiB\n", "    memory: 100MiB\n")
     assert lines(check(text)) == [f"stack.yaml:36:7: $.templates.web.filesystem: {FULL_TMPFS.format(100, 108)}"]
+
+
+def test_capacity_counts_the_ceiling_not_only_the_warm_sandboxes(check) -> None:
+    # 1 warm sandbox of 512MiB fits 8GiB; a ceiling of 20 does not.
+    text = change("        host_port: 18080\n", "", "    replicas: 1\n", "    replicas: 1\n    max: 20\n",
+                  "    capacity:\n", "    runtime:\n      token: {secret: runtimeToken}\n    capacity:\n")
+    assert [d.rule for d in check(text)] == ["host-capacity", "host-capacity"]
+    assert check(change("        host_port: 18080\n", "", "    replicas: 1\n", "    replicas: 1\n    max: 4\n",
+                        "    capacity:\n", "    runtime:\n      token: {secret: runtimeToken}\n    capacity:\n")) == []

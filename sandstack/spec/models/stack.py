@@ -48,9 +48,26 @@ class Pool(StrictModel):
         access=capacity("raised: more sandboxes of the same template"),
         ge=0, le=250,
     )
+    max: int | None = field(
+        None, description="The ceiling per host: sandboxes the runtime may add on demand at claim time, warm ones "
+                          "included, from the same template and settings (docs/design/ondemand.md). Unset: "
+                          "`replicas` (no on demand). At least `replicas`; above it the host needs a runtime. "
+                          "Capacity rules count the ceiling. The guard holds each slot's limits and the runtime "
+                          "its recipe, so both are renewed; so is the ingress (a site per slot) where it serves "
+                          "url ports.",
+        change=Effect(sandboxes="none", host=frozenset({"guard", "runtime"}), when=(
+            (URL_PORTS, Effect(sandboxes="none", host=frozenset({"guard", "runtime", "ingress"}))),)),
+        access=NEVER,
+        ge=0, le=250,
+    )
     description: Annotated[str, StringConstraints(max_length=500)] = field("", description="What it is for.",
                                                                           change="none",
                                                                           access=NEVER)
+
+    @property
+    def ceiling(self) -> int:
+        """Sandboxes per host at most: the warm ones and those created on demand."""
+        return self.replicas if self.max is None else max(self.max, self.replicas)
 
 
 class Stack(StrictModel):

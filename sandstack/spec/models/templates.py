@@ -266,11 +266,12 @@ class SessionPolicy(StrictModel):
         None, description="Root of the session's files, archives and snapshots. Default: the template's `workdir`, "
         "else its first writable path.", change=RUNTIME,
         access=NEVER)
-    idle: Literal["pause", "stop", "reset", "never"] = field(
+    idle: Literal["pause", "stop", "reset", "hibernate", "never"] = field(
         "pause", description="What the runtime does to a bound sandbox idle for `idle_after` (no API call, and its "
         "CPU under the idle threshold, measured from outside): 'pause' (default; the next call resumes it), 'stop' "
         "(the session ends; the sandbox is stopped and its disk workspaces emptied at once, and the next claim "
-        "starts it) or 'reset' (the session ends), or 'never'.", change=RUNTIME,
+        "starts it), 'reset' (the session ends), 'hibernate' (the container is stopped, freeing its memory and CPU, and "
+        "its files kept; the session's next call resumes it: docs/design/ondemand.md), or 'never'.", change=RUNTIME,
         access=NEVER)
     idle_after: Duration = field("15m", description="Idle time before `idle` applies. Default '15m'.", change=RUNTIME,
                                  access=NEVER)

@@ -39,13 +39,14 @@ def templates(ctx: Context) -> Iterator[tuple[JsonPath, Template]]:
 
 
 def placements(ctx: Context) -> Iterator[tuple[str, str, str, int]]:
-    """(pool, template, host, replicas) for every pool whose references exist."""
+    """(pool, template, host, sandboxes) for every pool whose references exist: its ceiling (`max`), not only its
+    warm `replicas`, so that what the runtime may create on demand fits too."""
     for pool_name, pool in ctx.stack.pools.items():
         if pool.template not in ctx.stack.templates:
             continue
         for host in dict.fromkeys(pool.hosts):
             if host in ctx.stack.hosts:
-                yield pool_name, pool.template, host, pool.replicas
+                yield pool_name, pool.template, host, pool.ceiling
 
 
 def policies(ctx: Context) -> Iterator[tuple[JsonPath, NetworkPolicy]]:

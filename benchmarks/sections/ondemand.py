@@ -1,0 +1,120 @@
+"""Issue 22's figures (Docker): a claim that creates a sandbox on demand beside a raw `docker run` of the same image
+to the same readiness probe, and hibernate → resume to a working exec of a 256 MiB sandbox, with the memory the
+hibernation freed (docs/design/ondemand.md).
+
+A stack with a runtime and one pool (1 warm sandbox, ceiling 2) is applied through the engine harness. The on-demand
+claims are timed alone (each followed by an untimed release, which retires the sandbox); the raw runs alternate with
+them, so both see the same machine: `docker run -d` with the template's probe, then the same poll for `healthy`.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from benchmarks.context import Context
+from benchmarks.measure import stat
+from benchmarks.results import Figure, Goal, SectionResult
+from benchmarks.sections import engine
+
+TITLE = "sandbox runtime: on-demand claims and hibernation (Docker)"
+PORT = 17534
+TOKEN = "benchmark-runtime-token-ondemand-01"
+PROBE = {"command": ["true"], "interval": "1s"}
+MIB = 1024 * 1024
+
+
+def _spec(debian: str) -> str:
+    from testbed.deploy import engine_spec  # Docker sections only: see engine.py
+
+    data = yaml.safe_load(engine_spec(debian, {"agent": {
+        "base_image": debian, "command": engine.SLEEPER, "limits": {"memory": "256MiB"}, "workdir": "/workspace",
+        "readiness": PROBE, "filesystem": {"writable": [{"path": "/workspace", "size": "16MiB"}]},
+        "session": {"idle": "never"},
+    }}, {"agent": {"template": "agent", "hosts": ["local"], "replicas": 1, "max": 2}}))
+    data["hosts"]["local"]["runtime"] = {"port": PORT, "token": {"secret": "runtimeToken"}}
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def _raw_run(client, image: str) -> float:
+    """ms from `docker run -d` to the probe's first `healthy`, polled as the runtime polls."""
+    started = time.perf_counter()
+    container = client.containers.run(image, engine.SLEEPER, detach=True, mem_limit="256m", labels={
+        "sandstack.benchmark": "ondemand"}, healthcheck={"test": ["CMD", *PROBE["command"]], "interval": 10**9,
+                                                         "timeout": 10**9, "retries": 3})
+    try:
+        while client.api.inspect_container(container.id)["State"].get("Health", {}).get("Status") != "healthy":
+            time.sleep(0.05)
+        return (time.perf_counter() - started) * 1000
+    finally:
+        container.remove(force=True)
+
+
+def _memory(client, name: str) -> float:
+    """MiB the container's cgroup holds now (0 when it does not run)."""
+    try:
+        stats = client.api.stats(name, stream=False)
+    except Exception:  # noqa: BLE001 -- a removed container holds nothing
+        return 0.0
+    return (stats.get("memory_stats") or {}).get("usage", 0) / MIB
+
+
+def run(ctx: Context) -> SectionResult:
+    import docker
+
+    from sandstack.client import Client
+    from testbed.deploy import Deployment
+    from testbed.harness.harness import Harness
+
+    result = SectionResult("ondemand", TITLE)
+    client = docker.from_env(timeout=120)
+    imgs = engine.images(client)
+    created, raw, resumed, held, freed = [], [], [], [], []
+    count = ctx.rounds(8, 3)
+    with tempfile.TemporaryDirectory(prefix="sandstack-bench-ondemand-") as tmp:
+        harness = Harness()
+        deployment = Deployment(harness, Path(tmp), secret_config={"runtimeToken": TOKEN})
+        try:
+            deployment.up(_spec(imgs.debian))
+            api = Client.from_outputs({"hosts": {"local": {"url": f"http://127.0.0.1:{PORT}", "token": TOKEN}},
+                                       "pools": {"agent": ["local"]}}, timeout=120)
+            warm = api.claim("agent", "bench-warm")  # held: every claim below creates the on-demand one
+            for i in range(count):
+                started = time.perf_counter()
+                box = api.claim("agent", f"bench-od-{i}")
+                created.append((time.perf_counter() - started) * 1000)
+                box.release()
+                raw.append(_raw_run(client, imgs.debian))
+            for i in range(count):
+                warm.exec(["sh", "-c", "nohup python3 -c 'x = bytearray(96 * 2**20); import time; "
+                                       "time.sleep(10**6)' >/dev/null 2>&1 &"])
+                time.sleep(1)
+                held.append(_memory(client, warm.name))
+                warm.hibernate()
+                freed.append(held[-1] - _memory(client, warm.name))
+                started = time.perf_counter()
+                warm.resume()
+                warm.exec(["true"])
+                resumed.append((time.perf_counter() - started) * 1000)
+            warm.release()
+            api.close()
+        finally:
+            harness.teardown()
+    ratios = [a / b for a, b in zip(created, raw)]
+    ctx.log(f"ondemand: claim {min(created):.0f} ms vs docker run {min(raw):.0f} ms; resume {min(resumed):.0f} ms; "
+            f"freed {min(freed):.0f} MiB")
+    result.figures += [
+        Figure("ondemand.claim_ms", f"claim creating a sandbox on demand, to healthy ({len(created)} runs)", "ms",
+               stat(created)),
+        Figure("ondemand.docker_run_ms", "raw `docker run -d` of the same image to the same probe", "ms", stat(raw)),
+        Figure("ondemand.claim_ratio", "on-demand claim / raw docker run, pair by pair", "×", stat(ratios),
+               Goal("<=", 1.2)),
+        Figure("ondemand.resume_ms", "hibernate → resume to a working exec, 256 MiB sandbox", "ms", stat(resumed),
+               Goal("<=", 2000)),
+        Figure("ondemand.memory_held_mib", "memory the sandbox held before hibernating", "MiB", stat(held)),
+        Figure("ondemand.memory_freed_mib", "memory freed by hibernating (held − after)", "MiB", stat(freed)),
+    ]
+    return result

@@ -1,0 +1,137 @@
+"""Hibernation: a bound session's sandbox stopped, its files kept, brought back on the session's next use
+(docs/design/ondemand.md).
+
+A hibernate (`POST /v1/sessions/{session}/hibernate`, or the idle action 'hibernate') copies the sandbox's tmpfs
+writable paths onto the runtime's state volume (checked as a snapshot is: sandstack.runtime.tarcheck) and stops
+the container: its processes end and its memory and CPU are the host's again. Its disk workspaces keep their files
+on their volumes. The sandbox stays the session's ('hibernated'): no other session is given it, and for an
+on-demand slot it still counts toward the pool's ceiling (its disk is still held), and its container is removed
+(made again from the slot's recipe at resume). A resume (`POST .../resume`, any
+exec, file, archive or snapshot call on the sandbox, or a request to one of its URLs through the ingress, which
+calls the runtime) starts the container, writes the tmpfs paths back and waits for its readiness probe. Processes
+are not kept: `docker checkpoint` (CRIU) needs the daemon's experimental mode, which this project's engine does not
+run (docs/design/ondemand.md says what that means). Everything is on the state volume and in SQLite, so a
+hibernated session survives a restart of the runtime.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from sandstack.runtime import scripts
+from sandstack.runtime.backend import BackendError
+from sandstack.runtime.errors import ApiError, conflict
+from sandstack.runtime.store import SandboxRow
+from sandstack.runtime.tarcheck import Checked, write_tar
+
+HIBERNATE_DIR = "hibernated"  # under the state dir: <sandbox>/<index of the writable path>.tar
+READY_POLL = 0.05
+
+
+class Hibernation:
+    def __init__(self, runtime: Any):
+        self.runtime = runtime
+        self.dir = runtime.state_dir / HIBERNATE_DIR
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def _saved(self, name: str) -> Path:
+        return self.dir / name
+
+    def hibernate(self, name: str, by: str = "api") -> SandboxRow:
+        runtime = self.runtime
+        row = runtime.sandbox(name)
+        if row.status == "hibernated":
+            return row
+        if row.status == "paused":
+            runtime.resume(name)
+        elif row.status != "bound":
+            raise conflict(f"sandbox {name!r} is {row.status}; only a bound sandbox can hibernate", sandbox=name,
+                           status=row.status)
+        with runtime.leases.pause(name), runtime.transition(name):  # 409 while an exec or a transfer runs
+            spec = runtime.pool(row.pool)
+            target = self._saved(name)
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir()
+            try:
+                for index, writable in enumerate(spec.writable):
+                    if writable.kind != "tmpfs":
+                        continue  # a disk workspace keeps its files on its volume
+                    with open(target / f"{index}.tar", "wb") as out:
+                        runtime.workspace._relay(name, writable.path, spec.download_limit_bytes,
+                                                 lambda entries: write_tar(entries, out), "hibernating",
+                                                 skip=writable.keep)
+            except OSError as error:
+                shutil.rmtree(target, ignore_errors=True)
+                raise runtime.workspace.storage_error(error, f"hibernating sandbox {name!r}") from error
+            except BaseException:
+                shutil.rmtree(target, ignore_errors=True)
+                raise
+            if runtime.ondemand.is_slot(name):
+                # Removed, not only stopped: its disk workspaces stay on their volumes (the stack's), and no
+                # container of it is left to keep a network or a volume of the stack from being deleted.
+                runtime.ondemand.provisioner.remove(name)
+            else:
+                runtime.backend.stop(name)
+            runtime._cpu.pop(name, None)
+            runtime.store.update(name, status="hibernated", paused_by=by)
+        return runtime.sandbox(name)
+
+    def resume(self, name: str) -> SandboxRow:
+        runtime = self.runtime
+        row = runtime.sandbox(name)
+        if row.status in ("bound", "paused"):
+            return runtime.resume(name) if row.status == "paused" else row
+        if row.status != "hibernated":
+            raise conflict(f"sandbox {name!r} is {row.status}; only a hibernated or paused sandbox can be resumed",
+                           sandbox=name, status=row.status)
+        spec = runtime.pool(row.pool)
+        with runtime.transition(name):
+            runtime._started.pop(name, None)  # started again by the session's own resume, not a crash's restart
+            if runtime.ondemand.is_slot(name) and runtime.backend.state(name).status == "missing":
+                runtime.ondemand.recreate(name)  # from its recipe, onto its kept disk workspaces
+            else:
+                runtime.backend.start(name)
+            self._wait_ready(name, spec)
+            saved = self._saved(name)
+            for index, writable in enumerate(spec.writable):
+                stored = saved / f"{index}.tar"
+                if writable.kind != "tmpfs" or not stored.exists():
+                    continue
+                with open(stored, "rb") as raw, runtime.workspace.spool() as tar:
+                    with tarfile.open(fileobj=raw, mode="r|") as entries:
+                        write_tar(Checked(entries, stored.stat().st_size), tar)
+                    tar.seek(0)
+                    code, stderr = runtime._run_internal(name, scripts.sh(scripts.RESTORE, *writable.keep),
+                                                         writable.path, stdin=tar)
+                if code != 0:
+                    raise ApiError(502, f"resuming sandbox {name!r}: its files at {writable.path!r} could not be "
+                                        f"written back (exit {code}): {stderr[-300:]}", sandbox=name)
+            runtime.store.update(name, status="bound", paused_by=None, last_activity=time.time())
+            shutil.rmtree(saved, ignore_errors=True)
+        return runtime.sandbox(name)
+
+    def _wait_ready(self, name: str, spec: Any) -> None:
+        """Running, and healthy where the template has a readiness probe: as a new sandbox is handed out."""
+        provisioner = self.runtime.ondemand.provisioner
+        wait = spec.ondemand.wait_seconds if spec.ondemand else 120
+        deadline = time.monotonic() + wait
+        while True:
+            if provisioner is not None:
+                status, health = provisioner.health(name)
+            else:
+                status, health = self.runtime.backend.state(name).status, None
+            if status == "running" and health in (None, "healthy"):
+                return
+            if status not in ("running", "created", "restarting") or time.monotonic() > deadline:
+                raise BackendError(f"container {name!r} did not come back ({status}"
+                                   + (f", {health}" if health else "") + ")")
+            time.sleep(READY_POLL)
+
+    def discard(self, name: str) -> None:
+        """What a hibernation kept, once the session has ended (released, reset, retired)."""
+        shutil.rmtree(self._saved(name), ignore_errors=True)
+

@@ -1,0 +1,75 @@
+"""sandstack.client with on-demand pools and hibernation, over two hosts' runtimes (fake backend)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from fastapi.testclient import TestClient
+
+from sandstack.client import Client, NoCapacity
+from tests.runtime.conftest import TOKEN
+from tests.runtime.ondemand_helpers import SLOTS, WARM, od_env
+
+OUTPUTS = {"runtime": {"hosts": {"a": {"url": "http://a.test", "token": TOKEN},
+                                 "b": {"url": "http://b.test", "token": TOKEN}},
+                       "pools": {"od": ["a", "b"]}}}
+
+
+@pytest.fixture
+def two(tmp_path):
+    envs = {"a": od_env(tmp_path / "a"), "b": od_env(tmp_path / "b")}
+
+    def factory(endpoint, timeout, headers):
+        return TestClient(envs[endpoint.name].api.app, base_url=endpoint.url, headers=headers)
+
+    yield envs, Client.from_outputs(OUTPUTS, http_factory=factory)
+    for env in envs.values():
+        env.backend.close()
+        env.audit.close()
+
+
+def test_claims_create_on_demand_then_fail_over_then_refuse_past_every_ceiling(two):
+    envs, client = two
+    sandboxes = [client.claim("od", f"chat-{i}") for i in range(6)]
+    by_host = {name: sorted(s.name for s in sandboxes if s.host.name == name) for name in envs}
+    assert by_host == {"a": [WARM, *SLOTS], "b": [WARM, *SLOTS]}
+    with pytest.raises(NoCapacity) as refused:
+        client.claim("od", "chat-7")
+    assert "is at its ceiling of 3 sandboxes" in str(refused.value)
+    assert all(s.exec(["true"])["exit_code"] == 0 for s in sandboxes)
+
+
+def test_hibernate_and_resume_through_the_client(two):
+    _, client = two
+    sandbox = client.claim("od", "chat-1")
+    sandbox.write_file("notes.txt", "kept")
+    assert sandbox.hibernate()["status"] == "hibernated"
+    assert sandbox.resume()["status"] == "bound"
+    assert sandbox.read_file("notes.txt") == b"kept"
+    sandbox.hibernate()
+    assert sandbox.exec(["cat", "notes.txt"])["stdout"] == "kept"  # the next call resumes it
+
+
+def test_a_claim_of_a_session_being_created_waits_for_it(two):
+    envs, client = two
+    host = client.hosts_for("od", "slow")[0]
+    env = envs[host]
+    assert env.claim("taken", pool="od")["sandbox"] == WARM
+    provisioner, release = env.backend.provisioner, threading.Event()
+    provisioner.health_of[SLOTS[0]] = "starting"
+
+    def ready_later() -> None:
+        release.wait(5)
+        provisioner.health_of[SLOTS[0]] = "healthy"
+
+    first = threading.Thread(target=lambda: env.api.post("/v1/sessions", json={"pool": "od", "session": "slow"}))
+    first.start()
+    while env.runtime.store.by_session("slow") is None:
+        release.wait(0.01)
+    assert env.runtime.store.by_session("slow").status == "creating"
+    threading.Timer(0.3, release.set).start()
+    threading.Thread(target=ready_later).start()
+    sandbox = client.claim("od", "slow")
+    first.join()
+    assert (sandbox.name, sandbox.info["status"]) == (SLOTS[0], "bound")

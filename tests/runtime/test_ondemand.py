@@ -1,0 +1,203 @@
+"""On-demand sandboxes and hibernation in the runtime, over the fake backend (docs/design/ondemand.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.runtime.ondemand_helpers import SLOTS, WARM, FakeProvisioner, od_config, od_env, recipe
+from sandstack.plan.runtime import IdlePolicy
+
+
+@pytest.fixture
+def od(tmp_path):
+    env = od_env(tmp_path)
+    yield env
+    env.backend.close()
+    env.audit.close()
+
+
+def test_a_claim_past_the_warm_sandbox_creates_one_from_its_slots_recipe(od):
+    assert od.claim("s-warm", pool="od")["sandbox"] == WARM
+    answer = od.claim("s-new", pool="od")
+    assert (answer["sandbox"], answer["status"]) == (SLOTS[0], "bound")
+    assert od.backend.provisioner.bodies[SLOTS[0]] == recipe().body(SLOTS[0])
+    assert od.backend.provisioner.bodies[SLOTS[0]]["HostConfig"] == {
+        "Memory": 268435456, "NanoCpus": 1000000000, "CgroupParent": f"sandstack/{SLOTS[0]}"}
+    # The same session again: the same sandbox, nothing created.
+    again = od.api.post("/v1/sessions", json={"pool": "od", "session": "s-new"})
+    assert (again.status_code, again.json()["sandbox"]) == (200, SLOTS[0])
+    assert [c for c in od.backend.calls if c[0] == "create"] == [("create", SLOTS[0])]
+
+
+def test_a_claim_past_the_ceiling_is_503_naming_pool_host_and_ceiling_and_changes_nothing(od):
+    for session in ("a", "b", "c"):
+        od.claim(session, pool="od")
+    before = [(r.name, r.status, r.session) for r in od.runtime.store.sandboxes()]
+    response = od.api.post("/v1/sessions", json={"pool": "od", "session": "d"})
+    assert response.status_code == 503
+    assert response.json() == {
+        "error": "no capacity: pool 'od' on host 'local' is at its ceiling of 3 sandboxes (1 warm, 2 on demand), "
+                 "none idle", "pool": "od", "host": "local", "ceiling": 3}
+    assert [(r.name, r.status, r.session) for r in od.runtime.store.sandboxes()] == before
+
+
+def test_an_unknown_pool_is_404_and_creates_nothing(od):
+    response = od.api.post("/v1/sessions", json={"pool": "nope", "session": "x"})
+    assert (response.status_code, response.json()["error"]) == (404, "pool 'nope' is not on host 'local'")
+    assert od.backend.provisioner.bodies == {}
+
+
+def test_a_release_retires_the_on_demand_sandbox_and_frees_its_slot(od):
+    od.claim("a", pool="od")
+    od.claim("b", pool="od")
+    od.api.put(f"/v1/sandboxes/{SLOTS[0]}/files/left.txt", content=b"of b")
+    released = od.api.delete("/v1/sessions/b")
+    assert (released.status_code, released.json()["status"], released.json()["container"]) == (200, "absent",
+                                                                                                "missing")
+    assert SLOTS[0] not in od.backend.provisioner.bodies
+    # The warm one stays, idle, after its release.
+    assert od.api.delete("/v1/sessions/a").json()["status"] == "idle"
+    # The slot is made again for the next claim past the warm one, with nothing of b's.
+    od.claim("c", pool="od")
+    answer = od.claim("d", pool="od")
+    assert answer["sandbox"] == SLOTS[0]
+    assert od.api.get(f"/v1/sandboxes/{SLOTS[0]}/files/left.txt").status_code == 404
+
+
+def test_a_failed_creation_is_503_and_leaves_the_slot_absent(od):
+    od.claim("a", pool="od")
+    od.backend.provisioner.health_of[SLOTS[0]] = "unhealthy"
+    response = od.api.post("/v1/sessions", json={"pool": "od", "session": "b"})
+    assert response.status_code == 503
+    assert response.json()["error"] == (f"no capacity: a sandbox of pool 'od' on host 'local' could not be created "
+                                        f"on demand: container '{SLOTS[0]}' is running (unhealthy)")
+    row = od.runtime.store.sandbox(SLOTS[0])
+    assert (row.status, row.session, od.backend.status[SLOTS[0]]) == ("absent", None, "missing")
+
+
+def test_a_restarted_runtime_keeps_bound_on_demand_sandboxes_and_reconciles_the_rest(od):
+    od.claim("a", pool="od")
+    od.claim("b", pool="od")
+    od.claim("c", pool="od")
+    od.api.put(f"/v1/sandboxes/{SLOTS[0]}/files/kept.txt", content=b"kept")
+    od.backend.remove(SLOTS[1])  # gone while the runtime was down
+    restarted = od.restarted()
+    assert restarted.api.get("/v1/sessions/b").json()["sandbox"] == SLOTS[0]
+    assert restarted.api.get(f"/v1/sandboxes/{SLOTS[0]}/files/kept.txt").content == b"kept"
+    assert restarted.api.get("/v1/sessions/c").status_code == 404
+    row = restarted.runtime.store.sandbox(SLOTS[1])
+    assert (row.status, row.detail) == ("absent", "its container was gone, or not yet ready, when the runtime "
+                                                  "started; session 'c' has ended")
+
+
+def test_a_changed_pool_removes_idle_old_containers_and_keeps_bound_ones_until_release(tmp_path):
+    env = od_env(tmp_path)
+    env.claim("a", pool="od")
+    env.claim("b", pool="od")
+    # A container of an older recipe, bound to no session (left by a runtime that stopped mid-release).
+    env.backend.provisioner.create(SLOTS[1], recipe("old").body(SLOTS[1]))
+    env.backend.provisioner.bodies[SLOTS[0]] = recipe("old").body(SLOTS[0])
+    changed = od_env(tmp_path, config=od_config(digest="r2"), backend=env.backend)
+    assert env.backend.status[SLOTS[1]] == "missing"
+    assert env.backend.status[SLOTS[0]] == "running"  # still session b's
+    assert changed.api.delete("/v1/sessions/b").json()["status"] == "absent"
+    assert env.backend.status[SLOTS[0]] == "missing"
+    env.backend.close()
+
+
+def test_hibernate_stops_the_sandbox_keeps_its_files_and_the_next_call_resumes_it(od):
+    od.claim("a", pool="od")
+    sandbox = od.claim("b", pool="od")["sandbox"]
+    od.api.put(f"/v1/sandboxes/{sandbox}/files/notes.txt", content=b"mine")
+    hibernated = od.api.post("/v1/sessions/b/hibernate")
+    # An on-demand sandbox's container is removed (made again at resume); a warm one's is stopped.
+    assert (hibernated.status_code, hibernated.json()["status"], hibernated.json()["container"]) == (
+        200, "hibernated", "missing")
+    warm = od.api.post("/v1/sessions/a/hibernate").json()
+    assert (warm["sandbox"], warm["status"], warm["container"]) == (WARM, "hibernated", "exited")
+    assert od.backend.cpu_usage_ns(WARM) is None  # not running: no CPU, no memory
+    # The next call for the session brings it back, files and all.
+    answer = od.api.post(f"/v1/sandboxes/{sandbox}/exec", json={"command": ["cat", "notes.txt"]})
+    assert (answer.status_code, answer.json()["stdout"]) == (200, "mine")
+    assert od.api.get("/v1/sessions/b").json()["status"] == "bound"
+
+
+def test_resume_by_session_and_after_a_restart_of_the_runtime(od):
+    sandbox = od.claim("a", pool="od")["sandbox"]
+    od.api.put(f"/v1/sandboxes/{sandbox}/files/notes.txt", content=b"before")
+    od.api.post("/v1/sessions/a/hibernate")
+    restarted = od.restarted()
+    assert restarted.api.get("/v1/sessions/a").json()["status"] == "hibernated"
+    resumed = restarted.api.post("/v1/sessions/a/resume")
+    assert (resumed.status_code, resumed.json()["status"]) == (200, "bound")
+    assert restarted.api.get(f"/v1/sandboxes/{sandbox}/files/notes.txt").content == b"before"
+
+
+def test_resume_or_hibernate_of_a_released_session_is_404_and_changes_nothing(od):
+    od.claim("a", pool="od")
+    od.api.delete("/v1/sessions/a")
+    before = [(r.name, r.status, r.session) for r in od.runtime.store.sandboxes()]
+    for action in ("resume", "hibernate"):
+        response = od.api.post(f"/v1/sessions/a/{action}")
+        assert (response.status_code, response.json()["error"]) == (404, "session 'a' is not on host 'local'")
+    assert [(r.name, r.status, r.session) for r in od.runtime.store.sandboxes()] == before
+
+
+def test_the_idle_action_hibernate(tmp_path):
+    env = od_env(tmp_path, config=od_config(idle=IdlePolicy("hibernate", 30)))
+    sandbox = env.claim("a", pool="od")["sandbox"]
+    env.api.put(f"/v1/sandboxes/{sandbox}/files/notes.txt", content=b"idle")
+    row = env.runtime.store.sandbox(sandbox)
+    env.runtime.monitor_once(now=row.last_activity + 1)  # a first CPU sample
+    env.runtime.monitor_once(now=row.last_activity + 31)
+    assert (env.runtime.store.sandbox(sandbox).status, env.backend.status[sandbox]) == ("hibernated", "exited")
+    assert env.api.get(f"/v1/sandboxes/{sandbox}/files/notes.txt").content == b"idle"
+    env.backend.close()
+    env.audit.close()
+
+
+def test_an_idle_on_demand_sandbox_is_retired_by_the_monitor(tmp_path):
+    env = od_env(tmp_path, config=od_config(idle=IdlePolicy("reset", 30)))
+    env.claim("a", pool="od")
+    sandbox = env.claim("b", pool="od")["sandbox"]
+    row = env.runtime.store.sandbox(sandbox)
+    env.runtime.monitor_once(now=row.last_activity + 1)
+    env.runtime.monitor_once(now=row.last_activity + 31)
+    assert (env.runtime.store.sandbox(sandbox).status, env.backend.status[sandbox]) == ("absent", "missing")
+    assert env.runtime.store.sandbox(WARM).status == "idle"  # the warm one: reset into the pool
+    env.backend.close()
+    env.audit.close()
+
+
+def test_a_stopping_runtime_hibernates_bound_on_demand_sandboxes_and_the_next_call_makes_them_again(od):
+    od.claim("a", pool="od")
+    sandbox = od.claim("b", pool="od")["sandbox"]
+    od.api.put(f"/v1/sandboxes/{sandbox}/files/notes.txt", content=b"across")
+    od.runtime.ondemand.shutdown()
+    assert od.backend.status[sandbox] == "missing"  # nothing left to hold the stack's networks or volumes
+    assert od.backend.status[WARM] == "running"  # a warm sandbox is the stack's: left as it is
+    row = od.runtime.store.sandbox(sandbox)
+    assert (row.status, row.session, row.paused_by) == ("hibernated", "b", "shutdown")
+    restarted = od.restarted()
+    answer = restarted.api.post(f"/v1/sandboxes/{sandbox}/exec", json={"command": ["cat", "notes.txt"]})
+    assert (answer.status_code, answer.json().get("stdout")) == (200, "across"), answer.json()
+    assert [c for c in od.backend.calls if c == ("create", sandbox)] == [("create", sandbox)] * 2
+
+
+def test_the_monitor_takes_a_resumed_or_recreated_sandbox_for_the_sessions_own(od):
+    # Its container starts anew (a new StartedAt): not a restart that wiped the session, as the monitor would read
+    # a change of StartedAt while bound.
+    od.claim("a", pool="od")
+    sandbox = od.claim("b", pool="od")["sandbox"]
+    od.runtime.monitor_once()
+    od.api.post("/v1/sessions/a/hibernate")
+    od.api.post("/v1/sessions/b/hibernate")
+    od.api.post("/v1/sessions/a/resume")
+    od.api.post("/v1/sessions/b/resume")
+    od.runtime.monitor_once()
+    assert [(r.name, r.status, r.session) for r in od.runtime.store.sandboxes()] == [
+        (WARM, "bound", "a"), (sandbox, "bound", "b"), (SLOTS[1], "absent", None)]
+    od.api.delete("/v1/sessions/b")
+    assert od.claim("c", pool="od")["sandbox"] == sandbox
+    od.runtime.monitor_once()
+    assert od.runtime.store.sandbox(sandbox).status == "bound"
