@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from sandstack.tooling.sandbox_cli import add_sandbox_commands
+from sandstack.tooling.status import add_status_command
 from sandstack.tooling.validate import EXIT_INVALID, EXIT_OK
 
 
@@ -156,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.set_defaults(func=cmd_generate)
 
     add_sandbox_commands(sub)
+    add_status_command(sub)
     return parser
 
 
