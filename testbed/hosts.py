@@ -23,13 +23,13 @@ The cgroup tree is this machine's, shared by every daemon (a real fleet has one 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -297,15 +297,15 @@ class TestHosts:
                 host.destroy()
             except Exception as error:  # noqa: BLE001 -- every host is removed, the first error raised after
                 errors.append(f"{host.name}: {error}")
+        with contextlib.suppress(OSError):
+            DATA.rmdir()  # only when empty: what another run holds stays
         if errors:
             raise RuntimeError("; ".join(errors))
 
 
-def leftovers() -> list[str]:
-    """What a run of TestHosts may leave on this machine; [] after a clean close."""
-    found = [line.split()[0] for line in _run("ip", "netns", "list").stdout.splitlines() if line.startswith("sshost")]
-    found += [line.split(":")[1].strip().split("@")[0] for line in _run("ip", "-o", "link").stdout.splitlines()
-              if line.split(":")[1].strip().startswith("sshv")]
-    if DATA.exists():
-        found += [str(p) for p in DATA.iterdir()]
-    return found
+def leftovers(hosts: list[TestHost]) -> list[str]:
+    """What of `hosts` is still on this machine (namespaces, veths, data roots); [] after a clean close."""
+    netns = {line.split()[0] for line in _run("ip", "netns", "list").stdout.splitlines() if line.strip()}
+    links = {line.split(":")[1].strip().split("@")[0] for line in _run("ip", "-o", "link").stdout.splitlines()}
+    return [thing for host in hosts for thing, there in ((host.netns, host.netns in netns), (host.veth, host.veth in links),
+                                                         (str(host.dir), host.dir.exists())) if there]

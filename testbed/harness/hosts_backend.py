@@ -17,6 +17,7 @@ it with `HostUnreachable` naming the host, while resources on the other hosts ar
 
 from __future__ import annotations
 
+import json
 import secrets
 import shutil
 import subprocess
@@ -66,7 +67,9 @@ class _Connection:
                                             ca_cert=str(workdir / "ca.pem"), verify=True)
             self.base_url = endpoint
         elif endpoint.startswith("ssh://"):
-            self.base_url = self._forward(endpoint, list(inputs.get("sshOpts") or []))
+            opts = inputs.get("sshOpts") or []
+            # Pulumi hands a provider its non-string config as JSON text.
+            self.base_url = self._forward(endpoint, json.loads(opts) if isinstance(opts, str) else list(opts))
         else:
             raise UnsupportedResourceError(f"host {endpoint}: not a transport the harness maps")
 
