@@ -65,6 +65,7 @@ class TestHost:
     dockerd: subprocess.Popen | None = None
     sshd: subprocess.Popen | None = None
     secrets: dict[str, str] = field(default_factory=dict)
+    mount_ns: str = ""  # the mount namespace's identity (/proc/PID/ns/mnt), to find what runs in it
 
     # --- where things are --------------------------------------------------------------------------
     @property
@@ -136,6 +137,7 @@ class TestHost:
              "sh", "-c", SETUP_MOUNTS],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         wait_until(lambda: self._holder_pid() is not None, timeout=10, what=f"{self.name}: its namespaces")
+        self.mount_ns = os.readlink(f"/proc/{self._holder_pid()}/ns/mnt")
         if self.kind == "tcp":
             self.secrets = _tls_material(self.dir, self.name, self.address)
         if self.kind == "ssh":
@@ -201,12 +203,28 @@ class TestHost:
                 proc.terminate()
                 proc.wait(timeout=10)
         self.stop_daemon()
+        # Whatever still runs in the host's mount namespace (an ssh session a client left open, a shim) was started
+        # by this host: it goes too, or it would keep the namespaces alive.
+        for pid in _pids_in(self.mount_ns) if self.mount_ns else ():
+            if pid != self._holder_pid():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
         if self.holder is not None and self.holder.poll() is None:
             os.killpg(self.holder.pid, signal.SIGTERM)
             self.holder.wait(timeout=10)
         _run("ip", "netns", "del", self.netns, check=False)  # takes its veth end, bridges and iptables with it
         _run("ip", "link", "del", self.veth, check=False)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _pids_in(mount_ns: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.readlink(entry / "ns" / "mnt") == mount_ns:
+                    found.append(int(entry.name))
+    return found
 
 
 def _listening(address: str, port: int) -> bool:

@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from sandstack.tooling.sandbox_cli import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, OUTPUTS_ENV, _client
+from sandstack.tooling.sandbox_cli import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, _client
 
 COLUMNS = ("warm", "bound", "hibernated", "other")
 STATUS_COLUMN = {"idle": "warm", "bound": "bound", "paused": "hibernated"}
@@ -55,7 +55,7 @@ def render_text(view: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def cmd_status(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     try:
         client = _client(args)
     except ValueError as error:
@@ -67,12 +67,3 @@ def cmd_status(args: argparse.Namespace) -> int:
         client.close()
     print(json.dumps({"hosts": view}, indent=2, sort_keys=True) if args.format == "json" else render_text(view))
     return EXIT_OK if all(info["health"] == "up" for info in view.values()) else EXIT_REFUSED
-
-
-def add_status_command(subparsers: argparse._SubParsersAction) -> None:
-    status = subparsers.add_parser("status", help="every host and pool: warm/bound/hibernated sandboxes and health, "
-                                                  "through each host's runtime (exit 0 all up, 1 a host lost)")
-    status.add_argument("--outputs", metavar="FILE", help=f"stack outputs as JSON (default: ${OUTPUTS_ENV})")
-    status.add_argument("--actor", help="who you act for, recorded in the audit log")
-    status.add_argument("--format", choices=("text", "json"), default="text")
-    status.set_defaults(func=cmd_status)

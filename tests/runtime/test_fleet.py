@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
-import httpx
 import pytest
 
 from sandstack.client import Client, HostUnavailable
-from sandstack.tooling.status import add_status_command
+from sandstack.tooling.cli import build_parser
 from tests.runtime.test_client import OUTPUTS, two_hosts  # noqa: F401 -- the fixture
 
 pytestmark = pytest.mark.usefixtures("two_hosts")
@@ -58,9 +56,7 @@ def _status(argv, outputs, factory, monkeypatch, capsys):
     monkeypatch.setattr(package.Client, "from_file",
                         classmethod(lambda cls, path, **kw: cls.from_outputs(json.loads(open(path).read()),
                                                                              http_factory=factory, **kw)))
-    parser = argparse.ArgumentParser(prog="sandstack")
-    add_status_command(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["status", "--outputs", str(outputs), *argv])
+    args = build_parser().parse_args(["status", "--outputs", str(outputs), *argv])
     return args.func(args), capsys.readouterr()
 
 
