@@ -14,6 +14,7 @@ import httpx
 
 ACTOR_HEADER = "X-Sandstack-Actor"
 CREATING_POLL = 0.1  # seconds between looks at a session another claim is creating on demand
+DOWN_FOR = 30.0  # seconds a host that did not answer is tried last by claims
 
 
 class SandstackError(Exception):
@@ -29,7 +30,7 @@ class NoCapacity(SandstackError):
 
 
 class HostUnavailable(SandstackError):
-    """No host of the pool answered at all."""
+    """A host does not answer (its sandboxes and sessions are lost while it is away), or no host of the pool did."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,11 @@ class HostClient:
         self.http = http_factory(endpoint, timeout, headers)
 
     def request(self, method: str, path: str, *, expect: str = "json", **kwargs: Any) -> Any:
-        response = self.http.request(method, path, **kwargs)
+        try:
+            response = self.http.request(method, path, **kwargs)
+        except httpx.TransportError as error:  # the host is lost (or unreachable): so is whatever runs on it
+            raise HostUnavailable(503, f"does not answer ({type(error).__name__})", {"host": self.name},
+                                  self.name) from error
         if response.status_code >= 400:
             try:
                 body = response.json()
@@ -232,6 +237,7 @@ class Client:
             raise ValueError(f"pools name hosts without a runtime endpoint: {', '.join(unknown)}")
         self.pools = {pool: list(names) for pool, names in pools.items()}
         self.timeout = timeout
+        self.down: dict[str, float] = {}  # host → when it last did not answer (claims try it last for DOWN_FOR s)
         self.hosts = {name: HostClient(endpoint, timeout=timeout, actor=actor, http_factory=http_factory)
                       for name, endpoint in hosts.items()}
 
@@ -267,15 +273,21 @@ class Client:
             return Sandbox(host, host.claim(pool, session, ref.id))
         refused: list[str] = []
         last: SandstackError | None = None
-        for name in self.hosts_for(pool, session):
+        order = self.hosts_for(pool, session)
+        now = time.monotonic()
+        # A host that did not answer lately goes last: after the first detection, a claim costs no timeout.
+        order = sorted(order, key=lambda name: name in self.down and now - self.down[name] < DOWN_FOR)
+        for name in order:
             host = self.hosts[name]
             try:
-                return Sandbox(host, self._ready(host, host.claim(pool, session)))
-            except httpx.TransportError as error:
-                refused.append(f"{name}: does not answer ({type(error).__name__})")
+                sandbox = Sandbox(host, self._ready(host, host.claim(pool, session)))
+                self.down.pop(name, None)
+                return sandbox
             except SandstackError as error:
                 if error.status != 503:
                     raise
+                if isinstance(error, HostUnavailable):
+                    self.down[name] = time.monotonic()
                 refused.append(f"{name}: {error.message}")
                 last = error
         kind = NoCapacity if isinstance(last, NoCapacity) else HostUnavailable

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from sandstack.tooling.helptext import FORMATTER, command, epilog, sentence
-from sandstack.tooling.sandbox_cli import add_sandbox_commands
+from sandstack.tooling.sandbox_cli import OUTPUTS_ENV, add_sandbox_commands
 from sandstack.tooling.validate import EXIT_INVALID, EXIT_OK
 
 
@@ -111,6 +111,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     return check.run(args, package_version())
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from sandstack.tooling import status
+
+    return status.run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sandstack", formatter_class=FORMATTER,
@@ -204,6 +210,12 @@ def build_parser() -> argparse.ArgumentParser:
     gen.set_defaults(func=cmd_generate)
 
     add_sandbox_commands(sub)
+    status = sub.add_parser("status", help="every host and pool: warm/bound/hibernated sandboxes and health, "
+                                           "through each host's runtime (exit 0 all up, 1 a host lost)")
+    status.add_argument("--outputs", metavar="FILE", help=f"stack outputs as JSON (default: ${OUTPUTS_ENV})")
+    status.add_argument("--actor", help="who you act for, recorded in the audit log")
+    status.add_argument("--format", choices=("text", "json"), default="text")
+    status.set_defaults(func=cmd_status)
     return parser
 
 

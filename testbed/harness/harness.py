@@ -289,7 +289,9 @@ class Harness:
         except HarnessError as failure:
             error = failure
         swept: dict[str, list[str]] = {}
-        if hasattr(self.backend, "api"):
+        if hasattr(self.backend, "sweep"):  # several daemons (testbed/harness/hosts_backend.py)
+            swept = self.backend.sweep(self.session_id)
+        elif hasattr(self.backend, "api"):
             from testbed.harness.teardown import sweep_session
             swept = sweep_session(self.backend.api, self.session_id)
         checks, self._after_teardown = self._after_teardown, []
