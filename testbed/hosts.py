@@ -218,6 +218,10 @@ class TestHost:
 
 
 def _pids_in(mount_ns: str) -> list[int]:
+    # A host whose namespace was never made private would name this machine's own: killing "its" processes would
+    # then kill the machine's dockerd and everything else.
+    if mount_ns == os.readlink("/proc/self/ns/mnt"):
+        raise RuntimeError(f"refusing to end the processes of {mount_ns}: it is this machine's own mount namespace")
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
