@@ -359,6 +359,9 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
         return AsciiJSON(app.openapi())
 
     app.include_router(router)
+    from sandstack.runtime import process_routes  # imported here: its routes use this module's token and paths
+
+    app.include_router(process_routes.router)
     return app
 
 

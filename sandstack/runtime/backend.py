@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import BinaryIO, Literal, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Literal, Protocol
+
+if TYPE_CHECKING:
+    from sandstack.runtime.handles import ExecHandle
 
 # Docker's own container states, as `docker inspect` names them; 'missing' when no such container exists.
 ContainerStatus = Literal["created", "running", "paused", "restarting", "removing", "exited", "dead", "missing"]
@@ -91,6 +94,12 @@ class SandboxBackend(ABC):
         container's environment. `stdin` is sent and then closed; output is written to the sinks as it
         arrives. After `timeout` seconds the call returns with exit_code None and leaves the process running
         (the caller kills it). Raises SandboxNotRunning when the container is paused or stopped."""
+
+    def spawn(self, name: str, argv: list[str], *, workdir: str, env: dict[str, str], stdout: Sink, stderr: Sink,
+              stdin: bool = False, tty: bool = False) -> "ExecHandle":
+        """Start `argv` as `exec` does and return at once: output goes to the sinks as it is written (with `tty`,
+        all of it to `stdout`), stdin stays open when `stdin` (sandstack.runtime.handles)."""
+        raise BackendError(f"{type(self).__name__} cannot start a process that outlives the call")
 
     @abstractmethod
     def cpu_usage_ns(self, name: str) -> int | None:

@@ -124,6 +124,13 @@ class DockerBackend(SandboxBackend):
                 time.sleep(0.02)
         return ExecStatus(info["ExitCode"], elapsed())
 
+    def spawn(self, name: str, argv: list[str], *, workdir: str, env: dict[str, str], stdout: Sink, stderr: Sink,
+              stdin: bool = False, tty: bool = False):
+        from sandstack.runtime.docker_exec import DockerHandle  # it imports this module's stream helpers
+
+        return DockerHandle(self.api, name, argv, workdir=workdir, env=env, stdout=stdout, stderr=stderr,
+                            stdin=stdin, tty=tty)
+
     def cpu_usage_ns(self, name: str) -> int | None:
         with _docker_errors(name):
             # The Engine's one-shot stats (API 1.41+) answer at once; the SDK's `one_shot` argument is newer than
