@@ -57,6 +57,8 @@ def cmd_exec(client, args) -> int:
         raise ValueError("give a command after '--' or --script, not both")
     script = Path(args.script).read_text(encoding="utf-8") if args.script else None
     env = dict(item.split("=", 1) for item in args.env)
+    if args.stream:
+        return _stream(client.sandbox(args.sandbox), command or None, script, args, env)
     result = client.sandbox(args.sandbox).exec(command or None, script=script, lang=args.lang, cwd=args.cwd,
                                                env=env, timeout=args.timeout)
     sys.stdout.write(result["stdout"])
@@ -64,6 +66,28 @@ def cmd_exec(client, args) -> int:
     if result.get("message"):
         print(f"sandstack: {result['message']}", file=sys.stderr)
     return result["exit_code"]
+
+
+def _stream(sandbox, command, script, args, env) -> int:
+    """The command's output as it is written (a background process followed); Ctrl-C kills it."""
+    proc = sandbox.start(command, script=script, lang=args.lang, cwd=args.cwd, env=env, timeout=args.timeout)
+    out = {"stdout": sys.stdout, "stderr": sys.stderr}
+    try:
+        for event in proc:
+            if event.kind in out:
+                out[event.kind].write(event.text)
+                out[event.kind].flush()
+            elif event.kind == "truncated":
+                print(f"sandstack: {event.data.get('stream')} passed the output limit; the rest is not kept",
+                      file=sys.stderr)
+    except KeyboardInterrupt:
+        proc.kill()
+        print(f"sandstack: interrupted: process {proc.id} killed", file=sys.stderr)
+        return 130
+    info = proc.wait()
+    if info.message:
+        print(f"sandstack: {info.message}", file=sys.stderr)
+    return info.exit_code if info.exit_code is not None else EXIT_REFUSED
 
 
 def cmd_get(client, args) -> int:
@@ -107,12 +131,12 @@ def cmd_restore(client, args) -> int:
 
 
 def cmd_pause(client, args) -> int:
-    _print(client.sandbox(args.sandbox).pause())
+    _print(client.sandbox(args.sandbox).pause().to_dict())
     return EXIT_OK
 
 
 def cmd_resume(client, args) -> int:
-    _print(client.sandbox(args.sandbox).resume())
+    _print(client.sandbox(args.sandbox).resume().to_dict())
     return EXIT_OK
 
 
@@ -186,6 +210,7 @@ def add_sandbox_commands(subparsers: argparse._SubParsersAction) -> argparse.Arg
     p.add_argument("--cwd")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--timeout", type=int)
+    p.add_argument("--stream", action="store_true", help="print the output as the command writes it")
     p.add_argument("command", nargs=argparse.REMAINDER)
     p = add("get", cmd_get, "print a file (or list a directory) of HOST/SANDBOX's workspace")
     p.add_argument("sandbox", metavar="HOST/SANDBOX")
