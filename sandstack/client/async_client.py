@@ -219,6 +219,12 @@ class AsyncSandbox:
     async def processes(self) -> list[ProcessInfo]:
         return [ProcessInfo.of(p) for p in await self.host.processes(self.name)]
 
+    def terminal(self, rows: int = 24, cols: int = 80, command: list[str] | None = None):
+        """An async context manager: a terminal (sandstack.client.terminal.AsyncTerminal)."""
+        from sandstack.client.terminal import aopen_terminal
+
+        return aopen_terminal(self.host, self.name, rows, cols, command)
+
     async def read_file(self, path: str) -> bytes:
         response = await self.host.read_file(self.name, path)
         if response.headers.get("content-type", "").startswith("application/json"):

@@ -248,6 +248,12 @@ class Sandbox:
     def processes(self) -> list[ProcessInfo]:
         return [ProcessInfo.of(p) for p in self.host.processes(self.name)]
 
+    def terminal(self, rows: int = 24, cols: int = 80, command: list[str] | None = None):
+        """A context manager: a terminal (sandstack.client.terminal.Terminal) running a shell, or `command`."""
+        from sandstack.client.terminal import open_terminal
+
+        return open_terminal(self.host, self.name, rows, cols, command)
+
     def read_file(self, path: str) -> bytes:
         response = self.host.read_file(self.name, path)
         if response.headers.get("content-type", "").startswith("application/json"):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sandstack.runtime import scripts
-from sandstack.runtime.backend import BackendError, SandboxGone, SandboxNotRunning
+from sandstack.runtime.backend import BackendError, SandboxGone, SandboxNotRunning, Sink
 from sandstack.runtime.errors import ApiError, conflict
 from sandstack.runtime.handles import ExecHandle, StdinBlocked, StdinClosed
 from sandstack.runtime.models import ENV_NAME_PATTERN
@@ -133,8 +133,9 @@ class Processes:
         return declared or cap
 
     def spawn(self, name: str, cmd: Command, *, limit: int, stdin: bool = False, tty: bool = False,
-              timeout: int | None = None, keep: bool = True) -> Process:
-        """Starts the command in the bound sandbox; `keep`: listed, and followed by a thread until it ends."""
+              timeout: int | None = None, keep: bool = True, sink: Sink | None = None) -> Process:
+        """Starts the command in the bound sandbox; `keep`: listed, and followed by a thread until it ends;
+        `sink`: where a terminal's output goes (its bytes as they are, instead of the kept text)."""
         row = self.runtime.usable(name)
         with self._lock:
             running = [p for p in self._procs.values() if p.sandbox == name and p.status == "running"]
@@ -151,7 +152,7 @@ class Processes:
         try:
             proc.handle = self.runtime.backend.spawn(
                 name, list(cmd.argv), workdir=cmd.workdir, env={**cmd.env, scripts.MARKER_ENV: marker},
-                stdout=proc.log.sink("stdout"), stderr=proc.log.sink("stderr"), stdin=stdin, tty=tty)
+                stdout=sink or proc.log.sink("stdout"), stderr=proc.log.sink("stderr"), stdin=stdin, tty=tty)
         except (SandboxNotRunning, SandboxGone) as error:
             self.runtime._unmark(marker)
             raise self.runtime.died(row, error) from error

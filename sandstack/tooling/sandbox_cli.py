@@ -90,6 +90,39 @@ def _stream(sandbox, command, script, args, env) -> int:
     return info.exit_code if info.exit_code is not None else EXIT_REFUSED
 
 
+def cmd_shell(client, args) -> int:
+    """A terminal in the sandbox on this one: raw keystrokes in, its output out, its size kept in step."""
+    import shutil
+    import signal
+    import termios
+    import threading
+    import tty
+
+    size = shutil.get_terminal_size()
+    interactive = sys.stdin.isatty()
+    saved = termios.tcgetattr(sys.stdin.fileno()) if interactive else None
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    with client.sandbox(args.sandbox).terminal(size.lines, size.columns, command or None) as term:
+        def keys() -> None:
+            while data := os.read(sys.stdin.fileno(), 4096):
+                term.send(data)
+
+        if interactive:
+            tty.setraw(sys.stdin.fileno())
+            signal.signal(signal.SIGWINCH, lambda *_: term.resize(*reversed(shutil.get_terminal_size())))
+        threading.Thread(target=keys, daemon=True).start()
+        try:
+            while True:
+                sys.stdout.buffer.write(term.recv())
+                sys.stdout.buffer.flush()
+        except EOFError:
+            pass
+        finally:
+            if saved is not None:
+                termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
+    return term.exit_code if term.exit_code is not None else EXIT_OK
+
+
 def cmd_get(client, args) -> int:
     sandbox = client.sandbox(args.sandbox)
     response = sandbox.host.read_file(sandbox.name, args.path)
@@ -211,6 +244,9 @@ def add_sandbox_commands(subparsers: argparse._SubParsersAction) -> argparse.Arg
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--timeout", type=int)
     p.add_argument("--stream", action="store_true", help="print the output as the command writes it")
+    p.add_argument("command", nargs=argparse.REMAINDER)
+    p = add("shell", cmd_shell, "a terminal in HOST/SANDBOX (a shell, or the command after --)")
+    p.add_argument("sandbox", metavar="HOST/SANDBOX")
     p.add_argument("command", nargs=argparse.REMAINDER)
     p = add("get", cmd_get, "print a file (or list a directory) of HOST/SANDBOX's workspace")
     p.add_argument("sandbox", metavar="HOST/SANDBOX")

@@ -43,7 +43,9 @@ class FakeHandle(ExecHandle):
         if tty:
             master, slave = pty.openpty()
             self.proc = subprocess.Popen([*NO_CAPABILITIES, *argv], cwd=cwd, env=environ, stdin=slave, stdout=slave,
-                                         stderr=slave, start_new_session=True, close_fds=True)
+                                         stderr=slave, start_new_session=True, close_fds=True,
+                                         # its controlling terminal, as Docker's TTY exec has one
+                                         preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
             os.close(slave)
             self._master = master
             sources = [(os.fdopen(os.dup(master), "rb", buffering=0), stdout)]
