@@ -29,6 +29,7 @@ SECTIONS = {s.name: s for s in (
     Section("gateway", True, "5"),
     Section("deploy", True, "6"),
     Section("runtime", True, "issue 12"),
+    Section("streams", True, "issue 23"),
 )}
 WITHOUT_DOCKER = [s.name for s in SECTIONS.values() if not s.docker]
 
