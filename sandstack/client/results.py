@@ -127,4 +127,5 @@ class FileEntry(_Fields):
     name: str
     type: str  # file, dir, link, other
     size: int
+    mode: str | None = None  # chmod's octal, '0644'
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)

@@ -188,11 +188,13 @@ def exec_(body: ExecRequest, request: Request, sandbox: str = _sandbox()) -> Any
             responses={200: {"model": Listing, "content": BINARY,
                              "description": "A file's bytes, or a directory's listing as JSON."}})
 def read_file(request: Request, path: str, sandbox: str = _sandbox()) -> Any:
-    runtime = _bound(request, sandbox)
-    content, entries = runtime.workspace.read(sandbox, path)
-    if entries is not None:
-        return AsciiJSON({"path": path, "entries": entries})
-    return StreamingResponse(_chunks(content), media_type="application/octet-stream")
+    from sandstack.runtime.files_stream import open_read  # streamed from the sandbox, never spooled whole
+
+    opened = open_read(_bound(request, sandbox).workspace, sandbox, path)
+    if opened.entries is not None:
+        return AsciiJSON({"path": path, "entries": opened.entries})
+    return StreamingResponse(opened.chunks, media_type="application/octet-stream",
+                             headers={} if opened.size is None else {"Content-Length": str(opened.size)})
 
 
 @router.put("/sandboxes/{sandbox}/files/{path:sandstack_file_path}", status_code=204, response_class=Response, response_model=None,

@@ -94,7 +94,7 @@ def test_sync_and_async_clients_give_the_same_results(url):
     for result in (sync, asynchronous):
         assert isinstance(result["exec"], ExecResult) and (result["exec"].stdout, result["exec"].stderr,
                                                            result["exec"].exit_code) == ("hi\n", "err\n", 2)
-        assert result["list"] == [FileEntry("f.txt", "file", 4)]
+        assert result["list"] == [FileEntry("f.txt", "file", 4, "0644")]
         assert result["stream"] == [("stdout", "1\n"), ("stdout", "2\n"), ("stdout", "3\n")]
         assert result["ended"] == ("exited", 0) and result["stdin"] == "round trip\n"
         assert result["status"] == "bound"
