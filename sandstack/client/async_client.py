@@ -168,6 +168,9 @@ class AsyncHostClient:
         return self.stream("GET", f"/v1/sandboxes/{sandbox}/processes/{process}/output",
                            params={"after": after, "follow": follow}, timeout=httpx.Timeout(30, read=None))
 
+    async def watch(self, sandbox: str, path: str = "", interval: float = 0.5) -> dict[str, Any]:
+        return await self.request("POST", f"/v1/sandboxes/{sandbox}/watch", json={"path": path, "interval": interval})
+
     async def close(self) -> None:
         await self.http.aclose()
 
@@ -218,6 +221,12 @@ class AsyncSandbox:
 
     async def processes(self) -> list[ProcessInfo]:
         return [ProcessInfo.of(p) for p in await self.host.processes(self.name)]
+
+    async def watch(self, path: str = "", interval: float = 0.5):
+        from sandstack.client.watch import AsyncWatch
+
+        return await AsyncWatch(AsyncProcess(self, ProcessInfo.of(await self.host.watch(self.name, path,
+                                                                                        interval)))).ready()
 
     def terminal(self, rows: int = 24, cols: int = 80, command: list[str] | None = None):
         """An async context manager: a terminal (sandstack.client.terminal.AsyncTerminal)."""

@@ -199,6 +199,9 @@ class HostClient:
         return self.stream("GET", f"/v1/sandboxes/{sandbox}/processes/{process}/output",
                            params={"after": after, "follow": follow}, timeout=httpx.Timeout(30, read=None))
 
+    def watch(self, sandbox: str, path: str = "", interval: float = 0.5) -> dict[str, Any]:
+        return self.request("POST", f"/v1/sandboxes/{sandbox}/watch", json={"path": path, "interval": interval})
+
     def close(self) -> None:
         self.http.close()
 
@@ -247,6 +250,12 @@ class Sandbox:
 
     def processes(self) -> list[ProcessInfo]:
         return [ProcessInfo.of(p) for p in self.host.processes(self.name)]
+
+    def watch(self, path: str = "", interval: float = 0.5):
+        """Change events under a workspace directory (sandstack.client.watch.Watch), until stopped."""
+        from sandstack.client.watch import Watch
+
+        return Watch(Process(self, ProcessInfo.of(self.host.watch(self.name, path, interval))))
 
     def terminal(self, rows: int = 24, cols: int = 80, command: list[str] | None = None):
         """A context manager: a terminal (sandstack.client.terminal.Terminal) running a shell, or `command`."""

@@ -361,10 +361,11 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
         return AsciiJSON(app.openapi())
 
     app.include_router(router)
-    from sandstack.runtime import process_routes, terminal  # imported here: they use this module's token and paths
+    from sandstack.runtime import process_routes, terminal, watch  # here: they use this module's token and paths
 
     app.include_router(process_routes.router)
     app.include_router(terminal.router)
+    app.include_router(watch.router)
     return app
 
 
