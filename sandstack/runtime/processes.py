@@ -96,8 +96,8 @@ class Processes:
         self.runtime = runtime
         self._lock = threading.Lock()
         self._procs: dict[str, Process] = {}
-        self._db = sqlite3.connect(runtime.state_dir / "processes.sqlite3", check_same_thread=False,
-                                   isolation_level=None)
+        self._db = _Db(sqlite3.connect(runtime.state_dir / "processes.sqlite3", check_same_thread=False,
+                                       isolation_level=None))
         self._db.executescript(SCHEMA)
         self._recover()
 
@@ -336,6 +336,26 @@ class Processes:
             self._db.execute("UPDATE processes SET status = 'ended', ended_at = ?, message = ? WHERE id = ?",
                              (time.time(), message, pid))
             log.warning("process %s of sandbox %s: %s", pid, name, message)
+
+
+class _Db:
+    """The connection, used by one thread at a time (request threads and the processes' followers share it)."""
+
+    def __init__(self, connection: sqlite3.Connection):
+        self._connection, self._lock = connection, threading.Lock()
+
+    def execute(self, query: str, args: tuple = ()) -> "_Rows":
+        with self._lock:
+            return _Rows(self._connection.execute(query, args).fetchall())
+
+    def executescript(self, script: str) -> None:
+        with self._lock:
+            self._connection.executescript(script)
+
+
+class _Rows(list):
+    def fetchall(self) -> list:
+        return list(self)
 
 
 def _text(output: OutputLog, stream: str) -> str:
