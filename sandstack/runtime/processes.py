@@ -231,6 +231,7 @@ class Processes:
             state = self.runtime.backend.state(name)
             if not state.running:
                 raise self.runtime.died(row, SandboxNotRunning(f"container {name!r} is {state.status}"))
+        self.runtime.store.touch(name)  # its end is the session's activity too (the idle policy reads it)
         result: dict[str, object] = {
             "stdout": _text(proc.log, "stdout"), "stderr": _text(proc.log, "stderr"),
             "exit_code": EXIT_KILLED if timed_out else proc.handle.exit_code, "duration_ms": proc.handle.duration_ms,
