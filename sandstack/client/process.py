@@ -12,16 +12,13 @@ as the host's retry policy allows in a row).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Iterator
+from typing import Any, Iterator
 
 import httpx
 
 from sandstack.client.errors import Timeout
 from sandstack.client.results import OutputEvent, ProcessInfo
 from sandstack.client.sse import events
-
-if TYPE_CHECKING:
-    from sandstack.client.client import Sandbox
 
 WAIT_CHUNK = 300  # seconds of one wait request; a longer wait is several
 
@@ -41,7 +38,7 @@ def _timed_out(info: ProcessInfo, timeout: float | None, host: str) -> Timeout:
 
 
 class Process:
-    def __init__(self, sandbox: Sandbox, info: ProcessInfo):
+    def __init__(self, sandbox: Any, info: ProcessInfo):  # a sandstack.client.client.Sandbox
         self.sandbox, self.info, self.id = sandbox, info, info.id
         self._host = sandbox.host
 

@@ -14,7 +14,6 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any, AsyncIterator, Iterator
 
 from httpx_ws import WebSocketDisconnect, aconnect_ws, connect_ws
-from wsproto.events import BytesMessage, TextMessage
 
 from sandstack.client.errors import SandstackError, Timeout, error_for
 
@@ -37,11 +36,12 @@ class _Screen:
         self.output, self.exit_code, self.closed = bytearray(), None, False
 
     def take(self, event: Any) -> bytes:
-        if isinstance(event, BytesMessage):
-            self.output += event.data
-            return bytes(event.data)
-        if isinstance(event, TextMessage):
-            message = json.loads(event.data)
+        data = getattr(event, "data", None)  # httpx-ws gives wsproto's messages: bytes or text
+        if isinstance(data, (bytes, bytearray)):
+            self.output += data
+            return bytes(data)
+        if isinstance(data, str):
+            message = json.loads(data)
             if message.get("type") == "exit":
                 self.exit_code = message.get("exit_code")
         return b""

@@ -1,4 +1,4 @@
-"""A process in a container that outlives the call that started it (sandstack.runtime.handles), on the Docker
+"""A process in a container that outlives the call that started it (sandstack.runtime.backend.ExecHandle), on the Docker
 Engine's exec API: `exec_create` (as the container's own user, with its stdin attached when asked, a TTY for a
 terminal), `exec_start` on the hijacked socket, `exec_resize`, `exec_inspect` for the exit code.
 
@@ -11,16 +11,47 @@ from __future__ import annotations
 
 import select
 import socket
+import struct
 import threading
 import time
+from contextlib import contextmanager
+from typing import Iterator
 
 import docker
+import requests
 
-from sandstack.runtime.backend import Sink
-from sandstack.runtime.docker_backend import CHUNK, STDERR, STDOUT, _copy_frames, _docker_errors
-from sandstack.runtime.handles import STDIN_TIMEOUT, ExecHandle, StdinBlocked, StdinClosed
+from sandstack.runtime.backend import (
+    STDIN_TIMEOUT,
+    BackendError,
+    DaemonUnavailable,
+    ExecHandle,
+    SandboxGone,
+    SandboxNotRunning,
+    Sink,
+    StdinBlocked,
+    StdinClosed,
+)
 
 INSPECT_BACKOFF = (0.002, 0.5)  # seconds between exit-code polls once the stream ended: first, most
+STDOUT, STDERR = 1, 2
+CHUNK = 64 * 1024
+
+
+@contextmanager
+def _docker_errors(name: str) -> Iterator[None]:
+    """Docker's exceptions as the backend's: the API turns these into 404/409/503 answers."""
+    try:
+        yield
+    except docker.errors.NotFound as error:
+        raise SandboxGone(f"container {name!r} does not exist on this host") from error
+    except docker.errors.APIError as error:
+        if error.status_code == 409:
+            raise SandboxNotRunning(f"container {name!r}: {error.explanation}") from error
+        raise BackendError(f"container {name!r}: Docker said {error.explanation}") from error
+    except (requests.exceptions.ConnectionError, requests.exceptions.Timeout, ConnectionError) as error:
+        raise DaemonUnavailable(f"the Docker daemon does not answer ({type(error).__name__})") from error
+    except docker.errors.DockerException as error:
+        raise DaemonUnavailable(f"the Docker daemon does not answer ({error})") from error
 
 
 class DockerHandle(ExecHandle):
@@ -113,3 +144,41 @@ class DockerHandle(ExecHandle):
         self.sock.close()
         self._reader.join(timeout=5)
         self._done.set()
+
+
+def _read_exactly(sock: socket.socket, n: int, deadline: float | None) -> bytes | None:
+    """n bytes, or None at end of stream; raises TimeoutError past the deadline."""
+    data = bytearray()
+    while len(data) < n:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            sock.settimeout(remaining)
+        else:
+            sock.settimeout(None)
+        chunk = sock.recv(min(n - len(data), CHUNK))
+        if not chunk:
+            return None
+        data += chunk
+    return bytes(data)
+
+
+def _copy_frames(sock: socket.socket, sinks: dict[int, Sink], deadline: float | None) -> bool:
+    """Copy Docker's multiplexed stream (8-byte header: stream type, 3 zero bytes, big-endian length) to the
+    sinks until it ends (True) or the deadline passes (False)."""
+    try:
+        while True:
+            header = _read_exactly(sock, 8, deadline)
+            if header is None:
+                return True
+            kind, length = struct.unpack(">BxxxL", header)
+            while length:
+                part = _read_exactly(sock, min(length, CHUNK), deadline)
+                if part is None:
+                    return True
+                length -= len(part)
+                if kind in sinks:
+                    sinks[kind].write(part)
+    except (TimeoutError, socket.timeout):
+        return False

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
-from sandstack.runtime.app import BINARY, ERRORS, _bound, _path, _sandbox, require_token
+from sandstack.runtime.routing import BINARY, ERRORS, _bound, _path, _sandbox, require_token
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.process_models import ProcessInfo, ProcessRequest
 from sandstack.runtime.processes import Process, dumps

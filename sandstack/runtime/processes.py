@@ -21,17 +21,14 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 from sandstack.runtime import scripts
 from sandstack.runtime.backend import BackendError, SandboxGone, SandboxNotRunning, Sink
 from sandstack.runtime.errors import ApiError, conflict
-from sandstack.runtime.handles import ExecHandle, StdinBlocked, StdinClosed
+from sandstack.runtime.backend import ExecHandle, StdinBlocked, StdinClosed
 from sandstack.runtime.models import ENV_NAME_PATTERN
 from sandstack.runtime.output import OutputLog
-
-if TYPE_CHECKING:
-    from sandstack.runtime.service import Runtime
 
 log = logging.getLogger("sandstack.runtime")
 ENV_NAME = re.compile(ENV_NAME_PATTERN.removeprefix("^").removesuffix("$"))
@@ -92,7 +89,7 @@ class Process:
 
 
 class Processes:
-    def __init__(self, runtime: Runtime):
+    def __init__(self, runtime: Any):  # sandstack.runtime.service.Runtime, which creates it
         self.runtime = runtime
         self._lock = threading.Lock()
         self._procs: dict[str, Process] = {}

@@ -27,7 +27,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, WebSocket, WebSocketDisconnect
 from fastapi.concurrency import run_in_threadpool
 
-from sandstack.runtime.app import ACTOR_HEADER, ERRORS, _sandbox, require_token
+from sandstack.runtime.routing import ACTOR_HEADER, ERRORS, _sandbox, require_token
 from sandstack.runtime.backend import BackendError
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.processes import Command, Process

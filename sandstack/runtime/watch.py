@@ -18,7 +18,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import Field
 
 from sandstack.runtime import scripts
-from sandstack.runtime.app import ERRORS, _bound, _sandbox, require_token
+from sandstack.runtime.routing import ERRORS, _bound, _sandbox, require_token
 from sandstack.runtime.models import NO_NUL, PATH_MAX, Strict, pattern
 from sandstack.runtime.process_models import ProcessInfo
 from sandstack.runtime.processes import Command

@@ -1,4 +1,4 @@
-"""The fake backend's `spawn` (sandstack.runtime.handles): a real process on this machine, its pipes (or a
+"""The fake backend's `spawn` (sandstack.runtime.backend.ExecHandle): a real process on this machine, its pipes (or a
 pseudo-terminal) read by threads into the sinks as it writes, its stdin a pipe kept open."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import threading
 import time
 
 from sandstack.runtime.backend import SandboxNotRunning
-from sandstack.runtime.handles import STDIN_TIMEOUT, ExecHandle, StdinBlocked, StdinClosed
+from sandstack.runtime.backend import STDIN_TIMEOUT, ExecHandle, StdinBlocked, StdinClosed
 
 
 class FakeHandle(ExecHandle):
