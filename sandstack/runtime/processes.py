@@ -189,7 +189,9 @@ class Processes:
         self.runtime._unmark(proc.marker)
         proc.done.set()  # before the log closes: a follower woken by the close finds it ended
         proc.log.close()
-        self._db.execute("UPDATE processes SET status = ?, exit_code = ?, ended_at = ?, message = ? WHERE id = ?",
+        # Only a row still running: a final status (a restarted runtime's 'ended') is never written over.
+        self._db.execute("UPDATE processes SET status = ?, exit_code = ?, ended_at = ?, message = ? "
+                         "WHERE id = ? AND status = 'running'",
                          (proc.status, proc.exit_code, proc.ended_at, proc.message, proc.id))
         self._forget_old(proc.sandbox)
 
@@ -324,6 +326,8 @@ class Processes:
         rows = self._db.execute("SELECT id, sandbox, session, marker FROM processes WHERE status = 'running'")
         for pid, name, session, marker in rows.fetchall():
             message = RESTARTED
+            self._db.execute("UPDATE processes SET status = 'ended', ended_at = ?, message = ? WHERE id = ?",
+                             (time.time(), message, pid))
             try:
                 row = self.runtime.store.sandbox(name)
                 if row is not None and row.session == session and self.runtime.backend.state(name).running:
@@ -331,8 +335,7 @@ class Processes:
                     self.runtime._run_internal(name, argv, "/", timeout=KILL_TIMEOUT)
             except BackendError as error:
                 message = f"{RESTARTED}; ending it failed ({error}): the release of its session ends it"
-            self._db.execute("UPDATE processes SET status = 'ended', ended_at = ?, message = ? WHERE id = ?",
-                             (time.time(), message, pid))
+                self._db.execute("UPDATE processes SET message = ? WHERE id = ?", (message, pid))
             log.warning("process %s of sandbox %s: %s", pid, name, message)
 
 
