@@ -31,6 +31,7 @@ SECTIONS = {s.name: s for s in (
     Section("runtime", True, "issue 12"),
     Section("ondemand", True, "issue 22"),
     Section("hosts", True, "issue 24"),
+    Section("streams", True, "issue 23"),
 )}
 WITHOUT_DOCKER = [s.name for s in SECTIONS.values() if not s.docker]
 

@@ -5,32 +5,30 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import quote
 
 import httpx
 
+from sandstack.client.errors import (
+    CommandFailed,
+    Conflict,
+    HostUnavailable,
+    NoCapacity,
+    NotFound,
+    SandstackError,
+    error_for,
+)
+from sandstack.client.process import Process
+from sandstack.client.results import ExecResult, FileEntry, ProcessInfo, SandboxInfo
+from sandstack.client.retry import Retry
+
 ACTOR_HEADER = "X-Sandstack-Actor"
 CREATING_POLL = 0.1  # seconds between looks at a session another claim is creating on demand
 DOWN_FOR = 30.0  # seconds a host that did not answer is tried last by claims
-
-
-class SandstackError(Exception):
-    """An error answer of a runtime: its HTTP status and the runtime's one-sentence message."""
-
-    def __init__(self, status: int, message: str, body: Mapping[str, Any] | None = None, host: str | None = None):
-        super().__init__(f"{host}: {message}" if host else message)
-        self.status, self.message, self.body, self.host = status, message, dict(body or {}), host
-
-
-class NoCapacity(SandstackError):
-    """Every host of the pool answered 503: no idle sandbox."""
-
-
-class HostUnavailable(SandstackError):
-    """A host does not answer (its sandboxes and sessions are lost while it is away), or no host of the pool did."""
 
 
 @dataclass(frozen=True)
@@ -63,33 +61,58 @@ class HostClient:
     """One host's runtime: a method per endpoint, JSON in and out; errors raise SandstackError."""
 
     def __init__(self, endpoint: HostEndpoint, *, timeout: float = 120, actor: str | None = None,
-                 http_factory: HttpFactory = _default_http):
+                 http_factory: HttpFactory = _default_http, retry: Retry = Retry()):
         self.endpoint = endpoint
         self.name = endpoint.name
+        self.retry = retry
         headers = {"Authorization": f"Bearer {endpoint.token}"}
         if actor:
             headers[ACTOR_HEADER] = actor
         self.http = http_factory(endpoint, timeout, headers)
 
     def request(self, method: str, path: str, *, expect: str = "json", **kwargs: Any) -> Any:
-        try:
-            response = self.http.request(method, path, **kwargs)
-        except httpx.TransportError as error:  # the host is lost (or unreachable): so is whatever runs on it
-            raise HostUnavailable(503, f"does not answer ({type(error).__name__})", {"host": self.name},
-                                  self.name) from error
-        if response.status_code >= 400:
+        for attempt in range(1, self.retry.attempts + 1):
+            last = attempt == self.retry.attempts
             try:
-                body = response.json()
-                message = body.get("error", response.text) if isinstance(body, dict) else response.text
-            except ValueError:
-                body, message = {}, response.text or response.reason_phrase
-            kind = NoCapacity if response.status_code == 503 and "no capacity" in message else SandstackError
-            raise kind(response.status_code, message, body if isinstance(body, dict) else {}, self.name)
+                response = self.http.request(method, path, **kwargs)
+            except httpx.TransportError as error:
+                if last or not self.retry.on_error(method, error):
+                    # The host is lost (or unreachable): so is whatever runs on it.
+                    raise HostUnavailable(503, f"does not answer ({type(error).__name__})", {"host": self.name},
+                                          self.name) from error
+                time.sleep(self.retry.delay(attempt))
+                continue
+            if response.status_code < 400:
+                break
+            error = answer_error(response, self.name)
+            if last or not self.retry.on_status(error.status, error.message):
+                raise error
+            time.sleep(self.retry.delay(attempt))
         if expect == "bytes":
             return response.content
         if expect == "response":
             return response
         return response.json() if response.content else None
+
+    @contextmanager
+    def stream(self, method: str, path: str, **kwargs: Any) -> Iterator[httpx.Response]:
+        """A response read as it comes (retried like `request` until its head arrives)."""
+        for attempt in range(1, self.retry.attempts + 1):
+            try:
+                with self.http.stream(method, path, **kwargs) as response:
+                    if response.status_code >= 400:
+                        response.read()
+                        error = answer_error(response, self.name)
+                        if attempt < self.retry.attempts and self.retry.on_status(error.status, error.message):
+                            time.sleep(self.retry.delay(attempt))
+                            continue
+                        raise error
+                    yield response
+                    return
+            except httpx.TransportError as error:
+                if attempt == self.retry.attempts or not self.retry.on_error(method, error):
+                    raise
+                time.sleep(self.retry.delay(attempt))
 
     # Sessions and sandboxes
     def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> dict[str, Any]:
@@ -162,9 +185,42 @@ class HostClient:
     def audit(self, limit: int = 100) -> list[dict[str, Any]]:
         return self.request("GET", "/v1/audit", params={"limit": limit})
 
+    # Processes
+    def start_process(self, sandbox: str, **body: Any) -> dict[str, Any]:
+        return self.request("POST", f"/v1/sandboxes/{sandbox}/processes", json=body)
+
+    def processes(self, sandbox: str) -> list[dict[str, Any]]:
+        return self.request("GET", f"/v1/sandboxes/{sandbox}/processes")
+
+    def process(self, sandbox: str, process: str) -> dict[str, Any]:
+        return self.request("GET", f"/v1/sandboxes/{sandbox}/processes/{process}")
+
+    def write_stdin(self, sandbox: str, process: str, data: bytes, close: bool = False) -> dict[str, Any]:
+        return self.request("POST", f"/v1/sandboxes/{sandbox}/processes/{process}/stdin", content=data,
+                            params={"close": close}, headers={"Content-Type": "application/octet-stream"})
+
+    def wait_process(self, sandbox: str, process: str, timeout: float) -> dict[str, Any]:
+        return self.request("POST", f"/v1/sandboxes/{sandbox}/processes/{process}/wait", params={"timeout": timeout},
+                            timeout=timeout + 30)
+
+    def kill_process(self, sandbox: str, process: str) -> dict[str, Any]:
+        return self.request("POST", f"/v1/sandboxes/{sandbox}/processes/{process}/kill")
+
+    def process_output(self, sandbox: str, process: str, after: int = 0, follow: bool = True):
+        """A context manager: the SSE response of the process's output from position `after`."""
+        return self.stream("GET", f"/v1/sandboxes/{sandbox}/processes/{process}/output",
+                           params={"after": after, "follow": follow}, timeout=httpx.Timeout(30, read=None))
+
+    def watch(self, sandbox: str, path: str = "", interval: float = 0.5) -> dict[str, Any]:
+        return self.request("POST", f"/v1/sandboxes/{sandbox}/watch", json={"path": path, "interval": interval})
+
+    def close(self) -> None:
+        self.http.close()
+
 
 class Sandbox:
-    """A claimed sandbox: every call goes to the host that holds it."""
+    """A claimed sandbox: every call goes to the host that holds it. As a context manager, it is released at the
+    end of the block."""
 
     def __init__(self, host: HostClient, info: Mapping[str, Any]):
         self.host = host
@@ -177,23 +233,59 @@ class Sandbox:
     def ref(self) -> str:
         return f"{self.host.name}/{self.name}"
 
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
     def exec(self, command: list[str] | None = None, *, script: str | None = None, lang: str = "bash",
-             cwd: str | None = None, env: Mapping[str, str] | None = None,
-             timeout: int | None = None) -> dict[str, Any]:
-        return self.host.exec(self.name, command=command, script=script, lang=lang, cwd=cwd, env=dict(env or {}),
-                              timeout=timeout)
+             cwd: str | None = None, env: Mapping[str, str] | None = None, timeout: int | None = None,
+             check: bool = False) -> ExecResult:
+        """Runs the command to its end; `check`: raise CommandFailed when it exits non-zero."""
+        result = ExecResult.of(self.host.exec(self.name, command=command, script=script, lang=lang, cwd=cwd,
+                                              env=dict(env or {}), timeout=timeout))
+        if check and result.exit_code != 0:
+            raise CommandFailed(result, self.host.name)
+        return result
+
+    def start(self, command: list[str] | None = None, *, script: str | None = None, lang: str = "bash",
+              cwd: str | None = None, env: Mapping[str, str] | None = None, timeout: int | None = None,
+              stdin: bool = False, output_limit: int | None = None) -> Process:
+        """Starts the command and returns at once: a handle to follow its output, write its stdin, wait, kill."""
+        info = self.host.start_process(self.name, command=command, script=script, lang=lang, cwd=cwd,
+                                       env=dict(env or {}), timeout=timeout, stdin=stdin, output_limit=output_limit)
+        return Process(self, ProcessInfo.of(info))
+
+    def process(self, process_id: str) -> Process:
+        return Process(self, ProcessInfo.of(self.host.process(self.name, process_id)))
+
+    def processes(self) -> list[ProcessInfo]:
+        return [ProcessInfo.of(p) for p in self.host.processes(self.name)]
+
+    def watch(self, path: str = "", interval: float = 0.5):
+        """Change events under a workspace directory (sandstack.client.watch.Watch), until stopped."""
+        from sandstack.client.watch import Watch
+
+        return Watch(Process(self, ProcessInfo.of(self.host.watch(self.name, path, interval))))
+
+    def terminal(self, rows: int = 24, cols: int = 80, command: list[str] | None = None):
+        """A context manager: a terminal (sandstack.client.terminal.Terminal) running a shell, or `command`."""
+        from sandstack.client.terminal import open_terminal
+
+        return open_terminal(self.host, self.name, rows, cols, command)
 
     def read_file(self, path: str) -> bytes:
         response = self.host.read_file(self.name, path)
         if response.headers.get("content-type", "").startswith("application/json"):
-            raise SandstackError(409, f"path {path!r} is a directory; use list_dir", host=self.host.name)
+            raise Conflict(409, f"path {path!r} is a directory; use list_dir", host=self.host.name)
         return response.content
 
-    def list_dir(self, path: str = "") -> list[dict[str, Any]]:
+    def list_dir(self, path: str = "") -> list[FileEntry]:
         response = self.host.read_file(self.name, path)
         if not response.headers.get("content-type", "").startswith("application/json"):
-            raise SandstackError(409, f"path {path!r} is a file; use read_file", host=self.host.name)
-        return response.json()["entries"]
+            raise Conflict(409, f"path {path!r} is a file; use read_file", host=self.host.name)
+        return [FileEntry.of(entry) for entry in response.json()["entries"]]
 
     def write_file(self, path: str, data: bytes | str) -> None:
         self.host.write_file(self.name, path, data.encode() if isinstance(data, str) else data)
@@ -211,46 +303,45 @@ class Sandbox:
     def restore(self, snapshot: SnapshotRef | str) -> dict[str, Any]:
         return self.host.restore(self.name, snapshot.id if isinstance(snapshot, SnapshotRef) else snapshot)
 
-    def pause(self) -> dict[str, Any]:
-        return self.host.pause(self.name)
+    def pause(self) -> SandboxInfo:
+        return SandboxInfo.of(self.host.pause(self.name))
 
-    def resume(self) -> dict[str, Any]:
+    def resume(self) -> SandboxInfo:
         """Back from a pause or a hibernation (by the session: the runtime knows which)."""
-        return self.host.resume_session(self.session)
+        return SandboxInfo.of(self.host.resume_session(self.session))
 
-    def hibernate(self) -> dict[str, Any]:
+    def hibernate(self) -> SandboxInfo:
         """Stop it and keep its files (memory and CPU freed); any later call resumes it."""
-        return self.host.hibernate(self.session)
+        return SandboxInfo.of(self.host.hibernate(self.session))
 
-    def status(self) -> dict[str, Any]:
-        return self.host.status(self.name)
+    def status(self) -> SandboxInfo:
+        return SandboxInfo.of(self.host.status(self.name))
 
-    def release(self) -> dict[str, Any]:
-        return self.host.release(self.session)
+    def release(self) -> SandboxInfo:
+        return SandboxInfo.of(self.host.release(self.session))
 
 
 class Client:
+    """Every host of a stack's runtime; as a context manager, its connections are closed at the end."""
+
     def __init__(self, hosts: Mapping[str, HostEndpoint], pools: Mapping[str, list[str]], *, timeout: float = 120,
-                 actor: str | None = None, http_factory: HttpFactory = _default_http):
+                 actor: str | None = None, http_factory: HttpFactory = _default_http, retry: Retry = Retry()):
         unknown = sorted({h for names in pools.values() for h in names} - set(hosts))
         if unknown:
             raise ValueError(f"pools name hosts without a runtime endpoint: {', '.join(unknown)}")
         self.pools = {pool: list(names) for pool, names in pools.items()}
         self.timeout = timeout
         self.down: dict[str, float] = {}  # host → when it last did not answer (claims try it last for DOWN_FOR s)
-        self.hosts = {name: HostClient(endpoint, timeout=timeout, actor=actor, http_factory=http_factory)
+        self.hosts = {name: HostClient(endpoint, timeout=timeout, actor=actor, http_factory=http_factory,
+                                       retry=retry)
                       for name, endpoint in hosts.items()}
 
     @classmethod
     def from_outputs(cls, outputs: Mapping[str, Any], **kwargs: Any) -> Client:
         """From stack outputs: `{"hosts": {host: {"url", "token"}}, "pools": {pool: [host, ...]}}`, at the top
         level or under a `runtime` key (`pulumi stack output --json --show-secrets`)."""
-        data = outputs.get("runtime", outputs)
-        try:
-            hosts = {name: HostEndpoint(name, h["url"], h["token"]) for name, h in data["hosts"].items()}
-            return cls(hosts, data["pools"], **kwargs)
-        except (KeyError, TypeError) as error:
-            raise ValueError(f"stack outputs lack the runtime's hosts and pools ({error})") from error
+        hosts, pools = parse_outputs(outputs)
+        return cls(hosts, pools, **kwargs)
 
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> Client:
@@ -259,11 +350,7 @@ class Client:
     def hosts_for(self, pool: str, session: str) -> list[str]:
         """The pool's hosts in the order a claim tries them: rotated by the session id, so the same session
         goes to the same host first (its claim is idempotent there) and sessions spread over the hosts."""
-        if pool not in self.pools:
-            raise SandstackError(404, f"pool {pool!r} is not in the stack outputs", {"pool": pool})
-        hosts = self.pools[pool]
-        start = int(hashlib.sha256(session.encode()).hexdigest(), 16) % len(hosts)
-        return hosts[start:] + hosts[:start]
+        return hosts_in_order(self.pools, pool, session)
 
     def claim(self, pool: str, session: str, from_snapshot: SnapshotRef | str | None = None) -> Sandbox:
         """A sandbox of `pool` for `session`; with a snapshot (SnapshotRef or 'host/snap-id'), on its host."""
@@ -305,7 +392,7 @@ class Client:
 
     def host(self, name: str) -> HostClient:
         if name not in self.hosts:
-            raise SandstackError(404, f"host {name!r} is not in the stack outputs", {"host": name})
+            raise NotFound(404, f"host {name!r} is not in the stack outputs", {"host": name})
         return self.hosts[name]
 
     def sandbox(self, ref: str) -> Sandbox:
@@ -317,6 +404,38 @@ class Client:
     def close(self) -> None:
         for host in self.hosts.values():
             host.http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def parse_outputs(outputs: Mapping[str, Any]) -> tuple[dict[str, HostEndpoint], dict[str, list[str]]]:
+    data = outputs.get("runtime", outputs)
+    try:
+        return {name: HostEndpoint(name, h["url"], h["token"]) for name, h in data["hosts"].items()}, data["pools"]
+    except (KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"stack outputs lack the runtime's hosts and pools ({error})") from error
+
+
+def hosts_in_order(pools: Mapping[str, list[str]], pool: str, session: str) -> list[str]:
+    if pool not in pools:
+        raise NotFound(404, f"pool {pool!r} is not in the stack outputs", {"pool": pool})
+    hosts = pools[pool]
+    start = int(hashlib.sha256(session.encode()).hexdigest(), 16) % len(hosts)
+    return hosts[start:] + hosts[:start]
+
+
+def answer_error(response: httpx.Response, host: str) -> SandstackError:
+    """The typed error of a runtime's error answer (sandstack.client.errors)."""
+    try:
+        body = response.json()
+        message = body.get("error", response.text) if isinstance(body, dict) else response.text
+    except ValueError:
+        body, message = {}, response.text or response.reason_phrase
+    return error_for(response.status_code, message, body if isinstance(body, dict) else {}, host)
 
 
 def _file_path(path: str) -> str:

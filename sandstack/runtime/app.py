@@ -37,28 +37,26 @@ from sandstack.runtime.models import (
     Snapshot,
     pattern,
 )
+from sandstack.runtime.routing import (
+    ACTOR_HEADER,
+    BINARY,
+    ERRORS,
+    _bound,
+    _note,
+    _path,
+    _runtime,
+    _sandbox,
+    bearer,
+    require_token,
+)
 from sandstack.runtime.service import Runtime
 from sandstack.runtime.session_api import add_routes as add_session_routes
 from sandstack.runtime.store import SnapshotRow
 from sandstack.runtime.workspace import ARCHIVE_FORMATS
+from sandstack.runtime import process_routes, terminal, watch
 
 log = logging.getLogger("sandstack.runtime")
 VERSION = "1"
-ACTOR_HEADER = "X-Sandstack-Actor"  # who the caller acts for (a user, an agent run): recorded, not trusted
-bearer = HTTPBearer(auto_error=False, description="The host's runtime token (a Pulumi secret).")
-ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Error}
-                                           for code in (400, 401, 403, 404, 409, 413, 422, 502, 503, 504, 507)}
-BINARY = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
-
-
-def _path(description: str, regex: str) -> Any:
-    return Path(description=description, **pattern(regex))
-
-
-def _sandbox() -> Any:
-    return _path("The sandbox's container name.", SANDBOX_PATTERN)
-
-
 class FilePath(Convertor):
     """A file path in the workspace, slashes and every other character included: Starlette's own `path`
     convertor ('.*') stops at a newline, so a listed name holding one could not be read, written or deleted."""
@@ -73,26 +71,6 @@ class FilePath(Convertor):
 
 
 register_url_convertor("sandstack_file_path", FilePath())
-
-
-def _runtime(request: Request) -> Runtime:
-    return request.app.state.runtime
-
-
-def _note(request: Request, *, session: str | None = None, sandbox: str | None = None) -> None:
-    """What the audit line of this call names."""
-    if session is not None:
-        request.state.session = session
-    if sandbox is not None:
-        request.state.sandbox = sandbox
-
-
-def require_token(request: Request, credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> None:
-    expected: str = request.app.state.token
-    given = credentials.credentials if credentials and credentials.scheme.lower() == "bearer" else ""
-    # Constant time: how much of a guess matched must not show in the response time.
-    if not hmac.compare_digest(given.encode(), expected.encode()):
-        raise ApiError(401, "unauthorized")
 
 
 def _snapshot(row: SnapshotRow) -> dict[str, Any]:
@@ -171,12 +149,6 @@ def get_sandbox(request: Request, sandbox: str = _sandbox()) -> Any:
     return runtime.describe(row)
 
 
-def _bound(request: Request, sandbox: str) -> Runtime:
-    runtime = _runtime(request)
-    _note(request, sandbox=sandbox, session=runtime.sandbox(sandbox).session)
-    return runtime
-
-
 @router.post("/sandboxes/{sandbox}/exec", response_model=ExecResult, operation_id="exec", name="exec")
 def exec_(body: ExecRequest, request: Request, sandbox: str = _sandbox()) -> Any:
     """Run a command (argv) or a script; stdout, stderr, exit code and duration come back."""
@@ -189,11 +161,13 @@ def exec_(body: ExecRequest, request: Request, sandbox: str = _sandbox()) -> Any
             responses={200: {"model": Listing, "content": BINARY,
                              "description": "A file's bytes, or a directory's listing as JSON."}})
 def read_file(request: Request, path: str, sandbox: str = _sandbox()) -> Any:
-    runtime = _bound(request, sandbox)
-    content, entries = runtime.workspace.read(sandbox, path)
-    if entries is not None:
-        return AsciiJSON({"path": path, "entries": entries})
-    return StreamingResponse(_chunks(content), media_type="application/octet-stream")
+    from sandstack.runtime.files_stream import open_read  # streamed from the sandbox, never spooled whole
+
+    opened = open_read(_bound(request, sandbox).workspace, sandbox, path)
+    if opened.entries is not None:
+        return AsciiJSON({"path": path, "entries": opened.entries})
+    return StreamingResponse(opened.chunks, media_type="application/octet-stream",
+                             headers={} if opened.size is None else {"Content-Length": str(opened.size)})
 
 
 @router.put("/sandboxes/{sandbox}/files/{path:sandstack_file_path}", status_code=204, response_class=Response, response_model=None,
@@ -365,6 +339,9 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
         return AsciiJSON(app.openapi())
 
     app.include_router(router)
+    app.include_router(process_routes.router)
+    app.include_router(terminal.router)
+    app.include_router(watch.router)
     return app
 
 

@@ -11,6 +11,7 @@ the workspace lives (moby/moby#22020), and run as root instead of the sandbox's 
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import BinaryIO, Literal, Protocol
@@ -92,6 +93,12 @@ class SandboxBackend(ABC):
         arrives. After `timeout` seconds the call returns with exit_code None and leaves the process running
         (the caller kills it). Raises SandboxNotRunning when the container is paused or stopped."""
 
+    def spawn(self, name: str, argv: list[str], *, workdir: str, env: dict[str, str], stdout: Sink, stderr: Sink,
+              stdin: bool = False, tty: bool = False) -> ExecHandle:
+        """Start `argv` as `exec` does and return at once: output goes to the sinks as it is written (with `tty`,
+        all of it to `stdout`), stdin stays open when `stdin` (ExecHandle, below)."""
+        raise BackendError(f"{type(self).__name__} cannot start a process that outlives the call")
+
     @abstractmethod
     def cpu_usage_ns(self, name: str) -> int | None:
         """Total CPU time the container's processes used, in nanoseconds (None when it is not running)."""
@@ -126,3 +133,50 @@ class WorkspaceReset:
     path: str  # where the sandbox mounts the disk workspace
     keep: tuple[str, ...]  # top-level names the filesystem owns (lost+found): kept
     seed: bool  # fill it again from the image's content at `path`
+
+
+# A process started in a sandbox that runs on after the call that started it (`spawn`): its output is copied to
+# sinks as it is written by a thread of the handle's own, its stdin stays open for writes, a terminal's size can be
+# set. Blocking exec, background processes and terminals all run through it (sandstack.runtime.processes).
+STDIN_TIMEOUT = 30  # seconds a write to stdin may wait for the process to read
+
+
+class StdinClosed(BackendError):
+    """The process's stdin is closed (by the caller, or because the process ended)."""
+
+
+class StdinBlocked(BackendError):
+    """The process did not read its stdin within STDIN_TIMEOUT."""
+
+
+class ExecHandle(ABC):
+    """One running exec. `wait` returns once the output has ended and the process has exited (or the time is up);
+    `close` releases the connection without ending the process (a kill goes through the marker, by the caller)."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.ended: float | None = None
+        self.exit_code: int | None = None  # None while running, or when Docker could not tell (container gone)
+
+    @abstractmethod
+    def write(self, data: bytes) -> None:
+        """Bytes to the process's stdin; raises StdinClosed or StdinBlocked."""
+
+    @abstractmethod
+    def close_stdin(self) -> None:
+        """EOF on the process's stdin."""
+
+    def resize(self, rows: int, cols: int) -> None:
+        raise BackendError("this process has no terminal to resize")
+
+    @abstractmethod
+    def wait(self, timeout: float | None) -> bool:
+        """True once the process has ended and its output has been copied; False when `timeout` passed first."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop reading and release the connection."""
+
+    @property
+    def duration_ms(self) -> int:
+        return int(((self.ended or time.monotonic()) - self.started) * 1000)

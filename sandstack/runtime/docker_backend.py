@@ -29,10 +29,9 @@ from sandstack.runtime.backend import (
     Sink,
     WorkspaceReset,
 )
+from sandstack.runtime.docker_exec import CHUNK, STDERR, STDOUT, DockerHandle, _copy_frames, _docker_errors
 from sandstack.runtime.scripts import CLEAN
 
-STDOUT, STDERR = 1, 2
-CHUNK = 64 * 1024
 API_TIMEOUT = 30  # seconds for every call but a running exec's stream (which has its own deadline)
 STOP_GRACE = 10  # seconds Docker waits after SIGTERM before SIGKILL on restart and stop
 CLEAN_TIMEOUT = 300  # seconds the throwaway container that empties a disk workspace may take
@@ -41,23 +40,6 @@ CLEAN_MOUNT = "/sandstack-reset"  # where that container mounts the workspace (n
 # `chmod 555`/`000`, FOWNER removes another user's file from the sticky root. Nothing else: no network, a
 # read-only root, no new privileges.
 CLEAN_CAPABILITIES = ["DAC_OVERRIDE", "FOWNER"]
-
-
-@contextmanager
-def _docker_errors(name: str) -> Iterator[None]:
-    """Docker's exceptions as the backend's: the API turns these into 404/409/503 answers."""
-    try:
-        yield
-    except docker.errors.NotFound as error:
-        raise SandboxGone(f"container {name!r} does not exist on this host") from error
-    except docker.errors.APIError as error:
-        if error.status_code == 409:
-            raise SandboxNotRunning(f"container {name!r}: {error.explanation}") from error
-        raise BackendError(f"container {name!r}: Docker said {error.explanation}") from error
-    except (requests.exceptions.ConnectionError, requests.exceptions.Timeout, ConnectionError) as error:
-        raise DaemonUnavailable(f"the Docker daemon does not answer ({type(error).__name__})") from error
-    except docker.errors.DockerException as error:
-        raise DaemonUnavailable(f"the Docker daemon does not answer ({error})") from error
 
 
 class DockerBackend(SandboxBackend):
@@ -123,6 +105,11 @@ class DockerBackend(SandboxBackend):
                     break
                 time.sleep(0.02)
         return ExecStatus(info["ExitCode"], elapsed())
+
+    def spawn(self, name: str, argv: list[str], *, workdir: str, env: dict[str, str], stdout: Sink, stderr: Sink,
+              stdin: bool = False, tty: bool = False):
+        return DockerHandle(self.api, name, argv, workdir=workdir, env=env, stdout=stdout, stderr=stderr,
+                            stdin=stdin, tty=tty)
 
     def cpu_usage_ns(self, name: str) -> int | None:
         with _docker_errors(name):
@@ -214,41 +201,3 @@ def _send(sock: socket.socket, stdin: BinaryIO) -> None:
         sock.shutdown(socket.SHUT_WR)
     except (BrokenPipeError, ConnectionResetError):
         pass  # the process exited without reading all of it (a refused path): its status says why
-
-
-def _read_exactly(sock: socket.socket, n: int, deadline: float | None) -> bytes | None:
-    """n bytes, or None at end of stream; raises TimeoutError past the deadline."""
-    data = bytearray()
-    while len(data) < n:
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError
-            sock.settimeout(remaining)
-        else:
-            sock.settimeout(None)
-        chunk = sock.recv(min(n - len(data), CHUNK))
-        if not chunk:
-            return None
-        data += chunk
-    return bytes(data)
-
-
-def _copy_frames(sock: socket.socket, sinks: dict[int, Sink], deadline: float | None) -> bool:
-    """Copy Docker's multiplexed stream (8-byte header: stream type, 3 zero bytes, big-endian length) to the
-    sinks until it ends (True) or the deadline passes (False)."""
-    try:
-        while True:
-            header = _read_exactly(sock, 8, deadline)
-            if header is None:
-                return True
-            kind, length = struct.unpack(">BxxxL", header)
-            while length:
-                part = _read_exactly(sock, min(length, CHUNK), deadline)
-                if part is None:
-                    return True
-                length -= len(part)
-                if kind in sinks:
-                    sinks[kind].write(part)
-    except (TimeoutError, socket.timeout):
-        return False

@@ -151,6 +151,8 @@ class Entry(BaseModel):
     type: Literal["file", "dir", "link", "other"]
     size: int = Field(description="Bytes (0 for what is not a regular file); known even for a file its mode "
                                   "does not let the sandbox read.")
+    mode: str | None = Field(None, description="Permission bits as chmod's octal, four digits ('0644', '2755'); "
+                                               "null when the sandbox's ls gave none.")
 
 
 class Listing(BaseModel):

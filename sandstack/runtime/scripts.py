@@ -42,25 +42,31 @@ if [ -z "$missing" ] && {{ [ -b "$real" ] || [ -c "$real" ] || [ -p "$real" ] ||
 fi
 """
 
-# stdout: the file's bytes; or, for a directory, one `TYPE SIZE NAME` record per entry, NUL-terminated.
+# stdout: `F SIZE` and a newline, then the file's bytes (SIZE: ls's, so a reader can refuse a file past its bound
+# before a byte of it is read, and announce its length); or `D`, then one `TYPE SIZE PERMS NAME` record per entry
+# (PERMS: ls's `-rwxr-xr-x`), NUL-terminated.
 READ = _CHECK + rf"""
 [ -z "$missing" ] || exit {NOT_FOUND}
 [ -r "$real" ] || exit {NOT_READABLE}
 if [ -d "$real" ]; then
     [ -x "$real" ] || exit {NOT_READABLE}
     cd -- "$real" || exit {NOT_FOUND}
+    printf D
     for f in * .[!.]* ..?*; do
         [ -e "$f" ] || [ -L "$f" ] || continue
+        # ls, not wc: the size and mode of a file the sandbox may not read (chmod 000) are known all the same.
+        info=$(set -f; set -- $(ls -lnd -- "$f" 2>/dev/null); echo "${{1:-?}} ${{5:-0}}")
         if [ -L "$f" ]; then kind=link size=0
         elif [ -d "$f" ]; then kind=dir size=0
-        # ls, not wc: the size of a file the sandbox may not read (chmod 000) is known all the same.
-        elif [ -f "$f" ]; then kind=file size=$(set -f; set -- $(ls -lnd -- "$f"); echo "${{5:-0}}")
+        elif [ -f "$f" ]; then kind=file size=${{info#* }}
         else kind=other size=0
         fi
-        printf '%s %s %s\0' "$kind" "$size" "$f"
+        printf '%s %s %s %s\0' "$kind" "$size" "${{info%% *}}" "$f"
     done
     exit {IS_DIRECTORY}
 fi
+set -f; set -- $(ls -lnd -- "$real"); set +f
+printf 'F %s\n' "${{5:-0}}"
 exec cat -- "$real"
 """
 
@@ -88,6 +94,8 @@ parent=$(dirname -- "$missing" && echo .) || exit {NOT_DIRECTORY}
 mkdir -p -- "${{parent%?.}}" || exit {NOT_DIRECTORY}
 store "$missing"
 """
+
+READ_HEADER = 32  # bytes READ writes before a file's content at most: `F`, a space, a size, a newline
 
 # Removes the path itself (a symlink, not what it points to; a directory with its contents).
 DELETE = _CHECK + rf"""

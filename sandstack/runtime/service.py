@@ -30,7 +30,6 @@ from sandstack.runtime.backend import (
     DaemonUnavailable,
     SandboxBackend,
     SandboxGone,
-    SandboxNotRunning,
     WorkspaceReset,
 )
 from sandstack.runtime.errors import ApiError, conflict, not_found
@@ -39,6 +38,7 @@ from sandstack.runtime.leases import Leases, holding
 from sandstack.runtime.monitor import Monitor
 from sandstack.runtime.ondemand import OnDemandSlots, provisioner_for
 from sandstack.runtime.models import ENV_NAME_PATTERN, SESSION_HINT, SESSION_PATTERN
+from sandstack.runtime.processes import Processes
 from sandstack.runtime.store import SandboxRow, Store
 from sandstack.runtime.workspace import Workspace
 
@@ -46,15 +46,7 @@ log = logging.getLogger("sandstack.runtime")
 
 # fullmatch: a pattern's '$' lets Python's re take a trailing newline.
 SESSION_ID = re.compile(SESSION_PATTERN.removeprefix("^").removesuffix("$"))
-ENV_NAME = re.compile(ENV_NAME_PATTERN.removeprefix("^").removesuffix("$"))
-INTERPRETERS = {"bash": ["bash", "-c"], "python": ["python3", "-c"]}
-KILL_TIMEOUT = 15  # seconds for the exec that kills a timed-out command's processes
-EXIT_KILLED = 137  # 128 + SIGKILL: what a timed-out command's exit code reads
 OUT_OF_SERVICE = ("quarantined", "expired", "unhealthy", "resetting")  # never handed out
-
-
-def truncation_marker(stream: str, kept: int, dropped: int) -> str:
-    return f"\n[sandstack: {stream} truncated: {dropped} bytes dropped after the first {kept}]"
 
 
 class Runtime(Monitor):
@@ -82,6 +74,7 @@ class Runtime(Monitor):
         self.ondemand = OnDemandSlots(self, provisioner_for(backend))  # slots above the warm sandboxes
         self.hibernation = Hibernation(self)
         self.ondemand.reconcile_quietly()
+        self.processes = Processes(self)  # after the store: it ends what a previous run left running
 
     def _enter(self, name: str) -> None:
         with self._busy_lock:
@@ -103,15 +96,21 @@ class Runtime(Monitor):
 
     @contextmanager
     def _marked(self, marker: str) -> Iterator[None]:
-        with self._busy_lock:
-            self._live[marker] += 1
+        self._mark(marker)
         try:
             yield
         finally:
-            with self._busy_lock:
-                self._live[marker] -= 1
-                if self._live[marker] <= 0:
-                    del self._live[marker]
+            self._unmark(marker)
+
+    def _mark(self, marker: str) -> None:
+        with self._busy_lock:
+            self._live[marker] += 1
+
+    def _unmark(self, marker: str) -> None:
+        with self._busy_lock:
+            self._live[marker] -= 1
+            if self._live[marker] <= 0:
+                del self._live[marker]
 
     def live_markers(self) -> list[str]:
         with self._busy_lock:
@@ -262,6 +261,7 @@ class Runtime(Monitor):
 
     def _reset(self, name: str, *, start: bool = True, detail: str | None = None) -> None:
         spec = self.pool(self.sandbox(name).pool)
+        self.processes.end_session(name, "its session ended: the sandbox was reset, which stopped it")
         state = self.backend.state(name)
         if state.status == "missing":
             raise SandboxGone(f"container {name!r} does not exist on this host")
@@ -338,49 +338,10 @@ class Runtime(Monitor):
     @holding  # no pause while it runs
     def exec(self, name: str, *, command: list[str] | None, script: str | None, lang: str, cwd: str | None,
              env: dict[str, str], timeout: int | None) -> dict[str, object]:
-        if (command is None) == (script is None):
-            raise ApiError(422, "give exactly one of 'command' (an argv list) or 'script'")
-        if command is not None and not command:
-            raise ApiError(422, "'command' must not be empty")
-        if script is not None and lang not in INTERPRETERS:
-            raise ApiError(422, f"'lang' {lang!r} is not one of {', '.join(INTERPRETERS)}")
-        bad = [key for key in env if not ENV_NAME.fullmatch(key) or key == scripts.MARKER_ENV]
-        if bad:
-            raise ApiError(422, f"env names {bad!r} are not allowed", names=bad)
-        limit = self.config.exec_max_timeout_seconds
-        timeout = self.config.exec_timeout_seconds if timeout is None else timeout
-        if not 1 <= timeout <= limit:
-            raise ApiError(422, f"'timeout' {timeout} must be 1-{limit} seconds")
-        row = self.usable(name)
-        root = self.pool(row.pool).workspace_root
-        workdir = root if not cwd else cwd if cwd.startswith("/") else f"{root}/{cwd}"
-        argv = command if command is not None else [*INTERPRETERS[lang], script]
-        marker = uuid.uuid4().hex
-        # On the kernel's boot clock, which the sandbox's process start times count in (no time namespace between).
-        started_cs = str(int(time.clock_gettime(time.CLOCK_BOOTTIME) * 100))
-        out, err = CappedBuffer(self.config.output_limit_bytes), CappedBuffer(self.config.output_limit_bytes)
-        try:
-            with self._marked(marker):
-                status = self.backend.exec(name, list(argv), workdir=workdir,
-                                           env={**env, scripts.MARKER_ENV: marker}, stdout=out, stderr=err,
-                                           timeout=timeout)
-            timed_out = status.exit_code is None
-            if timed_out:
-                # Its start, so that the kill finds what the command started even where the marker did not follow.
-                self._run_internal(name, scripts.sh(scripts.KILL_EXEC, marker, started_cs, *self.live_markers()),
-                                   "/", timeout=KILL_TIMEOUT)
-        except (SandboxNotRunning, SandboxGone) as error:
-            raise self.died(row, error) from error
-        self.store.touch(name)
-        result: dict[str, object] = {
-            "stdout": _text(out, "stdout"), "stderr": _text(err, "stderr"),
-            "exit_code": EXIT_KILLED if timed_out else status.exit_code, "duration_ms": status.duration_ms,
-            "timed_out": timed_out, "stdout_truncated": out.truncated, "stderr_truncated": err.truncated,
-        }
-        if timed_out:
-            result["message"] = (f"timed out after {timeout}s: every process the command started was killed "
-                                 "(SIGKILL)")
-        return result
+        """A command run to its end in the request: a process (sandstack.runtime.processes) waited for."""
+        cmd = self.processes.command(name, command=command, script=script, lang=lang, cwd=cwd, env=env)
+        timeout = self.processes.timeout(timeout, self.config.exec_timeout_seconds)
+        return self.processes.run(name, cmd, timeout)
 
     def _run_internal(self, name: str, argv: list[str], workdir: str, *, stdin=None, stdout=None,
                       timeout: float = 300, marker: str | None = None) -> tuple[int | None, str]:
@@ -419,7 +380,3 @@ class Runtime(Monitor):
             self.store.update(name, status="bound", paused_by=None, last_activity=time.time())
         return self.sandbox(name)
 
-
-def _text(buffer: CappedBuffer, stream: str) -> str:
-    text = bytes(buffer.data).decode("utf-8", errors="replace")
-    return text + truncation_marker(stream, buffer.limit, buffer.dropped) if buffer.truncated else text

@@ -78,6 +78,32 @@ def _skipped(writable: tuple[WritablePath, ...], root: str) -> list[str]:
     return skipped
 
 
+def listing(data: bytes) -> list[dict[str, object]]:
+    """The entries of scripts.READ's directory records, by name."""
+    entries = []
+    for record in data.split(b"\0"):
+        if record:
+            kind, size, perms, entry = record.decode(errors="replace").split(" ", 3)
+            entries.append({"name": entry, "type": kind, "size": int(size) if size.isdigit() else 0,
+                            "mode": mode_bits(perms)})
+    return sorted(entries, key=lambda e: e["name"])
+
+
+def mode_bits(perms: str) -> str | None:
+    """ls's `drwxr-sr-t` as chmod's octal `3755`-style text (four digits); None when ls gave no mode."""
+    if len(perms) < 10:
+        return None
+    bits = 0
+    for index, char in enumerate(perms[1:10]):
+        if char not in "-STl":
+            bits |= 1 << (8 - index)
+    special = {3: (0o4000, "sS"), 6: (0o2000, "sSl"), 9: (0o1000, "tT")}
+    for index, (bit, chars) in special.items():
+        if perms[index] in chars:
+            bits |= bit
+    return f"{bits:04o}"
+
+
 def _df_space(text: str) -> tuple[int | None, int | None]:
     """(bytes in all, bytes free) from `df -Pk` output: a header, then 'filesystem blocks used available ...' in
     KiB; (None, None) when it says something else."""
@@ -211,7 +237,8 @@ class Workspace:
         limit = self.download_limit(name)
         out = self.spool()
         try:
-            code, stderr = self._run(name, scripts.sh(scripts.READ, rel or "."), root, stdout=Bounded(out, limit))
+            code, stderr = self._run(name, scripts.sh(scripts.READ, rel or "."), root,
+                                     stdout=Bounded(out, limit + scripts.READ_HEADER))
         except PastBound as error:
             out.close()
             raise too_big(f"reading {path!r}", limit, path=path) from error
@@ -219,15 +246,12 @@ class Workspace:
             out.close()
             raise self.storage_error(error.error, f"reading {path!r}") from error
         out.seek(0)
-        if code == scripts.IS_DIRECTORY:
-            entries = []
-            for record in out.read().split(b"\0"):
-                if record:
-                    kind, size, entry = record.decode(errors="replace").split(" ", 2)
-                    entries.append({"name": entry, "type": kind, "size": int(size) if size.isdigit() else 0})
-            return None, sorted(entries, key=lambda e: e["name"])
+        kind = out.read(1)  # scripts.READ's header: `D`, or `F SIZE` and a newline
+        if code == scripts.IS_DIRECTORY and kind == b"D":
+            return None, listing(out.read())
         if code != 0:
             raise self._fail(code, stderr, path, name, "reading")
+        out.readline()
         return out, None
 
     @holding  # no pause while it runs

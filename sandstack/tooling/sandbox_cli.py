@@ -59,6 +59,8 @@ def cmd_exec(client, args) -> int:
         raise ValueError("give a command after '--' or --script, not both")
     script = Path(args.script).read_text(encoding="utf-8") if args.script else None
     env = dict(item.split("=", 1) for item in args.env)
+    if args.stream:
+        return _stream(client.sandbox(args.sandbox), command or None, script, args, env)
     result = client.sandbox(args.sandbox).exec(command or None, script=script, lang=args.lang, cwd=args.cwd,
                                                env=env, timeout=args.timeout)
     sys.stdout.write(result["stdout"])
@@ -66,6 +68,61 @@ def cmd_exec(client, args) -> int:
     if result.get("message"):
         print(f"sandstack: {result['message']}", file=sys.stderr)
     return result["exit_code"]
+
+
+def _stream(sandbox, command, script, args, env) -> int:
+    """The command's output as it is written (a background process followed); Ctrl-C kills it."""
+    proc = sandbox.start(command, script=script, lang=args.lang, cwd=args.cwd, env=env, timeout=args.timeout)
+    out = {"stdout": sys.stdout, "stderr": sys.stderr}
+    try:
+        for event in proc:
+            if event.kind in out:
+                out[event.kind].write(event.text)
+                out[event.kind].flush()
+            elif event.kind == "truncated":
+                print(f"sandstack: {event.data.get('stream')} passed the output limit; the rest is not kept",
+                      file=sys.stderr)
+    except KeyboardInterrupt:
+        proc.kill()
+        print(f"sandstack: interrupted: process {proc.id} killed", file=sys.stderr)
+        return 130
+    info = proc.wait()
+    if info.message:
+        print(f"sandstack: {info.message}", file=sys.stderr)
+    return info.exit_code if info.exit_code is not None else EXIT_REFUSED
+
+
+def cmd_shell(client, args) -> int:
+    """A terminal in the sandbox on this one: raw keystrokes in, its output out, its size kept in step."""
+    import shutil
+    import signal
+    import termios
+    import threading
+    import tty
+
+    size = shutil.get_terminal_size()
+    interactive = sys.stdin.isatty()
+    saved = termios.tcgetattr(sys.stdin.fileno()) if interactive else None
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    with client.sandbox(args.sandbox).terminal(size.lines, size.columns, command or None) as term:
+        def keys() -> None:
+            while data := os.read(sys.stdin.fileno(), 4096):
+                term.send(data)
+
+        if interactive:
+            tty.setraw(sys.stdin.fileno())
+            signal.signal(signal.SIGWINCH, lambda *_: term.resize(*reversed(shutil.get_terminal_size())))
+        threading.Thread(target=keys, daemon=True).start()
+        try:
+            while True:
+                sys.stdout.buffer.write(term.recv())
+                sys.stdout.buffer.flush()
+        except EOFError:
+            pass
+        finally:
+            if saved is not None:
+                termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
+    return term.exit_code if term.exit_code is not None else EXIT_OK
 
 
 def cmd_get(client, args) -> int:
@@ -116,12 +173,12 @@ def cmd_restore(client, args) -> int:
 
 
 def cmd_pause(client, args) -> int:
-    _print(client.sandbox(args.sandbox).pause())
+    _print(client.sandbox(args.sandbox).pause().to_dict())
     return EXIT_OK
 
 
 def cmd_resume(client, args) -> int:
-    _print(client.sandbox(args.sandbox).resume())
+    _print(client.sandbox(args.sandbox).resume().to_dict())
     return EXIT_OK
 
 
@@ -208,7 +265,7 @@ def add_sandbox_commands(subparsers: argparse._SubParsersAction) -> argparse.Arg
     p.add_argument("--pool", metavar="POOL", help="only this pool's sandboxes")
     p = add("exec", cmd_exec, "run a command (after --) or --script FILE in HOST/SANDBOX; exits with its status",
             f"exec {ref} -- python3 -c 'print(1)'", f"exec {ref} --script job.py --lang python --timeout 60",
-            f"exec {ref} --cwd /workspace --env MODE=test -- make test")
+            f"exec {ref} --cwd /workspace --env MODE=test -- make test", f"exec {ref} --stream -- make build")
     sandbox_arg(p)
     p.add_argument("--script", metavar="FILE", help="run this local file's text instead of a command")
     p.add_argument("--lang", choices=("bash", "python"), default="bash", help="the --script's language "
@@ -217,7 +274,13 @@ def add_sandbox_commands(subparsers: argparse._SubParsersAction) -> argparse.Arg
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="an environment variable for the command; repeatable")
     p.add_argument("--timeout", type=int, metavar="SECONDS", help="stop the command after this many seconds")
+    p.add_argument("--stream", action="store_true", help="print the output as the command writes it")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command and its arguments")
+    p = add("shell", cmd_shell, "a terminal in HOST/SANDBOX (a shell, or the command after --)",
+            f"shell {ref}", f"shell {ref} -- python3 -i")
+    sandbox_arg(p)
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the program to run in the terminal "
+                                                             "(default: a shell)")
     p = add("get", cmd_get, "print a file (or list a directory) of HOST/SANDBOX's workspace",
             f"get {ref} notes.txt", f"get {ref} out/report.pdf -o report.pdf", f"get {ref}")
     sandbox_arg(p)

@@ -136,6 +136,12 @@ class FakeBackend(SandboxBackend):
             raise failed[0]
         return ExecStatus(proc.returncode, int((time.monotonic() - started) * 1000))
 
+    def spawn(self, name, argv, *, workdir, env, stdout, stderr, stdin=False, tty=False):
+        from tests.runtime.fake_spawn import FakeHandle
+
+        return FakeHandle(self, name, argv, workdir=workdir, env=env, stdout=stdout, stderr=stderr, stdin=stdin,
+                          tty=tty)
+
     def cpu_usage_ns(self, name: str) -> int | None:
         return self.cpu[name] if self._check("stats", name) == "running" else None
 

@@ -48,7 +48,7 @@ def test_a_session_goes_to_the_same_host_and_the_whole_api_works(two_hosts):
     assert sandbox.exec(["echo", "hi"])["stdout"] == "hi\n"
     sandbox.write_file("dir/f.txt", "text")
     assert sandbox.read_file("dir/f.txt") == b"text"
-    assert sandbox.list_dir("dir") == [{"name": "f.txt", "type": "file", "size": 4}]
+    assert sandbox.list_dir("dir") == [{"name": "f.txt", "type": "file", "size": 4, "mode": "0644"}]
     snap = sandbox.snapshot()
     sandbox.delete_file("dir")
     sandbox.restore(snap)

@@ -23,8 +23,9 @@ def test_write_read_list_and_delete(env, sandbox):
     assert env.api.put(url(sandbox, "src/app/main.py"), content=b"print(1)\n").status_code == 204
     assert env.api.get(url(sandbox, "src/app/main.py")).content == b"print(1)\n"
     assert env.api.get(url(sandbox, "src")).json() == {"path": "src", "entries": [
-        {"name": "app", "type": "dir", "size": 0}]}
-    assert env.api.get(url(sandbox, "src/app")).json()["entries"] == [{"name": "main.py", "type": "file", "size": 9}]
+        {"name": "app", "type": "dir", "size": 0, "mode": "0755"}]}
+    assert env.api.get(url(sandbox, "src/app")).json()["entries"] == [{"name": "main.py", "type": "file", "size": 9,
+                                                                              "mode": "0644"}]
     assert env.api.delete(url(sandbox, "src")).status_code == 204
     missing = env.api.get(url(sandbox, "src/app/main.py"))
     assert (missing.status_code, missing.json()["error"]) == (404, f"file 'src/app/main.py' does not exist in "

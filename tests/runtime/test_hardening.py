@@ -64,7 +64,8 @@ def test_a_file_the_sandbox_cannot_read_is_listed_with_its_size_and_reading_it_i
     env.backend.path(sandbox, "/workspace/closed").mkdir(mode=0)
     listing = env.api.get(f"/v1/sandboxes/{sandbox}/files/")
     assert (listing.status_code, listing.json()) == (200, {"path": "", "entries": [
-        {"name": "closed", "type": "dir", "size": 0}, {"name": "locked.txt", "type": "file", "size": 5}]})
+        {"name": "closed", "type": "dir", "size": 0, "mode": "0000"},
+        {"name": "locked.txt", "type": "file", "size": 5, "mode": "0000"}]})
     for path in ("locked.txt", "closed"):
         read = env.api.get(f"/v1/sandboxes/{sandbox}/files/{path}")
         assert (read.status_code, read.json()) == (403, {

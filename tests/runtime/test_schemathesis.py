@@ -45,6 +45,9 @@ class EchoBackend(FakeBackend):
         own = argv[:2] == ["sh", "-c"] and argv[3:4] == ["sandstack"]
         return super().exec(name, argv if own else ["printf", "%s\\n", *argv], **kwargs)
 
+    def spawn(self, name, argv, **kwargs):  # blocking exec and processes
+        return super().spawn(name, ["printf", "%s\\n", *argv], **kwargs)
+
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):

@@ -1,0 +1,393 @@
+"""The async twin of sandstack.client.client: AsyncClient, AsyncHostClient, AsyncSandbox and AsyncProcess have the
+same methods, arguments and results as Client, HostClient, Sandbox and Process, awaited (`async with`,
+`async for`). What is not I/O (endpoints, errors, results, retries, the failover order) is the sync module's."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable, Mapping
+
+import httpx
+
+from sandstack.client.client import (
+    ACTOR_HEADER,
+    HostEndpoint,
+    SnapshotRef,
+    _file_path,
+    _snapshot_ref,
+    answer_error,
+    hosts_in_order,
+    parse_outputs,
+)
+from sandstack.client.errors import CommandFailed, Conflict, HostUnavailable, NoCapacity, NotFound, SandstackError
+from sandstack.client.process import _timed_out, _waits
+from sandstack.client.results import ExecResult, FileEntry, OutputEvent, ProcessInfo, SandboxInfo
+from sandstack.client.retry import Retry
+from sandstack.client.sse import aevents
+
+AsyncHttpFactory = Callable[[HostEndpoint, float, dict[str, str]], httpx.AsyncClient]
+
+
+def _default_http(endpoint: HostEndpoint, timeout: float, headers: dict[str, str]) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=endpoint.url, headers=headers, timeout=timeout)
+
+
+class AsyncHostClient:
+    def __init__(self, endpoint: HostEndpoint, *, timeout: float = 120, actor: str | None = None,
+                 http_factory: AsyncHttpFactory = _default_http, retry: Retry = Retry()):
+        self.endpoint, self.name, self.retry = endpoint, endpoint.name, retry
+        headers = {"Authorization": f"Bearer {endpoint.token}"}
+        if actor:
+            headers[ACTOR_HEADER] = actor
+        self.http = http_factory(endpoint, timeout, headers)
+
+    async def request(self, method: str, path: str, *, expect: str = "json", **kwargs: Any) -> Any:
+        for attempt in range(1, self.retry.attempts + 1):
+            last = attempt == self.retry.attempts
+            try:
+                response = await self.http.request(method, path, **kwargs)
+            except httpx.TransportError as error:
+                if last or not self.retry.on_error(method, error):
+                    raise
+                await asyncio.sleep(self.retry.delay(attempt))
+                continue
+            if response.status_code < 400:
+                break
+            error = answer_error(response, self.name)
+            if last or not self.retry.on_status(error.status, error.message):
+                raise error
+            await asyncio.sleep(self.retry.delay(attempt))
+        if expect == "bytes":
+            return response.content
+        if expect == "response":
+            return response
+        return response.json() if response.content else None
+
+    @asynccontextmanager
+    async def stream(self, method: str, path: str, **kwargs: Any) -> AsyncIterator[httpx.Response]:
+        for attempt in range(1, self.retry.attempts + 1):
+            try:
+                async with self.http.stream(method, path, **kwargs) as response:
+                    if response.status_code >= 400:
+                        await response.aread()
+                        error = answer_error(response, self.name)
+                        if attempt < self.retry.attempts and self.retry.on_status(error.status, error.message):
+                            await asyncio.sleep(self.retry.delay(attempt))
+                            continue
+                        raise error
+                    yield response
+                    return
+            except httpx.TransportError as error:
+                if attempt == self.retry.attempts or not self.retry.on_error(method, error):
+                    raise
+                await asyncio.sleep(self.retry.delay(attempt))
+
+    async def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> dict[str, Any]:
+        return await self.request("POST", "/v1/sessions", json={"pool": pool, "session": session,
+                                                                "from_snapshot": from_snapshot})
+
+    async def get_session(self, session: str) -> dict[str, Any]:
+        return await self.request("GET", f"/v1/sessions/{_segment(session)}")
+
+    async def release(self, session: str) -> dict[str, Any]:
+        return await self.request("DELETE", f"/v1/sessions/{_segment(session)}")
+
+    async def pools(self) -> list[dict[str, Any]]:
+        return await self.request("GET", "/v1/pools")
+
+    async def sandboxes(self, pool: str | None = None) -> list[dict[str, Any]]:
+        return await self.request("GET", "/v1/sandboxes", params={"pool": pool} if pool else None)
+
+    async def status(self, sandbox: str) -> dict[str, Any]:
+        return await self.request("GET", f"/v1/sandboxes/{sandbox}")
+
+    async def exec(self, sandbox: str, **body: Any) -> dict[str, Any]:
+        return await self.request("POST", f"/v1/sandboxes/{sandbox}/exec", json=body)
+
+    async def read_file(self, sandbox: str, path: str) -> httpx.Response:
+        return await self.request("GET", f"/v1/sandboxes/{sandbox}/files/{_file_path(path)}", expect="response")
+
+    async def write_file(self, sandbox: str, path: str, data: bytes) -> None:
+        await self.request("PUT", f"/v1/sandboxes/{sandbox}/files/{_file_path(path)}", content=data,
+                           headers={"Content-Type": "application/octet-stream"})
+
+    async def delete_file(self, sandbox: str, path: str) -> None:
+        await self.request("DELETE", f"/v1/sandboxes/{sandbox}/files/{_file_path(path)}")
+
+    async def archive(self, sandbox: str, fmt: str = "tar.gz") -> bytes:
+        return await self.request("GET", f"/v1/sandboxes/{sandbox}/archive", params={"format": fmt}, expect="bytes")
+
+    async def snapshot(self, sandbox: str) -> dict[str, Any]:
+        return await self.request("POST", f"/v1/sandboxes/{sandbox}/snapshots")
+
+    async def restore(self, sandbox: str, snapshot: str) -> dict[str, Any]:
+        return await self.request("POST", f"/v1/sandboxes/{sandbox}/restore", json={"snapshot": snapshot})
+
+    async def pause(self, sandbox: str) -> dict[str, Any]:
+        return await self.request("POST", f"/v1/sandboxes/{sandbox}/pause")
+
+    async def resume(self, sandbox: str) -> dict[str, Any]:
+        return await self.request("POST", f"/v1/sandboxes/{sandbox}/resume")
+
+    async def snapshots(self, pool: str | None = None, session: str | None = None) -> list[dict[str, Any]]:
+        params = {k: v for k, v in (("pool", pool), ("session", session)) if v}
+        return await self.request("GET", "/v1/snapshots", params=params)
+
+    async def get_snapshot(self, snapshot: str) -> dict[str, Any]:
+        return await self.request("GET", f"/v1/snapshots/{snapshot}")
+
+    async def delete_snapshot(self, snapshot: str) -> None:
+        await self.request("DELETE", f"/v1/snapshots/{snapshot}")
+
+    async def audit(self, limit: int = 100) -> list[dict[str, Any]]:
+        return await self.request("GET", "/v1/audit", params={"limit": limit})
+
+    async def start_process(self, sandbox: str, **body: Any) -> dict[str, Any]:
+        return await self.request("POST", f"/v1/sandboxes/{sandbox}/processes", json=body)
+
+    async def processes(self, sandbox: str) -> list[dict[str, Any]]:
+        return await self.request("GET", f"/v1/sandboxes/{sandbox}/processes")
+
+    async def process(self, sandbox: str, process: str) -> dict[str, Any]:
+        return await self.request("GET", f"/v1/sandboxes/{sandbox}/processes/{process}")
+
+    async def write_stdin(self, sandbox: str, process: str, data: bytes, close: bool = False) -> dict[str, Any]:
+        return await self.request("POST", f"/v1/sandboxes/{sandbox}/processes/{process}/stdin", content=data,
+                                  params={"close": close}, headers={"Content-Type": "application/octet-stream"})
+
+    async def wait_process(self, sandbox: str, process: str, timeout: float) -> dict[str, Any]:
+        return await self.request("POST", f"/v1/sandboxes/{sandbox}/processes/{process}/wait",
+                                  params={"timeout": timeout}, timeout=timeout + 30)
+
+    async def kill_process(self, sandbox: str, process: str) -> dict[str, Any]:
+        return await self.request("POST", f"/v1/sandboxes/{sandbox}/processes/{process}/kill")
+
+    def process_output(self, sandbox: str, process: str, after: int = 0, follow: bool = True):
+        return self.stream("GET", f"/v1/sandboxes/{sandbox}/processes/{process}/output",
+                           params={"after": after, "follow": follow}, timeout=httpx.Timeout(30, read=None))
+
+    async def watch(self, sandbox: str, path: str = "", interval: float = 0.5) -> dict[str, Any]:
+        return await self.request("POST", f"/v1/sandboxes/{sandbox}/watch", json={"path": path, "interval": interval})
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+
+def _segment(value: str) -> str:
+    from urllib.parse import quote
+
+    return quote(value, safe="")
+
+
+class AsyncSandbox:
+    def __init__(self, host: AsyncHostClient, info: Mapping[str, Any]):
+        self.host = host
+        self.name: str = info["sandbox"]
+        self.pool: str = info["pool"]
+        self.session: str = info["session"]
+        self.info = dict(info)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.host.name}/{self.name}"
+
+    async def __aenter__(self) -> AsyncSandbox:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.release()
+
+    async def exec(self, command: list[str] | None = None, *, script: str | None = None, lang: str = "bash",
+                   cwd: str | None = None, env: Mapping[str, str] | None = None, timeout: int | None = None,
+                   check: bool = False) -> ExecResult:
+        result = ExecResult.of(await self.host.exec(self.name, command=command, script=script, lang=lang, cwd=cwd,
+                                                    env=dict(env or {}), timeout=timeout))
+        if check and result.exit_code != 0:
+            raise CommandFailed(result, self.host.name)
+        return result
+
+    async def start(self, command: list[str] | None = None, *, script: str | None = None, lang: str = "bash",
+                    cwd: str | None = None, env: Mapping[str, str] | None = None, timeout: int | None = None,
+                    stdin: bool = False, output_limit: int | None = None) -> AsyncProcess:
+        info = await self.host.start_process(self.name, command=command, script=script, lang=lang, cwd=cwd,
+                                             env=dict(env or {}), timeout=timeout, stdin=stdin,
+                                             output_limit=output_limit)
+        return AsyncProcess(self, ProcessInfo.of(info))
+
+    async def process(self, process_id: str) -> AsyncProcess:
+        return AsyncProcess(self, ProcessInfo.of(await self.host.process(self.name, process_id)))
+
+    async def processes(self) -> list[ProcessInfo]:
+        return [ProcessInfo.of(p) for p in await self.host.processes(self.name)]
+
+    async def watch(self, path: str = "", interval: float = 0.5):
+        from sandstack.client.watch import AsyncWatch
+
+        return await AsyncWatch(AsyncProcess(self, ProcessInfo.of(await self.host.watch(self.name, path,
+                                                                                        interval)))).ready()
+
+    def terminal(self, rows: int = 24, cols: int = 80, command: list[str] | None = None):
+        """An async context manager: a terminal (sandstack.client.terminal.AsyncTerminal)."""
+        from sandstack.client.terminal import aopen_terminal
+
+        return aopen_terminal(self.host, self.name, rows, cols, command)
+
+    async def read_file(self, path: str) -> bytes:
+        response = await self.host.read_file(self.name, path)
+        if response.headers.get("content-type", "").startswith("application/json"):
+            raise Conflict(409, f"path {path!r} is a directory; use list_dir", host=self.host.name)
+        return response.content
+
+    async def list_dir(self, path: str = "") -> list[FileEntry]:
+        response = await self.host.read_file(self.name, path)
+        if not response.headers.get("content-type", "").startswith("application/json"):
+            raise Conflict(409, f"path {path!r} is a file; use read_file", host=self.host.name)
+        return [FileEntry.of(entry) for entry in response.json()["entries"]]
+
+    async def write_file(self, path: str, data: bytes | str) -> None:
+        await self.host.write_file(self.name, path, data.encode() if isinstance(data, str) else data)
+
+    async def delete_file(self, path: str) -> None:
+        await self.host.delete_file(self.name, path)
+
+    async def archive(self, fmt: str = "tar.gz") -> bytes:
+        return await self.host.archive(self.name, fmt)
+
+    async def snapshot(self) -> SnapshotRef:
+        info = await self.host.snapshot(self.name)
+        return SnapshotRef(self.host.name, info["id"], info)
+
+    async def restore(self, snapshot: SnapshotRef | str) -> dict[str, Any]:
+        return await self.host.restore(self.name, snapshot.id if isinstance(snapshot, SnapshotRef) else snapshot)
+
+    async def pause(self) -> SandboxInfo:
+        return SandboxInfo.of(await self.host.pause(self.name))
+
+    async def resume(self) -> SandboxInfo:
+        return SandboxInfo.of(await self.host.resume(self.name))
+
+    async def status(self) -> SandboxInfo:
+        return SandboxInfo.of(await self.host.status(self.name))
+
+    async def release(self) -> SandboxInfo:
+        return SandboxInfo.of(await self.host.release(self.session))
+
+
+class AsyncProcess:
+    def __init__(self, sandbox: AsyncSandbox, info: ProcessInfo):
+        self.sandbox, self.info, self.id = sandbox, info, info.id
+        self._host = sandbox.host
+
+    async def refresh(self) -> ProcessInfo:
+        self.info = ProcessInfo.of(await self._host.process(self.sandbox.name, self.id))
+        return self.info
+
+    async def wait(self, timeout: float | None = None) -> ProcessInfo:
+        for chunk in _waits(timeout):
+            self.info = ProcessInfo.of(await self._host.wait_process(self.sandbox.name, self.id, chunk))
+            if not self.info.running:
+                return self.info
+        raise _timed_out(self.info, timeout, self._host.name)
+
+    async def kill(self) -> ProcessInfo:
+        self.info = ProcessInfo.of(await self._host.kill_process(self.sandbox.name, self.id))
+        return self.info
+
+    async def write_stdin(self, data: bytes | str) -> None:
+        self.info = ProcessInfo.of(await self._host.write_stdin(self.sandbox.name, self.id,
+                                                                data.encode() if isinstance(data, str) else data))
+
+    async def close_stdin(self) -> None:
+        self.info = ProcessInfo.of(await self._host.write_stdin(self.sandbox.name, self.id, b"", close=True))
+
+    async def output(self, after: int = 0, follow: bool = True) -> AsyncIterator[OutputEvent]:
+        failures = 0
+        while True:
+            try:
+                async with self._host.process_output(self.sandbox.name, self.id, after, follow) as response:
+                    async for event in aevents(response.aiter_lines()):
+                        failures = 0
+                        if event.kind == "exit":
+                            self.info = ProcessInfo.of(event.data)
+                            return
+                        if event.position is not None:
+                            after = event.position
+                        yield event
+                return
+            except (httpx.ReadError, httpx.RemoteProtocolError):
+                failures += 1
+                if failures >= self._host.retry.attempts:
+                    raise
+                await asyncio.sleep(self._host.retry.delay(failures))
+
+    def __aiter__(self) -> AsyncIterator[OutputEvent]:
+        return self.output()
+
+
+class AsyncClient:
+    def __init__(self, hosts: Mapping[str, HostEndpoint], pools: Mapping[str, list[str]], *, timeout: float = 120,
+                 actor: str | None = None, http_factory: AsyncHttpFactory = _default_http, retry: Retry = Retry()):
+        unknown = sorted({h for names in pools.values() for h in names} - set(hosts))
+        if unknown:
+            raise ValueError(f"pools name hosts without a runtime endpoint: {', '.join(unknown)}")
+        self.pools = {pool: list(names) for pool, names in pools.items()}
+        self.hosts = {name: AsyncHostClient(endpoint, timeout=timeout, actor=actor, http_factory=http_factory,
+                                            retry=retry) for name, endpoint in hosts.items()}
+
+    @classmethod
+    def from_outputs(cls, outputs: Mapping[str, Any], **kwargs: Any) -> AsyncClient:
+        hosts, pools = parse_outputs(outputs)
+        return cls(hosts, pools, **kwargs)
+
+    @classmethod
+    def from_file(cls, path: str | Path, **kwargs: Any) -> AsyncClient:
+        import json
+
+        return cls.from_outputs(json.loads(Path(path).read_text(encoding="utf-8")), **kwargs)
+
+    def hosts_for(self, pool: str, session: str) -> list[str]:
+        return hosts_in_order(self.pools, pool, session)
+
+    async def claim(self, pool: str, session: str, from_snapshot: SnapshotRef | str | None = None) -> AsyncSandbox:
+        if from_snapshot is not None:
+            ref = from_snapshot if isinstance(from_snapshot, SnapshotRef) else _snapshot_ref(str(from_snapshot))
+            host = self.host(ref.host)
+            return AsyncSandbox(host, await host.claim(pool, session, ref.id))
+        refused: list[str] = []
+        last: SandstackError | None = None
+        for name in self.hosts_for(pool, session):
+            host = self.hosts[name]
+            try:
+                return AsyncSandbox(host, await host.claim(pool, session))
+            except httpx.TransportError as error:
+                refused.append(f"{name}: does not answer ({type(error).__name__})")
+            except SandstackError as error:
+                if error.status != 503:
+                    raise
+                refused.append(f"{name}: {error.message}")
+                last = error
+        kind = NoCapacity if isinstance(last, NoCapacity) else HostUnavailable
+        raise kind(503, f"no host of pool {pool!r} could take session {session!r}: " + "; ".join(refused),
+                   {"pool": pool, "hosts": refused})
+
+    def host(self, name: str) -> AsyncHostClient:
+        if name not in self.hosts:
+            raise NotFound(404, f"host {name!r} is not in the stack outputs", {"host": name})
+        return self.hosts[name]
+
+    async def sandbox(self, ref: str) -> AsyncSandbox:
+        host_name, _, name = ref.partition("/")
+        host = self.host(host_name)
+        return AsyncSandbox(host, await host.status(name))
+
+    async def close(self) -> None:
+        for host in self.hosts.values():
+            await host.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

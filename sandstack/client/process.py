@@ -1,0 +1,95 @@
+"""A handle on a process started in a sandbox (`Sandbox.start`): its output as it is written, stdin, wait, kill.
+
+    proc = sandbox.start(["make", "test"])
+    for event in proc:                      # stdout and stderr, in the order they were written
+        print(event.kind, event.text, end="")
+    info = proc.wait(timeout=60)            # raises Timeout if it still runs then
+
+Following the output survives a dropped connection: it reconnects from the last position it read (as many times
+as the host's retry policy allows in a row).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator
+
+import httpx
+
+from sandstack.client.errors import Timeout
+from sandstack.client.results import OutputEvent, ProcessInfo
+from sandstack.client.sse import events
+
+WAIT_CHUNK = 300  # seconds of one wait request; a longer wait is several
+
+
+def _waits(timeout: float | None) -> Iterator[float]:
+    """The server-side waits that make up one of `timeout` seconds (None: without end)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = WAIT_CHUNK if deadline is None else min(WAIT_CHUNK, max(deadline - time.monotonic(), 0))
+        yield left
+        if deadline is not None and time.monotonic() >= deadline:
+            return
+
+
+def _timed_out(info: ProcessInfo, timeout: float | None, host: str) -> Timeout:
+    return Timeout(504, f"process {info.id!r} still runs after {timeout}s", info.to_dict(), host)
+
+
+class Process:
+    def __init__(self, sandbox: Any, info: ProcessInfo):  # a sandstack.client.client.Sandbox
+        self.sandbox, self.info, self.id = sandbox, info, info.id
+        self._host = sandbox.host
+
+    def __repr__(self) -> str:
+        return f"Process({self.id!r}, {self.info.status!r})"
+
+    def refresh(self) -> ProcessInfo:
+        self.info = ProcessInfo.of(self._host.process(self.sandbox.name, self.id))
+        return self.info
+
+    def wait(self, timeout: float | None = None) -> ProcessInfo:
+        """The process once it ended; Timeout when `timeout` seconds pass first."""
+        for chunk in _waits(timeout):
+            self.info = ProcessInfo.of(self._host.wait_process(self.sandbox.name, self.id, chunk))
+            if not self.info.running:
+                return self.info
+        raise _timed_out(self.info, timeout, self._host.name)
+
+    def kill(self) -> ProcessInfo:
+        """SIGKILL to every process it started; answers once it has ended."""
+        self.info = ProcessInfo.of(self._host.kill_process(self.sandbox.name, self.id))
+        return self.info
+
+    def write_stdin(self, data: bytes | str) -> None:
+        self.info = ProcessInfo.of(self._host.write_stdin(self.sandbox.name, self.id,
+                                                          data.encode() if isinstance(data, str) else data))
+
+    def close_stdin(self) -> None:
+        self.info = ProcessInfo.of(self._host.write_stdin(self.sandbox.name, self.id, b"", close=True))
+
+    def output(self, after: int = 0, follow: bool = True) -> Iterator[OutputEvent]:
+        """Its output from position `after`: 'stdout' and 'stderr' events (and 'truncated' once per stream past
+        its limit) as they are written; ends when the process has ended (its info is then up to date)."""
+        failures = 0
+        while True:
+            try:
+                with self._host.process_output(self.sandbox.name, self.id, after, follow) as response:
+                    for event in events(response.iter_lines()):
+                        failures = 0
+                        if event.kind == "exit":
+                            self.info = ProcessInfo.of(event.data)
+                            return
+                        if event.position is not None:
+                            after = event.position
+                        yield event
+                return  # not following: what was kept has been read
+            except (httpx.ReadError, httpx.RemoteProtocolError) as error:
+                failures += 1
+                if failures >= self._host.retry.attempts:
+                    raise
+                time.sleep(self._host.retry.delay(failures))
+
+    def __iter__(self) -> Iterator[OutputEvent]:
+        return self.output()

@@ -1,0 +1,41 @@
+"""When the client tries a call again on the same host, and how long it waits first.
+
+A connection that was never made (refused, timed out while connecting) is retried for every call: the runtime
+never saw it. A connection that broke after the request was sent is retried only for calls that change nothing
+twice (GET, PUT, DELETE): a second POST could start a command twice. A 503 is retried (the host's Docker
+daemon did not answer), but not a claim's 'no capacity': a claim never waits for a sandbox, it fails over to the
+pool's next host at once. Delays grow exponentially with jitter, so clients that failed together do not come back
+together.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import httpx
+
+IDEMPOTENT = {"GET", "HEAD", "PUT", "DELETE", "OPTIONS"}
+
+
+@dataclass(frozen=True)
+class Retry:
+    attempts: int = 3  # tries in all, the first included
+    backoff: float = 0.1  # seconds before the second try; doubled each time after
+    max_backoff: float = 2.0
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after the `attempt`th try (from 1) failed."""
+        return min(self.backoff * 2 ** (attempt - 1), self.max_backoff) * random.uniform(0.5, 1.0)
+
+    def on_error(self, method: str, error: httpx.TransportError) -> bool:
+        if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout)):
+            return True
+        return method.upper() in IDEMPOTENT and isinstance(error, (httpx.ReadError, httpx.RemoteProtocolError,
+                                                                   httpx.WriteError, httpx.ReadTimeout))
+
+    def on_status(self, status: int, message: str) -> bool:
+        return status == 503 and "no capacity" not in message
+
+
+NO_RETRY = Retry(attempts=1)

@@ -1,0 +1,56 @@
+"""Request and response bodies of processes and terminals (the OpenAPI document is generated from them)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from sandstack.runtime.models import ENV_NAME_PATTERN, NO_NUL, PATH_MAX, Strict, items, pattern, schema_extra, text
+
+ProcessStatus = Literal["running", "exited", "killed", "timed_out", "ended"]
+
+
+class ProcessRequest(Strict):
+    command: list[text(NO_NUL)] | None = Field(None, description="argv, run without a shell.", **items(1))
+    script: str | None = Field(None, description="A script run by `lang`'s interpreter.", **pattern(NO_NUL))
+    lang: Literal["bash", "python"] = Field("bash", description="The interpreter of `script`.")
+    cwd: str | None = Field(None, description="Working directory: absolute, or relative to the workspace root "
+                                              "(the default).", max_length=PATH_MAX, **pattern(NO_NUL))
+    env: dict[text(ENV_NAME_PATTERN), text(NO_NUL)] = Field(default_factory=dict,
+                                                            description="Added to the sandbox's environment.",
+                                                            **schema_extra(additionalProperties=False))
+    timeout: int | None = Field(None, ge=1, description="Seconds, at most the host's `exec_max_timeout_seconds`; "
+                                                        "then every process it started is killed. None: it runs "
+                                                        "until it ends, is killed, or its session ends.")
+    stdin: bool = Field(False, description="Keep its stdin open for POST .../stdin; otherwise it reads EOF.")
+    output_limit: int | None = Field(None, ge=1, description="Bytes kept per stream (at most the host's output "
+                                                             "limit, its default); the rest is counted, not kept.")
+
+
+class ProcessInfo(BaseModel):
+    id: str
+    sandbox: str
+    session: str
+    command: list[str] | None = Field(description="Its argv (null for one recorded before a runtime restart).")
+    status: ProcessStatus = Field(description="'killed': by a kill request; 'timed_out': at its timeout; 'ended': "
+                                              "its session ended, or the runtime restarted while it ran.")
+    exit_code: int | None = Field(description="Its exit status once it ended (137: killed).")
+    started_at: float
+    ended_at: float | None
+    duration_ms: int | None
+    stdin: bool = Field(description="Its stdin is open for writes.")
+    tty: bool
+    timeout: int | None
+    output_end: int = Field(description="The position after the last character kept: give it as `after` to read "
+                                        "on from there.")
+    stdout_bytes: int = Field(description="Bytes of stdout kept.")
+    stderr_bytes: int
+    stdout_dropped: int = Field(description="Bytes of stdout past the output limit: counted, not kept.")
+    stderr_dropped: int
+    message: str | None
+
+
+class TerminalSize(Strict):
+    rows: int = Field(24, ge=1, le=1000)
+    cols: int = Field(80, ge=1, le=1000)

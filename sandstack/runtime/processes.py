@@ -1,0 +1,371 @@
+"""Commands in a bound sandbox: started at once with an id, followed as they write, fed on stdin, waited for,
+killed, listed; and the blocking exec, which is one of them run to its end in the request.
+
+Every process runs as a Docker exec of the sandbox's own user (the backend's `spawn`), with its own environment
+marker, as a blocking exec always did; a kill ends every process carrying that marker and their descendants
+(scripts.KILL_EXEC: the whole process group, and a `setsid` or double-forked child with it). Output is kept per
+stream up to the declared cap (sandstack.runtime.output) and counted past it.
+
+A background process outlives the request that started it and ends with its session: a release stops the
+container. The runtime keeps a row per process in its state volume, so that after a restart of the runtime it
+knows which ones ran: it ends them (an exec's stream cannot be attached again) and reports them as ended.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sqlite3
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandstack.runtime import scripts
+from sandstack.runtime.backend import BackendError, SandboxGone, SandboxNotRunning, Sink
+from sandstack.runtime.errors import ApiError, conflict
+from sandstack.runtime.backend import ExecHandle, StdinBlocked, StdinClosed
+from sandstack.runtime.models import ENV_NAME_PATTERN
+from sandstack.runtime.output import OutputLog
+
+log = logging.getLogger("sandstack.runtime")
+ENV_NAME = re.compile(ENV_NAME_PATTERN.removeprefix("^").removesuffix("$"))
+INTERPRETERS = {"bash": ["bash", "-c"], "python": ["python3", "-c"]}
+KILL_TIMEOUT = 15  # seconds for the exec that kills a command's processes
+KILL_WAIT = 10  # seconds a kill waits for the stream to end once the processes are dead
+EXIT_KILLED = 137  # 128 + SIGKILL
+MAX_RUNNING = 32  # processes running at once in one sandbox
+MAX_KEPT = 32  # ended processes (their output) kept per sandbox; older ones are forgotten
+RESTARTED = ("the runtime restarted while it ran: it was ended (an exec's output stream cannot be attached again)")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS processes (
+    id TEXT PRIMARY KEY, sandbox TEXT NOT NULL, session TEXT NOT NULL, marker TEXT NOT NULL,
+    started_at REAL NOT NULL, status TEXT NOT NULL, exit_code INTEGER, ended_at REAL, message TEXT
+);
+"""
+
+
+@dataclass(frozen=True)
+class Command:
+    argv: list[str]
+    workdir: str
+    env: dict[str, str]
+
+
+@dataclass
+class Process:
+    id: str
+    sandbox: str
+    session: str
+    argv: list[str] | None
+    marker: str
+    started_at: float
+    started_cs: str  # its start on the kernel's boot clock, for a blocking exec's timeout kill
+    log: OutputLog
+    tty: bool = False
+    timeout: int | None = None
+    handle: ExecHandle | None = None
+    stdin: bool = False  # started with its stdin attached
+    stdin_open: bool = False
+    status: str = "running"  # running, exited, killed, timed_out, ended
+    exit_code: int | None = None
+    ended_at: float | None = None
+    message: str | None = None
+    reason: tuple[str, str] | None = None  # (status, message) a kill or the session's end set before it ended
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def info(self) -> dict[str, object]:
+        duration = None if self.handle is None else self.handle.duration_ms
+        return {"id": self.id, "sandbox": self.sandbox, "session": self.session, "command": self.argv,
+                "status": self.status, "exit_code": self.exit_code, "started_at": self.started_at,
+                "ended_at": self.ended_at, "duration_ms": duration, "stdin": self.stdin_open and self.status == "running",
+                "tty": self.tty, "timeout": self.timeout, "output_end": self.log.end,
+                "stdout_bytes": self.log.kept["stdout"], "stderr_bytes": self.log.kept["stderr"],
+                "stdout_dropped": self.log.dropped["stdout"], "stderr_dropped": self.log.dropped["stderr"],
+                "message": self.message}
+
+
+class Processes:
+    def __init__(self, runtime: Any):  # sandstack.runtime.service.Runtime, which creates it
+        self.runtime = runtime
+        self._lock = threading.Lock()
+        self._procs: dict[str, Process] = {}
+        self._db = _Db(sqlite3.connect(runtime.state_dir / "processes.sqlite3", check_same_thread=False,
+                                       isolation_level=None))
+        self._db.executescript(SCHEMA)
+        self._recover()
+
+    # Commands
+
+    def command(self, name: str, *, command: list[str] | None, script: str | None, lang: str, cwd: str | None,
+                env: dict[str, str]) -> Command:
+        """The argv, working directory and environment of a request, checked (422s name what is wrong)."""
+        if (command is None) == (script is None):
+            raise ApiError(422, "give exactly one of 'command' (an argv list) or 'script'")
+        if command is not None and not command:
+            raise ApiError(422, "'command' must not be empty")
+        if script is not None and lang not in INTERPRETERS:
+            raise ApiError(422, f"'lang' {lang!r} is not one of {', '.join(INTERPRETERS)}")
+        bad = [key for key in env if not ENV_NAME.fullmatch(key) or key == scripts.MARKER_ENV]
+        if bad:
+            raise ApiError(422, f"env names {bad!r} are not allowed", names=bad)
+        root = self.runtime.pool(self.runtime.sandbox(name).pool).workspace_root
+        workdir = root if not cwd else cwd if cwd.startswith("/") else f"{root}/{cwd}"
+        return Command(list(command) if command is not None else [*INTERPRETERS[lang], script], workdir, dict(env))
+
+    def timeout(self, timeout: int | None, default: int | None) -> int | None:
+        limit = self.runtime.config.exec_max_timeout_seconds
+        timeout = default if timeout is None else timeout
+        if timeout is not None and not 1 <= timeout <= limit:
+            raise ApiError(422, f"'timeout' {timeout} must be 1-{limit} seconds")
+        return timeout
+
+    def output_limit(self, declared: int | None) -> int:
+        cap = self.runtime.config.output_limit_bytes
+        if declared is not None and not 1 <= declared <= cap:
+            raise ApiError(422, f"'output_limit' {declared} must be 1-{cap} bytes (the host's output limit)")
+        return declared or cap
+
+    def spawn(self, name: str, cmd: Command, *, limit: int, stdin: bool = False, tty: bool = False,
+              timeout: int | None = None, keep: bool = True, sink: Sink | None = None) -> Process:
+        """Starts the command in the bound sandbox; `keep`: listed, and followed by a thread until it ends;
+        `sink`: where a terminal's output goes (its bytes as they are, instead of the kept text)."""
+        row = self.runtime.usable(name)
+        with self._lock:
+            running = [p for p in self._procs.values() if p.sandbox == name and p.status == "running"]
+            if keep and len(running) >= MAX_RUNNING:
+                raise conflict(f"sandbox {name!r} already runs {MAX_RUNNING} processes; wait for or kill one "
+                               "first", sandbox=name)
+        marker = uuid.uuid4().hex
+        proc = Process(id=f"proc-{uuid.uuid4().hex[:16]}", sandbox=name, session=row.session or "", argv=cmd.argv,
+                       marker=marker, started_at=time.time(),
+                       # the kernel's boot clock, which the sandbox's process start times count in
+                       started_cs=str(int(time.clock_gettime(time.CLOCK_BOOTTIME) * 100)),
+                       log=OutputLog(limit), tty=tty, timeout=timeout, stdin=stdin, stdin_open=stdin)
+        self.runtime._mark(marker)
+        try:
+            proc.handle = self.runtime.backend.spawn(
+                name, list(cmd.argv), workdir=cmd.workdir, env={**cmd.env, scripts.MARKER_ENV: marker},
+                stdout=sink or proc.log.sink("stdout"), stderr=proc.log.sink("stderr"), stdin=stdin, tty=tty)
+        except (SandboxNotRunning, SandboxGone) as error:
+            self.runtime._unmark(marker)
+            raise self.runtime.died(row, error) from error
+        except BaseException:
+            self.runtime._unmark(marker)
+            raise
+        if keep:
+            with self._lock:
+                self._procs[proc.id] = proc
+            self._db.execute("INSERT INTO processes VALUES (?, ?, ?, ?, ?, 'running', NULL, NULL, NULL)",
+                             (proc.id, name, proc.session, marker, proc.started_at))
+            threading.Thread(target=self._follow, args=(proc,), daemon=True, name=f"sandstack-{proc.id}").start()
+        return proc
+
+    def _follow(self, proc: Process) -> None:
+        """Waits for a background process to end (or its timeout: then it is killed) and records how it ended."""
+        assert proc.handle is not None
+        try:
+            if not proc.handle.wait(proc.timeout):
+                proc.reason = proc.reason or ("timed_out", f"timed out after {proc.timeout}s: every process it "
+                                                           "started was killed (SIGKILL)")
+                self._kill(proc)
+                proc.handle.wait(KILL_WAIT)
+        except Exception:  # noqa: BLE001 - the process must still be recorded as ended
+            log.exception("following process %s failed", proc.id)
+        finally:
+            self._ended(proc)
+
+    def _ended(self, proc: Process) -> None:
+        handle = proc.handle
+        if handle is not None:
+            handle.close()
+        status, message = proc.reason or ("exited", None)
+        code = handle.exit_code if handle is not None else None
+        proc.exit_code = EXIT_KILLED if code is None and status != "exited" else code
+        proc.status, proc.message, proc.ended_at = status, message, time.time()
+        self.runtime._unmark(proc.marker)
+        proc.done.set()  # before the log closes: a follower woken by the close finds it ended
+        proc.log.close()
+        # Only a row still running: a final status (a restarted runtime's 'ended') is never written over.
+        self._db.execute("UPDATE processes SET status = ?, exit_code = ?, ended_at = ?, message = ? "
+                         "WHERE id = ? AND status = 'running'",
+                         (proc.status, proc.exit_code, proc.ended_at, proc.message, proc.id))
+        self._forget_old(proc.sandbox)
+
+    def _forget_old(self, name: str) -> None:
+        with self._lock:
+            ended = [p for p in self._procs.values() if p.sandbox == name and p.done.is_set()]
+            for old in sorted(ended, key=lambda p: p.started_at)[:max(len(ended) - MAX_KEPT, 0)]:
+                del self._procs[old.id]
+                self._db.execute("DELETE FROM processes WHERE id = ?", (old.id,))
+
+    def _kill(self, proc: Process, since: str = "") -> None:
+        """SIGKILL to every process carrying its marker and their descendants (with `since`, also what was
+        orphaned since it began: scripts.KILL_EXEC)."""
+        argv = scripts.sh(scripts.KILL_EXEC, proc.marker, since, *self.runtime.live_markers())
+        self.runtime._run_internal(proc.sandbox, argv, "/", timeout=KILL_TIMEOUT)
+
+    # The blocking exec: a process run to its end in the request
+
+    def run(self, name: str, cmd: Command, timeout: int) -> dict[str, object]:
+        row = self.runtime.sandbox(name)
+        proc = self.spawn(name, cmd, limit=self.runtime.config.output_limit_bytes, keep=False)
+        assert proc.handle is not None
+        try:
+            timed_out = not proc.handle.wait(timeout)
+            if timed_out:
+                # Its start, so that the kill finds what the command started even where the marker did not follow.
+                self._kill(proc, since=proc.started_cs)
+                proc.handle.wait(KILL_WAIT)
+        except (SandboxNotRunning, SandboxGone) as error:
+            raise self.runtime.died(row, error) from error
+        finally:
+            proc.handle.close()
+            self.runtime._unmark(proc.marker)
+            proc.log.close()
+        if not timed_out and proc.handle.exit_code is None:  # the stream ended because the container did
+            state = self.runtime.backend.state(name)
+            if not state.running:
+                raise self.runtime.died(row, SandboxNotRunning(f"container {name!r} is {state.status}"))
+        self.runtime.store.touch(name)  # its end is the session's activity too (the idle policy reads it)
+        result: dict[str, object] = {
+            "stdout": _text(proc.log, "stdout"), "stderr": _text(proc.log, "stderr"),
+            "exit_code": EXIT_KILLED if timed_out else proc.handle.exit_code, "duration_ms": proc.handle.duration_ms,
+            "timed_out": timed_out, "stdout_truncated": proc.log.dropped["stdout"] > 0,
+            "stderr_truncated": proc.log.dropped["stderr"] > 0,
+        }
+        if timed_out:
+            result["message"] = f"timed out after {timeout}s: every process the command started was killed (SIGKILL)"
+        return result
+
+    # Background processes by id
+
+    def get(self, name: str, process: str) -> Process | dict[str, object]:
+        """The process of the sandbox's current session (in memory), or its recorded row (ended before a restart
+        of the runtime); 404 for any other id, another session's included."""
+        session = self.runtime.sandbox(name).session
+        with self._lock:
+            proc = self._procs.get(process)
+        if proc is not None and proc.sandbox == name and proc.session == session:
+            return proc
+        rows = self._rows("id = ? AND sandbox = ? AND session = ?", (process, name, session or ""))
+        if rows:
+            return rows[0]
+        raise ApiError(404, f"process {process!r} is not in sandbox {name!r}", process=process, sandbox=name)
+
+    def live(self, name: str, process: str) -> Process:
+        found = self.get(name, process)
+        if isinstance(found, Process):
+            return found
+        raise conflict(f"process {process!r} has ended and its output is no longer kept", process=process)
+
+    def list(self, name: str) -> list[dict[str, object]]:
+        session = self.runtime.sandbox(name).session or ""
+        with self._lock:
+            procs = {p.id: p.info() for p in self._procs.values() if p.sandbox == name and p.session == session}
+        rows = {r["id"]: r for r in self._rows("sandbox = ? AND session = ?", (name, session))}
+        return sorted({**rows, **procs}.values(), key=lambda p: (p["started_at"], p["id"]))
+
+    def write(self, name: str, process: str, data: bytes, close: bool) -> dict[str, object]:
+        proc = self.live(name, process)
+        if not proc.stdin:
+            raise conflict(f"process {process!r} was started without stdin ('stdin': true keeps it open)",
+                           process=process)
+        assert proc.handle is not None
+        try:
+            if not proc.stdin_open or proc.status != "running":
+                raise StdinClosed("closed")
+            if data:
+                proc.handle.write(data)
+            if close:
+                proc.handle.close_stdin()
+                proc.stdin_open = False
+        except StdinClosed as error:
+            proc.stdin_open = False
+            raise conflict(f"the stdin of process {process!r} is closed ({proc.status})", process=process) from error
+        except StdinBlocked as error:
+            raise ApiError(504, f"process {process!r} {error}", process=process) from error
+        return proc.info()
+
+    def kill(self, name: str, process: str) -> dict[str, object]:
+        proc = self.live(name, process)
+        if proc.status == "running":
+            proc.reason = proc.reason or ("killed", "killed on request: every process it started got SIGKILL")
+            self._kill(proc)
+            proc.done.wait(KILL_WAIT)
+        return proc.info()
+
+    def end_session(self, name: str, why: str) -> None:
+        """Its session is over (the sandbox is being reset, which stops the container): what still runs is
+        recorded as ended with `why`, and none of its processes is listed or reachable again."""
+        with self._lock:
+            procs = [p for p in self._procs.values() if p.sandbox == name]
+            for proc in procs:
+                del self._procs[proc.id]
+        for proc in procs:
+            if proc.status == "running":
+                proc.reason = proc.reason or ("ended", why)
+        self._db.execute("DELETE FROM processes WHERE sandbox = ?", (name,))
+
+    # A restart of the runtime
+
+    def _rows(self, where: str, args: tuple) -> list[dict[str, object]]:
+        cursor = self._db.execute(f"SELECT id, sandbox, session, started_at, status, exit_code, ended_at, message "
+                                  f"FROM processes WHERE {where} ORDER BY started_at", args)
+        return [{"id": r[0], "sandbox": r[1], "session": r[2], "command": None, "status": r[4], "exit_code": r[5],
+                 "started_at": r[3], "ended_at": r[6], "duration_ms": None, "stdin": False, "tty": False,
+                 "timeout": None, "output_end": 0, "stdout_bytes": 0, "stderr_bytes": 0, "stdout_dropped": 0,
+                 "stderr_dropped": 0, "message": r[7]} for r in cursor.fetchall()]
+
+    def _recover(self) -> None:
+        """The processes a previous run of the runtime started and did not see end: each is ended (its
+        sandbox still bound to its session) and reported as ended with RESTARTED."""
+        rows = self._db.execute("SELECT id, sandbox, session, marker FROM processes WHERE status = 'running'")
+        for pid, name, session, marker in rows.fetchall():
+            message = RESTARTED
+            self._db.execute("UPDATE processes SET status = 'ended', ended_at = ?, message = ? WHERE id = ?",
+                             (time.time(), message, pid))
+            try:
+                row = self.runtime.store.sandbox(name)
+                if row is not None and row.session == session and self.runtime.backend.state(name).running:
+                    argv = scripts.sh(scripts.KILL_EXEC, marker, "")
+                    self.runtime._run_internal(name, argv, "/", timeout=KILL_TIMEOUT)
+            except BackendError as error:
+                message = f"{RESTARTED}; ending it failed ({error}): the release of its session ends it"
+                self._db.execute("UPDATE processes SET message = ? WHERE id = ?", (message, pid))
+            log.warning("process %s of sandbox %s: %s", pid, name, message)
+
+
+class _Db:
+    """The connection, used by one thread at a time (request threads and the processes' followers share it)."""
+
+    def __init__(self, connection: sqlite3.Connection):
+        self._connection, self._lock = connection, threading.Lock()
+
+    def execute(self, query: str, args: tuple = ()) -> "_Rows":
+        with self._lock:
+            return _Rows(self._connection.execute(query, args).fetchall())
+
+    def executescript(self, script: str) -> None:
+        with self._lock:
+            self._connection.executescript(script)
+
+
+class _Rows(list):
+    def fetchall(self) -> list:
+        return list(self)
+
+
+def _text(output: OutputLog, stream: str) -> str:
+    text = output.text(stream)
+    dropped = output.dropped[stream]
+    if not dropped:
+        return text
+    return text + f"\n[sandstack: {stream} truncated: {dropped} bytes dropped after the first {output.limit}]"
+
+
+def dumps(event: dict[str, object]) -> str:
+    return json.dumps(event, ensure_ascii=True, separators=(",", ":"))

@@ -1,0 +1,196 @@
+"""A terminal in a bound sandbox over a WebSocket: a shell (or the given command) on a pseudo-terminal, as the
+sandbox's own user, in the workspace, started the way every process is (sandstack.runtime.processes: its marker,
+the sandbox's confinement) and killed, with everything it started, when the socket closes.
+
+    WS /v1/sandboxes/{sandbox}/terminal?rows=24&cols=80[&command=python3&command=-i]
+    Authorization: Bearer <token>
+
+Binary messages are the terminal's bytes: keystrokes in, output out, as they are. Text messages are JSON
+control: in, {"type": "resize", "rows": R, "cols": C}; out, {"type": "exit", "exit_code": N} before the server
+closes. A refusal accepts the socket and closes it at once with 4000 + the HTTP status the same request would
+get (4401 a wrong token, 4404 no such sandbox, 4409 not bound or paused) and the message as the reason (a close
+before the accept would reach the client as a bare 403 on Debian's uvicorn).
+
+Output waits for the client: past OUTPUT_WINDOW bytes not yet sent, the reader stops, and the process blocks on
+its writes, so a slow client costs the runtime no more than that window. The audit log records a terminal's
+opening and closing (who, sandbox, session, exit code), never its input or output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import threading
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, WebSocket, WebSocketDisconnect
+from fastapi.concurrency import run_in_threadpool
+
+from sandstack.runtime.routing import ACTOR_HEADER, ERRORS, _sandbox, require_token
+from sandstack.runtime.backend import BackendError
+from sandstack.runtime.errors import ApiError
+from sandstack.runtime.processes import Command, Process
+
+OUTPUT_WINDOW = 256 * 1024  # bytes of output read from the sandbox but not yet sent to the client
+SHELL = ["sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -i; exec sh -i"]
+TERM = "xterm-256color"
+
+router = APIRouter()
+ROWS = Query(24, ge=1, le=1000, description="The terminal's height.")
+COLS = Query(80, ge=1, le=1000, description="The terminal's width.")
+COMMAND = Query(None, description="argv to run instead of the login shell (bash, else sh), e.g. python3 -i.")
+
+
+@router.get("/v1/sandboxes/{sandbox}/terminal", operation_id="terminal", name="terminal_http",
+            dependencies=[Depends(require_token)],
+            responses={**ERRORS, 426: ERRORS[409], 101: {"description": "Switching to the WebSocket: binary "
+                                                                          "messages are the terminal's bytes; see the "
+                                                                          "runtime's design notes for the control "
+                                                                          "messages."}})
+def terminal_http(sandbox: str = _sandbox(), rows: int = ROWS, cols: int = COLS,
+                  command: list[str] | None = COMMAND) -> Any:
+    """A terminal (a pseudo-terminal running a shell as the sandbox's user, in the workspace): open this path
+    as a WebSocket. A plain GET is answered 426."""
+    raise ApiError(426, "open this path as a WebSocket (Upgrade: websocket): it is a terminal")
+
+
+class _Window:
+    """The terminal's output between the reader thread (which waits while the window is full) and the socket."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop, self.queue = loop, asyncio.Queue()
+        self.pending, self.cond, self.closed = 0, threading.Condition(), False
+
+    def write(self, data: bytes) -> int:
+        with self.cond:
+            self.cond.wait_for(lambda: self.pending < OUTPUT_WINDOW or self.closed)
+            if self.closed:
+                raise BrokenPipeError("the terminal's client is gone")
+            self.pending += len(data)
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, data)
+        return len(data)
+
+    def sent(self, size: int) -> None:
+        with self.cond:
+            self.pending -= size
+            self.cond.notify_all()
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
+
+@router.websocket("/v1/sandboxes/{sandbox}/terminal", name="terminal")
+async def terminal(websocket: WebSocket, sandbox: str, rows: int = ROWS, cols: int = COLS,
+                   command: list[str] | None = COMMAND) -> None:
+    app = websocket.app
+    runtime, audit = app.state.runtime, app.state.audit
+    given = websocket.headers.get("authorization", "")
+    token = given[7:] if given[:7].lower() == "bearer " else ""
+    if not hmac.compare_digest(token.encode(), app.state.token.encode()):
+        await websocket.accept()
+        await websocket.close(code=4401, reason="unauthorized")
+        return
+    actor = websocket.headers.get(ACTOR_HEADER, "")[:64]
+    peer = websocket.client.host if websocket.client else "-"
+    who = f"{actor}@{peer}" if actor else peer
+    loop = asyncio.get_running_loop()
+    window = _Window(loop)
+    session = None
+
+    def record(outcome: str, status: int) -> None:
+        if audit is not None:
+            audit.record(who=who, operation="terminal", outcome=outcome, status=status, session=session,
+                         sandbox=sandbox)
+
+    def start() -> Process:
+        nonlocal session
+        row = runtime.sandbox(sandbox)
+        session = row.session
+        root = runtime.pool(row.pool).workspace_root
+        cmd = Command(list(command) if command else SHELL, root, {"TERM": TERM})
+        proc = runtime.processes.spawn(sandbox, cmd, limit=1, stdin=True, tty=True, keep=False, sink=window)
+        proc.handle.resize(rows, cols)
+        return proc
+
+    try:
+        proc = await run_in_threadpool(start)
+    except (ApiError, BackendError) as error:
+        status = error.status if isinstance(error, ApiError) else 502
+        message = error.message if isinstance(error, ApiError) else str(error)
+        record(message, status)
+        await websocket.accept()
+        await websocket.close(code=4000 + status, reason=message[:120])
+        return
+    await websocket.accept()
+    record("terminal opened", 101)
+    ended = loop.create_task(run_in_threadpool(proc.handle.wait, None))
+    pump = loop.create_task(_send_output(websocket, window))
+    code = None
+    try:
+        while True:
+            receive = loop.create_task(websocket.receive())
+            done, _ = await asyncio.wait({receive, ended}, return_when=asyncio.FIRST_COMPLETED)
+            if ended in done:
+                receive.cancel()
+                break
+            message = receive.result()
+            if message["type"] == "websocket.disconnect":
+                break
+            if message.get("bytes"):
+                await run_in_threadpool(proc.handle.write, message["bytes"])
+            elif message.get("text"):
+                await run_in_threadpool(_control, proc, message["text"])
+        if ended.done():
+            code = proc.handle.exit_code
+            await _drain(window, pump)
+            await websocket.send_text(json.dumps({"type": "exit", "exit_code": code}))
+            await websocket.close()
+    except (WebSocketDisconnect, RuntimeError, BackendError):
+        pass  # the client went away (or a write found the shell gone): the shell ends below
+    finally:
+        window.close()
+        pump.cancel()
+        await run_in_threadpool(_end, runtime, proc)
+        record(f"terminal closed (exit {code})" if code is not None else "terminal closed by the client", 200)
+
+
+def _control(proc: Process, text: str) -> None:
+    try:
+        message: Any = json.loads(text)
+        if message.get("type") == "resize":
+            proc.handle.resize(int(message["rows"]), int(message["cols"]))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        pass  # not a control message this runtime knows: ignored, as a terminal ignores an unknown sequence
+
+
+async def _send_output(websocket: WebSocket, window: _Window) -> None:
+    while True:
+        data = await window.queue.get()
+        try:
+            await websocket.send_bytes(data)
+        finally:
+            window.sent(len(data))
+
+
+async def _drain(window: _Window, pump: asyncio.Task) -> None:
+    """Lets the pump send what the shell wrote before it exited."""
+    for _ in range(100):
+        if window.queue.empty():
+            break
+        await asyncio.sleep(0.01)
+
+
+def _end(runtime, proc: Process) -> None:
+    """Kills what the terminal started (its shell's children included) and releases the stream."""
+    try:
+        if not proc.handle.wait(0):
+            runtime.processes._kill(proc)
+            proc.handle.wait(5)
+    except BackendError:
+        pass  # the sandbox is gone or stopped: nothing of the terminal runs on
+    finally:
+        proc.handle.close()
+        runtime._unmark(proc.marker)

@@ -1,0 +1,77 @@
+"""A watch of a workspace directory: change events for agents that wait on files.
+
+`POST /v1/sandboxes/{s}/watch {path, interval}` checks the path as every file operation does (inside the root, no
+symlink out, a directory) and starts a process that polls it, as the sandbox's user, every `interval` seconds:
+`find` and `stat` (GNU's or busybox's), compared with the last pass by awk. Each change is one output line,
+`created|modified|deleted<TAB>path` (relative to the workspace root), after a first `ready<TAB>.` once the
+directory's first state is taken (a change before it is not reported: the client waits for it), streamed like any process's output
+(GET .../processes/{id}/output) and ended with a kill or the session. Polling, not inotify: nothing in a sandbox's
+image is assumed beyond what the file scripts need, and inotify does not see what another mount namespace writes.
+A change within one second that keeps a file's size is seen only if its inode changes (stat's seconds).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import Field
+
+from sandstack.runtime import scripts
+from sandstack.runtime.routing import ERRORS, _bound, _sandbox, require_token
+from sandstack.runtime.models import NO_NUL, PATH_MAX, Strict, pattern
+from sandstack.runtime.process_models import ProcessInfo
+from sandstack.runtime.processes import Command
+from sandstack.runtime.workspace import clean_path
+
+IS_DIR = scripts._CHECK + rf"""
+[ -z "$missing" ] || exit {scripts.NOT_FOUND}
+[ -d "$real" ] || exit {scripts.NOT_DIRECTORY}
+"""
+
+# $1: the directory, relative to the workspace root (the working directory); $2: seconds between passes.
+WATCH = r"""
+dir=$1 interval=$2
+snap() { find "$dir" -mindepth 1 -exec stat -c '%Y %s %i %n' {} + 2>/dev/null | sort -k4; }
+prev=$(snap)
+printf 'ready\t.\n'
+while :; do
+    sleep "$interval"
+    cur=$(snap)
+    [ "$cur" = "$prev" ] && continue
+    { printf '%s\n' "$prev"; echo '//sandstack//'; printf '%s\n' "$cur"; } | awk '
+        $0 == "//sandstack//" { now = 1; next }
+        $0 == "" { next }
+        { name = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ /, "", name); sub(/^\.\//, "", name); meta = $1 " " $2 " " $3
+          if (now) new[name] = meta; else old[name] = meta }
+        END {
+            for (n in new) if (!(n in old)) printf "created\t%s\n", n; else if (old[n] != new[n]) printf "modified\t%s\n", n
+            for (n in old) if (!(n in new)) printf "deleted\t%s\n", n
+        }'
+    prev=$cur
+done
+"""
+
+router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], responses=ERRORS)
+
+
+class WatchRequest(Strict):
+    path: str = Field("", description="The directory, relative to the workspace root ('' is the root).",
+                      max_length=PATH_MAX, **pattern(NO_NUL))
+    interval: float = Field(0.5, ge=0.1, le=60, description="Seconds between two looks.")
+
+
+@router.post("/sandboxes/{sandbox}/watch", response_model=ProcessInfo, status_code=201, operation_id="watch",
+             name="watch")
+def watch(body: WatchRequest, request: Request, sandbox: str = _sandbox()) -> Any:
+    """Watch a directory: a process whose output lines are `created|modified|deleted<TAB>path` (follow it with
+    GET .../processes/{id}/output; kill it to stop)."""
+    runtime = _bound(request, sandbox)
+    rel = clean_path(body.path) or "."
+    root = runtime.pool(runtime.usable(sandbox).pool).workspace_root
+    code, stderr = runtime.workspace._run(sandbox, scripts.sh(IS_DIR, rel), root)
+    if code != 0:
+        raise runtime.workspace._fail(code, stderr, body.path, sandbox, "watching")
+    cmd = Command(scripts.sh(WATCH, rel, f"{body.interval:g}"), root, {"PATH": scripts.SYSTEM_PATH})
+    processes = runtime.processes
+    return processes.spawn(sandbox, cmd, limit=processes.output_limit(None)).info()

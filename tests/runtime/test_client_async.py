@@ -1,0 +1,213 @@
+"""The client's sync and async forms against a served runtime (fake backend): the same results, typed; processes
+followed as they write; context managers that release; typed errors; retries on the same host before failover;
+`sandstack sandbox exec --stream`."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+
+import httpx
+import pytest
+
+from sandstack.client import (
+    AsyncClient,
+    AsyncHostClient,
+    AsyncProcess,
+    AsyncSandbox,
+    Client,
+    CommandFailed,
+    Conflict,
+    ExecResult,
+    FileEntry,
+    HostClient,
+    HostEndpoint,
+    InvalidRequest,
+    NoCapacity,
+    NotFound,
+    Process,
+    ProcessInfo,
+    Retry,
+    Sandbox,
+    SandboxInfo,
+    Timeout,
+    Unauthorized,
+    Unavailable,
+)
+from tests.runtime.conftest import PY, TOKEN
+from tests.runtime.served import serve
+from tests.runtime.test_client import run_cli
+
+FAST = Retry(attempts=3, backoff=0.001, max_backoff=0.001)
+
+
+@pytest.fixture
+def url(env):
+    with serve(env.api.app) as base:
+        yield base
+
+
+def outputs(url: str, token: str = TOKEN) -> dict:
+    return {"hosts": {"local": {"url": url, "token": token}}, "pools": {"py": ["local"], "web": ["local"]}}
+
+
+def sync_session(url: str) -> dict:
+    with Client.from_outputs(outputs(url), retry=FAST) as client:
+        with client.claim("py", "same-1") as sandbox:
+            ran = sandbox.exec(["sh", "-c", "echo hi; echo err >&2; exit 2"])
+            sandbox.write_file("d/f.txt", "data")
+            listed = sandbox.list_dir("d")
+            proc = sandbox.start(script="for i in 1 2 3; do echo $i; sleep 0.05; done")
+            streamed = [(e.kind, e.text) for e in proc]
+            ended = proc.wait(10)
+            cat = sandbox.start(["cat"], stdin=True)
+            cat.write_stdin("round trip\n")
+            cat.close_stdin()
+            echoed = "".join(e.text for e in cat)
+            status = sandbox.status()
+        return {"exec": ran, "list": listed, "stream": streamed, "ended": (ended.status, ended.exit_code),
+                "stdin": echoed, "status": status.status, "released": client.host("local").sandboxes("py")}
+
+
+async def async_session(url: str) -> dict:
+    async with AsyncClient.from_outputs(outputs(url), retry=FAST) as client:
+        async with await client.claim("py", "same-1") as sandbox:
+            ran = await sandbox.exec(["sh", "-c", "echo hi; echo err >&2; exit 2"])
+            await sandbox.write_file("d/f.txt", "data")
+            listed = await sandbox.list_dir("d")
+            proc = await sandbox.start(script="for i in 1 2 3; do echo $i; sleep 0.05; done")
+            streamed = [(e.kind, e.text) async for e in proc]
+            ended = await proc.wait(10)
+            cat = await sandbox.start(["cat"], stdin=True)
+            await cat.write_stdin("round trip\n")
+            await cat.close_stdin()
+            echoed = "".join([e.text async for e in cat])
+            status = await sandbox.status()
+        return {"exec": ran, "list": listed, "stream": streamed, "ended": (ended.status, ended.exit_code),
+                "stdin": echoed, "status": status.status, "released": await client.host("local").sandboxes("py")}
+
+
+def test_sync_and_async_clients_give_the_same_results(url):
+    sync = sync_session(url)
+    asynchronous = asyncio.run(async_session(url))
+    for result in (sync, asynchronous):
+        assert isinstance(result["exec"], ExecResult) and (result["exec"].stdout, result["exec"].stderr,
+                                                           result["exec"].exit_code) == ("hi\n", "err\n", 2)
+        assert result["list"] == [FileEntry("f.txt", "file", 4, "0644")]
+        assert result["stream"] == [("stdout", "1\n"), ("stdout", "2\n"), ("stdout", "3\n")]
+        assert result["ended"] == ("exited", 0) and result["stdin"] == "round trip\n"
+        assert result["status"] == "bound"
+        assert all(row["session"] is None for row in result["released"])  # the `with` released it
+    assert {k: v for k, v in sync.items() if k != "exec"} == {k: v for k, v in asynchronous.items() if k != "exec"}
+    assert sync["exec"] == asynchronous["exec"] or sync["exec"].stdout == asynchronous["exec"].stdout
+
+
+@pytest.mark.parametrize("sync_cls, async_cls", [(Client, AsyncClient), (HostClient, AsyncHostClient),
+                                                 (Sandbox, AsyncSandbox), (Process, AsyncProcess)])
+def test_the_async_client_has_the_sync_clients_surface(sync_cls, async_cls):
+    def surface(cls):
+        return {name: [p for p in inspect.signature(f).parameters] for name, f in vars(cls).items()
+                if callable(f) and not name.startswith("_")}
+    sync, asynchronous = surface(sync_cls), surface(async_cls)
+    assert sync == asynchronous
+
+
+def test_results_are_typed_and_still_read_as_the_dicts_of_before(url):
+    with Client.from_outputs(outputs(url)) as client:
+        sandbox = client.claim("py", "typed")
+        result = sandbox.exec(["true"])
+        assert result["exit_code"] == 0 and result.get("message") is None and result.ok
+        assert isinstance(sandbox.status(), SandboxInfo) and sandbox.status()["status"] == "bound"
+        assert isinstance(sandbox.processes(), list)
+        with pytest.raises(CommandFailed) as failed:
+            sandbox.exec(["sh", "-c", "echo boom >&2; exit 5"], check=True)
+        assert (failed.value.result.exit_code, failed.value.message) == (5, "command exited with 5: boom")
+        proc = sandbox.start(["sleep", "30"])
+        assert isinstance(proc.info, ProcessInfo) and proc.info.running
+        with pytest.raises(Timeout) as waited:
+            proc.wait(timeout=0.2)
+        assert waited.value.message == f"process {proc.id!r} still runs after 0.2s"
+        assert proc.kill().status == "killed"
+        sandbox.release()
+
+
+def test_errors_are_typed_by_status(url, env):
+    with Client.from_outputs(outputs(url), retry=FAST) as client:
+        with pytest.raises(NotFound, match="sandbox 'nope' is not on host 'local'"):
+            client.sandbox("local/nope")
+        sandbox = client.claim("py", "errors")
+        with pytest.raises(InvalidRequest):
+            sandbox.exec([])
+        with pytest.raises(NotFound, match="process 'proc-0000000000000000' is not in sandbox"):
+            sandbox.process("proc-0000000000000000")
+        sandbox.pause()
+        with pytest.raises(Conflict, match="is paused"):
+            sandbox.exec(["true"])
+        sandbox.resume()
+        for i in range(1, 4):
+            client.claim("py", f"errors-{i}")
+        with pytest.raises(NoCapacity):
+            client.claim("py", "errors-5")
+    with Client.from_outputs(outputs(url, token="wrong-token-0123456789")) as bad:
+        with pytest.raises(Unauthorized):
+            bad.host("local").pools()
+
+
+def counting(answers: list):
+    """A transport that answers each request with the next of `answers` (an exception or a status + body)."""
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.method)
+        answer = answers.pop(0)
+        if isinstance(answer, type) and issubclass(answer, Exception):
+            raise answer("down", request=request)
+        status, body = answer
+        return httpx.Response(status, json=body)
+    return handler, seen
+
+
+def host_with(handler, retry=FAST) -> HostClient:
+    return HostClient(HostEndpoint("h", "http://h.test", TOKEN), retry=retry,
+                      http_factory=lambda e, t, h: httpx.Client(base_url=e.url, transport=httpx.MockTransport(handler)))
+
+
+def test_connection_errors_and_503_are_retried_on_the_same_host_with_a_bound():
+    handler, seen = counting([httpx.ConnectError, (503, {"error": "the Docker daemon of host 'h' does not answer"}),
+                              (200, [])])
+    assert host_with(handler).pools() == [] and seen == ["GET"] * 3
+    handler, seen = counting([httpx.ConnectError] * 3)
+    with pytest.raises(httpx.ConnectError):
+        host_with(handler).pools()
+    assert len(seen) == 3  # the bound: three tries in all
+    # No capacity is not waited for: the claim moves to the pool's next host at once.
+    handler, seen = counting([(503, {"error": "no capacity: every sandbox of pool 'py' on host 'h' is in use"})])
+    with pytest.raises(NoCapacity):
+        host_with(handler).claim("py", "s")
+    assert seen == ["POST"]
+    # A POST whose connection broke after it was sent is not sent twice (it could start a command twice).
+    handler, seen = counting([httpx.ReadError, (200, {})])
+    with pytest.raises(httpx.ReadError):
+        host_with(handler).exec("sb", command=["true"])
+    assert seen == ["POST"]
+    handler, seen = counting([(503, {"error": "down"})] * 3)
+    with pytest.raises(Unavailable):
+        host_with(handler).pools()
+
+
+def test_the_async_client_retries_as_the_sync_one():
+    handler, seen = counting([httpx.ConnectError, (200, [])])
+    host = AsyncHostClient(HostEndpoint("h", "http://h.test", TOKEN), retry=FAST, http_factory=lambda e, t, h:
+                           httpx.AsyncClient(base_url=e.url, transport=httpx.MockTransport(handler)))
+    assert asyncio.run(host.pools()) == [] and seen == ["GET", "GET"]
+
+
+def test_cli_exec_stream_prints_output_as_it_comes_and_exits_with_its_status(url, tmp_path, monkeypatch, capsys):
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps(outputs(url)))
+    with Client.from_outputs(outputs(url)) as client:
+        ref = client.claim("py", "cli-stream").ref
+    code, out = run_cli(["exec", "--stream", ref, "--", "sh", "-c", "echo a; echo b >&2; echo c; exit 3"], path,
+                        lambda e, t, h: httpx.Client(base_url=e.url, headers=h, timeout=t), monkeypatch, capsys)
+    assert (code, out.out, out.err) == (3, "a\nc\n", "b\n"), out
