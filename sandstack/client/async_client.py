@@ -50,7 +50,9 @@ class AsyncHostClient:
                 response = await self.http.request(method, path, **kwargs)
             except httpx.TransportError as error:
                 if last or not self.retry.on_error(method, error):
-                    raise
+                    # The host is lost (or unreachable): so is whatever runs on it (as the sync client says).
+                    raise HostUnavailable(503, f"does not answer ({type(error).__name__})", {"host": self.name},
+                                          self.name) from error
                 await asyncio.sleep(self.retry.delay(attempt))
                 continue
             if response.status_code < 400:
@@ -93,6 +95,14 @@ class AsyncHostClient:
 
     async def release(self, session: str) -> dict[str, Any]:
         return await self.request("DELETE", f"/v1/sessions/{_segment(session)}")
+
+    async def hibernate(self, session: str) -> dict[str, Any]:
+        """Stop the session's sandbox, keeping its files; its next call (or `resume_session`) brings it back."""
+        return await self.request("POST", f"/v1/sessions/{_segment(session)}/hibernate")
+
+    async def resume_session(self, session: str) -> dict[str, Any]:
+        """Bring a hibernated or paused session's sandbox back."""
+        return await self.request("POST", f"/v1/sessions/{_segment(session)}/resume")
 
     async def pools(self) -> list[dict[str, Any]]:
         return await self.request("GET", "/v1/pools")
@@ -266,7 +276,12 @@ class AsyncSandbox:
         return SandboxInfo.of(await self.host.pause(self.name))
 
     async def resume(self) -> SandboxInfo:
-        return SandboxInfo.of(await self.host.resume(self.name))
+        """Back from a pause or a hibernation (by the session: the runtime knows which)."""
+        return SandboxInfo.of(await self.host.resume_session(self.session))
+
+    async def hibernate(self) -> SandboxInfo:
+        """Stop it and keep its files (memory and CPU freed); any later call resumes it."""
+        return SandboxInfo.of(await self.host.hibernate(self.session))
 
     async def status(self) -> SandboxInfo:
         return SandboxInfo.of(await self.host.status(self.name))
