@@ -3,10 +3,10 @@ traceback, and the routes over `Runtime`."""
 
 from __future__ import annotations
 
-import hmac
 import inspect
 import logging
 import threading
+import time
 from collections import Counter
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -19,6 +19,7 @@ from starlette.convertors import Convertor, register_url_convertor
 
 from sandstack.runtime.answers import AsciiJSON, error_response, install_errors
 from sandstack.runtime.audit import AuditLog
+from sandstack.runtime.metrics import CONTENT_TYPE, Metrics
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.models import (
     SANDBOX_PATTERN,
@@ -39,12 +40,15 @@ from sandstack.runtime.models import (
 )
 from sandstack.runtime.service import Runtime
 from sandstack.runtime.store import SnapshotRow
+from sandstack.runtime.tokens import (Scope, Tokens, check_pool, check_sandbox, check_session, check_snapshot,
+                                      operator_only)
 from sandstack.runtime.workspace import ARCHIVE_FORMATS
 
 log = logging.getLogger("sandstack.runtime")
 VERSION = "1"
 ACTOR_HEADER = "X-Sandstack-Actor"  # who the caller acts for (a user, an agent run): recorded, not trusted
-bearer = HTTPBearer(auto_error=False, description="The host's runtime token (a Pulumi secret).")
+bearer = HTTPBearer(auto_error=False, description="The host's runtime token, or a scoped token of some of its pools "
+                                                  "(Pulumi secrets).")
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Error}
                                            for code in (400, 401, 403, 404, 409, 413, 422, 502, 503, 504, 507)}
 BINARY = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
@@ -87,11 +91,16 @@ def _note(request: Request, *, session: str | None = None, sandbox: str | None =
 
 
 def require_token(request: Request, credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> None:
-    expected: str = request.app.state.token
     given = credentials.credentials if credentials and credentials.scheme.lower() == "bearer" else ""
-    # Constant time: how much of a guess matched must not show in the response time.
-    if not hmac.compare_digest(given.encode(), expected.encode()):
+    # Constant time (sandstack.runtime.tokens): how much of a guess matched must not show in the response time.
+    scope = request.app.state.tokens.scope(given)
+    if scope is None:
         raise ApiError(401, "unauthorized")
+    request.state.scope = scope
+
+
+def _scope(request: Request) -> Scope:
+    return request.state.scope
 
 
 def _snapshot(row: SnapshotRow) -> dict[str, Any]:
@@ -113,9 +122,20 @@ router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], response
 def claim(body: ClaimRequest, request: Request) -> Any:
     """Claim an idle sandbox of the pool for the session (idempotent), optionally starting from a snapshot."""
     _note(request, session=body.session)
+    request.state.pool = body.pool
     runtime = _runtime(request)
+    check_pool(_scope(request), body.pool, runtime.host)
+    if body.from_snapshot:
+        snap = runtime.store.snapshot(body.from_snapshot)
+        check_snapshot(_scope(request), body.from_snapshot, snap.pool if snap else None, runtime.host)
+    existing = runtime.store.by_session(body.session)
+    if existing is not None:
+        check_session(_scope(request), body.session, existing.pool, runtime.host)
     row, created = runtime.claim(body.pool, body.session, body.from_snapshot)
     _note(request, sandbox=row.name)
+    if body.secrets is not None:
+        runtime.credentials.give(row.name, body.session, body.secrets.env)
+        request.state.secrets = sorted(body.secrets.env)
     return AsciiJSON(runtime.describe(row), status_code=201 if created else 200)
 
 
@@ -124,6 +144,7 @@ def get_session(request: Request, session: str = _path("The session id.", SESSIO
     _note(request, session=session)
     runtime = _runtime(request)
     row = runtime.session(session)
+    check_session(_scope(request), session, row.pool, runtime.host)
     _note(request, sandbox=row.name)
     return runtime.describe(row)
 
@@ -134,7 +155,9 @@ def release(request: Request, session: str = _path("The session id.", SESSION_PA
     paths) and returns to the pool; one whose reset fails is 'quarantined' (the answer's `detail` says why)."""
     _note(request, session=session)
     runtime = _runtime(request)
-    _note(request, sandbox=runtime.session(session).name)
+    row = runtime.session(session)
+    check_session(_scope(request), session, row.pool, runtime.host)
+    _note(request, sandbox=row.name)
     return runtime.describe(runtime.release(session))
 
 
@@ -144,6 +167,8 @@ def list_pools(request: Request) -> Any:
     runtime = _runtime(request)
     answer = []
     for pool, spec in runtime.config.pools.items():
+        if not _scope(request).allows(pool):
+            continue
         snapshots = runtime.store.snapshots(pool=pool)
         answer.append({"pool": pool, "host": runtime.host,
                        "sandboxes": dict(Counter(row.status for row in runtime.store.sandboxes(pool))),
@@ -157,8 +182,9 @@ def list_pools(request: Request) -> Any:
 def list_sandboxes(request: Request, pool: str | None = None) -> Any:
     runtime = _runtime(request)
     if pool is not None:
+        check_pool(_scope(request), pool, runtime.host)
         runtime.pool(pool)
-    return [runtime.describe(row) for row in runtime.store.sandboxes(pool)]
+    return [runtime.describe(row) for row in runtime.store.sandboxes(pool) if _scope(request).allows(row.pool)]
 
 
 @router.get("/sandboxes/{sandbox}", response_model=SandboxStatus, operation_id="get_sandbox")
@@ -166,13 +192,17 @@ def get_sandbox(request: Request, sandbox: str = _sandbox()) -> Any:
     _note(request, sandbox=sandbox)
     runtime = _runtime(request)
     row = runtime.sandbox(sandbox)
+    check_sandbox(_scope(request), sandbox, row.pool, runtime.host)
     _note(request, session=row.session)
     return runtime.describe(row)
 
 
 def _bound(request: Request, sandbox: str) -> Runtime:
     runtime = _runtime(request)
-    _note(request, sandbox=sandbox, session=runtime.sandbox(sandbox).session)
+    row = runtime.sandbox(sandbox)
+    check_sandbox(_scope(request), sandbox, row.pool, runtime.host)
+    _note(request, sandbox=sandbox, session=row.session)
+    request.state.pool = row.pool
     return runtime
 
 
@@ -180,8 +210,12 @@ def _bound(request: Request, sandbox: str) -> Runtime:
 def exec_(body: ExecRequest, request: Request, sandbox: str = _sandbox()) -> Any:
     """Run a command (argv) or a script; stdout, stderr, exit code and duration come back."""
     runtime = _bound(request, sandbox)
-    return runtime.exec(sandbox, command=body.command, script=body.script, lang=body.lang, cwd=body.cwd,
-                        env=body.env, timeout=body.timeout)
+    # The session's run-scoped secrets (sandstack.runtime.credentials), under what the request itself sets.
+    secrets = runtime.credentials.env(sandbox, runtime.sandbox(sandbox).session)
+    result = runtime.exec(sandbox, command=body.command, script=body.script, lang=body.lang, cwd=body.cwd,
+                          env={**secrets, **body.env}, timeout=body.timeout)
+    request.state.exec_outcome = "timed_out" if result.get("timed_out") else "ok"
+    return result
 
 
 @router.get("/sandboxes/{sandbox}/files/{path:sandstack_file_path}", operation_id="read_file",
@@ -270,31 +304,40 @@ def resume(request: Request, sandbox: str = _sandbox()) -> Any:
 def list_snapshots(request: Request, pool: str | None = None, session: str | None = None) -> Any:
     runtime = _runtime(request)
     if pool is not None:
+        check_pool(_scope(request), pool, runtime.host)
         runtime.pool(pool)
-    return [_snapshot(row) for row in runtime.store.snapshots(pool=pool, session=session)]
+    return [_snapshot(row) for row in runtime.store.snapshots(pool=pool, session=session)
+            if _scope(request).allows(row.pool)]
 
 
 @router.get("/snapshots/{snapshot_id}", response_model=Snapshot, operation_id="get_snapshot")
 def get_snapshot(request: Request, snapshot_id: str = _path("The snapshot id.", SNAPSHOT_PATTERN)) -> Any:
-    return _snapshot(_runtime(request).workspace.snapshot_row(snapshot_id))
+    runtime = _runtime(request)
+    row = runtime.workspace.snapshot_row(snapshot_id)
+    check_snapshot(_scope(request), snapshot_id, row.pool, runtime.host)
+    return _snapshot(row)
 
 
 @router.delete("/snapshots/{snapshot_id}", status_code=204, response_class=Response, response_model=None,
             operation_id="delete_snapshot")
 def delete_snapshot(request: Request, snapshot_id: str = _path("The snapshot id.", SNAPSHOT_PATTERN)) -> Any:
-    _runtime(request).workspace.delete_snapshot(snapshot_id)
+    runtime = _runtime(request)
+    check_snapshot(_scope(request), snapshot_id, runtime.workspace.snapshot_row(snapshot_id).pool, runtime.host)
+    runtime.workspace.delete_snapshot(snapshot_id)
     return Response(status_code=204)
 
 
 @router.get("/audit", response_model=list[AuditLine], operation_id="audit")
 def audit(request: Request, limit: int = Query(100, ge=1, le=10000)) -> Any:
-    """The newest audit lines, oldest first."""
+    """The newest audit lines, oldest first (the host's token only)."""
+    operator_only(_scope(request), "the audit log")
     return request.app.state.audit.tail(limit)
 
 
 def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | None = None,
-               monitor: bool = True) -> FastAPI:
-    """The API over `runtime` (None only to render the OpenAPI document)."""
+               monitor: bool = True, tokens: Tokens | None = None) -> FastAPI:
+    """The API over `runtime` (None only to render the OpenAPI document); `tokens`: the host's and the scoped
+    ones (default: `token` alone)."""
     stop = threading.Event()
     threads: list[threading.Thread] = []
 
@@ -327,26 +370,35 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
     if not modern:
         app.router.on_startup.append(start_monitor)
         app.router.on_shutdown.append(stop_monitor)
-    app.state.runtime, app.state.token, app.state.audit = runtime, token, audit
+    app.state.runtime, app.state.audit = runtime, audit
+    app.state.tokens = tokens or Tokens(token)
+    metrics = app.state.metrics = Metrics(runtime)
     install_errors(app)
 
     @app.middleware("http")
     async def audited(request: Request, call_next):
+        started = time.monotonic()
         try:
             response = await call_next(request)
         except Exception:  # a bug: logged here with its traceback, never sent
             log.exception("unhandled error in %s %s", request.method, request.url.path)
             request.state.outcome = "internal error"
             response = error_response(500, "internal error; see the runtime's log")
+        route = request.scope.get("route")
+        operation = getattr(route, "name", None) or f"{request.method} {request.url.path}"
+        if request.url.path.startswith("/v1/"):
+            metrics.call(operation if route else "unrouted", response.status_code, time.monotonic() - started,
+                         pool=getattr(request.state, "pool", None),
+                         outcome=getattr(request.state, "exec_outcome", None))
         if request.url.path.startswith("/v1/") and audit is not None:
-            route = request.scope.get("route")
             actor = request.headers.get(ACTOR_HEADER, "")[:64]
             peer = request.client.host if request.client else "-"
-            audit.record(who=f"{actor}@{peer}" if actor else peer,
-                         operation=getattr(route, "name", None) or f"{request.method} {request.url.path}",
+            scope = getattr(request.state, "scope", None)
+            audit.record(who=f"{actor}@{peer}" if actor else peer, operation=operation,
                          outcome=getattr(request.state, "outcome", "ok"), status=response.status_code,
                          session=getattr(request.state, "session", None),
-                         sandbox=getattr(request.state, "sandbox", None))
+                         sandbox=getattr(request.state, "sandbox", None),
+                         scope=scope.name if scope else None, secrets=getattr(request.state, "secrets", None))
         return response
 
     @app.get("/healthz", response_model=Health, include_in_schema=True, operation_id="health")
@@ -355,8 +407,19 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
         return {"status": "ok", "host": runtime.host if runtime else None}
 
     @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_token)])
-    def openapi() -> Any:
+    def openapi(request: Request) -> Any:
+        operator_only(_scope(request), "the API document")
         return AsciiJSON(app.openapi())
+
+    @app.get("/metrics", dependencies=[Depends(require_token)], operation_id="metrics", response_class=Response,
+             responses={200: {"content": {CONTENT_TYPE: {"schema": {"type": "string"}}},
+                              "description": "Prometheus text format (sandstack.runtime.metrics)."},
+                        401: {"model": Error}, 403: {"model": Error}})
+    def metrics_(request: Request) -> Any:
+        """The runtime's Prometheus metrics (the host's token only): sandboxes by pool and status, claims and their
+        latency, execs, errors by kind, snapshots, on-demand creations, hibernations."""
+        operator_only(_scope(request), "the metrics")
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     app.include_router(router)
     return app

@@ -32,6 +32,7 @@ from sandstack.runtime.backend import (
     SandboxNotRunning,
     WorkspaceReset,
 )
+from sandstack.runtime.credentials import Credentials
 from sandstack.runtime.errors import ApiError, conflict, not_found
 from sandstack.runtime.leases import Leases, holding
 from sandstack.runtime.monitor import Monitor
@@ -76,6 +77,7 @@ class Runtime(Monitor):
         # The markers of the execs running now: a timed-out command's kill spares only processes carrying one.
         self._live: Counter[str] = Counter()
         self.workspace = Workspace(self)
+        self.credentials = Credentials()  # run-scoped secrets, in memory only; a reset drops them
 
     def _enter(self, name: str) -> None:
         with self._busy_lock:
@@ -244,6 +246,7 @@ class Runtime(Monitor):
 
     def _reset(self, name: str, *, start: bool = True, detail: str | None = None) -> None:
         spec = self.pool(self.sandbox(name).pool)
+        self.credentials.drop(name)  # the session's secrets end with it, whatever the reset's outcome
         state = self.backend.state(name)
         if state.status == "missing":
             raise SandboxGone(f"container {name!r} does not exist on this host")
@@ -327,10 +330,13 @@ class Runtime(Monitor):
         bad = [key for key in env if not ENV_NAME.fullmatch(key) or key == scripts.MARKER_ENV]
         if bad:
             raise ApiError(422, f"env names {bad!r} are not allowed", names=bad)
-        limit = self.config.exec_max_timeout_seconds
-        timeout = self.config.exec_timeout_seconds if timeout is None else timeout
+        # The template's declared bounds (`session.exec_max_timeout`, `exec_output_limit`).
+        spec = self.pool(self.sandbox(name).pool)
+        limit = spec.exec_max_timeout_seconds
+        timeout = min(self.config.exec_timeout_seconds, limit) if timeout is None else timeout
         if not 1 <= timeout <= limit:
-            raise ApiError(422, f"'timeout' {timeout} must be 1-{limit} seconds")
+            raise ApiError(422, f"'timeout' {timeout} must be 1-{limit} seconds (the pool's "
+                                "session.exec_max_timeout)", timeout=timeout, limit=limit)
         row = self.usable(name)
         root = self.pool(row.pool).workspace_root
         workdir = root if not cwd else cwd if cwd.startswith("/") else f"{root}/{cwd}"
@@ -338,7 +344,7 @@ class Runtime(Monitor):
         marker = uuid.uuid4().hex
         # On the kernel's boot clock, which the sandbox's process start times count in (no time namespace between).
         started_cs = str(int(time.clock_gettime(time.CLOCK_BOOTTIME) * 100))
-        out, err = CappedBuffer(self.config.output_limit_bytes), CappedBuffer(self.config.output_limit_bytes)
+        out, err = CappedBuffer(spec.output_limit_bytes), CappedBuffer(spec.output_limit_bytes)
         try:
             with self._marked(marker):
                 status = self.backend.exec(name, list(argv), workdir=workdir,
