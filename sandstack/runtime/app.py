@@ -17,6 +17,7 @@ from fastapi.responses import Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.convertors import Convertor, register_url_convertor
 
+from sandstack.runtime import scripts
 from sandstack.runtime.answers import AsciiJSON, error_response, install_errors
 from sandstack.runtime.audit import AuditLog
 from sandstack.runtime.metrics import CONTENT_TYPE, Metrics
@@ -125,6 +126,9 @@ def claim(body: ClaimRequest, request: Request) -> Any:
     request.state.pool = body.pool
     runtime = _runtime(request)
     check_pool(_scope(request), body.pool, runtime.host)
+    reserved = [name for name in (body.secrets.env if body.secrets else {}) if name == scripts.MARKER_ENV]
+    if reserved:  # before anything is bound: the runtime's own kill relies on it
+        raise ApiError(422, f"secret names {reserved!r} are not allowed", names=reserved)
     if body.from_snapshot:
         snap = runtime.store.snapshot(body.from_snapshot)
         check_snapshot(_scope(request), body.from_snapshot, snap.pool if snap else None, runtime.host)
@@ -284,8 +288,17 @@ def snapshot(request: Request, sandbox: str = _sandbox()) -> Any:
 
 @router.post("/sandboxes/{sandbox}/restore", response_model=Snapshot, operation_id="restore")
 def restore(body: RestoreRequest, request: Request, sandbox: str = _sandbox()) -> Any:
-    """Roll the sandbox's writable paths back to a snapshot (emptied first)."""
-    return _snapshot(_bound(request, sandbox).workspace.restore(sandbox, body.snapshot))
+    """Roll the sandbox's writable paths back to a snapshot of its own session (emptied first); another session's
+    snapshot is a branch (POST /v1/sessions with `from_snapshot`): 409."""
+    runtime = _bound(request, sandbox)
+    snap, session = runtime.store.snapshot(body.snapshot), runtime.sandbox(sandbox).session
+    if snap is not None:
+        check_snapshot(_scope(request), body.snapshot, snap.pool, runtime.host)
+        if snap.session is not None and session is not None and snap.session != session:
+            raise ApiError(409, f"snapshot {body.snapshot!r} is of session {snap.session!r}, not {session!r}: start "
+                                "a session from it instead (POST /v1/sessions with from_snapshot)",
+                           snapshot=body.snapshot, session=session)
+    return _snapshot(runtime.workspace.restore(sandbox, body.snapshot))
 
 
 @router.post("/sandboxes/{sandbox}/pause", response_model=SandboxStatus, operation_id="pause")
