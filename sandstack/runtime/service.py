@@ -262,6 +262,8 @@ class Runtime(Monitor):
         disk = [WorkspaceReset(w.path, w.keep, w.seed) for w in spec.writable if w.kind == "disk"]
         if disk:
             self.backend.clean_workspaces(name, disk)
+        if spec.writable_root:  # what the session changed outside its writable paths (sandstack.runtime.rootfs)
+            self.backend.reset_root(name)
         self._cpu.pop(name, None)
         if expired:
             self.store.update(name, status="expired", session=None, bound_at=None, from_snapshot=None,
