@@ -20,7 +20,7 @@ from starlette.convertors import Convertor, register_url_convertor
 from sandstack.runtime import scripts
 from sandstack.runtime.answers import AsciiJSON, error_response, install_errors
 from sandstack.runtime.audit import AuditLog
-from sandstack.runtime.metrics import CONTENT_TYPE, Metrics
+from sandstack.runtime.metrics import CONTENT_TYPE, make_metrics
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.models import (
     SANDBOX_PATTERN,
@@ -385,7 +385,7 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
         app.router.on_shutdown.append(stop_monitor)
     app.state.runtime, app.state.audit = runtime, audit
     app.state.tokens = tokens or Tokens(token)
-    metrics = app.state.metrics = Metrics(runtime)
+    metrics = app.state.metrics = make_metrics(runtime)
     install_errors(app)
 
     @app.middleware("http")
@@ -427,7 +427,7 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
     @app.get("/metrics", dependencies=[Depends(require_token)], operation_id="metrics", response_class=Response,
              responses={200: {"content": {CONTENT_TYPE: {"schema": {"type": "string"}}},
                               "description": "Prometheus text format (sandstack.runtime.metrics)."},
-                        401: {"model": Error}, 403: {"model": Error}})
+                        401: {"model": Error}, 403: {"model": Error}, 503: {"model": Error}})
     def metrics_(request: Request) -> Any:
         """The runtime's Prometheus metrics (the host's token only): sandboxes by pool and status, claims and their
         latency, execs, errors by kind, snapshots, on-demand creations, hibernations."""

@@ -15,8 +15,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+try:
+    from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+    from prometheus_client.core import GaugeMetricFamily
+except ImportError:  # an infra image built before it listed python3-prometheus-client: serve without metrics
+    CollectorRegistry = None  # type: ignore[assignment,misc]
+
+from sandstack.runtime.errors import ApiError
 
 if TYPE_CHECKING:
     from sandstack.runtime.service import Runtime
@@ -32,6 +37,23 @@ def error_kind(status: int) -> str:
     return {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "conflict",
             413: "too_large", 422: "invalid", 499: "client_closed", 502: "sandbox_or_docker", 503: "no_capacity",
             504: "timeout", 507: "no_space"}.get(status, "internal" if status >= 500 else "other")
+
+
+def make_metrics(runtime: Runtime | None) -> Metrics | NoMetrics:
+    return Metrics(runtime) if CollectorRegistry is not None else NoMetrics()
+
+
+class NoMetrics:
+    """Where prometheus_client is not installed: every hook does nothing, and /metrics says why (503)."""
+
+    def created(self, pool: str, seconds: float | None, ok: bool = True) -> None: ...
+    def hibernated(self, pool: str) -> None: ...
+    def resumed(self, pool: str, seconds: float) -> None: ...
+    def call(self, operation: str, status: int, seconds: float, *, pool: str | None, outcome: str | None) -> None: ...
+
+    def render(self) -> bytes:
+        raise ApiError(503, "metrics are not available: the runtime's Python has no prometheus_client (the infra "
+                            "image installs python3-prometheus-client)")
 
 
 class Metrics:

@@ -1,7 +1,7 @@
 """What one session leaves is absent for the next, on the real engine: a writable root is reset to its image at
 release (what the session installed there is gone; same container); run-scoped credentials reach the session's
 execs and nothing of them is left for the next session (no process, no environment); per-session snapshots keep
-the session's newest and restore its files; the runtime's metrics answer."""
+the session's newest and restore its files."""
 
 from __future__ import annotations
 
@@ -100,6 +100,4 @@ def test_per_session_snapshots_keep_the_newest_and_restore_the_sessions_files(ho
     host.restore(sandbox, second)
     assert _sh(host, sandbox, "cat /work/notes") == "v2\n"
     assert first not in [s["id"] for s in host.snapshots()]
-    metrics = host.request("GET", "/metrics", expect="response").text
-    assert 'sandstack_runtime_sandboxes{pool="keeper",status="bound"} 1.0' in metrics
     host.request("DELETE", f"/v1/snapshots/{second}", expect="response")

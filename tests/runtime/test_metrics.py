@@ -77,3 +77,20 @@ def test_every_dashboard_panel_plots_a_metric_the_endpoint_serves(env):
         assert names <= served, f"panel {panel['title']!r} plots {sorted(names - served)}, which /metrics does not serve"
     ids = [panel["id"] for panel in dashboard["panels"]]
     assert len(ids) == len(set(ids))
+
+
+def test_without_prometheus_client_the_runtime_serves_and_metrics_say_why(env, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from sandstack.runtime import metrics
+    from sandstack.runtime.app import create_app
+    from tests.runtime.conftest import TOKEN
+
+    monkeypatch.setattr(metrics, "CollectorRegistry", None)
+    app = create_app(env.runtime, token=TOKEN, audit=env.audit, monitor=False)
+    api = TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert api.post("/v1/sessions", json={"pool": "py", "session": "s1"}).status_code == 201
+    response = api.get("/metrics")
+    assert (response.status_code, response.json()) == (503, {
+        "error": "metrics are not available: the runtime's Python has no prometheus_client (the infra image "
+                 "installs python3-prometheus-client)"})
