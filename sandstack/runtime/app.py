@@ -386,6 +386,8 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
     app.state.runtime, app.state.audit = runtime, audit
     app.state.tokens = tokens or Tokens(token)
     metrics = app.state.metrics = make_metrics(runtime)
+    if runtime is not None:
+        runtime.metrics = metrics  # the runtime's own operations feed it too (Metrics.created, hibernated...)
     install_errors(app)
 
     @app.middleware("http")

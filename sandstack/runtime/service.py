@@ -35,6 +35,7 @@ from sandstack.runtime.backend import (
 from sandstack.runtime.credentials import Credentials
 from sandstack.runtime.errors import ApiError, conflict, not_found
 from sandstack.runtime.leases import Leases, holding
+from sandstack.runtime.metrics import Metrics, NoMetrics
 from sandstack.runtime.monitor import Monitor
 from sandstack.runtime.models import ENV_NAME_PATTERN, SESSION_HINT, SESSION_PATTERN
 from sandstack.runtime.store import SandboxRow, Store
@@ -78,6 +79,8 @@ class Runtime(Monitor):
         self._live: Counter[str] = Counter()
         self.workspace = Workspace(self)
         self.credentials = Credentials()  # run-scoped secrets, in memory only; a reset drops them
+        # Hooks for on-demand creation and hibernation (sandstack.runtime.metrics); the app sets its registry's.
+        self.metrics: Metrics | NoMetrics = NoMetrics()
 
     def _enter(self, name: str) -> None:
         with self._busy_lock:

@@ -41,7 +41,8 @@ def test_sandboxes_by_pool_and_status_claims_execs_and_errors_are_counted(env):
 
 
 def test_the_on_demand_and_hibernation_hooks_feed_their_series(env):
-    metrics = env.api.app.state.metrics
+    metrics = env.runtime.metrics  # what the service's own code calls
+    assert metrics is env.api.app.state.metrics
     metrics.created("py", 0.4)
     metrics.created("py", None, ok=False)
     metrics.hibernated("web")
