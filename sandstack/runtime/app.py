@@ -17,7 +17,6 @@ from fastapi.responses import Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.convertors import Convertor, register_url_convertor
 
-from sandstack.runtime import scripts
 from sandstack.runtime.answers import AsciiJSON, error_response, install_errors
 from sandstack.runtime.audit import AuditLog
 from sandstack.runtime.metrics import CONTENT_TYPE, make_metrics
@@ -41,8 +40,10 @@ from sandstack.runtime.models import (
 )
 from sandstack.runtime.service import Runtime
 from sandstack.runtime.store import SnapshotRow
-from sandstack.runtime.tokens import (Scope, Tokens, check_pool, check_sandbox, check_session, check_snapshot,
-                                      operator_only)
+from sandstack.runtime.credentials import check_names
+from sandstack.runtime.retention import own_session
+from sandstack.runtime.tokens import (Scope, Tokens, check_claim, check_pool, check_sandbox, check_session,
+                                      check_snapshot, operator_only)
 from sandstack.runtime.workspace import ARCHIVE_FORMATS
 
 log = logging.getLogger("sandstack.runtime")
@@ -125,16 +126,8 @@ def claim(body: ClaimRequest, request: Request) -> Any:
     _note(request, session=body.session)
     request.state.pool = body.pool
     runtime = _runtime(request)
-    check_pool(_scope(request), body.pool, runtime.host)
-    reserved = [name for name in (body.secrets.env if body.secrets else {}) if name == scripts.MARKER_ENV]
-    if reserved:  # before anything is bound: the runtime's own kill relies on it
-        raise ApiError(422, f"secret names {reserved!r} are not allowed", names=reserved)
-    if body.from_snapshot:
-        snap = runtime.store.snapshot(body.from_snapshot)
-        check_snapshot(_scope(request), body.from_snapshot, snap.pool if snap else None, runtime.host)
-    existing = runtime.store.by_session(body.session)
-    if existing is not None:
-        check_session(_scope(request), body.session, existing.pool, runtime.host)
+    check_claim(_scope(request), runtime.store, runtime.host, body.pool, body.session, body.from_snapshot)
+    check_names(body.secrets.env if body.secrets else {})  # before anything is bound
     row, created = runtime.claim(body.pool, body.session, body.from_snapshot)
     _note(request, sandbox=row.name)
     if body.secrets is not None:
@@ -291,13 +284,10 @@ def restore(body: RestoreRequest, request: Request, sandbox: str = _sandbox()) -
     """Roll the sandbox's writable paths back to a snapshot of its own session (emptied first); another session's
     snapshot is a branch (POST /v1/sessions with `from_snapshot`): 409."""
     runtime = _bound(request, sandbox)
-    snap, session = runtime.store.snapshot(body.snapshot), runtime.sandbox(sandbox).session
+    snap = runtime.store.snapshot(body.snapshot)
     if snap is not None:
         check_snapshot(_scope(request), body.snapshot, snap.pool, runtime.host)
-        if snap.session is not None and session is not None and snap.session != session:
-            raise ApiError(409, f"snapshot {body.snapshot!r} is of session {snap.session!r}, not {session!r}: start "
-                                "a session from it instead (POST /v1/sessions with from_snapshot)",
-                           snapshot=body.snapshot, session=session)
+        own_session(snap, runtime.sandbox(sandbox).session)
     return _snapshot(runtime.workspace.restore(sandbox, body.snapshot))
 
 

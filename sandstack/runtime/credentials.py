@@ -12,6 +12,16 @@ from __future__ import annotations
 
 import threading
 
+from sandstack.runtime.errors import ApiError
+from sandstack.runtime.scripts import MARKER_ENV
+
+
+def check_names(env: dict[str, str]) -> None:
+    """The marker of the runtime's own kill (scripts.MARKER_ENV) is not a name a session may set."""
+    reserved = [name for name in env if name == MARKER_ENV]
+    if reserved:
+        raise ApiError(422, f"secret names {reserved!r} are not allowed", names=reserved)
+
 
 class Credentials:
     def __init__(self) -> None:

@@ -8,7 +8,15 @@ from __future__ import annotations
 from typing import Callable
 
 from sandstack.plan.runtime import RuntimeConfig
-from sandstack.runtime.store import Store
+from sandstack.runtime.errors import conflict
+from sandstack.runtime.store import SnapshotRow, Store
+
+
+def own_session(snap: SnapshotRow, session: str | None) -> None:
+    """A sandbox restores its own session's snapshots; another session's is a branch (a claim's from_snapshot)."""
+    if snap.session is not None and session is not None and snap.session != session:
+        raise conflict(f"snapshot {snap.id!r} is of session {snap.session!r}, not {session!r}: start a session from "
+                       "it instead (POST /v1/sessions with from_snapshot)", snapshot=snap.id, session=session)
 
 
 def per_session(config: RuntimeConfig, store: Store, now: float, delete: Callable[[str], None]) -> list[str]:

@@ -15,6 +15,7 @@ from typing import Mapping
 
 from sandstack.plan.runtime import RuntimeConfig
 from sandstack.runtime.errors import ApiError, not_found
+from sandstack.runtime.store import Store
 
 OPERATOR = "host"  # the scope name the audit log gives the host's own token
 MIN_TOKEN = 16
@@ -82,6 +83,18 @@ def check_session(scope: Scope, session: str, pool: str | None, host: str) -> No
 def check_snapshot(scope: Scope, snapshot: str, pool: str | None, host: str) -> None:
     if not scope.allows(pool):
         raise ApiError(404, f"snapshot {snapshot!r} is not on host {host!r}", snapshot=snapshot, host=host)
+
+
+def check_claim(scope: Scope, store: Store, host: str, pool: str, session: str, from_snapshot: str | None) -> None:
+    """A claim names its pool, maybe a snapshot to branch from, and a session that may be bound already: each must
+    be the scope's (checked before anything is bound)."""
+    check_pool(scope, pool, host)
+    if from_snapshot:
+        snap = store.snapshot(from_snapshot)
+        check_snapshot(scope, from_snapshot, snap.pool if snap else None, host)
+    existing = store.by_session(session)
+    if existing is not None:
+        check_session(scope, session, existing.pool, host)
 
 
 def operator_only(scope: Scope, what: str) -> None:
