@@ -106,6 +106,13 @@ class PoolRuntime:
     # A read, an archive or a snapshot is cut off past this many bytes (apparent size), never spooled beyond it.
     download_limit_bytes: int = 1024 * 1024 * 1024
     snapshot_storage_bytes: int = 8 * 1024 * 1024 * 1024  # all of the pool's snapshots on this host
+    # Per session (sandstack.runtime.retention): its newest `count`, none older than the age (None: the pool's).
+    session_retention: Retention | None = None
+    exec_max_timeout_seconds: int = 3600  # the longest timeout an exec may ask for (`session.exec_max_timeout`)
+    output_limit_bytes: int = 1024 * 1024  # per stream of one exec (`session.exec_output_limit`)
+    # The template's root is writable (`read_only_root: false`): a release resets it to the image and a snapshot
+    # holds it too (sandstack.runtime.rootfs).
+    writable_root: bool = False
     # The ceiling and the recipe of each slot above the warm `sandboxes` (None: no on demand).
     ondemand: OnDemand | None = None
 
@@ -121,8 +128,23 @@ class PoolRuntime:
         paths = [w.path for w in self.writable]
         if len(set(paths)) != len(paths):
             raise ValueError(f"writable: {paths!r} lists a path twice")
-        for name in ("upload_limit_bytes", "download_limit_bytes", "snapshot_storage_bytes"):
+        for name in ("upload_limit_bytes", "download_limit_bytes", "snapshot_storage_bytes", "exec_max_timeout_seconds",
+                     "output_limit_bytes"):
             _positive(getattr(self, name), name)
+
+
+@dataclass(frozen=True)
+class TokenScope:
+    """A scoped token (sandstack.runtime.tokens): its value is in the environment variable `env` (a Pulumi
+    secret, never in this file), and it acts only on `pools`."""
+
+    pools: tuple[str, ...]  # the pools of this host it names (one with no replicas here is not among them)
+    env: str
+
+
+def token_env(scope: str) -> str:
+    """The environment variable holding scope `scope`'s token ('tenant-a' → SANDSTACK_RUNTIME_TOKEN_TENANT_A)."""
+    return f"{ENV_TOKEN}_{scope.upper().replace('-', '_')}"
 
 
 @dataclass(frozen=True)
@@ -130,9 +152,7 @@ class RuntimeConfig:
     host: str
     pools: dict[str, PoolRuntime]
     port: int = DEFAULT_PORT
-    exec_timeout_seconds: int = 60  # when a request gives none
-    exec_max_timeout_seconds: int = 3600
-    output_limit_bytes: int = 1024 * 1024  # per stream of one exec; the rest is dropped with a marker
+    exec_timeout_seconds: int = 60  # when a request gives none (at most the pool's exec_max_timeout_seconds)
     idle_check_seconds: int = 5  # how often idle policies and sandbox health are checked
     idle_cpu_ms_per_s: int = 20  # CPU a sandbox may use and still be idle (the spec's, as the guard's)
     listen: str = "0.0.0.0"  # the address it serves on; in the host's network namespace, 127.0.0.1 keeps it local
@@ -140,6 +160,7 @@ class RuntimeConfig:
     # (on_expiry 'stop'; the contract's, given by the plan): such a sandbox is never handed out again.
     exit_lifetime: int | None = None
     exit_idle: int | None = None
+    tokens: dict[str, TokenScope] = field(default_factory=dict)  # scope name → its pools and env variable
     # The labels of this stack's and host's containers (sandstack.spec.contract's): how the runtime finds its
     # on-demand sandboxes among the daemon's containers, those of a pool no longer declared included.
     ondemand_labels: dict[str, str] = field(default_factory=dict)
@@ -150,8 +171,7 @@ class RuntimeConfig:
             raise ValueError(f"version: {self.version!r} is not {FORMAT_VERSION}, the format this runtime reads")
         if not (1 <= self.port <= 65535):
             raise ValueError(f"port: {self.port!r} must be 1-65535")
-        for name in ("exec_timeout_seconds", "exec_max_timeout_seconds", "output_limit_bytes", "idle_check_seconds",
-                     "idle_cpu_ms_per_s"):
+        for name in ("exec_timeout_seconds", "idle_check_seconds", "idle_cpu_ms_per_s"):
             _positive(getattr(self, name), name)
         owners: dict[str, str] = {}
         for pool, spec in self.pools.items():
@@ -159,6 +179,10 @@ class RuntimeConfig:
                 if sandbox in owners:
                     raise ValueError(f"pools.{pool}.sandboxes: {sandbox!r} is also in pool {owners[sandbox]!r}")
                 owners[sandbox] = pool
+        for scope, token in self.tokens.items():
+            unknown = sorted(set(token.pools) - set(self.pools))
+            if unknown:
+                raise ValueError(f"tokens.{scope}.pools: {unknown!r} are not pools of this host")
 
     def pool_of(self, sandbox: str) -> str | None:
         return next((pool for pool, spec in self.pools.items() if sandbox in spec.slots), None)
@@ -177,7 +201,8 @@ class RuntimeConfig:
         data = dict(data)
         try:
             pools = {name: _pool(p) for name, p in data.pop("pools").items()}
-            return cls(pools=pools, **data)
+            tokens = {name: TokenScope(tuple(t["pools"]), t["env"]) for name, t in data.pop("tokens", {}).items()}
+            return cls(pools=pools, tokens=tokens, **data)
         except (KeyError, TypeError, AttributeError) as error:
             raise ValueError(f"runtime config: {error}") from error
 
@@ -189,6 +214,8 @@ def _pool(data: dict[str, Any]) -> PoolRuntime:
         writable=tuple(WritablePath(**w) for w in data.pop("writable")),
         idle=IdlePolicy(**data.pop("idle")) if data.get("idle") else data.pop("idle", None),
         retention=Retention(**data.pop("retention", {})),
+        session_retention=Retention(**data.pop("session_retention")) if data.get("session_retention") else
+        data.pop("session_retention", None),
         ondemand=ondemand_of(data.pop("ondemand", None)),
         **data,
     )

@@ -22,7 +22,7 @@ from sandstack.plan.naming import infra_name
 from sandstack.plan.placement import Placement
 from sandstack.plan.recipe import OnDemand
 from sandstack.plan.runtime import (DEFAULT_STATE_DIR, ENV_CONFIG, ENV_STATE_DIR, IdlePolicy, PoolRuntime, Retention,
-                                    RuntimeConfig, WritablePath)
+                                    RuntimeConfig, TokenScope, WritablePath, token_env)
 from sandstack.plan.sandbox import sandbox_name
 from sandstack.spec.models.hosts import RuntimeService
 from sandstack.spec.resolve import ResolvedTemplate
@@ -66,6 +66,12 @@ def pool_runtime(stack: str, placement: Placement, ondemand: OnDemand | None = N
         upload_limit_bytes=session.upload_limit,
         download_limit_bytes=session.download_limit,
         snapshot_storage_bytes=session.snapshot_storage,
+        session_retention=(Retention(session.session_snapshots or session.snapshots,
+                                     session.session_snapshot_max_age or session.snapshot_max_age)
+                           if session.session_snapshots or session.session_snapshot_max_age else None),
+        exec_max_timeout_seconds=session.exec_max_timeout,
+        output_limit_bytes=session.exec_output_limit,
+        writable_root=not t.read_only_root,
         ondemand=ondemand,
     )
 
@@ -133,5 +139,7 @@ def plan_runtime(stack: str, host: str, spec: RuntimeService | None, placements:
     config = RuntimeConfig(host=host, pools=pools, port=spec.port, idle_cpu_ms_per_s=IDLE_CPU_MS_PER_S,
                            exit_lifetime=EXIT_LIFETIME, exit_idle=EXIT_IDLE,
                            ondemand_labels={LABEL_STACK: stack, LABEL_HOST: host},
-                           listen="0.0.0.0" if spec.exposure == "public" else "127.0.0.1")
+                           listen="0.0.0.0" if spec.exposure == "public" else "127.0.0.1",
+                           tokens={scope: TokenScope(tuple(p for p in t.pools if p in pools), token_env(scope))
+                                   for scope, t in spec.tokens.items()})
     return RuntimeHostPlan(stack, spec, config)

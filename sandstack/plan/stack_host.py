@@ -138,7 +138,9 @@ def plan_host_nodes(out: Tree, stack_key: str, component: str, host: str, spec: 
         _role(out, keys, plan, types.RUNTIME_SERVICE, base, "runtime", kinds=("runtime", "runtime state"), volume=("state", DEFAULT_STATE_DIR),
               volume_name=r.state_volume, container_name=r.container_name, run=r.run,
               memory_mb=runtime_host.MEMORY_MB, cpus=runtime_host.CPUS, command=["sh", "-c", runtime_host.ENTRYPOINT],
-              after_guard=True, network_mode="host", envs=[*r.env, Secret(r.spec.token.secret, f"{ENV_TOKEN}={{}}")],
+              after_guard=True, network_mode="host", envs=[*r.env, Secret(r.spec.token.secret, f"{ENV_TOKEN}={{}}"),
+                                                         *(Secret(r.spec.tokens[scope].secret, f"{t.env}={{}}")
+                                                           for scope, t in r.config.tokens.items())],
               # With on-demand pools it is deleted before the networks and workspace volumes its sandboxes use: its
               # stop removes them (sandstack.runtime.ondemand.shutdown), so `pulumi destroy` can delete those.
               after=(*keys.networks.values(), *keys.workspaces.values()) if r.ondemand else (),

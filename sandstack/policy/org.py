@@ -51,7 +51,9 @@ VIEW_PATHS: dict[str, dict[str, tuple]] = {
                  "log": ("network", "log"), "allow": ("network", "allow"), "public_ports": ("ports",),
                  "host_ports": ("ports",), "url_ports": ("ports",), "privileged": ("security", "privileged"),
                  "capabilities": ("security", "capabilities"), "base_image": ("base_image",),
-                 "read_only_root": ("filesystem", "read_only_root")},
+                 "read_only_root": ("filesystem", "read_only_root"),
+                 "exec_max_timeout_s": ("session", "exec_max_timeout"),
+                 "exec_output_limit_mib": ("session", "exec_output_limit")},
     "pool": {"template": ("template",), "replicas": ("replicas",), "hosts": ("hosts",)},
     "host": {"endpoint": ("endpoint",), "cpus": ("capacity", "cpus"), "memory_mib": ("capacity", "memory"),
              "disk_mib": ("capacity", "disk"), "gpus": ("capacity", "gpus")},
@@ -241,6 +243,8 @@ def template_view(t: ResolvedTemplate, public_urls: tuple[int, ...] = ()) -> dic
         "url_ports": [p.port for p in t.ports if p.exposure == "url"],
         "host_ports": [p.port for p in t.ports if p.exposure == "host"], "privileged": t.privileged,
         "capabilities": list(t.capabilities), "base_image": t.base_image, "read_only_root": t.read_only_root,
+        # The runtime's exec bounds (`session`): an org rule can cap how long and how much a session's command runs.
+        "exec_max_timeout_s": t.session.exec_max_timeout, "exec_output_limit_mib": t.session.exec_output_limit / MIB,
     }
 
 

@@ -90,7 +90,9 @@ def summary(r: Resource) -> list[str]:
         return lines
     if r.kind == "runtime" and p:
         return [f"sessions API on {p['listen']} (token from secret {p['token']['secret']}), pools "
-                + ", ".join(f"{k} ({v['sandboxes']})" for k, v in p["pools"].items())]
+                + ", ".join(f"{k} ({v['sandboxes']})" for k, v in p["pools"].items())] + [
+            f"token '{scope}' (secret {t['secret']}) acts only on pools {', '.join(t['pools'])}"
+            for scope, t in p.get("tokens", {}).items()]
     if r.kind == "ingress" and p:
         tls = p["tls"] if isinstance(p["tls"], str) else "TLS from secrets " + ", ".join(v["secret"] for v in p["tls"].values())
         return [f"https://*.{p['domain']} on {p['listen']} ({tls}), {len(p['sites'])} URLs"]

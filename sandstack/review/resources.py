@@ -108,6 +108,8 @@ def _container_props(kind: str, plan: HostPlan) -> dict[str, Any]:
         config = plan.runtime.config
         return {"name": plan.runtime.container_name, "listen": f"{config.listen}:{config.port}",
                 "token": {"secret": plan.runtime.spec.token.secret},
+                **({"tokens": {scope: {"secret": t.secret, "pools": list(t.pools)}
+                               for scope, t in plan.runtime.spec.tokens.items()}} if plan.runtime.spec.tokens else {}),
                 "pools": {pool: {"sandboxes": len(p.sandboxes), **({"max": p.ondemand.ceiling} if p.ondemand else {}),
                                  "workspace": p.workspace_root,
                                  "idle": f"{p.idle.action} after {p.idle.after_seconds}s" if p.idle else None}

@@ -134,6 +134,10 @@ def compare_templates(pool: str, old: ResolvedTemplate, new: ResolvedTemplate) -
             looser = y == 0 or (x != 0 and y > x)
             add(looser, "lifetime", f"{words} {x or 'none'}{'s' if x else ''} → {y or 'none'}{'s' if y else ''}"
                 + (" (removed)" if y == 0 else ""))
+    # The runtime's exec bound: a longer one lets a session's command run longer.
+    x, y = old.session.exec_max_timeout, new.session.exec_max_timeout
+    if x != y:
+        add(y > x, "lifetime", f"exec max timeout {x}s → {y}s")
     # Secrets: keys only.
     keys_a, keys_b = _secret_keys(old), _secret_keys(new)
     for where in sorted(keys_b.keys() - keys_a.keys()):
@@ -177,6 +181,15 @@ def compare_hosts(old: ResolvedStack, new: ResolvedStack) -> list[Finding]:
             text = (f"runtime API of host {host} made public (was {before}): its sessions reach this pool's "
                     "sandboxes from every network" if loosens else f"runtime API of host {host} public → {after}")
             out += [Finding(pool, loosens, "runtime", text) for pool in pools]
+        # Scoped tokens: a token added, or a pool added to one, lets its holder act on that pool's sessions.
+        scopes_a = {n: set(t.pools) for n, t in (a.runtime.tokens.items() if a and a.runtime else ())}
+        scopes_b = {n: set(t.pools) for n, t in (b.runtime.tokens.items() if b.runtime else ())}
+        for scope in sorted(scopes_a.keys() | scopes_b.keys()):
+            before_pools, after_pools = scopes_a.get(scope, set()), scopes_b.get(scope, set())
+            out += [Finding(pool, True, "runtime", f"runtime token '{scope}' of host {host} now acts on this pool's "
+                            "sessions") for pool in pools if pool in after_pools - before_pools]
+            out += [Finding(pool, False, "runtime", f"runtime token '{scope}' of host {host} no longer acts on this "
+                            "pool's sessions") for pool in pools if pool in before_pools - after_pools]
         # An ingress added comes with url ports, which the ports comparison names; here: one turned public or back.
         before, after = _exposure(a.ingress if a else None), _exposure(b.ingress)
         if {before, after} == {"host", "public"}:

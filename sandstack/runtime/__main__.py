@@ -53,8 +53,15 @@ def main() -> int:
     from sandstack.runtime.docker_backend import DockerBackend
     from sandstack.runtime.service import Runtime
 
+    from sandstack.runtime.tokens import Tokens
+
+    try:
+        tokens = Tokens.from_environment(token, config, os.environ)
+    except ValueError as error:  # names the scope and its variable, never a token
+        print(f"sandstack runtime: {error}", file=sys.stderr)
+        return 2
     runtime = Runtime(config, DockerBackend(), state_dir)
-    app = create_app(runtime, token=token, audit=AuditLog(state_dir / AUDIT_FILE))
+    app = create_app(runtime, token=token, audit=AuditLog(state_dir / AUDIT_FILE), tokens=tokens)
     # One process: the SQLite lock and the monitor thread assume a single runtime per host.
     uvicorn.run(app, host=config.listen, port=config.port, workers=1, log_level="info", server_header=False)
     return 0

@@ -3,10 +3,10 @@ traceback, and the routes over `Runtime`."""
 
 from __future__ import annotations
 
-import hmac
 import inspect
 import logging
 import threading
+import time
 from collections import Counter
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -19,6 +19,7 @@ from starlette.convertors import Convertor, register_url_convertor
 
 from sandstack.runtime.answers import AsciiJSON, error_response, install_errors
 from sandstack.runtime.audit import AuditLog
+from sandstack.runtime.metrics import CONTENT_TYPE, make_metrics
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.models import (
     SANDBOX_PATTERN,
@@ -45,6 +46,7 @@ from sandstack.runtime.routing import (
     _note,
     _path,
     _runtime,
+    _scope,
     _sandbox,
     bearer,
     require_token,
@@ -52,6 +54,10 @@ from sandstack.runtime.routing import (
 from sandstack.runtime.service import Runtime
 from sandstack.runtime.session_api import add_routes as add_session_routes
 from sandstack.runtime.store import SnapshotRow
+from sandstack.runtime.credentials import check_names
+from sandstack.runtime.retention import own_session
+from sandstack.runtime.tokens import (Scope, Tokens, check_claim, check_pool, check_sandbox, check_session,
+                                      check_snapshot, operator_only)
 from sandstack.runtime.workspace import ARCHIVE_FORMATS
 from sandstack.runtime import process_routes, terminal, watch
 
@@ -92,9 +98,15 @@ router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], response
 def claim(body: ClaimRequest, request: Request) -> Any:
     """Claim an idle sandbox of the pool for the session (idempotent), optionally starting from a snapshot."""
     _note(request, session=body.session)
+    request.state.pool = body.pool
     runtime = _runtime(request)
+    check_claim(_scope(request), runtime.store, runtime.host, body.pool, body.session, body.from_snapshot)
+    check_names(body.secrets.env if body.secrets else {})  # before anything is bound
     row, created = runtime.claim(body.pool, body.session, body.from_snapshot)
     _note(request, sandbox=row.name)
+    if body.secrets is not None:
+        runtime.credentials.give(row.name, body.session, body.secrets.env)
+        request.state.secrets = sorted(body.secrets.env)
     return AsciiJSON(runtime.describe(row), status_code=201 if created else 200)
 
 
@@ -103,6 +115,7 @@ def get_session(request: Request, session: str = _path("The session id.", SESSIO
     _note(request, session=session)
     runtime = _runtime(request)
     row = runtime.session(session)
+    check_session(_scope(request), session, row.pool, runtime.host)
     _note(request, sandbox=row.name)
     return runtime.describe(row)
 
@@ -113,7 +126,9 @@ def release(request: Request, session: str = _path("The session id.", SESSION_PA
     paths) and returns to the pool; one whose reset fails is 'quarantined' (the answer's `detail` says why)."""
     _note(request, session=session)
     runtime = _runtime(request)
-    _note(request, sandbox=runtime.session(session).name)
+    row = runtime.session(session)
+    check_session(_scope(request), session, row.pool, runtime.host)
+    _note(request, sandbox=row.name)
     return runtime.describe(runtime.release(session))
 
 
@@ -123,6 +138,8 @@ def list_pools(request: Request) -> Any:
     runtime = _runtime(request)
     answer = []
     for pool, spec in runtime.config.pools.items():
+        if not _scope(request).allows(pool):
+            continue
         snapshots = runtime.store.snapshots(pool=pool)
         answer.append({"pool": pool, "host": runtime.host,
                        "sandboxes": dict(Counter(row.status for row in runtime.store.sandboxes(pool))),
@@ -136,8 +153,9 @@ def list_pools(request: Request) -> Any:
 def list_sandboxes(request: Request, pool: str | None = None) -> Any:
     runtime = _runtime(request)
     if pool is not None:
+        check_pool(_scope(request), pool, runtime.host)
         runtime.pool(pool)
-    return [runtime.describe(row) for row in runtime.store.sandboxes(pool)]
+    return [runtime.describe(row) for row in runtime.store.sandboxes(pool) if _scope(request).allows(row.pool)]
 
 
 @router.get("/sandboxes/{sandbox}", response_model=SandboxStatus, operation_id="get_sandbox")
@@ -145,6 +163,7 @@ def get_sandbox(request: Request, sandbox: str = _sandbox()) -> Any:
     _note(request, sandbox=sandbox)
     runtime = _runtime(request)
     row = runtime.sandbox(sandbox)
+    check_sandbox(_scope(request), sandbox, row.pool, runtime.host)
     _note(request, session=row.session)
     return runtime.describe(row)
 
@@ -153,8 +172,11 @@ def get_sandbox(request: Request, sandbox: str = _sandbox()) -> Any:
 def exec_(body: ExecRequest, request: Request, sandbox: str = _sandbox()) -> Any:
     """Run a command (argv) or a script; stdout, stderr, exit code and duration come back."""
     runtime = _bound(request, sandbox)
-    return runtime.exec(sandbox, command=body.command, script=body.script, lang=body.lang, cwd=body.cwd,
-                        env=body.env, timeout=body.timeout)
+    # The session's run-scoped secrets are added by the process layer (sandstack.runtime.processes.command).
+    result = runtime.exec(sandbox, command=body.command, script=body.script, lang=body.lang, cwd=body.cwd,
+                          env=body.env, timeout=body.timeout)
+    request.state.exec_outcome = "timed_out" if result.get("timed_out") else "ok"
+    return result
 
 
 @router.get("/sandboxes/{sandbox}/files/{path:sandstack_file_path}", operation_id="read_file",
@@ -225,8 +247,14 @@ def snapshot(request: Request, sandbox: str = _sandbox()) -> Any:
 
 @router.post("/sandboxes/{sandbox}/restore", response_model=Snapshot, operation_id="restore")
 def restore(body: RestoreRequest, request: Request, sandbox: str = _sandbox()) -> Any:
-    """Roll the sandbox's writable paths back to a snapshot (emptied first)."""
-    return _snapshot(_bound(request, sandbox).workspace.restore(sandbox, body.snapshot))
+    """Roll the sandbox's writable paths back to a snapshot of its own session (emptied first); another session's
+    snapshot is a branch (POST /v1/sessions with `from_snapshot`): 409."""
+    runtime = _bound(request, sandbox)
+    snap = runtime.store.snapshot(body.snapshot)
+    if snap is not None:
+        check_snapshot(_scope(request), body.snapshot, snap.pool, runtime.host)
+        own_session(snap, runtime.sandbox(sandbox).session)
+    return _snapshot(runtime.workspace.restore(sandbox, body.snapshot))
 
 
 @router.post("/sandboxes/{sandbox}/pause", response_model=SandboxStatus, operation_id="pause")
@@ -245,25 +273,33 @@ def resume(request: Request, sandbox: str = _sandbox()) -> Any:
 def list_snapshots(request: Request, pool: str | None = None, session: str | None = None) -> Any:
     runtime = _runtime(request)
     if pool is not None:
+        check_pool(_scope(request), pool, runtime.host)
         runtime.pool(pool)
-    return [_snapshot(row) for row in runtime.store.snapshots(pool=pool, session=session)]
+    return [_snapshot(row) for row in runtime.store.snapshots(pool=pool, session=session)
+            if _scope(request).allows(row.pool)]
 
 
 @router.get("/snapshots/{snapshot_id}", response_model=Snapshot, operation_id="get_snapshot")
 def get_snapshot(request: Request, snapshot_id: str = _path("The snapshot id.", SNAPSHOT_PATTERN)) -> Any:
-    return _snapshot(_runtime(request).workspace.snapshot_row(snapshot_id))
+    runtime = _runtime(request)
+    row = runtime.workspace.snapshot_row(snapshot_id)
+    check_snapshot(_scope(request), snapshot_id, row.pool, runtime.host)
+    return _snapshot(row)
 
 
 @router.delete("/snapshots/{snapshot_id}", status_code=204, response_class=Response, response_model=None,
             operation_id="delete_snapshot")
 def delete_snapshot(request: Request, snapshot_id: str = _path("The snapshot id.", SNAPSHOT_PATTERN)) -> Any:
-    _runtime(request).workspace.delete_snapshot(snapshot_id)
+    runtime = _runtime(request)
+    check_snapshot(_scope(request), snapshot_id, runtime.workspace.snapshot_row(snapshot_id).pool, runtime.host)
+    runtime.workspace.delete_snapshot(snapshot_id)
     return Response(status_code=204)
 
 
 @router.get("/audit", response_model=list[AuditLine], operation_id="audit")
 def audit(request: Request, limit: int = Query(100, ge=1, le=10000)) -> Any:
-    """The newest audit lines, oldest first."""
+    """The newest audit lines, oldest first (the host's token only)."""
+    operator_only(_scope(request), "the audit log")
     return request.app.state.audit.tail(limit)
 
 
@@ -271,8 +307,9 @@ add_session_routes(router, _runtime, _note)  # hibernate and resume, by session
 
 
 def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | None = None,
-               monitor: bool = True) -> FastAPI:
-    """The API over `runtime` (None only to render the OpenAPI document)."""
+               monitor: bool = True, tokens: Tokens | None = None) -> FastAPI:
+    """The API over `runtime` (None only to render the OpenAPI document); `tokens`: the host's and the scoped
+    ones (default: `token` alone)."""
     stop = threading.Event()
     threads: list[threading.Thread] = []
 
@@ -307,26 +344,37 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
     if not modern:
         app.router.on_startup.append(start_monitor)
         app.router.on_shutdown.append(stop_monitor)
-    app.state.runtime, app.state.token, app.state.audit = runtime, token, audit
+    app.state.runtime, app.state.audit = runtime, audit
+    app.state.tokens = tokens or Tokens(token)
+    metrics = app.state.metrics = make_metrics(runtime)
+    if runtime is not None:
+        runtime.metrics = metrics  # the runtime's own operations feed it too (Metrics.created, hibernated...)
     install_errors(app)
 
     @app.middleware("http")
     async def audited(request: Request, call_next):
+        started = time.monotonic()
         try:
             response = await call_next(request)
         except Exception:  # a bug: logged here with its traceback, never sent
             log.exception("unhandled error in %s %s", request.method, request.url.path)
             request.state.outcome = "internal error"
             response = error_response(500, "internal error; see the runtime's log")
+        route = request.scope.get("route")
+        operation = getattr(route, "name", None) or f"{request.method} {request.url.path}"
+        if request.url.path.startswith("/v1/"):
+            metrics.call(operation if route else "unrouted", response.status_code, time.monotonic() - started,
+                         pool=getattr(request.state, "pool", None),
+                         outcome=getattr(request.state, "exec_outcome", None))
         if request.url.path.startswith("/v1/") and audit is not None:
-            route = request.scope.get("route")
             actor = request.headers.get(ACTOR_HEADER, "")[:64]
             peer = request.client.host if request.client else "-"
-            audit.record(who=f"{actor}@{peer}" if actor else peer,
-                         operation=getattr(route, "name", None) or f"{request.method} {request.url.path}",
+            scope = getattr(request.state, "scope", None)
+            audit.record(who=f"{actor}@{peer}" if actor else peer, operation=operation,
                          outcome=getattr(request.state, "outcome", "ok"), status=response.status_code,
                          session=getattr(request.state, "session", None),
-                         sandbox=getattr(request.state, "sandbox", None))
+                         sandbox=getattr(request.state, "sandbox", None),
+                         scope=scope.name if scope else None, secrets=getattr(request.state, "secrets", None))
         return response
 
     @app.get("/healthz", response_model=Health, include_in_schema=True, operation_id="health")
@@ -335,8 +383,19 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
         return {"status": "ok", "host": runtime.host if runtime else None}
 
     @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_token)])
-    def openapi() -> Any:
+    def openapi(request: Request) -> Any:
+        operator_only(_scope(request), "the API document")
         return AsciiJSON(app.openapi())
+
+    @app.get("/metrics", dependencies=[Depends(require_token)], operation_id="metrics", response_class=Response,
+             responses={200: {"content": {CONTENT_TYPE: {"schema": {"type": "string"}}},
+                              "description": "Prometheus text format (sandstack.runtime.metrics)."},
+                        401: {"model": Error}, 403: {"model": Error}, 503: {"model": Error}})
+    def metrics_(request: Request) -> Any:
+        """The runtime's Prometheus metrics (the host's token only): sandboxes by pool and status, claims and their
+        latency, execs, errors by kind, snapshots, on-demand creations, hibernations."""
+        operator_only(_scope(request), "the metrics")
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     app.include_router(router)
     app.include_router(process_routes.router)

@@ -34,9 +34,11 @@ class AuditLog:
         self._lock = threading.Lock()
 
     def record(self, *, who: str, operation: str, outcome: str, status: int, session: str | None = None,
-               sandbox: str | None = None) -> None:
+               sandbox: str | None = None, scope: str | None = None, secrets: list[str] | None = None) -> None:
+        """`scope`: the token's scope ('host', or a scoped token's name; never the token); `secrets`: the names
+        of the run-scoped credentials a claim gave (never their values)."""
         line = {"time": round(time.time(), 3), "who": who, "session": session, "sandbox": sandbox,
-                "operation": operation, "status": status, "outcome": outcome}
+                "operation": operation, "status": status, "outcome": outcome, "scope": scope, "secrets": secrets}
         with self._lock:
             # ensure_ascii (json's default, stated because it matters): any str, a lone surrogate included,
             # is written as an escape, so every line is ASCII and reads back as it was.
@@ -67,6 +69,8 @@ class AuditLog:
 
 FIELDS = {"time": (int, float), "who": str, "session": (str, type(None)), "sandbox": (str, type(None)),
           "operation": str, "status": int, "outcome": str}
+# Added later: a line written before them reads back with None.
+OPTIONAL = {"scope": (str, type(None)), "secrets": (list, type(None))}
 
 
 def _record(line: str) -> dict[str, object] | None:
@@ -77,4 +81,6 @@ def _record(line: str) -> dict[str, object] | None:
         return None
     if not isinstance(record, dict) or any(not isinstance(record.get(k, ...), t) for k, t in FIELDS.items()):
         return None
-    return {key: record[key] for key in FIELDS}
+    if any(not isinstance(record.get(k), t) for k, t in OPTIONAL.items()):
+        return None
+    return {key: record.get(key) for key in (*FIELDS, *OPTIONAL)}

@@ -128,6 +128,12 @@ class SandboxBackend(ABC):
         naming the path when one is not clean."""
 
 
+    def reset_root(self, name: str) -> None:
+        """Give the stopped container its image's root again (a template with a writable root): nothing a session
+        changed outside its writable paths is left. Raises BackendError when it cannot (sandstack.runtime.rootfs)."""
+        raise BackendError(f"this backend cannot reset the writable root of {name!r}")
+
+
 @dataclass(frozen=True)
 class WorkspaceReset:
     path: str  # where the sandbox mounts the disk workspace

@@ -29,6 +29,7 @@ from sandstack.runtime.backend import (
     Sink,
     WorkspaceReset,
 )
+from sandstack.runtime import rootfs
 from sandstack.runtime.docker_exec import CHUNK, STDERR, STDOUT, DockerHandle, _copy_frames, _docker_errors
 from sandstack.runtime.scripts import CLEAN
 
@@ -184,6 +185,13 @@ class DockerBackend(SandboxBackend):
                                                   labels=labels, name=helper, network_disabled=True)
                     finally:
                         self._remove(helper)
+
+    def reset_root(self, name: str) -> None:
+        with _docker_errors(name):
+            info = self.api.inspect_container(name)
+            labels = {key: ("root-reset" if key.endswith(".role") else value)
+                      for key, value in (info["Config"].get("Labels") or {}).items()}
+            rootfs.reset_root(self.api, name, info, labels)
 
     def _remove(self, helper: str) -> None:
         try:

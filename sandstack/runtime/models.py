@@ -86,12 +86,21 @@ class Strict(BaseModel):
         _unicode = validator("*", allow_reuse=True)(_valid_unicode)
 
 
+class SessionSecrets(Strict):
+    env: dict[text(ENV_NAME_PATTERN), text(NO_NUL, 65536)] = Field(
+        default_factory=dict, description="Added to the environment of each of the session's execs (under what an "
+        "exec's own `env` sets). Kept in the runtime's memory only, never stored or logged (the audit log records "
+        "their names); dropped when the session ends.", **schema_extra(additionalProperties=False, maxProperties=64))
+
+
 class ClaimRequest(Strict):
     pool: str = Field(description="A pool placed on this host.", **pattern(POOL_PATTERN))
     session: str = Field(description="The caller's session id (a chat, a run); the same id gets the same sandbox "
                                      "back while it is bound.", **pattern(SESSION_PATTERN))
     from_snapshot: str | None = Field(None, description="Branch: the new session's sandbox starts from this "
                                                         "snapshot (of the same pool).", **pattern(SNAPSHOT_PATTERN))
+    secrets: SessionSecrets | None = Field(None, description="Run-scoped credentials for this session only; a claim "
+                                                             "of a session that has a sandbox replaces them.")
 
 
 class SandboxStatus(BaseModel):
@@ -128,8 +137,8 @@ class ExecRequest(Strict):
     env: dict[text(ENV_NAME_PATTERN), text(NO_NUL)] = Field(default_factory=dict,
                                                             description="Added to the sandbox's environment.",
                                                             **schema_extra(additionalProperties=False))
-    timeout: int | None = Field(None, ge=1, description="Seconds; default 60, at most the host's "
-                                                        "`exec_max_timeout_seconds` (3600 unless configured). At "
+    timeout: int | None = Field(None, ge=1, description="Seconds; default 60, at most the pool's "
+                                                        "`session.exec_max_timeout` (default 1h). At "
                                                         "the timeout every process the command started is killed.")
 
 
@@ -195,6 +204,9 @@ class AuditLine(BaseModel):
     operation: str
     status: int
     outcome: str
+    scope: str | None = Field(None, description="The token's scope: 'host', or a scoped token's name (never the "
+                                                "token).")
+    secrets: list[str] | None = Field(None, description="The names of the run-scoped credentials a claim gave.")
 
 
 class Error(BaseModel):

@@ -43,8 +43,8 @@ def start_process(body: ProcessRequest, request: Request, sandbox: str = _sandbo
     processes = _bound(request, sandbox).processes
     cmd = processes.command(sandbox, command=body.command, script=body.script, lang=body.lang, cwd=body.cwd,
                             env=body.env)
-    proc = processes.spawn(sandbox, cmd, limit=processes.output_limit(body.output_limit), stdin=body.stdin,
-                           timeout=processes.timeout(body.timeout, None))
+    proc = processes.spawn(sandbox, cmd, limit=processes.output_limit(sandbox, body.output_limit), stdin=body.stdin,
+                           timeout=processes.timeout(sandbox, body.timeout, None))
     return proc.info()
 
 

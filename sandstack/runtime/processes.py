@@ -112,21 +112,31 @@ class Processes:
         bad = [key for key in env if not ENV_NAME.fullmatch(key) or key == scripts.MARKER_ENV]
         if bad:
             raise ApiError(422, f"env names {bad!r} are not allowed", names=bad)
-        root = self.runtime.pool(self.runtime.sandbox(name).pool).workspace_root
+        row = self.runtime.sandbox(name)
+        root = self.runtime.pool(row.pool).workspace_root
         workdir = root if not cwd else cwd if cwd.startswith("/") else f"{root}/{cwd}"
-        return Command(list(command) if command is not None else [*INTERPRETERS[lang], script], workdir, dict(env))
+        # The session's run-scoped secrets (sandstack.runtime.credentials), under what the request itself sets.
+        secrets = self.runtime.credentials.env(name, row.session)
+        return Command(list(command) if command is not None else [*INTERPRETERS[lang], script], workdir,
+                       {**secrets, **env})
 
-    def timeout(self, timeout: int | None, default: int | None) -> int | None:
-        limit = self.runtime.config.exec_max_timeout_seconds
-        timeout = default if timeout is None else timeout
-        if timeout is not None and not 1 <= timeout <= limit:
-            raise ApiError(422, f"'timeout' {timeout} must be 1-{limit} seconds")
+    def timeout(self, name: str, timeout: int | None, default: int | None) -> int | None:
+        """A request's timeout within the pool's declared bound (`session.exec_max_timeout`); `default` when it
+        gives none (capped by the bound too)."""
+        limit = self.runtime.pool(self.runtime.sandbox(name).pool).exec_max_timeout_seconds
+        if timeout is None:
+            return None if default is None else min(default, limit)
+        if not 1 <= timeout <= limit:
+            raise ApiError(422, f"'timeout' {timeout} must be 1-{limit} seconds (the pool's "
+                                "session.exec_max_timeout)", timeout=timeout, limit=limit)
         return timeout
 
-    def output_limit(self, declared: int | None) -> int:
-        cap = self.runtime.config.output_limit_bytes
+    def output_limit(self, name: str, declared: int | None) -> int:
+        """Bytes of output kept per stream: the pool's declared `session.exec_output_limit`, or less if asked."""
+        cap = self.runtime.pool(self.runtime.sandbox(name).pool).output_limit_bytes
         if declared is not None and not 1 <= declared <= cap:
-            raise ApiError(422, f"'output_limit' {declared} must be 1-{cap} bytes (the host's output limit)")
+            raise ApiError(422, f"'output_limit' {declared} must be 1-{cap} bytes (the pool's "
+                                "session.exec_output_limit)")
         return declared or cap
 
     def spawn(self, name: str, cmd: Command, *, limit: int, stdin: bool = False, tty: bool = False,
@@ -212,7 +222,7 @@ class Processes:
 
     def run(self, name: str, cmd: Command, timeout: int) -> dict[str, object]:
         row = self.runtime.sandbox(name)
-        proc = self.spawn(name, cmd, limit=self.runtime.config.output_limit_bytes, keep=False)
+        proc = self.spawn(name, cmd, limit=self.output_limit(name, None), keep=False)
         assert proc.handle is not None
         try:
             timed_out = not proc.handle.wait(timeout)

@@ -3,7 +3,6 @@ may give, path parameters, and the audit notes of a call (app.py, process_routes
 
 from __future__ import annotations
 
-import hmac
 from typing import Any
 
 from fastapi import Path, Request, Security
@@ -11,9 +10,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.models import SANDBOX_PATTERN, Error, pattern
+from sandstack.runtime.tokens import Scope, check_sandbox
 
 ACTOR_HEADER = "X-Sandstack-Actor"  # who the caller acts for (a user, an agent run): recorded, not trusted
-bearer = HTTPBearer(auto_error=False, description="The host's runtime token (a Pulumi secret).")
+bearer = HTTPBearer(auto_error=False, description="The host's runtime token, or a scoped token of some of its pools "
+                                                  "(Pulumi secrets).")
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Error}
                                            for code in (400, 401, 403, 404, 409, 413, 422, 502, 503, 504, 507)}
 BINARY = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
@@ -40,14 +41,23 @@ def _note(request: Request, *, session: str | None = None, sandbox: str | None =
 
 
 def require_token(request: Request, credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> None:
-    expected: str = request.app.state.token
     given = credentials.credentials if credentials and credentials.scheme.lower() == "bearer" else ""
-    # Constant time: how much of a guess matched must not show in the response time.
-    if not hmac.compare_digest(given.encode(), expected.encode()):
+    # Constant time (sandstack.runtime.tokens): how much of a guess matched must not show in the response time.
+    scope = request.app.state.tokens.scope(given)
+    if scope is None:
         raise ApiError(401, "unauthorized")
+    request.state.scope = scope
+
+
+def _scope(request: Request) -> Scope:
+    return request.state.scope
 
 
 def _bound(request: Request, sandbox: str) -> Any:
+    """The runtime, once the caller's token may act on `sandbox` (a scoped token: only its pools'; else 404)."""
     runtime = _runtime(request)
-    _note(request, sandbox=sandbox, session=runtime.sandbox(sandbox).session)
+    row = runtime.sandbox(sandbox)
+    check_sandbox(_scope(request), sandbox, row.pool, runtime.host)
+    _note(request, sandbox=sandbox, session=row.session)
+    request.state.pool = row.pool
     return runtime

@@ -32,9 +32,11 @@ from sandstack.runtime.backend import (
     SandboxGone,
     WorkspaceReset,
 )
+from sandstack.runtime.credentials import Credentials
 from sandstack.runtime.errors import ApiError, conflict, not_found
 from sandstack.runtime.hibernate import Hibernation
 from sandstack.runtime.leases import Leases, holding
+from sandstack.runtime.metrics import Metrics, NoMetrics
 from sandstack.runtime.monitor import Monitor
 from sandstack.runtime.ondemand import OnDemandSlots, provisioner_for
 from sandstack.runtime.models import ENV_NAME_PATTERN, SESSION_HINT, SESSION_PATTERN
@@ -71,6 +73,9 @@ class Runtime(Monitor):
         # The markers of the execs running now: a timed-out command's kill spares only processes carrying one.
         self._live: Counter[str] = Counter()
         self.workspace = Workspace(self)
+        self.credentials = Credentials()  # run-scoped secrets, in memory only; a reset drops them
+        # Hooks for on-demand creation and hibernation (sandstack.runtime.metrics); the app sets its registry's.
+        self.metrics: Metrics | NoMetrics = NoMetrics()
         self.ondemand = OnDemandSlots(self, provisioner_for(backend))  # slots above the warm sandboxes
         self.hibernation = Hibernation(self)
         self.ondemand.reconcile_quietly()
@@ -262,6 +267,7 @@ class Runtime(Monitor):
     def _reset(self, name: str, *, start: bool = True, detail: str | None = None) -> None:
         spec = self.pool(self.sandbox(name).pool)
         self.processes.end_session(name, "its session ended: the sandbox was reset, which stopped it")
+        self.credentials.drop(name)  # the session's secrets end with it, whatever the reset's outcome
         state = self.backend.state(name)
         if state.status == "missing":
             raise SandboxGone(f"container {name!r} does not exist on this host")
@@ -277,6 +283,8 @@ class Runtime(Monitor):
         disk = [WorkspaceReset(w.path, w.keep, w.seed) for w in spec.writable if w.kind == "disk"]
         if disk:
             self.backend.clean_workspaces(name, disk)
+        if spec.writable_root:  # what the session changed outside its writable paths (sandstack.runtime.rootfs)
+            self.backend.reset_root(name)
         self._cpu.pop(name, None)
         if expired:
             self.store.update(name, status="expired", session=None, bound_at=None, from_snapshot=None,
@@ -340,7 +348,7 @@ class Runtime(Monitor):
              env: dict[str, str], timeout: int | None) -> dict[str, object]:
         """A command run to its end in the request: a process (sandstack.runtime.processes) waited for."""
         cmd = self.processes.command(name, command=command, script=script, lang=lang, cwd=cwd, env=env)
-        timeout = self.processes.timeout(timeout, self.config.exec_timeout_seconds)
+        timeout = self.processes.timeout(name, timeout, self.config.exec_timeout_seconds)
         return self.processes.run(name, cmd, timeout)
 
     def _run_internal(self, name: str, argv: list[str], workdir: str, *, stdin=None, stdout=None,

@@ -8,6 +8,8 @@ from typing import Any, Callable
 from fastapi import APIRouter, Path, Request
 
 from sandstack.runtime.models import SESSION_PATTERN, SandboxStatus, pattern
+from sandstack.runtime.routing import _scope
+from sandstack.runtime.tokens import check_session
 
 
 def add_routes(router: APIRouter, runtime_of: Callable[[Request], Any], note: Callable[..., None]) -> None:
@@ -21,7 +23,9 @@ def add_routes(router: APIRouter, runtime_of: Callable[[Request], Any], note: Ca
         a command or a transfer runs in it."""
         note(request, session=session)
         runtime = runtime_of(request)
-        name = runtime.session(session).name
+        row = runtime.session(session)
+        check_session(_scope(request), session, row.pool, runtime.host)  # a scoped token: its pools' only (404)
+        name = row.name
         note(request, sandbox=name)
         return runtime.describe(runtime.hibernation.hibernate(name))
 
@@ -30,6 +34,8 @@ def add_routes(router: APIRouter, runtime_of: Callable[[Request], Any], note: Ca
         """Bring a hibernated (or paused) session's sandbox back: started, its files written back, ready."""
         note(request, session=session)
         runtime = runtime_of(request)
-        name = runtime.session(session).name
+        row = runtime.session(session)
+        check_session(_scope(request), session, row.pool, runtime.host)  # a scoped token: its pools' only (404)
+        name = row.name
         note(request, sandbox=name)
         return runtime.describe(runtime.hibernation.resume(name))

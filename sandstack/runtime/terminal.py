@@ -19,7 +19,6 @@ opening and closing (who, sandbox, session, exit code), never its input or outpu
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import threading
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, WebSocket, WebSocketDisconnect
 from fastapi.concurrency import run_in_threadpool
 
+from sandstack.runtime.tokens import check_sandbox
 from sandstack.runtime.routing import ACTOR_HEADER, ERRORS, _sandbox, require_token
 from sandstack.runtime.backend import BackendError
 from sandstack.runtime.errors import ApiError
@@ -89,7 +89,9 @@ async def terminal(websocket: WebSocket, sandbox: str, rows: int = ROWS, cols: i
     runtime, audit = app.state.runtime, app.state.audit
     given = websocket.headers.get("authorization", "")
     token = given[7:] if given[:7].lower() == "bearer " else ""
-    if not hmac.compare_digest(token.encode(), app.state.token.encode()):
+    # The same check as every route (constant time; a scoped token acts only on its pools' sandboxes).
+    scope = app.state.tokens.scope(token)
+    if scope is None:
         await websocket.accept()
         await websocket.close(code=4401, reason="unauthorized")
         return
@@ -103,14 +105,17 @@ async def terminal(websocket: WebSocket, sandbox: str, rows: int = ROWS, cols: i
     def record(outcome: str, status: int) -> None:
         if audit is not None:
             audit.record(who=who, operation="terminal", outcome=outcome, status=status, session=session,
-                         sandbox=sandbox)
+                         sandbox=sandbox, scope=scope.name)
 
     def start() -> Process:
         nonlocal session
         row = runtime.sandbox(sandbox)
+        check_sandbox(scope, sandbox, row.pool, runtime.host)  # another pool's sandbox: 404, as for every route
         session = row.session
         root = runtime.pool(row.pool).workspace_root
-        cmd = Command(list(command) if command else SHELL, root, {"TERM": TERM})
+        # The session's run-scoped secrets, as for every command of the session.
+        cmd = Command(list(command) if command else SHELL, root,
+                      {**runtime.credentials.env(sandbox, row.session), "TERM": TERM})
         proc = runtime.processes.spawn(sandbox, cmd, limit=1, stdin=True, tty=True, keep=False, sink=window)
         proc.handle.resize(rows, cols)
         return proc

@@ -74,4 +74,4 @@ def watch(body: WatchRequest, request: Request, sandbox: str = _sandbox()) -> An
         raise runtime.workspace._fail(code, stderr, body.path, sandbox, "watching")
     cmd = Command(scripts.sh(WATCH, rel, f"{body.interval:g}"), root, {"PATH": scripts.SYSTEM_PATH})
     processes = runtime.processes
-    return processes.spawn(sandbox, cmd, limit=processes.output_limit(None)).info()
+    return processes.spawn(sandbox, cmd, limit=processes.output_limit(sandbox, None)).info()

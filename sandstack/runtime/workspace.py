@@ -25,6 +25,7 @@ from sandstack.runtime.backend import BackendError, CappedBuffer, SandboxGone, S
 from sandstack.runtime.errors import ApiError, conflict, forbidden, no_space, too_big
 from sandstack.runtime.leases import Leases, holding
 from sandstack.runtime.models import SNAPSHOT_PATTERN
+from sandstack.runtime.retention import per_session
 from sandstack.runtime.store import SandboxRow, SnapshotRow, Store
 from sandstack.runtime.tarcheck import Bounded, Checked, Forged, PastBound, SinkFailed, write_tar, write_zip
 
@@ -413,8 +414,9 @@ class Workspace:
         shutil.rmtree(self.snapshot_dir / snapshot_id, ignore_errors=True)
 
     def apply_retention(self, now: float) -> list[str]:
-        """Deletes each pool's snapshots beyond its count or older than its max age; returns their ids."""
-        removed = []
+        """Deletes each session's snapshots beyond its own bound (sandstack.runtime.retention), then each pool's
+        beyond its count or older than its max age; returns their ids."""
+        removed = per_session(self.runtime.config, self.runtime.store, now, self.delete_snapshot)
         for pool, spec in self.runtime.config.pools.items():
             for index, snap in enumerate(self.runtime.store.snapshots(pool=pool)):
                 too_many = index >= spec.retention.count

@@ -52,6 +52,7 @@ from sandstack.spec.walk import model_fields
 
 HOST = "local"
 SECRETS = {"runtimeToken": "a-runtime-token-of-32-characters", "runtimeToken2": "another-runtime-token-32-chars..",
+           "tenantToken": "a-tenant-token-of-32-characters.", "tenantToken2": "another-tenant-token-32-chars...",
            "apiToken": "tok", "apiToken2": "tok2", "githubToken": "gh", "githubToken2": "gh2",
            "sharedToken": "shared", "sharedToken2": "shared2", "caPem": "CA", "caPem2": "CA2",
            "certPem": "CERT", "certPem2": "CERT2", "keyPem": "KEY", "keyPem2": "KEY2"}
@@ -236,6 +237,8 @@ INGRESS = setting(hosts__local__ingress={"domain": "sbx.example.com"}, templates
 INGRESS_TLS = setting(hosts__local__ingress={"domain": "sbx.example.com", "tls": {
     "cert": {"secret": "certPem"}, "key": {"secret": "keyPem"}}}, templates__agent__ports=URL_PORT)
 RUNTIME = setting(hosts__local__runtime={"token": {"secret": "runtimeToken"}})
+RUNTIME_TOKEN = setting(hosts__local__runtime={"token": {"secret": "runtimeToken"},
+                                               "tokens": {"tenant": {"secret": "tenantToken", "pools": ["agent"]}}})
 FREE_DISK = setting(hosts__local__disk_workspaces="1GiB", defaults__filesystem__writable=WITH_WORK)
 # An ingress with a url port of `agent` that also publishes one, and a runtime: every host role a template holds.
 EVERY_ROLE = setting(hosts__local__ingress={"domain": "sbx.example.com"},
@@ -261,6 +264,10 @@ def session_and_disk_cases(scope: str, at: str, disk: Callable[[dict], None], *,
         Case(f"{scope}.session.upload_limit", "1MiB", prepare=RUNTIME),
         Case(f"{scope}.session.download_limit", "2GiB", prepare=RUNTIME),
         Case(f"{scope}.session.snapshot_storage", "1GiB", prepare=RUNTIME),
+        Case(f"{scope}.session.session_snapshots", 3, prepare=RUNTIME),
+        Case(f"{scope}.session.session_snapshot_max_age", "1d", prepare=RUNTIME),
+        Case(f"{scope}.session.exec_max_timeout", "2h", prepare=RUNTIME),
+        Case(f"{scope}.session.exec_output_limit", "2MiB", prepare=RUNTIME),
         Case(f"{scope}.filesystem.writable[].exec", True, at=on_disk("exec"), prepare=disk, condition=DISK),
         Case(f"{scope}.filesystem.writable[].size", "64MiB", at=on_disk("size"), prepare=disk, condition=DISK),
         Case(f"{scope}.filesystem.writable[].path", "/work2", at=on_disk("path"), prepare=disk,
@@ -318,6 +325,11 @@ CASES: list[Case] = [
     Case("hosts.*.runtime.exposure", "public", prepare=RUNTIME),
     Case("hosts.*.runtime.token", {"secret": "runtimeToken2"}, prepare=RUNTIME),
     Case("hosts.*.runtime.token.secret", "runtimeToken2", prepare=RUNTIME),
+    Case("hosts.*.runtime.tokens", {"tenant": {"secret": "tenantToken", "pools": ["agent"]}}, prepare=RUNTIME),
+    Case("hosts.*.runtime.tokens.*.secret", "tenantToken2", at="hosts.local.runtime.tokens.tenant.secret",
+         prepare=RUNTIME_TOKEN),
+    Case("hosts.*.runtime.tokens.*.pools", ["agent", "free"], at="hosts.local.runtime.tokens.tenant.pools",
+         prepare=RUNTIME_TOKEN),
     Case("hosts.*.ingress", {"domain": "sbx.example.com"}),
     Case("hosts.*.ingress.domain", "sbx2.example.com", prepare=INGRESS),
     Case("hosts.*.ingress.port", 8443, prepare=INGRESS),

@@ -201,6 +201,12 @@ def test_a_policy_file_s_ceilings_in_units_merge_with_the_stack_s(tmp_path, caps
      "Template 'agent' must have 1, 2, 4 or 8 CPUs (cpus 3.0: unallowed value 3.0)."),
     ("lifetime.yaml", ("templates.agent.lifecycle.max_lifetime", "5s"), "ORG-LIFE-001",
      "Template 'agent' must have a max lifetime between 10s and 24h (max_lifetime_s 5: min value is 10)."),
+    ("exec.yaml", ("templates.agent.session", {"exec_max_timeout": "3h"}), "ORG-EXEC-001",
+     "Template 'agent' must let a session's command run at most 2 hours and keep at most 8MiB of its output "
+     "(exec_max_timeout_s 10800: max value is 7200)."),
+    ("exec.yaml", ("templates.agent.session", {"exec_output_limit": "16MiB"}), "ORG-EXEC-001",
+     "Template 'agent' must let a session's command run at most 2 hours and keep at most 8MiB of its output "
+     "(exec_output_limit_mib 16.0: max value is 8)."),
     ("sizes.yaml", ("templates.agent.limits.memory", "512MiB"), "ORG-SIZE-001",
      "Template 'agent' must have 1-16 CPUs and 1-64GiB of memory (memory_mib 512: min value is 1024)."),
     ("ports.yaml", ("templates.agent.ports", [{"port": 8080, "exposure": "public"}, {"port": 9090, "exposure": "public"}]),

@@ -21,14 +21,16 @@ WEB = ["sandstack-t-web-0"]
 WRITABLE = (WritablePath("/workspace"), WritablePath("/tmp"))
 
 
-def make_config(**overrides) -> RuntimeConfig:
+def make_config(output_limit_bytes: int = 64, **overrides) -> RuntimeConfig:
+    """`output_limit_bytes`: each pool's (a template's `session.exec_output_limit`)."""
     pools = {
         "py": PoolRuntime(tuple(PY), "/workspace", WRITABLE, idle=IdlePolicy("pause", 30),
-                          retention=Retention(count=2, max_age_seconds=3600), upload_limit_bytes=1024),
-        "web": PoolRuntime(tuple(WEB), "/workspace", WRITABLE, idle=IdlePolicy("reset", 30)),
+                          retention=Retention(count=2, max_age_seconds=3600), upload_limit_bytes=1024,
+                          output_limit_bytes=output_limit_bytes),
+        "web": PoolRuntime(tuple(WEB), "/workspace", WRITABLE, idle=IdlePolicy("reset", 30),
+                           output_limit_bytes=output_limit_bytes),
     }
-    return RuntimeConfig(host="local", pools=pools, output_limit_bytes=64, exec_timeout_seconds=60,
-                         **overrides)
+    return RuntimeConfig(host="local", pools=pools, exec_timeout_seconds=60, **overrides)
 
 
 @dataclass

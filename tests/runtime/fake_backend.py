@@ -203,6 +203,25 @@ class FakeBackend(SandboxBackend):
                     (root / relative).parent.mkdir(parents=True, exist_ok=True)
                     (root / relative).write_bytes(data)
 
+    def reset_root(self, name: str) -> None:
+        """As the real one's (sandstack.runtime.rootfs): everything outside the writable paths goes (this fake's
+        image root is empty), the container stopped."""
+        if self._check("reset-root", name) not in ("exited", "created"):
+            raise BackendError(f"container {name!r} is running: a reset stops it first")
+        keep = [self.path(name, path) for path in self.writable]
+
+        def empty(directory: Path) -> None:
+            for entry in list(directory.iterdir()):
+                if entry in keep:
+                    continue
+                if entry.is_dir() and not entry.is_symlink() and any(k.is_relative_to(entry) for k in keep):
+                    empty(entry)
+                    continue
+                _chmod_all(entry)
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+
+        empty(self.root / name)
+
     def _signal(self, name: str, sig: int) -> None:
         # Every process group an exec started, even when its leader has exited: Docker's freezer and kill
         # reach a sandbox's background processes too.

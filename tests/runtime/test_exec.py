@@ -65,7 +65,7 @@ def test_timeout_kills_the_command_and_the_processes_it_started(env, sandbox):
     ({"command": ["true"], "script": "true"}, "give exactly one of 'command' (an argv list) or 'script'"),
     ({"command": []}, "invalid request: body.command: List should have at least 1 item after validation, not 0"),
     ({"command": ["true"], "timeout": 0}, "invalid request: body.timeout: Input should be greater than or equal to 1"),
-    ({"command": ["true"], "timeout": 3601}, "'timeout' 3601 must be 1-3600 seconds"),
+    ({"command": ["true"], "timeout": 3601}, "'timeout' 3601 must be 1-3600 seconds (the pool's session.exec_max_timeout)"),
     ({"command": ["tr\0ue"]}, "invalid request: body.command.0: must not contain a NUL byte"),
     ({"command": ["true"], "env": {"1X": "y"}}, "invalid request: body.env.1X.[key]: '1X' must be letters, digits "
                                                 "and '_', not starting with a digit, at most 128 characters"),

@@ -187,11 +187,9 @@ def test_a_client_leaving_mid_upload_is_audited_as_499_not_500(env, sandbox):
                                                'file or directory: unknown\r\n', 126),
 ])
 def test_a_command_that_cannot_start_is_an_exec_result_as_docker_answers_it(tmp_path, body, stdout, exit_code):
-    from dataclasses import replace
-
     from tests.runtime.conftest import make_config, make_env
 
-    env = make_env(tmp_path, replace(make_config(), output_limit_bytes=4096))
+    env = make_env(tmp_path, make_config(output_limit_bytes=4096))
     try:
         name = env.claim("chat-1")["sandbox"]
         response = env.api.post(f"/v1/sandboxes/{name}/exec", json=body)

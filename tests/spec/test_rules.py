@@ -376,6 +376,26 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
          ["stack.yaml:17:26: $.defaults.filesystem.shm_size: 0B cannot be enforced exactly: Docker sizes /dev/shm "
           "in whole MiB, at least 1MiB"]),
     ],
+    "exec-limits": [
+        ("timeout-and-output-past-the-runtimes-bounds",
+         change("    filesystem:\n", "    session: {exec_max_timeout: 2d, exec_output_limit: 128MiB}\n    filesystem:\n"),
+         ["stack.yaml:36:33: $.templates.web.session.exec_max_timeout: exec_max_timeout '2d' is longer than the "
+          "runtime allows: at most '1d'",
+          "stack.yaml:36:56: $.templates.web.session.exec_output_limit: exec_output_limit '128MiB' is more than the "
+          "runtime keeps of one stream: at most '64MiB'"]),
+        ("timeout-in-defaults", change("  limits: small\n", "  limits: small\n  session: {exec_max_timeout: 25h}\n"),
+         ["stack.yaml:17:31: $.defaults.session.exec_max_timeout: exec_max_timeout '25h' is longer than the runtime "
+          "allows: at most '1d'"]),
+    ],
+    "runtime-tokens": [
+        ("host-secret-and-unknown-pool",
+         change("      disk: 20GiB\n", "      disk: 20GiB\n    runtime:\n      token: {secret: runtimeToken}\n"
+                "      tokens:\n        tenant: {secret: runtimeToken, pools: [web, nope]}\n"),
+         ["stack.yaml:13:26: $.hosts.local.runtime.tokens.tenant.secret: scoped token 'tenant' uses the host's own "
+          "token secret 'runtimeToken', which acts on every pool: give it a secret of its own",
+          "stack.yaml:13:53: $.hosts.local.runtime.tokens.tenant.pools[1]: scoped token 'tenant' names pool 'nope', "
+          "which is not defined; pools on host 'local': web"]),
+    ],
 }
 
 CASES = [(rule_id, *case) for rule_id, cases in RULE_CASES.items() for case in cases]

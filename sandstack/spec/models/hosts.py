@@ -9,7 +9,7 @@ from pydantic import StringConstraints
 from sandstack.spec.access import AS_FIELDS, NEVER, loosens
 from sandstack.spec import changes
 from sandstack.spec.changes import IN_INGRESS_TLS, PROVIDER, URL_PORTS, Effect
-from sandstack.spec.models.base import (ConfigKey, Cpus, ImageRef, LabelKey, Size, StrictModel,
+from sandstack.spec.models.base import (ConfigKey, Cpus, ImageRef, LabelKey, Name, Size, StrictModel,
                                          field, text)
 from sandstack.spec.models.network import NETWORK_ROLES
 
@@ -105,6 +105,17 @@ class TokenRef(StrictModel):
                               access=NEVER)
 
 
+class ScopedToken(StrictModel):
+    """A bearer token, from a Pulumi secret, that acts only on its pools on this host."""
+
+    secret: ConfigKey = field(description="Pulumi config key holding the token (at least 16 characters, not the "
+                              "host's `token`).", change=RUNTIME, access=NEVER)
+    pools: list[Name] = field(description="The pools it acts on, each placed on this host.", change=RUNTIME,
+                              min_length=1, max_length=64,
+                              access=loosens("runtime", "a pool added: its holder acts on that pool's sessions too",
+                                             ["plain"], ["plain", "agent"]))
+
+
 class RuntimeService(StrictModel):
     """The host's sandbox runtime: agent platforms claim the pools' sandboxes per session, run commands, move
     files, snapshot, pause and release them over its HTTP API (docs/design/runtime.md). It runs in the host's
@@ -118,6 +129,13 @@ class RuntimeService(StrictModel):
         access=loosens("runtime", "to 'public': the runtime API on all the host's interfaces", "host", "public"))
     token: TokenRef = field(description="The bearer token every call must carry.", change=RUNTIME,
                             access=NEVER)
+    tokens: dict[Name, ScopedToken] = field(
+        {}, description="Scoped tokens, by scope name (a pool, or a tenant's set of pools): each acts only on the "
+        "sessions, sandboxes and snapshots of its pools (404 for any other) and on nothing host-wide (audit log, "
+        "metrics); `token` stays the operators'. The audit log names the scope, never the token. Default none.",
+        change=RUNTIME, max_length=64,
+        access=loosens("runtime", "a token added: its holder acts on its pools' sessions", {},
+                       {"tenant": {"secret": "tenantToken", "pools": ["agent"]}}))
 
 
 class TlsMaterial(StrictModel):

@@ -290,6 +290,20 @@ class SessionPolicy(StrictModel):
     snapshot_storage: Size = field(
         "8GiB", description="Host disk all of the pool's snapshots may take on each host: a snapshot past it is refused "
         "(507) until snapshots are deleted. Default 8GiB.", change=RUNTIME, access=NEVER)
+    session_snapshots: int | None = field(
+        None, description="Snapshots kept per session (the newest): a session's snapshot past it deletes that "
+        "session's oldest. Default: no bound but the pool's `snapshots`.", change=RUNTIME, access=NEVER,
+        ge=1, le=1000)
+    session_snapshot_max_age: Duration | None = field(
+        None, description="A session's snapshots older than this are deleted (a branch of one keeps its own). "
+        "Default: `snapshot_max_age`.", change=RUNTIME, access=NEVER)
+    exec_max_timeout: Duration = field(
+        "1h", description="Longest `timeout` an exec may ask for; a longer one is refused (422). At most '1d'. "
+        "Default '1h'.", change=RUNTIME,
+        access=loosens("lifetime", "raised: a session's command may run longer", "1h", "2h"))
+    exec_output_limit: Size = field(
+        "1MiB", description="Output kept per stream (stdout, stderr) of one exec: the rest is dropped and the text "
+        "ends with a truncation marker. At most 64MiB. Default 1MiB.", change=RUNTIME, access=NEVER)
 
 
 # A pool moved to another template (or a template to another parent): the union of what every template setting

@@ -1,0 +1,58 @@
+"""Rules for the host's runtime: the exec limits a template declares, and scoped tokens."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from sandstack.spec.errors import Diagnostic
+from sandstack.spec.rules.context import Context, rule, templates, written
+from sandstack.spec.units import MIB
+
+MAX_EXEC_TIMEOUT = 24 * 3600  # seconds: the longest exec any agent product we replace allows
+MAX_EXEC_OUTPUT = 64 * MIB  # bytes per stream: the runtime holds an exec's output in memory until it answers
+
+
+@rule("exec-limits")
+def exec_limits_are_bounded(ctx: Context) -> Iterator[Diagnostic]:
+    """An exec's timeout and output are bounded for the runtime's sake: its memory holds the output, and a
+    command past a day is a service, not a session's command."""
+    blocks = [(("defaults", "session"), ctx.stack.defaults.session if ctx.stack.defaults else None)]
+    blocks += [(path + ("session",), template.session) for path, template in templates(ctx)]
+    for path, session in blocks:
+        if session is None:
+            continue
+        if session.exec_max_timeout > MAX_EXEC_TIMEOUT:
+            where = path + ("exec_max_timeout",)
+            yield ctx.error(where, f"exec_max_timeout {written(ctx, where)!r} is longer than the runtime allows: "
+                            "at most '1d'", "exec-limits")
+        if session.exec_output_limit > MAX_EXEC_OUTPUT:
+            where = path + ("exec_output_limit",)
+            yield ctx.error(where, f"exec_output_limit {written(ctx, where)!r} is more than the runtime keeps of "
+                            "one stream: at most '64MiB'", "exec-limits")
+
+
+@rule("runtime-tokens")
+def scoped_tokens_name_placed_pools(ctx: Context) -> Iterator[Diagnostic]:
+    """A scoped token acts on pools of its host: each must exist and be placed there; its secret is not the
+    host's token (which acts on everything)."""
+    for host, spec in ctx.stack.hosts.items():
+        if spec.runtime is None:
+            continue
+        for scope, token in spec.runtime.tokens.items():
+            path = ("hosts", host, "runtime", "tokens", scope)
+            if token.secret == spec.runtime.token.secret:
+                yield ctx.error(path + ("secret",), f"scoped token {scope!r} uses the host's own token secret "
+                                f"{token.secret!r}, which acts on every pool: give it a secret of its own",
+                                "runtime-tokens")
+            for i, pool in enumerate(token.pools):
+                placed = ctx.stack.pools.get(pool)
+                if placed is None or host not in placed.hosts:
+                    where = "is not defined" if placed is None else f"is not placed on host {host!r}"
+                    yield ctx.error(path + ("pools", i), f"scoped token {scope!r} names pool {pool!r}, which {where}; "
+                                    f"pools on host {host!r}: "
+                                    + (", ".join(n for n, p in ctx.stack.pools.items() if host in p.hosts) or "none"),
+                                    "runtime-tokens")
+
+
+# This module's rules, in the order they run (the registry, sandstack.spec.rules.RULES, lists each module).
+RULES = (exec_limits_are_bounded, scoped_tokens_name_placed_pools,)
