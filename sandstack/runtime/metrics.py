@@ -13,7 +13,7 @@ counted by the state gauge whatever its name.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import Any, Iterator
 
 try:
     from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -22,9 +22,6 @@ except ImportError:  # an infra image built before it listed python3-prometheus-
     CollectorRegistry = None  # type: ignore[assignment,misc]
 
 from sandstack.runtime.errors import ApiError
-
-if TYPE_CHECKING:
-    from sandstack.runtime.service import Runtime
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PREFIX = "sandstack_runtime"
@@ -39,7 +36,7 @@ def error_kind(status: int) -> str:
             504: "timeout", 507: "no_space"}.get(status, "internal" if status >= 500 else "other")
 
 
-def make_metrics(runtime: Runtime | None) -> Metrics | NoMetrics:
+def make_metrics(runtime: Any | None) -> Metrics | NoMetrics:
     return Metrics(runtime) if CollectorRegistry is not None else NoMetrics()
 
 
@@ -57,7 +54,7 @@ class NoMetrics:
 
 
 class Metrics:
-    def __init__(self, runtime: Runtime | None):
+    def __init__(self, runtime: Any | None):  # the service's Runtime (not imported: service imports this module)
         self.runtime = runtime
         self.registry = CollectorRegistry(auto_describe=True)
         self.claims = Counter(f"{PREFIX}_claims", "Claims answered, by pool and outcome ('bound': a sandbox was "

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 
-import dataclasses
 
 import pytest
 
@@ -19,7 +18,7 @@ from tests.runtime.test_client_async import outputs
 @pytest.fixture
 def roomy(tmp_path):
     """A runtime keeping 100 bytes of a process's output (the suite's default keeps 64)."""
-    environment = make_env(tmp_path, dataclasses.replace(make_config(), output_limit_bytes=100))
+    environment = make_env(tmp_path, make_config(output_limit_bytes=100))
     yield environment
     environment.backend.close()
     environment.audit.close()
