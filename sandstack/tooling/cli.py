@@ -210,11 +210,13 @@ def build_parser() -> argparse.ArgumentParser:
     gen.set_defaults(func=cmd_generate)
 
     add_sandbox_commands(sub)
-    status = sub.add_parser("status", help="every host and pool: warm/bound/hibernated sandboxes and health, "
-                                           "through each host's runtime (exit 0 all up, 1 a host lost)")
+    status = command(sub, "status", "every host and pool: warm/bound/hibernated sandboxes and health, through each "
+                                    "host's runtime (exit 0 all up, 1 a host lost)",
+                     "sandstack status --outputs outputs.json", "sandstack status --outputs outputs.json --format json")
     status.add_argument("--outputs", metavar="FILE", help=f"stack outputs as JSON (default: ${OUTPUTS_ENV})")
     status.add_argument("--actor", help="who you act for, recorded in the audit log")
-    status.add_argument("--format", choices=("text", "json"), default="text")
+    status.add_argument("--format", choices=("text", "json"), default="text",
+                        help="text for people, json for tools (default: text)")
     status.set_defaults(func=cmd_status)
     return parser
 
