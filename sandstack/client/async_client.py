@@ -21,7 +21,8 @@ from sandstack.client.client import (
     hosts_in_order,
     parse_outputs,
 )
-from sandstack.client.errors import CommandFailed, Conflict, HostUnavailable, NoCapacity, NotFound, SandstackError
+from sandstack.client.errors import (CommandFailed, Conflict, HostUnavailable, NoCapacity, NotFound, SandstackError,
+                                     host_lost)
 from sandstack.client.process import _timed_out, _waits
 from sandstack.client.results import ExecResult, FileEntry, OutputEvent, ProcessInfo, SandboxInfo
 from sandstack.client.retry import Retry
@@ -50,9 +51,7 @@ class AsyncHostClient:
                 response = await self.http.request(method, path, **kwargs)
             except httpx.TransportError as error:
                 if last or not self.retry.on_error(method, error):
-                    # The host is lost (or unreachable): so is whatever runs on it (as the sync client says).
-                    raise HostUnavailable(503, f"does not answer ({type(error).__name__})", {"host": self.name},
-                                          self.name) from error
+                    raise host_lost(self.name, error) from error
                 await asyncio.sleep(self.retry.delay(attempt))
                 continue
             if response.status_code < 400:

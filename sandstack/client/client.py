@@ -21,6 +21,7 @@ from sandstack.client.errors import (
     NotFound,
     SandstackError,
     error_for,
+    host_lost,
 )
 from sandstack.client.process import Process
 from sandstack.client.results import ExecResult, FileEntry, ProcessInfo, SandboxInfo
@@ -77,9 +78,7 @@ class HostClient:
                 response = self.http.request(method, path, **kwargs)
             except httpx.TransportError as error:
                 if last or not self.retry.on_error(method, error):
-                    # The host is lost (or unreachable): so is whatever runs on it.
-                    raise HostUnavailable(503, f"does not answer ({type(error).__name__})", {"host": self.name},
-                                          self.name) from error
+                    raise host_lost(self.name, error) from error
                 time.sleep(self.retry.delay(attempt))
                 continue
             if response.status_code < 400:

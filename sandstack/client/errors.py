@@ -73,6 +73,12 @@ BY_STATUS: dict[int, type[SandstackError]] = {401: Unauthorized, 403: Forbidden,
                                               507: NoSpace}
 
 
+def host_lost(host: str, error: Exception) -> HostUnavailable:
+    """A host whose connection failed after the retries: it is lost (or unreachable), and so is whatever runs on
+    it; the claim fails over on this (sync and async clients alike)."""
+    return HostUnavailable(503, f"does not answer ({type(error).__name__})", {"host": host}, host)
+
+
 def error_for(status: int, message: str, body: Mapping[str, Any] | None, host: str | None) -> SandstackError:
     kind = BY_STATUS.get(status, SandstackError)
     if status == 503 and "no capacity" in message:
