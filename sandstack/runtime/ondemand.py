@@ -22,7 +22,7 @@ import docker
 import requests
 
 from sandstack.plan.recipe import LABEL_ONDEMAND, LABEL_RECIPE
-from sandstack.runtime.backend import BackendError, DaemonUnavailable, WorkspaceReset
+from sandstack.runtime.backend import BackendError, DaemonUnavailable
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.store import SandboxRow
 
@@ -204,19 +204,14 @@ class OnDemandSlots:
         """Empty its disk workspaces (as a reset does), then remove the container: the slot is absent again. A
         failure quarantines it, as a reset's does; the monitor retires it later."""
         runtime = self.runtime
-        spec = runtime.pool(runtime.sandbox(name).pool)
         with runtime.transition(name):
             runtime.store.update(name, status="resetting", session=None, paused_by=None)
             try:
                 state = runtime.backend.state(name)
                 if state.status != "missing":
-                    if state.status == "paused":
-                        runtime.backend.unpause(name)
-                    if state.status in ("running", "paused", "restarting"):
-                        runtime.backend.stop(name)
-                    disk = [WorkspaceReset(w.path, w.keep, w.seed) for w in spec.writable if w.kind == "disk"]
-                    if disk:
-                        runtime.backend.clean_workspaces(name, disk)
+                    runtime.stop_and_empty(name, state)
+                else:
+                    runtime.end_session(name)
                 self.provisioner.remove(name)
             except DaemonUnavailable:
                 raise

@@ -266,23 +266,12 @@ class Runtime(Monitor):
 
     def _reset(self, name: str, *, start: bool = True, detail: str | None = None) -> None:
         spec = self.pool(self.sandbox(name).pool)
-        self.processes.end_session(name, "its session ended: the sandbox was reset, which stopped it")
-        self.credentials.drop(name)  # the session's secrets end with it, whatever the reset's outcome
         state = self.backend.state(name)
         if state.status == "missing":
+            self.end_session(name)
             raise SandboxGone(f"container {name!r} does not exist on this host")
         expired = self._expired(state)
-        if state.status == "paused":
-            self.backend.unpause(name)
-        # Stopped first: no process of the session runs on, or writes, while its files are removed.
-        if state.status in ("running", "paused", "restarting"):
-            self.backend.stop(name)
-        # A start makes the tmpfs paths new; disk workspaces keep their files, so they are emptied (with the
-        # rights a session's `chmod` cannot take away, and checked) and re-seeded. Any failure raises: the
-        # sandbox is quarantined, never handed out half clean.
-        disk = [WorkspaceReset(w.path, w.keep, w.seed) for w in spec.writable if w.kind == "disk"]
-        if disk:
-            self.backend.clean_workspaces(name, disk)
+        self.stop_and_empty(name, state)
         if spec.writable_root:  # what the session changed outside its writable paths (sandstack.runtime.rootfs)
             self.backend.reset_root(name)
         self._cpu.pop(name, None)
@@ -294,6 +283,27 @@ class Runtime(Monitor):
             self.backend.start(name)
         self.store.update(name, status="idle", session=None, bound_at=None, from_snapshot=None, paused_by=None,
                           last_activity=None, detail=detail)
+
+    def end_session(self, name: str) -> None:
+        """What the runtime holds for the session besides the container: its processes and run-scoped secrets."""
+        self.processes.end_session(name, "its session ended: the sandbox was reset, which stopped it")
+        self.credentials.drop(name)  # the session's secrets end with it, whatever the reset's outcome
+
+    def stop_and_empty(self, name: str, state: ContainerState) -> None:
+        """The session's end on the container (a reset's, an on-demand retire's): stopped, disk workspaces emptied.
+        Any failure raises: the caller quarantines the sandbox, never hands it out half clean."""
+        self.end_session(name)
+        if state.status == "paused":
+            self.backend.unpause(name)
+        # Stopped first: no process of the session runs on, or writes, while its files are removed.
+        if state.status in ("running", "paused", "restarting"):
+            self.backend.stop(name)
+        # A start makes the tmpfs paths new; disk workspaces keep their files, so they are emptied (with the
+        # rights a session's `chmod` cannot take away, and checked) and re-seeded.
+        disk = [WorkspaceReset(w.path, w.keep, w.seed)
+                for w in self.pool(self.sandbox(name).pool).writable if w.kind == "disk"]
+        if disk:
+            self.backend.clean_workspaces(name, disk)
 
     def _reset_quietly(self, name: str, *, start: bool = True, detail: str | None = None) -> None:
         try:
