@@ -197,26 +197,10 @@ def read_file(request: Request, path: str, sandbox: str = _sandbox()) -> Any:
             openapi_extra={"requestBody": {"required": True, "content": BINARY}})
 async def write_file(request: Request, path: str, sandbox: str = _sandbox()) -> Any:
     """Write a file (parents are created); over the pool's upload limit → 413."""
+    from sandstack.runtime.files_upload import upload  # streamed into the sandbox, never spooled
+
     runtime = await run_in_threadpool(_bound, request, sandbox)
-    limit = runtime.workspace.upload_limit(sandbox)
-    too_big = ApiError(413, f"upload to {path!r} exceeds the limit of {limit} bytes", path=path, limit=limit)
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise too_big
-    body, size = runtime.workspace.spool(), 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise too_big
-            try:
-                body.write(chunk)
-            except OSError as error:  # the state volume full while spooling: 507, not a server error
-                raise runtime.workspace.storage_error(error, f"uploading {path!r}") from error
-        body.seek(0)
-        await run_in_threadpool(runtime.workspace.write, sandbox, path, body)
-    finally:
-        body.close()
+    await upload(request, runtime, sandbox, path)
     return Response(status_code=204)
 
 

@@ -1,7 +1,7 @@
 """The POSIX sh scripts the runtime runs inside a sandbox (with `exec`, as the sandbox's own user) to move
 files, and what their exit statuses mean.
 
-They need only sh, readlink -f, cat, rm, mkdir, dirname, wc, ls and tar: busybox and Debian images have
+They need only sh, readlink -f, cat, rm, mkdir, dirname, wc, ls, tail, truncate, stat, chmod, mv and tar: busybox and Debian images have
 all of them. Every file script runs with the workspace root as its working directory and takes a path
 relative to it; the API has already refused '..', absolute paths and empty components, and the script
 refuses what symlinks would take out of the root, so the check happens where the files are.
@@ -17,6 +17,8 @@ IS_DIRECTORY = 68  # read: the listing follows on stdout; write: refused (409)
 NOT_DIRECTORY = 69  # a parent of the path is a file → 409
 NOT_READABLE = 71  # its mode does not let the sandbox's user read it (chmod 000) → 403
 NO_SPACE = 72  # write: the workspace's filesystem is full (stdout: `df -Pk` of it) → 507
+INCOMPLETE = 73  # write: the stream ended without its trailer (cut short on the runtime's side); nothing kept
+TRAILER = 52  # bytes of WRITE's trailer: a 32-hex-digit nonce and a 20-digit count
 
 # Sets `real` (the canonical absolute path of what exists of $1) and `missing` (the rest, not created yet),
 # and exits OUTSIDE_ROOT when a symlink leads out of the root.
@@ -70,30 +72,57 @@ printf 'F %s\n' "${{5:-0}}"
 exec cat -- "$real"
 """
 
-# stdin: the file's new bytes. Parents that do not exist yet are created. A write that fails (the filesystem is
-# full) reads the rest of stdin all the same (Docker's stream waits for it, and the runtime would see a broken
-# stream, not the reason), removes the partial file and says why: NO_SPACE with `df -Pk .` on stdout.
+# stdin: the file's new bytes, then a trailer: $2 (a nonce the runtime chose) and the bytes' count as 20 digits.
+# They go to a hidden file beside the path, which replaces the path (mv: atomic; the old file's mode kept) only when
+# the trailer is there and counts them all: a stream cut short (an upload past its limit, a client gone) ends
+# without it, and the partial file is removed (INCOMPLETE), so a reader sees the old file or the new one, never part
+# of it. A write that fails (the filesystem is full) reads the rest of stdin all the same (Docker's stream waits for
+# it, and the runtime would see a broken stream, not the reason), removes the partial file and says why: NO_SPACE
+# with `df -Pk .` on stdout.
 WRITE = _CHECK + rf"""
 store() {{
-    err=$(cat 2>&1 >"$1") && exit 0
-    cat >/dev/null
-    rm -f -- "$1"
-    case "$err" in
-        *"No space left"*|*"quota exceeded"*) df -Pk . ; exit {NO_SPACE} ;;
-    esac
-    printf '%s\n' "$err" >&2
+    if [ -e "$1" ] && [ ! -w "$1" ]; then
+        cat >/dev/null
+        printf '%s: Permission denied\n' "$1" >&2
+        exit 1
+    fi
+    dir=$(dirname -- "$1" && echo .) || exit 1
+    tmp="${{dir%?.}}/.sandstack-upload-$2"
+    if ! err=$(cat 2>&1 >"$tmp"); then
+        cat >/dev/null
+        rm -f -- "$tmp"
+        case "$err" in
+            *"No space left"*|*"quota exceeded"*) df -Pk . ; exit {NO_SPACE} ;;
+        esac
+        printf '%s\n' "$err" >&2
+        exit 1
+    fi
+    size=$(set -f; set -- $(ls -lnd -- "$tmp"); echo $(( ${{5:-0}} - {TRAILER} )))
+    if [ "$size" -lt 0 ] || [ "$(tail -c {TRAILER} -- "$tmp")" != "$2$(printf %020d "$size")" ]; then
+        rm -f -- "$tmp"
+        exit {INCOMPLETE}
+    fi
+    truncate -s "$size" -- "$tmp" && {{ [ ! -e "$1" ] || chmod "$(stat -c %a -- "$1")" "$tmp"; }} &&
+        mv -f -- "$tmp" "$1" && exit 0
+    rm -f -- "$tmp"
     exit 1
 }}
 if [ -z "$missing" ]; then
     [ -d "$real" ] && exit {IS_DIRECTORY}
-    store "$real"
+    store "$real" "$2"
 fi
 [ -d "$real" ] || exit {NOT_DIRECTORY}
 cd -- "$real" || exit {NOT_FOUND}
 parent=$(dirname -- "$missing" && echo .) || exit {NOT_DIRECTORY}
 mkdir -p -- "${{parent%?.}}" || exit {NOT_DIRECTORY}
-store "$missing"
+store "$missing" "$2"
 """
+
+
+def trailer(nonce: str, count: int) -> bytes:
+    """What ends a complete WRITE stream of `count` bytes."""
+    return f"{nonce}{count:020d}".encode("ascii")
+
 
 READ_HEADER = 32  # bytes READ writes before a file's content at most: `F`, a space, a size, a newline
 

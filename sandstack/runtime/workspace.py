@@ -105,6 +105,23 @@ def mode_bits(perms: str) -> str | None:
     return f"{bits:04o}"
 
 
+class _Trailed:
+    """A whole body, then scripts.WRITE's trailer."""
+
+    def __init__(self, body: BinaryIO, nonce: str):
+        self.body, self.nonce, self.count, self.ended = body, nonce, 0, False
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self.body.read(size)
+        if chunk:
+            self.count += len(chunk)
+            return chunk
+        if self.ended:
+            return b""
+        self.ended = True
+        return scripts.trailer(self.nonce, self.count)
+
+
 def _df_space(text: str) -> tuple[int | None, int | None]:
     """(bytes in all, bytes free) from `df -Pk` output: a header, then 'filesystem blocks used available ...' in
     KiB; (None, None) when it says something else."""
@@ -256,18 +273,27 @@ class Workspace:
         return out, None
 
     @holding  # no pause while it runs
-    def write(self, name: str, path: str, body: BinaryIO) -> None:
+    def write(self, name: str, path: str, body: BinaryIO, nonce: str | None = None) -> None:
+        """`body` into the file at `path`; `nonce`: `body` ends with scripts.trailer(nonce, ...) itself when it is
+        complete (files_upload.Feed), else it is added here after the last byte."""
+        from sandstack.runtime.files_upload import Incomplete
+
         rel = clean_path(path)
         if not rel:
             raise forbidden(path, "is the workspace root")
         root = self._root(name)
+        if nonce is None:
+            nonce = uuid.uuid4().hex
+            body = _Trailed(body, nonce)
         df = CappedBuffer(4096)
-        code, stderr = self._run(name, scripts.sh(scripts.WRITE, rel), root, stdin=body, stdout=df)
+        code, stderr = self._run(name, scripts.sh(scripts.WRITE, rel, nonce), root, stdin=body, stdout=df)
         if code == scripts.NO_SPACE:
             size, free = _df_space(df.data.decode(errors="replace"))
             raise no_space(f"no space: writing {path!r} in sandbox {name!r} filled its filesystem at {root!r} "
                            f"({size} bytes in all, {free} free after the partial file was removed); nothing was "
                            "written", path=path, size=size, free=free)
+        if code == scripts.INCOMPLETE:
+            raise Incomplete(path)
         if code != 0:
             raise self._fail(code, stderr, path, name, "writing")
 
