@@ -13,8 +13,8 @@ from typing import AsyncIterator, Iterator
 
 from sandstack.client.errors import Conflict
 
-FULL = ("the watch has reported as much as the runtime keeps of one process's output (the host's output limit); "
-        "start a new watch")
+BEHIND = ("the watch's events moved on past what was read: more than the runtime keeps of one process's output (the "
+          "host's output limit) came between two reads; changes were missed, start a new watch")
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,8 @@ class Watch:
         for event in self.process:
             if event.kind == "stdout":
                 yield from lines.feed(event.text)
-            elif event.kind == "truncated":
-                raise Conflict(409, FULL, {"process": self.process.id})
+            elif event.kind == "skipped":
+                raise Conflict(409, BEHIND, {"process": self.process.id, **event.data})
 
     def __iter__(self) -> Iterator[WatchEvent]:
         return self._events
@@ -83,8 +83,8 @@ class AsyncWatch:
             if event.kind == "stdout":
                 for change in lines.feed(event.text):
                     yield change
-            elif event.kind == "truncated":
-                raise Conflict(409, FULL, {"process": self.process.id})
+            elif event.kind == "skipped":
+                raise Conflict(409, BEHIND, {"process": self.process.id, **event.data})
 
     def __aiter__(self) -> AsyncIterator[WatchEvent]:
         return self._events

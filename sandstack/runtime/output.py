@@ -2,6 +2,9 @@
 
 Per stream (stdout, stderr), the first `limit` bytes are kept and the rest only counted: a command that prints
 for an hour takes at most `limit` bytes of the runtime's memory per stream, whoever reads it and however slowly.
+A `rolling` log (a watch's, which may run for the whole session) keeps the last `limit` characters instead: its
+followers read on for as long as it runs, and one that falls further behind than that skips what was let go
+(`start`, the position of the oldest character kept).
 Bytes are decoded as UTF-8 as they come (a character split between two writes is joined; a bad byte becomes
 U+FFFD). A position in the log is a count of characters across both streams in the order they came: a follower
 that reconnects gives the last position it saw and reads on from there.
@@ -19,11 +22,13 @@ from typing import Callable
 
 STREAMS = ("stdout", "stderr")
 MAX_PIECES = 4096  # pieces kept before runs of one stream are joined: many tiny writes cost no more than one
+JOINED = 64 * 1024  # characters a join makes one piece of at most: a rolling log lets go of whole pieces
 
 
 class OutputLog:
-    def __init__(self, limit: int):
-        self.limit = limit
+    def __init__(self, limit: int, rolling: bool = False):
+        self.limit, self.rolling = limit, rolling
+        self.start = 0  # the position of the oldest character kept (past 0 only in a rolling log)
         self.kept = {stream: 0 for stream in STREAMS}  # bytes
         self.dropped = {stream: 0 for stream in STREAMS}
         self._decoders = {stream: codecs.getincrementaldecoder("utf-8")("replace") for stream in STREAMS}
@@ -39,13 +44,27 @@ class OutputLog:
 
     def write(self, stream: str, data: bytes) -> None:
         with self._cond:
-            room = max(self.limit - self.kept[stream], 0)
+            room = len(data) if self.rolling else max(self.limit - self.kept[stream], 0)
             kept = data[:room]
             self.kept[stream] += len(kept)
             self.dropped[stream] += len(data) - len(kept)
             if kept:
                 self._add(stream, self._decoders[stream].decode(kept))
+            if self.rolling:
+                self._let_go()
         self._wake()
+
+    def _let_go(self) -> None:
+        """Drops the oldest characters of a rolling log past its `limit`: whole pieces, then the front of one."""
+        while self._pieces and self.end - self._starts[0] > self.limit:
+            stream, text = self._pieces[0]
+            excess = self.end - self._starts[0] - self.limit
+            if excess >= len(text):
+                del self._starts[0], self._pieces[0]
+            else:
+                self._starts[0] += excess
+                self._pieces[0] = (stream, text[excess:])
+        self.start = self._starts[0] if self._pieces else self.end
 
     def _add(self, stream: str, text: str) -> None:
         if not text:
@@ -60,10 +79,13 @@ class OutputLog:
         """Joins each run of one stream into one piece; positions do not change, so no follower notices."""
         starts: list[int] = []
         pieces: list[tuple[str, list[str]]] = []
+        size = 0
         for start, (stream, text) in zip(self._starts, self._pieces):
-            if pieces and pieces[-1][0] == stream:
+            if pieces and pieces[-1][0] == stream and size + len(text) <= JOINED:
                 pieces[-1][1].append(text)
+                size += len(text)
             else:
+                size = len(text)
                 starts.append(start)
                 pieces.append((stream, [text]))
         self._starts, self._pieces = starts, [(stream, "".join(texts)) for stream, texts in pieces]

@@ -68,7 +68,8 @@ def get_process(request: Request, sandbox: str = _sandbox(), process: str = _pro
 @router.get("/sandboxes/{sandbox}/processes/{process}/output", operation_id="process_output",
             name="process_output", responses={200: {"content": SSE, "description": (
                 "Server-Sent Events: `stdout` and `stderr` (data: {\"text\": ...}, id: the position after it), "
-                "`truncated` once per stream past the output limit (data: {\"stream\", \"kept\"}), and `exit` "
+                "`truncated` once per stream past the output limit (data: {\"stream\", \"kept\"}), `skipped` "
+                "when a watch's output moved on past what the follower read (data: {\"from\", \"to\"}), and `exit` "
                 "last (data: the process as GET .../processes/{process} gives it).")}})
 async def process_output(request: Request, sandbox: str = _sandbox(), process: str = _process(),
                          after: int = Query(0, ge=0, description="Read on from this position (an event id)."),
@@ -94,6 +95,8 @@ async def _events(found: Process | dict[str, Any], after: int, follow: bool) -> 
     try:
         while True:
             more.clear()
+            if after < proc.log.start:  # a rolling log let go of it before this follower read it
+                yield _event("skipped", {"from": after, "to": proc.log.start})
             for end, stream, text in proc.log.read(after):
                 after = end
                 yield _event(stream, {"text": text}, end)

@@ -140,9 +140,11 @@ class Processes:
         return declared or cap
 
     def spawn(self, name: str, cmd: Command, *, limit: int, stdin: bool = False, tty: bool = False,
-              timeout: int | None = None, keep: bool = True, sink: Sink | None = None) -> Process:
+              timeout: int | None = None, keep: bool = True, sink: Sink | None = None,
+              rolling: bool = False) -> Process:
         """Starts the command in the bound sandbox; `keep`: listed, and followed by a thread until it ends;
-        `sink`: where a terminal's output goes (its bytes as they are, instead of the kept text)."""
+        `sink`: where a terminal's output goes (its bytes as they are, instead of the kept text); `rolling`: its
+        output keeps the last `limit` characters, not the first (sandstack.runtime.output)."""
         row = self.runtime.usable(name)
         with self._lock:
             running = [p for p in self._procs.values() if p.sandbox == name and p.status == "running"]
@@ -154,7 +156,7 @@ class Processes:
                        marker=marker, started_at=time.time(),
                        # the kernel's boot clock, which the sandbox's process start times count in
                        started_cs=str(int(time.clock_gettime(time.CLOCK_BOOTTIME) * 100)),
-                       log=OutputLog(limit), tty=tty, timeout=timeout, stdin=stdin, stdin_open=stdin)
+                       log=OutputLog(limit, rolling), tty=tty, timeout=timeout, stdin=stdin, stdin_open=stdin)
         self.runtime._mark(marker)
         try:
             proc.handle = self.runtime.backend.spawn(

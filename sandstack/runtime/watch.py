@@ -5,7 +5,9 @@ symlink out, a directory) and starts a process that polls it, as the sandbox's u
 `find` and `stat` (GNU's or busybox's), compared with the last pass by awk. Each change is one output line,
 `created|modified|deleted<TAB>path` (relative to the workspace root), after a first `ready<TAB>.` once the
 directory's first state is taken (a change before it is not reported: the client waits for it), streamed like any process's output
-(GET .../processes/{id}/output) and ended with a kill or the session. Polling, not inotify: nothing in a sandbox's
+(GET .../processes/{id}/output) and ended with a kill or the session. Its output log rolls (the last output
+limit's worth is kept), so a watch reports for as long as it runs; a follower that falls further behind gets a
+`skipped` event. Polling, not inotify: nothing in a sandbox's
 image is assumed beyond what the file scripts need, and inotify does not see what another mount namespace writes.
 A change within one second that keeps a file's size is seen only if its inode changes (stat's seconds).
 """
@@ -74,4 +76,6 @@ def watch(body: WatchRequest, request: Request, sandbox: str = _sandbox()) -> An
         raise runtime.workspace._fail(code, stderr, body.path, sandbox, "watching")
     cmd = Command(scripts.sh(WATCH, rel, f"{body.interval:g}"), root, {"PATH": scripts.SYSTEM_PATH})
     processes = runtime.processes
-    return processes.spawn(sandbox, cmd, limit=processes.output_limit(sandbox, None)).info()
+    # Rolling: a watch runs as long as the session may, and reports on past the output limit (the last
+    # `limit` characters are kept for a follower that reconnects).
+    return processes.spawn(sandbox, cmd, limit=processes.output_limit(sandbox, None), rolling=True).info()

@@ -4,6 +4,7 @@ out of the workspace or not directories are refused as every file operation refu
 from __future__ import annotations
 
 import asyncio
+import time
 
 
 import pytest
@@ -24,7 +25,7 @@ def roomy(tmp_path):
     environment.audit.close()
 
 
-def test_a_watch_sees_what_another_command_writes_until_its_output_is_full(roomy):
+def test_a_watch_reports_on_past_the_output_limit(roomy):
     env = roomy
     with serve(env.api.app) as url, Client.from_outputs(outputs(url)) as client:
         sandbox = client.claim("py", "watcher")
@@ -37,10 +38,29 @@ def test_a_watch_sees_what_another_command_writes_until_its_output_is_full(roomy
             assert next(events) == WatchEvent("modified", "out/result.json")
             sandbox.exec(["rm", "out/result.json"])
             assert next(events) == WatchEvent("deleted", "out/result.json")
-            sandbox.exec(["sh", "-c", "echo 1 > out/result.json"])  # 105 bytes of events in all: past the 100 kept
-            with pytest.raises(Conflict, match="the watch has reported as much as the runtime keeps"):
-                next(events)
+            for round in range(12):  # over 300 bytes of events in all: three times the 100 the runtime keeps
+                sandbox.exec(["sh", "-c", f"echo {round} > out/r{round}.json"])
+                assert next(events) == WatchEvent("created", f"out/r{round}.json")
+            info = sandbox.process(changes.process.id).info
+            assert (info.status, info.stdout_dropped, info.stdout_bytes > 300) == ("running", 0, True)
         assert [p.status for p in sandbox.processes()] == ["killed"]  # stopped with its `with`
+
+
+def test_a_watch_read_too_late_says_what_it_missed(roomy):
+    env = roomy
+    with serve(env.api.app) as url, Client.from_outputs(outputs(url)) as client:
+        sandbox = client.claim("py", "watcher")
+        sandbox.exec(["mkdir", "-p", "out"])
+        with sandbox.watch("out", interval=0.1) as changes:
+            process = changes.process
+            sandbox.exec(["sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do echo > out/file-$i.json; done"])
+            deadline = time.monotonic() + 10
+            while sandbox.process(process.id).info.output_end < 150 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            with pytest.raises(Conflict, match="the watch's events moved on past what was read") as caught:
+                next(iter(changes))
+            assert caught.value.body["process"] == process.id
+            assert caught.value.body["to"] > caught.value.body["from"] >= 8  # after its `ready` line
 
 
 def test_a_watch_refuses_what_a_file_operation_refuses(env):
@@ -65,3 +85,17 @@ def test_the_async_watch(env):
                     return change
     with serve(env.api.app) as url:
         assert asyncio.run(session(url)) == WatchEvent("created", "new.txt")
+
+
+def test_a_rolling_log_keeps_the_last_limit_characters_however_long_it_runs():
+    from sandstack.runtime.output import OutputLog
+
+    log = OutputLog(1000, rolling=True)
+    line = "created\tout/some-file.json\n"
+    for _ in range(100_000):  # 2.7 MB of events, in writes of one line
+        log.write("stdout", line.encode())
+    assert log.end == 100_000 * len(line) and log.start == log.end - 1000
+    assert log.dropped["stdout"] == 0 and log.kept["stdout"] == log.end
+    assert len(log.text("stdout")) == 1000 and log.text("stdout").endswith(line)
+    assert log.read(log.end - len(line)) == [(log.end, "stdout", line)]
+    assert "".join(text for _, _, text in log.read(0)) == log.text("stdout")  # from the oldest kept
