@@ -1,12 +1,12 @@
 """The async twin of sandstack.client.client: AsyncClient, AsyncHostClient, AsyncSandbox and AsyncProcess have the
 same methods, arguments and results as Client, HostClient, Sandbox and Process, awaited (`async with`,
-`async for`). What is not I/O (endpoints, errors, results, retries, the failover order) is the sync module's."""
+`async for`). What is not I/O (the endpoints and what is made of their answers: sandstack.client.endpoints; errors,
+results, retries, the failover order) is shared with the sync client."""
 
 from __future__ import annotations
 
 import asyncio
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Mapping
 
 import httpx
@@ -15,15 +15,13 @@ from sandstack.client.client import (
     ACTOR_HEADER,
     HostEndpoint,
     SnapshotRef,
-    _file_path,
     _snapshot_ref,
     answer_error,
     hosts_in_order,
-    parse_outputs,
 )
-from sandstack.client.errors import (CommandFailed, Conflict, HostUnavailable, NoCapacity, NotFound, SandstackError,
-                                     host_lost)
-from sandstack.client.process import _timed_out, _waits
+from sandstack.client.endpoints import Call, Endpoints, Handle, Stack, dir_entries, exec_result, file_content
+from sandstack.client.errors import HostUnavailable, NoCapacity, SandstackError, host_lost
+from sandstack.client.process import _timed_out, _waits, broke
 from sandstack.client.results import ExecResult, FileEntry, OutputEvent, ProcessInfo, SandboxInfo
 from sandstack.client.retry import Retry
 from sandstack.client.sse import aevents
@@ -35,7 +33,9 @@ def _default_http(endpoint: HostEndpoint, timeout: float, headers: dict[str, str
     return httpx.AsyncClient(base_url=endpoint.url, headers=headers, timeout=timeout)
 
 
-class AsyncHostClient:
+class AsyncHostClient(Endpoints):
+    """HostClient's twin: the same endpoints (sandstack.client.endpoints), each awaited."""
+
     def __init__(self, endpoint: HostEndpoint, *, timeout: float = 120, actor: str | None = None,
                  http_factory: AsyncHttpFactory = _default_http, retry: Retry = Retry()):
         self.endpoint, self.name, self.retry = endpoint, endpoint.name, retry
@@ -69,6 +69,7 @@ class AsyncHostClient:
     @asynccontextmanager
     async def stream(self, method: str, path: str, **kwargs: Any) -> AsyncIterator[httpx.Response]:
         for attempt in range(1, self.retry.attempts + 1):
+            reading = False
             try:
                 async with self.http.stream(method, path, **kwargs) as response:
                     if response.status_code >= 400:
@@ -78,129 +79,30 @@ class AsyncHostClient:
                             await asyncio.sleep(self.retry.delay(attempt))
                             continue
                         raise error
+                    reading = True
                     yield response
                     return
             except httpx.TransportError as error:
-                if attempt == self.retry.attempts or not self.retry.on_error(method, error):
-                    raise
+                if reading or attempt == self.retry.attempts or not self.retry.on_error(method, error):
+                    raise host_lost(self.name, error) from error
                 await asyncio.sleep(self.retry.delay(attempt))
+
+    def _send(self, call: Call) -> Any:  # an awaitable: `await host.status(...)`
+        return self.request(call.method, call.path, expect=call.expect, **call.options)
+
+    def _open(self, call: Call) -> Any:
+        return self.stream(call.method, call.path, **call.options)
 
     async def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> dict[str, Any]:
         return await self.request("POST", "/v1/sessions", json={"pool": pool, "session": session,
                                                                 "from_snapshot": from_snapshot})
 
-    async def get_session(self, session: str) -> dict[str, Any]:
-        return await self.request("GET", f"/v1/sessions/{_segment(session)}")
-
-    async def release(self, session: str) -> dict[str, Any]:
-        return await self.request("DELETE", f"/v1/sessions/{_segment(session)}")
-
-    async def hibernate(self, session: str) -> dict[str, Any]:
-        """Stop the session's sandbox, keeping its files; its next call (or `resume_session`) brings it back."""
-        return await self.request("POST", f"/v1/sessions/{_segment(session)}/hibernate")
-
-    async def resume_session(self, session: str) -> dict[str, Any]:
-        """Bring a hibernated or paused session's sandbox back."""
-        return await self.request("POST", f"/v1/sessions/{_segment(session)}/resume")
-
-    async def pools(self) -> list[dict[str, Any]]:
-        return await self.request("GET", "/v1/pools")
-
-    async def sandboxes(self, pool: str | None = None) -> list[dict[str, Any]]:
-        return await self.request("GET", "/v1/sandboxes", params={"pool": pool} if pool else None)
-
-    async def status(self, sandbox: str) -> dict[str, Any]:
-        return await self.request("GET", f"/v1/sandboxes/{sandbox}")
-
-    async def exec(self, sandbox: str, **body: Any) -> dict[str, Any]:
-        return await self.request("POST", f"/v1/sandboxes/{sandbox}/exec", json=body)
-
-    async def read_file(self, sandbox: str, path: str) -> httpx.Response:
-        return await self.request("GET", f"/v1/sandboxes/{sandbox}/files/{_file_path(path)}", expect="response")
-
-    async def write_file(self, sandbox: str, path: str, data: bytes) -> None:
-        await self.request("PUT", f"/v1/sandboxes/{sandbox}/files/{_file_path(path)}", content=data,
-                           headers={"Content-Type": "application/octet-stream"})
-
-    async def delete_file(self, sandbox: str, path: str) -> None:
-        await self.request("DELETE", f"/v1/sandboxes/{sandbox}/files/{_file_path(path)}")
-
-    async def archive(self, sandbox: str, fmt: str = "tar.gz") -> bytes:
-        return await self.request("GET", f"/v1/sandboxes/{sandbox}/archive", params={"format": fmt}, expect="bytes")
-
-    async def snapshot(self, sandbox: str) -> dict[str, Any]:
-        return await self.request("POST", f"/v1/sandboxes/{sandbox}/snapshots")
-
-    async def restore(self, sandbox: str, snapshot: str) -> dict[str, Any]:
-        return await self.request("POST", f"/v1/sandboxes/{sandbox}/restore", json={"snapshot": snapshot})
-
-    async def pause(self, sandbox: str) -> dict[str, Any]:
-        return await self.request("POST", f"/v1/sandboxes/{sandbox}/pause")
-
-    async def resume(self, sandbox: str) -> dict[str, Any]:
-        return await self.request("POST", f"/v1/sandboxes/{sandbox}/resume")
-
-    async def snapshots(self, pool: str | None = None, session: str | None = None) -> list[dict[str, Any]]:
-        params = {k: v for k, v in (("pool", pool), ("session", session)) if v}
-        return await self.request("GET", "/v1/snapshots", params=params)
-
-    async def get_snapshot(self, snapshot: str) -> dict[str, Any]:
-        return await self.request("GET", f"/v1/snapshots/{snapshot}")
-
-    async def delete_snapshot(self, snapshot: str) -> None:
-        await self.request("DELETE", f"/v1/snapshots/{snapshot}")
-
-    async def audit(self, limit: int = 100) -> list[dict[str, Any]]:
-        return await self.request("GET", "/v1/audit", params={"limit": limit})
-
-    async def start_process(self, sandbox: str, **body: Any) -> dict[str, Any]:
-        return await self.request("POST", f"/v1/sandboxes/{sandbox}/processes", json=body)
-
-    async def processes(self, sandbox: str) -> list[dict[str, Any]]:
-        return await self.request("GET", f"/v1/sandboxes/{sandbox}/processes")
-
-    async def process(self, sandbox: str, process: str) -> dict[str, Any]:
-        return await self.request("GET", f"/v1/sandboxes/{sandbox}/processes/{process}")
-
-    async def write_stdin(self, sandbox: str, process: str, data: bytes, close: bool = False) -> dict[str, Any]:
-        return await self.request("POST", f"/v1/sandboxes/{sandbox}/processes/{process}/stdin", content=data,
-                                  params={"close": close}, headers={"Content-Type": "application/octet-stream"})
-
-    async def wait_process(self, sandbox: str, process: str, timeout: float) -> dict[str, Any]:
-        return await self.request("POST", f"/v1/sandboxes/{sandbox}/processes/{process}/wait",
-                                  params={"timeout": timeout}, timeout=timeout + 30)
-
-    async def kill_process(self, sandbox: str, process: str) -> dict[str, Any]:
-        return await self.request("POST", f"/v1/sandboxes/{sandbox}/processes/{process}/kill")
-
-    def process_output(self, sandbox: str, process: str, after: int = 0, follow: bool = True):
-        return self.stream("GET", f"/v1/sandboxes/{sandbox}/processes/{process}/output",
-                           params={"after": after, "follow": follow}, timeout=httpx.Timeout(30, read=None))
-
-    async def watch(self, sandbox: str, path: str = "", interval: float = 0.5) -> dict[str, Any]:
-        return await self.request("POST", f"/v1/sandboxes/{sandbox}/watch", json={"path": path, "interval": interval})
-
     async def close(self) -> None:
         await self.http.aclose()
 
 
-def _segment(value: str) -> str:
-    from urllib.parse import quote
-
-    return quote(value, safe="")
-
-
-class AsyncSandbox:
-    def __init__(self, host: AsyncHostClient, info: Mapping[str, Any]):
-        self.host = host
-        self.name: str = info["sandbox"]
-        self.pool: str = info["pool"]
-        self.session: str = info["session"]
-        self.info = dict(info)
-
-    @property
-    def ref(self) -> str:
-        return f"{self.host.name}/{self.name}"
+class AsyncSandbox(Handle):
+    host: AsyncHostClient
 
     async def __aenter__(self) -> AsyncSandbox:
         return self
@@ -211,11 +113,9 @@ class AsyncSandbox:
     async def exec(self, command: list[str] | None = None, *, script: str | None = None, lang: str = "bash",
                    cwd: str | None = None, env: Mapping[str, str] | None = None, timeout: int | None = None,
                    check: bool = False) -> ExecResult:
-        result = ExecResult.of(await self.host.exec(self.name, command=command, script=script, lang=lang, cwd=cwd,
-                                                    env=dict(env or {}), timeout=timeout))
-        if check and result.exit_code != 0:
-            raise CommandFailed(result, self.host.name)
-        return result
+        answer = await self.host.exec(self.name, command=command, script=script, lang=lang, cwd=cwd,
+                                      env=dict(env or {}), timeout=timeout)
+        return exec_result(answer, check, self.host.name)
 
     async def start(self, command: list[str] | None = None, *, script: str | None = None, lang: str = "bash",
                     cwd: str | None = None, env: Mapping[str, str] | None = None, timeout: int | None = None,
@@ -244,16 +144,10 @@ class AsyncSandbox:
         return aopen_terminal(self.host, self.name, rows, cols, command)
 
     async def read_file(self, path: str) -> bytes:
-        response = await self.host.read_file(self.name, path)
-        if response.headers.get("content-type", "").startswith("application/json"):
-            raise Conflict(409, f"path {path!r} is a directory; use list_dir", host=self.host.name)
-        return response.content
+        return file_content(await self.host.read_file(self.name, path), path, self.host.name)
 
     async def list_dir(self, path: str = "") -> list[FileEntry]:
-        response = await self.host.read_file(self.name, path)
-        if not response.headers.get("content-type", "").startswith("application/json"):
-            raise Conflict(409, f"path {path!r} is a file; use read_file", host=self.host.name)
-        return [FileEntry.of(entry) for entry in response.json()["entries"]]
+        return dir_entries(await self.host.read_file(self.name, path), path, self.host.name)
 
     async def write_file(self, path: str, data: bytes | str) -> None:
         await self.host.write_file(self.name, path, data.encode() if isinstance(data, str) else data)
@@ -330,9 +224,9 @@ class AsyncProcess:
                             after = event.position
                         yield event
                 return
-            except (httpx.ReadError, httpx.RemoteProtocolError):
+            except HostUnavailable as error:
                 failures += 1
-                if failures >= self._host.retry.attempts:
+                if not broke(error) or failures >= self._host.retry.attempts:
                     raise
                 await asyncio.sleep(self._host.retry.delay(failures))
 
@@ -340,7 +234,7 @@ class AsyncProcess:
         return self.output()
 
 
-class AsyncClient:
+class AsyncClient(Stack):
     def __init__(self, hosts: Mapping[str, HostEndpoint], pools: Mapping[str, list[str]], *, timeout: float = 120,
                  actor: str | None = None, http_factory: AsyncHttpFactory = _default_http, retry: Retry = Retry()):
         unknown = sorted({h for names in pools.values() for h in names} - set(hosts))
@@ -349,17 +243,6 @@ class AsyncClient:
         self.pools = {pool: list(names) for pool, names in pools.items()}
         self.hosts = {name: AsyncHostClient(endpoint, timeout=timeout, actor=actor, http_factory=http_factory,
                                             retry=retry) for name, endpoint in hosts.items()}
-
-    @classmethod
-    def from_outputs(cls, outputs: Mapping[str, Any], **kwargs: Any) -> AsyncClient:
-        hosts, pools = parse_outputs(outputs)
-        return cls(hosts, pools, **kwargs)
-
-    @classmethod
-    def from_file(cls, path: str | Path, **kwargs: Any) -> AsyncClient:
-        import json
-
-        return cls.from_outputs(json.loads(Path(path).read_text(encoding="utf-8")), **kwargs)
 
     def hosts_for(self, pool: str, session: str) -> list[str]:
         return hosts_in_order(self.pools, pool, session)
@@ -385,11 +268,6 @@ class AsyncClient:
         kind = NoCapacity if isinstance(last, NoCapacity) else HostUnavailable
         raise kind(503, f"no host of pool {pool!r} could take session {session!r}: " + "; ".join(refused),
                    {"pool": pool, "hosts": refused})
-
-    def host(self, name: str) -> AsyncHostClient:
-        if name not in self.hosts:
-            raise NotFound(404, f"host {name!r} is not in the stack outputs", {"host": name})
-        return self.hosts[name]
 
     async def sandbox(self, ref: str) -> AsyncSandbox:
         host_name, _, name = ref.partition("/")

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
-from urllib.parse import quote
 
 import httpx
 
 from sandstack.client.errors import (
     CommandFailed,
-    Conflict,
     HostUnavailable,
     NoCapacity,
     NotFound,
@@ -23,6 +19,7 @@ from sandstack.client.errors import (
     error_for,
     host_lost,
 )
+from sandstack.client.endpoints import Call, Endpoints, Handle, Stack, dir_entries, exec_result, file_content
 from sandstack.client.process import Process
 from sandstack.client.results import ExecResult, FileEntry, ProcessInfo, SandboxInfo
 from sandstack.client.retry import Retry
@@ -58,8 +55,9 @@ def _default_http(endpoint: HostEndpoint, timeout: float, headers: dict[str, str
     return httpx.Client(base_url=endpoint.url, headers=headers, timeout=timeout)
 
 
-class HostClient:
-    """One host's runtime: a method per endpoint, JSON in and out; errors raise SandstackError."""
+class HostClient(Endpoints):
+    """One host's runtime: a method per endpoint (sandstack.client.endpoints), JSON in and out; errors raise
+    SandstackError."""
 
     def __init__(self, endpoint: HostEndpoint, *, timeout: float = 120, actor: str | None = None,
                  http_factory: HttpFactory = _default_http, retry: Retry = Retry()):
@@ -95,8 +93,10 @@ class HostClient:
 
     @contextmanager
     def stream(self, method: str, path: str, **kwargs: Any) -> Iterator[httpx.Response]:
-        """A response read as it comes (retried like `request` until its head arrives)."""
+        """A response read as it comes (retried like `request` until its head arrives); a connection that fails
+        after the retries, or breaks while the body is read, raises HostUnavailable like every other call."""
         for attempt in range(1, self.retry.attempts + 1):
+            reading = False
             try:
                 with self.http.stream(method, path, **kwargs) as response:
                     if response.status_code >= 400:
@@ -106,131 +106,34 @@ class HostClient:
                             time.sleep(self.retry.delay(attempt))
                             continue
                         raise error
+                    reading = True
                     yield response
                     return
             except httpx.TransportError as error:
-                if attempt == self.retry.attempts or not self.retry.on_error(method, error):
-                    raise
+                if reading or attempt == self.retry.attempts or not self.retry.on_error(method, error):
+                    raise host_lost(self.name, error) from error
                 time.sleep(self.retry.delay(attempt))
+
+    def _send(self, call: Call) -> Any:
+        return self.request(call.method, call.path, expect=call.expect, **call.options)
+
+    def _open(self, call: Call) -> Any:
+        return self.stream(call.method, call.path, **call.options)
 
     # Sessions and sandboxes
     def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> dict[str, Any]:
         return self.request("POST", "/v1/sessions", json={"pool": pool, "session": session,
                                                           "from_snapshot": from_snapshot})
 
-    def get_session(self, session: str) -> dict[str, Any]:
-        return self.request("GET", f"/v1/sessions/{quote(session, safe='')}")
-
-    def release(self, session: str) -> dict[str, Any]:
-        return self.request("DELETE", f"/v1/sessions/{quote(session, safe='')}")
-
-    def hibernate(self, session: str) -> dict[str, Any]:
-        """Stop the session's sandbox, keeping its files; its next call (or `resume_session`) brings it back."""
-        return self.request("POST", f"/v1/sessions/{quote(session, safe='')}/hibernate")
-
-    def resume_session(self, session: str) -> dict[str, Any]:
-        """Bring a hibernated or paused session's sandbox back."""
-        return self.request("POST", f"/v1/sessions/{quote(session, safe='')}/resume")
-
-    def pools(self) -> list[dict[str, Any]]:
-        """Each pool on the host: sandboxes by status, snapshot storage used and declared, transfer limits."""
-        return self.request("GET", "/v1/pools")
-
-    def sandboxes(self, pool: str | None = None) -> list[dict[str, Any]]:
-        return self.request("GET", "/v1/sandboxes", params={"pool": pool} if pool else None)
-
-    def status(self, sandbox: str) -> dict[str, Any]:
-        return self.request("GET", f"/v1/sandboxes/{sandbox}")
-
-    def exec(self, sandbox: str, **body: Any) -> dict[str, Any]:
-        return self.request("POST", f"/v1/sandboxes/{sandbox}/exec", json=body)
-
-    def read_file(self, sandbox: str, path: str) -> httpx.Response:
-        return self.request("GET", f"/v1/sandboxes/{sandbox}/files/{_file_path(path)}", expect="response")
-
-    def write_file(self, sandbox: str, path: str, data: bytes) -> None:
-        self.request("PUT", f"/v1/sandboxes/{sandbox}/files/{_file_path(path)}", content=data,
-                     headers={"Content-Type": "application/octet-stream"})
-
-    def delete_file(self, sandbox: str, path: str) -> None:
-        self.request("DELETE", f"/v1/sandboxes/{sandbox}/files/{_file_path(path)}")
-
-    def archive(self, sandbox: str, fmt: str = "tar.gz") -> bytes:
-        return self.request("GET", f"/v1/sandboxes/{sandbox}/archive", params={"format": fmt}, expect="bytes")
-
-    def snapshot(self, sandbox: str) -> dict[str, Any]:
-        return self.request("POST", f"/v1/sandboxes/{sandbox}/snapshots")
-
-    def restore(self, sandbox: str, snapshot: str) -> dict[str, Any]:
-        return self.request("POST", f"/v1/sandboxes/{sandbox}/restore", json={"snapshot": snapshot})
-
-    def pause(self, sandbox: str) -> dict[str, Any]:
-        return self.request("POST", f"/v1/sandboxes/{sandbox}/pause")
-
-    def resume(self, sandbox: str) -> dict[str, Any]:
-        return self.request("POST", f"/v1/sandboxes/{sandbox}/resume")
-
-    # Snapshots and audit
-    def snapshots(self, pool: str | None = None, session: str | None = None) -> list[dict[str, Any]]:
-        params = {k: v for k, v in (("pool", pool), ("session", session)) if v}
-        return self.request("GET", "/v1/snapshots", params=params)
-
-    def get_snapshot(self, snapshot: str) -> dict[str, Any]:
-        return self.request("GET", f"/v1/snapshots/{snapshot}")
-
-    def delete_snapshot(self, snapshot: str) -> None:
-        self.request("DELETE", f"/v1/snapshots/{snapshot}")
-
-    def audit(self, limit: int = 100) -> list[dict[str, Any]]:
-        return self.request("GET", "/v1/audit", params={"limit": limit})
-
-    # Processes
-    def start_process(self, sandbox: str, **body: Any) -> dict[str, Any]:
-        return self.request("POST", f"/v1/sandboxes/{sandbox}/processes", json=body)
-
-    def processes(self, sandbox: str) -> list[dict[str, Any]]:
-        return self.request("GET", f"/v1/sandboxes/{sandbox}/processes")
-
-    def process(self, sandbox: str, process: str) -> dict[str, Any]:
-        return self.request("GET", f"/v1/sandboxes/{sandbox}/processes/{process}")
-
-    def write_stdin(self, sandbox: str, process: str, data: bytes, close: bool = False) -> dict[str, Any]:
-        return self.request("POST", f"/v1/sandboxes/{sandbox}/processes/{process}/stdin", content=data,
-                            params={"close": close}, headers={"Content-Type": "application/octet-stream"})
-
-    def wait_process(self, sandbox: str, process: str, timeout: float) -> dict[str, Any]:
-        return self.request("POST", f"/v1/sandboxes/{sandbox}/processes/{process}/wait", params={"timeout": timeout},
-                            timeout=timeout + 30)
-
-    def kill_process(self, sandbox: str, process: str) -> dict[str, Any]:
-        return self.request("POST", f"/v1/sandboxes/{sandbox}/processes/{process}/kill")
-
-    def process_output(self, sandbox: str, process: str, after: int = 0, follow: bool = True):
-        """A context manager: the SSE response of the process's output from position `after`."""
-        return self.stream("GET", f"/v1/sandboxes/{sandbox}/processes/{process}/output",
-                           params={"after": after, "follow": follow}, timeout=httpx.Timeout(30, read=None))
-
-    def watch(self, sandbox: str, path: str = "", interval: float = 0.5) -> dict[str, Any]:
-        return self.request("POST", f"/v1/sandboxes/{sandbox}/watch", json={"path": path, "interval": interval})
-
     def close(self) -> None:
         self.http.close()
 
 
-class Sandbox:
+class Sandbox(Handle):
     """A claimed sandbox: every call goes to the host that holds it. As a context manager, it is released at the
     end of the block."""
 
-    def __init__(self, host: HostClient, info: Mapping[str, Any]):
-        self.host = host
-        self.name: str = info["sandbox"]
-        self.pool: str = info["pool"]
-        self.session: str = info["session"]
-        self.info = dict(info)
-
-    @property
-    def ref(self) -> str:
-        return f"{self.host.name}/{self.name}"
+    host: HostClient
 
     def __enter__(self) -> Sandbox:
         return self
@@ -242,11 +145,9 @@ class Sandbox:
              cwd: str | None = None, env: Mapping[str, str] | None = None, timeout: int | None = None,
              check: bool = False) -> ExecResult:
         """Runs the command to its end; `check`: raise CommandFailed when it exits non-zero."""
-        result = ExecResult.of(self.host.exec(self.name, command=command, script=script, lang=lang, cwd=cwd,
-                                              env=dict(env or {}), timeout=timeout))
-        if check and result.exit_code != 0:
-            raise CommandFailed(result, self.host.name)
-        return result
+        answer = self.host.exec(self.name, command=command, script=script, lang=lang, cwd=cwd,
+                                env=dict(env or {}), timeout=timeout)
+        return exec_result(answer, check, self.host.name)
 
     def start(self, command: list[str] | None = None, *, script: str | None = None, lang: str = "bash",
               cwd: str | None = None, env: Mapping[str, str] | None = None, timeout: int | None = None,
@@ -275,16 +176,10 @@ class Sandbox:
         return open_terminal(self.host, self.name, rows, cols, command)
 
     def read_file(self, path: str) -> bytes:
-        response = self.host.read_file(self.name, path)
-        if response.headers.get("content-type", "").startswith("application/json"):
-            raise Conflict(409, f"path {path!r} is a directory; use list_dir", host=self.host.name)
-        return response.content
+        return file_content(self.host.read_file(self.name, path), path, self.host.name)
 
     def list_dir(self, path: str = "") -> list[FileEntry]:
-        response = self.host.read_file(self.name, path)
-        if not response.headers.get("content-type", "").startswith("application/json"):
-            raise Conflict(409, f"path {path!r} is a file; use read_file", host=self.host.name)
-        return [FileEntry.of(entry) for entry in response.json()["entries"]]
+        return dir_entries(self.host.read_file(self.name, path), path, self.host.name)
 
     def write_file(self, path: str, data: bytes | str) -> None:
         self.host.write_file(self.name, path, data.encode() if isinstance(data, str) else data)
@@ -320,7 +215,7 @@ class Sandbox:
         return SandboxInfo.of(self.host.release(self.session))
 
 
-class Client:
+class Client(Stack):
     """Every host of a stack's runtime; as a context manager, its connections are closed at the end."""
 
     def __init__(self, hosts: Mapping[str, HostEndpoint], pools: Mapping[str, list[str]], *, timeout: float = 120,
@@ -334,17 +229,6 @@ class Client:
         self.hosts = {name: HostClient(endpoint, timeout=timeout, actor=actor, http_factory=http_factory,
                                        retry=retry)
                       for name, endpoint in hosts.items()}
-
-    @classmethod
-    def from_outputs(cls, outputs: Mapping[str, Any], **kwargs: Any) -> Client:
-        """From stack outputs: `{"hosts": {host: {"url", "token"}}, "pools": {pool: [host, ...]}}`, at the top
-        level or under a `runtime` key (`pulumi stack output --json --show-secrets`)."""
-        hosts, pools = parse_outputs(outputs)
-        return cls(hosts, pools, **kwargs)
-
-    @classmethod
-    def from_file(cls, path: str | Path, **kwargs: Any) -> Client:
-        return cls.from_outputs(json.loads(Path(path).read_text(encoding="utf-8")), **kwargs)
 
     def hosts_for(self, pool: str, session: str) -> list[str]:
         """The pool's hosts in the order a claim tries them: rotated by the session id, so the same session
@@ -389,11 +273,6 @@ class Client:
             info = host.get_session(info["session"])
         return info
 
-    def host(self, name: str) -> HostClient:
-        if name not in self.hosts:
-            raise NotFound(404, f"host {name!r} is not in the stack outputs", {"host": name})
-        return self.hosts[name]
-
     def sandbox(self, ref: str) -> Sandbox:
         """A handle on `host/sandbox` (as printed by claims), for a sandbox some session holds."""
         host_name, _, name = ref.partition("/")
@@ -435,13 +314,6 @@ def answer_error(response: httpx.Response, host: str) -> SandstackError:
     except ValueError:
         body, message = {}, response.text or response.reason_phrase
     return error_for(response.status_code, message, body if isinstance(body, dict) else {}, host)
-
-
-def _file_path(path: str) -> str:
-    """A workspace path as URL path segments, sent as given: '.' and '..' percent-encoded so that no HTTP client
-    or proxy resolves them on the way (the runtime refuses a path out of the root with 403, which says so)."""
-    return "/".join(segment.replace(".", "%2E") if segment in (".", "..") else quote(segment, safe="")
-                    for segment in path.split("/"))
 
 
 def _snapshot_ref(text: str) -> SnapshotRef:

@@ -16,11 +16,17 @@ from typing import Any, Iterator
 
 import httpx
 
-from sandstack.client.errors import Timeout
+from sandstack.client.errors import HostUnavailable, Timeout
 from sandstack.client.results import OutputEvent, ProcessInfo
 from sandstack.client.sse import events
 
 WAIT_CHUNK = 300  # seconds of one wait request; a longer wait is several
+
+
+def broke(error: HostUnavailable) -> bool:
+    """The output's connection broke while it was read (a reconnect reads on from the last position), rather than
+    the host not answering at all (the stream's own retries were spent)."""
+    return isinstance(error.__cause__, (httpx.ReadError, httpx.RemoteProtocolError))
 
 
 def _waits(timeout: float | None) -> Iterator[float]:
@@ -85,9 +91,9 @@ class Process:
                             after = event.position
                         yield event
                 return  # not following: what was kept has been read
-            except (httpx.ReadError, httpx.RemoteProtocolError) as error:
+            except HostUnavailable as error:
                 failures += 1
-                if failures >= self._host.retry.attempts:
+                if not broke(error) or failures >= self._host.retry.attempts:
                     raise
                 time.sleep(self._host.retry.delay(failures))
 

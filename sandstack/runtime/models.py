@@ -126,7 +126,9 @@ class SandboxStatus(BaseModel):
     container: str = Field(description="Docker's state of the container ('unknown' when the daemon does not answer).")
 
 
-class ExecRequest(Strict):
+class CommandFields(Strict):
+    """What to run and where: the fields of a blocking exec and of a process (process_models.ProcessRequest)."""
+
     command: list[text(NO_NUL)] | None = Field(None, description="argv, run without a shell.", **items(1))
     # No declared length: the kernel's limit (128 KiB per argument) is in bytes, and one over it is an exec
     # error (exit 126) as Docker answers it.
@@ -137,6 +139,9 @@ class ExecRequest(Strict):
     env: dict[text(ENV_NAME_PATTERN), text(NO_NUL)] = Field(default_factory=dict,
                                                             description="Added to the sandbox's environment.",
                                                             **schema_extra(additionalProperties=False))
+
+
+class ExecRequest(CommandFields):
     timeout: int | None = Field(None, ge=1, description="Seconds; default 60, at most the pool's "
                                                         "`session.exec_max_timeout` (default 1h). At "
                                                         "the timeout every process the command started is killed.")

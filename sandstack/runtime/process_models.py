@@ -6,20 +6,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from sandstack.runtime.models import ENV_NAME_PATTERN, NO_NUL, PATH_MAX, Strict, items, pattern, schema_extra, text
+from sandstack.runtime.models import CommandFields, Strict
 
 ProcessStatus = Literal["running", "exited", "killed", "timed_out", "ended"]
 
 
-class ProcessRequest(Strict):
-    command: list[text(NO_NUL)] | None = Field(None, description="argv, run without a shell.", **items(1))
-    script: str | None = Field(None, description="A script run by `lang`'s interpreter.", **pattern(NO_NUL))
-    lang: Literal["bash", "python"] = Field("bash", description="The interpreter of `script`.")
-    cwd: str | None = Field(None, description="Working directory: absolute, or relative to the workspace root "
-                                              "(the default).", max_length=PATH_MAX, **pattern(NO_NUL))
-    env: dict[text(ENV_NAME_PATTERN), text(NO_NUL)] = Field(default_factory=dict,
-                                                            description="Added to the sandbox's environment.",
-                                                            **schema_extra(additionalProperties=False))
+class ProcessRequest(CommandFields):
     timeout: int | None = Field(None, ge=1, description="Seconds, at most the host's `exec_max_timeout_seconds`; "
                                                         "then every process it started is killed. None: it runs "
                                                         "until it ends, is killed, or its session ends.")

@@ -212,3 +212,73 @@ def test_cli_exec_stream_prints_output_as_it_comes_and_exits_with_its_status(url
     code, out = run_cli(["exec", "--stream", ref, "--", "sh", "-c", "echo a; echo b >&2; echo c; exit 3"], path,
                         lambda e, t, h: httpx.Client(base_url=e.url, headers=h, timeout=t), monkeypatch, capsys)
     assert (code, out.out, out.err) == (3, "a\nc\n", "b\n"), out
+
+
+class _Breaks(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """An SSE body that sends one event, then loses its connection."""
+
+    EVENT = b'id: 2\nevent: stdout\ndata: {"text":"a\\n"}\n\n'
+
+    def __iter__(self):
+        yield self.EVENT
+        raise httpx.ReadError("connection lost")
+
+    async def __aiter__(self):
+        yield self.EVENT
+        raise httpx.ReadError("connection lost")
+
+
+def _stream_answers(answers: list):
+    """Like `counting`, where a 'breaks' answer is an SSE stream that fails after its first event."""
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.params.get("after", ""))
+        answer = answers.pop(0)
+        if answer == "breaks":
+            return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Breaks())
+        raise answer("down", request=request)
+    return handler, seen
+
+
+def _process(host) -> tuple:
+    info = ProcessInfo.of({"id": "proc-1", "sandbox": "sb", "session": "s", "status": "running"})
+    sandbox = (AsyncSandbox if isinstance(host, AsyncHostClient) else Sandbox)(
+        host, {"sandbox": "sb", "pool": "py", "session": "s"})
+    return (AsyncProcess if isinstance(host, AsyncHostClient) else Process)(sandbox, info)
+
+
+BROKEN = ["breaks", "breaks", httpx.ConnectError, httpx.ConnectError, httpx.ConnectError]
+
+
+def test_a_stream_raises_the_typed_errors_after_its_retries_sync_and_async():
+    # No connection at all: the stream's own retries, then HostUnavailable (not httpx's ConnectError).
+    handler, seen = _stream_answers([httpx.ConnectError] * 3)
+    with pytest.raises(HostUnavailable, match=r"^h: does not answer \(ConnectError\)$"):
+        list(_process(host_with(handler)).output())
+    assert len(seen) == 3
+    # A connection lost while the output is read: read on from the last position; a host that then does not
+    # answer at all is HostUnavailable after the retries.
+    handler, seen = _stream_answers(list(BROKEN))
+    events = []
+    with pytest.raises(HostUnavailable, match=r"^h: does not answer \(ConnectError\)$") as caught:
+        for event in _process(host_with(handler)).output():
+            events.append(event.text)
+    assert (events, seen, caught.value.body) == (["a\n"] * 2, ["0", "2", "2", "2", "2"], {"host": "h"})
+
+    async def follow(answers: list) -> tuple[list[str], list[str], HostUnavailable]:
+        handler, seen = _stream_answers(answers)
+        host = AsyncHostClient(HostEndpoint("h", "http://h.test", TOKEN), retry=FAST, http_factory=lambda e, t, h:
+                               httpx.AsyncClient(base_url=e.url, transport=httpx.MockTransport(handler)))
+        texts = []
+        try:
+            async for event in _process(host).output():
+                texts.append(event.text)
+        except HostUnavailable as error:
+            return texts, seen, error
+        raise AssertionError("no HostUnavailable")
+
+    texts, seen, error = asyncio.run(follow([httpx.ConnectError] * 3))
+    assert (texts, seen, str(error)) == ([], ["0", "0", "0"], "h: does not answer (ConnectError)")
+    texts, seen, error = asyncio.run(follow(list(BROKEN)))
+    assert (texts, seen, str(error)) == (["a\n"] * 2, ["0", "2", "2", "2", "2"], "h: does not answer (ConnectError)")
