@@ -26,7 +26,13 @@ PROCESS_PATTERN = r"^proc-[0-9a-f]{16}$"
 KEEPALIVE = 15  # seconds between SSE comments on a quiet stream: proxies keep it open, a gone client is noticed
 STDIN_MAX = 1024 * 1024  # bytes in one stdin write
 WAIT_MAX = 3600  # seconds one wait request may take
-SSE = {"text/event-stream": {"schema": {"type": "string"}}}
+# One event of the stream (OpenAPI 3.1: a text/event-stream's schema describes each event, as its fields).
+SSE = {"text/event-stream": {"schema": {
+    "type": "object", "required": ["event", "data"], "properties": {
+        "event": {"enum": ["stdout", "stderr", "truncated", "skipped", "exit"]},
+        "data": {"type": "string", "contentMediaType": "application/json", "description": "One JSON object."},
+        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The position after it (stdout, stderr)."},
+    }}}}
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], responses=ERRORS)
 

@@ -4,8 +4,8 @@ the document does not describe (status code, content type, body schema).
 
 Bounded: a fixed number of examples per operation and mode, a per-example deadline, a derandomized (seeded)
 run with no example database, so it takes the same few seconds every time. Each operation runs twice: once
-with every parameter generated, once on a bound sandbox and its session, so exec, files, snapshots and pause
-are exercised beyond their 404s. Commands the API runs for a caller are replaced by `printf` of their argv:
+with every parameter generated, once on a bound sandbox, its session and a process of it, so exec, files,
+snapshots, pause, processes and watches are exercised beyond their 404s. Commands the API runs for a caller are replaced by `printf` of their argv:
 generated scripts must not run on this machine, while the runtime's own file scripts (which take generated
 paths as data) run for real.
 """
@@ -36,6 +36,7 @@ EXAMPLES = 8  # per operation, per mode, per run
 DEADLINE = timedelta(seconds=5)  # per example: generous for a busy 2-core machine
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+PROCESS = "proc-0123456789abcdef"  # a process of the bound session (_bound_again)
 
 
 class EchoBackend(FakeBackend):
@@ -65,7 +66,8 @@ def operations():
 
 
 def _bound_again(env) -> None:
-    """The fixed sandbox back to bound to session 'fuzz' after whatever the last example did to it."""
+    """The fixed sandbox back to bound to session 'fuzz' after whatever the last example did to it, with a process
+    of that session under the fixed id PROCESS (so the process routes are exercised beyond their 404s)."""
     row = env.runtime.sandbox(PY[0])
     if row.status == "paused":
         env.runtime.resume(PY[0])
@@ -73,11 +75,19 @@ def _bound_again(env) -> None:
         if row.session is not None:
             env.runtime.release(row.session)
         env.runtime.claim("py", "fuzz")
+    processes = env.runtime.processes
+    known = processes._procs.get(PROCESS)
+    if known is None or known.session != "fuzz":
+        cmd = processes.command(PY[0], command=["cat"], script=None, lang="bash", cwd=None, env={})
+        proc = processes.spawn(PY[0], cmd, limit=1000, stdin=True)
+        with processes._lock:
+            processes._procs[PROCESS] = processes._procs.pop(proc.id)
+            proc.id = PROCESS
 
 
 @pytest.mark.parametrize("operation", operations(), ids=lambda op: op.label)
 def test_the_api_answers_as_its_committed_document_says(env, operation):
-    fixed = {name: value for name, value in (("sandbox", PY[0]), ("session", "fuzz"))
+    fixed = {name: value for name, value in (("sandbox", PY[0]), ("session", "fuzz"), ("process", PROCESS))
              if f"{{{name}}}" in operation.path}
     runs = [None, fixed] if fixed else [None]  # every parameter generated; then on the bound sandbox
     # An operation without parameters or body has no invalid request to generate.
