@@ -2,11 +2,12 @@
 files against the declared download_limit and the pool's snapshot_storage (host disk measured), a zip of a
 300 MiB sparse file against the runtime's 256 MiB memory, a sandbox forging the tar stream of its own archive and
 snapshot (its own `tar` first on its PATH; writing into the runtime's tar's output), each file once in an archive,
-an upload bigger than the workspace, and processes that leave an exec's marker behind surviving its timeout."""
+an upload bigger than the workspace, a large upload streamed with nothing of it on the host, and processes that leave an exec's marker behind surviving its timeout."""
 
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 import threading
 import time
@@ -308,6 +309,23 @@ def test_an_upload_bigger_than_the_workspace_answers_no_space(stack, client):
     assert [e["name"] for e in sandbox.list_dir()] == []
     sandbox.write_file("small.bin", b"fits")  # the workspace works on
     assert sandbox.read_file("small.bin") == b"fits"
+
+
+def test_a_large_upload_streams_into_the_sandbox_and_never_lands_on_the_host(stack, client, docker_client):
+    runtime = _runtime(stack, docker_client)
+    sandbox = client.claim("agent", "upload-large")
+    data = os.urandom(14 * MIB)  # past the 8 MiB a spool would keep in memory: it would spill to the state volume
+    before = _state_bytes(runtime)
+    outcome, peak = _sampled(runtime, lambda: sandbox.write_file("out/big.bin", data))
+    assert outcome is None, outcome
+    assert peak - before < MIB, (before, peak)
+    assert sandbox.read_file("out/big.bin") == data
+    assert [e["name"] for e in sandbox.list_dir("out")] == ["big.bin"]  # no partial file left beside it
+    # A second upload over it that does not fit leaves the first one whole (written beside it, then moved).
+    refused = _refused(lambda: sandbox.write_file("out/big.bin", os.urandom(15 * MIB)))
+    assert refused.status == 507, refused
+    assert sandbox.read_file("out/big.bin") == data
+    assert [e["name"] for e in sandbox.list_dir("out")] == ["big.bin"]
 
 
 ESCAPES = {
