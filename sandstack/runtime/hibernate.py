@@ -25,6 +25,7 @@ from typing import Any
 from sandstack.runtime import scripts
 from sandstack.runtime.backend import BackendError
 from sandstack.runtime.errors import ApiError, conflict
+from sandstack.runtime.readiness import STARTING, wait_ready
 from sandstack.runtime.store import SandboxRow
 from sandstack.runtime.tarcheck import Checked, write_tar
 
@@ -115,20 +116,18 @@ class Hibernation:
         return runtime.sandbox(name)
 
     def _wait_ready(self, name: str, spec: Any) -> None:
-        """Running, and healthy where the template has a readiness probe: as a new sandbox is handed out."""
-        provisioner = self.runtime.ondemand.provisioner
+        """Running, and healthy where the template has a readiness probe: as a new sandbox is handed out
+        (sandstack.runtime.readiness: the probe is run here as soon as the container runs)."""
+        runtime = self.runtime
         wait = spec.ondemand.wait_seconds if spec.ondemand else 120
+        if runtime.ondemand.provisioner is not None:
+            # Unhealthy is not final here: Docker's retries may still see the service come up within the wait.
+            wait_ready(runtime.ondemand.provisioner, runtime.backend, name, wait, fail_unhealthy=False)
+            return
         deadline = time.monotonic() + wait
-        while True:
-            if provisioner is not None:
-                status, health = provisioner.health(name)
-            else:
-                status, health = self.runtime.backend.state(name).status, None
-            if status == "running" and health in (None, "healthy"):
-                return
-            if status not in ("running", "created", "restarting") or time.monotonic() > deadline:
-                raise BackendError(f"container {name!r} did not come back ({status}"
-                                   + (f", {health}" if health else "") + ")")
+        while (status := runtime.backend.state(name).status) != "running":
+            if status not in STARTING or time.monotonic() > deadline:
+                raise BackendError(f"container {name!r} did not come back ({status})")
             time.sleep(READY_POLL)
 
     def discard(self, name: str) -> None:
