@@ -59,7 +59,7 @@ from sandstack.runtime.retention import own_session
 from sandstack.runtime.tokens import (Scope, Tokens, check_claim, check_pool, check_sandbox, check_session,
                                       check_snapshot, operator_only)
 from sandstack.runtime.workspace import ARCHIVE_FORMATS
-from sandstack.runtime import process_routes, terminal, watch
+from sandstack.runtime import process_routes, terminal, wake, watch
 
 log = logging.getLogger("sandstack.runtime")
 VERSION = "1"
@@ -304,6 +304,7 @@ def audit(request: Request, limit: int = Query(100, ge=1, le=10000)) -> Any:
 
 
 add_session_routes(router, _runtime, _note)  # hibernate and resume, by session
+wake.add_routes(router)  # the ingress's wake of a site's sandbox
 
 
 def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | None = None,
