@@ -85,9 +85,13 @@ class AsyncHostClient:
                     raise
                 await asyncio.sleep(self.retry.delay(attempt))
 
-    async def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> dict[str, Any]:
-        return await self.request("POST", "/v1/sessions", json={"pool": pool, "session": session,
-                                                                "from_snapshot": from_snapshot})
+    async def claim(self, pool: str, session: str, from_snapshot: str | None = None,
+                    secrets: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
+        """`secrets`: as the sync client's (HostClient.claim)."""
+        body: dict[str, Any] = {"pool": pool, "session": session, "from_snapshot": from_snapshot}
+        if secrets is not None:
+            body["secrets"] = {kind: dict(values) for kind, values in secrets.items()}
+        return await self.request("POST", "/v1/sessions", json=body)
 
     async def get_session(self, session: str) -> dict[str, Any]:
         return await self.request("GET", f"/v1/sessions/{_segment(session)}")
@@ -364,17 +368,18 @@ class AsyncClient:
     def hosts_for(self, pool: str, session: str) -> list[str]:
         return hosts_in_order(self.pools, pool, session)
 
-    async def claim(self, pool: str, session: str, from_snapshot: SnapshotRef | str | None = None) -> AsyncSandbox:
+    async def claim(self, pool: str, session: str, from_snapshot: SnapshotRef | str | None = None,
+                    secrets: Mapping[str, Mapping[str, str]] | None = None) -> AsyncSandbox:
         if from_snapshot is not None:
             ref = from_snapshot if isinstance(from_snapshot, SnapshotRef) else _snapshot_ref(str(from_snapshot))
             host = self.host(ref.host)
-            return AsyncSandbox(host, await host.claim(pool, session, ref.id))
+            return AsyncSandbox(host, await host.claim(pool, session, ref.id, secrets))
         refused: list[str] = []
         last: SandstackError | None = None
         for name in self.hosts_for(pool, session):
             host = self.hosts[name]
             try:
-                return AsyncSandbox(host, await host.claim(pool, session))
+                return AsyncSandbox(host, await host.claim(pool, session, secrets=secrets))
             except httpx.TransportError as error:
                 refused.append(f"{name}: does not answer ({type(error).__name__})")
             except SandstackError as error:

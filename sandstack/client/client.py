@@ -114,9 +114,14 @@ class HostClient:
                 time.sleep(self.retry.delay(attempt))
 
     # Sessions and sandboxes
-    def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> dict[str, Any]:
-        return self.request("POST", "/v1/sessions", json={"pool": pool, "session": session,
-                                                          "from_snapshot": from_snapshot})
+    def claim(self, pool: str, session: str, from_snapshot: str | None = None,
+              secrets: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
+        """`secrets`: this session's own, `{"env": {NAME: value}, "files": {name: content}}` (files under
+        /run/secrets/session); never stored or logged by the runtime, gone at release."""
+        body: dict[str, Any] = {"pool": pool, "session": session, "from_snapshot": from_snapshot}
+        if secrets is not None:
+            body["secrets"] = {kind: dict(values) for kind, values in secrets.items()}
+        return self.request("POST", "/v1/sessions", json=body)
 
     def get_session(self, session: str) -> dict[str, Any]:
         return self.request("GET", f"/v1/sessions/{quote(session, safe='')}")
@@ -351,12 +356,14 @@ class Client:
         goes to the same host first (its claim is idempotent there) and sessions spread over the hosts."""
         return hosts_in_order(self.pools, pool, session)
 
-    def claim(self, pool: str, session: str, from_snapshot: SnapshotRef | str | None = None) -> Sandbox:
-        """A sandbox of `pool` for `session`; with a snapshot (SnapshotRef or 'host/snap-id'), on its host."""
+    def claim(self, pool: str, session: str, from_snapshot: SnapshotRef | str | None = None,
+              secrets: Mapping[str, Mapping[str, str]] | None = None) -> Sandbox:
+        """A sandbox of `pool` for `session`; with a snapshot (SnapshotRef or 'host/snap-id'), on its host;
+        `secrets`: the session's own (HostClient.claim)."""
         if from_snapshot is not None:
             ref = from_snapshot if isinstance(from_snapshot, SnapshotRef) else _snapshot_ref(str(from_snapshot))
             host = self.host(ref.host)
-            return Sandbox(host, host.claim(pool, session, ref.id))
+            return Sandbox(host, host.claim(pool, session, ref.id, secrets))
         refused: list[str] = []
         last: SandstackError | None = None
         order = self.hosts_for(pool, session)
@@ -366,7 +373,7 @@ class Client:
         for name in order:
             host = self.hosts[name]
             try:
-                sandbox = Sandbox(host, self._ready(host, host.claim(pool, session)))
+                sandbox = Sandbox(host, self._ready(host, host.claim(pool, session, secrets=secrets)))
                 self.down.pop(name, None)
                 return sandbox
             except SandstackError as error:

@@ -59,7 +59,8 @@ from sandstack.runtime.retention import own_session
 from sandstack.runtime.tokens import (Scope, Tokens, check_claim, check_pool, check_sandbox, check_session,
                                       check_snapshot, operator_only)
 from sandstack.runtime.workspace import ARCHIVE_FORMATS
-from sandstack.runtime import process_routes, terminal, wake, watch
+from sandstack.plan.contract import SESSION_SECRETS_DIR
+from sandstack.runtime import process_routes, secret_files, terminal, wake, watch
 
 log = logging.getLogger("sandstack.runtime")
 VERSION = "1"
@@ -105,8 +106,12 @@ def claim(body: ClaimRequest, request: Request) -> Any:
     row, created = runtime.claim(body.pool, body.session, body.from_snapshot)
     _note(request, sandbox=row.name)
     if body.secrets is not None:
-        runtime.credentials.give(row.name, body.session, body.secrets.env)
-        request.state.secrets = sorted(body.secrets.env)
+        had_files = bool(runtime.credentials.files(row.name))
+        runtime.credentials.give(row.name, body.session, body.secrets.env, body.secrets.files)
+        request.state.secrets = sorted(body.secrets.env) + [f"{SESSION_SECRETS_DIR}/{name}"
+                                                            for name in sorted(body.secrets.files)]
+        if body.secrets.files or had_files:  # files given before and none now: removed
+            secret_files.write(runtime, row.name, body.secrets.files)
     return AsciiJSON(runtime.describe(row), status_code=201 if created else 200)
 
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sandstack.runtime import scripts
+from sandstack.runtime import scripts, secret_files
 from sandstack.runtime.backend import BackendError
 from sandstack.runtime.errors import ApiError, conflict
 from sandstack.runtime.readiness import STARTING, wait_ready
@@ -111,6 +111,9 @@ class Hibernation:
                 if code != 0:
                     raise ApiError(502, f"resuming sandbox {name!r}: its files at {writable.path!r} could not be "
                                         f"written back (exit {code}): {stderr[-300:]}", sandbox=name)
+            files = runtime.credentials.files(name)
+            if files:  # the tmpfs is new with the container: the session's secret files, from memory again
+                secret_files.write(runtime, name, files)
             runtime.store.update(name, status="bound", paused_by=None, last_activity=time.time())
             shutil.rmtree(saved, ignore_errors=True)
         return runtime.sandbox(name)
