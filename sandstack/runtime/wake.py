@@ -1,5 +1,7 @@
-"""Waking a site's sandbox: `POST /v1/wake {"site": "<port>-<pool>-<replica>.<domain>"}`, what the ingress calls
-when a request to one of a hibernated sandbox's URLs finds no upstream (docs/design/ondemand.md).
+"""Waking a site's sandbox: `POST /v1/wake?site=<port>-<pool>-<replica>.<domain>`, what the ingress calls when a
+request to one of a hibernated sandbox's URLs finds no upstream (docs/design/ondemand.md). The site is a query
+parameter, not a JSON body: Caddy's `reverse_proxy` can rewrite a request's method and URI (`{host}` in it) but
+cannot give it a body.
 
 The site is one of the host's ingress sites (the plan gives the runtime each one's sandbox:
 `RuntimeConfig.sites`, from sandstack.plan.ingress `Site`). A hibernated sandbox is resumed (started, its files
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
 from sandstack.runtime.errors import ApiError, conflict
@@ -27,10 +29,6 @@ SITE_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$"  # a DNS host 
 WAKES = ("hibernated", "paused", "bound")
 
 
-class WakeRequest(BaseModel):
-    site: str = Field(description="The site's host name, without a port.", **pattern(SITE_PATTERN))
-
-
 class WakeAnswer(BaseModel):
     site: str
     status: Literal["bound"] = Field(description="The sandbox's status after the wake: always 'bound'.")
@@ -39,11 +37,12 @@ class WakeAnswer(BaseModel):
 
 def add_routes(router: APIRouter) -> None:
     @router.post("/wake", response_model=WakeAnswer, operation_id="wake")
-    def wake(body: WakeRequest, request: Request) -> Any:
+    def wake(request: Request, site: str = Query(description="The site's host name, without a port.",
+                                                 **pattern(SITE_PATTERN))) -> Any:
         """Bring a site's sandbox back if its session hibernated (or paused) it; the ingress calls this when a
         request to the site finds no upstream, then sends the request again."""
         runtime, scope = _runtime(request), _scope(request)
-        site = body.site.lower()
+        site = site.lower()
         sandbox = runtime.config.sites.get(site)
         pool = runtime.config.pool_of(sandbox) if sandbox else None
         if sandbox is None or not (scope.wake or scope.allows(pool)):
