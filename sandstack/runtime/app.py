@@ -59,7 +59,6 @@ from sandstack.runtime.retention import own_session
 from sandstack.runtime.tokens import (Scope, Tokens, check_claim, check_pool, check_sandbox, check_session,
                                       check_snapshot, operator_only)
 from sandstack.runtime.workspace import ARCHIVE_FORMATS
-from sandstack.plan.contract import SESSION_SECRETS_DIR
 from sandstack.runtime import process_routes, secret_files, terminal, wake, watch
 
 log = logging.getLogger("sandstack.runtime")
@@ -108,9 +107,11 @@ def claim(body: ClaimRequest, request: Request) -> Any:
     if body.secrets is not None:
         had_files = bool(runtime.credentials.files(row.name))
         runtime.credentials.give(row.name, body.session, body.secrets.env, body.secrets.files)
-        request.state.secrets = sorted(body.secrets.env) + [f"{SESSION_SECRETS_DIR}/{name}"
+        request.state.secrets = sorted(body.secrets.env) + [f"{secret_files.SESSION_SECRETS_DIR}/{name}"
                                                             for name in sorted(body.secrets.files)]
-        if body.secrets.files or had_files:  # files given before and none now: removed
+        # Files given before and none now: removed. A sandbox another claim of the session is still creating gets
+        # them from that claim (its own secrets), not from this one, which cannot write into it yet.
+        if (body.secrets.files or had_files) and row.status != "creating":
             secret_files.write(runtime, row.name, body.secrets.files)
     return AsciiJSON(runtime.describe(row), status_code=201 if created else 200)
 

@@ -17,10 +17,12 @@ import io
 import tarfile
 from typing import Any
 
-from sandstack.plan.contract import SESSION_SECRETS_DIR
 from sandstack.runtime import scripts
 from sandstack.runtime.errors import ApiError
 
+# sandstack.spec.contract's SESSION_SECRETS_DIR, which the runtime's shipped code cannot import (it ships only
+# sandstack.runtime and two plan modules: sandstack.plan.runtime_host `code_files`); a test keeps the two equal.
+SESSION_SECRETS_DIR = "/run/secrets/session"
 MODE = 0o400
 
 

@@ -37,7 +37,7 @@ class WakeAnswer(BaseModel):
 
 def add_routes(router: APIRouter) -> None:
     @router.post("/wake", response_model=WakeAnswer, operation_id="wake")
-    def wake(request: Request, site: str = Query(description="The site's host name, without a port.",
+    def wake(request: Request, site: str = Query(..., description="The site's host name, without a port.",
                                                  **pattern(SITE_PATTERN))) -> Any:
         """Bring a site's sandbox back if its session hibernated (or paused) it; the ingress calls this when a
         request to the site finds no upstream, then sends the request again."""

@@ -94,3 +94,10 @@ def test_a_resumed_session_gets_its_files_back(tmp_path):
     assert (backend.path(WARM, DIR) / "api-key").read_text() == SECRET
     backend.close()
     od.audit.close()
+
+
+def test_the_runtime_writes_where_the_plan_mounts_the_tmpfs():
+    from sandstack.runtime.secret_files import SESSION_SECRETS_DIR
+    from sandstack.spec.contract import SESSION_SECRETS_DIR as CONTRACT
+
+    assert SESSION_SECRETS_DIR == CONTRACT == DIR
