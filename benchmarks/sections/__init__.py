@@ -30,6 +30,7 @@ SECTIONS = {s.name: s for s in (
     Section("deploy", True, "6"),
     Section("runtime", True, "issue 12"),
     Section("ondemand", True, "issue 22"),
+    Section("concurrency", True, "issue 22"),
     Section("hosts", True, "issue 24"),
     Section("streams", True, "issue 23"),
 )}

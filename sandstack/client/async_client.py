@@ -93,10 +93,6 @@ class AsyncHostClient(Endpoints):
     def _open(self, call: Call) -> Any:
         return self.stream(call.method, call.path, **call.options)
 
-    async def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> dict[str, Any]:
-        return await self.request("POST", "/v1/sessions", json={"pool": pool, "session": session,
-                                                                "from_snapshot": from_snapshot})
-
     async def close(self) -> None:
         await self.http.aclose()
 
@@ -247,17 +243,18 @@ class AsyncClient(Stack):
     def hosts_for(self, pool: str, session: str) -> list[str]:
         return hosts_in_order(self.pools, pool, session)
 
-    async def claim(self, pool: str, session: str, from_snapshot: SnapshotRef | str | None = None) -> AsyncSandbox:
+    async def claim(self, pool: str, session: str, from_snapshot: SnapshotRef | str | None = None,
+                    secrets: Mapping[str, Mapping[str, str]] | None = None) -> AsyncSandbox:
         if from_snapshot is not None:
             ref = from_snapshot if isinstance(from_snapshot, SnapshotRef) else _snapshot_ref(str(from_snapshot))
             host = self.host(ref.host)
-            return AsyncSandbox(host, await host.claim(pool, session, ref.id))
+            return AsyncSandbox(host, await host.claim(pool, session, ref.id, secrets))
         refused: list[str] = []
         last: SandstackError | None = None
         for name in self.hosts_for(pool, session):
             host = self.hosts[name]
             try:
-                return AsyncSandbox(host, await host.claim(pool, session))
+                return AsyncSandbox(host, await host.claim(pool, session, secrets=secrets))
             except httpx.TransportError as error:
                 refused.append(f"{name}: does not answer ({type(error).__name__})")
             except SandstackError as error:

@@ -120,11 +120,6 @@ class HostClient(Endpoints):
     def _open(self, call: Call) -> Any:
         return self.stream(call.method, call.path, **call.options)
 
-    # Sessions and sandboxes
-    def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> dict[str, Any]:
-        return self.request("POST", "/v1/sessions", json={"pool": pool, "session": session,
-                                                          "from_snapshot": from_snapshot})
-
     def close(self) -> None:
         self.http.close()
 
@@ -235,12 +230,14 @@ class Client(Stack):
         goes to the same host first (its claim is idempotent there) and sessions spread over the hosts."""
         return hosts_in_order(self.pools, pool, session)
 
-    def claim(self, pool: str, session: str, from_snapshot: SnapshotRef | str | None = None) -> Sandbox:
-        """A sandbox of `pool` for `session`; with a snapshot (SnapshotRef or 'host/snap-id'), on its host."""
+    def claim(self, pool: str, session: str, from_snapshot: SnapshotRef | str | None = None,
+              secrets: Mapping[str, Mapping[str, str]] | None = None) -> Sandbox:
+        """A sandbox of `pool` for `session`; with a snapshot (SnapshotRef or 'host/snap-id'), on its host;
+        `secrets`: the session's own (HostClient.claim)."""
         if from_snapshot is not None:
             ref = from_snapshot if isinstance(from_snapshot, SnapshotRef) else _snapshot_ref(str(from_snapshot))
             host = self.host(ref.host)
-            return Sandbox(host, host.claim(pool, session, ref.id))
+            return Sandbox(host, host.claim(pool, session, ref.id, secrets))
         refused: list[str] = []
         last: SandstackError | None = None
         order = self.hosts_for(pool, session)
@@ -250,7 +247,7 @@ class Client(Stack):
         for name in order:
             host = self.hosts[name]
             try:
-                sandbox = Sandbox(host, self._ready(host, host.claim(pool, session)))
+                sandbox = Sandbox(host, self._ready(host, host.claim(pool, session, secrets=secrets)))
                 self.down.pop(name, None)
                 return sandbox
             except SandstackError as error:

@@ -40,7 +40,7 @@ def file_path(path: str) -> str:
 
 
 class Endpoints:
-    """Every endpoint but the claim (which each host client writes itself), sent by the subclass."""
+    """Every endpoint, sent by the subclass."""
 
     def _send(self, call: Call) -> Any:
         raise NotImplementedError
@@ -49,6 +49,15 @@ class Endpoints:
         raise NotImplementedError
 
     # Sessions and sandboxes
+    def claim(self, pool: str, session: str, from_snapshot: str | None = None,
+              secrets: Mapping[str, Mapping[str, str]] | None = None) -> Any:
+        """`secrets`: this session's own, `{"env": {NAME: value}, "files": {name: content}}` (files under
+        /run/secrets/session); never stored or logged by the runtime, gone at release."""
+        body: dict[str, Any] = {"pool": pool, "session": session, "from_snapshot": from_snapshot}
+        if secrets is not None:
+            body["secrets"] = {kind: dict(values) for kind, values in secrets.items()}
+        return self._send(Call("POST", "/v1/sessions", options={"json": body}))
+
     def get_session(self, session: str) -> Any:
         return self._send(Call("GET", f"/v1/sessions/{segment(session)}"))
 

@@ -237,7 +237,8 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement],
         infra=plan_infra_image(stack, spec), networks=networks, egress_bridge=egress_bridge,
         guard=guard,
         gateway=gateway, gpus=gpus, workspaces=workspaces, ingress=ingress,
-        runtime=plan_runtime(stack, host, spec.runtime, placements, ondemand),
+        runtime=plan_runtime(stack, host, spec.runtime, placements, ondemand,
+                             {site.host_name: site.upstream for site in ingress.sites} if ingress else None),
         logger=plan_logger(stack, spec, networks, gateway), egress_subnet=egress,
     )
 

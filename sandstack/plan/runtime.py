@@ -21,6 +21,8 @@ FORMAT_VERSION = 1
 # The runtime's process contract: where it finds its configuration, token and state.
 ENV_CONFIG = "SANDSTACK_RUNTIME_CONFIG"  # path of the JSON written by RuntimeConfig.to_json()
 ENV_TOKEN = "SANDSTACK_RUNTIME_TOKEN"  # the bearer token every request must carry (a Pulumi secret)
+# The ingress's own token (sandstack.runtime.wake): it may wake a site's sandbox and do nothing else.
+ENV_WAKE_TOKEN = "SANDSTACK_RUNTIME_WAKE_TOKEN"
 ENV_STATE_DIR = "SANDSTACK_RUNTIME_STATE"  # SQLite, snapshots and the audit log; a host volume
 DEFAULT_STATE_DIR = "/var/lib/sandstack-runtime"
 DEFAULT_PORT = 7480
@@ -164,6 +166,8 @@ class RuntimeConfig:
     # The labels of this stack's and host's containers (sandstack.spec.contract's): how the runtime finds its
     # on-demand sandboxes among the daemon's containers, those of a pool no longer declared included.
     ondemand_labels: dict[str, str] = field(default_factory=dict)
+    # The host's ingress sites (sandstack.plan.ingress `Site`): host name → its sandbox. What a wake names.
+    sites: dict[str, str] = field(default_factory=dict)
     version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -179,6 +183,9 @@ class RuntimeConfig:
                 if sandbox in owners:
                     raise ValueError(f"pools.{pool}.sandboxes: {sandbox!r} is also in pool {owners[sandbox]!r}")
                 owners[sandbox] = pool
+        strays = sorted(site for site, sandbox in self.sites.items() if sandbox not in owners)
+        if strays:
+            raise ValueError(f"sites: {strays!r} name sandboxes of no pool of this host")
         for scope, token in self.tokens.items():
             unknown = sorted(set(token.pools) - set(self.pools))
             if unknown:

@@ -130,15 +130,17 @@ def code_archive() -> str:
 
 
 def plan_runtime(stack: str, host: str, spec: RuntimeService | None, placements: list[Placement],
-                 ondemand: dict[str, OnDemand | None] | None = None) -> RuntimeHostPlan | None:
-    """`ondemand`: the recipe of each pool with a ceiling above its warm count (sandstack.plan.ondemand)."""
+                 ondemand: dict[str, OnDemand | None] | None = None,
+                 sites: dict[str, str] | None = None) -> RuntimeHostPlan | None:
+    """`ondemand`: the recipe of each pool with a ceiling above its warm count (sandstack.plan.ondemand);
+    `sites`: the ingress's, host name → sandbox (what a wake names)."""
     if spec is None:
         return None
     ondemand = ondemand or {}
     pools = {p.pool: pool_runtime(stack, p, ondemand.get(p.pool)) for p in placements if p.slots > 0}
     config = RuntimeConfig(host=host, pools=pools, port=spec.port, idle_cpu_ms_per_s=IDLE_CPU_MS_PER_S,
                            exit_lifetime=EXIT_LIFETIME, exit_idle=EXIT_IDLE,
-                           ondemand_labels={LABEL_STACK: stack, LABEL_HOST: host},
+                           ondemand_labels={LABEL_STACK: stack, LABEL_HOST: host}, sites=dict(sites or {}),
                            listen="0.0.0.0" if spec.exposure == "public" else "127.0.0.1",
                            tokens={scope: TokenScope(tuple(p for p in t.pools if p in pools), token_env(scope))
                                    for scope, t in spec.tokens.items()})

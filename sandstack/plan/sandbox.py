@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from sandstack.plan.container import Healthcheck, LogRotation, RunSettings
 from sandstack.plan.contract import (CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME, LABEL_DIGEST, LABEL_HOST, LABEL_POOL,
-                                     LABEL_REPLICA, LABEL_ROLE, LABEL_SUBNET, LABEL_TEMPLATE, LABEL_VERSION, STATE_MOUNT,
-                                     cgroup_parent)
+                                     LABEL_REPLICA, LABEL_ROLE, LABEL_SUBNET, LABEL_TEMPLATE, LABEL_VERSION,
+                                     SESSION_SECRETS_DIR, STATE_MOUNT, cgroup_parent)
 from sandstack.plan.ingress import url_env, url_of
 from sandstack.plan.naming import docker_name
 from sandstack.plan.network import PoolNetwork
@@ -23,6 +23,8 @@ from sandstack.spec.models import Port, SecretRef
 from sandstack.spec.models.hosts import Ingress
 from sandstack.spec.resolve import ResolvedTemplate
 from sandstack.spec.units import MIB
+
+SESSION_SECRETS_MIB = 4  # what a claim's secret files may take: 64 files of 64 KiB at most
 
 EXPOSURE_BIND = {"host": "127.0.0.1", "public": "0.0.0.0"}
 # 'stop': a crash is retried a bounded number of times, with the lifetime clock kept (the guard's), and a
@@ -107,6 +109,14 @@ class SandboxPlan:
                            DESTROY_GRACE_SECONDS)
 
 
+def session_secrets_tmpfs(template: ResolvedTemplate) -> str:
+    """A claim's secret files (sandstack.runtime.secret_files): memory only, a fresh one at each container start,
+    the sandbox user's alone where the user is numeric (else sticky and world-writable, each file still 0400)."""
+    uid, _, gid = template.user.partition(":")
+    owner = f",mode=0700,uid={uid},gid={gid if gid.isdigit() else uid}" if uid.isdigit() else ",mode=1777"
+    return f"rw,nosuid,nodev,noexec,size={SESSION_SECRETS_MIB * MIB}" + owner
+
+
 def _owner(path: str, template: ResolvedTemplate) -> str:
     """The tmpfs at the working directory is the sandbox user's: when the image lacks that directory, Docker makes
     it and the tmpfs on it ends up 0755 root (measured on 20.10), which the user could not write."""
@@ -166,8 +176,9 @@ def plan_sandbox(*, stack: str, pool: str, host: str, template: ResolvedTemplate
         # A writable root is allowed only on hosts with `storage_quota` (rule disk-enforced): cap it there.
         storage_opts={"size": str(t.limits.disk)} if not t.read_only_root else None,
         # noexec unless the path opts in: a binary dropped into a writable path cannot be run from there.
-        tmpfs={w.path: f"rw,nosuid,nodev,{'exec' if w.exec else 'noexec'},size={w.size},mode=1777"
-               + _owner(w.path, t) for w in t.writable if w.type == "tmpfs"},
+        tmpfs={**{w.path: f"rw,nosuid,nodev,{'exec' if w.exec else 'noexec'},size={w.size},mode=1777"
+                  + _owner(w.path, t) for w in t.writable if w.type == "tmpfs"},
+               SESSION_SECRETS_DIR: session_secrets_tmpfs(t)},
         workspaces=plan_workspaces(stack, name, t),
         # /dev/shm is memory any process can fill: bounded like the writable paths (the input is in MiB).
         shm_size_mb=t.shm_size // MIB,

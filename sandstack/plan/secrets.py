@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sandstack.plan.contract import SECRETS_DIR
+from sandstack.plan.contract import SECRETS_DIR, SESSION_SECRETS_DIR
 from sandstack.plan.data import SEED_DIR, STAGING_DIR
 from sandstack.plan.naming import docker_name
 from sandstack.spec.resolve import ResolvedTemplate
@@ -49,7 +49,9 @@ def plan_secrets(stack: str, pool: str, template: ResolvedTemplate) -> SecretsPl
         return None
     owner = owner_of(template.user)
     # A re-seed starts from an empty volume: a secret the spec removed or moved must not stay readable.
-    script = ["set -e", f"find {SEED_DIR} -mindepth 1 -delete"]
+    # The session secrets' tmpfs is mounted inside the read-only volume: its mount point must be in it already.
+    session = SESSION_SECRETS_DIR.removeprefix(SECRETS_DIR + "/")
+    script = ["set -e", f"find {SEED_DIR} -mindepth 1 -delete", f"mkdir -m 0755 {SEED_DIR}/{session}"]
     uploads = []
     for i, s in enumerate(template.secrets):
         relative = s.path.removeprefix(SECRETS_DIR + "/")

@@ -59,7 +59,7 @@ from sandstack.runtime.retention import own_session
 from sandstack.runtime.tokens import (Scope, Tokens, check_claim, check_pool, check_sandbox, check_session,
                                       check_snapshot, operator_only)
 from sandstack.runtime.workspace import ARCHIVE_FORMATS
-from sandstack.runtime import process_routes, terminal, watch
+from sandstack.runtime import process_routes, secret_files, terminal, wake, watch
 
 log = logging.getLogger("sandstack.runtime")
 VERSION = "1"
@@ -105,8 +105,14 @@ def claim(body: ClaimRequest, request: Request) -> Any:
     row, created = runtime.claim(body.pool, body.session, body.from_snapshot)
     _note(request, sandbox=row.name)
     if body.secrets is not None:
-        runtime.credentials.give(row.name, body.session, body.secrets.env)
-        request.state.secrets = sorted(body.secrets.env)
+        had_files = bool(runtime.credentials.files(row.name))
+        runtime.credentials.give(row.name, body.session, body.secrets.env, body.secrets.files)
+        request.state.secrets = sorted(body.secrets.env) + [f"{secret_files.SESSION_SECRETS_DIR}/{name}"
+                                                            for name in sorted(body.secrets.files)]
+        # Files given before and none now: removed. A sandbox another claim of the session is still creating gets
+        # them from that claim (its own secrets), not from this one, which cannot write into it yet.
+        if (body.secrets.files or had_files) and row.status != "creating":
+            secret_files.write(runtime, row.name, body.secrets.files)
     return AsciiJSON(runtime.describe(row), status_code=201 if created else 200)
 
 
@@ -288,6 +294,7 @@ def audit(request: Request, limit: int = Query(100, ge=1, le=10000)) -> Any:
 
 
 add_session_routes(router, _runtime, _note)  # hibernate and resume, by session
+wake.add_routes(router)  # the ingress's wake of a site's sandbox
 
 
 def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | None = None,

@@ -22,9 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sandstack.runtime import scripts
+from sandstack.runtime import scripts, secret_files
 from sandstack.runtime.backend import BackendError
 from sandstack.runtime.errors import ApiError, conflict
+from sandstack.runtime.readiness import STARTING, wait_ready
 from sandstack.runtime.store import SandboxRow
 from sandstack.runtime.tarcheck import Checked, write_tar
 
@@ -110,25 +111,26 @@ class Hibernation:
                 if code != 0:
                     raise ApiError(502, f"resuming sandbox {name!r}: its files at {writable.path!r} could not be "
                                         f"written back (exit {code}): {stderr[-300:]}", sandbox=name)
+            files = runtime.credentials.files(name)
+            if files:  # the tmpfs is new with the container: the session's secret files, from memory again
+                secret_files.write(runtime, name, files)
             runtime.store.update(name, status="bound", paused_by=None, last_activity=time.time())
             shutil.rmtree(saved, ignore_errors=True)
         return runtime.sandbox(name)
 
     def _wait_ready(self, name: str, spec: Any) -> None:
-        """Running, and healthy where the template has a readiness probe: as a new sandbox is handed out."""
-        provisioner = self.runtime.ondemand.provisioner
+        """Running, and healthy where the template has a readiness probe: as a new sandbox is handed out
+        (sandstack.runtime.readiness: the probe is run here as soon as the container runs)."""
+        runtime = self.runtime
         wait = spec.ondemand.wait_seconds if spec.ondemand else 120
+        if runtime.ondemand.provisioner is not None:
+            # Unhealthy is not final here: Docker's retries may still see the service come up within the wait.
+            wait_ready(runtime.ondemand.provisioner, runtime.backend, name, wait, fail_unhealthy=False)
+            return
         deadline = time.monotonic() + wait
-        while True:
-            if provisioner is not None:
-                status, health = provisioner.health(name)
-            else:
-                status, health = self.runtime.backend.state(name).status, None
-            if status == "running" and health in (None, "healthy"):
-                return
-            if status not in ("running", "created", "restarting") or time.monotonic() > deadline:
-                raise BackendError(f"container {name!r} did not come back ({status}"
-                                   + (f", {health}" if health else "") + ")")
+        while (status := runtime.backend.state(name).status) != "running":
+            if status not in STARTING or time.monotonic() > deadline:
+                raise BackendError(f"container {name!r} did not come back ({status})")
             time.sleep(READY_POLL)
 
     def discard(self, name: str) -> None:

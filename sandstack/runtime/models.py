@@ -18,6 +18,7 @@ SESSION_HINT = "1-128 letters, digits or ._:@- starting with a letter or digit"
 SNAPSHOT_PATTERN = r"^snap-[0-9a-f]{32}$"
 SANDBOX_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"  # Docker's container name rule
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+SECRET_FILE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"  # a file name: no '/', not '.' or '..'
 NO_NUL = r"^[^\x00]*$"  # an argv string, a path, an env value: the kernel cuts a C string at NUL
 PATH_MAX = 4096
 # What a pattern allows, in words: the API's 422 names the bad value and this (never for a value that may be
@@ -25,7 +26,8 @@ PATH_MAX = 4096
 HINTS = {POOL_PATTERN: "lowercase letters, digits and '-', starting with a letter, at most 32 characters",
          SESSION_PATTERN: SESSION_HINT, SNAPSHOT_PATTERN: "'snap-' and 32 hex digits",
          SANDBOX_PATTERN: "a container name: 1-128 letters, digits or _.- starting with a letter or digit",
-         ENV_NAME_PATTERN: "letters, digits and '_', not starting with a digit, at most 128 characters"}
+         ENV_NAME_PATTERN: "letters, digits and '_', not starting with a digit, at most 128 characters",
+         SECRET_FILE_PATTERN: "a file name: 1-128 letters, digits or _.- starting with a letter, digit or '_'"}
 # What a pattern that may hold a secret (an env value) allows: the message never echoes the value.
 RULES = {NO_NUL: "must not contain a NUL byte"}
 SURROGATE = re.compile("[\ud800-\udfff]")
@@ -91,6 +93,10 @@ class SessionSecrets(Strict):
         default_factory=dict, description="Added to the environment of each of the session's execs (under what an "
         "exec's own `env` sets). Kept in the runtime's memory only, never stored or logged (the audit log records "
         "their names); dropped when the session ends.", **schema_extra(additionalProperties=False, maxProperties=64))
+    files: dict[text(SECRET_FILE_PATTERN), text(NO_NUL, 65536)] = Field(
+        default_factory=dict, description="Written to /run/secrets/session/<name> (mode 0400, the sandbox's user), a "
+        "tmpfs: in memory, never in a snapshot or a hibernation's copy, gone at release. Kept in the runtime's memory "
+        "to write them again after a resume.", **schema_extra(additionalProperties=False, maxProperties=64))
 
 
 class ClaimRequest(Strict):

@@ -24,11 +24,11 @@ import requests
 from sandstack.plan.recipe import LABEL_ONDEMAND, LABEL_RECIPE
 from sandstack.runtime.backend import BackendError, DaemonUnavailable
 from sandstack.runtime.errors import ApiError
+from sandstack.runtime.readiness import Probe, probe_of, wait_ready
 from sandstack.runtime.store import SandboxRow
 
 log = logging.getLogger("sandstack.runtime")
 QUIET = ("absent", "creating", "hibernated")  # rows the monitor's health check leaves alone
-HEALTH_POLL = 0.05  # seconds between looks at a new sandbox's readiness
 
 
 class Provisioner(Protocol):
@@ -39,6 +39,9 @@ class Provisioner(Protocol):
 
     def health(self, name: str) -> tuple[str, str | None]:
         """(Docker's status, its health check's status or None when it has none)."""
+
+    def probe(self, name: str) -> Probe | None:
+        """Its readiness probe as Docker holds it (sandstack.runtime.readiness), None when it has none."""
 
     def remove(self, name: str) -> None:
         """Remove the container, running or not (its volumes stay: they are the stack's)."""
@@ -62,6 +65,11 @@ class DockerProvisioner:
         with _errors(name):
             state = self.backend.api.inspect_container(name)["State"]
         return state["Status"], (state.get("Health") or {}).get("Status")
+
+    def probe(self, name: str) -> Probe | None:
+        with _errors(name):
+            config = self.backend.api.inspect_container(name)["Config"]
+        return probe_of(config.get("Healthcheck"), config.get("WorkingDir"))
 
     def remove(self, name: str) -> None:
         with _errors(name):
@@ -179,16 +187,7 @@ class OnDemandSlots:
         # A new container: its start is not a restart of the session's (the monitor compares StartedAt).
         self.runtime._started.pop(name, None)
         self.provisioner.create(name, body)
-        deadline = time.monotonic() + wait_seconds
-        while True:
-            status, health = self.provisioner.health(name)
-            if status == "running" and health in (None, "healthy"):
-                return
-            if status not in ("running", "created", "restarting") or health == "unhealthy":
-                raise BackendError(f"container {name!r} is {status}" + (f" ({health})" if health else ""))
-            if time.monotonic() > deadline:
-                raise BackendError(f"container {name!r} was not ready within {wait_seconds}s")
-            time.sleep(HEALTH_POLL)
+        wait_ready(self.provisioner, self.runtime.backend, name, wait_seconds)
 
     def _discard(self, name: str, detail: str) -> None:
         try:

@@ -13,11 +13,12 @@ import hmac
 from dataclasses import dataclass
 from typing import Mapping
 
-from sandstack.plan.runtime import RuntimeConfig
+from sandstack.plan.runtime import ENV_WAKE_TOKEN, RuntimeConfig
 from sandstack.runtime.errors import ApiError, not_found
 from sandstack.runtime.store import Store
 
 OPERATOR = "host"  # the scope name the audit log gives the host's own token
+WAKE = "ingress-wake"  # the scope name of the ingress's wake token (sandstack.runtime.wake)
 MIN_TOKEN = 16
 
 
@@ -25,6 +26,7 @@ MIN_TOKEN = 16
 class Scope:
     name: str
     pools: frozenset[str] | None  # None: every pool (the host's token)
+    wake: bool = False  # the ingress's token: no pool of its own, it may only wake a site's sandbox
 
     @property
     def operator(self) -> bool:
@@ -54,7 +56,15 @@ class Tokens:
                 raise ValueError(f"scope {name!r}'s token is the same as scope {seen[token]!r}'s: give each its own")
             seen[token] = name
             scoped[name] = (token, frozenset(scope.pools))
-        return cls(host_token, scoped)
+        tokens = cls(host_token, scoped)
+        wake = environ.get(ENV_WAKE_TOKEN, "")
+        if wake and config.sites:
+            if len(wake) < MIN_TOKEN:
+                raise ValueError(f"{ENV_WAKE_TOKEN} must hold the ingress's token of at least {MIN_TOKEN} characters")
+            if wake in seen:
+                raise ValueError(f"the ingress's wake token is the same as scope {seen[wake]!r}'s: give each its own")
+            tokens._entries.append((wake.encode(), Scope(WAKE, frozenset(), wake=True)))
+        return tokens
 
     def scope(self, given: str) -> Scope | None:
         """The scope of token `given`, or None. Every entry is compared, whichever matches."""

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 # --- Paths inside the sandboxes -------------------------------------------------------------------------------
 SECRETS_DIR = "/run/secrets"  # secret files, on a read-only mount; every `secrets[].path` is under it
+# A claim's run-scoped secret files (sandstack.runtime.secret_files): a tmpfs of every sandbox, filled by the runtime
+# at claim and gone with the container's next start (every release restarts or removes it). Never a spec's path.
+SESSION_SECRETS_DIR = f"{SECRETS_DIR}/session"
 # sandstack's own directory in the containers it starts (the guard's state in sandboxes, the runtime's code,
 # the ingress proxy's certificates): reserved, a template's writable paths may not cover it.
 RUN_DIR = "/run/sandstack"

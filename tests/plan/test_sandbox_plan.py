@@ -27,7 +27,9 @@ def test_a_plain_sandbox_gets_every_secure_default(tmp_path):
     assert plan.entrypoints == SUPERVISOR_ENTRYPOINT and plan.command is None
     assert (plan.read_only, plan.storage_opts, plan.privileged, plan.capability_adds) == (True, None, False, ())
     assert plan.security_opts == ("no-new-privileges:true",)
-    assert plan.tmpfs == {"/tmp": f"rw,nosuid,nodev,noexec,size={64 * 1024**2},mode=1777"}
+    # Beside the template's own: the session secrets' tmpfs, its user's alone (sandstack.runtime.secret_files).
+    assert plan.tmpfs == {"/tmp": f"rw,nosuid,nodev,noexec,size={64 * 1024**2},mode=1777",
+                          "/run/secrets/session": f"rw,nosuid,nodev,noexec,size={4 * 1024**2},mode=0700,uid=10001,gid=10001"}
     assert (plan.memory_mb, plan.cpus, plan.open_files, plan.shm_size_mb) == (512, "1", 1024, 16)
     assert (plan.restart, plan.max_retry_count, plan.healthcheck, plan.wait_timeout) == ("on-failure", 3, None, None)
     assert plan.env == {} and plan.ports == ()

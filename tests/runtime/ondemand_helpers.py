@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from sandstack.plan.recipe import LABEL_ONDEMAND, LABEL_RECIPE, OnDemand
 from sandstack.plan.runtime import IdlePolicy, PoolRuntime, RuntimeConfig, WritablePath
 from sandstack.runtime.app import create_app
+from sandstack.runtime.readiness import Probe, probe_of
 from sandstack.runtime.audit import AuditLog
 from sandstack.runtime.service import Runtime
 from tests.runtime.conftest import TOKEN, Env
@@ -34,7 +35,9 @@ class FakeProvisioner:
     def __init__(self, backend: FakeBackend):
         self.backend = backend
         self.bodies: dict[str, dict] = {}
+        self.warm_health: dict[str, dict] = {}  # a warm sandbox's `Config.Healthcheck` (it has no body here)
         self.health_of: dict[str, str | None] = {}  # a readiness status a test sets
+        self.probed: list[str] = []  # the sandboxes whose probe the runtime asked for, in order
 
     def create(self, name: str, body: dict) -> None:
         b = self.backend
@@ -52,6 +55,12 @@ class FakeProvisioner:
 
     def health(self, name: str) -> tuple[str, str | None]:
         return self.backend.status.get(name, "missing"), self.health_of.get(name)
+
+    def probe(self, name: str) -> Probe | None:
+        """The body's health check as Docker would hold it; a warm sandbox's from `warm_health`."""
+        self.probed.append(name)
+        body = self.bodies.get(name) or {"Healthcheck": self.warm_health.get(name)}
+        return probe_of(body.get("Healthcheck"), body.get("WorkingDir"))
 
     def remove(self, name: str) -> None:
         b = self.backend

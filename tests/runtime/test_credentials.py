@@ -63,7 +63,9 @@ def test_a_claim_again_replaces_them_and_a_bad_one_changes_nothing(env):
         ({"env": {"1BAD": "x"}}, "invalid request: body.secrets.env.1BAD.[key]: '1BAD' must be letters, digits "
                                  "and '_', not starting with a digit, at most 128 characters"),
         ({"env": {"A": SECRET + "\0"}}, "invalid request: body.secrets.env.A: must not contain a NUL byte"),
-        ({"files": {"a": SECRET}}, "invalid request: body.secrets.files: Extra inputs are not permitted"),
+        ({"files": {"../a": SECRET}}, "invalid request: body.secrets.files.../a.[key]: '../a' must be a file name: "
+                                      "1-128 letters, digits or _.- starting with a letter, digit or '_'"),
+        ({"files": {"a": SECRET + "\0"}}, "invalid request: body.secrets.files.a: must not contain a NUL byte"),
     ]:
         bad = env.api.post("/v1/sessions", json={"pool": "web", "session": "run-1", "secrets": secrets})
         assert (bad.status_code, bad.json()) == (422, {"error": message})

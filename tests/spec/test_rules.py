@@ -313,6 +313,11 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
         ("secret-is-the-mount-itself", change("        path: /run/secrets/token\n", "        path: /run/secrets\n"),
          ["stack.yaml:42:15: $.templates.web.secrets[0].path: '/run/secrets' must be under /run/secrets/: secret "
           "files are delivered on a read-only mount there, e.g. '/run/secrets/token'"]),
+        ("secret-in-the-session-secrets", change("        path: /run/secrets/token\n",
+                                                 "        path: /run/secrets/session/token\n"),
+         ["stack.yaml:42:15: $.templates.web.secrets[0].path: '/run/secrets/session/token' is under "
+          "/run/secrets/session/, where the runtime puts a session's own secret files: choose another path under "
+          "/run/secrets/, e.g. '/run/secrets/token'"]),
     ],
     "secret-user": [
         ("named-user-with-secrets", change("    secrets:\n", "    user: node\n    secrets:\n"),

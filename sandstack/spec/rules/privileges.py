@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from sandstack.spec.contract import SECRETS_DIR
+from sandstack.spec.contract import SECRETS_DIR, SESSION_SECRETS_DIR
 from sandstack.spec.errors import Diagnostic
 from sandstack.spec.resolve import effective_user, inherited
 from sandstack.spec.rules.context import Context, rule, templates
@@ -22,6 +22,10 @@ def secrets_under_secrets_mount(ctx: Context) -> Iterator[Diagnostic]:
                 yield ctx.error(path + ("secrets", i, "path"), f"{s.path!r} must be under {SECRETS_DIR}/: secret "
                                 f"files are delivered on a read-only mount there, e.g. '{SECRETS_DIR}/token'",
                                 "secret-path")
+            elif s.path == SESSION_SECRETS_DIR or s.path.startswith(SESSION_SECRETS_DIR + "/"):
+                yield ctx.error(path + ("secrets", i, "path"), f"{s.path!r} is under {SESSION_SECRETS_DIR}/, where "
+                                "the runtime puts a session's own secret files: choose another path under "
+                                f"{SECRETS_DIR}/, e.g. '{SECRETS_DIR}/token'", "secret-path")
 
 
 @rule("secret-user")

@@ -1,0 +1,117 @@
+"""Issue 22's concurrency figure (Docker): many sessions claimed at once over one host's pools, warm and on demand,
+and the claim latency of the warm hits.
+
+A stack with a runtime and two pools is applied through the engine harness: each pool has `WARM` warm sandboxes
+and a ceiling `ONDEMAND` above them. Every session's claim starts at the same moment (one thread each, released by
+a barrier), half of them on each pool; the claims that got a warm sandbox are the warm hits (their p50 and p99
+are the figures), the others created one on demand (their time is reported too: it is Docker's). Releases are
+untimed. `--quick` runs 40 sessions (16 warm + 4 on demand per pool), a full run 200 (80 + 20 per pool).
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+from benchmarks.context import Context
+from benchmarks.measure import Stat, stat
+from benchmarks.results import Figure, Goal, SectionResult
+from benchmarks.sections import engine
+
+TITLE = "sandbox runtime: concurrent sessions over one host's pools, warm and on demand (Docker)"
+PORT = 17537
+TOKEN = "benchmark-runtime-token-concurrency-1"
+POOLS = ("alpha", "beta")
+
+
+def _sizes(ctx: Context) -> tuple[int, int]:
+    """(warm, on demand) per pool."""
+    return (16, 4) if ctx.quick else (80, 20)
+
+
+def _spec(debian: str, warm: int, ondemand: int) -> str:
+    from testbed.deploy import engine_spec  # Docker sections only: see engine.py
+
+    template = {"base_image": debian, "command": engine.SLEEPER, "limits": {"memory": "64MiB", "cpus": 0.1, "disk": "64MiB"},
+                "workdir": "/workspace", "filesystem": {"writable": [{"path": "/workspace", "size": "4MiB"}]},
+                "readiness": {"command": ["true"], "interval": "1s"}, "session": {"idle": "never"}}
+    pools = {pool: {"template": "agent", "hosts": ["local"], "replicas": warm, "max": warm + ondemand}
+             for pool in POOLS}
+    data = yaml.safe_load(engine_spec(debian, {"agent": template}, pools,
+                                      capacity={"cpus": 4, "memory": "16GiB", "disk": "40GiB"}))
+    data["hosts"]["local"]["runtime"] = {"port": PORT, "token": {"secret": "runtimeToken"}}
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def _percentile(values: list[float], q: int) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def run(ctx: Context) -> SectionResult:
+    import docker
+
+    from sandstack.client import Client
+    from testbed.deploy import Deployment
+    from testbed.harness.harness import Harness
+
+    result = SectionResult("concurrency", TITLE)
+    client = docker.from_env(timeout=300)
+    imgs = engine.images(client)
+    warm, ondemand = _sizes(ctx)
+    sessions = [(POOLS[i % 2], f"bench-c-{i}") for i in range(2 * (warm + ondemand))]
+    timings: dict[str, tuple[float, int]] = {}  # session → (ms, HTTP status: 201 created or bound)
+    failures: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="sandstack-bench-concurrency-") as tmp:
+        harness = Harness()
+        deployment = Deployment(harness, Path(tmp), secret_config={"runtimeToken": TOKEN})
+        try:
+            deployment.up(_spec(imgs.debian, warm, ondemand))
+            outputs = {"hosts": {"local": {"url": f"http://127.0.0.1:{PORT}", "token": TOKEN}},
+                       "pools": {pool: ["local"] for pool in POOLS}}
+            api = Client.from_outputs(outputs, timeout=300)
+            host = api.host("local")
+            host.pools()  # the connection made before the barrier: not part of any claim
+            barrier = threading.Barrier(len(sessions))
+
+            def claim(pool: str, session: str) -> None:
+                barrier.wait()
+                started = time.perf_counter()
+                try:
+                    info = host.claim(pool, session)
+                except Exception as error:  # noqa: BLE001 -- counted and reported, the others go on
+                    failures.append(f"{session}: {error}")
+                    return
+                timings[session] = ((time.perf_counter() - started) * 1000, int(info["sandbox"].rsplit("-", 1)[1]))
+
+            threads = [threading.Thread(target=claim, args=s) for s in sessions]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            for _, session in sessions:
+                if session in timings:
+                    host.release(session)
+            api.close()
+        finally:
+            harness.teardown()
+    warm_hits = [ms for ms, replica in timings.values() if replica < warm]
+    created = [ms for ms, replica in timings.values() if replica >= warm]
+    ctx.log(f"concurrency: {len(timings)} of {len(sessions)} claimed; warm p99 {_percentile(warm_hits, 99):.0f} ms; "
+            f"{len(failures)} failed" + (f" ({failures[0]})" if failures else ""))
+    p50, p99 = _percentile(warm_hits, 50), _percentile(warm_hits, 99)
+    result.figures += [
+        Figure("concurrency.sessions", f"sessions claimed at once over 2 pools ({warm} warm + {ondemand} on demand "
+               "each); claimed", "sessions", Stat(len(timings), len(timings), len(sessions), 1)),
+        Figure("concurrency.warm_claim_p50_ms", f"claim of a warm sandbox among them, p50 ({len(warm_hits)})", "ms",
+               Stat(p50, min(warm_hits), max(warm_hits), len(warm_hits))),
+        Figure("concurrency.warm_claim_p99_ms", "claim of a warm sandbox among them, p99", "ms",
+               Stat(p99, p99, p99, len(warm_hits)), Goal("<=", 50)),
+        Figure("concurrency.ondemand_claim_ms", "claim creating one on demand among them, to ready", "ms",
+               stat(created)),
+    ]
+    return result

@@ -1,0 +1,60 @@
+"""Waking a site's sandbox: `POST /v1/wake?site=<port>-<pool>-<replica>.<domain>`, what the ingress calls when a
+request to one of a hibernated sandbox's URLs finds no upstream (docs/design/ondemand.md). The site is a query
+parameter, not a JSON body: Caddy's `reverse_proxy` can rewrite a request's method and URI (`{host}` in it) but
+cannot give it a body.
+
+The site is one of the host's ingress sites (the plan gives the runtime each one's sandbox:
+`RuntimeConfig.sites`, from sandstack.plan.ingress `Site`). A hibernated sandbox is resumed (started, its files
+written back, its readiness probe passed), a paused one unpaused, a bound one left as it is; the answer says
+which status it has now, and nothing else of the session (the ingress needs no session id). A sandbox with no
+session (idle, absent, creating) has nothing to wake: 409.
+
+The ingress's token (`SANDSTACK_RUNTIME_WAKE_TOKEN`, scope 'ingress-wake') has no pool: every other route treats
+it as a token of no pools (404 for every session, sandbox, snapshot and pool, 403 for the operators' reads), so
+it may wake a site and do nothing else. The host's token may wake any site, a scoped token its pools' sites.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, Field
+
+from sandstack.runtime.errors import ApiError, conflict
+from sandstack.runtime.models import pattern
+from sandstack.runtime.routing import _note, _runtime, _scope
+
+SITE_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$"  # a DNS host name, as the ingress's Host header carries it
+WAKES = ("hibernated", "paused", "bound")
+
+
+class WakeAnswer(BaseModel):
+    site: str
+    status: Literal["bound"] = Field(description="The sandbox's status after the wake: always 'bound'.")
+    woke: bool = Field(description="Whether it was hibernated or paused (false: it was bound already).")
+
+
+def add_routes(router: APIRouter) -> None:
+    @router.post("/wake", response_model=WakeAnswer, operation_id="wake")
+    def wake(request: Request, site: str = Query(..., description="The site's host name, without a port.",
+                                                 **pattern(SITE_PATTERN))) -> Any:
+        """Bring a site's sandbox back if its session hibernated (or paused) it; the ingress calls this when a
+        request to the site finds no upstream, then sends the request again."""
+        runtime, scope = _runtime(request), _scope(request)
+        site = site.lower()
+        sandbox = runtime.config.sites.get(site)
+        pool = runtime.config.pool_of(sandbox) if sandbox else None
+        if sandbox is None or not (scope.wake or scope.allows(pool)):
+            raise ApiError(404, f"site {site!r} is not on host {runtime.host!r}", site=site, host=runtime.host)
+        row = runtime.sandbox(sandbox)
+        _note(request, sandbox=sandbox, session=row.session)
+        request.state.pool = pool
+        if row.session is None or row.status not in WAKES:
+            raise conflict(f"site {site!r}: its sandbox has no session to wake ({row.status})", site=site,
+                           status=row.status)
+        if row.status == "hibernated":
+            runtime.hibernation.resume(sandbox)
+        elif row.status == "paused":
+            runtime.resume(sandbox)
+        return {"site": site, "status": "bound", "woke": row.status != "bound"}

@@ -1,0 +1,144 @@
+"""The ingress's wake of a site's sandbox (`POST /v1/wake`, sandstack/runtime/wake.py) over the fake backend: the
+ingress's token wakes a hibernated or paused session's sandbox and can do nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from fastapi.testclient import TestClient
+
+from sandstack.plan.runtime import ENV_WAKE_TOKEN, TokenScope
+from sandstack.runtime.app import create_app
+from sandstack.runtime.tokens import Tokens
+from tests.runtime.conftest import TOKEN
+from tests.runtime.ondemand_helpers import SLOTS, WARM, od_config, od_env
+
+WAKE_TOKEN = "ingress-wake-" + "5c1d" * 6
+SITE_WARM = "8080-od-0.sandbox.test"
+SITE_SLOT = "8080-od-1.sandbox.test"
+
+
+def _config():
+    return replace(od_config(), sites={SITE_WARM: WARM, SITE_SLOT: SLOTS[0], "8080-od-2.sandbox.test": SLOTS[1]})
+
+
+@pytest.fixture
+def woke(tmp_path):
+    config = _config()
+    env = od_env(tmp_path, config=config)
+    tokens = Tokens.from_environment(TOKEN, config, {ENV_WAKE_TOKEN: WAKE_TOKEN})
+    app = create_app(env.runtime, token=TOKEN, audit=env.audit, monitor=False, tokens=tokens)
+    ingress = TestClient(app, headers={"Authorization": f"Bearer {WAKE_TOKEN}"})
+    yield env, ingress
+    env.backend.close()
+    env.audit.close()
+
+
+def test_the_ingress_wakes_a_hibernated_sandbox_of_a_site_files_and_all(woke):
+    env, ingress = woke
+    env.claim("a", pool="od")
+    assert env.claim("b", pool="od")["sandbox"] == SLOTS[0]
+    env.api.put(f"/v1/sandboxes/{SLOTS[0]}/files/notes.txt", content=b"kept")
+    env.api.post("/v1/sessions/b/hibernate")
+    answer = ingress.post("/v1/wake", params={"site": SITE_SLOT})
+    assert (answer.status_code, answer.json()) == (200, {"site": SITE_SLOT, "status": "bound", "woke": True})
+    assert env.api.get("/v1/sessions/b").json()["status"] == "bound"
+    assert env.api.get(f"/v1/sandboxes/{SLOTS[0]}/files/notes.txt").content == b"kept"
+    # Again: nothing to do, the same answer but for `woke`.
+    assert ingress.post("/v1/wake", params={"site": SITE_SLOT}).json() == {"site": SITE_SLOT, "status": "bound",
+                                                                           "woke": False}
+    line = env.audit.tail(1)[0]
+    assert (line["operation"], line["scope"], line["sandbox"], line["session"]) == ("wake", "ingress-wake",
+                                                                                    SLOTS[0], "b")
+
+
+def test_a_paused_sandbox_is_unpaused(woke):
+    env, ingress = woke
+    env.claim("a", pool="od")
+    env.api.post(f"/v1/sandboxes/{WARM}/pause")
+    answer = ingress.post("/v1/wake", params={"site": SITE_WARM.upper()})  # a Host header's case does not matter
+    assert (answer.status_code, answer.json()["woke"]) == (200, True)
+    assert env.backend.status[WARM] == "running"
+
+
+def test_a_site_with_no_session_is_409_and_an_unknown_site_404_and_neither_changes_anything(woke):
+    env, ingress = woke
+    before = [(r.name, r.status, r.session) for r in env.runtime.store.sandboxes()]
+    idle = ingress.post("/v1/wake", params={"site": SITE_WARM})
+    assert (idle.status_code, idle.json()) == (409, {"error": f"site {SITE_WARM!r}: its sandbox has no session to "
+                                                              "wake (idle)", "site": SITE_WARM, "status": "idle"})
+    absent = ingress.post("/v1/wake", params={"site": SITE_SLOT})
+    assert (absent.status_code, absent.json()["error"]) == (409, f"site {SITE_SLOT!r}: its sandbox has no session "
+                                                                 "to wake (absent)")
+    unknown = ingress.post("/v1/wake", params={"site": "8081-od-0.sandbox.test"})
+    assert (unknown.status_code, unknown.json()) == (404, {"error": "site '8081-od-0.sandbox.test' is not on host "
+                                                                    "'local'", "site": "8081-od-0.sandbox.test",
+                                                           "host": "local"})
+    bad = ingress.post("/v1/wake", params={"site": "no spaces/here"})
+    assert bad.status_code == 422
+    assert [(r.name, r.status, r.session) for r in env.runtime.store.sandboxes()] == before
+    assert env.backend.provisioner.bodies == {}
+
+
+def test_the_wake_token_can_do_nothing_else(woke):
+    env, ingress = woke
+    sandbox = env.claim("a", pool="od")["sandbox"]
+    env.api.post("/v1/sessions/a/hibernate")
+    before = [(r.name, r.status, r.session) for r in env.runtime.store.sandboxes()]
+    refused = [
+        ("post", "/v1/sessions", {"pool": "od", "session": "x"}, 404),
+        ("get", "/v1/sessions/a", None, 404),
+        ("delete", "/v1/sessions/a", None, 404),
+        ("post", "/v1/sessions/a/resume", None, 404),
+        ("get", f"/v1/sandboxes/{sandbox}", None, 404),
+        ("post", f"/v1/sandboxes/{sandbox}/exec", {"command": ["true"]}, 404),
+        ("get", f"/v1/sandboxes/{sandbox}/files/x", None, 404),
+        ("get", "/v1/audit", None, 403),
+        ("get", "/metrics", None, 403),
+    ]
+    for method, path, body, code in refused:
+        response = getattr(ingress, method)(path, **({"json": body} if body is not None else {}))
+        assert response.status_code == code, (method, path, response.text)
+    assert ingress.get("/v1/pools").json() == []
+    assert ingress.get("/v1/sandboxes").json() == []
+    assert [(r.name, r.status, r.session) for r in env.runtime.store.sandboxes()] == before
+
+
+def test_a_scoped_token_wakes_only_its_pools_sites_and_the_host_token_any(tmp_path):
+    config = replace(_config(), tokens={"other": TokenScope((), "SANDSTACK_RUNTIME_TOKEN_OTHER")})
+    env = od_env(tmp_path, config=config)
+    other = "other-tenant-" + "77aa" * 6
+    tokens = Tokens.from_environment(TOKEN, config, {"SANDSTACK_RUNTIME_TOKEN_OTHER": other})
+    app = create_app(env.runtime, token=TOKEN, audit=env.audit, monitor=False, tokens=tokens)
+    env.claim("a", pool="od")
+    env.api.post("/v1/sessions/a/hibernate")
+    tenant = TestClient(app, headers={"Authorization": f"Bearer {other}"})
+    assert tenant.post("/v1/wake", params={"site": SITE_WARM}).status_code == 404
+    assert env.runtime.store.sandbox(WARM).status == "hibernated"
+    operator = TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert operator.post("/v1/wake", params={"site": SITE_WARM}).json()["woke"] is True
+    env.backend.close()
+    env.audit.close()
+
+
+@pytest.mark.parametrize(("environ", "message"), [
+    ({ENV_WAKE_TOKEN: "short"}, f"{ENV_WAKE_TOKEN} must hold the ingress's token of at least 16 characters"),
+    ({ENV_WAKE_TOKEN: TOKEN}, "the ingress's wake token is the same as scope 'host''s: give each its own"),
+])
+def test_a_bad_wake_token_is_refused_at_start_without_printing_it(environ, message):
+    with pytest.raises(ValueError) as error:
+        Tokens.from_environment(TOKEN, _config(), environ)
+    assert str(error.value) == message
+    assert TOKEN not in str(error.value)
+
+
+def test_without_sites_the_wake_token_is_not_taken(tmp_path):
+    tokens = Tokens.from_environment(TOKEN, od_config(), {ENV_WAKE_TOKEN: WAKE_TOKEN})
+    assert tokens.scope(WAKE_TOKEN) is None
+
+
+def test_a_site_must_name_a_sandbox_of_the_host():
+    with pytest.raises(ValueError) as error:
+        replace(od_config(), sites={"8080-x-0.sandbox.test": "sandstack-t-x-0"})
+    assert str(error.value) == "sites: ['8080-x-0.sandbox.test'] name sandboxes of no pool of this host"
