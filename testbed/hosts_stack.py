@@ -31,6 +31,12 @@ STACK = "hosts"
 KIND_OF = {"local": "unix", "ssh": "ssh", "tcp": "tcp"}  # the spec's host name → how the stack reaches it
 SANDBOX = {"command": ["sleep", "infinity"], "limits": {"cpus": 0.25, "memory": "128MiB", "pids": 64},
            "session": {"idle": "never"}}
+# The per-host proofs (stack_spec(proofs=True)): every host's ingress serves the `web` pool's URL; the guard ends
+# `expire-<host>` at its max lifetime and `idle-<host>` at its idle timeout.
+INGRESS_PORT = 18443
+DOMAIN = "sbx.test"
+LIFETIME, IDLE = 5, 4
+SERVE = "mkdir -p /tmp/www && hostname > /tmp/www/who && exec python3 -m http.server 8080 --directory /tmp/www"
 
 
 class Echo:
@@ -69,9 +75,12 @@ class Echo:
             s.close()
 
 
-def stack_spec(hosts: dict, image: str, pools_on: list[str]) -> str:
+def stack_spec(hosts: dict, image: str, pools_on: list[str], proofs: bool = False) -> str:
     """Pools `open` (allow-all, direct, 2 per host), `logged` (allow-all through the gateway) and `closed`
-    (deny-all) on each of `pools_on`; every host has a public runtime."""
+    (deny-all) on each of `pools_on`; every host has a public runtime. With `proofs`, also a public ingress per
+    host and the pools of the per-host proofs (above). The lifetime pools are one per host: the test hosts share
+    this machine's cgroup tree, where a pool's sandboxes on several hosts would share one cgroup parent, and every
+    host's guard would see (and end) the others' (docs/design/hosts.md, limits of the test hosts)."""
     entries = {}
     for i, (name, host) in enumerate(hosts.items()):
         entries[name] = {**host.spec_host(), "infra_image": image, "dns_upstream": ["127.0.0.1"],
@@ -84,6 +93,18 @@ def stack_spec(hosts: dict, image: str, pools_on: list[str]) -> str:
     pools = {"open": {"template": "open", "hosts": pools_on, "replicas": 2},
              "logged": {"template": "logged", "hosts": pools_on, "replicas": 1},
              "closed": {"template": "closed", "hosts": pools_on, "replicas": 1}}
+    if proofs:
+        for entry in entries.values():
+            entry["ingress"] = {"domain": DOMAIN, "port": INGRESS_PORT, "exposure": "public"}
+        sleeper = {**SANDBOX, "base_image": image, "network": {"egress": "deny-all"}}
+        templates.update({
+            "web": {**sleeper, "command": ["sh", "-c", SERVE], "ports": [{"port": 8080, "exposure": "url"}]},
+            "expire": {**sleeper, "lifecycle": {"max_lifetime": f"{LIFETIME}s", "on_expiry": "stop"}},
+            "idle": {**sleeper, "lifecycle": {"idle_timeout": f"{IDLE}s"}}})
+        pools["web"] = {"template": "web", "hosts": pools_on, "replicas": 1}
+        for host in pools_on:
+            pools[f"expire-{host}"] = {"template": "expire", "hosts": [host], "replicas": 1}
+            pools[f"idle-{host}"] = {"template": "idle", "hosts": [host], "replicas": 1}
     return spec_text(spec(templates, pools, hosts=entries))
 
 
@@ -124,9 +145,10 @@ def _source_images() -> tuple[docker.DockerClient | None, list[str]]:
 
 
 @contextlib.contextmanager
-def fleet_deployed(names: list[str], workdir: Path, *, first_index: int = 1) -> Iterator[Fleet]:
+def fleet_deployed(names: list[str], workdir: Path, *, first_index: int = 1, proofs: bool = False) -> Iterator[Fleet]:
     """Test hosts named `names` (each one of KIND_OF), the stack applied to them with every pool on all of them;
-    everything torn down and checked gone at the end."""
+    everything torn down and checked gone at the end. `deploy_seconds` is the first apply alone: starting the
+    hosts and loading the images into them is test setup, not deploy."""
     source, tags = _source_images()
     with TestHosts([KIND_OF[n] for n in names], first_index=first_index) as started:
         hosts = {name: started[KIND_OF[name]] for name in names}
@@ -135,7 +157,7 @@ def fleet_deployed(names: list[str], workdir: Path, *, first_index: int = 1) -> 
             tags = [images.debian_image(source)]
         started.load_images(tags, source)
         workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / "stack.yaml").write_text(stack_spec(hosts, tags[0], names))
+        (workdir / "stack.yaml").write_text(stack_spec(hosts, tags[0], names, proofs))
         harness = Harness(HostsBackend(f"hosts-{time.monotonic_ns()}"), stack=STACK)
         echo = Echo([h.peer_address for h in hosts.values()])
         try:

@@ -117,6 +117,20 @@ def cmd_status(args: argparse.Namespace) -> int:
     return status.run(args)
 
 
+def add_check_hosts(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--check-hosts", action="store_true",
+                        help="also ping each host's Docker daemon (of HEAD, for diff) through its endpoint: unix "
+                             "socket, ssh with its ssh_opts, tcp with its TLS material; each host's result on "
+                             "stderr with an error class, never a secret; exit 4 when one does not answer")
+    parser.add_argument("--config", metavar="FILE",
+                        help="with --check-hosts: the stack's config, for the tcp hosts' TLS material, as "
+                             "`pulumi config --show-secrets --json > config.json` writes it (without it, tcp hosts "
+                             "are reported unchecked), e.g. --config config.json")
+    parser.add_argument("--host-timeout", type=float, default=5.0, metavar="SECONDS",
+                        help="with --check-hosts: how long each host may take to answer (default 5), e.g. "
+                             "--host-timeout 2")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sandstack", formatter_class=FORMATTER,
@@ -140,8 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(func=cmd_validate)
 
     preview = command(sub, "preview", "what `pulumi up` of a spec makes, offline: every resource, host by host "
-                      "(exit 0, 1 invalid, 2 unreadable)",
+                      "(exit 0, 1 invalid, 2 unreadable, 4 a host unreachable with --check-hosts)",
                       "sandstack preview stacks/dev.yaml", "sandstack preview stacks/prod.yaml --format json",
+                      "sandstack preview stacks/prod.yaml --check-hosts --config config.json",
                       "sandstack preview git:main:stacks/prod.yaml --stack prod --format markdown")
     preview.add_argument("spec", metavar="STACKFILE", help="a stack file, or git:REF:PATH (read from git, e.g. "
                                                           "git:main:stacks/prod.yaml)")
@@ -151,14 +166,16 @@ def build_parser() -> argparse.ArgumentParser:
     preview.add_argument("--stack", type=stack_name,
                          help="the Pulumi stack name, which names the Docker objects (default: the file's name "
                               "without .yaml), e.g. --stack prod")
+    add_check_hosts(preview)
     preview.set_defaults(func=cmd_preview)
 
     diff = command(sub, "diff", "what `pulumi up` would change from BASE to HEAD and what that does: sandboxes "
                    "restarted, services renewed, data lost, what got less safe (exit 0, 3 when --fail-on "
-                   "triggers, 1 invalid, 2 unreadable)",
+                   "triggers, 1 invalid, 2 unreadable, 4 a host unreachable with --check-hosts)",
                    "sandstack diff git:main:stacks/prod.yaml stacks/prod.yaml",
                    "sandstack diff git:main:stacks/prod.yaml stacks/prod.yaml --format markdown --fail-on security",
                    "sandstack diff old.yaml new.yaml --stack prod --format json",
+                   "sandstack diff git:main:stacks/prod.yaml stacks/prod.yaml --check-hosts --config config.json",
                    "sandstack diff git:main:stacks/prod.yaml stacks/prod.yaml --accept stacks/review/prod.yaml "
                    "--fail-on disruption")
     diff.add_argument("base", metavar="BASE", help="the stack before: a file, or git:REF:PATH (e.g. "
@@ -180,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "folder, when HEAD is a file), e.g. --accept stacks/review/prod.yaml")
     diff.add_argument("--strict-accept", action="store_true",
                       help="an acceptance that matches no change is an error (exit 1), not a warning")
+    add_check_hosts(diff)
     diff.set_defaults(func=cmd_diff)
 
     check = command(sub, "check", "validate stack files and check them against the built-in rules and "

@@ -2,7 +2,8 @@
 
 Exit statuses: 0 done (no --fail-on condition), 1 an input is not a valid spec or review file (its located errors
 are printed; with --strict-accept, an acceptance that matches no change), 2 an input cannot be read (missing file,
-ref or path), 3 a --fail-on condition triggered by a change no acceptance accepts.
+ref or path), 3 a --fail-on condition triggered by a change no acceptance accepts, 4 (with --check-hosts) a host's
+Docker daemon does not answer through its declared transport (each such host named on stderr; sandstack/tooling/reach.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from sandstack.review.sources import SourceError, opened
 from sandstack.spec import SpecError, load_stack
 from sandstack.spec.resolve import ResolvedStack
 
-EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE, EXIT_FAIL_ON = 0, 1, 2, 3
+EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE, EXIT_FAIL_ON, EXIT_UNREACHABLE = 0, 1, 2, 3, 4
 SHOWN = 5  # failing changes named per --fail-on category; the rest are counted
 
 
@@ -52,6 +53,24 @@ def _stack_name(explicit: str | None, source: str) -> str:
     return explicit or Path(source.rsplit(":", 1)[-1]).stem
 
 
+def _unreachable(args: argparse.Namespace, spec: ResolvedStack) -> bool:
+    """With --check-hosts: each host's daemon pinged, one line per host on stderr; whether one did not answer."""
+    if not getattr(args, "check_hosts", False):
+        return False
+    from sandstack.tooling import reach
+
+    try:
+        config = reach.load_config(args.config)
+    except (OSError, ValueError) as error:  # the file's name, never its content
+        print(f"sandstack: --config {args.config}: not readable as `pulumi config --show-secrets --json` output "
+              f"({type(error).__name__})", file=sys.stderr)
+        raise _Stop(EXIT_UNREADABLE) from None
+    results = reach.check_hosts(spec.hosts, config, args.host_timeout)
+    for result in results:
+        print(f"sandstack: {result.text()}", file=sys.stderr)
+    return any(r.error for r in results)
+
+
 def preview(args: argparse.Namespace) -> int:
     try:
         with ExitStack() as stack:
@@ -62,9 +81,11 @@ def preview(args: argparse.Namespace) -> int:
             render = {"text": preview_report.to_text, "json": preview_report.to_json,
                       "markdown": preview_report.to_markdown}[args.format]
             sys.stdout.write(render(name, args.spec, resources))
+            sys.stdout.flush()
+            unreachable = _unreachable(args, spec)
     except _Stop as stop:
         return stop.code
-    return EXIT_OK
+    return EXIT_UNREACHABLE if unreachable else EXIT_OK
 
 
 def _acceptances(args: argparse.Namespace) -> list:
@@ -93,6 +114,8 @@ def diff(args: argparse.Namespace) -> int:
             render = {"text": diff_report.to_text, "json": diff_report.to_json,
                       "markdown": diff_markdown.to_markdown}[args.format]
             sys.stdout.write(render(result, args.base, args.head, review))
+            sys.stdout.flush()
+            unreachable = _unreachable(args, new)
     except _Stop as stop:
         return stop.code
     level = "error" if args.strict_accept else "warning"
@@ -109,6 +132,7 @@ def diff(args: argparse.Namespace) -> int:
             print(f"sandstack: --fail-on {kind}: {item.text}", file=sys.stderr)
         if len(items) > SHOWN:
             print(f"sandstack: --fail-on {kind}: … and {len(items) - SHOWN} more not accepted", file=sys.stderr)
-    return EXIT_FAIL_ON if failing else EXIT_OK
+    # A host that cannot be reached stops `pulumi up` before any --fail-on matters.
+    return EXIT_UNREACHABLE if unreachable else EXIT_FAIL_ON if failing else EXIT_OK
 
 

@@ -119,6 +119,8 @@ class Harness:
         self._registered = set()
         self._renewed_first = set()
         getattr(self.backend, "providers", {}).clear()
+        if hasattr(self.backend, "begin_run"):  # several daemons (testbed/harness/hosts_backend.py)
+            self.backend.begin_run()
         start = len(self.log.actions)
         mocks = HarnessMocks(self)
         outputs, secret, error = {}, set(), None
@@ -127,7 +129,7 @@ class Harness:
                                  secret_config=secret_config)
             outputs, secret = result.outputs, result.secret_outputs
         except Exception as failure:  # noqa: BLE001 -- returned or re-raised below, after cleanup
-            error = failure
+            error = self.backend.run_error(failure) if hasattr(self.backend, "run_error") else failure
         try:
             self._finish(success=error is None)
         except HarnessError as failure:

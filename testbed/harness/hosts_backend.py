@@ -12,7 +12,9 @@ daemon its provider reaches, by that provider's transport:
 
 The provider pings the daemon when it is configured (terraform-provider-docker `config.go`, "Error pinging Docker
 server"): so does this backend, on each resource, and a host that does not answer fails the resources placed on
-it with `HostUnreachable` naming the host, while resources on the other hosts are applied as usual.
+it with `HostUnreachable` naming the host and its provider, while resources on the other hosts are applied as usual
+(as `pulumi up --continue-on-error`; without it Pulumi starts nothing new after the first failure). The run's error
+then lists every unreachable host with how many of its resources were not applied (`run_error`).
 """
 
 from __future__ import annotations
@@ -124,6 +126,7 @@ class HostsBackend(DockerBackend):
         self._root = Path(tempfile.mkdtemp(prefix="sandstack-providers-"))
         self._connections: dict[str, _Connection] = {}
         self._versions: dict[str, str] = {}
+        self.unreachable: dict[str, list[str]] = {}  # this run: the message of each unreachable host -> its URNs
 
     # --- which daemon ------------------------------------------------------------------------------
     def provider_host(self, urn: str, provider_ref: str) -> str:
@@ -137,8 +140,30 @@ class HostsBackend(DockerBackend):
             raise UnsupportedResourceError(f"{urn}: provider {provider_ref or '(default)'} needs an explicit host and "
                                            f"only the transport fields {sorted(TRANSPORT_FIELDS)} (also sets {extra})")
         host = inputs["host"]
-        self._use(host, inputs)
+        try:
+            self._use(host, inputs)
+        except HostUnreachable as error:
+            # The provider's logical name carries the spec's host name (`sandstack-<host>-provider`).
+            name = provider_ref.split("::")[3] if provider_ref.count("::") >= 4 else None if provider_ref else "default"
+            message = str(error).replace(f"host {host}:", f"host {host} (provider {name}):", 1) if name else str(error)
+            with self._lock:
+                self.unreachable.setdefault(message, []).append(urn)
+            raise HostUnreachable(message) from None
         return host
+
+    # --- one run -------------------------------------------------------------------------------------
+    def begin_run(self) -> None:
+        """A new `pulumi up`: which hosts are unreachable is found again."""
+        self.unreachable = {}
+
+    def run_error(self, error: BaseException) -> BaseException:
+        """The run's error: every unreachable host, each with the count of its resources left as they were
+        (the first failed registration alone would name one host, and only one resource of it)."""
+        if not self.unreachable:
+            return error
+        parts = [f"{message} ({len(urns)} resource{'s' * (len(urns) != 1)} left as they were)"
+                 for message, urns in sorted(self.unreachable.items())]
+        return HostUnreachable(f"{len(parts)} host{'s' * (len(parts) != 1)} unreachable: " + "; ".join(parts))
 
     def _use(self, host: str, inputs: dict | None = None) -> None:
         """Points this thread at `host`'s daemon, connecting first if needed; fails when it does not answer."""

@@ -81,6 +81,10 @@ def contains_unknown(value: Any) -> bool:
 # --- the monitor: tells new_resource the URN and resource options ------------------------------------
 
 _REQUEST = threading.local()  # one RegisterResource per worker thread at a time
+# Resource operations at once. `pulumi up --parallel` defaults to unbounded: every resource whose inputs are known
+# is applied at once. The executor's own default (cpu count + 4: six here) queued one host's chain behind
+# another's slow containers, so a stack on three hosts took longer than the engine would.
+PARALLEL = 64
 
 
 @dataclass(frozen=True)
@@ -360,7 +364,8 @@ def run_program(program: Callable[[], Any], mocks: pulumi_mocks.Mocks, *, projec
         def init_worker() -> None:
             worker_loops.append(asyncio.new_event_loop())
             asyncio.set_event_loop(worker_loops[-1])
-        loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="pulumi-mocks", initializer=init_worker))
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=PARALLEL, thread_name_prefix="pulumi-mocks",
+                                                     initializer=init_worker))
         asyncio.set_event_loop(loop)
         try:
             install_mocks(mocks, project, stack, preview)

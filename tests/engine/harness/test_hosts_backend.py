@@ -37,3 +37,24 @@ def test_a_provider_field_the_harness_does_not_map_is_refused(backend):
     backend.providers["p"] = {"host": "unix:///var/run/docker.sock", "registryAuth": [{"address": "r.test"}]}
     with pytest.raises(UnsupportedResourceError, match=r"also sets \['registryAuth'\]"):
         backend.provider_host("urn:r", "p")
+
+
+PROVIDER = "urn:pulumi:s::sandstack::sandstack:index:SandboxHost$pulumi:providers:docker::sandstack-{}-provider::id-{}"
+
+
+def test_a_run_names_every_unreachable_host_its_provider_and_what_it_left(backend, tmp_path):
+    for name in ("b", "a"):
+        backend.providers[PROVIDER.format(name, name)] = {"host": f"unix://{tmp_path}/{name}.sock"}
+    for urn, name in (("urn:r1", "b"), ("urn:r2", "b"), ("urn:r3", "a")):
+        with pytest.raises(HostUnreachable) as failure:
+            backend.provider_host(urn, PROVIDER.format(name, name))
+    assert str(failure.value) == (f"host unix://{tmp_path}/a.sock (provider sandstack-a-provider): the Docker daemon "
+                                  "does not answer (DockerException: No such file)")
+    first = HostUnreachable("the first registration's failure")
+    assert str(backend.run_error(first)) == (
+        f"2 hosts unreachable: host unix://{tmp_path}/a.sock (provider sandstack-a-provider): the Docker daemon does "
+        f"not answer (DockerException: No such file) (1 resource left as they were); host unix://{tmp_path}/b.sock "
+        "(provider sandstack-b-provider): the Docker daemon does not answer (DockerException: No such file) "
+        "(2 resources left as they were)")
+    backend.begin_run()  # the next run finds out again
+    assert backend.run_error(first) is first
