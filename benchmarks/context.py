@@ -6,6 +6,7 @@ Commands are the installed entry points of the running interpreter's environment
 
 from __future__ import annotations
 
+import compileall
 import os
 import platform
 import shutil
@@ -29,6 +30,11 @@ class Context:
     paths: dict[str, tuple[Path, Path]] = field(default_factory=dict)  # size label → (base, head) spec
 
     def prepare(self) -> None:
+        # Byte-compile the package as pip does when it installs a wheel: an editable install run with
+        # PYTHONDONTWRITEBYTECODE (set on these machines) otherwise compiles every sandstack module from source at
+        # each start, a cost no installed sandstack pays and check-jsonschema (compiled at install) does not pay.
+        compileall.compile_dir(REPO / "sandstack", quiet=1)
+        compileall.compile_dir(REPO / "components", quiet=1)
         for size in stacks.SIZES.values():
             self.paths[size.label] = stacks.write_pair(size, self.workdir / "stacks")
 

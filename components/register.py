@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import pulumi
 import pulumi_docker as docker
 
+from sandstack.components import lean
 from sandstack.components.secrets import secret_value
 from sandstack.plan.snapshot import prepare_build
 from sandstack.plan.stack import StackPlan
@@ -75,7 +76,10 @@ class Registry:
             return component
         if node.key in self.plan.build_contexts:  # write the snapshot's build context before it is built
             prepare_build(self.plan.build_contexts[node.key], self.build_root)
-        resource = RESOURCES[node.type](node.name, **self.value(dict(node.inputs)), opts=self.options(node))
+        cls = RESOURCES[node.type]
+        inputs = self.value(dict(node.inputs))
+        resource = (lean.Registration(cls, node.type, node.name, inputs, self.options(node)).resource if cls in lean.ARGS
+                    else cls(node.name, **inputs, opts=self.options(node)))
         self.resources[node.key] = resource
         if node.key in self.seeders:
             self.waits[node.key] = _checked(resource, *self.seeders[node.key])  # type: ignore[arg-type]

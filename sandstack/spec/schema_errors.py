@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import difflib
 from functools import lru_cache
-from typing import Any, Iterator
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
+from typing import TYPE_CHECKING, Any, Iterator
 
 from sandstack.spec.errors import Diagnostic
 from sandstack.spec.loader import Document
 from sandstack.spec.models.base import CONFIG_KEY_PATTERN
 from sandstack.spec.schema import published_schema
+from sandstack.spec.schema_gate import schema_valid
 from sandstack.spec.units import unitless_duration
+
+if TYPE_CHECKING:  # jsonschema is imported only when the gate found an error to explain (schema_gate.py)
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 _TYPE_NAMES = {
     "object": "a mapping",
@@ -33,11 +35,15 @@ _TYPE_NAMES = {
 
 @lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(published_schema())
 
 
 def schema_diagnostics(doc: Document) -> list[Diagnostic]:
     """Every schema violation in the document, each located and explained."""
+    if schema_valid(doc.data):
+        return []
     out: list[Diagnostic] = []
     for error in _validator().iter_errors(doc.data):
         out.extend(_explain(error, doc, {}))

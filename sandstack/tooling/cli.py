@@ -8,6 +8,7 @@ the review, the policies, the generators or the package metadata.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -65,9 +66,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for line in (d.text() for d in report.diagnostics):
             print(line)
     if args.format == "text":
-        from rich.console import Console
-
-        err = Console(stderr=True, highlight=False)
         parts = [_plural(len(args.files), "file") + " checked", f"{len(report.valid)} valid"]
         if report.invalid:
             parts.append(f"{len(report.invalid)} invalid")
@@ -75,8 +73,25 @@ def cmd_validate(args: argparse.Namespace) -> int:
             parts.append(f"{len(report.unreadable)} unreadable")
         style = "green" if report.exit_code == EXIT_OK else "red"
         summary = ", ".join(parts) + (f" ({_plural(len(report.diagnostics), 'error')})" if report.diagnostics else "")
-        err.print(summary, style=style)
+        _status_line(summary, style)
     return report.exit_code
+
+
+def _status_line(text: str, style: str) -> None:
+    """One line on stderr, coloured by rich on a terminal. Where rich would print the plain text (not a terminal,
+    no variable that forces colour or sets the width, a line shorter than its 80 columns), it is written directly:
+    importing rich is a fifth of `validate`'s start-up, and CI, where validate runs most, has no terminal."""
+    try:
+        terminal = sys.stderr.isatty()
+    except ValueError:  # closed
+        terminal = False
+    forced = any(name in os.environ for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS"))
+    if not terminal and not forced and len(text) < 80 and "[" not in text:
+        sys.stderr.write(text + "\n")
+        return
+    from rich.console import Console
+
+    Console(stderr=True, highlight=False).print(text, style=style)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from typing import Iterator
 from sandstack.spec.errors import Diagnostic
 from sandstack.spec.models import NetworkPolicy
 from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
-from sandstack.spec.resolve import UnknownProfile, decode_egress, effective_limits
+from sandstack.spec.resolve import UnknownProfile, decode_egress
 from sandstack.spec.rules.context import Context, placements, rule
 from sandstack.spec.units import format_cpus, format_size
 
@@ -19,7 +19,7 @@ def pools_fit_hosts(ctx: Context) -> Iterator[Diagnostic]:
     need: dict[str, dict[str, list[tuple[str, int, float]]]] = defaultdict(lambda: defaultdict(list))
     for pool, template_name, host, replicas in placements(ctx):
         try:
-            limits = effective_limits(ctx.stack, ctx.stack.templates[template_name])
+            limits = ctx.limits(template_name)
         except UnknownProfile:
             continue
         for dim in ("cpus", "memory", "disk"):
@@ -45,7 +45,7 @@ def gpus_where_hosts_have_them(ctx: Context) -> Iterator[Diagnostic]:
     used: dict[tuple[str, str | None], int] = defaultdict(int)
     for pool, template_name, host, replicas in placements(ctx):
         try:
-            gpus = effective_limits(ctx.stack, ctx.stack.templates[template_name]).gpus
+            gpus = ctx.limits(template_name).gpus
         except UnknownProfile:
             continue
         if gpus is None:

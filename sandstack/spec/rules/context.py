@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
 from sandstack.spec.errors import Diagnostic, JsonPath
 from sandstack.spec.loader import Document
 from sandstack.spec.models import NetworkPolicy, Stack, Template
+from sandstack.spec.resolve import EffectiveLimits, effective_limits
 
 
 @dataclass
@@ -16,6 +17,14 @@ class Context:
     doc: Document
     stack: Stack
     source: Path
+    _limits: dict[str, EffectiveLimits] = field(default_factory=dict, repr=False, compare=False)
+
+    def limits(self, template: str) -> EffectiveLimits:
+        """The template's effective limits (resolve.effective_limits), computed once per check: the capacity rules
+        ask for them at every placement (pool × host). Raises UnknownProfile as effective_limits does."""
+        if template not in self._limits:
+            self._limits[template] = effective_limits(self.stack, self.stack.templates[template])
+        return self._limits[template]
 
     def error(self, path: JsonPath, message: str, rule: str, *, key: bool = False) -> Diagnostic:
         return self.doc.diagnostic(path, message, rule, key=key)
