@@ -79,13 +79,18 @@ class Feed:
             self._cond.wait_for(lambda: self._chunks or self._ended)
             if not self._chunks:
                 return b""
-            chunk = self._chunks.popleft()
-            if 0 < size < len(chunk):
-                chunk, rest = chunk[:size], chunk[size:]
-                self._chunks.appendleft(rest)
-            self._held -= len(chunk)
+            # What waits, joined up to `size`: one large send instead of one per chunk the request came in.
+            parts, length = [], 0
+            while self._chunks and (size <= 0 or length < size):
+                chunk = self._chunks.popleft()
+                if 0 < size < length + len(chunk):
+                    chunk, rest = chunk[:size - length], chunk[size - length:]
+                    self._chunks.appendleft(rest)
+                parts.append(chunk)
+                length += len(chunk)
+            self._held -= length
             self._cond.notify_all()
-            return chunk
+            return b"".join(parts)
 
 
 async def upload(request: Request, runtime, sandbox: str, path: str) -> None:
