@@ -109,6 +109,8 @@ async def upload(request: Request, runtime, sandbox: str, path: str) -> None:
             feed.gone()  # the script ended (or never started): the request's side stops waiting on it
 
     task = asyncio.ensure_future(run_in_threadpool(write))
+    # Its outcome is read below, except when the request itself is cancelled: then it is let go quietly.
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())
     failure: BaseException | None = None
     try:
         async for chunk in request.stream():
