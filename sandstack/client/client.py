@@ -19,7 +19,7 @@ from sandstack.client.errors import (
     error_for,
     host_lost,
 )
-from sandstack.client.endpoints import Call, Endpoints, Handle, Stack, dir_entries, exec_result, file_content
+from sandstack.client.endpoints import Call, Endpoints, Handle, HostEndpoint, Stack, parse_outputs, dir_entries, exec_result, file_content
 from sandstack.client.process import Process
 from sandstack.client.results import ExecResult, FileEntry, ProcessInfo, SandboxInfo
 from sandstack.client.retry import Retry
@@ -27,13 +27,6 @@ from sandstack.client.retry import Retry
 ACTOR_HEADER = "X-Sandstack-Actor"
 CREATING_POLL = 0.1  # seconds between looks at a session another claim is creating on demand
 DOWN_FOR = 30.0  # seconds a host that did not answer is tried last by claims
-
-
-@dataclass(frozen=True)
-class HostEndpoint:
-    name: str
-    url: str
-    token: str
 
 
 @dataclass(frozen=True)
@@ -285,14 +278,6 @@ class Client(Stack):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def parse_outputs(outputs: Mapping[str, Any]) -> tuple[dict[str, HostEndpoint], dict[str, list[str]]]:
-    data = outputs.get("runtime", outputs)
-    try:
-        return {name: HostEndpoint(name, h["url"], h["token"]) for name, h in data["hosts"].items()}, data["pools"]
-    except (KeyError, TypeError, AttributeError) as error:
-        raise ValueError(f"stack outputs lack the runtime's hosts and pools ({error})") from error
 
 
 def hosts_in_order(pools: Mapping[str, list[str]], pool: str, session: str) -> list[str]:

@@ -20,6 +20,21 @@ BINARY = {"Content-Type": "application/octet-stream"}
 
 
 @dataclass(frozen=True)
+class HostEndpoint:
+    name: str
+    url: str
+    token: str
+
+
+def parse_outputs(outputs: Mapping[str, Any]) -> tuple[dict[str, HostEndpoint], dict[str, list[str]]]:
+    data = outputs.get("runtime", outputs)
+    try:
+        return {name: HostEndpoint(name, h["url"], h["token"]) for name, h in data["hosts"].items()}, data["pools"]
+    except (KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"stack outputs lack the runtime's hosts and pools ({error})") from error
+
+
+@dataclass(frozen=True)
 class Call:
     method: str
     path: str
@@ -203,8 +218,6 @@ class Stack:
     def from_outputs(cls, outputs: Mapping[str, Any], **kwargs: Any) -> Any:
         """From stack outputs: `{"hosts": {host: {"url", "token"}}, "pools": {pool: [host, ...]}}`, at the top
         level or under a `runtime` key (`pulumi stack output --json --show-secrets`)."""
-        from sandstack.client.client import parse_outputs
-
         hosts, pools = parse_outputs(outputs)
         return cls(hosts, pools, **kwargs)  # type: ignore[call-arg]
 

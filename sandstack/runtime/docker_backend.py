@@ -33,6 +33,7 @@ from sandstack.runtime import rootfs
 from sandstack.runtime.docker_exec import CHUNK, STDERR, STDOUT, DockerHandle, _copy_frames, _docker_errors
 from sandstack.runtime.scripts import CLEAN
 
+SEND = 1024 * 1024  # bytes of stdin read and sent at a time (an upload: fewer, larger sends)
 API_TIMEOUT = 30  # seconds for every call but a running exec's stream (which has its own deadline)
 STOP_GRACE = 10  # seconds Docker waits after SIGTERM before SIGKILL on restart and stop
 CLEAN_TIMEOUT = 300  # seconds the throwaway container that empties a disk workspace may take
@@ -204,7 +205,7 @@ def _send(sock: socket.socket, stdin: BinaryIO) -> None:
     """stdin to the process, then EOF; the daemon keeps streaming its output after the half-close."""
     sock.settimeout(API_TIMEOUT)
     try:
-        for chunk in iter(lambda: stdin.read(CHUNK), b""):
+        for chunk in iter(lambda: stdin.read(SEND), b""):
             sock.sendall(chunk)
         sock.shutdown(socket.SHUT_WR)
     except (BrokenPipeError, ConnectionResetError):

@@ -9,6 +9,7 @@ a byte of content is sent. The read holds the sandbox's lease (no pause) until t
 
 from __future__ import annotations
 
+import fcntl
 import os
 import threading
 from dataclasses import dataclass
@@ -19,7 +20,8 @@ from sandstack.runtime.errors import too_big
 from sandstack.runtime.tarcheck import Bounded, PastBound
 from sandstack.runtime.workspace import Workspace, clean_path, listing
 
-CHUNK = 256 * 1024
+CHUNK = 1024 * 1024  # bytes of the answer at most per step: each is a hop through the server's thread pool
+PIPE = 1024 * 1024  # the pipe's buffer (Linux's default 64 KiB makes each step small: many hops, slow downloads)
 
 
 @dataclass
@@ -37,6 +39,10 @@ def open_read(workspace: Workspace, name: str, path: str) -> Opened:
         root = workspace._root(name)
         limit = workspace.download_limit(name)
         read_fd, write_fd = os.pipe()
+        try:
+            fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, PIPE)
+        except OSError:  # past the system's pipe-max-size: the default buffer works, in smaller steps
+            pass
         reader, writer = os.fdopen(read_fd, "rb"), os.fdopen(write_fd, "wb", buffering=0)
         done: dict[str, object] = {}
 

@@ -79,13 +79,18 @@ class Feed:
             self._cond.wait_for(lambda: self._chunks or self._ended)
             if not self._chunks:
                 return b""
-            chunk = self._chunks.popleft()
-            if 0 < size < len(chunk):
-                chunk, rest = chunk[:size], chunk[size:]
-                self._chunks.appendleft(rest)
-            self._held -= len(chunk)
+            # What waits, joined up to `size`: one large send instead of one per chunk the request came in.
+            parts, length = [], 0
+            while self._chunks and (size <= 0 or length < size):
+                chunk = self._chunks.popleft()
+                if 0 < size < length + len(chunk):
+                    chunk, rest = chunk[:size - length], chunk[size - length:]
+                    self._chunks.appendleft(rest)
+                parts.append(chunk)
+                length += len(chunk)
+            self._held -= length
             self._cond.notify_all()
-            return chunk
+            return b"".join(parts)
 
 
 async def upload(request: Request, runtime, sandbox: str, path: str) -> None:
@@ -104,6 +109,8 @@ async def upload(request: Request, runtime, sandbox: str, path: str) -> None:
             feed.gone()  # the script ended (or never started): the request's side stops waiting on it
 
     task = asyncio.ensure_future(run_in_threadpool(write))
+    # Its outcome is read below, except when the request itself is cancelled: then it is let go quietly.
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())
     failure: BaseException | None = None
     try:
         async for chunk in request.stream():
