@@ -14,6 +14,7 @@ secret: PEM text is only handed to the TLS library, and what a failure says is r
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -35,6 +36,7 @@ CLASSES = {
     "refused": "nothing listens at the address (the daemon is stopped)",
     "timeout": "no answer within the timeout (the machine is down or unreachable)",
     "no-route": "no route to the address",
+    "connect-failed": "the connection failed",
     "unresolved": "the host name does not resolve",
     "ssh-auth-refused": "the host refused the ssh key",
     "ssh-host-key": "the host's key is not the one in known_hosts (or none is known)",
@@ -116,7 +118,7 @@ def _socket_error(error: OSError) -> str:
         return "refused"
     if isinstance(error, socket.gaierror):
         return "unresolved"
-    return "no-route" if getattr(error, "errno", None) in (101, 113) else "refused"
+    return "no-route" if getattr(error, "errno", None) in (errno.ENETUNREACH, errno.EHOSTUNREACH) else "connect-failed"
 
 
 def _exchange(sock: socket.socket) -> bytes:
