@@ -8,7 +8,7 @@ finds, locates and explains every error, so every message is jsonschema's as bef
 The gate must never call valid what jsonschema refuses. The one keyword whose meaning differs between the two is
 `pattern`: jsonschema searches with Python's `re`, jsonschema-rs with ECMA-262 semantics (`\\s`, `\\d` and `$` differ).
 So the gate's schema carries each `pattern` as a custom keyword that runs Python's `re.search`, as jsonschema does.
-Where the gate is stricter than jsonschema (it is not, known to us), the slow path runs and decides: still correct.
+Were the gate stricter than jsonschema somewhere (no case is known), jsonschema would run and decide: still correct.
 """
 
 from __future__ import annotations

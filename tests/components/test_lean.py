@@ -59,26 +59,18 @@ def test_the_computed_properties_are_the_generated_constructors_output_only_ones
     assert lean.computed(docker.Volume) == ("mountpoint",)
 
 
-@pulumi.runtime.test
 def test_a_lean_container_has_its_inputs_and_computed_outputs_and_no_output_for_an_unset_argument() -> None:
-    container = lean.Registration(docker.Container, "docker:index/container:Container", "c",
-                                  {"name": "c", "image": "busybox", "user": None},
-                                  pulumi.ResourceOptions()).resource
-    assert isinstance(container, docker.Container)
-    assert all(isinstance(getattr(container, a), pulumi.Output) for a in ("name", "image", "exit_code", "bridge"))
-    assert container.user is None and container.hostname is None  # unset: no Output, and nothing reads them
+    def program() -> None:
+        container = lean.Registration(docker.Container, "docker:index/container:Container", "c",
+                                      {"name": "c", "image": "busybox", "user": None},
+                                      pulumi.ResourceOptions()).resource
+        assert isinstance(container, docker.Container)
+        assert all(isinstance(getattr(container, a), pulumi.Output)
+                   for a in ("name", "image", "exit_code", "bridge"))
+        assert container.user is None and container.hostname is None  # unset: no Output, and nothing reads them
+        pulumi.export("values", pulumi.Output.all(container.name, container.image))
 
-    def check(values):
-        assert values == ["c", "busybox"]
-    return pulumi.Output.all(container.name, container.image).apply(check)
-
-
-@pytest.fixture(autouse=True)
-def _mocks():
-    class Echo(pulumi.runtime.Mocks):
-        def new_resource(self, args):
-            return args.name + "-id", dict(args.inputs)
-
-        def call(self, args):
-            return {}
-    pulumi.runtime.set_mocks(Echo(), preview=False)
+    result = recording.run_program(program, recording.RecordingMocks())
+    assert result.outputs["values"] == ["c", "busybox"]
+    (registration,) = result.mocks.by_type("docker:index/container:Container")
+    assert registration.inputs == {"name": "c", "image": "busybox"}
