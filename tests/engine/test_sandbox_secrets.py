@@ -113,6 +113,9 @@ def test_a_secret_file_moved_in_the_spec_is_gone_from_the_running_sandbox(stack)
     assert result.error is None, result.error
     sandbox = stack.container("vault")
     code, out = sh(sandbox, "ls -A /run/secrets /run/secrets/db")
-    assert code == 0 and out.split() == ["/run/secrets:", "db", "moved", "/run/secrets/db:", "password"], out
+    assert code == 0 and out.split() == ["/run/secrets:", "db", "moved", "session", "/run/secrets/db:", "password"], out
+    # The session secrets' tmpfs is still mounted in the running sandbox: the re-seed kept its mount point.
+    code, out = sh(sandbox, "awk '$2 == \"/run/secrets/session\" {print $3}' /proc/mounts")
+    assert out.strip() == "tmpfs", out
     code, out = python(sandbox, "print(open('/run/secrets/moved').read(), end='')")
     assert code == 0 and out == FILE_VALUE, out
