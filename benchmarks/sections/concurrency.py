@@ -55,7 +55,7 @@ def _percentile(values: list[float], q: int) -> float:
 def run(ctx: Context) -> SectionResult:
     import docker
 
-    from sandstack.client import Client
+    from sandstack.client import Client, NotFound
     from testbed.deploy import Deployment
     from testbed.harness.harness import Harness
 
@@ -66,6 +66,8 @@ def run(ctx: Context) -> SectionResult:
     sessions = [(POOLS[i % 2], f"bench-c-{i}") for i in range(2 * (warm + ondemand))]
     timings: dict[str, tuple[float, int]] = {}  # session → (ms, HTTP status: 201 created or bound)
     failures: list[str] = []
+    lost: list[str] = []  # claimed, then gone before the release
+    ended: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="sandstack-bench-concurrency-") as tmp:
         harness = Harness()
         deployment = Deployment(harness, Path(tmp), secret_config={"runtimeToken": TOKEN})
@@ -93,16 +95,22 @@ def run(ctx: Context) -> SectionResult:
                 thread.start()
             for thread in threads:
                 thread.join()
+            # A session that ended before its release (the sandbox's row says why) is reported, not fatal.
+            ended = {row["sandbox"]: row.get("detail") for row in host.sandboxes() if row.get("detail")}
             for _, session in sessions:
                 if session in timings:
-                    host.release(session)
+                    try:
+                        host.release(session)
+                    except NotFound:
+                        lost.append(session)
             api.close()
         finally:
             harness.teardown()
     warm_hits = [ms for ms, replica in timings.values() if replica < warm]
     created = [ms for ms, replica in timings.values() if replica >= warm]
     ctx.log(f"concurrency: {len(timings)} of {len(sessions)} claimed; warm p99 {_percentile(warm_hits, 99):.0f} ms; "
-            f"{len(failures)} failed" + (f" ({failures[0]})" if failures else ""))
+            f"{len(failures)} failed" + (f" ({failures[0]})" if failures else "") + f"; {len(lost)} ended before "
+            f"their release" + (f" ({sorted(set(ended.values()))[:3]})" if ended else ""))
     p50, p99 = _percentile(warm_hits, 50), _percentile(warm_hits, 99)
     result.figures += [
         Figure("concurrency.sessions", f"sessions claimed at once over 2 pools ({warm} warm + {ondemand} on demand "

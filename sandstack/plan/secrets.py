@@ -49,9 +49,11 @@ def plan_secrets(stack: str, pool: str, template: ResolvedTemplate) -> SecretsPl
         return None
     owner = owner_of(template.user)
     # A re-seed starts from an empty volume: a secret the spec removed or moved must not stay readable.
-    # The session secrets' tmpfs is mounted inside the read-only volume: its mount point must be in it already.
-    session = SESSION_SECRETS_DIR.removeprefix(SECRETS_DIR + "/")
-    script = ["set -e", f"find {SEED_DIR} -mindepth 1 -delete", f"mkdir -m 0755 {SEED_DIR}/{session}"]
+    # The session secrets' tmpfs is mounted inside the read-only volume: its mount point must be in it already,
+    # and a re-seed keeps it (removing a directory that is a mount point elsewhere detaches that mount in the
+    # running sandboxes).
+    session = f"{SEED_DIR}/{SESSION_SECRETS_DIR.removeprefix(SECRETS_DIR + '/')}"
+    script = ["set -e", f"find {SEED_DIR} -mindepth 1 ! -path {session} -delete", f"mkdir -p -m 0755 {session}"]
     uploads = []
     for i, s in enumerate(template.secrets):
         relative = s.path.removeprefix(SECRETS_DIR + "/")

@@ -94,9 +94,9 @@ class SessionSecrets(Strict):
         "exec's own `env` sets). Kept in the runtime's memory only, never stored or logged (the audit log records "
         "their names); dropped when the session ends.", **schema_extra(additionalProperties=False, maxProperties=64))
     files: dict[text(SECRET_FILE_PATTERN), text(NO_NUL, 65536)] = Field(
-        default_factory=dict, description="Written to /run/secrets/session/<name> (mode 0400, the sandbox's user), a "
-        "tmpfs: in memory, never in a snapshot or a hibernation's copy, gone at release. Kept in the runtime's memory "
-        "to write them again after a resume.", **schema_extra(additionalProperties=False, maxProperties=64))
+        default_factory=dict, description="Written as files <name> (mode 0400, the sandbox's user) to the session "
+        "secrets' tmpfs under the secret files' mount (docs/design/ondemand.md): in memory, never in a snapshot or a "
+        "hibernation's copy, gone at release. Kept in the runtime's memory to write them again after a resume.", **schema_extra(additionalProperties=False, maxProperties=64))
 
 
 class ClaimRequest(Strict):

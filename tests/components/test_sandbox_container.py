@@ -56,7 +56,9 @@ def test_a_sandbox_container_has_exactly_the_secure_defaults(build):
         "ports": [],
         "readOnly": True,
         "tmpfs": {"/tmp": f"rw,nosuid,nodev,noexec,size={64 * MiB},mode=1777",
-                  "/work": f"rw,nosuid,nodev,noexec,size={128 * MiB},mode=1777"},
+                  "/work": f"rw,nosuid,nodev,noexec,size={128 * MiB},mode=1777",
+                  # A claim's secret files (sandstack.plan.sandbox `session_secrets_tmpfs`): the user's alone.
+                  "/run/secrets/session": f"rw,nosuid,nodev,noexec,size={4 * MiB},mode=0700,uid=10001,gid=10001"},
         "shmSize": 16,
         "mounts": [{"type": "volume", "source": "sandstack-t_guard-state", "target": "/run/sandstack/guard",
                     "readOnly": True}],
@@ -148,7 +150,9 @@ def test_a_writable_root_on_a_quota_host_is_capped_at_limits_disk(build):
     _, c = _sandbox(build, template, hosts={"local": host(storage_quota=True)})
     assert (c.inputs["readOnly"], c.inputs["user"], c.inputs["workingDir"]) == (False, "1000:1000", "/work")
     # The working directory's tmpfs is the user's (Docker would leave it 0755 root when the image lacks it).
-    assert c.inputs["tmpfs"] == {"/work": f"rw,nosuid,nodev,noexec,size={128 * MiB},mode=1777,uid=1000,gid=1000"}
+    assert c.inputs["tmpfs"] == {"/work": f"rw,nosuid,nodev,noexec,size={128 * MiB},mode=1777,uid=1000,gid=1000",
+                                 "/run/secrets/session": f"rw,nosuid,nodev,noexec,size={4 * MiB},mode=0700,uid=1000,"
+                                                         "gid=1000"}
     assert c.inputs["storageOpts"] == {"size": str(1024 * MiB)}
     assert c.plan.host["StorageOpt"] == {"size": str(1024 * MiB)}
 

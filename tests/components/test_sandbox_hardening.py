@@ -9,6 +9,8 @@ from pathlib import Path
 from testbed.specs import changed, spec
 
 MiB = 1024**2
+# Every sandbox's tmpfs for a claim's secret files (sandstack.plan.sandbox `session_secrets_tmpfs`): noexec too.
+SESSION = {"/run/secrets/session": f"rw,nosuid,nodev,noexec,size={4 * MiB},mode=0700,uid=10001,gid=10001"}
 BASE = {
     "base_image": "busybox:1.36",
     "command": ["sh", "-c", "sleep 1d"],
@@ -24,7 +26,7 @@ def _sandbox(build, template: dict, **spec_extra):
 def test_writable_paths_are_noexec_by_default(build):
     c = _sandbox(build, BASE)
     assert c.inputs["tmpfs"] == {"/tmp": f"rw,nosuid,nodev,noexec,size={64 * MiB},mode=1777",
-                                 "/work": f"rw,nosuid,nodev,noexec,size={128 * MiB},mode=1777"}
+                                 "/work": f"rw,nosuid,nodev,noexec,size={128 * MiB},mode=1777", **SESSION}
     assert c.plan.host["Tmpfs"] == c.inputs["tmpfs"]
 
 
@@ -33,13 +35,13 @@ def test_a_writable_path_that_opts_in_is_exec_and_only_that_one(build):
                                                      {"path": "/work", "size": "128MiB", "exec": True}])
     c = _sandbox(build, template)
     assert c.inputs["tmpfs"] == {"/tmp": f"rw,nosuid,nodev,noexec,size={64 * MiB},mode=1777",
-                                 "/work": f"rw,nosuid,nodev,exec,size={128 * MiB},mode=1777"}
+                                 "/work": f"rw,nosuid,nodev,exec,size={128 * MiB},mode=1777", **SESSION}
 
 
 def test_the_built_in_tmp_is_noexec(build):
     template = {k: v for k, v in BASE.items() if k != "filesystem"}
     c = _sandbox(build, template)
-    assert c.inputs["tmpfs"] == {"/tmp": f"rw,nosuid,nodev,noexec,size={64 * MiB},mode=1777"}
+    assert c.inputs["tmpfs"] == {"/tmp": f"rw,nosuid,nodev,noexec,size={64 * MiB},mode=1777", **SESSION}
 
 
 def test_dev_shm_is_16_mib_by_default(build):

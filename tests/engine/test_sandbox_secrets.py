@@ -97,9 +97,10 @@ def test_seeder_ran_once_and_left_no_copy_in_its_staging_dir(stack):
     stream, _ = seeder.get_archive("/staging")
     members = tarfile.open(fileobj=io.BytesIO(b"".join(stream))).getmembers()
     assert [m.name for m in members] == ["staging"], [m.name for m in members]
-    # The volume holds exactly the declared files (and the directory for the nested one).
+    # The volume holds exactly the declared files (and the directory for the nested one), and the mount point of
+    # the session secrets' tmpfs, empty while no claim gave any.
     code, out = sh(stack.container("vault"), "cd /run/secrets && find . -mindepth 1 | sort")
-    assert out.split() == ["./db", "./db/password", "./token"], out
+    assert out.split() == ["./db", "./db/password", "./session", "./token"], out
 
 
 def test_a_secret_file_moved_in_the_spec_is_gone_from_the_running_sandbox(stack):
@@ -112,6 +113,9 @@ def test_a_secret_file_moved_in_the_spec_is_gone_from_the_running_sandbox(stack)
     assert result.error is None, result.error
     sandbox = stack.container("vault")
     code, out = sh(sandbox, "ls -A /run/secrets /run/secrets/db")
-    assert code == 0 and out.split() == ["/run/secrets:", "db", "moved", "/run/secrets/db:", "password"], out
+    assert code == 0 and out.split() == ["/run/secrets:", "db", "moved", "session", "/run/secrets/db:", "password"], out
+    # The session secrets' tmpfs is still mounted in the running sandbox: the re-seed kept its mount point.
+    code, out = sh(sandbox, "awk '$2 == \"/run/secrets/session\" {print $3}' /proc/mounts")
+    assert out.strip() == "tmpfs", out
     code, out = python(sandbox, "print(open('/run/secrets/moved').read(), end='')")
     assert code == 0 and out == FILE_VALUE, out
