@@ -13,6 +13,7 @@ Were the gate stricter than jsonschema somewhere (no case is known), jsonschema 
 
 from __future__ import annotations
 
+import _signal
 import re
 from functools import lru_cache
 from typing import Any
@@ -61,5 +62,13 @@ def _gate() -> jsonschema_rs.Draft202012Validator:
 
 
 def schema_valid(data: object) -> bool:
-    """Whether `data` satisfies the published schema, as jsonschema would judge it (see the module's note)."""
-    return _gate().is_valid(data)
+    """Whether `data` satisfies the published schema, as jsonschema would judge it (see the module's note).
+
+    SIGINT is held back for the few milliseconds of the Rust call: a KeyboardInterrupt raised in the pattern
+    keyword's Python code there is swallowed by jsonschema-rs (the gate answered "invalid", the interrupt was lost)
+    or printed as "Exception ignored" with a traceback. Held back, it is raised here once the call returns."""
+    held = _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT})
+    try:
+        return _gate().is_valid(data)
+    finally:
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, held)

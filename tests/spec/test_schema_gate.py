@@ -90,3 +90,32 @@ def test_an_invalid_spec_still_gets_jsonschemas_explained_errors(tmp_path) -> No
                                           "use one of 'runc', 'runsc'")
     assert run.stdout.splitlines()[1].startswith("1 jsonschema")
     assert run.stderr == "1 file checked, 0 valid, 1 invalid (1 error)\n"
+
+
+def test_ctrl_c_during_the_gate_is_raised_after_it_not_swallowed(monkeypatch) -> None:
+    """A SIGINT that lands in the pattern keyword's Python code, which jsonschema-rs calls from Rust: the interrupt
+    comes out as a KeyboardInterrupt once the gate returns (jsonschema-rs swallowed it as "invalid", or printed it
+    as "Exception ignored" with a traceback, and the command went on)."""
+    import os
+    import signal
+
+    from sandstack.spec import schema_gate
+
+    search = schema_gate._PythonPattern.validate
+    sent = []
+
+    def interrupted(self, instance):
+        if not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGINT)
+        return search(self, instance)
+
+    monkeypatch.setattr(schema_gate._PythonPattern, "validate", interrupted)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            schema_valid(_data(MINIMAL))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert sent == [True]
+    assert schema_valid(_data(MINIMAL))  # and the gate's answer is as before once nothing interrupts it
