@@ -8,13 +8,11 @@ import errno
 import gzip
 import os
 import re
-import shutil
 import tarfile
 import tempfile
 import threading
 import time
 import uuid
-import zipfile
 from collections import Counter
 from pathlib import Path, PurePosixPath
 from typing import IO, BinaryIO, Callable, Protocol
@@ -24,9 +22,8 @@ from sandstack.runtime import scripts
 from sandstack.runtime.backend import BackendError, CappedBuffer, SandboxGone, SandboxNotRunning
 from sandstack.runtime.errors import ApiError, conflict, forbidden, no_space, too_big
 from sandstack.runtime.leases import Leases, holding
-from sandstack.runtime.models import SNAPSHOT_PATTERN
-from sandstack.runtime.retention import per_session
-from sandstack.runtime.store import SandboxRow, SnapshotRow, Store
+from sandstack.runtime.snapshots import Snapshots
+from sandstack.runtime.store import SandboxRow, Store
 from sandstack.runtime.tarcheck import Bounded, Checked, Forged, PastBound, SinkFailed, write_tar, write_zip
 
 
@@ -50,7 +47,6 @@ class Runtime(Protocol):
 
 SPOOL = 8 * 1024 * 1024  # bytes kept in memory before a transfer spills to a file under the state dir
 KILL_TIMEOUT = 15  # seconds for the exec that ends a transfer cut off at its bound
-SNAPSHOT_ID = re.compile(SNAPSHOT_PATTERN.removeprefix("^").removesuffix("$"))
 ARCHIVE_FORMATS = {"tar.gz": "application/gzip", "zip": "application/zip"}
 
 
@@ -131,7 +127,7 @@ def _df_space(text: str) -> tuple[int | None, int | None]:
     return int(numbers[0]) * 1024, int(numbers[2]) * 1024
 
 
-class Workspace:
+class Workspace(Snapshots):
     def __init__(self, runtime: Runtime):
         self.runtime = runtime
         self.leases = runtime.leases
@@ -340,114 +336,3 @@ class Workspace:
             raise
         out.seek(0)
         return out
-
-    # Snapshots: a tar of each writable path, stored under the state dir
-
-    def snapshot_row(self, snapshot_id: str, pool: str | None = None) -> SnapshotRow:
-        row = self.runtime.store.snapshot(snapshot_id) if SNAPSHOT_ID.fullmatch(snapshot_id) else None
-        if row is None:
-            raise ApiError(404, f"snapshot {snapshot_id!r} is not on host {self.runtime.host!r}",
-                           snapshot=snapshot_id, host=self.runtime.host)
-        if pool is not None and row.pool != pool:
-            raise conflict(f"snapshot {snapshot_id!r} is of pool {row.pool!r}, not {pool!r}",
-                           snapshot=snapshot_id, pool=row.pool)
-        return row
-
-    def snapshot_usage(self, pool: str) -> int:
-        """Bytes the pool's snapshots take on this host (what retention and the storage bound count)."""
-        return sum(snap.size for snap in self.runtime.store.snapshots(pool=pool))
-
-    @holding  # no pause while it runs
-    def snapshot(self, name: str) -> SnapshotRow:
-        sandbox = self.runtime.usable(name)
-        spec = self.runtime.pool(sandbox.pool)
-        if not spec.writable:
-            raise conflict(f"pool {sandbox.pool!r} has no writable paths to snapshot", pool=sandbox.pool)
-        total = spec.snapshot_storage_bytes
-        with self._quota_lock:  # concurrent snapshots of a pool reserve their room, never the same room twice
-            used = self.snapshot_usage(sandbox.pool) + self._reserved[sandbox.pool]
-            if used >= total:
-                raise no_space(f"pool {sandbox.pool!r} has used {used} of its snapshot_storage of {total} bytes on "
-                               f"host {self.runtime.host!r}; delete snapshots (DELETE /v1/snapshots/ID) to make room",
-                               pool=sandbox.pool, used=used, limit=total)
-            bound = min(spec.download_limit_bytes, total - used)
-            self._reserved[sandbox.pool] += bound
-        snapshot_id = f"snap-{uuid.uuid4().hex}"
-        target = self.snapshot_dir / snapshot_id
-        try:
-            target.mkdir()
-            left = bound
-            for index, writable in enumerate(spec.writable):
-                stored = target / f"{index}.tar"
-                with open(stored, "wb") as out:
-                    self._relay(name, writable.path, left, lambda entries: write_tar(entries, out), "snapshotting",
-                                skip=writable.keep)
-                left -= stored.stat().st_size
-                if left < 0:
-                    raise PastBound(bound)
-        except PastBound as error:
-            shutil.rmtree(target, ignore_errors=True)
-            if bound < spec.download_limit_bytes:
-                raise no_space(f"the snapshot of sandbox {name!r} passed the {bound} bytes left of pool "
-                               f"{sandbox.pool!r}'s snapshot_storage of {total} bytes ({used} used on host "
-                               f"{self.runtime.host!r}); it was stopped there and nothing was kept",
-                               pool=sandbox.pool, used=used, limit=total) from error
-            raise too_big(f"the snapshot of sandbox {name!r}", bound, sandbox=name) from error
-        except OSError as error:
-            shutil.rmtree(target, ignore_errors=True)
-            raise self.storage_error(error, f"snapshotting sandbox {name!r}") from error
-        except BaseException:
-            shutil.rmtree(target, ignore_errors=True)
-            raise
-        finally:
-            with self._quota_lock:
-                self._reserved[sandbox.pool] -= bound
-        size = sum(f.stat().st_size for f in target.iterdir())
-        row = SnapshotRow(snapshot_id, sandbox.pool, name, sandbox.session, time.time(), size,
-                          "\n".join(w.path for w in spec.writable))
-        self.runtime.store.add_snapshot(row)
-        self.apply_retention(time.time())
-        return row
-
-    @holding  # no pause while it runs
-    def restore(self, name: str, snapshot_id: str) -> SnapshotRow:
-        sandbox = self.runtime.usable(name)
-        snap = self.snapshot_row(snapshot_id, sandbox.pool)
-        paths = snap.paths.split("\n")
-        declared = [w.path for w in self.runtime.pool(sandbox.pool).writable]
-        if paths != declared:
-            raise conflict(f"snapshot {snapshot_id!r} holds writable paths {paths}, but pool {sandbox.pool!r} now "
-                           f"has {declared}", snapshot=snapshot_id)
-        for index, writable in enumerate(self.runtime.pool(sandbox.pool).writable):
-            path = writable.path
-            # Only what passes the check goes back (a snapshot stored before the check existed included).
-            with open(self.snapshot_dir / snapshot_id / f"{index}.tar", "rb") as stored, self.spool() as tar:
-                try:
-                    with tarfile.open(fileobj=stored, mode="r|") as entries:
-                        write_tar(Checked(entries, snap.size), tar)
-                except (Forged, tarfile.TarError) as error:
-                    raise conflict(f"snapshot {snapshot_id!r} cannot be restored: its tar of {path!r} is not a "
-                                   f"workspace's ({error})", snapshot=snapshot_id) from error
-                tar.seek(0)
-                code, stderr = self._run(name, scripts.sh(scripts.RESTORE, *writable.keep), path, stdin=tar)
-            if code != 0:
-                raise self._fail(code, stderr, path, name, "restoring")
-        return snap
-
-    def delete_snapshot(self, snapshot_id: str) -> None:
-        self.snapshot_row(snapshot_id)
-        self.runtime.store.delete_snapshot(snapshot_id)
-        shutil.rmtree(self.snapshot_dir / snapshot_id, ignore_errors=True)
-
-    def apply_retention(self, now: float) -> list[str]:
-        """Deletes each session's snapshots beyond its own bound (sandstack.runtime.retention), then each pool's
-        beyond its count or older than its max age; returns their ids."""
-        removed = per_session(self.runtime.config, self.runtime.store, now, self.delete_snapshot)
-        for pool, spec in self.runtime.config.pools.items():
-            for index, snap in enumerate(self.runtime.store.snapshots(pool=pool)):
-                too_many = index >= spec.retention.count
-                too_old = now - snap.created_at > spec.retention.max_age_seconds
-                if too_many or too_old:
-                    self.delete_snapshot(snap.id)
-                    removed.append(snap.id)
-        return removed

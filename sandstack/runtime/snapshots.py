@@ -1,0 +1,136 @@
+"""Snapshots of a bound sandbox's writable paths: a tar of each, stored under the runtime's state dir, counted
+against the pool's snapshot_storage, restored through the same tar check as an upload. The snapshot half of
+sandstack.runtime.workspace.Workspace, which it is mixed into: it moves the bytes with the workspace's relay and
+scripts, run as the sandbox's own user."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tarfile
+import time
+import uuid
+
+from sandstack.runtime import scripts
+from sandstack.runtime.errors import ApiError, conflict, no_space, too_big
+from sandstack.runtime.leases import holding
+from sandstack.runtime.models import SNAPSHOT_PATTERN
+from sandstack.runtime.retention import per_session
+from sandstack.runtime.store import SnapshotRow
+from sandstack.runtime.tarcheck import Checked, Forged, PastBound, write_tar
+
+SNAPSHOT_ID = re.compile(SNAPSHOT_PATTERN.removeprefix("^").removesuffix("$"))
+
+
+class Snapshots:
+    """Needs the workspace's `runtime`, `snapshot_dir`, `spool`, `_relay`, `_run`, `_fail`, `storage_error`,
+    `_quota_lock` and `_reserved` (sandstack.runtime.workspace.Workspace sets them)."""
+
+    def snapshot_row(self, snapshot_id: str, pool: str | None = None) -> SnapshotRow:
+        row = self.runtime.store.snapshot(snapshot_id) if SNAPSHOT_ID.fullmatch(snapshot_id) else None
+        if row is None:
+            raise ApiError(404, f"snapshot {snapshot_id!r} is not on host {self.runtime.host!r}",
+                           snapshot=snapshot_id, host=self.runtime.host)
+        if pool is not None and row.pool != pool:
+            raise conflict(f"snapshot {snapshot_id!r} is of pool {row.pool!r}, not {pool!r}",
+                           snapshot=snapshot_id, pool=row.pool)
+        return row
+
+    def snapshot_usage(self, pool: str) -> int:
+        """Bytes the pool's snapshots take on this host (what retention and the storage bound count)."""
+        return sum(snap.size for snap in self.runtime.store.snapshots(pool=pool))
+
+    @holding  # no pause while it runs
+    def snapshot(self, name: str) -> SnapshotRow:
+        sandbox = self.runtime.usable(name)
+        spec = self.runtime.pool(sandbox.pool)
+        if not spec.writable:
+            raise conflict(f"pool {sandbox.pool!r} has no writable paths to snapshot", pool=sandbox.pool)
+        total = spec.snapshot_storage_bytes
+        with self._quota_lock:  # concurrent snapshots of a pool reserve their room, never the same room twice
+            used = self.snapshot_usage(sandbox.pool) + self._reserved[sandbox.pool]
+            if used >= total:
+                raise no_space(f"pool {sandbox.pool!r} has used {used} of its snapshot_storage of {total} bytes on "
+                               f"host {self.runtime.host!r}; delete snapshots (DELETE /v1/snapshots/ID) to make room",
+                               pool=sandbox.pool, used=used, limit=total)
+            bound = min(spec.download_limit_bytes, total - used)
+            self._reserved[sandbox.pool] += bound
+        snapshot_id = f"snap-{uuid.uuid4().hex}"
+        target = self.snapshot_dir / snapshot_id
+        try:
+            target.mkdir()
+            left = bound
+            for index, writable in enumerate(spec.writable):
+                stored = target / f"{index}.tar"
+                with open(stored, "wb") as out:
+                    self._relay(name, writable.path, left, lambda entries: write_tar(entries, out), "snapshotting",
+                                skip=writable.keep)
+                left -= stored.stat().st_size
+                if left < 0:
+                    raise PastBound(bound)
+        except PastBound as error:
+            shutil.rmtree(target, ignore_errors=True)
+            if bound < spec.download_limit_bytes:
+                raise no_space(f"the snapshot of sandbox {name!r} passed the {bound} bytes left of pool "
+                               f"{sandbox.pool!r}'s snapshot_storage of {total} bytes ({used} used on host "
+                               f"{self.runtime.host!r}); it was stopped there and nothing was kept",
+                               pool=sandbox.pool, used=used, limit=total) from error
+            raise too_big(f"the snapshot of sandbox {name!r}", bound, sandbox=name) from error
+        except OSError as error:
+            shutil.rmtree(target, ignore_errors=True)
+            raise self.storage_error(error, f"snapshotting sandbox {name!r}") from error
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
+        finally:
+            with self._quota_lock:
+                self._reserved[sandbox.pool] -= bound
+        size = sum(f.stat().st_size for f in target.iterdir())
+        row = SnapshotRow(snapshot_id, sandbox.pool, name, sandbox.session, time.time(), size,
+                          "\n".join(w.path for w in spec.writable))
+        self.runtime.store.add_snapshot(row)
+        self.apply_retention(time.time())
+        return row
+
+    @holding  # no pause while it runs
+    def restore(self, name: str, snapshot_id: str) -> SnapshotRow:
+        sandbox = self.runtime.usable(name)
+        snap = self.snapshot_row(snapshot_id, sandbox.pool)
+        paths = snap.paths.split("\n")
+        declared = [w.path for w in self.runtime.pool(sandbox.pool).writable]
+        if paths != declared:
+            raise conflict(f"snapshot {snapshot_id!r} holds writable paths {paths}, but pool {sandbox.pool!r} now "
+                           f"has {declared}", snapshot=snapshot_id)
+        for index, writable in enumerate(self.runtime.pool(sandbox.pool).writable):
+            path = writable.path
+            # Only what passes the check goes back (a snapshot stored before the check existed included).
+            with open(self.snapshot_dir / snapshot_id / f"{index}.tar", "rb") as stored, self.spool() as tar:
+                try:
+                    with tarfile.open(fileobj=stored, mode="r|") as entries:
+                        write_tar(Checked(entries, snap.size), tar)
+                except (Forged, tarfile.TarError) as error:
+                    raise conflict(f"snapshot {snapshot_id!r} cannot be restored: its tar of {path!r} is not a "
+                                   f"workspace's ({error})", snapshot=snapshot_id) from error
+                tar.seek(0)
+                code, stderr = self._run(name, scripts.sh(scripts.RESTORE, *writable.keep), path, stdin=tar)
+            if code != 0:
+                raise self._fail(code, stderr, path, name, "restoring")
+        return snap
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        self.snapshot_row(snapshot_id)
+        self.runtime.store.delete_snapshot(snapshot_id)
+        shutil.rmtree(self.snapshot_dir / snapshot_id, ignore_errors=True)
+
+    def apply_retention(self, now: float) -> list[str]:
+        """Deletes each session's snapshots beyond its own bound (sandstack.runtime.retention), then each pool's
+        beyond its count or older than its max age; returns their ids."""
+        removed = per_session(self.runtime.config, self.runtime.store, now, self.delete_snapshot)
+        for pool, spec in self.runtime.config.pools.items():
+            for index, snap in enumerate(self.runtime.store.snapshots(pool=pool)):
+                too_many = index >= spec.retention.count
+                too_old = now - snap.created_at > spec.retention.max_age_seconds
+                if too_many or too_old:
+                    self.delete_snapshot(snap.id)
+                    removed.append(snap.id)
+        return removed
