@@ -206,11 +206,10 @@ class OnDemandSlots:
         with runtime.transition(name):
             runtime.store.update(name, status="resetting", session=None, paused_by=None)
             try:
+                runtime.end_session(name)
                 state = runtime.backend.state(name)
                 if state.status != "missing":
                     runtime.stop_and_empty(name, state)
-                else:
-                    runtime.end_session(name)
                 self.provisioner.remove(name)
             except DaemonUnavailable:
                 raise

@@ -266,9 +266,9 @@ class Runtime(Monitor):
 
     def _reset(self, name: str, *, start: bool = True, detail: str | None = None) -> None:
         spec = self.pool(self.sandbox(name).pool)
+        self.end_session(name)
         state = self.backend.state(name)
         if state.status == "missing":
-            self.end_session(name)
             raise SandboxGone(f"container {name!r} does not exist on this host")
         expired = self._expired(state)
         self.stop_and_empty(name, state)
@@ -291,8 +291,8 @@ class Runtime(Monitor):
 
     def stop_and_empty(self, name: str, state: ContainerState) -> None:
         """The session's end on the container (a reset's, an on-demand retire's): stopped, disk workspaces emptied.
-        Any failure raises: the caller quarantines the sandbox, never hands it out half clean."""
-        self.end_session(name)
+        Any failure raises: the caller quarantines the sandbox, never hands it out half clean. The caller has
+        ended the session first (`end_session`), whatever the container's state."""
         if state.status == "paused":
             self.backend.unpause(name)
         # Stopped first: no process of the session runs on, or writes, while its files are removed.
