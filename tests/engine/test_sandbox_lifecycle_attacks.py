@@ -163,10 +163,13 @@ def test_readiness_probes_do_not_count_as_activity(stack):
     sandbox = stack.container("probed")
     final = ended(sandbox)
     assert final["ExitCode"] == EXIT_IDLE, final
-    guard_expiry(stack, sandbox, "idle timeout", IDLE, EXIT_IDLE)
+    record = guard_expiry(stack, sandbox, "idle timeout", IDLE, EXIT_IDLE)
     sandbox.reload()
-    # It was probed all along (the health log holds the last runs), and still went idle.
-    assert len(sandbox.attrs["State"]["Health"]["Log"]) >= 3, sandbox.attrs["State"]["Health"]
+    # A probe ran inside the idle window the guard counted (after its clock started, before it acted), and the
+    # clock was not restarted by it. How many probes ran depends on how busy the machine was, so no count.
+    health = sandbox.attrs["State"]["Health"]
+    probes = [docker_time(run["Start"]) for run in health["Log"]]
+    assert any(record.since + 1 <= probe <= record.now for probe in probes), (record, health)
 
 
 def _events(container, kind: str) -> list[dict]:
