@@ -229,6 +229,7 @@ class OnDemandSlots:
             self.reconcile()
         if not self.is_slot(row.name):
             return row.status in QUIET
+        row = self.runtime.store.sandbox(row.name) or row  # as it is now: a claim may have bound it since the list
         if row.status in QUIET:
             return True
         if row.status in ("unhealthy", "quarantined", "resetting", "idle", "expired"):

@@ -1,7 +1,8 @@
 """The runtime's state in SQLite: each declared sandbox's status and session, and the snapshots.
 
-One connection, one lock, and `BEGIN IMMEDIATE` for every change: concurrent claims are serialised, so 20
-claims on a pool of 4 bind exactly 4 sandboxes. The file lives on the host's state volume, so sessions and
+One connection, one lock, and `BEGIN IMMEDIATE` for every change. A claim binds with a compare-and-set
+(`update_if`: the row still idle), so 20 claims on a pool of 4 bind exactly 4 sandboxes, and no Docker call is
+made while the lock is held (sandstack.runtime.claims). The file lives on the host's state volume, so sessions and
 snapshots outlive a restart of the runtime.
 """
 
@@ -125,6 +126,20 @@ class Store:
             return
         with self.transaction() as tx:
             tx.execute(f"UPDATE sandboxes SET {assignments} WHERE name = ?", (*fields.values(), name))
+
+    def update_if(self, name: str, expect: dict[str, object], db: sqlite3.Connection | None = None,
+                  **fields: object) -> bool:
+        """Compare-and-set: the change only if the row still holds `expect` (a status, a session...); whether it
+        did. A decision taken on a row read before a Docker call must not undo what another thread did meanwhile
+        (a claim that bound it, a release)."""
+        assignments = ", ".join(f"{key} = ?" for key in fields)
+        conditions = "".join(f" AND {key} IS ?" for key in expect)  # IS: a NULL session compares equal
+        sql = f"UPDATE sandboxes SET {assignments} WHERE name = ?{conditions}"
+        params = (*fields.values(), name, *expect.values())
+        if db is not None:
+            return db.execute(sql, params).rowcount == 1
+        with self.transaction() as tx:
+            return tx.execute(sql, params).rowcount == 1
 
     def touch(self, name: str) -> None:
         """API activity: the idle clock restarts."""

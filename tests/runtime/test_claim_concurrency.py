@@ -1,0 +1,191 @@
+"""Concurrent claims against a slow Docker (issue 22's concurrency goal): a warm claim asks Docker with no store lock
+held and binds by compare-and-set (sandstack.runtime.claims); the monitor's verdicts and the on-demand retire do
+not undo a binding made while Docker was being asked."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from sandstack.runtime.backend import DaemonUnavailable
+from sandstack.runtime.errors import ApiError
+from sandstack.runtime.service import Runtime
+from tests.runtime.conftest import PY, WEB, make_config
+from tests.runtime.fake_backend import FakeBackend
+from tests.runtime.ondemand_helpers import SLOTS, WARM, FakeProvisioner, od_config
+
+
+class SlowDocker(FakeBackend):
+    """The fake backend whose `state` (Docker's inspect) can be slowed, counted and interrupted by a test."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.delay = 0.0
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.counter = threading.Condition()
+        self.meanwhile: dict[str, object] = {}  # sandbox → what happens while Docker answers about it (once)
+        self.on_state = None  # called inside every state call (a probe of what the caller holds)
+
+    def state(self, name: str):
+        answer = super().state(name)  # Docker's answer is as the container was when asked
+        with self.counter:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            self.counter.notify_all()
+        try:
+            if self.on_state:
+                self.on_state(name)
+            if name in self.meanwhile:
+                self.meanwhile.pop(name)()
+            time.sleep(self.delay * random.uniform(0.5, 1.5) if self.delay else 0)
+        finally:
+            with self.counter:
+                self.in_flight -= 1
+        return answer
+
+    def wait_overlap(self, count: int, timeout: float) -> None:
+        """Hold this call until `count` calls are in flight at once (or the timeout passes)."""
+        with self.counter:
+            self.counter.wait_for(lambda: self.in_flight >= count, timeout)
+
+
+@pytest.fixture
+def slow(tmp_path: Path):
+    backend = SlowDocker(tmp_path / "containers", PY + WEB, {"/workspace": "tmpfs", "/tmp": "tmpfs"})
+    runtime = Runtime(make_config(), backend, tmp_path / "state")
+    yield runtime, backend
+    backend.close()
+
+
+def test_concurrent_warm_claims_ask_docker_at_the_same_time(slow):
+    runtime, backend = slow
+    # Each inspect waits (up to 3 s) for the others: under a lock held across the call they could never overlap.
+    backend.on_state = lambda name: backend.wait_overlap(len(PY), timeout=3)
+    with ThreadPoolExecutor(max_workers=len(PY)) as pool:
+        claimed = list(pool.map(lambda i: runtime.claim("py", f"s-{i}"), range(len(PY))))
+    assert backend.most_in_flight == len(PY)
+    assert sorted(row.name for row, created in claimed if created) == PY
+
+
+def test_no_store_lock_is_held_while_a_claim_asks_docker(slow):
+    runtime, backend = slow
+    free: list[bool] = []
+
+    def lock_is_free(name: str) -> None:
+        # Another thread (a claim, the monitor, an exec's touch) must get the store's lock during the call.
+        probe = threading.Thread(target=lambda: free.append(runtime.store._lock.acquire(timeout=2)
+                                                            and (runtime.store._lock.release() or True)))
+        probe.start()
+        probe.join()
+
+    backend.on_state = lock_is_free
+    runtime.claim("py", "chat-1")
+    backend.status[PY[1]] = "dead"  # the next claim checks a dead one, marks it and binds the one after
+    row, _ = runtime.claim("py", "chat-2")
+    assert (row.name, runtime.sandbox(PY[1]).status) == (PY[2], "unhealthy")
+    assert free == [True, True, True]
+
+
+def test_many_threads_never_get_one_sandbox_twice_with_the_monitor_running(slow):
+    runtime, backend = slow
+    backend.delay = 0.005
+    stop = threading.Event()
+
+    def monitor() -> None:
+        while not stop.is_set():
+            runtime.monitor_once()
+
+    watcher = threading.Thread(target=monitor)
+    watcher.start()
+
+    def claim(i: int) -> tuple[str, str] | int:
+        try:
+            row, created = runtime.claim("py", f"s-{i}")
+        except ApiError as error:
+            return error.status
+        assert created
+        return row.name, f"s-{i}"
+
+    try:
+        with ThreadPoolExecutor(max_workers=32) as pool:
+            results = list(pool.map(claim, range(64)))
+    finally:
+        stop.set()
+        watcher.join()
+    bound = [r for r in results if isinstance(r, tuple)]
+    assert sorted(name for name, _ in bound) == PY  # each sandbox once
+    assert [r for r in results if not isinstance(r, tuple)] == [503] * (64 - len(PY))
+    assert {runtime.sandbox(name).session for name, _ in bound} == {session for _, session in bound}
+    assert backend.most_in_flight > 1
+
+
+def test_a_candidate_changed_while_docker_was_asked_is_not_bound_and_the_claim_takes_the_next(slow):
+    runtime, backend = slow
+    # The monitor (or anything else) takes PY[0] out of service while the claim's inspect of it is running.
+    backend.meanwhile[PY[0]] = lambda: runtime.store.update(PY[0], status="unhealthy", detail="judged meanwhile")
+    row, created = runtime.claim("py", "chat-1")
+    assert (row.name, created, row.session) == (PY[1], True, "chat-1")
+    first = runtime.sandbox(PY[0])
+    assert (first.status, first.session, first.detail) == ("unhealthy", None, "judged meanwhile")
+    assert not runtime.busy(PY[0]) and not runtime.busy(PY[1])
+
+
+def test_a_docker_failure_during_the_check_binds_nothing(slow):
+    runtime, backend = slow
+
+    def down() -> None:
+        backend.daemon_down = True
+
+    backend.meanwhile[PY[0]] = down  # the inspect answered, then the daemon went away: the next call fails
+    backend.status[PY[0]] = "dead"
+    with pytest.raises(DaemonUnavailable):  # the API answers it 503
+        runtime.claim("py", "chat-1")
+    backend.daemon_down = False
+    assert [(r.status, r.session) for r in runtime.store.sandboxes("py")] == \
+        [("unhealthy", None)] + [("idle", None)] * 3
+    assert runtime.claims._checking == set()
+
+
+def test_the_monitor_does_not_end_a_session_bound_while_it_asked_docker(slow):
+    runtime, backend = slow
+    for i in range(3):
+        runtime.claim("py", f"early-{i}")
+    last = PY[3]
+    backend.status[last] = "missing"  # not created yet when the monitor asks (a runtime started before its stack)
+
+    def created_and_claimed() -> None:
+        backend.status[last] = "running"
+        claimant = threading.Thread(target=lambda: runtime.claim("py", "late"))
+        claimant.start()
+        claimant.join()
+
+    backend.meanwhile[last] = created_and_claimed
+    runtime.monitor_once()
+    row = runtime.sandbox(last)
+    assert (row.status, row.session, row.detail) == ("bound", "late", None)
+
+
+def test_the_monitor_does_not_retire_an_on_demand_slot_bound_after_its_list(tmp_path: Path):
+    backend = SlowDocker(tmp_path / "containers", [WARM], {"/workspace": "tmpfs", "/tmp": "tmpfs"})
+    backend.provisioner = FakeProvisioner(backend)
+    runtime = Runtime(od_config(), backend, tmp_path / "state")
+    try:
+        runtime.claim("od", "warm-session")
+        # A slot left idle (a failed claim's reset leaves one so until the monitor retires it).
+        slot = SLOTS[0]
+        backend.provisioner.create(slot, runtime.config.pools["od"].ondemand.body(slot))
+        runtime.store.update(slot, status="idle")
+        # While the pass asks Docker about the warm sandbox, a claim binds the idle slot the pass listed as idle.
+        backend.meanwhile[WARM] = lambda: runtime.claim("od", "late")
+        runtime.monitor_once()
+        row = runtime.sandbox(slot)
+        assert (row.status, row.session) == ("bound", "late")
+        assert backend.status[slot] == "running"
+    finally:
+        backend.close()
