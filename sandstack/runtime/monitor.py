@@ -112,7 +112,10 @@ class Monitor:
         """The pass's verdict on a row, written only if the row is still as read before Docker was asked: a claim
         may have bound it meanwhile, or a release and a claim given it to another session (Docker's answer takes
         long on a busy host). Whether it was written."""
-        return self.store.update_if(row.name, {"status": row.status, "session": row.session}, **fields)
+        written = self.store.update_if(row.name, {"status": row.status, "session": row.session}, **fields)
+        if written and fields.get("detail"):  # the row's detail is gone after the reset: the log keeps why
+            log.warning("monitor: sandbox %s is %s: %s", row.name, fields["status"], fields["detail"])
+        return written
 
     def _cpu_active(self, name: str, now: float) -> bool:
         """Whether the sandbox used more CPU than an idle one since the last sample (measured from outside)."""

@@ -189,3 +189,32 @@ def test_the_monitor_does_not_retire_an_on_demand_slot_bound_after_its_list(tmp_
         assert backend.status[slot] == "running"
     finally:
         backend.close()
+
+
+def test_a_warm_claim_does_not_wait_for_an_on_demand_creation(tmp_path: Path):
+    backend = SlowDocker(tmp_path / "containers", [WARM], {"/workspace": "tmpfs", "/tmp": "tmpfs"})
+    provisioner = backend.provisioner = FakeProvisioner(backend)
+    runtime = Runtime(od_config(), backend, tmp_path / "state")
+    creating, go_on = threading.Event(), threading.Event()
+    create = provisioner.create
+
+    def slow_create(name: str, body: dict) -> None:  # Docker's create of a new container, held by the test
+        creating.set()
+        assert go_on.wait(10)
+        create(name, body)
+
+    provisioner.create = slow_create
+    try:
+        runtime.claim("od", "a")
+        creator = ThreadPoolExecutor(max_workers=1)
+        pending = creator.submit(runtime.claim, "od", "b")  # no warm one idle: created on demand
+        assert creating.wait(5)
+        runtime.release("a")
+        row, created = runtime.claim("od", "c")  # while "b"'s container is still being created
+        assert (row.name, created, pending.done()) == (WARM, True, False)
+        go_on.set()
+        assert pending.result(timeout=10)[0].name == SLOTS[0]
+        creator.shutdown()
+    finally:
+        go_on.set()
+        backend.close()
