@@ -29,6 +29,7 @@ from sandstack.runtime.store import SandboxRow
 
 log = logging.getLogger("sandstack.runtime")
 QUIET = ("absent", "creating", "hibernated")  # rows the monitor's health check leaves alone
+OUT_OF_SERVICE = ("quarantined", "expired", "unhealthy", "resetting")  # no session's, handed out to none
 
 
 class Provisioner(Protocol):
@@ -176,11 +177,17 @@ class OnDemandSlots:
                                         "has ended")
 
     def at_ceiling(self, pool: str) -> ApiError:
+        """503, naming the sandboxes out of service: a warm one being reset or repaired counts toward the ceiling
+        though no session has it (a claim then finds the pool full before its ceiling's worth of sessions)."""
         spec = self.runtime.pool(pool)
         ceiling = spec.ondemand.ceiling
+        out = [row for row in self.runtime.store.sandboxes(pool) if row.status in OUT_OF_SERVICE]
+        why = "; ".join(f"{row.name} is {row.status}" + (f" ({row.detail})" if row.detail else "") for row in out)
+        extra = {"out_of_service": {row.name: row.status for row in out}} if out else {}
         return ApiError(503, f"no capacity: pool {pool!r} on host {self.runtime.host!r} is at its ceiling of "
                              f"{ceiling} sandboxes ({len(spec.sandboxes)} warm, {len(spec.ondemand.slots)} on "
-                             "demand), none idle", pool=pool, host=self.runtime.host, ceiling=ceiling)
+                             "demand), none idle" + (f" ({len(out)} out of service: {why})" if out else ""),
+                        pool=pool, host=self.runtime.host, ceiling=ceiling, **extra)
 
     def _create(self, name: str, body: dict[str, Any], wait_seconds: int) -> None:
         self.provisioner.remove(name)  # a runtime that stopped mid-creation may have left one

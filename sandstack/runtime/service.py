@@ -39,7 +39,7 @@ from sandstack.runtime.hibernate import Hibernation
 from sandstack.runtime.leases import Leases, holding
 from sandstack.runtime.metrics import Metrics, NoMetrics
 from sandstack.runtime.monitor import Monitor
-from sandstack.runtime.ondemand import OnDemandSlots, provisioner_for
+from sandstack.runtime.ondemand import OUT_OF_SERVICE, OnDemandSlots, provisioner_for
 from sandstack.runtime.models import ENV_NAME_PATTERN, SESSION_HINT, SESSION_PATTERN
 from sandstack.runtime.processes import Processes
 from sandstack.runtime.store import SandboxRow, Store
@@ -49,7 +49,6 @@ log = logging.getLogger("sandstack.runtime")
 
 # fullmatch: a pattern's '$' lets Python's re take a trailing newline.
 SESSION_ID = re.compile(SESSION_PATTERN.removeprefix("^").removesuffix("$"))
-OUT_OF_SERVICE = ("quarantined", "expired", "unhealthy", "resetting")  # never handed out
 
 
 class Runtime(Monitor):

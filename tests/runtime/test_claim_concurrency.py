@@ -218,3 +218,22 @@ def test_a_warm_claim_does_not_wait_for_an_on_demand_creation(tmp_path: Path):
     finally:
         go_on.set()
         backend.close()
+
+
+def test_at_the_ceiling_the_503_names_a_warm_sandbox_out_of_service(tmp_path: Path):
+    backend = SlowDocker(tmp_path / "containers", [WARM], {"/workspace": "tmpfs", "/tmp": "tmpfs"})
+    backend.provisioner = FakeProvisioner(backend)
+    runtime = Runtime(od_config(), backend, tmp_path / "state")
+    try:
+        # The warm sandbox is not handed out (the monitor found it missing: the runtime started before it existed).
+        runtime.store.update(WARM, status="unhealthy", detail="container is missing")
+        runtime.claim("od", "a")
+        runtime.claim("od", "b")
+        with pytest.raises(ApiError) as refused:
+            runtime.claim("od", "c")
+        assert (refused.value.status, refused.value.message, refused.value.fields) == (503, (
+            "no capacity: pool 'od' on host 'local' is at its ceiling of 3 sandboxes (1 warm, 2 on demand), none "
+            f"idle (1 out of service: {WARM} is unhealthy (container is missing))"),
+            {"pool": "od", "host": "local", "ceiling": 3, "out_of_service": {WARM: "unhealthy"}})
+    finally:
+        backend.close()
