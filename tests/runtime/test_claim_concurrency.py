@@ -237,3 +237,29 @@ def test_at_the_ceiling_the_503_names_a_warm_sandbox_out_of_service(tmp_path: Pa
             {"pool": "od", "host": "local", "ceiling": 3, "out_of_service": {WARM: "unhealthy"}})
     finally:
         backend.close()
+
+
+def test_the_api_serves_more_than_40_claims_at_once(tmp_path: Path):
+    from fastapi.testclient import TestClient
+
+    from sandstack.plan.runtime import PoolRuntime, RuntimeConfig
+    from sandstack.runtime.app import create_app
+    from tests.runtime.conftest import TOKEN, WRITABLE
+
+    names = [f"sandstack-t-big-{i}" for i in range(60)]
+    backend = SlowDocker(tmp_path / "containers", names, {"/workspace": "tmpfs", "/tmp": "tmpfs"})
+    config = RuntimeConfig(host="local", pools={"big": PoolRuntime(tuple(names), "/workspace", WRITABLE)})
+    runtime = Runtime(config, backend, tmp_path / "state")
+    # Each claim's inspect waits (up to 3 s) for all 60: anyio's default pool of 40 threads would hold 20 back.
+    backend.on_state = lambda name: (backend.most_in_flight < len(names)
+                                     and backend.wait_overlap(len(names), timeout=3))
+    try:
+        with TestClient(create_app(runtime, token=TOKEN, monitor=False),
+                        headers={"Authorization": f"Bearer {TOKEN}"}) as api:
+            with ThreadPoolExecutor(max_workers=len(names)) as pool:
+                codes = list(pool.map(lambda i: api.post("/v1/sessions", json={"pool": "big", "session": f"s-{i}"})
+                                      .status_code, range(len(names))))
+        assert codes == [201] * len(names)
+        assert backend.most_in_flight == len(names)
+    finally:
+        backend.close()
