@@ -114,7 +114,8 @@ def claim(body: ClaimRequest, request: Request) -> Any:
         # them from that claim (its own secrets), not from this one, which cannot write into it yet.
         if (body.secrets.files or had_files) and row.status != "creating":
             secret_files.write(runtime, row.name, body.secrets.files)
-    return AsciiJSON(runtime.describe(row), status_code=201 if created else 200)
+    # A new binding's container was just found running (or started, or created and ready): not asked again.
+    return AsciiJSON(runtime.describe(row, "running" if created else None), status_code=201 if created else 200)
 
 
 @router.get("/sessions/{session}", response_model=SandboxStatus, operation_id="get_session")

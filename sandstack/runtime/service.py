@@ -145,11 +145,13 @@ class Runtime(Monitor):
             raise not_found("session", session, self.host)
         return row
 
-    def describe(self, row: SandboxRow) -> dict[str, object]:
-        try:
-            container = self.backend.state(row.name).status
-        except DaemonUnavailable:
-            container = "unknown"
+    def describe(self, row: SandboxRow, container: str | None = None) -> dict[str, object]:
+        """`container`: Docker's status when the caller just learnt it (a claim: no second inspect)."""
+        if container is None:
+            try:
+                container = self.backend.state(row.name).status
+            except DaemonUnavailable:
+                container = "unknown"
         idle = None if row.last_activity is None else round(time.time() - row.last_activity, 1)
         return {"sandbox": row.name, "pool": row.pool, "host": self.host, "status": row.status,
                 "session": row.session, "bound_at": row.bound_at, "from_snapshot": row.from_snapshot,

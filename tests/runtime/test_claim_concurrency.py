@@ -263,3 +263,23 @@ def test_the_api_serves_more_than_40_claims_at_once(tmp_path: Path):
         assert backend.most_in_flight == len(names)
     finally:
         backend.close()
+
+
+def test_a_warm_hit_asks_docker_once(tmp_path: Path):
+    from fastapi.testclient import TestClient
+
+    from sandstack.runtime.app import create_app
+    from tests.runtime.conftest import TOKEN
+
+    backend = SlowDocker(tmp_path / "containers", PY + WEB, {"/workspace": "tmpfs", "/tmp": "tmpfs"})
+    asked: list[str] = []
+    backend.on_state = asked.append
+    api = TestClient(create_app(Runtime(make_config(), backend, tmp_path / "state"), token=TOKEN, monitor=False),
+                     headers={"Authorization": f"Bearer {TOKEN}"})
+    try:
+        claimed = api.post("/v1/sessions", json={"pool": "py", "session": "chat-1"})
+        assert (claimed.status_code, claimed.json()["container"], asked) == (201, "running", [PY[0]])
+        again = api.post("/v1/sessions", json={"pool": "py", "session": "chat-1"})  # not a new binding: asked
+        assert (again.status_code, again.json()["container"], asked) == (200, "running", [PY[0], PY[0]])
+    finally:
+        backend.close()
