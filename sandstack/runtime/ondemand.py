@@ -22,7 +22,7 @@ import docker
 import requests
 
 from sandstack.plan.recipe import LABEL_ONDEMAND, LABEL_RECIPE
-from sandstack.runtime.backend import BackendError, DaemonUnavailable
+from sandstack.runtime.backend import BackendError, DaemonUnavailable, SandboxNotRunning
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.readiness import Probe, probe_of, wait_ready
 from sandstack.runtime.store import SandboxRow
@@ -190,10 +190,14 @@ class OnDemandSlots:
                         pool=pool, host=self.runtime.host, ceiling=ceiling, **extra)
 
     def _create(self, name: str, body: dict[str, Any], wait_seconds: int) -> None:
-        self.provisioner.remove(name)  # a runtime that stopped mid-creation may have left one
         # A new container: its start is not a restart of the session's (the monitor compares StartedAt).
         self.runtime._started.pop(name, None)
-        self.provisioner.create(name, body)
+        try:
+            self.provisioner.create(name, body)
+        except SandboxNotRunning:  # Docker's 409: the name is taken, by one a runtime stopped mid-creation left
+            # Removed only then: a remove before every create cost each claim a Docker call (issue 22's ratio).
+            self.provisioner.remove(name)
+            self.provisioner.create(name, body)
         wait_ready(self.provisioner, self.runtime.backend, name, wait_seconds)
 
     def _discard(self, name: str, detail: str) -> None:

@@ -283,3 +283,21 @@ def test_a_warm_hit_asks_docker_once(tmp_path: Path):
         assert (again.status_code, again.json()["container"], asked) == (200, "running", [PY[0], PY[0]])
     finally:
         backend.close()
+
+
+def test_an_on_demand_creation_removes_only_a_leftover_container(tmp_path: Path):
+    backend = SlowDocker(tmp_path / "containers", [WARM], {"/workspace": "tmpfs", "/tmp": "tmpfs"})
+    provisioner = backend.provisioner = FakeProvisioner(backend)
+    runtime = Runtime(od_config(), backend, tmp_path / "state")
+    try:
+        runtime.claim("od", "warm")
+        runtime.claim("od", "a")  # no container of the slot: created at once, nothing removed first
+        assert [call for call in backend.calls if call[0] in ("create", "remove")] == [("create", SLOTS[0])]
+        backend.status[SLOTS[1]] = "exited"  # one a runtime stopped mid-creation left under the slot's name
+        backend.calls.clear()
+        row, created = runtime.claim("od", "b")
+        assert (row.name, created, row.status) == (SLOTS[1], True, "bound")
+        assert [call for call in backend.calls if call[0] in ("create", "remove")] == [("remove", SLOTS[1]),
+                                                                                       ("create", SLOTS[1])]
+    finally:
+        backend.close()
