@@ -89,8 +89,7 @@ class WarmClaims:
         """An idle sandbox of the pool no other claim is checking, reserved; None when none is idle."""
         with self._changed:
             while True:
-                idle = [row.name for row in self.runtime.store.sandboxes(pool)
-                        if row.status == "idle" and row.name not in tried]
+                idle = [name for name in self.runtime.store.idle(pool) if name not in tried]
                 free = [name for name in idle if name not in self._checking]
                 if free:
                     self._checking.add(free[0])
