@@ -84,6 +84,7 @@ def run(ctx: Context) -> SectionResult:
     timings: dict[str, tuple[float, int]] = {}  # session → (ms, HTTP status: 201 created or bound)
     failures: list[str] = []
     lost: list[str] = []  # claimed, then gone before the release
+    sandbox_of: dict[str, str] = {}
     ended: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="sandstack-bench-concurrency-") as tmp:
         harness = Harness()
@@ -112,6 +113,7 @@ def run(ctx: Context) -> SectionResult:
                     failures.append(f"{session}: {error}")
                     return
                 timings[session] = ((time.perf_counter() - started) * 1000, int(info["sandbox"].rsplit("-", 1)[1]))
+                sandbox_of[session] = info["sandbox"]
 
             threads = [threading.Thread(target=claim, args=s) for s in sessions]
             for thread in threads:
@@ -128,8 +130,12 @@ def run(ctx: Context) -> SectionResult:
                         lost.append(session)
             api.close()
             if lost or failures:  # why, from the runtime's own log (a row's detail is gone once it is reset)
-                runtime_log = client.containers.get(deployment.name("runtime")).logs(tail=2000).decode(errors="replace")
-                for line in [line for line in runtime_log.splitlines() if "WARNING" in line][:20]:
+                runtime_log = client.containers.get(deployment.name("runtime")).logs().decode(errors="replace")
+                names = {*lost, *(sandbox_of[s] for s in lost)}
+                ctx.log(f"concurrency: ended before their release: {sorted((s, sandbox_of[s]) for s in lost)}")
+                for line in [line for line in runtime_log.splitlines()
+                             if "WARNING" in line or any(f"{n} " in line or f"{n}\"" in line or line.endswith(n)
+                                                         for n in names)][:40]:
                     ctx.log(f"concurrency: runtime: {line}")
         finally:
             harness.teardown()
