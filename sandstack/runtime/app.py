@@ -56,6 +56,7 @@ from sandstack.runtime.session_api import add_routes as add_session_routes
 from sandstack.runtime.store import SnapshotRow
 from sandstack.runtime.credentials import check_names
 from sandstack.runtime.retention import own_session
+from sandstack.runtime.threads import widen_threads
 from sandstack.runtime.tokens import (Scope, Tokens, check_claim, check_pool, check_sandbox, check_session,
                                       check_snapshot, operator_only)
 from sandstack.runtime.workspace import ARCHIVE_FORMATS
@@ -113,7 +114,8 @@ def claim(body: ClaimRequest, request: Request) -> Any:
         # them from that claim (its own secrets), not from this one, which cannot write into it yet.
         if (body.secrets.files or had_files) and row.status != "creating":
             secret_files.write(runtime, row.name, body.secrets.files)
-    return AsciiJSON(runtime.describe(row), status_code=201 if created else 200)
+    # A new binding's container was just found running (or started, or created and ready): not asked again.
+    return AsciiJSON(runtime.describe(row, "running" if created else None), status_code=201 if created else 200)
 
 
 @router.get("/sessions/{session}", response_model=SandboxStatus, operation_id="get_session")
@@ -319,6 +321,7 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        widen_threads()
         start_monitor()
         yield
         stop_monitor()
@@ -333,6 +336,7 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
                               "move files, snapshot, branch, pause and resume them, and release them.",
                   **({"lifespan": lifespan} if modern else {}))
     if not modern:
+        app.router.on_startup.append(widen_threads)
         app.router.on_startup.append(start_monitor)
         app.router.on_shutdown.append(stop_monitor)
     app.state.runtime, app.state.audit = runtime, audit

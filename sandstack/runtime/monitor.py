@@ -65,21 +65,21 @@ class Monitor:
                 self._expired_runs[row.name] = state.started_at
             return
         if row.status == "idle" and (why := self._expired(state)):
-            self.store.update(row.name, status="expired", detail=why)
+            self._judge(row, status="expired", detail=why)
             return
         if row.status in ("bound", "paused") and state.started_at:
             if self._started.setdefault(row.name, state.started_at) != state.started_at:
                 self._started.pop(row.name, None)
-                self.store.update(row.name, status="unhealthy", session=None,
-                                  detail=f"container restarted while bound to session {row.session!r}: its "
-                                         "processes and writable paths are gone")
+                self._judge(row, status="unhealthy", session=None,
+                            detail=f"container restarted while bound to session {row.session!r}: its processes "
+                                   "and writable paths are gone")
                 return
         expected = {"bound": ("running",), "paused": ("paused",), "idle": ("running", "exited", "created")}
         if state.status not in expected[row.status]:
             detail = f"container is {state.status}" + (f" (exit {state.exit_code})" if state.exit_code else "")
             if row.session:
                 detail += f" while bound to session {row.session!r}"
-            self.store.update(row.name, status="unhealthy", session=None, detail=detail)
+            self._judge(row, status="unhealthy", session=None, detail=detail)
             return
         policy = self.pool(row.pool).idle
         if row.status != "bound" or policy is None or self.leases.in_use(row.name):
@@ -102,12 +102,20 @@ class Monitor:
             elif self.ondemand.is_slot(row.name):  # 'reset' or 'stop' of one above the warm sandboxes: retired
                 self.ondemand.retire(row.name, detail=f"retired after being idle ({policy.action})")
             elif policy.action == "reset":
-                self.store.update(row.name, status="resetting", session=None)
-                self._reset_quietly(row.name)
-            else:
+                if self._judge(row, status="resetting", session=None):
+                    self._reset_quietly(row.name)
+            elif self._judge(row, status="resetting", session=None):
                 # Stopped and cleaned now, not at the next claim: nothing of the session waits on the host.
-                self.store.update(row.name, status="resetting", session=None)
                 self._reset_quietly(row.name, start=False, detail="stopped after being idle")
+
+    def _judge(self, row: SandboxRow, **fields: object) -> bool:
+        """The pass's verdict on a row, written only if the row is still as read before Docker was asked: a claim
+        may have bound it meanwhile, or a release and a claim given it to another session (Docker's answer takes
+        long on a busy host). Whether it was written."""
+        written = self.store.update_if(row.name, {"status": row.status, "session": row.session}, **fields)
+        if written and fields.get("detail"):  # the row's detail is gone after the reset: the log keeps why
+            log.warning("monitor: sandbox %s is %s: %s", row.name, fields["status"], fields["detail"])
+        return written
 
     def _cpu_active(self, name: str, now: float) -> bool:
         """Whether the sandbox used more CPU than an idle one since the last sample (measured from outside)."""

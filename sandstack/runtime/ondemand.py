@@ -22,13 +22,14 @@ import docker
 import requests
 
 from sandstack.plan.recipe import LABEL_ONDEMAND, LABEL_RECIPE
-from sandstack.runtime.backend import BackendError, DaemonUnavailable
+from sandstack.runtime.backend import BackendError, DaemonUnavailable, SandboxNotRunning
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.readiness import Probe, probe_of, wait_ready
 from sandstack.runtime.store import SandboxRow
 
 log = logging.getLogger("sandstack.runtime")
 QUIET = ("absent", "creating", "hibernated")  # rows the monitor's health check leaves alone
+OUT_OF_SERVICE = ("quarantined", "expired", "unhealthy", "resetting")  # no session's, handed out to none
 
 
 class Provisioner(Protocol):
@@ -176,17 +177,27 @@ class OnDemandSlots:
                                         "has ended")
 
     def at_ceiling(self, pool: str) -> ApiError:
+        """503, naming the sandboxes out of service: a warm one being reset or repaired counts toward the ceiling
+        though no session has it (a claim then finds the pool full before its ceiling's worth of sessions)."""
         spec = self.runtime.pool(pool)
         ceiling = spec.ondemand.ceiling
+        out = [row for row in self.runtime.store.sandboxes(pool) if row.status in OUT_OF_SERVICE]
+        why = "; ".join(f"{row.name} is {row.status}" + (f" ({row.detail})" if row.detail else "") for row in out)
+        extra = {"out_of_service": {row.name: row.status for row in out}} if out else {}
         return ApiError(503, f"no capacity: pool {pool!r} on host {self.runtime.host!r} is at its ceiling of "
                              f"{ceiling} sandboxes ({len(spec.sandboxes)} warm, {len(spec.ondemand.slots)} on "
-                             "demand), none idle", pool=pool, host=self.runtime.host, ceiling=ceiling)
+                             "demand), none idle" + (f" ({len(out)} out of service: {why})" if out else ""),
+                        pool=pool, host=self.runtime.host, ceiling=ceiling, **extra)
 
     def _create(self, name: str, body: dict[str, Any], wait_seconds: int) -> None:
-        self.provisioner.remove(name)  # a runtime that stopped mid-creation may have left one
         # A new container: its start is not a restart of the session's (the monitor compares StartedAt).
         self.runtime._started.pop(name, None)
-        self.provisioner.create(name, body)
+        try:
+            self.provisioner.create(name, body)
+        except SandboxNotRunning:  # Docker's 409: the name is taken, by one a runtime stopped mid-creation left
+            # Removed only then: a remove before every create cost each claim a Docker call (issue 22's ratio).
+            self.provisioner.remove(name)
+            self.provisioner.create(name, body)
         wait_ready(self.provisioner, self.runtime.backend, name, wait_seconds)
 
     def _discard(self, name: str, detail: str) -> None:
@@ -229,6 +240,7 @@ class OnDemandSlots:
             self.reconcile()
         if not self.is_slot(row.name):
             return row.status in QUIET
+        row = self.runtime.store.sandbox(row.name) or row  # as it is now: a claim may have bound it since the list
         if row.status in QUIET:
             return True
         if row.status in ("unhealthy", "quarantined", "resetting", "idle", "expired"):

@@ -32,13 +32,14 @@ from sandstack.runtime.backend import (
     SandboxGone,
     WorkspaceReset,
 )
+from sandstack.runtime.claims import WarmClaims
 from sandstack.runtime.credentials import Credentials
 from sandstack.runtime.errors import ApiError, conflict, not_found
 from sandstack.runtime.hibernate import Hibernation
 from sandstack.runtime.leases import Leases, holding
 from sandstack.runtime.metrics import Metrics, NoMetrics
 from sandstack.runtime.monitor import Monitor
-from sandstack.runtime.ondemand import OnDemandSlots, provisioner_for
+from sandstack.runtime.ondemand import OUT_OF_SERVICE, OnDemandSlots, provisioner_for
 from sandstack.runtime.models import ENV_NAME_PATTERN, SESSION_HINT, SESSION_PATTERN
 from sandstack.runtime.processes import Processes
 from sandstack.runtime.store import SandboxRow, Store
@@ -48,7 +49,6 @@ log = logging.getLogger("sandstack.runtime")
 
 # fullmatch: a pattern's '$' lets Python's re take a trailing newline.
 SESSION_ID = re.compile(SESSION_PATTERN.removeprefix("^").removesuffix("$"))
-OUT_OF_SERVICE = ("quarantined", "expired", "unhealthy", "resetting")  # never handed out
 
 
 class Runtime(Monitor):
@@ -76,6 +76,7 @@ class Runtime(Monitor):
         self.credentials = Credentials()  # run-scoped secrets, in memory only; a reset drops them
         # Hooks for on-demand creation and hibernation (sandstack.runtime.metrics); the app sets its registry's.
         self.metrics: Metrics | NoMetrics = NoMetrics()
+        self.claims = WarmClaims(self)
         self.ondemand = OnDemandSlots(self, provisioner_for(backend))  # slots above the warm sandboxes
         self.hibernation = Hibernation(self)
         self.ondemand.reconcile_quietly()
@@ -144,11 +145,13 @@ class Runtime(Monitor):
             raise not_found("session", session, self.host)
         return row
 
-    def describe(self, row: SandboxRow) -> dict[str, object]:
-        try:
-            container = self.backend.state(row.name).status
-        except DaemonUnavailable:
-            container = "unknown"
+    def describe(self, row: SandboxRow, container: str | None = None) -> dict[str, object]:
+        """`container`: Docker's status when the caller just learnt it (a claim: no second inspect)."""
+        if container is None:
+            try:
+                container = self.backend.state(row.name).status
+            except DaemonUnavailable:
+                container = "unknown"
         idle = None if row.last_activity is None else round(time.time() - row.last_activity, 1)
         return {"sandbox": row.name, "pool": row.pool, "host": self.host, "status": row.status,
                 "session": row.session, "bound_at": row.bound_at, "from_snapshot": row.from_snapshot,
@@ -162,39 +165,14 @@ class Runtime(Monitor):
         if not SESSION_ID.fullmatch(session):
             raise ApiError(422, f"session id {session!r} must be {SESSION_HINT}", session=session)
         snapshot = self.workspace.snapshot_row(from_snapshot, pool) if from_snapshot else None
-        unhealthy: list[tuple[str, str]] = []
-        expired: list[tuple[str, str]] = []
-        with self.store.transaction() as db:
-            existing = self.store.by_session(session)
-            if existing:
-                if existing.pool != pool:
-                    raise conflict(f"session {session!r} is bound to a sandbox of pool {existing.pool!r}, "
-                                   f"not {pool!r}", session=session, pool=existing.pool)
-                return existing, False
-            picked, needs_start = None, False
-            for row in self.store.sandboxes(pool):
-                if row.status != "idle":
-                    continue
-                # A Docker failure here rolls the transaction back: a 503 with nothing changed.
-                state = self.backend.state(row.name)
-                why = self._expired(state)
-                if why:  # ended for good by the host guard: a start would end at once (or run past its limit)
-                    expired.append((row.name, why))
-                    continue
-                if state.running or state.status in ("exited", "created"):
-                    picked, needs_start = row, not state.running  # stopped by an idle 'stop': start it fresh
-                    break
-                unhealthy.append((row.name, f"container is {state.status} while idle"))
-            if picked is not None:
-                self._enter(picked.name)  # before the binding is visible: the monitor must not judge it yet
-                self._started.pop(picked.name, None)
-                self.store.update(picked.name, db, status="bound", session=session, bound_at=time.time(),
-                                  from_snapshot=from_snapshot, paused_by=None, last_activity=time.time(),
-                                  detail=None)
-        for name, detail in unhealthy:
-            self.store.update(name, status="unhealthy", detail=detail)
-        for name, detail in expired:
-            self.store.update(name, status="expired", detail=detail)
+        # An idle warm sandbox, checked with Docker outside the store's lock (sandstack.runtime.claims).
+        taken = self.claims.take(pool, session, from_snapshot)
+        if taken is not None and not taken.created:
+            if taken.row.pool != pool:
+                raise conflict(f"session {session!r} is bound to a sandbox of pool {taken.row.pool!r}, "
+                               f"not {pool!r}", session=session, pool=taken.row.pool)
+            return taken.row, False
+        picked, needs_start = (taken.row, taken.needs_start) if taken else (None, False)
         if picked is None and spec.ondemand is not None:  # none warm and idle: a new one, within the ceiling
             claimed = self.ondemand.claim(pool, session, from_snapshot)
             if claimed is None:

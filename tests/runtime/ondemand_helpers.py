@@ -44,6 +44,9 @@ class FakeProvisioner:
         if b.daemon_down:
             from sandstack.runtime.backend import DaemonUnavailable
             raise DaemonUnavailable("the Docker daemon does not answer (ConnectionError)")
+        if b.status.get(name, "missing") != "missing":  # Docker's 409 Conflict: the name is in use
+            from sandstack.runtime.backend import SandboxNotRunning
+            raise SandboxNotRunning(f'container {name!r}: Conflict. The container name "/{name}" is already in use')
         self.bodies[name] = body
         for path in b.writable:
             b.path(name, path).mkdir(parents=True, exist_ok=True)
