@@ -57,3 +57,22 @@ def test_the_token_is_checked_on_the_event_loop(env, monkeypatch):
     monkeypatch.setattr(env.api.app.state.tokens, "scope", checking)
     assert env.api.get("/v1/pools").status_code == 200
     assert on_loop == [True]
+
+
+def test_calls_are_audited_by_plain_asgi_middleware_with_a_bug_answered_500_and_audited(env, caplog):
+    from starlette.middleware.base import BaseHTTPMiddleware
+
+    # Starlette's BaseHTTPMiddleware ran every route in a task of its own behind memory streams.
+    assert [m.cls for m in env.api.app.user_middleware if m.cls is BaseHTTPMiddleware] == []
+
+    def broken(name):
+        raise RuntimeError("secret internals at /srv/x.py line 3")
+
+    env.backend.state = broken
+    response = env.api.post("/v1/sessions", json={"pool": "py", "session": "x"})
+    assert (response.status_code, response.json()) == (500, {"error": "internal error; see the runtime's log"})
+    assert "secret internals" not in response.text
+    assert "unhandled error in POST /v1/sessions" in caplog.text  # logged with its traceback on this side
+    last = env.audit.tail(1)[0]
+    assert {k: last[k] for k in ("operation", "status", "outcome")} == {
+        "operation": "claim", "status": 500, "outcome": "internal error"}
