@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import struct
+import time
+from types import SimpleNamespace
 
 import httpx
 
@@ -116,3 +118,34 @@ def test_the_sync_client_sends_a_large_body_in_1_mib_views_with_its_length_and_a
     seen.clear()
     host.write_file("sb", "small.txt", b"x" * 10)
     assert seen[0][:3] == ([10], "10", None)
+
+
+def test_an_internal_exec_looks_for_its_exit_code_again_after_2_ms_not_20(monkeypatch):
+    import socket
+
+    from sandstack.runtime import docker_backend
+    from sandstack.runtime.backend import CappedBuffer
+
+    daemon, runtime = socket.socketpair()
+    daemon.sendall(frame(OUT, b"F 3\nabc"))
+    daemon.close()  # the stream ends; Docker marks the exec ended a moment later
+    answers = iter([{"Running": True, "ExitCode": None}, {"Running": True, "ExitCode": None},
+                    {"Running": False, "ExitCode": 0}])
+
+    class Api:
+        def exec_create(self, name, argv, **kw):
+            return {"Id": "e1"}
+
+        def exec_start(self, exec_id, socket):
+            return runtime
+
+        def exec_inspect(self, exec_id):
+            return next(answers)
+
+    slept: list[float] = []
+    monkeypatch.setattr(docker_backend, "time", SimpleNamespace(sleep=slept.append, monotonic=time.monotonic))
+    backend = docker_backend.DockerBackend()
+    backend._api = Api()
+    out = CappedBuffer(100)
+    status = backend.exec("sb", ["cat"], workdir="/", stdout=out, stderr=CappedBuffer(100))
+    assert (status.exit_code, bytes(out.data), slept) == (0, b"F 3\nabc", [0.002, 0.004])
