@@ -21,6 +21,7 @@ from sandstack.client.errors import (
 )
 from sandstack.client.endpoints import Call, Endpoints, Handle, HostEndpoint, Stack, parse_outputs, dir_entries, exec_result, file_content
 from sandstack.client.process import Process
+from sandstack.client.pieces import in_pieces
 from sandstack.client.results import ExecResult, FileEntry, ProcessInfo, SandboxInfo
 from sandstack.client.retry import Retry
 
@@ -63,6 +64,7 @@ class HostClient(Endpoints):
         self.http = http_factory(endpoint, timeout, headers)
 
     def request(self, method: str, path: str, *, expect: str = "json", **kwargs: Any) -> Any:
+        kwargs = in_pieces(kwargs)  # a large body: sent in pieces (sandstack.client.pieces says why)
         for attempt in range(1, self.retry.attempts + 1):
             last = attempt == self.retry.attempts
             try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-import time
 from collections import Counter
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -17,8 +16,9 @@ from fastapi.responses import Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.convertors import Convertor, register_url_convertor
 
-from sandstack.runtime.answers import AsciiJSON, error_response, install_errors
+from sandstack.runtime.answers import AsciiJSON, install_errors
 from sandstack.runtime.audit import AuditLog
+from sandstack.runtime.audited import Audited
 from sandstack.runtime.metrics import CONTENT_TYPE, make_metrics
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.models import (
@@ -39,7 +39,6 @@ from sandstack.runtime.models import (
     pattern,
 )
 from sandstack.runtime.routing import (
-    ACTOR_HEADER,
     BINARY,
     ERRORS,
     _bound,
@@ -346,31 +345,7 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
         runtime.metrics = metrics  # the runtime's own operations feed it too (Metrics.created, hibernated...)
     install_errors(app)
 
-    @app.middleware("http")
-    async def audited(request: Request, call_next):
-        started = time.monotonic()
-        try:
-            response = await call_next(request)
-        except Exception:  # a bug: logged here with its traceback, never sent
-            log.exception("unhandled error in %s %s", request.method, request.url.path)
-            request.state.outcome = "internal error"
-            response = error_response(500, "internal error; see the runtime's log")
-        route = request.scope.get("route")
-        operation = getattr(route, "name", None) or f"{request.method} {request.url.path}"
-        if request.url.path.startswith("/v1/"):
-            metrics.call(operation if route else "unrouted", response.status_code, time.monotonic() - started,
-                         pool=getattr(request.state, "pool", None),
-                         outcome=getattr(request.state, "exec_outcome", None))
-        if request.url.path.startswith("/v1/") and audit is not None:
-            actor = request.headers.get(ACTOR_HEADER, "")[:64]
-            peer = request.client.host if request.client else "-"
-            scope = getattr(request.state, "scope", None)
-            audit.record(who=f"{actor}@{peer}" if actor else peer, operation=operation,
-                         outcome=getattr(request.state, "outcome", "ok"), status=response.status_code,
-                         session=getattr(request.state, "session", None),
-                         sandbox=getattr(request.state, "sandbox", None),
-                         scope=scope.name if scope else None, secrets=getattr(request.state, "secrets", None))
-        return response
+    app.add_middleware(Audited, audit=audit, metrics=metrics)  # every call's audit line and metrics
 
     @app.get("/healthz", response_model=Health, include_in_schema=True, operation_id="health")
     def health() -> Any:

@@ -30,10 +30,18 @@ from sandstack.runtime.backend import (
     WorkspaceReset,
 )
 from sandstack.runtime import rootfs
-from sandstack.runtime.docker_exec import CHUNK, STDERR, STDOUT, DockerHandle, _copy_frames, _docker_errors
+from sandstack.runtime.docker_exec import (
+    INSPECT_BACKOFF,
+    STDERR,
+    STDOUT,
+    DockerHandle,
+    _copy_frames,
+    _docker_errors,
+)
 from sandstack.runtime.scripts import CLEAN
 
 SEND = 1024 * 1024  # bytes of stdin read and sent at a time (an upload: fewer, larger sends)
+INSPECT_WAIT = 1.0  # seconds an ended exec's stream waits for its exit code at most (then it is reported as it is)
 API_TIMEOUT = 30  # seconds for every call but a running exec's stream (which has its own deadline)
 STOP_GRACE = 10  # seconds Docker waits after SIGTERM before SIGKILL on restart and stop
 CLEAN_TIMEOUT = 300  # seconds the throwaway container that empties a disk workspace may take
@@ -100,12 +108,17 @@ class DockerBackend(SandboxBackend):
         if not finished:
             return ExecStatus(None, elapsed())
         with _docker_errors(name):
-            # The stream ends when the process closes its output; its exit code is set a moment later.
-            for _ in range(50):
+            # The stream ends when the process closes its output; its exit code is set a moment later: looked for
+            # again after 2 ms, then twice as long each time (was every 20 ms: a file's read or write waited that).
+            delay, longest = INSPECT_BACKOFF
+            waited = 0.0
+            while True:
                 info = self.api.exec_inspect(exec_id)
-                if not info["Running"]:
+                if not info["Running"] or waited >= INSPECT_WAIT:
                     break
-                time.sleep(0.02)
+                time.sleep(delay)
+                waited += delay
+                delay = min(delay * 2, longest)
         return ExecStatus(info["ExitCode"], elapsed())
 
     def spawn(self, name: str, argv: list[str], *, workdir: str, env: dict[str, str], stdout: Sink, stderr: Sink,

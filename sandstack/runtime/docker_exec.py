@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import select
 import socket
-import struct
 import threading
 import time
 from contextlib import contextmanager
@@ -31,6 +30,7 @@ from sandstack.runtime.backend import (
     StdinBlocked,
     StdinClosed,
 )
+from sandstack.runtime.frames import copy_frames as _copy_frames
 
 INSPECT_BACKOFF = (0.002, 0.5)  # seconds between exit-code polls once the stream ended: first, most
 STDOUT, STDERR = 1, 2
@@ -144,41 +144,3 @@ class DockerHandle(ExecHandle):
         self.sock.close()
         self._reader.join(timeout=5)
         self._done.set()
-
-
-def _read_exactly(sock: socket.socket, n: int, deadline: float | None) -> bytes | None:
-    """n bytes, or None at end of stream; raises TimeoutError past the deadline."""
-    data = bytearray()
-    while len(data) < n:
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError
-            sock.settimeout(remaining)
-        else:
-            sock.settimeout(None)
-        chunk = sock.recv(min(n - len(data), CHUNK))
-        if not chunk:
-            return None
-        data += chunk
-    return bytes(data)
-
-
-def _copy_frames(sock: socket.socket, sinks: dict[int, Sink], deadline: float | None) -> bool:
-    """Copy Docker's multiplexed stream (8-byte header: stream type, 3 zero bytes, big-endian length) to the
-    sinks until it ends (True) or the deadline passes (False)."""
-    try:
-        while True:
-            header = _read_exactly(sock, 8, deadline)
-            if header is None:
-                return True
-            kind, length = struct.unpack(">BxxxL", header)
-            while length:
-                part = _read_exactly(sock, min(length, CHUNK), deadline)
-                if part is None:
-                    return True
-                length -= len(part)
-                if kind in sinks:
-                    sinks[kind].write(part)
-    except (TimeoutError, socket.timeout):
-        return False

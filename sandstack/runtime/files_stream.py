@@ -97,7 +97,8 @@ def open_read(workspace: Workspace, name: str, path: str) -> Opened:
 
     def chunks() -> Iterator[bytes]:
         try:
-            while chunk := reader.read1(CHUNK):
+            # Full steps (read waits for CHUNK bytes or the end): fewer hops, and fewer, larger sends.
+            while chunk := reader.read(CHUNK):
                 yield chunk
             outcome()  # a failure now (the file grew past the bound) cuts the answer short: its length says so
         finally:

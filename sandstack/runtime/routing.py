@@ -40,7 +40,9 @@ def _note(request: Request, *, session: str | None = None, sandbox: str | None =
         request.state.sandbox = sandbox
 
 
-def require_token(request: Request, credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> None:
+async def require_token(request: Request, credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> None:
+    # async: it never blocks, so it runs on the event loop; a plain function was a hop through the thread pool (and
+    # back) on every call, before the route's own.
     given = credentials.credentials if credentials and credentials.scheme.lower() == "bearer" else ""
     # Constant time (sandstack.runtime.tokens): how much of a guess matched must not show in the response time.
     scope = request.app.state.tokens.scope(given)
