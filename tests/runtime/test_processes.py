@@ -13,6 +13,7 @@ import pytest
 from sandstack.runtime.processes import RESTARTED
 from tests.runtime.conftest import TOKEN
 from tests.runtime.served import serve
+from testbed.waiting import wait_until
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 LINES = "for i in 1 2 3 4 5; do echo line $i; sleep 0.1; done"
@@ -39,14 +40,6 @@ def wait(env, sandbox: str, pid: str, timeout: float = 20) -> dict:
     response = env.api.post(f"/v1/sandboxes/{sandbox}/processes/{pid}/wait", params={"timeout": timeout})
     assert response.status_code == 200, response.text
     return response.json()
-
-
-def until(predicate, what: str) -> None:
-    """Polls `predicate` until it holds; the deadline only keeps a broken run from hanging (a busy machine is slow)."""
-    deadline = time.monotonic() + 60
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after 60s waiting for {what}"
-        time.sleep(0.02)
 
 
 def events(lines) -> list[tuple[str, dict]]:
@@ -98,7 +91,8 @@ def test_a_follower_reads_on_from_a_position_and_the_exit_event_says_how_it_ende
     proc = start(env, sandbox, timeout=60, script="printf 'ab'; until [ -e go1 ]; do sleep 0.01; done; printf 'cd'; "
                                                   "until [ -e go2 ]; do sleep 0.01; done; printf 'err' >&2; exit 3")
     for written, gate in ((2, "go1"), (4, "go2")):
-        until(lambda: get(env, sandbox, proc["id"])["stdout_bytes"] == written, f"{written} bytes of stdout")
+        wait_until(lambda: get(env, sandbox, proc["id"])["stdout_bytes"] == written, 60, interval=0.02,
+                   what=f"{written} bytes of stdout")
         env.backend.path(sandbox, f"/workspace/{gate}").touch()
     assert wait(env, sandbox, proc["id"])["exit_code"] == 3
     url = f"/v1/sandboxes/{sandbox}/processes/{proc['id']}/output"
@@ -116,7 +110,7 @@ def test_stdin_round_trip(env, sandbox):
     proc = start(env, sandbox, command=["cat"], stdin=True)
     base = f"/v1/sandboxes/{sandbox}/processes/{proc['id']}"
     assert env.api.post(f"{base}/stdin", content=b"hello\n").status_code == 200
-    until(lambda: get(env, sandbox, proc["id"])["stdout_bytes"] >= 6, "the echo of stdin")
+    wait_until(lambda: get(env, sandbox, proc["id"])["stdout_bytes"] >= 6, 60, interval=0.02, what="the echo of stdin")
     assert events(env.api.get(f"{base}/output", params={"follow": False}).text.splitlines()) == \
         [("stdout", {"text": "hello\n"})]
     assert env.api.post(f"{base}/stdin", content=b"bye\n", params={"close": True}).json()["stdin"] is False
@@ -136,7 +130,7 @@ def test_stdin_of_a_process_started_without_it_is_409(env, sandbox):
 
 def test_kill_ends_the_whole_process_group(env, sandbox):
     proc = start(env, sandbox, script="sleep 300 & setsid sleep 300 & sh -c 'sleep 300' & echo up; wait")
-    until(lambda: get(env, sandbox, proc["id"])["stdout_bytes"] > 0, "'up': every sleep started")
+    wait_until(lambda: get(env, sandbox, proc["id"])["stdout_bytes"] > 0, 60, interval=0.02, what="'up'")
     killed = env.api.post(f"/v1/sandboxes/{sandbox}/processes/{proc['id']}/kill").json()
     assert (killed["status"], killed["exit_code"]) == ("killed", 137)
     assert killed["message"] == "killed on request: every process it started got SIGKILL"
