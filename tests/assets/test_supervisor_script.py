@@ -75,7 +75,7 @@ class Supervisor:
         return "sh", "-c", f"echo $$ >{self.ran()}; {then}"
 
 
-def _wait_for(path: Path, proc: subprocess.Popen, seconds: float = 20) -> None:
+def _wait_for(path: Path, proc: subprocess.Popen, seconds: float = 60) -> None:
     deadline = time.monotonic() + seconds
     while not path.exists():
         assert proc.poll() is None, proc.returncode
@@ -84,7 +84,29 @@ def _wait_for(path: Path, proc: subprocess.Popen, seconds: float = 20) -> None:
     time.sleep(0.1)  # the command has written its pid: let it reach `exec sleep`
 
 
-def _gone(pid: int, seconds: float = 10) -> bool:
+def _wait_for_child(proc: subprocess.Popen, cmdline: str, seconds: float = 60) -> None:
+    """Until a child of `proc` runs `cmdline` (read from /proc: no timing assumed)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        except FileNotFoundError:  # it has exited: said below
+            children = []
+        if any(_cmdline(int(pid)) == cmdline for pid in children):
+            return
+        assert proc.poll() is None, proc.returncode
+        assert time.monotonic() < deadline, f"no child of the supervisor runs {cmdline!r}"
+        time.sleep(0.02)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").replace(b"\0", b" ").decode()
+    except FileNotFoundError:
+        return ""
+
+
+def _gone(pid: int, seconds: float = 60) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
@@ -152,7 +174,9 @@ def test_the_guards_signal_ends_the_sandbox_with_the_documented_status(sup, sig,
 def test_stopped_by_docker_the_command_gets_term_and_the_sandbox_exits_143(sup):
     sup.ready()
     term = sup.root / "term"
-    proc = sup.start(*sup.command(f"trap 'echo TERM >{term}; exit 0' TERM; sleep 60 & wait"))
+    # The command says it runs only once its trap is set: a TERM before that killed it outright (no 'term' file),
+    # which a busy machine did while the test waited a fixed 0.1 s after an earlier marker.
+    proc = sup.start("sh", "-c", f"trap 'echo TERM >{term}; exit 0' TERM; echo $$ >{sup.ran()}; sleep 60 & wait")
     _wait_for(sup.ran(), proc)
     proc.send_signal(signal.SIGTERM)
     assert sup.finish(proc)[0] == 143
@@ -162,7 +186,9 @@ def test_stopped_by_docker_the_command_gets_term_and_the_sandbox_exits_143(sup):
 def test_without_a_command_it_stays_up_until_stopped(sup):
     sup.ready()
     proc = sup.start()
-    time.sleep(0.3)
+    # Up for good: it reached its last loop (its `sleep` child), past the traps; a fixed 0.3 s was not always
+    # enough on a busy machine, and a USR1 before the trap killed it by the signal.
+    _wait_for_child(proc, "sleep 2147483647")
     assert proc.poll() is None
     proc.send_signal(signal.SIGUSR1)
     assert sup.finish(proc) == (EXIT_LIFETIME, f"sandstack: max lifetime reached; stopping the sandbox (exit {EXIT_LIFETIME})\n")

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from sandstack.client.client import HostUnavailable
+from sandstack.client.client import DOWN_FOR, HostUnavailable
 from sandstack.spec.contract import EXIT_IDLE, EXIT_LIFETIME
 from sandstack.spec.models.hosts import Host
 from sandstack.tooling.reach import check_hosts
@@ -229,17 +229,24 @@ def test_a_host_lost_then_back(fleet):
         with pytest.raises(HostUnavailable) as lost:
             client.sandbox(f"tcp/{held.name}")
         assert (lost.value.host, lost.value.message) == ("tcp", "does not answer (ConnectError)")
-        # Claims that would go to the tcp host first fail over to the pool's other hosts, in bounded time; the
-        # first one detects the loss.
+        # Claims that would go to the tcp host first fail over to the pool's other hosts. The first one detects the
+        # loss: it tries the tcp host (a refused connection, within its retries, none waiting for the client's
+        # timeout) and moves on. The claims after it, while the client holds the host for down (DOWN_FOR s from
+        # the detection), do not try it at all. The client's own record of its requests, not durations compared:
+        # how fast claims are on a busy machine is the hosts benchmark's business (the numbers are printed).
+        tried: list[float] = []  # when a request to the tcp host was about to be sent
+        client.hosts["tcp"].http.event_hooks["request"].append(lambda request: tried.append(time.monotonic()))
         again = next(f"again-{i}" for i in range(100) if client.hosts_for("open", f"again-{i}")[0] == "tcp")
         started = time.monotonic()
         moved = client.claim("open", again)
         detect = time.monotonic() - started
-        assert moved.host.name in ("local", "ssh") and detect < 5 and "tcp" in client.down
+        assert moved.host.name in ("local", "ssh") and "tcp" in client.down
+        assert 1 <= len(tried) <= client.hosts["tcp"].retry.attempts and detect < client.timeout, (tried, detect)
+        detected, tried[:] = client.down["tcp"], []
         failover = claim_seconds(client, "open", "failover", 5, prefer="tcp")
+        assert all(at >= detected + DOWN_FOR for at in tried), (detected, tried)
         print(f"\n[hosts] deploy 3 hosts {fleet.deploy_seconds:.1f}s; claim p50 healthy {healthy*1000:.0f}ms, "
               f"through failover {failover*1000:.0f}ms; lost host detected in {detect*1000:.0f}ms")
-        assert failover <= max(2 * healthy, 0.05)
         # A re-apply names the unreachable host and changes nothing on the others.
         before = {urn: (e.id, e.inputs) for urn, e in fleet.harness.state.entries.items()}
         reapplied = fleet.up(check=False)

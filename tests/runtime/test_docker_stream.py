@@ -30,6 +30,8 @@ def test_a_stream_still_open_at_the_deadline_returns_false():
     started = time.monotonic()
     out = CappedBuffer(100)
     assert _copy_frames(runtime, {STDOUT: out, STDERR: CappedBuffer(1)}, deadline=time.monotonic() + 0.3) is False
-    assert 0.25 < time.monotonic() - started < 2
+    # Not before the deadline; after it, as soon as the machine gets to it (the upper bound only says it did not
+    # wait for the stream's end, which never comes here).
+    assert 0.25 < time.monotonic() - started < 60
     assert bytes(out.data) == b"partial"
     daemon.close()

@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 
 import pytest
 
 from tests.runtime.conftest import PY
+from testbed.waiting import wait_until
 
 NOT_UNICODE = ("is not valid Unicode text: it holds a lone surrogate (a \\ud800-\\udfff escape without its pair), "
                "which no file, argv or log can carry")
@@ -85,14 +85,16 @@ def test_names_with_newlines_are_listed_and_reachable(env, sandbox, name):
 
 
 def test_pause_while_an_exec_runs_is_409_and_the_session_keeps_its_sandbox(env, sandbox):
+    # The exec runs until the test lets it end (after the pause): with a `sleep 1` instead, a busy machine could
+    # answer the pause after the exec had ended, and the pause rightly went through.
     result = {}
+    gated = "until [ -e go ]; do sleep 0.01; done"
     worker = threading.Thread(target=lambda: result.update(
-        exec=env.api.post(f"/v1/sandboxes/{sandbox}/exec", json={"command": ["sleep", "1"]})))
+        exec=env.api.post(f"/v1/sandboxes/{sandbox}/exec", json={"script": gated, "timeout": 60})))
     worker.start()
-    deadline = time.monotonic() + 5
-    while not env.runtime.leases.in_use(sandbox) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: env.runtime.leases.in_use(sandbox), 60, interval=0.01, what="the exec to hold the sandbox")
     pause = env.api.post(f"/v1/sandboxes/{sandbox}/pause")
+    env.backend.path(sandbox, "/workspace/go").touch()
     worker.join()
     assert (pause.status_code, pause.json()) == (409, {
         "error": f"sandbox {sandbox!r} is busy: an exec or a file, archive, snapshot or restore is running in it; "

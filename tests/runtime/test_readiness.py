@@ -47,12 +47,13 @@ def test_docker_default_timeout_and_working_directory_apply_when_the_container_s
 def test_a_claim_is_handed_back_as_soon_as_the_probe_passes_before_dockers_first_check(tmp_path):
     od = _env(tmp_path, ["CMD", "test", "-d", "."])
     od.claim("warm", pool="od")
-    started = time.monotonic()
+    before = len(od.backend.calls)
     answer = od.claim("new", pool="od")
     assert (answer["sandbox"], answer["status"]) == (SLOTS[0], "bound")
-    assert time.monotonic() - started < 1.0  # Docker still says 'starting': the probe run here decided
+    # Docker still says 'starting' (it does throughout): the probe run here decided, and the claim answered at its
+    # first pass: created, probed once, nothing after. The runtime's own record, not a time a busy machine stretches.
     assert od.backend.provisioner.probed == [SLOTS[0]]
-    assert ("exec", SLOTS[0]) in od.backend.calls
+    assert [c for c in od.backend.calls[before:] if c[1] == SLOTS[0]][-2:] == [("create", SLOTS[0]), ("exec", SLOTS[0])]
     od.backend.close()
 
 
@@ -63,10 +64,24 @@ def test_a_failing_probe_hands_back_nothing_and_the_claim_fails_at_its_wait(tmp_
     assert response.status_code == 503
     assert response.json()["error"] == (f"no capacity: a sandbox of pool 'od' on host 'local' could not be created "
                                         f"on demand: container '{SLOTS[0]}' was not ready within 1s")
-    # Run again and again while Docker said 'starting', never taken for ready.
-    assert len([c for c in od.backend.calls if c == ("exec", SLOTS[0])]) >= 3
+    # Run while Docker said 'starting', and its failure never taken for ready. (How many times it ran in the second
+    # is the machine's speed; that a failed run is run again is the next test's.)
+    assert ("exec", SLOTS[0]) in od.backend.calls
     row = od.runtime.store.sandbox(SLOTS[0])
     assert (row.status, row.session) == ("absent", None)
+    od.backend.close()
+
+
+def test_a_probe_that_failed_is_run_again_while_docker_says_starting(tmp_path):
+    # Fails its first run (leaving 'tried' behind), passes the next: only a runtime that runs a failed probe again,
+    # and does not take its failure for ready, hands the sandbox back, after exactly two runs. A generous wait:
+    # nothing here depends on how fast the machine runs them.
+    od = _env(tmp_path, ["CMD-SHELL", "test -e tried || { touch tried; exit 1; }"], wait_seconds=60)
+    od.claim("warm", pool="od")
+    answer = od.claim("new", pool="od")
+    assert (answer["sandbox"], answer["status"]) == (SLOTS[0], "bound")
+    assert od.backend.provisioner.health_of[SLOTS[0]] == "starting"
+    assert len([c for c in od.backend.calls if c == ("exec", SLOTS[0])]) == 2
     od.backend.close()
 
 
@@ -74,14 +89,19 @@ def test_a_resume_waits_for_the_probe_and_then_writes_the_files_back(tmp_path):
     od = _env(tmp_path, ["CMD", "test", "-e", "service-up"])
     sandbox = od.claim("a", pool="od")["sandbox"]
     assert sandbox == WARM
-    od.backend.provisioner.warm_health[WARM] = {"Test": ["CMD", "test", "-e", "/"], "Timeout": 1_000_000_000}
+    # The probe passes and keeps a line per run (its working directory is the container's '/').
+    od.backend.provisioner.warm_health[WARM] = {"Test": ["CMD-SHELL", "echo run >> probe-runs"],
+                                                "Timeout": 1_000_000_000}
     od.backend.provisioner.health_of[WARM] = "starting"
     od.api.put(f"/v1/sandboxes/{WARM}/files/notes.txt", content=b"kept")
     assert od.api.post("/v1/sessions/a/hibernate").json()["status"] == "hibernated"
-    started = time.monotonic()
+    before = len(od.backend.calls)
     resumed = od.api.post("/v1/sessions/a/resume")
     assert (resumed.status_code, resumed.json()["status"]) == (200, "bound")
-    assert time.monotonic() - started < 1.0
+    # Docker says 'starting' throughout: the probe decided, at its first run right after the start (then the files
+    # were written back), not a later one; the runtime's record, not a time a busy machine stretches.
+    assert od.backend.calls[before:before + 2] == [("start", WARM), ("exec", WARM)]
+    assert od.backend.path(WARM, "/probe-runs").read_text() == "run\n"
     assert od.backend.provisioner.probed == [WARM]
     assert od.api.get(f"/v1/sandboxes/{WARM}/files/notes.txt").content == b"kept"
     od.backend.close()
