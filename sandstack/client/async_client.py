@@ -45,6 +45,7 @@ class AsyncHostClient(Endpoints):
         self.http = http_factory(endpoint, timeout, headers)
 
     async def request(self, method: str, path: str, *, expect: str = "json", **kwargs: Any) -> Any:
+        reached = False  # an earlier try was sent (its answer lost)
         for attempt in range(1, self.retry.attempts + 1):
             last = attempt == self.retry.attempts
             try:
@@ -52,11 +53,14 @@ class AsyncHostClient(Endpoints):
             except httpx.TransportError as error:
                 if last or not self.retry.on_error(method, error):
                     raise host_lost(self.name, error) from error
+                reached = reached or self.retry.reached(error)
                 await asyncio.sleep(self.retry.delay(attempt))
                 continue
             if response.status_code < 400:
                 break
             error = answer_error(response, self.name)
+            if self.retry.gone_already(method, error.status, reached):
+                return None
             if last or not self.retry.on_status(error.status, error.message):
                 raise error
             await asyncio.sleep(self.retry.delay(attempt))
@@ -176,7 +180,9 @@ class AsyncSandbox(Handle):
         return SandboxInfo.of(await self.host.status(self.name))
 
     async def release(self) -> SandboxInfo:
-        return SandboxInfo.of(await self.host.release(self.session))
+        answer = await self.host.release(self.session)
+        # None: an earlier try was done and its answer lost (sandstack.client.retry); the sandbox as it is now.
+        return SandboxInfo.of(answer) if answer is not None else await self.status()
 
 
 class AsyncProcess:

@@ -65,6 +65,7 @@ class HostClient(Endpoints):
 
     def request(self, method: str, path: str, *, expect: str = "json", **kwargs: Any) -> Any:
         kwargs = in_pieces(kwargs)  # a large body: sent in pieces (sandstack.client.pieces says why)
+        reached = False  # an earlier try was sent (its answer lost)
         for attempt in range(1, self.retry.attempts + 1):
             last = attempt == self.retry.attempts
             try:
@@ -72,11 +73,14 @@ class HostClient(Endpoints):
             except httpx.TransportError as error:
                 if last or not self.retry.on_error(method, error):
                     raise host_lost(self.name, error) from error
+                reached = reached or self.retry.reached(error)
                 time.sleep(self.retry.delay(attempt))
                 continue
             if response.status_code < 400:
                 break
             error = answer_error(response, self.name)
+            if self.retry.gone_already(method, error.status, reached):
+                return None
             if last or not self.retry.on_status(error.status, error.message):
                 raise error
             time.sleep(self.retry.delay(attempt))
@@ -202,7 +206,9 @@ class Sandbox(Handle):
         return SandboxInfo.of(self.host.status(self.name))
 
     def release(self) -> SandboxInfo:
-        return SandboxInfo.of(self.host.release(self.session))
+        answer = self.host.release(self.session)
+        # None: an earlier try was done and its answer lost (sandstack.client.retry); the sandbox as it is now.
+        return SandboxInfo.of(answer) if answer is not None else self.status()
 
 
 class Client(Stack):

@@ -4,7 +4,9 @@ A connection that was never made (refused, timed out while connecting) is retrie
 never saw it. A connection that broke after the request was sent is retried only for calls that change nothing
 twice (GET, PUT, DELETE): a second POST could start a command twice. A 503 is retried (the host's Docker
 daemon did not answer), but not a claim's 'no capacity': a claim never waits for a sandbox, it fails over to the
-pool's next host at once. Delays grow exponentially with jitter, so clients that failed together do not come back
+pool's next host at once. A DELETE answered 404 after an earlier try of it broke once sent is done: that try
+may have reached the runtime, which answered into a lost connection, and what was to go is gone either way (a
+release is not reported as a failure because its first answer was lost). Delays grow exponentially with jitter, so clients that failed together do not come back
 together.
 """
 
@@ -33,6 +35,15 @@ class Retry:
             return True
         return method.upper() in IDEMPOTENT and isinstance(error, (httpx.ReadError, httpx.RemoteProtocolError,
                                                                    httpx.WriteError, httpx.ReadTimeout))
+
+    @staticmethod
+    def reached(error: httpx.TransportError) -> bool:
+        """Whether a try that failed with `error` may have reached the runtime (it was sent)."""
+        return not isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout))
+
+    @staticmethod
+    def gone_already(method: str, status: int, reached_before: bool) -> bool:
+        return reached_before and status == 404 and method.upper() == "DELETE"
 
     def on_status(self, status: int, message: str) -> bool:
         return status == 503 and "no capacity" not in message

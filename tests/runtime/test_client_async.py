@@ -210,6 +210,30 @@ def test_the_async_client_retries_as_the_sync_one():
     assert asyncio.run(host.pools()) == [] and seen == ["GET", "GET"]
 
 
+def test_a_release_whose_answer_was_lost_is_done_not_not_found_sync_and_async():
+    gone = (404, {"error": "session 's' is not on host 'h'"})
+    info = {"sandbox": "sb", "pool": "py", "host": "h", "status": "idle"}
+    # The first DELETE broke once sent (the runtime may have released and answered into the lost connection); the
+    # retry's 404 means the session is gone, as asked: the sandbox as it is now is the answer.
+    handler, seen = counting([httpx.ReadError, gone, (200, info)])
+    released = Sandbox(host_with(handler), {"sandbox": "sb", "pool": "py", "session": "s"}).release()
+    assert (released.sandbox, released.status, seen) == ("sb", "idle", ["DELETE", "DELETE", "GET"])
+
+    handler, seen = counting([httpx.RemoteProtocolError, gone, (200, info)])
+    host = AsyncHostClient(HostEndpoint("h", "http://h.test", TOKEN), retry=FAST, http_factory=lambda e, t, h:
+                           httpx.AsyncClient(base_url=e.url, transport=httpx.MockTransport(handler)))
+    released = asyncio.run(AsyncSandbox(host, {"sandbox": "sb", "pool": "py", "session": "s"}).release())
+    assert (released.status, seen) == ("idle", ["DELETE", "DELETE", "GET"])
+    # A first try that never connected reached nothing: its 404 is the session's own (never claimed, or released).
+    handler, seen = counting([httpx.ConnectError, gone])
+    with pytest.raises(NotFound, match="session 's' is not on host 'h'"):
+        host_with(handler).release("s")
+    handler, seen = counting([gone])
+    with pytest.raises(NotFound):
+        host_with(handler).release("s")
+    assert seen == ["DELETE"]
+
+
 def test_cli_exec_stream_prints_output_as_it_comes_and_exits_with_its_status(url, tmp_path, monkeypatch, capsys):
     path = tmp_path / "outputs.json"
     path.write_text(json.dumps(outputs(url)))
