@@ -168,6 +168,13 @@ class IngressPlan:
                 "	}"]
 
     @property
+    def dns(self) -> list[str] | None:
+        """Waking, Caddy looks up the name of a sandbox that is stopped or not made yet, which Docker's DNS does not
+        know and would forward to the host's resolvers: without ACME (whose CA's name it needs), the ingress's
+        lookups beyond the sandboxes' names go to its loopback, where nothing answers, never off the host."""
+        return ["127.0.0.1"] if self.wake and not self.spec.acme_email else None
+
+    @property
     def tmpfs(self) -> dict[str, str]:
         return {**TMPFS, **({} if self.spec.acme_email else {DATA_DIR: DATA_TMPFS})}
 

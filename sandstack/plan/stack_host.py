@@ -220,5 +220,5 @@ def _ingress(out: Tree, keys: HostKeys, plan: HostPlan, base: str) -> None:
                         for pool, address in ing.pools],
                     ports=[{"internal": inside, "external": outside, "ip": ing.bind_ip, "protocol": "tcp"}
                            for inside, outside in ing.ports],
-                    uploads=uploads, tmpfs=ing.tmpfs, mounts=mounts)
+                    uploads=uploads, tmpfs=ing.tmpfs, mounts=mounts, dns=ing.dns)
 

@@ -60,6 +60,14 @@ def test_the_network_and_container_nodes_carry_the_fixed_addresses(tmp_path):
                                            "ip_range": wake.ip_range}]
     container = _node(plan, "-local-ingress-container")
     assert container.inputs["networks_advanced"][0]["ipv4_address"] == wake.ingress_address
+    # It looks up stopped sandboxes' names: nothing beyond Docker's own names is asked of any resolver off the host.
+    assert container.inputs["dns"] == ["127.0.0.1"]
+
+
+def test_with_acme_the_ingress_keeps_the_hosts_resolvers(tmp_path):
+    plan = _plan(tmp_path, ingress={"domain": "sbx.example.com", "acme_email": "ops@example.com"})
+    assert plan.hosts["local"].ingress.wake is not None
+    assert "dns" not in _node(plan, "-local-ingress-container").inputs
 
 
 def test_the_guard_opens_the_runtime_port_to_the_ingress_only_above_the_bridge_drop(tmp_path):
@@ -111,7 +119,8 @@ def test_without_a_runtime_the_ingress_is_as_before(tmp_path):
     ingress = plan.hosts["local"].ingress
     assert ingress.wake is None and "handle_errors" not in ingress.caddyfile
     assert "ipam_configs" not in _node(plan, "-local-ingress-net").inputs
-    assert _node(plan, "-local-ingress-container").inputs["networks_advanced"][0].keys() == {"name"}
+    container = _node(plan, "-local-ingress-container")
+    assert container.inputs["networks_advanced"][0].keys() == {"name"} and "dns" not in container.inputs
     bridge = ingress.bridge
     assert [r for r in plan.hosts["local"].guard.rules if r.startswith(f"INPUT -i {bridge} ")] == [
         f"INPUT -i {bridge} {NOT_ESTABLISHED} -j DROP"]
