@@ -48,9 +48,8 @@ class Registry:
         if isinstance(value, Ref):
             return getattr(self.resources[value.node], value.attr)
         if isinstance(value, Secret):
-            text = value.text
-            return secret_value(value.key) if text == "{}" else secret_value(value.key).apply(
-                lambda s: text.replace("{}", s, 1))
+            plain = value.text == "{}" and not value.derive
+            return secret_value(value.key) if plain else secret_value(value.key).apply(value.render)
         if isinstance(value, dict):
             return {k: self.value(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):

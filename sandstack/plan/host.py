@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sandstack.plan.gateway import GATEWAY_PIDS, GatewayPlan, plan_gateway
 from sandstack.plan.guard import GuardPlan, plan_guard
-from sandstack.plan.ingress import IngressPlan, Site
+from sandstack.plan.ingress import IngressPlan, Site, Wake, wake_token_label
 from sandstack.plan.logger import LoggerPlan, Resolver
 from sandstack.plan.resolver import GATEWAY_RESOLVER, gateway_options
 from sandstack.plan.runtime_host import RuntimeHostPlan, plan_runtime
@@ -23,6 +23,7 @@ from sandstack.plan.network import (
     egress_bridge_rules,
     egress_subnet,
     ingress_bridge_rules,
+    ingress_subnet,
     gateway_ports,
     gateway_refused,
     guard_rules,
@@ -151,8 +152,9 @@ def plan_infra_image(stack: str, spec: Host) -> InfraImagePlan:
 
 
 def plan_ingress(stack: str, spec: Host, placements: list[Placement],
-                 networks: dict[str, PoolNetwork]) -> IngressPlan | None:
-    """The host's ingress, when it declares one: a site per url port of each sandbox, on its pool's network."""
+                 networks: dict[str, PoolNetwork], wake: Wake | None = None) -> IngressPlan | None:
+    """The host's ingress, when it declares one: a site per url port of each sandbox, on its pool's network; with
+    `wake` (a runtime on the host), a site without upstream wakes its sandbox."""
     if spec.ingress is None:
         return None
     sites, pools = [], []
@@ -164,7 +166,7 @@ def plan_ingress(stack: str, spec: Host, placements: list[Placement],
         for i in range(p.slots):  # an on-demand slot's site answers once the runtime made it
             sites += [Site(f"{port}-{p.pool}-{i}.{spec.ingress.domain}", sandbox_name(stack, p.pool, i), port)
                       for port in net.url_ports]
-    return IngressPlan(stack, spec.ingress, tuple(pools), tuple(sites))
+    return IngressPlan(stack, spec.ingress, tuple(pools), tuple(sites), wake)
 
 
 def plan_logger(stack: str, spec: Host, networks: dict[str, PoolNetwork],
@@ -201,9 +203,12 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement],
         opted_in = any(p.template.network.allow_metadata for p in placements if p.pool in gateway_pools)
         rules += egress_bridge_rules(egress_bridge, opted_in, str(egress[1]))
         bridges.append(egress_bridge)
-    ingress = plan_ingress(stack, spec, placements, networks)
+    # An ingress beside a runtime reaches it to wake a site's sandbox: its network then has a fixed subnet.
+    wake = Wake(ingress_subnet(stack, {*subnets.values(), *([egress] if egress else [])}, spec.subnet_pool),
+                spec.runtime.port, wake_token_label(stack, host)) if spec.ingress and spec.runtime else None
+    ingress = plan_ingress(stack, spec, placements, networks, wake)
     if ingress:
-        rules += ingress_bridge_rules(ingress.bridge)
+        rules += ingress_bridge_rules(ingress.bridge, wake and (wake.ingress_address, wake.runtime_address, wake.port))
         bridges.append(ingress.bridge)
     by_pool = {p.pool: p for p in placements}
     # The subnet_pool but the egress network, which is carved from it too (what the gateway reaches there is no
@@ -238,7 +243,8 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement],
         guard=guard,
         gateway=gateway, gpus=gpus, workspaces=workspaces, ingress=ingress,
         runtime=plan_runtime(stack, host, spec.runtime, placements, ondemand,
-                             {site.host_name: site.upstream for site in ingress.sites} if ingress else None),
+                             {site.host_name: site.upstream for site in ingress.sites} if ingress else None,
+                             wake.runtime_address if wake else None),
         logger=plan_logger(stack, spec, networks, gateway), egress_subnet=egress,
     )
 

@@ -5,15 +5,22 @@ Caddy joins each pool network that has url ports at a fixed address, which the g
 ports of that pool's sandboxes (`sandstack.plan.network.guard_rules`); sandboxes cannot open connections to it.
 Its published port is on a network of its own, so no pool network becomes routed and no sandbox port is
 published.
+
+With a runtime on the host, a request that finds no upstream wakes the site's sandbox (`Wake`): Caddy asks the
+runtime's `POST /v1/wake?site=<host>` over the ingress network (the runtime listens on the bridge's address there,
+the guard opens exactly that port to exactly the ingress's fixed address) and, once it answers 200, sends the
+request to the sandbox again (docs/design/ondemand.md, "Waking on a URL request").
 """
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 from sandstack.plan.contract import RUN_DIR
 from sandstack.plan.container import LogRotation, RunSettings, host_role
 from sandstack.plan.naming import bridge_name, infra_name
+from sandstack.plan.runtime import ENV_WAKE_TOKEN
 from sandstack.spec.models.hosts import Ingress
 
 USER = "65534:65534"  # nobody: Caddy needs no privilege to listen on its high ports inside the container
@@ -34,6 +41,39 @@ HEALTH_TEST = ("CMD-SHELL", f"awk '$4 == \"0A\" && $2 ~ /:{HTTPS_PORT:04X}$/' /p
 TMPFS = {CONFIG_DIR: "rw,nosuid,nodev,noexec,size=4m,uid=65534,gid=65534", "/tmp": "rw,nosuid,nodev,noexec,size=8m"}
 DATA_TMPFS = "rw,nosuid,nodev,noexec,size=16m,uid=65534,gid=65534"
 RUN = host_role(HEALTH_TEST, LogRotation("10m", 5))
+# After a wake, how long Caddy keeps trying the sandbox's port (its service may start a little after the readiness
+# probe passed), and how often.
+RETRY_DURATION = "10s"
+RETRY_INTERVAL = "250ms"
+
+
+@dataclass(frozen=True)
+class Wake:
+    """The ingress's way to the host's runtime: its network's fixed subnet, the runtime's port there, and the
+    label the wake token is derived under (an HMAC of the host's runtime token: `sandstack.plan.tree.Secret`)."""
+
+    subnet: ipaddress.IPv4Network
+    port: int
+    token_label: str
+
+    @property
+    def runtime_address(self) -> str:
+        """The host's address on the ingress bridge, where the runtime listens too."""
+        return str(self.subnet[1])
+
+    @property
+    def ingress_address(self) -> str:
+        """The ingress's fixed address on its network, the one source the guard lets reach the runtime."""
+        return str(self.subnet[-2])
+
+    @property
+    def ip_range(self) -> str:
+        """Where Docker picks any other address on the network: the first half, never the ingress's."""
+        return str(next(self.subnet.subnets(prefixlen_diff=1)))
+
+
+def wake_token_label(stack: str, host: str) -> str:
+    return f"sandstack ingress-wake {stack}/{host}"
 
 
 @dataclass(frozen=True)
@@ -49,6 +89,7 @@ class IngressPlan:
     spec: Ingress
     pools: tuple[tuple[str, str], ...]  # (pool, the ingress's fixed address on its network)
     sites: tuple[Site, ...]
+    wake: Wake | None = None  # with a runtime on the host: a site without upstream wakes its sandbox
 
     @property
     def container_name(self) -> str:
@@ -90,12 +131,48 @@ class IngressPlan:
             lines.append("\tauto_https disable_redirects")
         lines.append("}")
         for site in self.sites:
-            lines += [f"https://{site.host_name} {{", tls + f"\treverse_proxy {site.upstream}:{site.port}", "}"]
+            lines += [f"https://{site.host_name} {{", tls + f"\treverse_proxy {site.upstream}:{site.port}",
+                      *self._wake_lines(site), "}"]
         if not self.spec.acme_email:
             # Any other name under the domain (an undeclared port, a sandbox that does not exist) gets a 404 here,
             # never a guess at an upstream. ACME cannot sign a wildcard over HTTP, so it has no such site.
             lines += [f"https://*.{self.spec.domain} {{", tls + '\trespond "no such sandbox port" 404', "}"]
         return "\n".join(lines) + "\n"
+
+    def _wake_lines(self, site: Site) -> list[str]:
+        """A site's error route when the proxy found no upstream (the sandbox stopped, hibernated, or not made):
+        ask the runtime to wake the site's sandbox (`method` and `rewrite` change only the runtime's copy of the
+        request; the site travels as a query parameter, the token from the container's environment, never from
+        this text), and once it answers 200 serve the original request from the sandbox, trying its port for
+        RETRY_DURATION. Any other answer (no session to wake: 409) is a 502 at once, nothing of the runtime's
+        answer shown. Every error of this site is the proxy's (nothing else here fails), so no status matcher."""
+        if self.wake is None:
+            return []
+        return ["	handle_errors {",
+                f"		reverse_proxy {self.wake.runtime_address}:{self.wake.port} {{",
+                "			method POST",
+                "			rewrite /v1/wake?site={host}",
+                f'			header_up Authorization "Bearer {{env.{ENV_WAKE_TOKEN}}}"',
+                "			header_up -Cookie",
+                "			@woke status 200",
+                "			handle_response @woke {",
+                f"				reverse_proxy {site.upstream}:{site.port} {{",
+                f"					lb_try_duration {RETRY_DURATION}",
+                f"					lb_try_interval {RETRY_INTERVAL}",
+                "				}",
+                "			}",
+                "			handle_response {",
+                '				respond "sandbox not running" 502',
+                "			}",
+                "		}",
+                "	}"]
+
+    @property
+    def dns(self) -> list[str] | None:
+        """Waking, Caddy looks up the name of a sandbox that is stopped or not made yet, which Docker's DNS does not
+        know and would forward to the host's resolvers: without ACME (whose CA's name it needs), the ingress's
+        lookups beyond the sandboxes' names go to its loopback, where nothing answers, never off the host."""
+        return ["127.0.0.1"] if self.wake and not self.spec.acme_email else None
 
     @property
     def tmpfs(self) -> dict[str, str]:

@@ -144,13 +144,23 @@ def egress_subnet(stack: str, pools: dict[str, ipaddress.IPv4Network], subnet_po
     """The gateway's egress network: a /23 of the host's `subnet_pool`, hashed from the stack and probing past those
     the pools hold (pools keep theirs; a new pool moves it only by taking exactly its /23), so the gateway's resolver
     has an address known before Docker makes the network (rule subnet-pool counts it)."""
-    taken = set(pools.values())
+    return _role_subnet(stack, "egress", set(pools.values()), subnet_pool)
+
+
+def ingress_subnet(stack: str, taken: set[ipaddress.IPv4Network], subnet_pool: str) -> ipaddress.IPv4Network:
+    """The ingress's network on a host that also runs a runtime: a /23 of `subnet_pool` as the egress network's, past
+    the pools' and the egress network's (`taken`), so the runtime's address on its bridge and the ingress's own are
+    known before Docker makes it (the guard's rule and the Caddyfile name both; rule subnet-pool counts it)."""
+    return _role_subnet(stack, "ingress", taken, subnet_pool)
+
+
+def _role_subnet(stack: str, role: str, taken: set[ipaddress.IPv4Network], subnet_pool: str) -> ipaddress.IPv4Network:
     candidates = list(ipaddress.IPv4Network(subnet_pool).subnets(new_prefix=POOL_SUBNET_PREFIX))
-    start = int(hashlib.sha256(f"{stack}/egress".encode()).hexdigest(), 16) % len(candidates)
+    start = int(hashlib.sha256(f"{stack}/{role}".encode()).hexdigest(), 16) % len(candidates)
     for i in range(len(candidates)):
         if (candidate := candidates[(start + i) % len(candidates)]) not in taken:
             return candidate
-    raise ValueError(f"no room for the egress network in {subnet_pool}")  # rule subnet-pool reports it first
+    raise ValueError(f"no room for the {role} network in {subnet_pool}")  # rule subnet-pool reports it first
 
 
 def ipv4_only(cidrs: tuple[str, ...] | list[str]) -> list[str]:
@@ -278,9 +288,15 @@ def connection_bounds(network: PoolNetwork) -> list[str]:
     ]
 
 
-def ingress_bridge_rules(bridge: str) -> list[str]:
-    """The ingress's own network, where its port is published: it never opens connections to the host."""
-    return [f"INPUT -i {bridge} {NOT_ESTABLISHED} -j DROP"]
+def ingress_bridge_rules(bridge: str, wake: tuple[str, str, int] | None = None) -> list[str]:
+    """The ingress's own network, where its port is published: it opens no connection to the host but, with
+    `wake` (the ingress's address, the runtime's address on the bridge, its port), to the runtime's wake endpoint
+    (listed after the drop, so the guard inserts it above)."""
+    rules = [f"INPUT -i {bridge} {NOT_ESTABLISHED} -j DROP"]
+    if wake:
+        ingress, runtime, port = wake
+        rules.append(f"INPUT -i {bridge} -s {ingress}/32 -d {runtime}/32 -p tcp --dport {port} -j ACCEPT")
+    return rules
 
 
 def egress_bridge_rules(bridge: str, allow_metadata: bool, resolver: str | None = None) -> list[str]:

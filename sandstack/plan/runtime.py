@@ -168,6 +168,9 @@ class RuntimeConfig:
     ondemand_labels: dict[str, str] = field(default_factory=dict)
     # The host's ingress sites (sandstack.plan.ingress `Site`): host name → its sandbox. What a wake names.
     sites: dict[str, str] = field(default_factory=dict)
+    # The host's address on the ingress's network: a second socket, where only the ingress reaches it (the guard's
+    # rule), to wake a site's sandbox. None: only `listen`.
+    wake_listen: str | None = None
     version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -196,7 +199,10 @@ class RuntimeConfig:
 
     def to_json(self) -> str:
         """Stable text (sorted keys): a changed config is a changed file, an unchanged one is byte-equal."""
-        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
+        data = asdict(self)
+        if data["wake_listen"] is None:  # absent when unused: a host without ingress keeps its runtime as it was
+            del data["wake_listen"]
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     @classmethod
     def from_json(cls, text: str) -> RuntimeConfig:

@@ -131,17 +131,19 @@ def code_archive() -> str:
 
 def plan_runtime(stack: str, host: str, spec: RuntimeService | None, placements: list[Placement],
                  ondemand: dict[str, OnDemand | None] | None = None,
-                 sites: dict[str, str] | None = None) -> RuntimeHostPlan | None:
+                 sites: dict[str, str] | None = None, wake_listen: str | None = None) -> RuntimeHostPlan | None:
     """`ondemand`: the recipe of each pool with a ceiling above its warm count (sandstack.plan.ondemand);
-    `sites`: the ingress's, host name → sandbox (what a wake names)."""
+    `sites`: the ingress's, host name → sandbox (what a wake names); `wake_listen`: the host's address on the
+    ingress's network, where the runtime listens too (unless it listens on every address already)."""
     if spec is None:
         return None
     ondemand = ondemand or {}
     pools = {p.pool: pool_runtime(stack, p, ondemand.get(p.pool)) for p in placements if p.slots > 0}
+    listen = "0.0.0.0" if spec.exposure == "public" else "127.0.0.1"
     config = RuntimeConfig(host=host, pools=pools, port=spec.port, idle_cpu_ms_per_s=IDLE_CPU_MS_PER_S,
                            exit_lifetime=EXIT_LIFETIME, exit_idle=EXIT_IDLE,
                            ondemand_labels={LABEL_STACK: stack, LABEL_HOST: host}, sites=dict(sites or {}),
-                           listen="0.0.0.0" if spec.exposure == "public" else "127.0.0.1",
+                           listen=listen, wake_listen=wake_listen if listen != "0.0.0.0" else None,
                            tokens={scope: TokenScope(tuple(p for p in t.pools if p in pools), token_env(scope))
                                    for scope, t in spec.tokens.items()})
     return RuntimeHostPlan(stack, spec, config)

@@ -16,7 +16,7 @@ from sandstack.plan.contract import GUARD_CGROUP_MOUNT, GUARD_STATE_DIR, HOST_CG
 from sandstack.plan.host import HostPlan
 from sandstack.plan.network import GATEWAY_ALIAS
 from sandstack.plan.package_files import GUARD_SCRIPT_FILE, INFRA_CONTEXT
-from sandstack.plan.runtime import DEFAULT_STATE_DIR, ENV_TOKEN
+from sandstack.plan.runtime import DEFAULT_STATE_DIR, ENV_TOKEN, ENV_WAKE_TOKEN
 from sandstack.plan.tree import (About, CONTAINER, NETWORK, PROVIDER, REMOTE_IMAGE, VOLUME, Node, Options, Ref, Secret,
                                  About, Tree, bridge_options, inputs, label_list, node_key, run_inputs)
 from sandstack.spec.models import Host
@@ -135,12 +135,13 @@ def plan_host_nodes(out: Tree, stack_key: str, component: str, host: str, spec: 
     if plan.runtime:
         # The sessions' API: binds sessions to the declared sandboxes; creates only a pool's declared on-demand slots.
         r = plan.runtime
+        wake = [wake_token(plan)] if plan.ingress and plan.ingress.wake else []
         _role(out, keys, plan, types.RUNTIME_SERVICE, base, "runtime", kinds=("runtime", "runtime state"), volume=("state", DEFAULT_STATE_DIR),
               volume_name=r.state_volume, container_name=r.container_name, run=r.run,
               memory_mb=runtime_host.MEMORY_MB, cpus=runtime_host.CPUS, command=["sh", "-c", runtime_host.ENTRYPOINT],
               after_guard=True, network_mode="host", envs=[*r.env, Secret(r.spec.token.secret, f"{ENV_TOKEN}={{}}"),
                                                          *(Secret(r.spec.tokens[scope].secret, f"{t.env}={{}}")
-                                                           for scope, t in r.config.tokens.items())],
+                                                           for scope, t in r.config.tokens.items()), *wake],
               # With on-demand pools it is deleted before the networks and workspace volumes its sandboxes use: its
               # stop removes them (sandstack.runtime.ondemand.shutdown), so `pulumi destroy` can delete those.
               after=(*keys.networks.values(), *keys.workspaces.values()) if r.ondemand else (),
@@ -149,6 +150,13 @@ def plan_host_nodes(out: Tree, stack_key: str, component: str, host: str, spec: 
     if plan.ingress:
         _ingress(out, keys, plan, base)
     return keys
+
+
+def wake_token(plan: HostPlan) -> Secret:
+    """The ingress's wake token, in the runtime's and the ingress's environment alike: derived from the host's
+    runtime token (never in the Caddyfile, which names only the variable; never in any review output)."""
+    assert plan.runtime and plan.ingress and plan.ingress.wake
+    return Secret(plan.runtime.spec.token.secret, f"{ENV_WAKE_TOKEN}={{}}", derive=plan.ingress.wake.token_label)
 
 
 def _gateway(out: Tree, keys: HostKeys, plan: HostPlan, base: str) -> None:
@@ -182,8 +190,13 @@ def _ingress(out: Tree, keys: HostKeys, plan: HostPlan, base: str) -> None:
     # The host's URLs: a reverse proxy on the pool networks with url ports, after the guard closed them.
     parent = out.add(Node(f"{base}-ingress", types.INGRESS_PROXY, keys.host, keys.provider),
                      About("ingress", plan.host)).key
+    wake = ing.wake
+    # With a runtime on the host, a fixed subnet: the guard's rule and the Caddyfile name the runtime's address on
+    # the bridge and the ingress's own.
     net = out.add(Node(f"{base}-ingress-net", NETWORK, parent, keys.provider, inputs(
         name=ing.network, internal=False, driver="bridge", options=bridge_options(ing.bridge, icc=True),
+        ipam_configs=[inputs(subnet=str(wake.subnet), gateway=wake.runtime_address, ip_range=wake.ip_range)]
+        if wake else None,
         labels=label_list({**plan.labels, LABEL_ROLE: "ingress"})),
         Options(delete_before_replace=True, depends_on=(keys.guard,))), About("ingress network", plan.host))
     mounts = None
@@ -200,11 +213,12 @@ def _ingress(out: Tree, keys: HostKeys, plan: HostPlan, base: str) -> None:
     _container(out, keys, plan, base, "ingress", parent, "ingress", container_name=ing.container_name, run=ing.run,
                     memory_mb=ingress_plan.MEMORY_MB, cpus=ingress_plan.CPUS,
                     command=["sh", "-c", ingress_plan.ENTRYPOINT], after_guard=True,
-                    user=ingress_plan.USER, init=True, envs=ing.env,
-                    networks_advanced=[{"name": Ref(net.key, "name")}] + [
+                    user=ingress_plan.USER, init=True, envs=[*ing.env, *([wake_token(plan)] if wake else [])],
+                    networks_advanced=[inputs(name=Ref(net.key, "name"),
+                                              ipv4_address=wake.ingress_address if wake else None)] + [
                         {"name": Ref(keys.networks[pool], "name"), "ipv4_address": address}
                         for pool, address in ing.pools],
                     ports=[{"internal": inside, "external": outside, "ip": ing.bind_ip, "protocol": "tcp"}
                            for inside, outside in ing.ports],
-                    uploads=uploads, tmpfs=ing.tmpfs, mounts=mounts)
+                    uploads=uploads, tmpfs=ing.tmpfs, mounts=mounts, dns=ing.dns)
 

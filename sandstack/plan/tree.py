@@ -9,6 +9,8 @@ nodes and compute nothing else; review and policy read the same nodes. No Pulumi
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
@@ -32,10 +34,19 @@ class Ref:
 
 @dataclass(frozen=True)
 class Secret:
-    """A Pulumi secret config value, by key; `text` places it in a string (`KEY={}`)."""
+    """A Pulumi secret config value, by key; `text` places it in a string (`KEY={}`). With `derive`, not the value
+    but its HMAC-SHA256 under that label (hex): a second secret known only where the first one is (the ingress's
+    wake token, from the host's runtime token), with no state to keep and nothing of the first one in it."""
 
     key: str
     text: str = "{}"
+    derive: str = ""
+
+    def render(self, value: str) -> str:
+        """What the resource receives, given the config value (only ever inside Pulumi's secret output)."""
+        if self.derive:
+            value = hmac.new(value.encode(), self.derive.encode(), hashlib.sha256).hexdigest()
+        return self.text.replace("{}", value, 1)
 
 
 @dataclass(frozen=True)

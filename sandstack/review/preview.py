@@ -95,7 +95,10 @@ def summary(r: Resource) -> list[str]:
             for scope, t in p.get("tokens", {}).items()]
     if r.kind == "ingress" and p:
         tls = p["tls"] if isinstance(p["tls"], str) else "TLS from secrets " + ", ".join(v["secret"] for v in p["tls"].values())
-        return [f"https://*.{p['domain']} on {p['listen']} ({tls}), {len(p['sites'])} URLs"]
+        wake = p.get("wake")
+        return [f"https://*.{p['domain']} on {p['listen']} ({tls}), {len(p['sites'])} URLs"] + (
+            [f"a URL of a stopped sandbox wakes its session through the runtime at {wake['runtime']} (token derived "
+             f"from secret {wake['token']['secret']})"] if wake else [])
     if r.kind == "network":
         return [f"{p['name']} {p['subnet']} ({'internal' if p['internal'] else 'routed'}, outbound {p['outbound']}"
                 + (f", gateway port {p['gateway_port']}" if p["gateway_port"] else "") + ")"]

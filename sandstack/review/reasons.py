@@ -53,6 +53,7 @@ class Side:
     change: FieldChange
     changed: frozenset[str]  # the resource's changed settings
     runtime: bool = False  # the resource's host runs the runtime service (before or after)
+    ingress: bool = False  # the resource's host runs an ingress (before or after)
 
 
 def _builtin_tmpfs_small(s: Side) -> bool:
@@ -115,6 +116,7 @@ DECIDE: dict[Condition, Callable[[Side], bool]] = {
     table.UNLOGGED_ALLOW_ALL: _unlogged_allow_all,
     table.DIRECT_ROUTE: lambda s: s.template is not None and s.template.network.outbound == "direct",
     table.RUNTIME_HOST: lambda s: s.runtime,
+    table.INGRESS_HOST: lambda s: s.ingress,
 }
 
 Held = tuple[Condition | None, Effect]  # the condition that held (None: none did) and the effect under it
@@ -292,10 +294,11 @@ def sides(change: FieldChange, r: Resource, old: ResolvedStack, new: ResolvedSta
     """Each concerned template before and after the change (one template-less side when none is)."""
     out = []
     runtime = any(r.host in spec.hosts and spec.hosts[r.host].runtime is not None for spec in (old, new))
+    ingress = any(r.host in spec.hosts and spec.hosts[r.host].ingress is not None for spec in (old, new))
     for name in sorted(concerned_templates(change, r, old, new)):
         a, b = old.templates.get(name), new.templates.get(name)
-        out += [Side(t, a, b, change, frozenset(changed), runtime) for t in (a, b) if t is not None]
-    return out or [Side(None, None, None, change, frozenset(changed), runtime)]
+        out += [Side(t, a, b, change, frozenset(changed), runtime, ingress) for t in (a, b) if t is not None]
+    return out or [Side(None, None, None, change, frozenset(changed), runtime, ingress)]
 
 
 def own_entry(change: FieldChange, r: Resource) -> bool:

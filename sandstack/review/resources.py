@@ -83,7 +83,9 @@ def _host_props(kind: str, plan: HostPlan, spec, node_key: str, keys) -> dict[st
     if kind == "runtime state":
         return {"name": plan.runtime.state_volume}
     if kind == "ingress network":
-        return {"name": plan.ingress.network, "bridge": plan.ingress.bridge}
+        wake = plan.ingress.wake
+        return {"name": plan.ingress.network, "bridge": plan.ingress.bridge,
+                **({"subnet": str(wake.subnet)} if wake else {})}
     if kind == "ingress data":
         return {"name": plan.ingress.data_volume}
     return {}
@@ -107,6 +109,7 @@ def _container_props(kind: str, plan: HostPlan) -> dict[str, Any]:
     if kind == "runtime":
         config = plan.runtime.config
         return {"name": plan.runtime.container_name, "listen": f"{config.listen}:{config.port}",
+                **({"wake_listen": f"{config.wake_listen}:{config.port}"} if config.wake_listen else {}),
                 "token": {"secret": plan.runtime.spec.token.secret},
                 **({"tokens": {scope: {"secret": t.secret, "pools": list(t.pools)}
                                for scope, t in plan.runtime.spec.tokens.items()}} if plan.runtime.spec.tokens else {}),
@@ -119,7 +122,13 @@ def _container_props(kind: str, plan: HostPlan) -> dict[str, Any]:
         return {"name": ing.container_name, "domain": ing.spec.domain, "listen": f"{ing.bind_ip}:{ing.spec.port}",
                 "tls": ({k: {"secret": getattr(ing.spec.tls, k).secret} for k in ("cert", "key")}
                         if ing.spec.tls else "acme" if ing.spec.acme_email else "local CA"),
-                "sites": {site.host_name: f"{site.upstream}:{site.port}" for site in ing.sites}}
+                "sites": {site.host_name: f"{site.upstream}:{site.port}" for site in ing.sites},
+                # A site without upstream wakes its sandbox through the runtime, with a token derived from the
+                # runtime's (shown as that token's config key, as every secret).
+                **({"wake": {"address": ing.wake.ingress_address,
+                             "runtime": f"{ing.wake.runtime_address}:{ing.wake.port}",
+                             "token": {"secret": plan.runtime.spec.token.secret, "derived": "ingress-wake"}}}
+                   if ing.wake and plan.runtime else {})}
     return {}
 
 

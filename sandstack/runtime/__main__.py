@@ -62,8 +62,16 @@ def main() -> int:
         return 2
     runtime = Runtime(config, DockerBackend(), state_dir)
     app = create_app(runtime, token=token, audit=AuditLog(state_dir / AUDIT_FILE), tokens=tokens)
+    from sandstack.runtime.listen import sockets
+
+    try:  # its own address, and the host's address on the ingress's network when the ingress may wake sandboxes
+        listening = sockets(config.listen, config.port, config.wake_listen)
+    except OSError as error:
+        print(f"sandstack runtime: cannot listen on port {config.port}: {error.strerror}", file=sys.stderr)
+        return 2
     # One process: the SQLite lock and the monitor thread assume a single runtime per host.
-    uvicorn.run(app, host=config.listen, port=config.port, workers=1, log_level="info", server_header=False)
+    server = uvicorn.Server(uvicorn.Config(app, workers=1, log_level="info", server_header=False))
+    server.run(sockets=listening)
     return 0
 
 

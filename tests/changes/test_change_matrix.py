@@ -42,8 +42,9 @@ from typing import Any, Callable
 import pytest
 
 from sandstack.spec import changes as table
-from sandstack.spec.changes import (BUILTIN_TMPFS, DEVICES_REASSIGNED, DIRECT_ROUTE, IN_INGRESS_TLS, NO_IDLE_TIMEOUT,
-                                    NOTHING_INHERITED_CHANGES, PIDS_UNCHANGED, ROUTE_KEPT, ROUTING, RUNTIME_HOST,
+from sandstack.spec.changes import (BUILTIN_TMPFS, DEVICES_REASSIGNED, DIRECT_ROUTE, IN_INGRESS_TLS, INGRESS_HOST,
+                                    NO_IDLE_TIMEOUT, NOTHING_INHERITED_CHANGES, PIDS_UNCHANGED, ROUTE_KEPT, ROUTING,
+                                    RUNTIME_HOST,
                                     UNLOGGED_ALLOW_ALL, URL_AND_ROUTING, URL_PORTS, URL_PORTS_CHANGE, Condition, Effect)
 from sandstack.spec.changes import DISK_WORKSPACE as DISK
 from sandstack.spec.models import Stack
@@ -321,16 +322,21 @@ CASES: list[Case] = [
     Case("hosts.*.disk_workspaces", "2GiB"),
     Case("hosts.*.dns_upstream", ["10.0.0.53"]),
     Case("hosts.*.runtime", {"token": {"secret": "runtimeToken"}}),
+    Case("hosts.*.runtime", {"token": {"secret": "runtimeToken"}}, prepare=INGRESS, condition=INGRESS_HOST),
     Case("hosts.*.runtime.port", 7481, prepare=RUNTIME),
+    Case("hosts.*.runtime.port", 7481, prepare=INGRESS_AND_RUNTIME, condition=INGRESS_HOST),
     Case("hosts.*.runtime.exposure", "public", prepare=RUNTIME),
     Case("hosts.*.runtime.token", {"secret": "runtimeToken2"}, prepare=RUNTIME),
     Case("hosts.*.runtime.token.secret", "runtimeToken2", prepare=RUNTIME),
+    Case("hosts.*.runtime.token", {"secret": "runtimeToken2"}, prepare=INGRESS_AND_RUNTIME, condition=INGRESS_HOST),
+    Case("hosts.*.runtime.token.secret", "runtimeToken2", prepare=INGRESS_AND_RUNTIME, condition=INGRESS_HOST),
     Case("hosts.*.runtime.tokens", {"tenant": {"secret": "tenantToken", "pools": ["agent"]}}, prepare=RUNTIME),
     Case("hosts.*.runtime.tokens.*.secret", "tenantToken2", at="hosts.local.runtime.tokens.tenant.secret",
          prepare=RUNTIME_TOKEN),
     Case("hosts.*.runtime.tokens.*.pools", ["agent", "free"], at="hosts.local.runtime.tokens.tenant.pools",
          prepare=RUNTIME_TOKEN),
     Case("hosts.*.ingress", {"domain": "sbx.example.com"}),
+    Case("hosts.*.ingress", {"domain": "sbx.example.com"}, prepare=RUNTIME, condition=RUNTIME_HOST),
     Case("hosts.*.ingress.domain", "sbx2.example.com", prepare=INGRESS),
     Case("hosts.*.ingress.port", 8443, prepare=INGRESS),
     Case("hosts.*.ingress.exposure", "host", prepare=INGRESS),

@@ -34,7 +34,7 @@ class Expected:
             refs.add(value.node)
             return self.by_key[value.node].outputs[camel(value.attr)]
         if isinstance(value, Secret):
-            return value.text.replace("{}", self.secrets[value.key], 1)
+            return value.render(self.secrets[value.key])
         if isinstance(value, dict):
             if in_map:
                 return {k: self.value(v, refs) for k, v in value.items()}

@@ -344,6 +344,13 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
         ("no-room-for-the-gateway", change("    capacity:\n", "    subnet_pool: 10.213.0.0/23\n    capacity:\n"),
          ["stack.yaml:6:18: $.hosts.local.subnet_pool: '10.213.0.0/23' has room for 1 pool network (/23 each) but 1 "
           "pool and the gateway's egress network are placed on host 'local': use a larger network"]),
+        # An ingress beside a runtime has a network with a fixed subnet (to reach the runtime): a /23 too.
+        ("no-room-for-the-ingress", change("    capacity:\n", "    subnet_pool: 10.213.0.0/22\n"
+                                           "    ingress: {domain: sbx.example.com}\n"
+                                           "    runtime:\n      token: {secret: runtimeToken}\n    capacity:\n"),
+         ["stack.yaml:6:18: $.hosts.local.subnet_pool: '10.213.0.0/22' has room for 2 pool networks (/23 each) but 1 "
+          "pool, the gateway's egress network and the ingress's network are placed on host 'local': use a larger "
+          "network"]),
     ],
     "capabilities-user": [
         ("capability-for-the-default-user", change("    secrets:\n", "    security: {capabilities: [CHOWN]}\n    secrets:\n"),

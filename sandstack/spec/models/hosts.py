@@ -8,7 +8,7 @@ from pydantic import StringConstraints
 
 from sandstack.spec.access import AS_FIELDS, NEVER, loosens
 from sandstack.spec import changes
-from sandstack.spec.changes import IN_INGRESS_TLS, PROVIDER, URL_PORTS, Effect
+from sandstack.spec.changes import IN_INGRESS_TLS, INGRESS_HOST, PROVIDER, RUNTIME_HOST, URL_PORTS, Effect
 from sandstack.spec.models.base import (ConfigKey, Cpus, ImageRef, LabelKey, Name, Size, StrictModel,
                                          field, text)
 from sandstack.spec.models.network import NETWORK_ROLES
@@ -95,13 +95,18 @@ class Ingress(StrictModel):
 
 
 RUNTIME = Effect(host=frozenset({"runtime"}))
+# Beside an ingress, which wakes sites through the runtime: its port is in the Caddyfile and the guard's opening,
+# its token is what the ingress's wake token derives from (sandstack.plan.ingress `Wake`).
+RUNTIME_PORT = Effect(host=frozenset({"runtime"}),
+                      when=((INGRESS_HOST, Effect(host=frozenset({"runtime", "ingress", "guard"}))),))
+RUNTIME_TOKEN = Effect(host=frozenset({"runtime"}), when=((INGRESS_HOST, Effect(host=frozenset({"runtime", "ingress"}))),))
 
 
 class TokenRef(StrictModel):
     """A Pulumi secret holding a bearer token."""
 
     secret: ConfigKey = field(description="Pulumi config key holding the token (at least 16 characters).",
-                              change=RUNTIME,
+                              change=RUNTIME_TOKEN,
                               access=NEVER)
 
 
@@ -121,13 +126,13 @@ class RuntimeService(StrictModel):
     files, snapshot, pause and release them over its HTTP API (docs/design/runtime.md). It runs in the host's
     network namespace, where the guard already closes the host to every sandbox."""
 
-    port: int = field(7480, description="Port of its HTTP API. Default 7480.", change=RUNTIME,
+    port: int = field(7480, description="Port of its HTTP API. Default 7480.", change=RUNTIME_PORT,
                       access=NEVER, ge=1, le=65535)
     exposure: Literal["host", "public"] = field(
         "host", description="'host' (default): on the host's loopback only (an agent platform on the host, or a "
         "tunnel); 'public': on all its interfaces (use TLS in front of it).", change=RUNTIME,
         access=loosens("runtime", "to 'public': the runtime API on all the host's interfaces", "host", "public"))
-    token: TokenRef = field(description="The bearer token every call must carry.", change=RUNTIME,
+    token: TokenRef = field(description="The bearer token every call must carry.", change=RUNTIME_TOKEN,
                             access=NEVER)
     tokens: dict[Name, ScopedToken] = field(
         {}, description="Scoped tokens, by scope name (a pool, or a tenant's set of pools): each acts only on the "
@@ -243,10 +248,14 @@ class Host(StrictModel):
     )
     ingress: Ingress | None = field(
         None, description="URLs for the sandboxes' `exposure: url` ports, served by a reverse proxy on this host.",
-        change=Effect(sandboxes="replace", host=frozenset({"ingress", "guard"}), scope="host"),
+        change=Effect(sandboxes="replace", host=frozenset({"ingress", "guard"}), scope="host",
+                      when=((RUNTIME_HOST, Effect(sandboxes="replace", host=frozenset({"ingress", "guard", "runtime"}),
+                                                  scope="host")),)),
         access=AS_FIELDS)
     runtime: RuntimeService | None = field(
-        None, description="The sandbox runtime service on this host (claims, exec, files, snapshots).", change=RUNTIME,
+        None, description="The sandbox runtime service on this host (claims, exec, files, snapshots); beside an "
+        "`ingress`, a request to a URL of a hibernated session's sandbox wakes it through the runtime.",
+        change=RUNTIME_PORT,
         access=loosens("runtime", "added with `exposure: public`",
                        None, {"exposure": "public", "token": {"secret": "runtimeToken"}}))
     dns_upstream: list[DnsServer] = field(
@@ -273,13 +282,16 @@ class Host(StrictModel):
         "10.213.0.0/16",
         description=(
             "Addresses for the pools' networks on this host: each pool gets a /23 of it (so at most 2^(23 - "
-            "prefix) pools), with the egress gateway on a fixed address the host guard's rules name. Must "
-            "not overlap other Docker networks or routes of the host; two stacks on one host need two pools. A "
-            "change renews every pool network (its sandboxes are replaced onto it), the guard's rules, the gateway, "
-            "the logging resolvers and, for url ports, the ingress (its address on each network)."
+            "prefix) pools), with the egress gateway on a fixed address the host guard's rules name; the gateway's "
+            "egress network and, on a host with both an ingress and a runtime, the ingress's network take a /23 "
+            "each too. Must not overlap other Docker networks or routes of the host; two stacks on one host need two "
+            "pools. A change renews every pool network (its sandboxes are replaced onto it), the guard's rules, the "
+            "gateway, the logging resolvers and, for url ports, the ingress (its address on each network) and the "
+            "runtime (its address on the ingress's network)."
         ),
         change=Effect(sandboxes="replace", host=NETWORK_ROLES, scope="host",
-                      when=((URL_PORTS, Effect(sandboxes="replace", host=NETWORK_ROLES | {"ingress"}, scope="host")),)),
+                      when=((URL_PORTS, Effect(sandboxes="replace", host=NETWORK_ROLES | {"ingress", "runtime"},
+                                               scope="host")),)),
         access=NEVER,
     )
     infra_image: ImageRef | None = field(

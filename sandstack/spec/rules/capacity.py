@@ -104,10 +104,15 @@ def pools_fit_subnet_pool(ctx: Context) -> Iterator[Diagnostic]:
         if network.prefixlen > POOL_SUBNET_PREFIX:
             yield ctx.error(where, f"{host.subnet_pool!r} is smaller than one pool's /{POOL_SUBNET_PREFIX}: use a prefix "
                             f"of /{POOL_SUBNET_PREFIX} or shorter, e.g. '10.213.0.0/16'", "subnet-pool")
-        elif len(pools_on[name]) + (name in gateway_on) > 2 ** (POOL_SUBNET_PREFIX - network.prefixlen):
+        # An ingress beside a runtime has a fixed subnet too, to reach the runtime (sandstack.plan.network
+        # `ingress_subnet`).
+        elif len(pools_on[name]) + (name in gateway_on) + bool(host.ingress and host.runtime) > \
+                2 ** (POOL_SUBNET_PREFIX - network.prefixlen):
             room, pools = 2 ** (POOL_SUBNET_PREFIX - network.prefixlen), len(pools_on[name])
-            placed = f"{pools} pool{'s' if pools > 1 else ''}" + (
-                " and the gateway's egress network" if name in gateway_on else "")
+            extra = [n for n, on in (("the gateway's egress network", name in gateway_on),
+                                     ("the ingress's network", bool(host.ingress and host.runtime))) if on]
+            parts = [f"{pools} pool{'s' if pools > 1 else ''}", *extra]
+            placed = f"{', '.join(parts[:-1])} and {parts[-1]}" if extra else parts[0]
             yield ctx.error(where, f"{host.subnet_pool!r} has room for {room} pool network{'s' if room > 1 else ''} "
                             f"(/{POOL_SUBNET_PREFIX} each) but {placed} are placed on host {name!r}: use a larger "
                             "network", "subnet-pool")

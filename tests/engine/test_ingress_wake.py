@@ -1,0 +1,119 @@
+"""A URL request wakes a hibernated session's sandbox on the real engine (docs/design/ondemand.md, "Waking on a URL
+request"): a client on this machine asks the ingress for a hibernated sandbox's URL, the request waits while the
+ingress has the runtime resume it, and is then served by it, which runs again afterwards; a site whose sandbox has
+no session wakes nothing and gets a 502 at once; the runtime and the ingress hold the same derived wake token, which
+the Caddyfile only names; and no sandbox reaches the runtime's address on the ingress's network."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from sandstack.client import Client
+from sandstack.plan.naming import infra_name
+from sandstack.plan.runtime import ENV_WAKE_TOKEN
+from testbed.deploy import engine_spec, shared_deployment
+from testbed.waiting import wait_until
+from tests.engine.runtime_helpers import answers, release_all
+from tests.engine.sandbox_helpers import sh
+
+pytestmark = pytest.mark.docker
+
+DOMAIN = "sbx.test"
+INGRESS_PORT = 18444
+PORT = 17534
+TOKEN = "engine-test-runtime-token-wake-0001"
+# The sandbox serves its own hostname on 8080 (a fresh copy at every start: a resumed sandbox runs its command anew).
+SERVE = "mkdir -p /tmp/w && hostname > /tmp/w/who && exec python3 -m http.server 8080 --directory /tmp/w"
+PROBE = ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/who', timeout=1)"]
+
+
+def _spec(image: str) -> str:
+    template = {"base_image": image, "command": ["sh", "-c", SERVE], "limits": {"memory": "128MiB"},
+                "readiness": {"command": PROBE, "interval": "1s"},
+                "ports": [{"port": 8080, "exposure": "url", "name": "app"}], "session": {"idle": "never"}}
+    data = yaml.safe_load(engine_spec(image, {"web": template},
+                                      {"web": {"template": "web", "hosts": ["local"], "replicas": 1, "max": 2}}))
+    data["hosts"]["local"]["ingress"] = {"domain": DOMAIN, "port": INGRESS_PORT, "exposure": "host"}
+    data["hosts"]["local"]["runtime"] = {"port": PORT, "token": {"secret": "runtimeToken"}}
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def _get(name: str, max_time: int = 60) -> tuple[int, str, float]:
+    """An HTTPS request from this machine to the ingress for `name`: status, body, seconds it took."""
+    start = time.monotonic()
+    out = subprocess.run(["curl", "-sk", "--max-time", str(max_time), "--resolve",
+                          f"{name}:{INGRESS_PORT}:127.0.0.1", "-w", "\n%{http_code}",
+                          f"https://{name}:{INGRESS_PORT}/who"], capture_output=True, text=True)
+    body, _, code = out.stdout.rpartition("\n")
+    return int(code or 0), body.strip(), time.monotonic() - start
+
+
+@pytest.fixture(scope="module")
+def stack(debian_image, harness_sweep_orphans, tmp_path_factory):
+    with shared_deployment(__file__, tmp_path_factory.mktemp("ingress-wake"), _spec(debian_image),
+                           secret_config={"runtimeToken": TOKEN}) as shared:
+        wait_until(lambda: answers(PORT), 60, what="the runtime to answer")
+        yield shared
+
+
+@pytest.fixture
+def client(stack):
+    c = Client.from_outputs({"hosts": {"local": {"url": f"http://127.0.0.1:{PORT}", "token": TOKEN}},
+                             "pools": {"web": ["local"]}}, actor="engine-test", timeout=120)
+    yield c
+    release_all(c.host("local"))
+    c.close()
+
+
+def test_a_hibernated_sessions_url_wakes_its_sandbox_and_is_served(stack, client, docker_client):
+    stack.proves("Network.ipamConfigs.subnet", "Container.networksAdvanced.ipv4Address", "Container.dns")
+    name = f"8080-web-0.{DOMAIN}"
+    wait_until(lambda: _get(name, 5)[0] == 200, 30, what="the ingress to serve the warm sandbox")
+    sandbox = client.claim("web", "chat-1")
+    assert sandbox.name == stack.name("web", "0")
+    assert sandbox.hibernate()["status"] == "hibernated"
+    assert docker_client.containers.get(sandbox.name).status == "exited"
+    code, body, _ = _get(name)
+    assert (code, body) == (200, "web-0")  # the request waited for the wake, then the sandbox answered it
+    assert sandbox.status()["status"] == "bound"
+    assert docker_client.containers.get(sandbox.name).status == "running"
+    # The runtime's audit log names the ingress's scope for the wake, never a token.
+    woke = [line for line in client.host("local").audit() if line["operation"] == "wake"]
+    assert [(w["scope"], w["status"], w["sandbox"], w["session"]) for w in woke] == [
+        ("ingress-wake", 200, sandbox.name, "chat-1")]
+
+
+def test_a_site_without_a_session_wakes_nothing_and_gets_a_502_at_once(stack, client, docker_client):
+    # Slot 1 is on demand and absent: no container to serve, no session to wake.
+    code, body, took = _get(f"8080-web-1.{DOMAIN}")
+    assert (code, body) == (502, "sandbox not running")
+    assert took < 10, f"took {took:.1f}s"  # the runtime's 409 ends it: no retry for the retry duration
+    assert docker_client.containers.list(all=True, filters={"name": f"^{stack.name('web', '1')}$"}) == []
+    assert [s["status"] for s in client.host("local").sandboxes("web") if s["sandbox"] == stack.name("web", "1")] \
+        == ["absent"]
+    # The runtime refused the wake (409: nothing to wake) and the ingress showed none of its answer.
+    refused = [line for line in client.host("local").audit() if line["operation"] == "wake"][-1]
+    assert (refused["scope"], refused["status"], refused["sandbox"]) == ("ingress-wake", 409, stack.name("web", "1"))
+
+
+def test_the_wake_token_is_the_same_in_runtime_and_ingress_and_not_in_the_caddyfile(stack, docker_client):
+    envs = {role: dict(line.split("=", 1) for line in
+                       docker_client.containers.get(stack.name(role)).attrs["Config"]["Env"])
+            for role in ("runtime", "ingress")}
+    token = envs["runtime"][ENV_WAKE_TOKEN]
+    assert envs["ingress"][ENV_WAKE_TOKEN] == token and len(token) == 64 and token != TOKEN
+    assert token not in envs["ingress"]["SANDSTACK_CADDYFILE"] and TOKEN not in str(envs["ingress"])
+
+
+def test_no_sandbox_reaches_the_runtime_on_the_ingress_network(stack, docker_client):
+    network = docker_client.networks.get(infra_name(stack.stack, "ingress-net"))  # its bridge: the runtime's address
+    address = network.attrs["IPAM"]["Config"][0]["Gateway"]
+    probe = ("import socket, sys\ns = socket.socket(); s.settimeout(3)\n"
+             "try:\n    s.connect((sys.argv[1], int(sys.argv[2]))); print('connected')\n"
+             "except OSError as e:\n    print(type(e).__name__)\n")
+    code, out = sh(stack.container("web", 0), f"python3 -c \"{probe}\" {address} {PORT}")
+    assert code == 0 and "connected" not in out, out
