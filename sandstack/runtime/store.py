@@ -137,20 +137,15 @@ class Store:
         return SandboxRow(**row) if row else None
 
     def update(self, name: str, db: sqlite3.Connection | None = None, **fields: object) -> None:
-        if "last_activity" in fields:
-            self._touched.pop(name, None)  # set by another change: the next touch writes
-        assignments = ", ".join(f"{key} = ?" for key in fields)
-        if db is not None:
-            db.execute(f"UPDATE sandboxes SET {assignments} WHERE name = ?", (*fields.values(), name))
-            return
-        with self.transaction() as tx:
-            tx.execute(f"UPDATE sandboxes SET {assignments} WHERE name = ?", (*fields.values(), name))
+        self.update_if(name, {}, db, **fields)
 
     def update_if(self, name: str, expect: dict[str, object], db: sqlite3.Connection | None = None,
                   **fields: object) -> bool:
         """Compare-and-set: the change only if the row still holds `expect` (a status, a session...); whether it
         did. A decision taken on a row read before a Docker call must not undo what another thread did meanwhile
         (a claim that bound it, a release)."""
+        if "last_activity" in fields:
+            self._touched.pop(name, None)  # set by another change: the next touch writes
         assignments = ", ".join(f"{key} = ?" for key in fields)
         conditions = "".join(f" AND {key} IS ?" for key in expect)  # IS: a NULL session compares equal
         sql = f"UPDATE sandboxes SET {assignments} WHERE name = ?{conditions}"
