@@ -172,10 +172,15 @@ def test_the_monitor_does_not_end_a_session_bound_while_it_asked_docker(slow):
     assert (row.status, row.session, row.detail) == ("bound", "late", None)
 
 
-def test_the_monitor_does_not_retire_an_on_demand_slot_bound_after_its_list(tmp_path: Path):
+def od_runtime(tmp_path: Path) -> tuple[SlowDocker, FakeProvisioner, Runtime]:
+    """A runtime over a slow Docker with one warm sandbox and pool 'od''s on-demand slots."""
     backend = SlowDocker(tmp_path / "containers", [WARM], {"/workspace": "tmpfs", "/tmp": "tmpfs"})
-    backend.provisioner = FakeProvisioner(backend)
-    runtime = Runtime(od_config(), backend, tmp_path / "state")
+    provisioner = backend.provisioner = FakeProvisioner(backend)
+    return backend, provisioner, Runtime(od_config(), backend, tmp_path / "state")
+
+
+def test_the_monitor_does_not_retire_an_on_demand_slot_bound_after_its_list(tmp_path: Path):
+    backend, _, runtime = od_runtime(tmp_path)
     try:
         runtime.claim("od", "warm-session")
         # A slot left idle (a failed claim's reset leaves one so until the monitor retires it).
@@ -193,9 +198,7 @@ def test_the_monitor_does_not_retire_an_on_demand_slot_bound_after_its_list(tmp_
 
 
 def test_a_warm_claim_does_not_wait_for_an_on_demand_creation(tmp_path: Path):
-    backend = SlowDocker(tmp_path / "containers", [WARM], {"/workspace": "tmpfs", "/tmp": "tmpfs"})
-    provisioner = backend.provisioner = FakeProvisioner(backend)
-    runtime = Runtime(od_config(), backend, tmp_path / "state")
+    backend, provisioner, runtime = od_runtime(tmp_path)
     creating, go_on = threading.Event(), threading.Event()
     create = provisioner.create
 
@@ -222,9 +225,7 @@ def test_a_warm_claim_does_not_wait_for_an_on_demand_creation(tmp_path: Path):
 
 
 def test_at_the_ceiling_the_503_names_a_warm_sandbox_out_of_service(tmp_path: Path):
-    backend = SlowDocker(tmp_path / "containers", [WARM], {"/workspace": "tmpfs", "/tmp": "tmpfs"})
-    backend.provisioner = FakeProvisioner(backend)
-    runtime = Runtime(od_config(), backend, tmp_path / "state")
+    backend, _, runtime = od_runtime(tmp_path)
     try:
         # The warm sandbox is not handed out (the monitor found it missing: the runtime started before it existed).
         runtime.store.update(WARM, status="unhealthy", detail="container is missing")
@@ -287,9 +288,7 @@ def test_a_warm_hit_asks_docker_once(tmp_path: Path):
 
 
 def test_an_on_demand_creation_removes_only_a_leftover_container(tmp_path: Path):
-    backend = SlowDocker(tmp_path / "containers", [WARM], {"/workspace": "tmpfs", "/tmp": "tmpfs"})
-    provisioner = backend.provisioner = FakeProvisioner(backend)
-    runtime = Runtime(od_config(), backend, tmp_path / "state")
+    backend, provisioner, runtime = od_runtime(tmp_path)
     try:
         runtime.claim("od", "warm")
         runtime.claim("od", "a")  # no container of the slot: created at once, nothing removed first
