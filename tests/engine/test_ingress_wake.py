@@ -12,12 +12,11 @@ import time
 import pytest
 import yaml
 
-from sandstack.client import Client
 from sandstack.plan.naming import infra_name
 from sandstack.plan.runtime import ENV_WAKE_TOKEN
 from testbed.deploy import engine_spec, shared_deployment
 from testbed.waiting import wait_until
-from tests.engine.runtime_helpers import answers, release_all
+from tests.engine.runtime_helpers import answers, local_client
 from tests.engine.sandbox_helpers import sh
 
 pytestmark = pytest.mark.docker
@@ -62,11 +61,8 @@ def stack(debian_image, harness_sweep_orphans, tmp_path_factory):
 
 @pytest.fixture
 def client(stack):
-    c = Client.from_outputs({"hosts": {"local": {"url": f"http://127.0.0.1:{PORT}", "token": TOKEN}},
-                             "pools": {"web": ["local"]}}, actor="engine-test", timeout=120)
-    yield c
-    release_all(c.host("local"))
-    c.close()
+    with local_client(PORT, TOKEN, ["web"], timeout=120) as c:
+        yield c
 
 
 def test_a_hibernated_sessions_url_wakes_its_sandbox_and_is_served(stack, client, docker_client):

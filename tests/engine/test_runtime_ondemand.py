@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sandstack.client import Client, NoCapacity
+from sandstack.client import NoCapacity
 from sandstack.plan.recipe import LABEL_ONDEMAND, LABEL_RECIPE
 from sandstack.plan.contract import LABEL_REPLICA
 from testbed.deploy import engine_spec, shared_deployment
 from testbed.waiting import wait_until
-from tests.engine.runtime_helpers import answers, release_all
+from tests.engine.runtime_helpers import answers, local_client
 
 pytestmark = pytest.mark.docker
 
@@ -57,11 +57,8 @@ def stack(debian_image, harness_sweep_orphans, tmp_path_factory, docker_client):
 
 @pytest.fixture
 def client(stack):
-    c = Client.from_outputs({"hosts": {"local": {"url": f"http://127.0.0.1:{PORT}", "token": TOKEN}},
-                             "pools": {"od": ["local"]}}, actor="engine-test", timeout=120)
-    yield c
-    release_all(c.host("local"))
-    c.close()
+    with local_client(PORT, TOKEN, ["od"], timeout=120) as c:
+        yield c
 
 
 def _restart_runtime(stack, docker_client, *, kill: bool) -> None:

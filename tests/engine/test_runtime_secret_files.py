@@ -11,9 +11,8 @@ import time
 import pytest
 import yaml
 
-from sandstack.client import Client
 from testbed.deploy import engine_spec, shared_deployment
-from tests.engine.runtime_helpers import release_all
+from tests.engine.runtime_helpers import local_client
 from tests.engine.sandbox_helpers import docker_time
 
 pytestmark = pytest.mark.docker
@@ -48,11 +47,8 @@ def stack(debian_image, harness_sweep_orphans, tmp_path_factory):
 
 @pytest.fixture
 def client(stack):
-    c = Client.from_outputs({"hosts": {"local": {"url": f"http://127.0.0.1:{PORT}", "token": TOKEN}},
-                             "pools": {"sf": ["local"]}}, actor="engine-test", timeout=120)
-    yield c
-    release_all(c.host("local"))
-    c.close()
+    with local_client(PORT, TOKEN, ["sf"], timeout=120) as c:
+        yield c
 
 
 def _sh(sandbox, script: str) -> str:

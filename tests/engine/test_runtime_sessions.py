@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sandstack.client import Client, SandstackError
+from sandstack.client import SandstackError
 from sandstack.plan.contract import EXIT_IDLE, EXIT_LIFETIME, workspace_dir
 from testbed.deploy import engine_spec, shared_deployment
-from tests.engine.runtime_helpers import release_all
+from tests.engine.runtime_helpers import local_client
 from tests.engine.sandbox_helpers import ended, guard_expiries, sh_in_a_run
 from testbed.waiting import wait_until
 
@@ -70,12 +70,8 @@ def stack(debian_image, harness_sweep_orphans, tmp_path_factory):
 @pytest.fixture
 def client(stack):
     assert stack.result.outputs["runtime"]["hosts"]["local"]["url"] == f"http://127.0.0.1:{PORT}"
-    c = Client.from_outputs({"hosts": {"local": {"url": f"http://127.0.0.1:{PORT}", "token": TOKEN}},
-                             "pools": {p: ["local"] for p in ("disk", "seeded", "stopper", "expiring", "idler")}},
-                            actor="engine-test")
-    yield c
-    release_all(c.host("local"))
-    c.close()
+    with local_client(PORT, TOKEN, ("disk", "seeded", "stopper", "expiring", "idler")) as c:
+        yield c
 
 
 def _left(sandbox, *paths: str) -> list[str]:
