@@ -10,6 +10,11 @@ is imported:
 - while it works, the interrupt is a KeyboardInterrupt, so `with` blocks and `finally` clauses run on the way out
   (temporary folders of git inputs are removed), and `cli.main` prints one line and returns 130;
 - once it has finished, an interrupt during the interpreter's shutdown ends the process too.
+Python cannot raise an exception everywhere: in a finalizer, a weakref callback or a callback from compiled code
+(pydantic-core building a pattern) a KeyboardInterrupt is "ignored" (printed with a traceback by
+`sys.unraisablehook`) and the command went on. While the command works, such a lost interrupt is delivered again a
+millisecond later (SIGALRM, whose handler is the same), by which time the program is almost always back where an
+exception can unwind; if not, the same happens again.
 The handler is installed when this module is imported: the console script imports it and calls `main()`, and
 nothing else imports it. An interrupt before that (the interpreter starting, the wrapper that pip writes importing
 `re`: a few milliseconds) is Python's own.
@@ -30,9 +35,23 @@ def _on_interrupt(signum: int, frame: object) -> None:
     os._exit(EXIT_INTERRUPTED)
 
 
+def _on_unraisable(unraisable: object) -> None:
+    if _working and issubclass(getattr(unraisable, "exc_type", type(None)), KeyboardInterrupt):
+        while True:
+            try:
+                # 1 ms: late enough that the alarm is not handled inside this hook (where raising is lost again)
+                _signal.setitimer(_signal.ITIMER_REAL, 0.001)
+                return
+            except KeyboardInterrupt:  # the alarm came before the hook returned: set it again
+                continue
+    sys.__unraisablehook__(unraisable)
+
+
 def _take_sigint() -> None:
     try:
         _signal.signal(_signal.SIGINT, _on_interrupt)
+        _signal.signal(_signal.SIGALRM, _on_interrupt)
+        sys.unraisablehook = _on_unraisable
     except ValueError:  # imported outside the main thread: not the console script, leave the handler alone
         pass
 

@@ -28,23 +28,31 @@ STACKS = [str(REPO / "stacks" / "dev.yaml"), str(REPO / "stacks" / "prod.yaml")]
 INTERRUPTED = "sandstack: interrupted\n"
 
 # Runs the console script as its shebang would, with an import hook that raises SIGINT in this process when the
-# module named by argv[1] is looked up: the interrupt arrives in the middle of that import.
+# module named by argv[1] is looked up: the interrupt arrives in the middle of that import, in the import's own code
+# or (argv[2] "finalizer") inside an object's finalizer, where Python prints an exception and goes on.
 INTERRUPT_AT_IMPORT = """
 import os, runpy, signal, sys
 
+class Finalized:
+    def __del__(self):
+        signal.raise_signal(signal.SIGINT)
+
 class InterruptAt:
-    def __init__(self, module):
-        self.module = module
+    def __init__(self, module, where):
+        self.module, self.where = module, where
 
     def find_spec(self, name, path=None, target=None):
         if name == self.module:
             sys.meta_path.remove(self)
-            signal.raise_signal(signal.SIGINT)
+            if self.where == "finalizer":  # where Python cannot raise: the KeyboardInterrupt is "ignored"
+                Finalized()
+            else:
+                signal.raise_signal(signal.SIGINT)
         return None
 
-sys.meta_path.insert(0, InterruptAt(sys.argv[1]))
-script = sys.argv[2]
-sys.argv = sys.argv[2:]
+sys.meta_path.insert(0, InterruptAt(sys.argv[1], sys.argv[2]))
+script = sys.argv[3]
+sys.argv = sys.argv[3:]
 sys.path[0] = os.path.dirname(script)  # as when the script runs by its shebang
 runpy.run_path(script, run_name="__main__")
 """
@@ -59,7 +67,17 @@ runpy.run_path(script, run_name="__main__")
     "sandstack.policy.runner",  # imported once `check` has started: the interrupt unwinds through its code
 ])
 def test_an_interrupt_during_any_import_exits_130_with_one_line(wheel_venv, tmp_path, module):
-    run = subprocess.run([str(wheel_venv / "bin" / "python"), "-c", INTERRUPT_AT_IMPORT, module,
+    run = subprocess.run([str(wheel_venv / "bin" / "python"), "-c", INTERRUPT_AT_IMPORT, module, "import",
+                          str(wheel_venv / "bin" / "sandstack"), "check", *STACKS],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert (run.returncode, run.stdout, run.stderr) == (130, "", INTERRUPTED)
+
+
+@pytest.mark.parametrize("module", ["sandstack.spec.models", "sandstack.policy.runner"])
+def test_an_interrupt_python_cannot_raise_is_delivered_again(wheel_venv, tmp_path, module):
+    """A KeyboardInterrupt inside a finalizer (or a weakref callback, or compiled code's callback) is printed as
+    "Exception ignored" and lost; once the command works, sandstack delivers it again where it can unwind."""
+    run = subprocess.run([str(wheel_venv / "bin" / "python"), "-c", INTERRUPT_AT_IMPORT, module, "finalizer",
                           str(wheel_venv / "bin" / "sandstack"), "check", *STACKS],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert (run.returncode, run.stdout, run.stderr) == (130, "", INTERRUPTED)
@@ -68,8 +86,10 @@ def test_an_interrupt_during_any_import_exits_130_with_one_line(wheel_venv, tmp_
 def _before_sandstack(err: str) -> bool:
     """A traceback with no frame in sandstack's files: the interrupt came before any of its code ran (Python
     starting and importing `site`, pip's wrapper importing `re`, the import system looking for the console
-    script's module along sys.path), where no package can catch it."""
-    return "Traceback" in err and "site-packages/sandstack/" not in err
+    script's module along sys.path), where no package can catch it. Or the bare name of the exception, which is
+    what Python prints (and exits 1) when the interrupt comes while it reads and compiles the console script,
+    before any Python frame exists."""
+    return ("Traceback" in err and "site-packages/sandstack/" not in err) or err == "KeyboardInterrupt\n"
 
 
 def _default_sigint() -> None:
