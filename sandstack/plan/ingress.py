@@ -7,7 +7,7 @@ Its published port is on a network of its own, so no pool network becomes routed
 published.
 
 With a runtime on the host, a request that finds no upstream wakes the site's sandbox (`Wake`): Caddy asks the
-runtime's `POST /v1/wake?site=<host>` over the ingress network (the runtime listens on the bridge's address there,
+runtime's `GET /v1/wake?site=<host>` over the ingress network (the runtime listens on the bridge's address there,
 the guard opens exactly that port to exactly the ingress's fixed address) and, once it answers 200, sends the
 request to the sandbox again (docs/design/ondemand.md, "Waking on a URL request").
 """
@@ -150,7 +150,7 @@ class IngressPlan:
             return []
         return ["	handle_errors {",
                 f"		reverse_proxy {self.wake.runtime_address}:{self.wake.port} {{",
-                "			method POST",
+                "			method GET",  # no body to the runtime: the sandbox gets the request's (wake.py)
                 "			rewrite /v1/wake?site={host}",
                 f'			header_up Authorization "Bearer {{env.{ENV_WAKE_TOKEN}}}"',
                 "			header_up -Cookie",

@@ -1,7 +1,10 @@
-"""Waking a site's sandbox: `POST /v1/wake?site=<port>-<pool>-<replica>.<domain>`, what the ingress calls when a
+"""Waking a site's sandbox: `GET /v1/wake?site=<port>-<pool>-<replica>.<domain>`, what the ingress calls when a
 request to one of a hibernated sandbox's URLs finds no upstream (docs/design/ondemand.md). The site is a query
 parameter, not a JSON body: Caddy's `reverse_proxy` can rewrite a request's method and URI (`{host}` in it) but
-cannot give it a body.
+cannot give it a body. A GET although it changes state: Caddy sends no body with a request it rewrote to GET or
+HEAD, and any other method would send the visitor's request body to the runtime, consumed, so the sandbox would
+get the request without it once awake. Only the ingress's token and the operators' may wake; the token is a
+header, so no page a browser loads can.
 
 The site is one of the host's ingress sites (the plan gives the runtime each one's sandbox:
 `RuntimeConfig.sites`, from sandstack.plan.ingress `Site`). A hibernated sandbox is resumed (started, its files
@@ -36,7 +39,7 @@ class WakeAnswer(BaseModel):
 
 
 def add_routes(router: APIRouter) -> None:
-    @router.post("/wake", response_model=WakeAnswer, operation_id="wake")
+    @router.get("/wake", response_model=WakeAnswer, operation_id="wake")
     def wake(request: Request, site: str = Query(..., description="The site's host name, without a port.",
                                                  **pattern(SITE_PATTERN))) -> Any:
         """Bring a site's sandbox back if its session hibernated (or paused) it; the ingress calls this when a

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -25,13 +26,26 @@ DOMAIN = "sbx.test"
 INGRESS_PORT = 18444
 PORT = 17534
 TOKEN = "engine-test-runtime-token-wake-0001"
-# The sandbox serves its own hostname on 8080 (a fresh copy at every start: a resumed sandbox runs its command anew).
-SERVE = "mkdir -p /tmp/w && hostname > /tmp/w/who && exec python3 -m http.server 8080 --directory /tmp/w"
+# The sandbox answers a GET on 8080 with its hostname and a POST with the body it received.
+SERVE = """
+import http.server, socket
+class Echo(http.server.BaseHTTPRequestHandler):
+    def answer(self, body):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_GET(self):
+        self.answer(socket.gethostname().encode())
+    def do_POST(self):
+        self.answer(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+http.server.ThreadingHTTPServer(("", 8080), Echo).serve_forever()
+"""
 PROBE = ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/who', timeout=1)"]
 
 
 def _spec(image: str) -> str:
-    template = {"base_image": image, "command": ["sh", "-c", SERVE], "limits": {"memory": "128MiB"},
+    template = {"base_image": image, "command": ["python3", "-c", SERVE], "limits": {"memory": "128MiB"},
                 "readiness": {"command": PROBE, "interval": "1s"},
                 "ports": [{"port": 8080, "exposure": "url", "name": "app"}], "session": {"idle": "never"}}
     data = yaml.safe_load(engine_spec(image, {"web": template},
@@ -41,11 +55,13 @@ def _spec(image: str) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def _get(name: str, max_time: int = 60) -> tuple[int, str, float]:
-    """An HTTPS request from this machine to the ingress for `name`: status, body, seconds it took."""
+def _get(name: str, max_time: int = 60, *, data: Path | None = None) -> tuple[int, str, float]:
+    """An HTTPS request from this machine to the ingress for `name` (a POST of the file `data` if given): status,
+    body, seconds it took."""
     start = time.monotonic()
+    post = ["--data-binary", f"@{data}", "-H", "Content-Type: application/octet-stream"] if data else []
     out = subprocess.run(["curl", "-sk", "--max-time", str(max_time), "--resolve",
-                          f"{name}:{INGRESS_PORT}:127.0.0.1", "-w", "\n%{http_code}",
+                          f"{name}:{INGRESS_PORT}:127.0.0.1", "-w", "\n%{http_code}", *post,
                           f"https://{name}:{INGRESS_PORT}/who"], capture_output=True, text=True)
     body, _, code = out.stdout.rpartition("\n")
     return int(code or 0), body.strip(), time.monotonic() - start
@@ -81,6 +97,22 @@ def test_a_hibernated_sessions_url_wakes_its_sandbox_and_is_served(stack, client
     woke = [line for line in client.host("local").audit() if line["operation"] == "wake"]
     assert [(w["scope"], w["status"], w["sandbox"], w["session"]) for w in woke] == [
         ("ingress-wake", 200, sandbox.name, "chat-1")]
+
+
+def test_a_request_with_a_body_is_served_whole_after_a_wake(stack, client, docker_client, tmp_path):
+    # The wake request is a GET, which Caddy sends without the visitor's body: the body is left for the sandbox.
+    name = f"8080-web-0.{DOMAIN}"
+    wait_until(lambda: _get(name, 5)[0] == 200, 30, what="the ingress to serve the warm sandbox")
+    sandbox = client.claim("web", "chat-1")
+    assert sandbox.name == stack.name("web", "0")
+    assert sandbox.hibernate()["status"] == "hibernated"
+    body = "".join(f"line {i} of the posted body\n" for i in range(4000))  # 100 KB
+    (tmp_path / "body").write_text(body)
+    code, answer, _ = _get(name, data=tmp_path / "body")
+    assert (code, len(answer), answer == body.strip()) == (200, len(body.strip()), True)
+    assert docker_client.containers.get(sandbox.name).status == "running"
+    woke = [line for line in client.host("local").audit() if line["operation"] == "wake"][-1]
+    assert (woke["status"], woke["sandbox"]) == (200, sandbox.name)
 
 
 def test_a_site_without_a_session_wakes_nothing_and_gets_a_502_at_once(stack, client, docker_client):

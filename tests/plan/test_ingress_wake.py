@@ -92,7 +92,7 @@ def test_each_site_asks_the_runtime_then_retries_the_sandbox(tmp_path):
         "\treverse_proxy sandstack-t-web-1:8080\n"
         "\thandle_errors {\n"
         f"\t\treverse_proxy {wake.runtime_address}:7480 {{\n"
-        "\t\t\tmethod POST\n"
+        "\t\t\tmethod GET\n"
         "\t\t\trewrite /v1/wake?site={host}\n"
         f'\t\t\theader_up Authorization "Bearer {{env.{ENV_WAKE_TOKEN}}}"\n'
         "\t\t\theader_up -Cookie\n"

@@ -1,4 +1,4 @@
-"""The ingress's wake of a site's sandbox (`POST /v1/wake`, sandstack/runtime/wake.py) over the fake backend: the
+"""The ingress's wake of a site's sandbox (`GET /v1/wake`, sandstack/runtime/wake.py) over the fake backend: the
 ingress's token wakes a hibernated or paused session's sandbox and can do nothing else."""
 
 from __future__ import annotations
@@ -41,12 +41,12 @@ def test_the_ingress_wakes_a_hibernated_sandbox_of_a_site_files_and_all(woke):
     assert env.claim("b", pool="od")["sandbox"] == SLOTS[0]
     env.api.put(f"/v1/sandboxes/{SLOTS[0]}/files/notes.txt", content=b"kept")
     env.api.post("/v1/sessions/b/hibernate")
-    answer = ingress.post("/v1/wake", params={"site": SITE_SLOT})
+    answer = ingress.get("/v1/wake", params={"site": SITE_SLOT})
     assert (answer.status_code, answer.json()) == (200, {"site": SITE_SLOT, "status": "bound", "woke": True})
     assert env.api.get("/v1/sessions/b").json()["status"] == "bound"
     assert env.api.get(f"/v1/sandboxes/{SLOTS[0]}/files/notes.txt").content == b"kept"
     # Again: nothing to do, the same answer but for `woke`.
-    assert ingress.post("/v1/wake", params={"site": SITE_SLOT}).json() == {"site": SITE_SLOT, "status": "bound",
+    assert ingress.get("/v1/wake", params={"site": SITE_SLOT}).json() == {"site": SITE_SLOT, "status": "bound",
                                                                            "woke": False}
     line = env.audit.tail(1)[0]
     assert (line["operation"], line["scope"], line["sandbox"], line["session"]) == ("wake", "ingress-wake",
@@ -57,7 +57,7 @@ def test_a_paused_sandbox_is_unpaused(woke):
     env, ingress = woke
     env.claim("a", pool="od")
     env.api.post(f"/v1/sandboxes/{WARM}/pause")
-    answer = ingress.post("/v1/wake", params={"site": SITE_WARM.upper()})  # a Host header's case does not matter
+    answer = ingress.get("/v1/wake", params={"site": SITE_WARM.upper()})  # a Host header's case does not matter
     assert (answer.status_code, answer.json()["woke"]) == (200, True)
     assert env.backend.status[WARM] == "running"
 
@@ -65,17 +65,17 @@ def test_a_paused_sandbox_is_unpaused(woke):
 def test_a_site_with_no_session_is_409_and_an_unknown_site_404_and_neither_changes_anything(woke):
     env, ingress = woke
     before = [(r.name, r.status, r.session) for r in env.runtime.store.sandboxes()]
-    idle = ingress.post("/v1/wake", params={"site": SITE_WARM})
+    idle = ingress.get("/v1/wake", params={"site": SITE_WARM})
     assert (idle.status_code, idle.json()) == (409, {"error": f"site {SITE_WARM!r}: its sandbox has no session to "
                                                               "wake (idle)", "site": SITE_WARM, "status": "idle"})
-    absent = ingress.post("/v1/wake", params={"site": SITE_SLOT})
+    absent = ingress.get("/v1/wake", params={"site": SITE_SLOT})
     assert (absent.status_code, absent.json()["error"]) == (409, f"site {SITE_SLOT!r}: its sandbox has no session "
                                                                  "to wake (absent)")
-    unknown = ingress.post("/v1/wake", params={"site": "8081-od-0.sandbox.test"})
+    unknown = ingress.get("/v1/wake", params={"site": "8081-od-0.sandbox.test"})
     assert (unknown.status_code, unknown.json()) == (404, {"error": "site '8081-od-0.sandbox.test' is not on host "
                                                                     "'local'", "site": "8081-od-0.sandbox.test",
                                                            "host": "local"})
-    bad = ingress.post("/v1/wake", params={"site": "no spaces/here"})
+    bad = ingress.get("/v1/wake", params={"site": "no spaces/here"})
     assert bad.status_code == 422
     assert [(r.name, r.status, r.session) for r in env.runtime.store.sandboxes()] == before
     assert env.backend.provisioner.bodies == {}
@@ -114,10 +114,10 @@ def test_a_scoped_token_wakes_only_its_pools_sites_and_the_host_token_any(tmp_pa
     env.claim("a", pool="od")
     env.api.post("/v1/sessions/a/hibernate")
     tenant = TestClient(app, headers={"Authorization": f"Bearer {other}"})
-    assert tenant.post("/v1/wake", params={"site": SITE_WARM}).status_code == 404
+    assert tenant.get("/v1/wake", params={"site": SITE_WARM}).status_code == 404
     assert env.runtime.store.sandbox(WARM).status == "hibernated"
     operator = TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"})
-    assert operator.post("/v1/wake", params={"site": SITE_WARM}).json()["woke"] is True
+    assert operator.get("/v1/wake", params={"site": SITE_WARM}).json()["woke"] is True
     env.backend.close()
     env.audit.close()
 
