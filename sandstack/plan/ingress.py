@@ -45,6 +45,11 @@ RUN = host_role(HEALTH_TEST, LogRotation("10m", 5))
 # probe passed), and how often.
 RETRY_DURATION = "10s"
 RETRY_INTERVAL = "250ms"
+# After a wake, a request that may have had a body: any method but GET, HEAD and OPTIONS, or a Content-Length
+# other than 0 (Caddy 2.6's CEL; `Transfer-Encoding` is not a header it can read, and a chunked GET is not matched).
+SENT = ('!({http.request.method} in ["GET", "HEAD", "OPTIONS"]) || '
+        '!({http.request.header.Content-Length} in ["", "0"])')
+WOKE_RETRY = "sandbox woke: send the request again"
 
 
 @dataclass(frozen=True)
@@ -145,17 +150,23 @@ class IngressPlan:
         request; the site travels as a query parameter, the token from the container's environment, never from
         this text), and once it answers 200 serve the original request from the sandbox, trying its port for
         RETRY_DURATION. Any other answer (no session to wake: 409) is a 502 at once, nothing of the runtime's
-        answer shown. Every error of this site is the proxy's (nothing else here fails), so no status matcher."""
+        answer shown. A request that may carry a body (`SENT`) is not served after a wake but answered 503 with
+        Retry-After: its body is gone (the failed first try at the sandbox closed it: Go's transport closes a
+        request's body when a round trip fails, dial errors included), and sent on empty it would reach the
+        sandbox truncated. Every error of this site is the proxy's (nothing else here fails), so no status matcher."""
         if self.wake is None:
             return []
         return ["	handle_errors {",
                 f"		reverse_proxy {self.wake.runtime_address}:{self.wake.port} {{",
-                "			method GET",  # no body to the runtime: the sandbox gets the request's (wake.py)
+                "			method GET",  # sent without the visitor's body, which is closed by now (wake.py)
                 "			rewrite /v1/wake?site={host}",
                 f'			header_up Authorization "Bearer {{env.{ENV_WAKE_TOKEN}}}"',
                 "			header_up -Cookie",
                 "			@woke status 200",
                 "			handle_response @woke {",
+                f"				@sent expression `{SENT}`",
+                "				header @sent Retry-After 1",
+                f'				respond @sent "{WOKE_RETRY}" 503',
                 f"				reverse_proxy {site.upstream}:{site.port} {{",
                 f"					lb_try_duration {RETRY_DURATION}",
                 f"					lb_try_interval {RETRY_INTERVAL}",

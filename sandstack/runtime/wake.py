@@ -1,10 +1,10 @@
 """Waking a site's sandbox: `GET /v1/wake?site=<port>-<pool>-<replica>.<domain>`, what the ingress calls when a
 request to one of a hibernated sandbox's URLs finds no upstream (docs/design/ondemand.md). The site is a query
 parameter, not a JSON body: Caddy's `reverse_proxy` can rewrite a request's method and URI (`{host}` in it) but
-cannot give it a body. A GET although it changes state: Caddy sends no body with a request it rewrote to GET or
-HEAD, and any other method would send the visitor's request body to the runtime, consumed, so the sandbox would
-get the request without it once awake. Only the ingress's token and the operators' may wake; the token is a
-header, so no page a browser loads can.
+cannot give it a body. A GET although it changes state: Caddy sends no body with a copy it rewrote to GET or
+HEAD, and with any other method it would send the visitor's request body, which the failed first try at the
+sleeping sandbox has closed by then: the wake itself failed (502) for every request with a body. Only the
+ingress's token and the operators' may wake; the token is a header, so no page a browser loads can.
 
 The site is one of the host's ingress sites (the plan gives the runtime each one's sandbox:
 `RuntimeConfig.sites`, from sandstack.plan.ingress `Site`). A hibernated sandbox is resumed (started, its files

@@ -98,6 +98,10 @@ def test_each_site_asks_the_runtime_then_retries_the_sandbox(tmp_path):
         "\t\t\theader_up -Cookie\n"
         "\t\t\t@woke status 200\n"
         "\t\t\thandle_response @woke {\n"
+        '\t\t\t\t@sent expression `!({http.request.method} in ["GET", "HEAD", "OPTIONS"]) || '
+        '!({http.request.header.Content-Length} in ["", "0"])`\n'
+        "\t\t\t\theader @sent Retry-After 1\n"
+        '\t\t\t\trespond @sent "sandbox woke: send the request again" 503\n'
         "\t\t\t\treverse_proxy sandstack-t-web-1:8080 {\n"
         f"\t\t\t\t\tlb_try_duration {RETRY_DURATION}\n"
         f"\t\t\t\t\tlb_try_interval {RETRY_INTERVAL}\n"
