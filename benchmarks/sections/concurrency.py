@@ -1,11 +1,15 @@
-"""Issue 22's concurrency figure (Docker): many sessions claimed at once over one host's pools, warm and on demand,
-and the claim latency of the warm hits.
+"""Issue 22's concurrency figure (Docker): many concurrent sessions over one host's pools, warm and on demand, and
+the claim latency of the warm hits.
 
 A stack with a runtime and two pools is applied through the engine harness: each pool has `WARM` warm sandboxes
-and a ceiling `ONDEMAND` above them. Every session's claim starts at the same moment (one thread each, released by
-a barrier), half of them on each pool; the claims that got a warm sandbox are the warm hits (their p50 and p99
-are the figures), the others created one on demand (their time is reported too: it is Docker's). The claims start
-once every warm sandbox is idle (the runtime takes them into service as the apply creates them). Releases are
+and a ceiling `ONDEMAND` above them. Two rounds, each holding every session at once, half of them on each pool:
+- **burst**: every claim starts in the same instant (one thread each, released by a barrier): the worst case, where
+  the runtime's CPU per claim (one Python process) queues every claim behind the others;
+- **spread**: the claims arrive evenly over `SPREAD_S` seconds (one thread each, started on its schedule), and
+  every session stays bound until all are claimed: as many concurrent sessions, arriving as a platform's chats do.
+The claims that got a warm sandbox are the warm hits (their p50 and p99 are the figures), the others created one
+on demand (their time is reported too: it is Docker's). Each round starts once every warm sandbox is idle (the
+runtime takes them into service as the apply creates them, and resets each one a release gave back). Releases are
 untimed. The readiness probe runs every 30 s: Docker's health check is an exec, and one a second in each of 200
 sandboxes was most of the machine's load (the runtime runs the probe itself while a new sandbox starts, so the
 interval does not delay a creation). `--quick` runs 40 sessions (16 warm + 4 on demand per pool), a full run 200 (80 + 20 per pool).
@@ -30,6 +34,7 @@ TITLE = "sandbox runtime: concurrent sessions over one host's pools, warm and on
 PORT = 17537
 TOKEN = "benchmark-runtime-token-concurrency-1"
 POOLS = ("alpha", "beta")
+SPREAD_S = 10.0  # the spread round's claims arrive over this long (200 sessions: 20 a second)
 
 
 def _sizes(ctx: Context) -> tuple[int, int]:
@@ -71,10 +76,77 @@ def _percentile(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
+def _claims(host, sessions: list[tuple[str, str]], spread_s: float | None) -> tuple[dict, list[str], dict]:
+    """Claims every session, each on its own thread: all at once (a barrier) or evenly over `spread_s` seconds.
+    ({session: (ms, replica)}, failures, {session: sandbox})."""
+    timings: dict[str, tuple[float, int]] = {}
+    failures: list[str] = []
+    sandbox_of: dict[str, str] = {}
+    barrier = threading.Barrier(len(sessions))
+
+    def claim(index: int, pool: str, session: str) -> None:
+        barrier.wait()
+        if spread_s is not None:
+            time.sleep(index * spread_s / len(sessions))
+        started = time.perf_counter()
+        try:
+            info = host.claim(pool, session)
+        except Exception as error:  # noqa: BLE001 -- counted and reported, the others go on
+            failures.append(f"{session}: {error}")
+            return
+        timings[session] = ((time.perf_counter() - started) * 1000, int(info["sandbox"].rsplit("-", 1)[1]))
+        sandbox_of[session] = info["sandbox"]
+
+    threads = [threading.Thread(target=claim, args=(i, *s)) for i, s in enumerate(sessions)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return timings, failures, sandbox_of
+
+
+def _round(ctx: Context, host, docker_client, deployment, sessions, warm: int, spread_s: float | None) -> dict:
+    """One round: wait for the warm sandboxes, claim, release; what happened."""
+    from sandstack.client import NotFound
+
+    name = "burst" if spread_s is None else "spread"
+    # The runtime starts beside the stack's sandboxes and takes each into service once it runs (one its monitor saw
+    # missing is reset first); a release resets its sandbox. The figures are claims on warm pools, so a round starts
+    # when every warm sandbox is idle; how long that took, and what the runtime said of the others, is reported.
+    ready_s, not_idle = _wait_idle(host, 2 * warm, timeout=600)
+    ctx.log(f"concurrency {name}: every warm sandbox idle after {ready_s:.1f} s; at first look {len(not_idle)} were "
+            "not" + (f" ({sorted(set(not_idle.values()))[:3]})" if not_idle else ""))
+    timings, failures, sandbox_of = _claims(host, sessions, spread_s)
+    # A session that ended before its release (the sandbox's row says why) is reported, not fatal.
+    ended = {row["sandbox"]: row.get("detail") for row in host.sandboxes() if row.get("detail")}
+    lost: list[str] = []
+    for _, session in sessions:
+        try:  # a failed claim too: its answer may be what was lost (the runtime bound a sandbox to it)
+            host.release(session)
+        except NotFound:
+            if session in timings:
+                lost.append(session)
+    if lost or failures:  # why, from the runtime's own log (a row's detail is gone once it is reset)
+        runtime_log = docker_client.containers.get(deployment.name("runtime")).logs().decode(errors="replace")
+        names = {*lost, *(sandbox_of[s] for s in lost)}
+        ctx.log(f"concurrency {name}: ended before their release: {sorted((s, sandbox_of[s]) for s in lost)}")
+        for line in [line for line in runtime_log.splitlines()
+                     if "WARNING" in line or any(f"{n} " in line or f"{n}\"" in line or line.endswith(n)
+                                                 for n in names)][:40]:
+            ctx.log(f"concurrency {name}: runtime: {line}")
+    warm_hits = [ms for ms, replica in timings.values() if replica < warm]
+    ctx.log(f"concurrency {name}: {len(timings)} of {len(sessions)} claimed; warm p50 "
+            f"{_percentile(warm_hits, 50):.0f} ms, p99 {_percentile(warm_hits, 99):.0f} ms; {len(failures)} failed"
+            + (f" ({failures[0]})" if failures else "") + f"; {len(lost)} ended before their release"
+            + (f" ({sorted(set(ended.values()))[:3]})" if ended else ""))
+    return {"timings": timings, "warm_hits": warm_hits,
+            "created": [ms for ms, replica in timings.values() if replica >= warm]}
+
+
 def run(ctx: Context) -> SectionResult:
     import docker
 
-    from sandstack.client import Client, NotFound
+    from sandstack.client import Client
     from testbed.deploy import Deployment
     from testbed.harness.harness import Harness
 
@@ -82,12 +154,7 @@ def run(ctx: Context) -> SectionResult:
     client = docker.from_env(timeout=300)
     imgs = engine.images(client)
     warm, ondemand = _sizes(ctx)
-    sessions = [(POOLS[i % 2], f"bench-c-{i}") for i in range(2 * (warm + ondemand))]
-    timings: dict[str, tuple[float, int]] = {}  # session → (ms, HTTP status: 201 created or bound)
-    failures: list[str] = []
-    lost: list[str] = []  # claimed, then gone before the release
-    sandbox_of: dict[str, str] = {}
-    ended: dict[str, str] = {}
+    rounds: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="sandstack-bench-concurrency-") as tmp:
         harness = Harness()
         deployment = Deployment(harness, Path(tmp), secret_config={"runtimeToken": TOKEN})
@@ -95,66 +162,30 @@ def run(ctx: Context) -> SectionResult:
             deployment.up(_spec(imgs.debian, warm, ondemand))
             outputs = {"hosts": {"local": {"url": f"http://127.0.0.1:{PORT}", "token": TOKEN}},
                        "pools": {pool: ["local"] for pool in POOLS}}
-            api = Client.from_outputs(outputs, timeout=300)
-            host = api.host("local")
-            host.pools()  # the connection made before the barrier: not part of any claim
-            # The runtime starts beside the stack's sandboxes and takes each into service once it runs (one its
-            # monitor saw missing is reset first): the figures are claims on warm pools, so they start when every
-            # warm sandbox is idle; how long that took, and what the runtime said of the others, is reported.
-            ready_s, not_idle = _wait_idle(host, 2 * warm, timeout=300)
-            ctx.log(f"concurrency: every warm sandbox idle {ready_s:.1f} s after the apply; at first look "
-                    f"{len(not_idle)} were not" + (f" ({sorted(set(not_idle.values()))[:3]})" if not_idle else ""))
-            barrier = threading.Barrier(len(sessions))
-
-            def claim(pool: str, session: str) -> None:
-                barrier.wait()
-                started = time.perf_counter()
-                try:
-                    info = host.claim(pool, session)
-                except Exception as error:  # noqa: BLE001 -- counted and reported, the others go on
-                    failures.append(f"{session}: {error}")
-                    return
-                timings[session] = ((time.perf_counter() - started) * 1000, int(info["sandbox"].rsplit("-", 1)[1]))
-                sandbox_of[session] = info["sandbox"]
-
-            threads = [threading.Thread(target=claim, args=s) for s in sessions]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            # A session that ended before its release (the sandbox's row says why) is reported, not fatal.
-            ended = {row["sandbox"]: row.get("detail") for row in host.sandboxes() if row.get("detail")}
-            for _, session in sessions:
-                if session in timings:
-                    try:
-                        host.release(session)
-                    except NotFound:
-                        lost.append(session)
-            api.close()
-            if lost or failures:  # why, from the runtime's own log (a row's detail is gone once it is reset)
-                runtime_log = client.containers.get(deployment.name("runtime")).logs().decode(errors="replace")
-                names = {*lost, *(sandbox_of[s] for s in lost)}
-                ctx.log(f"concurrency: ended before their release: {sorted((s, sandbox_of[s]) for s in lost)}")
-                for line in [line for line in runtime_log.splitlines()
-                             if "WARNING" in line or any(f"{n} " in line or f"{n}\"" in line or line.endswith(n)
-                                                         for n in names)][:40]:
-                    ctx.log(f"concurrency: runtime: {line}")
+            with Client.from_outputs(outputs, timeout=300) as api:
+                host = api.host("local")
+                host.pools()  # the connection made before any claim: not part of one
+                for name, spread_s in (("burst", None), ("spread", SPREAD_S)):
+                    sessions = [(POOLS[i % 2], f"bench-{name}-{i}") for i in range(2 * (warm + ondemand))]
+                    rounds[name] = _round(ctx, host, client, deployment, sessions, warm, spread_s)
         finally:
             harness.teardown()
-    warm_hits = [ms for ms, replica in timings.values() if replica < warm]
-    created = [ms for ms, replica in timings.values() if replica >= warm]
-    ctx.log(f"concurrency: {len(timings)} of {len(sessions)} claimed; warm p99 {_percentile(warm_hits, 99):.0f} ms; "
-            f"{len(failures)} failed" + (f" ({failures[0]})" if failures else "") + f"; {len(lost)} ended before "
-            f"their release" + (f" ({sorted(set(ended.values()))[:3]})" if ended else ""))
-    p50, p99 = _percentile(warm_hits, 50), _percentile(warm_hits, 99)
-    result.figures += [
-        Figure("concurrency.sessions", f"sessions claimed at once over 2 pools ({warm} warm + {ondemand} on demand "
-               "each); claimed", "sessions", Stat(len(timings), len(timings), len(sessions), 1)),
-        Figure("concurrency.warm_claim_p50_ms", f"claim of a warm sandbox among them, p50 ({len(warm_hits)})", "ms",
-               Stat(p50, min(warm_hits), max(warm_hits), len(warm_hits))),
-        Figure("concurrency.warm_claim_p99_ms", "claim of a warm sandbox among them, p99", "ms",
-               Stat(p99, p99, p99, len(warm_hits)), Goal("<=", 50)),
-        Figure("concurrency.ondemand_claim_ms", "claim creating one on demand among them, to ready", "ms",
-               stat(created)),
-    ]
+    total = 2 * (warm + ondemand)
+    for name, what in (("burst", "claimed in the same instant"),
+                       ("spread", f"arriving over {SPREAD_S:g} s")):
+        figures = rounds[name]
+        hits = figures["warm_hits"]
+        p50, p99 = _percentile(hits, 50), _percentile(hits, 99)
+        prefix = "concurrency" if name == "burst" else "concurrency.spread"
+        result.figures += [
+            Figure(f"{prefix}.sessions", f"{total} sessions {what}, held together, over 2 pools ({warm} warm + "
+                   f"{ondemand} on demand each); claimed", "sessions",
+                   Stat(len(figures["timings"]), len(figures["timings"]), total, 1)),
+            Figure(f"{prefix}.warm_claim_p50_ms", f"{name}: claim of a warm sandbox, p50 ({len(hits)})", "ms",
+                   Stat(p50, min(hits), max(hits), len(hits))),
+            Figure(f"{prefix}.warm_claim_p99_ms", f"{name}: claim of a warm sandbox, p99", "ms",
+                   Stat(p99, p99, p99, len(hits)), Goal("<=", 50)),
+            Figure(f"{prefix}.ondemand_claim_ms", f"{name}: claim creating one on demand, to ready", "ms",
+                   stat(figures["created"])),
+        ]
     return result
