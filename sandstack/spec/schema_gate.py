@@ -66,9 +66,20 @@ def schema_valid(data: object) -> bool:
 
     SIGINT is held back for the few milliseconds of the Rust call: a KeyboardInterrupt raised in the pattern
     keyword's Python code there is swallowed by jsonschema-rs (the gate answered "invalid", the interrupt was lost)
-    or printed as "Exception ignored" with a traceback. Held back, it is raised here once the call returns."""
-    held = _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT})
+    or printed as "Exception ignored" with a traceback. Held back, it is raised here once the call returns. The
+    Python-level handler is swapped, not the thread's signal mask: Python runs its handlers in the main thread
+    whichever thread the kernel gave the signal to (a process with other threads, a signal received just before
+    the call), and a mask held back only what reached this thread."""
+    held: list[int] = []
+    if _signal.getsignal(_signal.SIGINT) is None:  # a handler not set from Python: not ours to swap and restore
+        return _gate().is_valid(data)
+    try:
+        previous = _signal.signal(_signal.SIGINT, lambda signum, frame: held.append(signum))
+    except ValueError:  # not the main thread: Python's handlers never run here, nothing to hold back
+        return _gate().is_valid(data)
     try:
         return _gate().is_valid(data)
     finally:
-        _signal.pthread_sigmask(_signal.SIG_SETMASK, held)
+        _signal.signal(_signal.SIGINT, previous)
+        if held:
+            _signal.raise_signal(_signal.SIGINT)  # to the handler that was there: a KeyboardInterrupt, as a rule
