@@ -105,11 +105,11 @@ def _claims(host, sessions: list[tuple[str, str]], spread_s: float | None) -> tu
     return timings, failures, sandbox_of
 
 
-def _round(ctx: Context, host, docker_client, deployment, sessions, warm: int, spread_s: float | None) -> dict:
+def _round(ctx: Context, name: str, host, docker_client, deployment, sessions, warm: int,
+           spread_s: float | None) -> dict:
     """One round: wait for the warm sandboxes, claim, release; what happened."""
     from sandstack.client import NotFound
 
-    name = "burst" if spread_s is None else "spread"
     # The runtime starts beside the stack's sandboxes and takes each into service once it runs (one its monitor saw
     # missing is reset first); a release resets its sandbox. The figures are claims on warm pools, so a round starts
     # when every warm sandbox is idle; how long that took, and what the runtime said of the others, is reported.
@@ -167,7 +167,7 @@ def run(ctx: Context) -> SectionResult:
                 host.pools()  # the connection made before any claim: not part of one
                 for name, spread_s in (("burst", None), ("spread", SPREAD_S)):
                     sessions = [(POOLS[i % 2], f"bench-{name}-{i}") for i in range(2 * (warm + ondemand))]
-                    rounds[name] = _round(ctx, host, client, deployment, sessions, warm, spread_s)
+                    rounds[name] = _round(ctx, name, host, client, deployment, sessions, warm, spread_s)
         finally:
             harness.teardown()
     total = 2 * (warm + ondemand)

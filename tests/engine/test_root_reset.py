@@ -18,6 +18,7 @@ import pytest
 
 from sandstack.runtime.docker_backend import DockerBackend
 from testbed.harness.docker_backend import LABEL_PID, LABEL_SESSION
+from tests.engine.sandbox_helpers import sh
 
 pytestmark = pytest.mark.docker
 
@@ -56,9 +57,9 @@ def sandbox(docker_client, debian_image, harness_sweep_orphans):
 
 
 def _sh(container, script: str) -> str:
-    code, out = container.exec_run(["sh", "-c", script], user="0:0")
-    assert code == 0, out.decode(errors="replace")
-    return out.decode()
+    code, out = sh(container, script, user="0:0")
+    assert code == 0, out
+    return out
 
 
 def test_a_reset_gives_a_writable_root_its_images_root_back(docker_client, debian_image, sandbox):
