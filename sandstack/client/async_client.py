@@ -44,14 +44,15 @@ class AsyncHostClient(Endpoints):
             headers[ACTOR_HEADER] = actor
         self.http = http_factory(endpoint, timeout, headers)
 
-    async def request(self, method: str, path: str, *, expect: str = "json", **kwargs: Any) -> Any:
+    async def request(self, method: str, path: str, *, expect: str = "json", idempotent: bool = False,
+                 **kwargs: Any) -> Any:
         reached = False  # an earlier try was sent (its answer lost)
         for attempt in range(1, self.retry.attempts + 1):
             last = attempt == self.retry.attempts
             try:
                 response = await self.http.request(method, path, **kwargs)
             except httpx.TransportError as error:
-                if last or not self.retry.on_error(method, error):
+                if last or not self.retry.on_error(method, error, idempotent):
                     raise host_lost(self.name, error) from error
                 reached = reached or self.retry.reached(error)
                 await asyncio.sleep(self.retry.delay(attempt))
@@ -92,7 +93,7 @@ class AsyncHostClient(Endpoints):
                 await asyncio.sleep(self.retry.delay(attempt))
 
     def _send(self, call: Call) -> Any:  # an awaitable: `await host.status(...)`
-        return self.request(call.method, call.path, expect=call.expect, **call.options)
+        return self.request(call.method, call.path, expect=call.expect, idempotent=call.idempotent, **call.options)
 
     def _open(self, call: Call) -> Any:
         return self.stream(call.method, call.path, **call.options)

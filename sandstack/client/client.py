@@ -63,7 +63,8 @@ class HostClient(Endpoints):
             headers[ACTOR_HEADER] = actor
         self.http = http_factory(endpoint, timeout, headers)
 
-    def request(self, method: str, path: str, *, expect: str = "json", **kwargs: Any) -> Any:
+    def request(self, method: str, path: str, *, expect: str = "json", idempotent: bool = False,
+                **kwargs: Any) -> Any:
         kwargs = in_pieces(kwargs)  # a large body: sent in pieces (sandstack.client.pieces says why)
         reached = False  # an earlier try was sent (its answer lost)
         for attempt in range(1, self.retry.attempts + 1):
@@ -71,7 +72,7 @@ class HostClient(Endpoints):
             try:
                 response = self.http.request(method, path, **kwargs)
             except httpx.TransportError as error:
-                if last or not self.retry.on_error(method, error):
+                if last or not self.retry.on_error(method, error, idempotent):
                     raise host_lost(self.name, error) from error
                 reached = reached or self.retry.reached(error)
                 time.sleep(self.retry.delay(attempt))
@@ -114,7 +115,7 @@ class HostClient(Endpoints):
                 time.sleep(self.retry.delay(attempt))
 
     def _send(self, call: Call) -> Any:
-        return self.request(call.method, call.path, expect=call.expect, **call.options)
+        return self.request(call.method, call.path, expect=call.expect, idempotent=call.idempotent, **call.options)
 
     def _open(self, call: Call) -> Any:
         return self.stream(call.method, call.path, **call.options)

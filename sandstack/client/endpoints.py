@@ -40,6 +40,9 @@ class Call:
     path: str
     expect: str = "json"  # json, bytes (the body), response (the httpx.Response itself)
     options: dict[str, Any] = field(default_factory=dict)  # httpx's: json, params, content, headers, timeout
+    # A POST the runtime answers the same when it comes twice (a claim: by session), so a try whose answer was lost
+    # may be sent again (sandstack.client.retry).
+    idempotent: bool = False
 
 
 def segment(value: str) -> str:
@@ -71,7 +74,7 @@ class Endpoints:
         body: dict[str, Any] = {"pool": pool, "session": session, "from_snapshot": from_snapshot}
         if secrets is not None:
             body["secrets"] = {kind: dict(values) for kind, values in secrets.items()}
-        return self._send(Call("POST", "/v1/sessions", options={"json": body}))
+        return self._send(Call("POST", "/v1/sessions", options={"json": body}, idempotent=True))
 
     def get_session(self, session: str) -> Any:
         return self._send(Call("GET", f"/v1/sessions/{segment(session)}"))

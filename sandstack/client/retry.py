@@ -2,7 +2,10 @@
 
 A connection that was never made (refused, timed out while connecting) is retried for every call: the runtime
 never saw it. A connection that broke after the request was sent is retried only for calls that change nothing
-twice (GET, PUT, DELETE): a second POST could start a command twice. A 503 is retried (the host's Docker
+twice (GET, PUT, DELETE), and for a claim: a second POST could start a command twice, but a claim is answered by
+session (the same sandbox, or 'creating' while another try creates it on demand, which the client waits out), so
+a claim whose answer was lost is sent again rather than failed over to another host, where the session would be
+bound twice. A 503 is retried (the host's Docker
 daemon did not answer), but not a claim's 'no capacity': a claim never waits for a sandbox, it fails over to the
 pool's next host at once. A DELETE answered 404 after an earlier try of it broke once sent is done: that try
 may have reached the runtime, which answered into a lost connection, and what was to go is gone either way (a
@@ -30,10 +33,11 @@ class Retry:
         """Seconds to wait after the `attempt`th try (from 1) failed."""
         return min(self.backoff * 2 ** (attempt - 1), self.max_backoff) * random.uniform(0.5, 1.0)
 
-    def on_error(self, method: str, error: httpx.TransportError) -> bool:
+    def on_error(self, method: str, error: httpx.TransportError, idempotent: bool = False) -> bool:
+        """`idempotent`: a call the runtime answers the same when it comes twice, whatever its method."""
         if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout)):
             return True
-        return method.upper() in IDEMPOTENT and isinstance(error, (httpx.ReadError, httpx.RemoteProtocolError,
+        return (idempotent or method.upper() in IDEMPOTENT) and isinstance(error, (httpx.ReadError, httpx.RemoteProtocolError,
                                                                    httpx.WriteError, httpx.ReadTimeout))
 
     @staticmethod

@@ -312,3 +312,54 @@ def test_a_stream_raises_the_typed_errors_after_its_retries_sync_and_async():
     assert (texts, seen, str(error)) == ([], ["0", "0", "0"], "h: does not answer (ConnectError)")
     texts, seen, error = asyncio.run(follow(list(BROKEN)))
     assert (texts, seen, str(error)) == (["a\n"] * 2, ["0", "2", "2", "2", "2"], "h: does not answer (ConnectError)")
+
+
+class _AnswerLost(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """Sends every request to the served runtime; the first claim's answer is lost on the way back (the runtime
+    bound the sandbox, the client never hears of it)."""
+
+    def __init__(self):
+        self.real, self.areal = httpx.HTTPTransport(), httpx.AsyncHTTPTransport()
+        self.claims: list[str] = []
+
+    def _lose(self, request: httpx.Request, status: int) -> None:
+        if request.method == "POST" and request.url.path == "/v1/sessions":
+            self.claims.append(str(status))
+            if len(self.claims) == 1:
+                raise httpx.ReadError("connection lost", request=request)
+
+    def handle_request(self, request):
+        response = self.real.handle_request(request)
+        response.read()
+        self._lose(request, response.status_code)
+        return response
+
+    async def handle_async_request(self, request):
+        response = await self.areal.handle_async_request(request)
+        await response.aread()
+        self._lose(request, response.status_code)
+        return response
+
+
+def test_a_claim_whose_answer_was_lost_is_sent_again_and_gets_the_same_sandbox_sync_and_async(url, env):
+    # The session is bound by the first try; the second is answered by session (200, the same sandbox), not failed
+    # over to the pool's next host, where the session would hold a second sandbox.
+    two = {"hosts": {"local": {"url": url, "token": TOKEN}, "other": {"url": "http://127.0.0.1:9", "token": TOKEN}},
+           "pools": {"py": ["local", "other"]}}
+    session = next(s for s in (f"lost-{i}" for i in range(100)) if Client.from_outputs(two).hosts_for("py", s)[0]
+                   == "local")
+    lost = _AnswerLost()
+    client = Client.from_outputs(two, retry=FAST, http_factory=lambda e, t, h: httpx.Client(
+        base_url=e.url, headers=h, timeout=t, transport=lost))
+    sandbox = client.claim("py", session)
+    assert lost.claims == ["201", "200"]  # bound once, answered twice
+    assert [row.name for row in env.runtime.store.sandboxes() if row.session == session] == [sandbox.name]
+
+    lost = _AnswerLost()
+    async def claim():
+        async with AsyncClient.from_outputs(two, retry=FAST, http_factory=lambda e, t, h: httpx.AsyncClient(
+                base_url=e.url, headers=h, timeout=t, transport=lost)) as aclient:
+            return await aclient.claim("py", session + "-a")
+    asandbox = asyncio.run(claim())
+    assert lost.claims == ["201", "200"]
+    assert [row.name for row in env.runtime.store.sandboxes() if row.session == session + "-a"] == [asandbox.name]
