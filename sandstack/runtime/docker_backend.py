@@ -30,6 +30,7 @@ from sandstack.runtime.backend import (
     WorkspaceReset,
 )
 from sandstack.runtime import rootfs
+from sandstack.runtime.container_states import ContainerStates
 from sandstack.runtime.docker_exec import (
     INSPECT_BACKOFF,
     STDERR,
@@ -58,6 +59,10 @@ class DockerBackend(SandboxBackend):
         self._base_url = base_url
         self._api: docker.APIClient | None = None
         self._lock = threading.Lock()
+        # Each container's state from its last inspect, until Docker's event stream reports a change of it.
+        self.states = ContainerStates(self._inspect_state)
+        self._events: threading.Thread | None = None
+        self._stop = threading.Event()
 
     @property
     def api(self) -> docker.APIClient:
@@ -71,6 +76,36 @@ class DockerBackend(SandboxBackend):
             return self._api
 
     def state(self, name: str) -> ContainerState:
+        if self._events is None:
+            self._follow_events()
+        return self.states.get(name)
+
+    def _follow_events(self) -> None:
+        with self._lock:
+            if self._events is None:
+                self._events = threading.Thread(target=self.states.follow, args=(self._subscribe, self._stop),
+                                                name="sandstack-container-events", daemon=True)
+                self._events.start()
+
+    def _subscribe(self):
+        # The SDK sends the request here and returns once Docker answered its head: the subscription is registered.
+        return self.api.events(decode=True, filters={"type": "container"})
+
+    @contextmanager
+    def changing(self, name: str) -> Iterator[None]:
+        """Around a change the runtime makes to a container's state: no answer kept from before it (or from an
+        inspect under way meanwhile) is read after it, without waiting for Docker's event to arrive."""
+        self.states.changed([name])
+        try:
+            yield
+        finally:
+            self.states.changed([name])
+
+    def close(self) -> None:
+        """Stops following Docker's events (the stream ends at its next event or when the daemon closes it)."""
+        self._stop.set()
+
+    def _inspect_state(self, name: str) -> ContainerState:
         try:
             with _docker_errors(name):
                 info = self.api.inspect_container(name)["State"]
@@ -136,23 +171,23 @@ class DockerBackend(SandboxBackend):
         return usage.get("total_usage")
 
     def pause(self, name: str) -> None:
-        with _docker_errors(name):
+        with self.changing(name), _docker_errors(name):
             self.api.pause(name)
 
     def unpause(self, name: str) -> None:
-        with _docker_errors(name):
+        with self.changing(name), _docker_errors(name):
             self.api.unpause(name)
 
     def restart(self, name: str) -> None:
-        with _docker_errors(name):
+        with self.changing(name), _docker_errors(name):
             self.api.restart(name, timeout=STOP_GRACE)
 
     def stop(self, name: str) -> None:
-        with _docker_errors(name):
+        with self.changing(name), _docker_errors(name):
             self.api.stop(name, timeout=STOP_GRACE)
 
     def start(self, name: str) -> None:
-        with _docker_errors(name):
+        with self.changing(name), _docker_errors(name):
             self.api.start(name)
 
     def clean_workspaces(self, name: str, workspaces: list[WorkspaceReset]) -> None:

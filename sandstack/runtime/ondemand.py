@@ -57,7 +57,7 @@ class DockerProvisioner:
 
     def create(self, name: str, body: dict[str, Any]) -> None:
         api = self.backend.api
-        with _errors(name):
+        with self.backend.changing(name), _errors(name):
             # The body as the plan wrote it, in the Engine API's own terms: no SDK translation in between.
             api._result(api._post_json(api._url("/containers/create"), data=body, params={"name": name}), json=True)
             api.start(name)
@@ -73,7 +73,7 @@ class DockerProvisioner:
         return probe_of(config.get("Healthcheck"), config.get("WorkingDir"))
 
     def remove(self, name: str) -> None:
-        with _errors(name):
+        with self.backend.changing(name), _errors(name):
             try:
                 self.backend.api.remove_container(name, force=True)
             except docker.errors.NotFound:
