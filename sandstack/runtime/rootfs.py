@@ -18,8 +18,9 @@ in a helper that mounts it read-only, with DAC_READ_SEARCH only (it reads every 
 it, and can change nothing); the container keeps running (reading an upper directory under a mounted overlay is
 safe, only changing it is not). `write_root` extracts such a tar into the directory once a reset has emptied it,
 the container stopped, as root with CHOWN (each file's owner), FOWNER (its mode and times, once owned by another
-user), DAC_OVERRIDE (into a directory the session made unwritable) and MKNOD (the whiteouts: character devices
-0/0, overlay's mark of a removed image file). The tars go through the helper's attached stdout and stdin: nothing
+user), DAC_OVERRIDE (into a directory the session made unwritable), FSETID (a setgid bit of a group root is not
+in, which the kernel clears on chmod otherwise) and MKNOD (the whiteouts: character devices 0/0, overlay's mark of
+a removed image file). The tars go through the helper's attached stdout and stdin: nothing
 is written on the host by the helper, and it logs nowhere (the log driver `none`), so the daemon keeps no copy.
 Overlay's own extended attributes (`trusted.overlay.opaque` on a directory removed and made again) need
 CAP_SYS_ADMIN to read or write and are not kept: docs/design/runtime.md says what that changes.
@@ -43,7 +44,7 @@ from sandstack.runtime.scripts import CLEAN
 MOUNT = "/sandstack-root"
 CAPABILITIES = ["DAC_OVERRIDE", "FOWNER"]
 READ_CAPABILITIES = ["DAC_READ_SEARCH"]
-WRITE_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "MKNOD"]
+WRITE_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "MKNOD"]
 TIMEOUT = 300  # seconds
 # Numeric owners both ways: the image's /etc/passwd (the helper's) may not name a user the session added. busybox's
 # tar has no such option and stores numbers anyway.
@@ -121,7 +122,7 @@ def _stream(api: docker.APIClient, name: str, info: dict[str, Any], labels: dict
         log_config=docker.types.LogConfig(type="none"))
     api.create_container(info["Image"], entrypoint=["sh", "-c", script, f"sandstack-{role}"], command=[],
                          user="0:0", working_dir=MOUNT, host_config=config, labels=labels, name=helper,
-                         network_disabled=True, stdin_open=stdin is not None, stdin_once=stdin is not None)
+                         network_disabled=True, stdin_open=stdin is not None)  # and StdinOnce: EOF ends it
     err = CappedBuffer(8192)
     code: int | None = None
     try:
