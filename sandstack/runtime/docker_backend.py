@@ -250,7 +250,7 @@ class DockerBackend(SandboxBackend):
     def write_root(self, name: str, tar: BinaryIO) -> None:
         with _docker_errors(name):
             info = self.api.inspect_container(name)
-            rootfs.write_root(self.api, name, info, info["Config"].get("Labels") or {}, tar)
+            rootfs.write_root(self.api, name, info, info["Config"].get("Labels") or {}, tar, _send)
 
     def _remove(self, helper: str) -> None:
         try:

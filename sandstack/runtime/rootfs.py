@@ -32,7 +32,7 @@ from typing import Any
 
 import socket
 import time
-from typing import BinaryIO
+from typing import BinaryIO, Callable
 
 import docker
 import requests
@@ -101,17 +101,17 @@ def read_root(api: docker.APIClient, name: str, info: dict[str, Any], labels: di
     _stream(api, name, info, labels, "root-snapshot", mode="ro", script=TAR_READ, caps=READ_CAPABILITIES, out=out)
 
 
-def write_root(api: docker.APIClient, name: str, info: dict[str, Any], labels: dict[str, str],
-               tar: BinaryIO) -> None:
-    """`tar` (a checked read_root's) extracted into the stopped container's emptied upper directory."""
+def write_root(api: docker.APIClient, name: str, info: dict[str, Any], labels: dict[str, str], tar: BinaryIO,
+               send: Callable[[socket.socket, BinaryIO], None]) -> None:
+    """`tar` (a checked read_root's) extracted into the stopped container's emptied upper directory; `send` writes
+    it to the attached socket and half-closes it (the backend's own, as for an exec's stdin)."""
     _stream(api, name, info, labels, "root-restore", mode="rw", script=TAR_WRITE, caps=WRITE_CAPABILITIES,
-            stdin=tar, out=CappedBuffer(0))
+            stdin=tar, send=send, out=CappedBuffer(0))
 
 
 def _stream(api: docker.APIClient, name: str, info: dict[str, Any], labels: dict[str, str], role: str, *,
-            mode: str, script: str, caps: list[str], out: Sink, stdin: BinaryIO | None = None) -> None:
-    from sandstack.runtime.docker_backend import _send  # that module imports this one
-
+            mode: str, script: str, caps: list[str], out: Sink, stdin: BinaryIO | None = None,
+            send: Callable[[socket.socket, BinaryIO], None] | None = None) -> None:
     upper = upper_dir(info)
     helper = f"{name}-{role}"
     labels = {key: (role if key.endswith(".role") else value) for key, value in labels.items()}
@@ -132,8 +132,8 @@ def _stream(api: docker.APIClient, name: str, info: dict[str, Any], labels: dict
         sock: socket.socket = getattr(raw, "_sock", raw)
         try:
             api.start(helper)
-            if stdin is not None:
-                _send(sock, stdin)
+            if stdin is not None and send is not None:
+                send(sock, stdin)
             finished = _copy_frames(sock, {STDOUT: out, STDERR: err}, time.monotonic() + TIMEOUT)
         finally:
             try:
