@@ -239,7 +239,9 @@ def snapshot(request: Request, sandbox: str = _sandbox()) -> Any:
 @router.post("/sandboxes/{sandbox}/restore", response_model=Snapshot, operation_id="restore")
 def restore(body: RestoreRequest, request: Request, sandbox: str = _sandbox()) -> Any:
     """Roll the sandbox's writable paths back to a snapshot of its own session (emptied first); another session's
-    snapshot is a branch (POST /v1/sessions with `from_snapshot`): 409."""
+    snapshot is a branch (POST /v1/sessions with `from_snapshot`): 409. With a writable root (`read_only_root:
+    false`) the root is rolled back too: the container is stopped and started, which ends the session's
+    processes (a running exec or transfer: 409, nothing done); a failure from there on ends the session (502)."""
     runtime = _bound(request, sandbox)
     snap = runtime.store.snapshot(body.snapshot)
     if snap is not None:

@@ -133,6 +133,17 @@ class SandboxBackend(ABC):
         changed outside its writable paths is left. Raises BackendError when it cannot (sandstack.runtime.rootfs)."""
         raise BackendError(f"this backend cannot reset the writable root of {name!r}")
 
+    def read_root(self, name: str, out: Sink) -> None:
+        """A tar of what the container changed in its writable root (overlay's upper directory: new and changed
+        files, and a character device 0/0 for each removed one), written to `out` as it is read; the container may
+        run. Raises BackendError when it cannot, or what `out` raises (sandstack.runtime.rootfs)."""
+        raise BackendError(f"this backend cannot snapshot the writable root of {name!r}")
+
+    def write_root(self, name: str, tar: BinaryIO) -> None:
+        """`tar` (a checked read_root's) written into the stopped container's root after `reset_root` emptied it:
+        its changes are back, owners, modes and whiteouts included. Raises BackendError when it cannot."""
+        raise BackendError(f"this backend cannot restore the writable root of {name!r}")
+
 
 @dataclass(frozen=True)
 class WorkspaceReset:

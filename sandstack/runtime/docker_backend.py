@@ -242,6 +242,16 @@ class DockerBackend(SandboxBackend):
                       for key, value in (info["Config"].get("Labels") or {}).items()}
             rootfs.reset_root(self.api, name, info, labels)
 
+    def read_root(self, name: str, out: Sink) -> None:
+        with _docker_errors(name):
+            info = self.api.inspect_container(name)
+            rootfs.read_root(self.api, name, info, info["Config"].get("Labels") or {}, out)
+
+    def write_root(self, name: str, tar: BinaryIO) -> None:
+        with _docker_errors(name):
+            info = self.api.inspect_container(name)
+            rootfs.write_root(self.api, name, info, info["Config"].get("Labels") or {}, tar, _send)
+
     def _remove(self, helper: str) -> None:
         try:
             self.api.remove_container(helper, force=True)

@@ -22,6 +22,7 @@ class Leases:
         self._lock = threading.Lock()
         self._uses: Counter[str] = Counter()
         self.pausing: set[str] = set()
+        self.restoring_root: set[str] = set()  # a restore stopping the container (sandstack.runtime.rootsnap)
 
     @contextmanager
     def use(self, name: str) -> Iterator[None]:
@@ -29,6 +30,9 @@ class Leases:
             if name in self.pausing:
                 raise conflict(f"sandbox {name!r} is being paused; resume it, then try again", sandbox=name,
                                status="paused")
+            if name in self.restoring_root:
+                raise conflict(f"sandbox {name!r} is being restored from a snapshot (its root, the container "
+                               "stopped); try again when the restore has answered", sandbox=name, status="bound")
             self._uses[name] += 1
         try:
             yield
@@ -41,7 +45,7 @@ class Leases:
     @contextmanager
     def pause(self, name: str) -> Iterator[None]:
         with self._lock:
-            if name in self._uses:
+            if name in self._uses or name in self.restoring_root:
                 raise conflict(f"sandbox {name!r} is busy: an exec or a file, archive, snapshot or restore is "
                                "running in it; pause it when that has finished", sandbox=name, status="bound")
             self.pausing.add(name)
@@ -50,6 +54,22 @@ class Leases:
         finally:
             with self._lock:
                 self.pausing.discard(name)
+
+    @contextmanager
+    def restoring(self, name: str) -> Iterator[None]:
+        """A restore that stops the container: none of the session's operations runs meanwhile (an exec cut off by
+        the stop would end the session as a crash), and none starts."""
+        with self._lock:
+            if name in self._uses or name in self.pausing:
+                raise conflict(f"sandbox {name!r} is busy: an exec or a file, archive, snapshot or restore is "
+                               "running in it, or a pause; restore the snapshot when that has finished",
+                               sandbox=name, status="bound")
+            self.restoring_root.add(name)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.restoring_root.discard(name)
 
     def in_use(self, name: str) -> bool:
         with self._lock:

@@ -187,7 +187,8 @@ class Snapshot(BaseModel):
     session: str | None
     created_at: float
     size: int = Field(description="Bytes stored on the host.")
-    paths: list[str] = Field(description="The writable paths it holds.")
+    paths: list[str] = Field(description="The writable paths it holds, and `/` when it holds the changes of a "
+                                         "writable root too (a template with `read_only_root: false`).")
 
 
 class PoolStatus(BaseModel):

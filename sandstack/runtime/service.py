@@ -188,7 +188,7 @@ class Runtime(Monitor):
             if needs_start:
                 self.backend.start(picked.name)
             if snapshot:
-                self.workspace.restore(picked.name, snapshot.id)
+                self.workspace.restore(picked.name, snapshot.id, claiming=True)
         except (ApiError, BackendError):
             # Not half a session: the sandbox goes back (reset), the claim fails.
             self.store.update(picked.name, status="resetting", session=None)

@@ -11,7 +11,7 @@ import tarfile
 import time
 import uuid
 
-from sandstack.runtime import scripts
+from sandstack.runtime import rootsnap, scripts
 from sandstack.runtime.errors import ApiError, conflict, no_space, too_big
 from sandstack.runtime.leases import holding
 from sandstack.runtime.models import SNAPSHOT_PATTERN
@@ -44,7 +44,7 @@ class Snapshots:
     def snapshot(self, name: str) -> SnapshotRow:
         sandbox = self.runtime.usable(name)
         spec = self.runtime.pool(sandbox.pool)
-        if not spec.writable:
+        if not spec.writable and not spec.writable_root:
             raise conflict(f"pool {sandbox.pool!r} has no writable paths to snapshot", pool=sandbox.pool)
         total = spec.snapshot_storage_bytes
         with self._quota_lock:  # concurrent snapshots of a pool reserve their room, never the same room twice
@@ -68,6 +68,12 @@ class Snapshots:
                 left -= stored.stat().st_size
                 if left < 0:
                     raise PastBound(bound)
+            if spec.writable_root:  # the root's changes too (sandstack.runtime.rootsnap), within what is left
+                stored = target / rootsnap.ROOT_TAR
+                with open(stored, "wb") as out:
+                    rootsnap.read(self.runtime, name, left, out)
+                if stored.stat().st_size > left:
+                    raise PastBound(bound)
         except PastBound as error:
             shutil.rmtree(target, ignore_errors=True)
             if bound < spec.download_limit_bytes:
@@ -86,21 +92,35 @@ class Snapshots:
             with self._quota_lock:
                 self._reserved[sandbox.pool] -= bound
         size = sum(f.stat().st_size for f in target.iterdir())
-        row = SnapshotRow(snapshot_id, sandbox.pool, name, sandbox.session, time.time(), size,
-                          "\n".join(w.path for w in spec.writable))
+        paths = [w.path for w in spec.writable] + ([rootsnap.ROOT_PART] if spec.writable_root else [])
+        row = SnapshotRow(snapshot_id, sandbox.pool, name, sandbox.session, time.time(), size, "\n".join(paths))
         self.runtime.store.add_snapshot(row)
         self.apply_retention(time.time())
         return row
 
-    @holding  # no pause while it runs
-    def restore(self, name: str, snapshot_id: str) -> SnapshotRow:
+    def restore(self, name: str, snapshot_id: str, *, claiming: bool = False) -> SnapshotRow:
+        """A writable root first, the container stopped and started (sandstack.runtime.rootsnap; `claiming`: a
+        claim's, which resets the sandbox itself on a failure), then the writable paths."""
         sandbox = self.runtime.usable(name)
         snap = self.snapshot_row(snapshot_id, sandbox.pool)
-        paths = snap.paths.split("\n")
-        declared = [w.path for w in self.runtime.pool(sandbox.pool).writable]
+        paths, has_root = rootsnap.parts(snap.paths)
+        spec = self.runtime.pool(sandbox.pool)
+        declared = [w.path for w in spec.writable]
         if paths != declared:
             raise conflict(f"snapshot {snapshot_id!r} holds writable paths {paths}, but pool {sandbox.pool!r} now "
                            f"has {declared}", snapshot=snapshot_id)
+        if has_root and not spec.writable_root:
+            raise conflict(f"snapshot {snapshot_id!r} holds a writable root, but pool {sandbox.pool!r} now has a "
+                           "read-only one", snapshot=snapshot_id)
+        if spec.writable_root:
+            stored = self.snapshot_dir / snapshot_id / rootsnap.ROOT_TAR if has_root else None
+            rootsnap.restore(self.runtime, name, snapshot_id, stored, claiming=claiming)
+        return self._restore_paths(name, snap)
+
+    @holding  # no pause while it runs
+    def _restore_paths(self, name: str, snap: SnapshotRow) -> SnapshotRow:
+        snapshot_id = snap.id
+        sandbox = self.runtime.sandbox(name)
         for index, writable in enumerate(self.runtime.pool(sandbox.pool).writable):
             path = writable.path
             # Only what passes the check goes back (a snapshot stored before the check existed included).

@@ -22,6 +22,7 @@ import posixpath
 import shutil
 import signal
 import subprocess
+import tarfile
 import threading
 import time
 from pathlib import Path
@@ -54,6 +55,8 @@ class FakeBackend(SandboxBackend):
         self.daemon_down = False
         self.image: dict[str, dict[str, bytes]] = {}  # container path → the image's files there (seeding)
         self.stuck: set[Path] = set()  # files a reset cannot remove (as an immutable file on the host)
+        self.whiteouts: dict[str, set[str]] = {}  # sandbox → image files its session removed (container paths)
+        self.written_roots: list[tuple[str, bytes]] = []  # what write_root was given, in order
         for name in sandboxes:
             for path in writable:
                 self.path(name, path).mkdir(parents=True, exist_ok=True)
@@ -221,6 +224,43 @@ class FakeBackend(SandboxBackend):
                 shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
 
         empty(self.root / name)
+        self.whiteouts.pop(name, None)
+
+    def read_root(self, name: str, out) -> None:
+        """As the real one's: a tar of everything outside the writable paths (this fake's image root is empty, so
+        its upper directory is all of it; `whiteouts`, container paths, stand for image files the session removed)."""
+        if self.daemon_down:
+            raise DaemonUnavailable("the Docker daemon does not answer (ConnectionError)")
+        self.calls.append(("read-root", name))
+        base = self.root / name
+        keep = {self.path(name, path) for path in self.writable}
+        with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+            for directory, dirs, files in os.walk(base):
+                here = Path(directory)
+                dirs[:] = sorted(d for d in dirs if here / d not in keep)
+                for entry in [*dirs, *sorted(files)]:
+                    path = here / entry
+                    if any(k.is_relative_to(path) for k in keep):
+                        continue  # a writable path's parent (its mount point's): not the session's change
+                    tar.add(path, arcname=str(path.relative_to(base)), recursive=False)
+            for removed in sorted(self.whiteouts.get(name, ())):
+                info = tarfile.TarInfo(removed.lstrip("/"))
+                info.type, info.devmajor, info.devminor = tarfile.CHRTYPE, 0, 0
+                tar.addfile(info)
+
+    def write_root(self, name: str, tar: BinaryIO) -> None:
+        """As the real one's, on a stopped container whose root a reset emptied (a whiteout: the image file stays
+        removed, which in this empty image it already is)."""
+        if self._check("write-root", name) not in ("exited", "created"):
+            raise BackendError(f"container {name!r} is running: a restore stops it first")
+        self.written_roots.append((name, tar.read()))
+        tar.seek(0)
+        with tarfile.open(fileobj=tar, mode="r|") as entries:
+            for member in entries:
+                if member.ischr():
+                    self.whiteouts.setdefault(name, set()).add("/" + member.name)
+                    continue
+                entries.extract(member, self.root / name, filter="fully_trusted")
 
     def _signal(self, name: str, sig: int) -> None:
         # Every process group an exec started, even when its leader has exited: Docker's freezer and kill

@@ -1,0 +1,182 @@
+"""A writable root in snapshots (`read_only_root: false`): a snapshot keeps the root's changes beside its writable
+paths' tars, a restore (API or a claim's `from_snapshot`) brings them back (docs/design/runtime.md).
+
+What a snapshot keeps is the container's overlay upper directory as a tar (the backend's `read_root`,
+sandstack.runtime.rootfs): new and changed files with their owners and modes, and a whiteout (a character device
+0/0) for each image file the session removed. It is read while the container runs, so like the writable paths' tars
+it is not one instant's copy of a root that is being changed. The stream is checked as it comes, as a writable
+path's is (sandstack.runtime.tarcheck) but for a whole root: an absolute or `..` name, or one under a symlink of the
+same stream, is a forgery; a symlink may point anywhere (the root's `/etc/alternatives` do; nothing follows it on this
+side, and the extracting `tar` creates links after files); devices other than whiteouts are left out. It counts
+against the snapshot's bound like the other tars and is stored as `root.tar`; the snapshot's row lists `/` among its
+paths (no new column: state files of older runtimes read as they are).
+
+A restore into a writable-root template stops the container (the session's processes end), empties its root to the
+image (the backend's `reset_root`), writes the snapshot's root back if it has one (one without gives the image's
+root: the session sees the snapshot's state, not the one before), starts it and waits for it to run; the writable
+paths are restored after, as always. A failure from the stop on leaves nothing half-done: a claim fails and its
+sandbox is reset (sandstack.runtime.service.Runtime.claim); an API restore releases the session (its sandbox reset,
+or quarantined if that fails) and answers 502 saying so.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import tarfile
+import threading
+from contextlib import nullcontext
+from pathlib import Path
+from typing import IO, Any, Iterator
+
+from sandstack.runtime import secret_files
+from sandstack.runtime.backend import BackendError
+from sandstack.runtime.errors import ApiError, conflict
+from sandstack.runtime.tarcheck import Bounded, Forged, PastBound, SinkFailed, write_tar
+
+ROOT_PART = "/"  # among a snapshot row's paths: it holds the root's changes too
+ROOT_TAR = "root.tar"
+STOPPED_WHY = "a restore of a snapshot stopped the sandbox to write its root back"
+
+
+def parts(paths: str) -> tuple[list[str], bool]:
+    """A snapshot row's `paths`: (its writable paths, whether it holds the root)."""
+    listed = paths.split("\n") if paths else []
+    return [p for p in listed if p != ROOT_PART], ROOT_PART in listed
+
+
+class RootChecked:
+    """The entries of a root's tar stream, as (member, file or None), normalised names; see the module's text."""
+
+    def __init__(self, tar: tarfile.TarFile, limit: int):
+        self.tar, self.limit = tar, limit
+        self.left_out: list[str] = []
+        self.total = 0
+
+    def __iter__(self) -> Iterator[tuple[tarfile.TarInfo, IO[bytes] | None]]:
+        files: set[str] = set()
+        links: set[str] = set()
+        parents: set[str] = set()
+        for member in self.tar:
+            name = member.name
+            if name.startswith("/") or ".." in name.split("/"):
+                raise Forged(f"entry {name!r} is {'an absolute path' if name.startswith('/') else 'a .. path'}")
+            name = posixpath.normpath(name)
+            if name == ".":
+                continue  # the upper directory itself: Docker's, not the session's
+            segments = name.split("/")
+            if any(posixpath.join(*segments[:i]) in links for i in range(1, len(segments))):
+                raise Forged(f"entry {name!r} lies under a symlink of the same stream")
+            if member.issym() and name in parents:
+                raise Forged(f"entry {name!r} turns a directory of the same stream into a symlink")
+            parents.update(posixpath.join(*segments[:i]) for i in range(1, len(segments)))
+            member.name = name
+            if member.isdir() or member.isfifo():
+                yield member, None
+            elif member.isreg() and not member.issparse():
+                self.total += member.size
+                if self.total > self.limit:
+                    raise PastBound(self.limit)
+                files.add(name)
+                yield member, self.tar.extractfile(member)
+            elif member.issym():
+                links.add(name)
+                yield member, None
+            elif member.islnk() and posixpath.normpath(member.linkname) in files:
+                member.linkname = posixpath.normpath(member.linkname)
+                yield member, None
+            elif member.ischr() and member.devmajor == 0 and member.devminor == 0:
+                yield member, None  # a whiteout: the image's file at this name was removed
+            else:
+                self.left_out.append(name)
+
+
+def read(runtime: Any, name: str, limit: int, out: IO[bytes]) -> None:
+    """The root's changes of sandbox `name`, checked, as a tar on `out`; PastBound past `limit` bytes."""
+    read_fd, write_fd = os.pipe()
+    reader, writer = os.fdopen(read_fd, "rb"), os.fdopen(write_fd, "wb", buffering=0)
+    done: dict[str, BaseException] = {}
+
+    def produce() -> None:
+        try:
+            runtime.backend.read_root(name, Bounded(writer, limit))
+        except BaseException as error:  # handed to the request's thread below
+            done["error"] = error
+        finally:
+            writer.close()
+
+    thread = threading.Thread(target=produce, name=f"sandstack-root-{name}", daemon=True)
+    thread.start()
+    failure: BaseException | None = None
+    try:
+        with tarfile.open(fileobj=reader, mode="r|") as tar:
+            write_tar(RootChecked(tar, limit), out)  # type: ignore[arg-type]
+        while reader.read(1024 * 1024):  # what follows the archive's end: read (within the bound), never kept
+            pass
+    except Exception as error:
+        failure = error
+    finally:
+        reader.close()  # a producer still writing gets a broken pipe, and its helper is removed
+        thread.join()
+    error = done.get("error")
+    if isinstance(error, PastBound) or isinstance(failure, PastBound):
+        raise PastBound(limit)
+    if error is not None and not isinstance(error, SinkFailed):
+        raise error
+    if isinstance(failure, (Forged, tarfile.TarError)):
+        raise ApiError(502, f"snapshotting the writable root of sandbox {name!r}: its stream is not a tar of a "
+                            f"root's changes ({failure}); nothing of it was kept", sandbox=name)
+    if isinstance(error, SinkFailed) and failure is None:
+        raise error.error
+    if failure is not None:
+        raise failure
+
+
+def restore(runtime: Any, name: str, snapshot_id: str, stored: Path | None, *, claiming: bool) -> None:
+    """The root of bound sandbox `name` as in `stored` (a snapshot's root.tar), or as in its image when None; the
+    container is stopped and started again. `claiming`: the caller (a claim) resets the sandbox on a failure."""
+    with runtime.workspace.spool() as tar:
+        if stored is not None:
+            # Checked before anything changes: a snapshot that fails the check leaves the session as it was.
+            with open(stored, "rb") as raw:
+                try:
+                    with tarfile.open(fileobj=raw, mode="r|") as entries:
+                        write_tar(RootChecked(entries, stored.stat().st_size), tar)  # type: ignore[arg-type]
+                except (Forged, tarfile.TarError) as error:
+                    raise conflict(f"snapshot {snapshot_id!r} cannot be restored: its tar of the root is not a "
+                                   f"root's changes ({error})", snapshot=snapshot_id) from error
+            tar.seek(0)
+        session = runtime.sandbox(name).session
+        # No exec or transfer runs while the container is stopped (one would end the session as a crash): 409.
+        with (nullcontext() if claiming else runtime.leases.restoring(name)), runtime.transition(name):
+            try:
+                _rewrite(runtime, name, tar if stored is not None else None)
+            except (ApiError, BackendError) as error:
+                if claiming:
+                    raise
+                failure = error
+            else:
+                return
+    try:
+        runtime.release(session)
+    except BackendError:
+        pass  # the daemon is gone: the session keeps its stopped sandbox, which the monitor judges
+    raise ApiError(502, f"restoring snapshot {snapshot_id!r} into sandbox {name!r} failed while its root was "
+                        f"written back ({failure}); the sandbox was reset and session {session!r} has ended",
+                   sandbox=name, snapshot=snapshot_id) from failure
+
+
+def _rewrite(runtime: Any, name: str, tar: IO[bytes] | None) -> None:
+    spec = runtime.pool(runtime.sandbox(name).pool)
+    runtime.processes.end_session(name, STOPPED_WHY)
+    if runtime.backend.state(name).status in ("running", "restarting"):
+        runtime.backend.stop(name)
+    runtime.backend.reset_root(name)
+    if tar is not None:
+        runtime.backend.write_root(name, tar)
+    runtime._started.pop(name, None)  # started again by this restore, not by a crash's restart policy
+    runtime.backend.start(name)
+    runtime.hibernation._wait_ready(name, spec)
+    files = runtime.credentials.files(name)
+    if files:  # the tmpfs is new with the start: the session's secret files, from memory again
+        secret_files.write(runtime, name, files)
