@@ -28,11 +28,9 @@ CAP_SYS_ADMIN to read or write and are not kept: docs/design/runtime.md says wha
 
 from __future__ import annotations
 
-from typing import Any
-
 import socket
 import time
-from typing import BinaryIO, Callable
+from typing import Any, BinaryIO, Callable
 
 import docker
 import requests
