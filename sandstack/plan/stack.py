@@ -11,6 +11,7 @@ import base64
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Collection
 
 from sandstack.plan import types
 from sandstack.plan.changes import sandbox_replace_on_changes
@@ -71,7 +72,9 @@ class StackPlan(Tree):
 
 
 def plan_stack(spec: ResolvedStack, stack: str, component: str = COMPONENT,
-               build_root: Path = DEFAULT_BUILD_ROOT) -> StackPlan:
+               build_root: Path = DEFAULT_BUILD_ROOT, only: Collection[tuple[str, str]] | None = None) -> StackPlan:
+    """`only`: plan just these (pool, host) pools and their templates' snapshots, every host's own nodes still (a
+    pool's nodes are the same as in the whole plan: policy reads one sandbox per template, not a whole stack)."""
     out = StackPlan(stack=stack, component=component)
     out.add(Node(component, types.SANDBOX_STACK, None), About("stack"))
     owners = snapshot_owners(spec)
@@ -80,7 +83,7 @@ def plan_stack(spec: ResolvedStack, stack: str, component: str = COMPONENT,
         keys = out.host_keys[host] = plan_host_nodes(out, out.root, component, host, spec.hosts[host], plan)
         images: dict[str, str] = {}
         for pool_name, pool in spec.pools.items():
-            if host not in dict.fromkeys(pool.hosts):
+            if host not in dict.fromkeys(pool.hosts) or (only is not None and (pool_name, host) not in only):
                 continue
             template = spec.templates[pool.template]
             owner = spec.templates[owners[(host, template.name)]]

@@ -262,13 +262,28 @@ def views(spec: ResolvedStack, applies_to: str) -> list[tuple[str, tuple, dict[s
         for n, h in spec.hosts.items()]
 
 
+# Cerberus' rules that change a document before it is checked: a schema without any is checked as the view is,
+# without cerberus' normalisation pass (a copy of the schema per document: most of the organisation rules' time).
+NORMALIZING = frozenset({"coerce", "default", "default_setter", "rename", "rename_handler", "purge_unknown",
+                         "purge_readonly"})
+
+
+def _normalizes(schema: Any) -> bool:
+    if isinstance(schema, dict):
+        return any(key in NORMALIZING or _normalizes(value) for key, value in schema.items())
+    if isinstance(schema, (list, tuple)):
+        return any(_normalizes(item) for item in schema)
+    return False
+
+
 def org_violations(spec: ResolvedStack, files: list[PolicyFile]) -> list[Violation]:
     out = []
     for policy in files:
         for org in policy.rules:
             checker = OrgValidator(org.schema, allow_unknown=True)
+            normalize = _normalizes(org.schema)
             for target, base, view in views(spec, org.applies_to):
-                if checker.validate(view):
+                if checker.validate(view, normalize=normalize):
                     continue
                 for field_name, messages in sorted(checker.errors.items()):
                     detail = "; ".join(m if isinstance(m, str) else str(m) for m in messages)

@@ -397,3 +397,15 @@ def test_a_missing_stack_exits_2(tmp_path, capsys):
 def test_the_unused_suppression_rule_is_in_the_generated_index():
     index = (REPO / "docs" / "policy-rules.md").read_text()
     assert "| `SBX-POL-001` | `unused-suppression` | warning | every suppression of a stack matches a finding. |" in index
+
+
+def test_a_rule_whose_schema_changes_the_view_is_still_normalised_before_it_is_checked(tmp_path, capsys):
+    # Schemas without cerberus' normalising rules are checked without its normalisation pass (the organisation
+    # rules' time at 1,000 sandboxes); one with them still gets it: here `rename` moves the template's cpus (1)
+    # onto memory_mib (512) before `max: 4` is checked, so nothing is found; unnormalised, 512 would be.
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("rules:\n" + _rule(schema="{cpus: {rename: memory_mib}, memory_mib: {max: 4}}"))
+    assert _check(tmp_path, capsys, CLEAN, "--policy", str(policy))[0] == 0
+    policy.write_text("rules:\n" + _rule(schema="{memory_mib: {max: 4}}"))
+    code, out, _ = _check(tmp_path, capsys, CLEAN, "--policy", str(policy))
+    assert code == 1 and "ORG-A-001" in out
