@@ -14,7 +14,9 @@ Python cannot raise an exception everywhere: in a finalizer, a weakref callback 
 (pydantic-core building a pattern) a KeyboardInterrupt is "ignored" (printed with a traceback by
 `sys.unraisablehook`) and the command went on. While the command works, such a lost interrupt is delivered again a
 millisecond later (SIGALRM, whose handler is the same), by which time the program is almost always back where an
-exception can unwind; if not, the same happens again.
+exception can unwind; if not, the same happens again. Compiled code may also catch the KeyboardInterrupt and raise
+an error of its own (pydantic-core building a validator: a SchemaError): an error that ends the command after an
+interrupt was raised ends it as the interrupt.
 The handler is installed when this module is imported: the console script imports it and calls `main()`, and
 nothing else imports it. An interrupt before that (the interpreter starting, the wrapper that pip writes importing
 `re`: a few milliseconds) is Python's own.
@@ -26,10 +28,13 @@ import sys
 
 EXIT_INTERRUPTED = 130  # cli.EXIT_INTERRUPTED, which this module cannot import before it takes SIGINT
 _working = False
+_interrupted = False  # a KeyboardInterrupt was raised while the command worked
 
 
 def _on_interrupt(signum: int, frame: object) -> None:
+    global _interrupted
     if _working:
+        _interrupted = True
         raise KeyboardInterrupt
     os.write(2, b"sandstack: interrupted\n")
     os._exit(EXIT_INTERRUPTED)
@@ -72,6 +77,14 @@ def main() -> int:
         _working = True
         return run()
     except KeyboardInterrupt:  # raised before cli.main's own handler, or inside it
+        _working = False
+        print("sandstack: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception:
+        if not _interrupted:
+            raise
+        # Compiled code that called back into Python turned the interrupt into an error of its own (pydantic-core
+        # building a model's validator: a SchemaError whose message ends in "KeyboardInterrupt").
         _working = False
         print("sandstack: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

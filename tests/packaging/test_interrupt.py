@@ -28,8 +28,9 @@ STACKS = [str(REPO / "stacks" / "dev.yaml"), str(REPO / "stacks" / "prod.yaml")]
 INTERRUPTED = "sandstack: interrupted\n"
 
 # Runs the console script as its shebang would, with an import hook that raises SIGINT in this process when the
-# module named by argv[1] is looked up: the interrupt arrives in the middle of that import, in the import's own code
-# or (argv[2] "finalizer") inside an object's finalizer, where Python prints an exception and goes on.
+# module named by argv[1] is looked up: the interrupt arrives in the middle of that import, in the import's own code,
+# (argv[2] "finalizer") inside an object's finalizer, where Python prints an exception and goes on, or ("wrapped")
+# inside code that turns it into an error of its own.
 INTERRUPT_AT_IMPORT = """
 import os, runpy, signal, sys
 
@@ -46,6 +47,11 @@ class InterruptAt:
             sys.meta_path.remove(self)
             if self.where == "finalizer":  # where Python cannot raise: the KeyboardInterrupt is "ignored"
                 Finalized()
+            elif self.where == "wrapped":  # compiled code that turns it into its own error, as pydantic-core does
+                try:
+                    signal.raise_signal(signal.SIGINT)
+                except KeyboardInterrupt:
+                    raise RuntimeError('Error building "literal" validator: KeyboardInterrupt') from None
             else:
                 signal.raise_signal(signal.SIGINT)
         return None
@@ -68,6 +74,16 @@ runpy.run_path(script, run_name="__main__")
 ])
 def test_an_interrupt_during_any_import_exits_130_with_one_line(wheel_venv, tmp_path, module):
     run = subprocess.run([str(wheel_venv / "bin" / "python"), "-c", INTERRUPT_AT_IMPORT, module, "import",
+                          str(wheel_venv / "bin" / "sandstack"), "check", *STACKS],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert (run.returncode, run.stdout, run.stderr) == (130, "", INTERRUPTED)
+
+
+@pytest.mark.parametrize("module", ["sandstack.spec.models", "sandstack.policy.runner"])
+def test_an_interrupt_compiled_code_turned_into_its_own_error_exits_130_with_one_line(wheel_venv, tmp_path, module):
+    """pydantic-core, building a model's validator, catches a KeyboardInterrupt raised in a callback and raises a
+    SchemaError whose message names it (a clean-clone CI run printed its traceback)."""
+    run = subprocess.run([str(wheel_venv / "bin" / "python"), "-c", INTERRUPT_AT_IMPORT, module, "wrapped",
                           str(wheel_venv / "bin" / "sandstack"), "check", *STACKS],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert (run.returncode, run.stdout, run.stderr) == (130, "", INTERRUPTED)
