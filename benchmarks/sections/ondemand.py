@@ -52,20 +52,25 @@ def _raw_run(client, image: str, *, probe_here: bool) -> float:
     container = client.containers.run(image, engine.SLEEPER, detach=True, mem_limit="256m", labels={
         "sandstack.benchmark": "ondemand"}, healthcheck={"test": ["CMD", *PROBE["command"]], "interval": 10**9,
                                                          "timeout": 10**9, "retries": 3})
-    probed = 0.0
     try:
-        while True:
-            state = client.api.inspect_container(container.id)["State"]
-            if state.get("Health", {}).get("Status") == "healthy":
-                break
-            if probe_here and state["Status"] == "running" and time.perf_counter() - probed >= 0.1:
-                probed = time.perf_counter()
-                if container.exec_run(PROBE["command"]).exit_code == 0:
-                    break
-            time.sleep(0.05)
+        _until_ready(client, container, probe_here=probe_here)
         return (time.perf_counter() - started) * 1000
     finally:
         container.remove(force=True)
+
+
+def _until_ready(client, container, *, probe_here: bool) -> None:
+    """Docker's `healthy`, or (`probe_here`) the probe's command exec'd as soon as it runs, every 0.1 s."""
+    probed = 0.0
+    while True:
+        state = client.api.inspect_container(container.id)["State"]
+        if state.get("Health", {}).get("Status") == "healthy":
+            return
+        if probe_here and state["Status"] == "running" and time.perf_counter() - probed >= 0.1:
+            probed = time.perf_counter()
+            if container.exec_run(PROBE["command"]).exit_code == 0:
+                return
+        time.sleep(0.05)
 
 
 def _same_body(client, body: dict) -> float:
@@ -82,16 +87,7 @@ def _same_body(client, body: dict) -> float:
     api._result(api._post_json(api._url("/containers/create"), data=body, params={"name": name}), json=True)
     try:
         api.start(name)
-        probed = 0.0
-        while True:
-            state = api.inspect_container(name)["State"]
-            if state.get("Health", {}).get("Status") == "healthy":
-                break
-            if state["Status"] == "running" and time.perf_counter() - probed >= 0.1:
-                probed = time.perf_counter()
-                if client.containers.get(name).exec_run(PROBE["command"]).exit_code == 0:
-                    break
-            time.sleep(0.05)
+        _until_ready(client, client.containers.get(name), probe_here=True)
         return (time.perf_counter() - started) * 1000
     finally:
         api.remove_container(name, force=True)
