@@ -38,6 +38,7 @@ from sandstack.runtime.docker_exec import (
     DockerHandle,
     _copy_frames,
     _docker_errors,
+    shut,
 )
 from sandstack.runtime.scripts import CLEAN
 
@@ -131,14 +132,7 @@ class DockerBackend(SandboxBackend):
         except OSError as error:
             raise DaemonUnavailable(f"the exec stream of {name!r} broke ({error})") from error
         finally:
-            # Shut down, not only closed: the SDK's file wrapper keeps the descriptor open past close(), and a stream
-            # cut off at a bound would stay open, the daemon blocked writing into it (and the container's next
-            # exec with it).
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
+            shut(sock)
         elapsed = lambda: int((time.monotonic() - started) * 1000)  # noqa: E731
         if not finished:
             return ExecStatus(None, elapsed())

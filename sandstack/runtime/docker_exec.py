@@ -137,10 +137,16 @@ class DockerHandle(ExecHandle):
 
     def close(self) -> None:
         self._closed = True
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)  # the SDK's wrapper keeps the descriptor open past close()
-        except OSError:
-            pass
-        self.sock.close()
+        shut(self.sock)
         self._reader.join(timeout=5)
         self._done.set()
+
+
+def shut(sock: socket.socket) -> None:
+    """Shut down, then closed: the SDK's file wrapper keeps the descriptor open past close(), and a stream cut off at
+    a bound would stay open, the daemon blocked writing into it (and the container's next exec with it)."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()

@@ -36,7 +36,7 @@ import docker
 import requests
 
 from sandstack.runtime.backend import BackendError, CappedBuffer, Sink
-from sandstack.runtime.docker_exec import STDERR, STDOUT, _copy_frames
+from sandstack.runtime.docker_exec import STDERR, STDOUT, _copy_frames, shut
 from sandstack.runtime.scripts import CLEAN
 
 MOUNT = "/sandstack-root"
@@ -134,11 +134,7 @@ def _stream(api: docker.APIClient, name: str, info: dict[str, Any], labels: dict
                 send(sock, stdin)
             finished = _copy_frames(sock, {STDOUT: out, STDERR: err}, time.monotonic() + TIMEOUT)
         finally:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
+            shut(sock)
         if finished:
             code = api.wait(helper, timeout=TIMEOUT)["StatusCode"]
     except requests.exceptions.ReadTimeout:
