@@ -34,11 +34,14 @@ class AuditLog:
         self._lock = threading.Lock()
 
     def record(self, *, who: str, operation: str, outcome: str, status: int, session: str | None = None,
-               sandbox: str | None = None, scope: str | None = None, secrets: list[str] | None = None) -> None:
+               sandbox: str | None = None, scope: str | None = None, secrets: list[str] | None = None,
+               ms: float | None = None) -> None:
         """`scope`: the token's scope ('host', or a scoped token's name; never the token); `secrets`: the names
-        of the run-scoped credentials a claim gave (never their values)."""
+        of the run-scoped credentials a claim gave (never their values); `ms`: from the request's arrival at the
+        application to its answer's start (a streamed body goes on after)."""
         line = {"time": round(time.time(), 3), "who": who, "session": session, "sandbox": sandbox,
-                "operation": operation, "status": status, "outcome": outcome, "scope": scope, "secrets": secrets}
+                "operation": operation, "status": status, "outcome": outcome, "scope": scope, "secrets": secrets,
+                "ms": None if ms is None else round(ms, 1)}
         with self._lock:
             # ensure_ascii (json's default, stated because it matters): any str, a lone surrogate included,
             # is written as an escape, so every line is ASCII and reads back as it was.
@@ -70,7 +73,7 @@ class AuditLog:
 FIELDS = {"time": (int, float), "who": str, "session": (str, type(None)), "sandbox": (str, type(None)),
           "operation": str, "status": int, "outcome": str}
 # Added later: a line written before them reads back with None.
-OPTIONAL = {"scope": (str, type(None)), "secrets": (list, type(None))}
+OPTIONAL = {"scope": (str, type(None)), "secrets": (list, type(None)), "ms": (int, float, type(None))}
 
 
 def _record(line: str) -> dict[str, object] | None:

@@ -57,7 +57,8 @@ class Audited:
             return
         route = request.scope.get("route")
         operation = getattr(route, "name", None) or f"{request.method} {request.url.path}"
-        self.metrics.call(operation if route else "unrouted", status, time.monotonic() - started,
+        took = time.monotonic() - started
+        self.metrics.call(operation if route else "unrouted", status, took,
                           pool=getattr(request.state, "pool", None),
                           outcome=getattr(request.state, "exec_outcome", None))
         if self.audit is not None:
@@ -68,4 +69,5 @@ class Audited:
                               outcome=getattr(request.state, "outcome", "ok"), status=status,
                               session=getattr(request.state, "session", None),
                               sandbox=getattr(request.state, "sandbox", None),
-                              scope=scope.name if scope else None, secrets=getattr(request.state, "secrets", None))
+                              scope=scope.name if scope else None, secrets=getattr(request.state, "secrets", None),
+                              ms=took * 1000)

@@ -219,6 +219,8 @@ class AuditLine(BaseModel):
     scope: str | None = Field(None, description="The token's scope: 'host', or a scoped token's name (never the "
                                                 "token).")
     secrets: list[str] | None = Field(None, description="The names of the run-scoped credentials a claim gave.")
+    ms: float | None = Field(None, description="Milliseconds from the request's arrival to its answer's start (a "
+                                               "streamed body goes on after); none on lines written before it.")
 
 
 class Error(BaseModel):

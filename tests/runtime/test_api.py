@@ -43,6 +43,9 @@ def test_every_call_is_one_audit_line(env):
         {"who": "testclient", "session": None, "sandbox": None, "operation": "audit", "status": 401,
          "outcome": "unauthorized"},
     ]
+    # How long each call took to its answer: a number of ms, never absent (the exec ran a process).
+    assert all(isinstance(line["ms"], float) and line["ms"] >= 0 for line in lines)
+    assert lines[1]["ms"] > 0
 
 
 def test_a_bug_answers_500_without_a_traceback(env):

@@ -3,6 +3,7 @@ network, bound even before that address exists (the bridge may be made after the
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import pytest
@@ -45,3 +46,29 @@ def test_one_socket_when_the_wake_address_is_none_or_covered(listen, wake):
     finally:
         for s in listening:
             s.close()
+
+
+def test_connections_the_server_accepts_have_nagle_off():
+    """asyncio sets TCP_NODELAY on an accepted connection only when the listening socket says TCP as its protocol;
+    without it a short answer's body waits for the client's delayed ACK of its headers (~40 ms)."""
+    port = _free_port()
+    listening = sockets("127.0.0.1", port, None)
+    seen: list[int] = []
+
+    async def main() -> None:
+        async def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            seen.append(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        server = await asyncio.start_server(accepted, sock=listening[0])  # as uvicorn serves the given sockets
+        async with server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            await reader.read()
+            writer.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        for s in listening:
+            s.close()
+    assert len(seen) == 1 and seen[0] != 0
