@@ -22,17 +22,16 @@ or quarantined if that fails) and answers 502 saying so.
 from __future__ import annotations
 
 import os
-import posixpath
 import tarfile
 import threading
 from contextlib import nullcontext
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 from sandstack.runtime import secret_files
 from sandstack.runtime.backend import BackendError
 from sandstack.runtime.errors import ApiError, conflict
-from sandstack.runtime.tarcheck import Bounded, Forged, PastBound, SinkFailed, write_tar
+from sandstack.runtime.tarcheck import Bounded, Checked, Forged, PastBound, SinkFailed, write_tar
 
 ROOT_PART = "/"  # among a snapshot row's paths: it holds the root's changes too
 ROOT_TAR = "root.tar"
@@ -45,50 +44,16 @@ def parts(paths: str) -> tuple[list[str], bool]:
     return [p for p in listed if p != ROOT_PART], ROOT_PART in listed
 
 
-class RootChecked:
-    """The entries of a root's tar stream, as (member, file or None), normalised names; see the module's text."""
+class RootChecked(Checked):
+    """The entries of a root's tar stream; see the module's text. Beside a workspace's entries: fifos, symlinks
+    wherever they point (the root's own, read as the sandbox reads them), and overlay's whiteouts."""
 
-    def __init__(self, tar: tarfile.TarFile, limit: int):
-        self.tar, self.limit = tar, limit
-        self.left_out: list[str] = []
-        self.total = 0
-
-    def __iter__(self) -> Iterator[tuple[tarfile.TarInfo, IO[bytes] | None]]:
-        files: set[str] = set()
-        links: set[str] = set()
-        parents: set[str] = set()
-        for member in self.tar:
-            name = member.name
-            if name.startswith("/") or ".." in name.split("/"):
-                raise Forged(f"entry {name!r} is {'an absolute path' if name.startswith('/') else 'a .. path'}")
-            name = posixpath.normpath(name)
-            if name == ".":
-                continue  # the upper directory itself: Docker's, not the session's
-            segments = name.split("/")
-            if any(posixpath.join(*segments[:i]) in links for i in range(1, len(segments))):
-                raise Forged(f"entry {name!r} lies under a symlink of the same stream")
-            if member.issym() and name in parents:
-                raise Forged(f"entry {name!r} turns a directory of the same stream into a symlink")
-            parents.update(posixpath.join(*segments[:i]) for i in range(1, len(segments)))
-            member.name = name
-            if member.isdir() or member.isfifo():
-                yield member, None
-            elif member.isreg() and not member.issparse():
-                self.total += member.size
-                if self.total > self.limit:
-                    raise PastBound(self.limit)
-                files.add(name)
-                yield member, self.tar.extractfile(member)
-            elif member.issym():
-                links.add(name)
-                yield member, None
-            elif member.islnk() and posixpath.normpath(member.linkname) in files:
-                member.linkname = posixpath.normpath(member.linkname)
-                yield member, None
-            elif member.ischr() and member.devmajor == 0 and member.devminor == 0:
-                yield member, None  # a whiteout: the image's file at this name was removed
-            else:
-                self.left_out.append(name)
+    def _keeps(self, member: tarfile.TarInfo, name: str, files: set[str]) -> bool:
+        if member.isfifo() or member.issym():
+            return True
+        if member.ischr() and member.devmajor == 0 and member.devminor == 0:
+            return True  # a whiteout: the image's file at this name was removed
+        return super()._keeps(member, name, files)
 
 
 def read(runtime: Any, name: str, limit: int, out: IO[bytes]) -> None:

@@ -75,7 +75,7 @@ def _inside(base: str, target: str) -> str | None:
 
 class Checked:
     """The entries of a tar stream that a workspace can hold, as (member, file or None), normalised names;
-    counts what it leaves out."""
+    counts what it leaves out. What else than files a kind of tree may hold is `_keeps` (rootsnap.RootChecked)."""
 
     def __init__(self, tar: tarfile.TarFile, limit: int):
         self.tar, self.limit = tar, limit
@@ -93,29 +93,36 @@ class Checked:
             name = posixpath.normpath(name)
             parts = name.split("/")
             if name == ".":
-                continue  # the writable path itself: its owner and mode are the mount's
+                continue  # the tree's own top (a writable path, a root's upper directory): its mount's, not the session's
             if any(posixpath.join(*parts[:i]) in links for i in range(1, len(parts))):
                 raise Forged(f"entry {name!r} lies under a symlink of the same stream")
             if member.issym() and name in parents:
                 raise Forged(f"entry {name!r} turns a directory of the same stream into a symlink")
             parents.update(posixpath.join(*parts[:i]) for i in range(1, len(parts)))
             member.name = name
-            if member.isdir():
-                yield member, None
-            elif member.isreg() and not member.issparse():
+            if member.isreg() and not member.issparse():
                 self.total += member.size
                 if self.total > self.limit:
                     raise PastBound(self.limit)
                 files.add(name)
                 yield member, self.tar.extractfile(member)
-            elif member.issym() and _inside(posixpath.dirname(name), member.linkname) is not None:
-                links.add(name)
-                yield member, None
-            elif member.islnk() and posixpath.normpath(member.linkname) in files:
-                member.linkname = posixpath.normpath(member.linkname)
+            elif self._keeps(member, name, files):
+                if member.issym():
+                    links.add(name)
+                elif member.islnk():
+                    member.linkname = posixpath.normpath(member.linkname)
                 yield member, None
             else:
                 self.left_out.append(name)
+
+    def _keeps(self, member: tarfile.TarInfo, name: str, files: set[str]) -> bool:
+        """Whether an entry that is not a regular file is kept: a directory, a symlink that stays inside the tree,
+        a hard link to a file of the same stream."""
+        if member.isdir():
+            return True
+        if member.issym():
+            return _inside(posixpath.dirname(name), member.linkname) is not None
+        return member.islnk() and posixpath.normpath(member.linkname) in files
 
 
 def write_tar(entries: Checked, out: IO[bytes]) -> None:
