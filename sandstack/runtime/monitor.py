@@ -41,6 +41,10 @@ class Monitor:
             self.workspace.apply_retention(now)
         except Exception:
             log.exception("monitor: snapshot retention")
+        try:
+            self.store.checkpoint()  # here, not in a request's commit (sandstack.runtime.store)
+        except Exception:
+            log.exception("monitor: the store's checkpoint")
 
     def _check(self, listed: SandboxRow, now: float) -> None:
         row = self.store.sandbox(listed.name)  # as it is now, not as it was when the pass began
