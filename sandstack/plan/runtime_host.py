@@ -30,7 +30,12 @@ from sandstack.spec.resolve import ResolvedTemplate
 # RUN_DIR is a tmpfs here: the code (PYTHONPATH) and the configuration, unpacked at start.
 CODE_DIR = f"{RUN_DIR}/code"
 CONFIG_FILE = f"{RUN_DIR}/runtime.json"
-ENTRYPOINT = (f'mkdir -p {CODE_DIR} && printf "%s" "$SANDSTACK_RUNTIME_CODE" | base64 -d | tar -xz -C {CODE_DIR} '
+# The code's archive (base64) goes in up to CODE_PARTS variables of at most CODE_PART characters: the kernel refuses
+# a process any one environment string past 128 KiB (MAX_ARG_STRLEN), and the container then never starts (the
+# archive passed that size at 130 KiB: the runtime's deployment failed its health check, nothing logged).
+CODE_ENV, CODE_PARTS, CODE_PART = "SANDSTACK_RUNTIME_CODE", 4, 96 * 1024
+_CODE = " ".join(f'"${CODE_ENV}_{i}"' for i in range(CODE_PARTS))
+ENTRYPOINT = (f'mkdir -p {CODE_DIR} && printf "%s" {_CODE} | base64 -d | tar -xz -C {CODE_DIR} '
               f'&& printf "%s" "$SANDSTACK_RUNTIME_CONFIG_TEXT" > {CONFIG_FILE} && exec python3 -m sandstack.runtime')
 DOCKER_SOCKET = "/var/run/docker.sock"  # the host daemon's socket, where Docker puts it by default
 MEMORY_MB = 256
@@ -94,7 +99,7 @@ class RuntimeHostPlan:
     def env(self) -> list[str]:
         """Everything but the token, which the component adds from its secret."""
         return [f"PYTHONPATH={CODE_DIR}", "PYTHONDONTWRITEBYTECODE=1", f"{ENV_CONFIG}={CONFIG_FILE}",
-                f"{ENV_STATE_DIR}={DEFAULT_STATE_DIR}", f"SANDSTACK_RUNTIME_CODE={code_archive()}",
+                f"{ENV_STATE_DIR}={DEFAULT_STATE_DIR}", *code_env(),
                 f"SANDSTACK_RUNTIME_CONFIG_TEXT={self.config.to_json()}"]
 
     @property
@@ -113,6 +118,16 @@ class RuntimeHostPlan:
     def health_test(self) -> tuple[str, ...]:
         url = f"http://127.0.0.1:{self.config.port}/healthz"
         return ("CMD", "python3", "-c", f"import urllib.request; urllib.request.urlopen({url!r}, timeout=2)")
+
+
+def code_env() -> list[str]:
+    """The code's archive as `SANDSTACK_RUNTIME_CODE_<i>=...` parts, which ENTRYPOINT joins again."""
+    code = code_archive()
+    parts = [code[i:i + CODE_PART] for i in range(0, len(code), CODE_PART)]
+    if len(parts) > CODE_PARTS:
+        raise ValueError(f"the runtime's code archive is {len(code)} characters: more than {CODE_PARTS} "
+                         f"environment variables of {CODE_PART} hold (raise CODE_PARTS in {__name__})")
+    return [f"{CODE_ENV}_{i}={part}" for i, part in enumerate(parts)]
 
 
 @functools.lru_cache(maxsize=1)  # the same files for every host of a run

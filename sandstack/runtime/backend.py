@@ -14,7 +14,10 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import BinaryIO, Literal, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Literal, Protocol
+
+if TYPE_CHECKING:
+    from sandstack.runtime.exec_stream import ExecStream
 
 # Docker's own container states, as `docker inspect` names them; 'missing' when no such container exists.
 ContainerStatus = Literal["created", "running", "paused", "restarting", "removing", "exited", "dead", "missing"]
@@ -92,6 +95,14 @@ class SandboxBackend(ABC):
         container's environment. `stdin` is sent and then closed; output is written to the sinks as it
         arrives. After `timeout` seconds the call returns with exit_code None and leaves the process running
         (the caller kills it). Raises SandboxNotRunning when the container is paused or stopped."""
+
+    def stream(self, name: str, argv: list[str], *, workdir: str, env: dict[str, str] | None = None,
+               timeout: float | None = None) -> ExecStream:
+        """Start `argv` as `exec` does, without stdin, and hand back its stdout to pull (sandstack.runtime.exec_stream;
+        a backend with a faster way overrides this one, which runs `exec` in a thread writing into a pipe)."""
+        from sandstack.runtime.exec_stream import PipedStream
+
+        return PipedStream(self, name, argv, workdir=workdir, env=env, timeout=timeout)
 
     def spawn(self, name: str, argv: list[str], *, workdir: str, env: dict[str, str], stdout: Sink, stderr: Sink,
               stdin: bool = False, tty: bool = False) -> ExecHandle:

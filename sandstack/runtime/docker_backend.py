@@ -31,6 +31,7 @@ from sandstack.runtime.backend import (
 )
 from sandstack.runtime import rootfs
 from sandstack.runtime.container_states import ContainerStates
+from sandstack.runtime.docker_stream import DockerStream
 from sandstack.runtime.docker_exec import (
     INSPECT_BACKOFF,
     STDERR,
@@ -136,6 +137,9 @@ class DockerBackend(SandboxBackend):
         elapsed = lambda: int((time.monotonic() - started) * 1000)  # noqa: E731
         if not finished:
             return ExecStatus(None, elapsed())
+        return ExecStatus(self._exit_code(name, exec_id), elapsed())
+
+    def _exit_code(self, name: str, exec_id: str) -> int | None:
         with _docker_errors(name):
             # The stream ends when the process closes its output; its exit code is set a moment later: looked for
             # again after 2 ms, then twice as long each time (was every 20 ms: a file's read or write waited that).
@@ -144,11 +148,20 @@ class DockerBackend(SandboxBackend):
             while True:
                 info = self.api.exec_inspect(exec_id)
                 if not info["Running"] or waited >= INSPECT_WAIT:
-                    break
+                    return info["ExitCode"]
                 time.sleep(delay)
                 waited += delay
                 delay = min(delay * 2, longest)
-        return ExecStatus(info["ExitCode"], elapsed())
+
+    def stream(self, name: str, argv: list[str], *, workdir: str, env: dict[str, str] | None = None,
+               timeout: float | None = None) -> DockerStream:
+        """The exec's socket read by the caller's thread (sandstack.runtime.docker_stream): no thread of its own."""
+        deadline = time.monotonic() + timeout if timeout else None
+        with _docker_errors(name):
+            exec_id = self.api.exec_create(name, argv, stdin=False, environment=env or None, workdir=workdir)["Id"]
+            raw = self.api.exec_start(exec_id, socket=True)
+        # The SDK hands back the socket's file wrapper on a Unix socket: kept with the stream, which owns it now.
+        return DockerStream(getattr(raw, "_sock", raw), name, deadline, lambda: self._exit_code(name, exec_id), raw)
 
     def spawn(self, name: str, argv: list[str], *, workdir: str, env: dict[str, str], stdout: Sink, stderr: Sink,
               stdin: bool = False, tty: bool = False):

@@ -1,27 +1,32 @@
-"""A file read as a stream: its bytes go from the sandbox's `cat` (scripts.READ, as the sandbox's user) through a
-pipe to the HTTP response as they come, never spooled whole on the host, with its length announced up front.
+"""A file read as a stream: its bytes go from the sandbox's `cat` (scripts.READ, as the sandbox's user) to the HTTP
+response as they come, never spooled whole on the host, with its length announced up front.
+
+The response's own iterator pulls the exec's stdout (SandboxBackend.stream: on Docker, the exec's socket read in
+1 MiB receives by the thread that sends the answer; no pipe and no thread between them).
 
 READ writes a header before anything else: `F SIZE\\n` before a file's bytes, `D` before a directory's records; an
 error is an exit status with nothing written. So the answer is decided (200 with a Content-Length, the listing,
 403/404, or 413 for a file past the pool's download_limit: by ls's apparent size, before a byte is read) before
-a byte of content is sent. The read holds the sandbox's lease (no pause) until the last byte is sent.
+a byte of content is sent. Every byte counts against download_limit (plus the header): past it, or when the
+answer ends early (the client gone, the deadline), the script is killed by its marker, as Workspace._run does, and
+the answer is cut short (its Content-Length says so). The read holds the sandbox's lease (no pause) and its marker
+(a user's timed-out command's kill leaves it alone) until the last byte is sent.
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
-import threading
+import uuid
 from dataclasses import dataclass
 from typing import Iterator
 
 from sandstack.runtime import scripts
+from sandstack.runtime.backend import SandboxGone, SandboxNotRunning
 from sandstack.runtime.errors import too_big
-from sandstack.runtime.tarcheck import Bounded, PastBound
+from sandstack.runtime.exec_stream import STEP as CHUNK, ExecStream
+from sandstack.runtime.tarcheck import PastBound
 from sandstack.runtime.workspace import Workspace, clean_path, listing
 
-CHUNK = 1024 * 1024  # bytes of the answer at most per step: each is a hop through the server's thread pool
-PIPE = 1024 * 1024  # the pipe's buffer (Linux's default 64 KiB makes each step small: many hops, slow downloads)
+TIMEOUT = 300  # seconds a read may take in all (every runtime script's deadline: service._run_internal)
 
 
 @dataclass
@@ -31,60 +36,128 @@ class Opened:
     chunks: Iterator[bytes] | None = None
 
 
+class Pulled:
+    """The read script's stdout as the runtime's own exec: marked while it runs, each byte counted against `bound`
+    (PastBound past it), the header taken apart from what follows; a sandbox that stopped is reported as
+    Workspace._run reports it. `close` kills the script unless its output ended."""
+
+    def __init__(self, workspace: Workspace, name: str, argv: list[str], workdir: str, bound: int):
+        self.workspace, self.name, self.bound = workspace, name, bound
+        self.count, self.pending, self.ended = 0, b"", False
+        runtime = workspace.runtime
+        self.row = runtime.sandbox(name)
+        self.marker = f"internal-{uuid.uuid4().hex}"
+        runtime._mark(self.marker)
+        try:
+            with self._died():
+                self.stream: ExecStream = runtime.backend.stream(
+                    name, argv, workdir=workdir, env={scripts.MARKER_ENV: self.marker, "PATH": scripts.SYSTEM_PATH},
+                    timeout=TIMEOUT)
+        except BaseException:
+            runtime._unmark(self.marker)
+            raise
+
+    def _died(self):
+        return _Died(self.workspace, self.row)
+
+    def next(self) -> bytes:
+        """The next bytes (b'' at the end)."""
+        if self.pending:
+            chunk, self.pending = self.pending, b""
+            return chunk
+        with self._died():
+            chunk = self.stream.read()
+        if not chunk:
+            self.ended = True
+            return chunk
+        self.count += len(chunk)
+        if self.count > self.bound:
+            raise PastBound(self.bound)
+        return chunk
+
+    def take(self, size: int, line: bool = False) -> bytes:
+        """`size` bytes (fewer only at the end); with `line`, up to and with the first newline within them."""
+        data = b""
+        while len(data) < size and not (line and b"\n" in data) and (chunk := self.next()):
+            data += chunk
+        end = data.find(b"\n", 0, size) + 1 if line else 0
+        cut = end or min(size, len(data))
+        data, self.pending = data[:cut], data[cut:]
+        return data
+
+    def rest(self) -> Iterator[bytes]:
+        while chunk := self.next():
+            yield chunk
+
+    def status(self) -> tuple[int | None, str]:
+        """After the end: (exit code, stderr); code None when the deadline passed."""
+        with self._died():
+            code = self.stream.wait()
+        return code, self.stream.stderr.data.decode(errors="replace").strip()
+
+    def close(self) -> None:
+        try:
+            if not self.ended:
+                self.workspace._kill(self.name, self.marker)
+        finally:
+            self.stream.close()
+            self.workspace.runtime._unmark(self.marker)
+
+
+class _Died:
+    """A sandbox that stopped under the read, reported as the runtime reports it (Workspace._run)."""
+
+    def __init__(self, workspace: Workspace, row):
+        self.workspace, self.row = workspace, row
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, kind, error, trace) -> bool:
+        if isinstance(error, (SandboxNotRunning, SandboxGone)):
+            raise self.workspace.runtime.died(self.row, error) from error
+        return False
+
+
 def open_read(workspace: Workspace, name: str, path: str) -> Opened:
     rel = clean_path(path)
     lease = workspace.leases.use(name)
     lease.__enter__()
     try:
-        root = workspace._root(name)
         limit = workspace.download_limit(name)
-        read_fd, write_fd = os.pipe()
-        try:
-            fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, PIPE)
-        except OSError:  # past the system's pipe-max-size: the default buffer works, in smaller steps
-            pass
-        reader, writer = os.fdopen(read_fd, "rb"), os.fdopen(write_fd, "wb", buffering=0)
-        done: dict[str, object] = {}
-
-        def produce() -> None:
-            try:
-                done["status"] = workspace._run(name, scripts.sh(scripts.READ, rel or "."), root,
-                                                stdout=Bounded(writer, limit + scripts.READ_HEADER))
-            except BaseException as error:  # handed to the reading side
-                done["error"] = error
-            finally:
-                writer.close()
-
-        thread = threading.Thread(target=produce, name=f"sandstack-read-{name}", daemon=True)
-        thread.start()
+        pulled = Pulled(workspace, name, scripts.sh(scripts.READ, rel or "."), workspace._root(name),
+                        limit + scripts.READ_HEADER)
     except BaseException:
         lease.__exit__(None, None, None)
         raise
 
+    finished = []
+
     def finish() -> None:
-        reader.close()  # a producer still writing gets a broken pipe; its script is ended
-        thread.join()
-        lease.__exit__(None, None, None)
+        if finished:
+            return
+        finished.append(True)
+        try:
+            pulled.close()
+        finally:
+            lease.__exit__(None, None, None)
 
     def outcome() -> None:
-        thread.join()
-        if "error" in done:
-            raise done["error"]  # type: ignore[misc]
-        code, stderr = done["status"]  # type: ignore[misc]
+        code, stderr = pulled.status()
         if code not in (0, scripts.IS_DIRECTORY):
             raise workspace._fail(code, stderr, path, name, "reading")
 
     try:
-        kind = reader.read(1)
+        kind = pulled.take(1)
         if kind == b"D":
-            data = reader.read()
+            data = b"".join(pulled.rest())
             outcome()
             finish()
             return Opened(entries=listing(data))
         if kind != b"F":
             outcome()  # nothing written: the status says why
             raise RuntimeError(f"reading {path!r}: the sandbox's read script wrote no header")
-        size_text = reader.readline(scripts.READ_HEADER).strip()
+        size_text = pulled.take(scripts.READ_HEADER, line=True).strip()
         size = int(size_text) if size_text.isdigit() else None
         if size is not None and size > limit:
             raise too_big(f"reading {path!r}", limit, path=path)
@@ -97,9 +170,7 @@ def open_read(workspace: Workspace, name: str, path: str) -> Opened:
 
     def chunks() -> Iterator[bytes]:
         try:
-            # Full steps (read waits for CHUNK bytes or the end): fewer hops, and fewer, larger sends.
-            while chunk := reader.read(CHUNK):
-                yield chunk
+            yield from pulled.rest()
             outcome()  # a failure now (the file grew past the bound) cuts the answer short: its length says so
         finally:
             finish()

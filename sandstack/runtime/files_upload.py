@@ -22,6 +22,9 @@ from sandstack.runtime import scripts
 from sandstack.runtime.errors import ApiError
 
 HELD = 4 * 1024 * 1024  # bytes of a body held between the request and the exec at most
+# bytes the exec's side waits for before it takes what came (unless the body ended): the server reads a body in
+# pieces of 64-256 KiB, and waking the exec's thread for each was a GIL hand-over and a small send per piece.
+GATHER = 1024 * 1024
 
 
 class Feed:
@@ -53,7 +56,8 @@ class Feed:
         if not self._gone:
             self._chunks.append(chunk)
             self._held += len(chunk)
-            self._cond.notify_all()
+            if self._held >= GATHER:  # else the reader would wake up only to wait again
+                self._cond.notify_all()
 
     def finish(self) -> None:
         with self._cond:
@@ -75,8 +79,9 @@ class Feed:
             self._cond.notify_all()
 
     def read(self, size: int = -1) -> bytes:
+        gather = GATHER if size <= 0 else min(size, GATHER)
         with self._cond:
-            self._cond.wait_for(lambda: self._chunks or self._ended)
+            self._cond.wait_for(lambda: self._held >= gather or self._ended)
             if not self._chunks:
                 return b""
             # What waits, joined up to `size`: one large send instead of one per chunk the request came in.

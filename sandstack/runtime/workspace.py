@@ -19,7 +19,7 @@ from typing import IO, BinaryIO, Callable, Protocol
 
 from sandstack.plan.runtime import SNAPSHOT_DIR, PoolRuntime, RuntimeConfig, WritablePath
 from sandstack.runtime import scripts
-from sandstack.runtime.backend import BackendError, CappedBuffer, SandboxGone, SandboxNotRunning
+from sandstack.runtime.backend import BackendError, CappedBuffer, SandboxBackend, SandboxGone, SandboxNotRunning
 from sandstack.runtime.errors import ApiError, conflict, forbidden, no_space, too_big
 from sandstack.runtime.leases import Leases, holding
 from sandstack.runtime.snapshots import Snapshots
@@ -36,6 +36,7 @@ class Runtime(Protocol):
     state_dir: Path
     store: Store
     leases: Leases
+    backend: SandboxBackend
 
     def pool(self, name: str) -> PoolRuntime: ...
     def sandbox(self, name: str) -> SandboxRow: ...
@@ -43,6 +44,9 @@ class Runtime(Protocol):
     def died(self, row: SandboxRow, error: BackendError) -> ApiError: ...
     def _run_internal(self, name: str, argv: list[str], workdir: str, *, stdin=None, stdout=None,
                       timeout: float = 300) -> tuple[int | None, str]: ...
+    def live_markers(self) -> list[str]: ...
+    def _mark(self, marker: str) -> None: ...
+    def _unmark(self, marker: str) -> None: ...
 
 
 SPOOL = 8 * 1024 * 1024  # bytes kept in memory before a transfer spills to a file under the state dir
@@ -151,12 +155,16 @@ class Workspace(Snapshots):
             raise self.runtime.died(row, error) from error
         except (PastBound, SinkFailed):
             # Cut off on this side: the script in the sandbox ends too, whether or not it noticed.
-            try:
-                kill = scripts.sh(scripts.KILL_EXEC, marker, "", *self.runtime.live_markers())
-                self.runtime._run_internal(name, kill, "/", timeout=KILL_TIMEOUT)
-            except BackendError:
-                pass
+            self._kill(name, marker)
             raise
+
+    def _kill(self, name: str, marker: str) -> None:
+        """Ends the runtime's own script that carries `marker` (a transfer cut off on this side)."""
+        try:
+            kill = scripts.sh(scripts.KILL_EXEC, marker, "", *self.runtime.live_markers())
+            self.runtime._run_internal(name, kill, "/", timeout=KILL_TIMEOUT)
+        except BackendError:
+            pass
 
     def storage_error(self, error: OSError, doing: str) -> Exception:
         """A full state volume as a 507; any other failure on this side as it is."""
