@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import docker
 import requests
 
+from sandstack.plan.contract import LABEL_HOST, LABEL_STACK
 from sandstack.plan.recipe import LABEL_ONDEMAND, LABEL_RECIPE
 from sandstack.runtime.backend import BackendError, DaemonUnavailable, SandboxNotRunning
 from sandstack.runtime.errors import ApiError
@@ -257,7 +258,12 @@ class OnDemandSlots:
             return
         recipes = self._recipes()
         # This stack's and host's on-demand containers (the labels the plan gives the runtime: its stack and host).
-        present = self.provisioner.listed({**runtime.config.ondemand_labels, LABEL_ONDEMAND: "true"})
+        labels = runtime.config.ondemand_labels
+        present = self.provisioner.listed({**labels, LABEL_ONDEMAND: "true"})
+        if not {LABEL_STACK, LABEL_HOST} <= labels.keys():
+            # A configuration without them (made by hand, not by the plan) cannot tell its containers from another
+            # stack's on the same daemon: only its own slots' names (they name the stack) are its own.
+            present = {name: digest for name, digest in present.items() if name in recipes}
         for name, digest in present.items():
             row = runtime.store.sandbox(name)
             wanted = recipes.get(name)

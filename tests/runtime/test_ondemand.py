@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.runtime.ondemand_helpers import SLOTS, WARM, FakeProvisioner, od_config, od_env, recipe
-from sandstack.plan.runtime import IdlePolicy
+from sandstack.plan.recipe import LABEL_ONDEMAND
+from sandstack.plan.runtime import IdlePolicy, RuntimeConfig
 
 
 @pytest.fixture
@@ -102,6 +103,22 @@ def test_a_changed_pool_removes_idle_old_containers_and_keeps_bound_ones_until_r
     assert env.backend.status[SLOTS[0]] == "running"  # still session b's
     assert changed.api.delete("/v1/sessions/b").json()["status"] == "absent"
     assert env.backend.status[SLOTS[0]] == "missing"
+    env.backend.close()
+
+
+def test_a_configuration_without_its_stack_s_labels_removes_no_other_stack_s_on_demand_container(tmp_path):
+    # A runtime started by hand with a configuration the plan did not make (no stack or host label) once removed
+    # every on-demand container on the daemon as "no longer declared": another stack's included.
+    env = od_env(tmp_path)
+    foreign = "sandstack-other-od-1"
+    env.backend.provisioner.create(foreign, {**recipe("theirs").body(SLOTS[0]),
+                                             "Labels": {"sandstack.stack": "other", "sandstack.host": "local",
+                                                        "sandstack.pool": "od", LABEL_ONDEMAND: "true"}})
+    env.backend.provisioner.create(SLOTS[1], recipe("old").body(SLOTS[1]))  # its own slot, of an older recipe
+    bare = RuntimeConfig(host="local", pools=od_config(digest="r2").pools)  # ondemand_labels: none
+    od_env(tmp_path, config=bare, backend=env.backend)
+    assert env.backend.status[foreign] == "running"
+    assert env.backend.status[SLOTS[1]] == "missing"  # its own, by name: reconciled as before
     env.backend.close()
 
 
