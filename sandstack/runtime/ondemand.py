@@ -21,7 +21,6 @@ from typing import Any, Protocol
 import docker
 import requests
 
-from sandstack.plan.contract import LABEL_HOST, LABEL_STACK
 from sandstack.plan.recipe import LABEL_ONDEMAND, LABEL_RECIPE
 from sandstack.runtime.backend import BackendError, DaemonUnavailable, SandboxNotRunning
 from sandstack.runtime.errors import ApiError
@@ -260,7 +259,7 @@ class OnDemandSlots:
         # This stack's and host's on-demand containers (the labels the plan gives the runtime: its stack and host).
         labels = runtime.config.ondemand_labels
         present = self.provisioner.listed({**labels, LABEL_ONDEMAND: "true"})
-        if not {LABEL_STACK, LABEL_HOST} <= labels.keys():
+        if not labels:
             # A configuration without them (made by hand, not by the plan) cannot tell its containers from another
             # stack's on the same daemon: only its own slots' names (they name the stack) are its own.
             present = {name: digest for name, digest in present.items() if name in recipes}

@@ -106,7 +106,7 @@ def test_a_changed_pool_removes_idle_old_containers_and_keeps_bound_ones_until_r
     env.backend.close()
 
 
-def test_a_configuration_without_its_stack_s_labels_removes_no_other_stack_s_on_demand_container(tmp_path):
+def test_a_configuration_without_its_labels_removes_no_other_stack_s_on_demand_container(tmp_path):
     # A runtime started by hand with a configuration the plan did not make (no stack or host label) once removed
     # every on-demand container on the daemon as "no longer declared": another stack's included.
     env = od_env(tmp_path)
