@@ -14,10 +14,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, Literal, Protocol
-
-if TYPE_CHECKING:
-    from sandstack.runtime.exec_stream import ExecStream
+from typing import BinaryIO, Literal, Protocol
 
 # Docker's own container states, as `docker inspect` names them; 'missing' when no such container exists.
 ContainerStatus = Literal["created", "running", "paused", "restarting", "removing", "exited", "dead", "missing"]
@@ -97,12 +94,10 @@ class SandboxBackend(ABC):
         (the caller kills it). Raises SandboxNotRunning when the container is paused or stopped."""
 
     def stream(self, name: str, argv: list[str], *, workdir: str, env: dict[str, str] | None = None,
-               timeout: float | None = None) -> ExecStream:
-        """Start `argv` as `exec` does, without stdin, and hand back its stdout to pull (sandstack.runtime.exec_stream;
-        a backend with a faster way overrides this one, which runs `exec` in a thread writing into a pipe)."""
-        from sandstack.runtime.exec_stream import PipedStream
-
-        return PipedStream(self, name, argv, workdir=workdir, env=env, timeout=timeout)
+               timeout: float | None = None) -> ExecStream | None:
+        """Start `argv` as `exec` does, without stdin, and hand back its stdout to pull; None when this backend has
+        no way faster than `exec` (the caller runs `exec` in a thread writing into a pipe: exec_stream.PipedStream)."""
+        return None
 
     def spawn(self, name: str, argv: list[str], *, workdir: str, env: dict[str, str], stdout: Sink, stderr: Sink,
               stdin: bool = False, tty: bool = False) -> ExecHandle:
@@ -208,3 +203,25 @@ class ExecHandle(ABC):
     @property
     def duration_ms(self) -> int:
         return int(((self.ended or time.monotonic()) - self.started) * 1000)
+
+
+STDERR_KEPT = 8192  # bytes of an ExecStream's stderr kept for an error message
+
+
+class ExecStream(ABC):
+    """`read` until it gives b'', then `wait` for the exit code; `close` always (it releases the connection; a
+    process still running is left to the caller to kill, by its marker)."""
+
+    def __init__(self) -> None:
+        self.stderr = CappedBuffer(STDERR_KEPT)
+
+    @abstractmethod
+    def read(self) -> bytes:
+        """The next bytes of stdout (up to exec_stream.STEP, as many as came); b'' once it ended or the deadline passed."""
+
+    @abstractmethod
+    def wait(self) -> int | None:
+        """After `read` gave b'': the exit code; None when the deadline passed first (the process may run on)."""
+
+    @abstractmethod
+    def close(self) -> None: ...

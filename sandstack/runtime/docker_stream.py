@@ -16,9 +16,9 @@ import struct
 import time
 from typing import Callable
 
-from sandstack.runtime.backend import DaemonUnavailable
+from sandstack.runtime.backend import DaemonUnavailable, ExecStream
 from sandstack.runtime.docker_exec import shut
-from sandstack.runtime.exec_stream import STEP, ExecStream
+from sandstack.runtime.exec_stream import STEP
 
 HEADER = struct.Struct(">BxxxL")
 STDOUT, STDERR = 1, 2

@@ -11,36 +11,11 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
-from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
 
-from sandstack.runtime.backend import CappedBuffer
-
-if TYPE_CHECKING:
-    from sandstack.runtime.backend import SandboxBackend
+from sandstack.runtime.backend import ExecStream, SandboxBackend
 
 STEP = 1024 * 1024  # bytes of stdout per read at most: each is a hop through the server's thread pool
 PIPE = 1024 * 1024  # the fallback's pipe buffer (Linux's default 64 KiB makes each step small: many hops)
-STDERR_KEPT = 8192  # bytes of stderr kept for an error message
-
-
-class ExecStream(ABC):
-    """`read` until it gives b'', then `wait` for the exit code; `close` always (it releases the connection; a
-    process still running is left to the caller to kill, by its marker)."""
-
-    def __init__(self) -> None:
-        self.stderr = CappedBuffer(STDERR_KEPT)
-
-    @abstractmethod
-    def read(self) -> bytes:
-        """The next bytes of stdout (up to STEP, as many as came); b'' once it ended or the deadline passed."""
-
-    @abstractmethod
-    def wait(self) -> int | None:
-        """After `read` gave b'': the exit code; None when the deadline passed first (the process may run on)."""
-
-    @abstractmethod
-    def close(self) -> None: ...
 
 
 class PipedStream(ExecStream):

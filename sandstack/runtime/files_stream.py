@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from sandstack.runtime import scripts
-from sandstack.runtime.backend import SandboxGone, SandboxNotRunning
+from sandstack.runtime.backend import ExecStream, SandboxGone, SandboxNotRunning
 from sandstack.runtime.errors import too_big
-from sandstack.runtime.exec_stream import STEP as CHUNK, ExecStream
+from sandstack.runtime.exec_stream import STEP as CHUNK, PipedStream
 from sandstack.runtime.tarcheck import PastBound
 from sandstack.runtime.workspace import Workspace, clean_path, listing
 
@@ -50,9 +50,10 @@ class Pulled:
         runtime._mark(self.marker)
         try:
             with self._died():
-                self.stream: ExecStream = runtime.backend.stream(
-                    name, argv, workdir=workdir, env={scripts.MARKER_ENV: self.marker, "PATH": scripts.SYSTEM_PATH},
-                    timeout=TIMEOUT)
+                env = {scripts.MARKER_ENV: self.marker, "PATH": scripts.SYSTEM_PATH}
+                stream = runtime.backend.stream(name, argv, workdir=workdir, env=env, timeout=TIMEOUT)
+                self.stream: ExecStream = stream or PipedStream(runtime.backend, name, argv, workdir=workdir,
+                                                                env=env, timeout=TIMEOUT)
         except BaseException:
             runtime._unmark(self.marker)
             raise

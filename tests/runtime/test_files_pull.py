@@ -13,6 +13,8 @@ import time
 import pytest
 
 from sandstack.runtime.docker_stream import STDERR, STDOUT, DockerStream
+from sandstack.runtime import files_stream
+from sandstack.runtime.exec_stream import PipedStream
 from sandstack.runtime.files_stream import open_read
 from sandstack.runtime.tarcheck import PastBound
 from tests.runtime.conftest import make_config, make_env
@@ -110,10 +112,10 @@ def small(tmp_path):
 def endless(env, monkeypatch) -> list[str]:
     """The backend's read script swapped for one announcing 10 bytes and writing without end; the markers of the
     runtime's kills, recorded."""
-    backend, kills = env.backend, []
-    start = backend.stream
-    monkeypatch.setattr(backend, "stream", lambda name, argv, **kw: start(
-        name, ["sh", "-c", 'printf "F 10\\n"; exec yes'], **kw))
+    kills: list[str] = []
+    # The fake backend has no direct reader: its exec is piped (exec_stream.PipedStream), here with the swapped script.
+    monkeypatch.setattr(files_stream, "PipedStream", lambda backend, name, argv, **kw: PipedStream(
+        backend, name, ["sh", "-c", 'printf "F 10\\n"; exec yes'], **kw))
     kill = env.runtime.workspace._kill
     monkeypatch.setattr(env.runtime.workspace, "_kill", lambda name, marker: (kills.append(marker),
                                                                              kill(name, marker)))
