@@ -16,6 +16,7 @@ the answer is cut short (its Content-Length says so). The read holds the sandbox
 from __future__ import annotations
 
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -58,8 +59,13 @@ class Pulled:
             runtime._unmark(self.marker)
             raise
 
-    def _died(self):
-        return _Died(self.workspace, self.row)
+    @contextmanager
+    def _died(self) -> Iterator[None]:
+        """A sandbox that stopped under the read, reported as the runtime reports it (Workspace._run)."""
+        try:
+            yield
+        except (SandboxNotRunning, SandboxGone) as error:
+            raise self.workspace.runtime.died(self.row, error) from error
 
     def next(self) -> bytes:
         """The next bytes (b'' at the end)."""
@@ -103,21 +109,6 @@ class Pulled:
         finally:
             self.stream.close()
             self.workspace.runtime._unmark(self.marker)
-
-
-class _Died:
-    """A sandbox that stopped under the read, reported as the runtime reports it (Workspace._run)."""
-
-    def __init__(self, workspace: Workspace, row):
-        self.workspace, self.row = workspace, row
-
-    def __enter__(self) -> None:
-        pass
-
-    def __exit__(self, kind, error, trace) -> bool:
-        if isinstance(error, (SandboxNotRunning, SandboxGone)):
-            raise self.workspace.runtime.died(self.row, error) from error
-        return False
 
 
 def open_read(workspace: Workspace, name: str, path: str) -> Opened:
