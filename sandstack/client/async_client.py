@@ -19,12 +19,23 @@ from sandstack.client.client import (
     answer_error,
     hosts_in_order,
 )
-from sandstack.client.endpoints import Call, Endpoints, Handle, Stack, dir_entries, exec_result, file_content
+from sandstack.client.endpoints import (
+    Call,
+    Endpoints,
+    Handle,
+    Stack,
+    dir_entries,
+    exec_result,
+    file_content,
+    refuse_directory,
+)
 from sandstack.client.errors import HostUnavailable, NoCapacity, SandstackError, host_lost
 from sandstack.client.process import _timed_out, _waits, broke
 from sandstack.client.results import ExecResult, FileEntry, OutputEvent, ProcessInfo, SandboxInfo
 from sandstack.client.retry import Retry
+from sandstack.client.pieces import PIECE
 from sandstack.client.sse import aevents
+from sandstack.client.transfer import AsyncFileBody, Destination, Sink, Source, open_source
 
 AsyncHttpFactory = Callable[[HostEndpoint, float, dict[str, str]], httpx.AsyncClient]
 
@@ -152,6 +163,35 @@ class AsyncSandbox(Handle):
 
     async def write_file(self, path: str, data: bytes | str) -> None:
         await self.host.write_file(self.name, path, data.encode() if isinstance(data, str) else data)
+
+    async def upload(self, path: str, source: Source) -> None:
+        file, label, ours = await asyncio.to_thread(open_source, source)
+        try:
+            await self.host.upload_file(self.name, path, AsyncFileBody(file, label, self.host.name))
+        finally:
+            if ours:
+                await asyncio.to_thread(file.close)
+
+    async def download(self, path: str, dest: Destination) -> int:
+        sink = await asyncio.to_thread(Sink, dest)
+        try:
+            async with self.host.open_file(self.name, path) as response:
+                refuse_directory(response, path, self.host.name)
+                held: list[bytes] = []  # written a PIECE at a time: one hop to a thread per MiB, not per read
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    held.append(chunk)
+                    size += len(chunk)
+                    if size >= PIECE:
+                        await asyncio.to_thread(sink.write, b"".join(held))
+                        held, size = [], 0
+                if held:
+                    await asyncio.to_thread(sink.write, b"".join(held))
+                return await asyncio.to_thread(sink.done, response.headers.get("content-length"), path,
+                                               self.host.name)
+        except BaseException:
+            await asyncio.to_thread(sink.abort)
+            raise
 
     async def delete_file(self, path: str) -> None:
         await self.host.delete_file(self.name, path)

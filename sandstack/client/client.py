@@ -19,11 +19,23 @@ from sandstack.client.errors import (
     error_for,
     host_lost,
 )
-from sandstack.client.endpoints import Call, Endpoints, Handle, HostEndpoint, Stack, parse_outputs, dir_entries, exec_result, file_content
+from sandstack.client.endpoints import (
+    Call,
+    Endpoints,
+    Handle,
+    HostEndpoint,
+    Stack,
+    dir_entries,
+    exec_result,
+    file_content,
+    parse_outputs,
+    refuse_directory,
+)
 from sandstack.client.process import Process
 from sandstack.client.pieces import in_pieces
 from sandstack.client.results import ExecResult, FileEntry, ProcessInfo, SandboxInfo
 from sandstack.client.retry import Retry
+from sandstack.client.transfer import Destination, FileBody, Sink, Source, open_source
 
 ACTOR_HEADER = "X-Sandstack-Actor"
 CREATING_POLL = 0.1  # seconds between looks at a session another claim is creating on demand
@@ -178,6 +190,30 @@ class Sandbox(Handle):
 
     def write_file(self, path: str, data: bytes | str) -> None:
         self.host.write_file(self.name, path, data.encode() if isinstance(data, str) else data)
+
+    def upload(self, path: str, source: Source) -> None:
+        """A local file (a path, or a binary file object from where it stands) into `path`, streamed: never held
+        whole in memory (sandstack.client.transfer)."""
+        file, label, ours = open_source(source)
+        try:
+            self.host.upload_file(self.name, path, FileBody(file, label, self.host.name))
+        finally:
+            if ours:
+                file.close()
+
+    def download(self, path: str, dest: Destination) -> int:
+        """The file at `path` into `dest` (a path: replaced only once all of it came; or a binary file object),
+        streamed; its byte count."""
+        sink = Sink(dest)
+        try:
+            with self.host.open_file(self.name, path) as response:
+                refuse_directory(response, path, self.host.name)
+                for chunk in response.iter_bytes():
+                    sink.write(chunk)
+                return sink.done(response.headers.get("content-length"), path, self.host.name)
+        except BaseException:
+            sink.abort()
+            raise
 
     def delete_file(self, path: str) -> None:
         self.host.delete_file(self.name, path)

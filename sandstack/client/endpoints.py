@@ -110,6 +110,15 @@ class Endpoints:
         return self._send(Call("PUT", f"/v1/sandboxes/{sandbox}/files/{file_path(path)}",
                                options={"content": data, "headers": BINARY}))
 
+    def upload_file(self, sandbox: str, path: str, body: Any) -> Any:
+        """`body`: a sandstack.client.transfer.FileBody, read as it is sent."""
+        return self._send(Call("PUT", f"/v1/sandboxes/{sandbox}/files/{file_path(path)}",
+                               options={"content": body, "headers": {**BINARY, **body.headers()}}))
+
+    def open_file(self, sandbox: str, path: str) -> Any:
+        """A context manager (async with the async client): the file's answer, read as it comes."""
+        return self._open(Call("GET", f"/v1/sandboxes/{sandbox}/files/{file_path(path)}"))
+
     def delete_file(self, sandbox: str, path: str) -> Any:
         return self._send(Call("DELETE", f"/v1/sandboxes/{sandbox}/files/{file_path(path)}"))
 
@@ -200,9 +209,14 @@ def exec_result(answer: Mapping[str, Any], check: bool, host: str) -> ExecResult
 
 
 def file_content(response: httpx.Response, path: str, host: str) -> bytes:
-    if response.headers.get("content-type", "").startswith("application/json"):
-        raise Conflict(409, f"path {path!r} is a directory; use list_dir", host=host)
+    refuse_directory(response, path, host)
     return response.content
+
+
+def refuse_directory(response: httpx.Response, path: str, host: str) -> None:
+    """A file's answer that is a directory's listing (JSON) is refused: read_file and download want a file."""
+    if response.headers.get("content-type", "").startswith("application/json"):
+        raise Conflict(409, f"path {path!r} is a directory; use list_dir", {"path": path, "type": "dir"}, host)
 
 
 def dir_entries(response: httpx.Response, path: str, host: str) -> list[FileEntry]:

@@ -126,21 +126,22 @@ def cmd_shell(client, args) -> int:
 
 
 def cmd_get(client, args) -> int:
+    from sandstack.client import Conflict
+
     sandbox = client.sandbox(args.sandbox)
-    response = sandbox.host.read_file(sandbox.name, args.path)
-    if response.headers.get("content-type", "").startswith("application/json"):
-        for entry in response.json()["entries"]:
-            print(f"{entry['type']:5} {entry['size']:>10} {entry['name']}")
-    elif args.output:
-        Path(args.output).write_bytes(response.content)
-    else:
-        sys.stdout.buffer.write(response.content)
+    try:  # streamed: a file of any size, in a few MiB of memory; -o FILE is replaced only once all of it came
+        sandbox.download(args.path, args.output or sys.stdout.buffer)
+    except Conflict as error:
+        if error.body.get("type") != "dir":
+            raise
+        for entry in sandbox.list_dir(args.path):
+            print(f"{entry.type:5} {entry.size:>10} {entry.name}")
     return EXIT_OK
 
 
 def cmd_put(client, args) -> int:
-    data = sys.stdin.buffer.read() if args.source == "-" else Path(args.source).read_bytes()
-    client.sandbox(args.sandbox).write_file(args.path, data)
+    sandbox = client.sandbox(args.sandbox)
+    sandbox.upload(args.path, sys.stdin.buffer if args.source == "-" else args.source)  # streamed, as get
     return EXIT_OK
 
 
@@ -216,6 +217,9 @@ def _run(func: Callable[..., int]) -> Callable[[argparse.Namespace], int]:
         except httpx.TransportError as error:
             print(f"sandstack sandbox: the runtime does not answer ({type(error).__name__})", file=sys.stderr)
             return EXIT_REFUSED
+        except OSError as error:  # a local file: put's SOURCE, get's -o FILE
+            print(f"sandstack sandbox: {error.filename or ''}: {error.strerror or error}", file=sys.stderr)
+            return EXIT_USAGE
 
     return run
 
