@@ -19,8 +19,8 @@ from typing import Callable
 from sandstack.runtime.backend import DaemonUnavailable, ExecStream
 from sandstack.runtime.docker_exec import shut
 from sandstack.runtime.exec_stream import STEP
+from sandstack.runtime.frames import Frames
 
-HEADER = struct.Struct(">BxxxL")
 STDOUT, STDERR = 1, 2
 
 
@@ -40,8 +40,7 @@ class DockerStream(ExecStream):
         self._plain = type(sock) is socket.socket  # TLS and ssh sockets take no MSG_WAITALL
         self._buffer = bytearray(STEP)
         self._view = memoryview(self._buffer)
-        self._header = b""  # a header split between two receives: its first bytes
-        self._kind, self._left = 0, 0  # the current frame's stream type, its payload's bytes still to come
+        self._frames = Frames()
         self.ended = False  # the stream ended (not the deadline)
         self.timed_out = False
         if self._plain:
@@ -87,24 +86,13 @@ class DockerStream(ExecStream):
 
     def _split(self, piece: memoryview) -> bytes:
         """stdout's payloads in `piece`, joined (the buffer is received into again); stderr's to self.stderr."""
-        parts, pos, size = [], 0, len(piece)
-        while pos < size:
-            if self._left:
-                take = min(self._left, size - pos)
-                if self._kind == STDOUT:
-                    parts.append(piece[pos:pos + take])
-                elif self._kind == STDERR:
-                    self.stderr.write(bytes(piece[pos:pos + take]))
-                pos, self._left = pos + take, self._left - take
-                continue
-            need = HEADER.size - len(self._header)
-            self._header += bytes(piece[pos:pos + need])
-            pos += need
-            if len(self._header) < HEADER.size:
-                break  # the rest of the header comes with the next receive
-            self._kind, self._left = HEADER.unpack(self._header)
-            self._header = b""
-        return b"".join(parts)
+        out: list[memoryview] = []
+        for kind, parts in self._frames.split(piece):
+            if kind == STDOUT:
+                out += parts
+            elif kind == STDERR:
+                self.stderr.write(b"".join(parts))
+        return b"".join(out)
 
     def wait(self) -> int | None:
         if not self.ended:

@@ -19,17 +19,41 @@ RECV = 1024 * 1024  # bytes asked of the socket per receive
 HEADER = struct.Struct(">BxxxL")
 
 
-def _flush(sinks: dict[int, Sink], kind: int, parts: list[memoryview]) -> None:
-    if parts and kind in sinks:
-        sinks[kind].write(b"".join(parts))
-    parts.clear()
+class Frames:
+    """The frames taken apart as pieces of the stream come, split anywhere (a header, a payload): `split` answers
+    a piece's payloads as runs, each a stream type and its consecutive payloads (views of the piece), in order.
+    Shared by the push copy below and the pull reader (sandstack.runtime.docker_stream)."""
+
+    def __init__(self) -> None:
+        self._header = b""  # a header split between two pieces: its first bytes
+        self._kind, self._left = 0, 0  # the current frame's stream type and the bytes of its payload still to come
+
+    def split(self, piece: memoryview) -> list[tuple[int, list[memoryview]]]:
+        runs: list[tuple[int, list[memoryview]]] = []
+        pos, size = 0, len(piece)
+        while pos < size:
+            if self._left:
+                take = min(self._left, size - pos)
+                if runs and runs[-1][0] == self._kind:
+                    runs[-1][1].append(piece[pos:pos + take])
+                else:
+                    runs.append((self._kind, [piece[pos:pos + take]]))
+                pos, self._left = pos + take, self._left - take
+                continue
+            need = HEADER.size - len(self._header)
+            self._header += bytes(piece[pos:pos + need])
+            pos += need
+            if len(self._header) < HEADER.size:
+                break  # the rest of the header comes with the next piece
+            self._kind, self._left = HEADER.unpack(self._header)
+            self._header = b""
+        return runs
 
 
 def copy_frames(sock: socket.socket, sinks: dict[int, Sink], deadline: float | None) -> bool:
     """Copies the frames to the sinks (by stream type; others are dropped) until the stream ends (True) or the
     deadline passes (False). A sink's own error ends the copy at once, raised as it is."""
-    header = b""  # a header split between two pieces: its first bytes
-    kind, left = 0, 0  # the current frame's stream type and the bytes of its payload still to come
+    frames = Frames()
     if deadline is None:
         sock.settimeout(None)
     try:
@@ -42,23 +66,8 @@ def copy_frames(sock: socket.socket, sinks: dict[int, Sink], deadline: float | N
             data = sock.recv(RECV)
             if not data:
                 return True
-            view, pos, parts = memoryview(data), 0, []
-            while pos < len(data):
-                if left:
-                    take = min(left, len(data) - pos)
-                    parts.append(view[pos:pos + take])
-                    pos, left = pos + take, left - take
-                    continue
-                need = HEADER.size - len(header)
-                header += data[pos:pos + need]
-                pos += need
-                if len(header) < HEADER.size:
-                    break  # the rest of the header comes with the next piece
-                new_kind, left = HEADER.unpack(header)
-                header = b""
-                if new_kind != kind:
-                    _flush(sinks, kind, parts)  # the order of the streams' writes is kept
-                    kind = new_kind
-            _flush(sinks, kind, parts)
+            for kind, parts in frames.split(memoryview(data)):  # the order of the streams' writes is kept
+                if kind in sinks:
+                    sinks[kind].write(b"".join(parts))
     except (TimeoutError, socket.timeout):
         return False

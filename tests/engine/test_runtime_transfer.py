@@ -329,6 +329,24 @@ def test_a_large_upload_streams_into_the_sandbox_and_never_lands_on_the_host(sta
     assert [e["name"] for e in sandbox.list_dir("out")] == ["big.bin"]
 
 
+def test_the_clients_streamed_upload_and_download_move_a_file_whole_as_the_sandbox_user(stack, client, tmp_path):
+    sandbox = client.claim("agent", "upload-files")
+    data = os.urandom(9 * MIB + 17)
+    source = tmp_path / "in.bin"
+    source.write_bytes(data)
+    sandbox.upload("files/in.bin", source)
+    assert sandbox.exec(["stat", "-c", "%u %s", "files/in.bin"]).stdout == f"10001 {len(data)}\n"
+    dest = tmp_path / "out.bin"
+    dest.write_bytes(b"before")
+    assert sandbox.download("files/in.bin", dest) == len(data)
+    assert dest.read_bytes() == data
+    # A download of what the sandbox's user may not read leaves the destination as it was, and no part file.
+    sandbox.exec(["chmod", "000", "files/in.bin"], check=True)
+    refused = _refused(lambda: sandbox.download("files/in.bin", dest))
+    assert refused.status == 403, refused
+    assert dest.read_bytes() == data and sorted(p.name for p in tmp_path.iterdir()) == ["in.bin", "out.bin"]
+
+
 ESCAPES = {
     # The background sleep keeps the exec's output open: the exec runs into its timeout.
     "env -i, backgrounded": "env -i sh -c 'sleep 1001 &'",
