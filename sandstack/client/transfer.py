@@ -111,7 +111,8 @@ def open_source(source: Source) -> tuple[IO[bytes], str, bool]:
     """(file, its label for messages, whether it is ours to close)."""
     if isinstance(source, (str, os.PathLike)):
         return open(source, "rb"), repr(os.fspath(source)), True
-    return source, getattr(source, "name", None) and repr(source.name) or "a file object", False
+    name = getattr(source, "name", None)  # a descriptor's number for os.fdopen's files: not a name
+    return source, repr(name) if isinstance(name, str) else "a file object", False
 
 
 class Sink:

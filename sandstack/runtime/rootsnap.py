@@ -21,9 +21,7 @@ or quarantined if that fails) and answers 502 saying so.
 
 from __future__ import annotations
 
-import os
 import tarfile
-import threading
 from contextlib import nullcontext
 from pathlib import Path
 from typing import IO, Any
@@ -31,7 +29,7 @@ from typing import IO, Any
 from sandstack.runtime import secret_files
 from sandstack.runtime.backend import BackendError
 from sandstack.runtime.errors import ApiError, conflict
-from sandstack.runtime.tarcheck import Bounded, Checked, Forged, PastBound, SinkFailed, write_tar
+from sandstack.runtime.tarcheck import Bounded, Checked, Forged, PastBound, SinkFailed, relay_tar, write_tar
 
 ROOT_PART = "/"  # among a snapshot row's paths: it holds the root's changes too
 ROOT_TAR = "root.tar"
@@ -58,32 +56,10 @@ class RootChecked(Checked):
 
 def read(runtime: Any, name: str, limit: int, out: IO[bytes]) -> None:
     """The root's changes of sandbox `name`, checked, as a tar on `out`; PastBound past `limit` bytes."""
-    read_fd, write_fd = os.pipe()
-    reader, writer = os.fdopen(read_fd, "rb"), os.fdopen(write_fd, "wb", buffering=0)
-    done: dict[str, BaseException] = {}
-
-    def produce() -> None:
-        try:
-            runtime.backend.read_root(name, Bounded(writer, limit))
-        except BaseException as error:  # handed to the request's thread below
-            done["error"] = error
-        finally:
-            writer.close()
-
-    thread = threading.Thread(target=produce, name=f"sandstack-root-{name}", daemon=True)
-    thread.start()
-    failure: BaseException | None = None
-    try:
-        with tarfile.open(fileobj=reader, mode="r|") as tar:
-            write_tar(RootChecked(tar, limit), out)  # type: ignore[arg-type]
-        while reader.read(1024 * 1024):  # what follows the archive's end: read (within the bound), never kept
-            pass
-    except Exception as error:
-        failure = error
-    finally:
-        reader.close()  # a producer still writing gets a broken pipe, and its helper is removed
-        thread.join()
-    error = done.get("error")
+    relayed = relay_tar(lambda writer: runtime.backend.read_root(name, Bounded(writer, limit)),
+                        lambda tar: write_tar(RootChecked(tar, limit), out),  # type: ignore[arg-type]
+                        f"sandstack-root-{name}")
+    error, failure = relayed.error, relayed.failure
     if isinstance(error, PastBound) or isinstance(failure, PastBound):
         raise PastBound(limit)
     if error is not None and not isinstance(error, SinkFailed):

@@ -12,11 +12,14 @@ sizes count against the bound. No file is ever held in memory: entries are copie
 from __future__ import annotations
 
 import itertools
+import os
 import posixpath
 import tarfile
+import threading
 import time
 import zipfile
-from typing import IO, Iterator
+from dataclasses import dataclass
+from typing import IO, Any, Callable, Iterator
 
 CHUNK = 1024 * 1024
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # the oldest time a zip entry can hold
@@ -148,3 +151,45 @@ def write_zip(entries: Checked, out: IO[bytes]) -> None:
                 with zf.open(info, "w", force_zip64=member.size >= zipfile.ZIP64_LIMIT) as dest:
                     while chunk := data.read(CHUNK):
                         dest.write(chunk)
+
+
+@dataclass
+class Relayed:
+    """How a relay ended: what the producer answered or raised, and what the reading side raised."""
+
+    result: Any = None
+    error: BaseException | None = None  # the producer's (PastBound from its Bounded sink, SinkFailed, its own)
+    failure: Exception | None = None  # the reading side's (Forged, a TarError, PastBound, the consumer's own)
+
+
+def relay_tar(produce: Callable[[IO[bytes]], Any], consume: Callable[[tarfile.TarFile], None],
+              thread_name: str) -> Relayed:
+    """Runs `produce(writer)` (an exec writing a tar stream) in a thread and reads what it writes here, through a
+    pipe: `consume` gets it as a tar in stream mode, entry by entry as it comes, so nothing is spooled before it is
+    checked. What follows the archive's end is read (within the producer's bound) and dropped. Closing the reading
+    end first ends a producer still writing (a broken pipe). The callers say what each outcome means."""
+    read_fd, write_fd = os.pipe()
+    reader, writer = os.fdopen(read_fd, "rb"), os.fdopen(write_fd, "wb", buffering=0)
+    out = Relayed()
+
+    def run() -> None:
+        try:
+            out.result = produce(writer)
+        except BaseException as error:  # handed to the reading thread
+            out.error = error
+        finally:
+            writer.close()
+
+    thread = threading.Thread(target=run, name=thread_name, daemon=True)
+    thread.start()
+    try:
+        with tarfile.open(fileobj=reader, mode="r|") as tar:
+            consume(tar)
+        while reader.read(CHUNK):
+            pass
+    except Exception as error:
+        out.failure = error
+    finally:
+        reader.close()
+        thread.join()
+    return out

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import gzip
-import os
 import re
 import tarfile
 import tempfile
@@ -24,7 +23,7 @@ from sandstack.runtime.errors import ApiError, conflict, forbidden, no_space, to
 from sandstack.runtime.leases import Leases, holding
 from sandstack.runtime.snapshots import Snapshots
 from sandstack.runtime.store import SandboxRow, Store
-from sandstack.runtime.tarcheck import Bounded, Checked, Forged, PastBound, SinkFailed, write_tar, write_zip
+from sandstack.runtime.tarcheck import Bounded, Checked, Forged, PastBound, SinkFailed, relay_tar, write_tar, write_zip
 
 
 class Runtime(Protocol):
@@ -177,33 +176,10 @@ class Workspace(Snapshots):
                skip: tuple[str, ...] | list[str] = ()) -> None:
         """Runs the tar script in `workdir` and gives `emit` its stream, checked, as it comes (a pipe between
         the exec and the check: nothing is spooled before it is checked). Raises PastBound past `limit` bytes."""
-        read_fd, write_fd = os.pipe()
-        reader, writer = os.fdopen(read_fd, "rb"), os.fdopen(write_fd, "wb", buffering=0)
-        done: dict[str, object] = {}
-
-        def produce() -> None:
-            try:
-                done["status"] = self._run(name, scripts.sh(scripts.TAR_CREATE, *skip), workdir,
-                                           stdout=Bounded(writer, limit))
-            except BaseException as error:  # handed to the request's thread below
-                done["error"] = error
-            finally:
-                writer.close()
-
-        thread = threading.Thread(target=produce, name=f"sandstack-relay-{name}", daemon=True)
-        thread.start()
-        failure: BaseException | None = None
-        try:
-            with tarfile.open(fileobj=reader, mode="r|") as tar:
-                emit(Checked(tar, limit))
-            while reader.read(SPOOL):  # what follows the archive's end: read (within the bound), never kept
-                pass
-        except Exception as error:
-            failure = error
-        finally:
-            reader.close()  # a producer still writing gets a broken pipe, and its script is ended
-            thread.join()
-        error = done.get("error")
+        relayed = relay_tar(lambda writer: self._run(name, scripts.sh(scripts.TAR_CREATE, *skip), workdir,
+                                                     stdout=Bounded(writer, limit)),
+                            lambda tar: emit(Checked(tar, limit)), f"sandstack-relay-{name}")
+        error, failure = relayed.error, relayed.failure
         if isinstance(error, PastBound) or isinstance(failure, PastBound):
             raise PastBound(limit)
         if isinstance(failure, Forged):
@@ -216,7 +192,7 @@ class Workspace(Snapshots):
         elif error is not None:
             raise error  # type: ignore[misc]
         else:
-            code, stderr = done["status"]  # type: ignore[misc]
+            code, stderr = relayed.result
             if code != 0:
                 raise self._fail(code, stderr, workdir, name, doing)
         if isinstance(failure, OSError):
