@@ -35,7 +35,7 @@ from sandstack.client.results import ExecResult, FileEntry, OutputEvent, Process
 from sandstack.client.retry import Retry
 from sandstack.client.pieces import PIECE
 from sandstack.client.sse import aevents
-from sandstack.client.transfer import AsyncFileBody, Destination, Sink, Source, open_source
+from sandstack.client.transfer import AsyncFileBody, Destination, Progress, Sink, Source, open_source
 
 AsyncHttpFactory = Callable[[HostEndpoint, float, dict[str, str]], httpx.AsyncClient]
 
@@ -164,19 +164,20 @@ class AsyncSandbox(Handle):
     async def write_file(self, path: str, data: bytes | str) -> None:
         await self.host.write_file(self.name, path, data.encode() if isinstance(data, str) else data)
 
-    async def upload(self, path: str, source: Source) -> None:
+    async def upload(self, path: str, source: Source, progress: Progress | None = None) -> None:
         file, label, ours = await asyncio.to_thread(open_source, source)
         try:
-            await self.host.upload_file(self.name, path, AsyncFileBody(file, label, self.host.name))
+            await self.host.upload_file(self.name, path, AsyncFileBody(file, label, self.host.name, progress))
         finally:
             if ours:
                 await asyncio.to_thread(file.close)
 
-    async def download(self, path: str, dest: Destination) -> int:
-        sink = await asyncio.to_thread(Sink, dest)
+    async def download(self, path: str, dest: Destination, progress: Progress | None = None) -> int:
+        sink = await asyncio.to_thread(Sink, dest, progress)
         try:
             async with self.host.open_file(self.name, path) as response:
                 refuse_directory(response, path, self.host.name)
+                sink.announced(response.headers.get("content-length"))
                 held: list[bytes] = []  # written a PIECE at a time: one hop to a thread per MiB, not per read
                 size = 0
                 async for chunk in response.aiter_bytes():
@@ -184,11 +185,12 @@ class AsyncSandbox(Handle):
                     size += len(chunk)
                     if size >= PIECE:
                         await asyncio.to_thread(sink.write, b"".join(held))
+                        sink.report()
                         held, size = [], 0
                 if held:
                     await asyncio.to_thread(sink.write, b"".join(held))
-                return await asyncio.to_thread(sink.done, response.headers.get("content-length"), path,
-                                               self.host.name)
+                    sink.report()
+                return await asyncio.to_thread(sink.done, path, self.host.name)
         except BaseException:
             await asyncio.to_thread(sink.abort)
             raise

@@ -35,7 +35,7 @@ from sandstack.client.process import Process
 from sandstack.client.pieces import in_pieces
 from sandstack.client.results import ExecResult, FileEntry, ProcessInfo, SandboxInfo
 from sandstack.client.retry import Retry
-from sandstack.client.transfer import Destination, FileBody, Sink, Source, open_source
+from sandstack.client.transfer import Destination, FileBody, Progress, Sink, Source, open_source
 
 ACTOR_HEADER = "X-Sandstack-Actor"
 CREATING_POLL = 0.1  # seconds between looks at a session another claim is creating on demand
@@ -191,26 +191,28 @@ class Sandbox(Handle):
     def write_file(self, path: str, data: bytes | str) -> None:
         self.host.write_file(self.name, path, data.encode() if isinstance(data, str) else data)
 
-    def upload(self, path: str, source: Source) -> None:
+    def upload(self, path: str, source: Source, progress: Progress | None = None) -> None:
         """A local file (a path, or a binary file object from where it stands) into `path`, streamed: never held
-        whole in memory (sandstack.client.transfer)."""
+        whole in memory (sandstack.client.transfer); `progress(sent, size)` after each MiB."""
         file, label, ours = open_source(source)
         try:
-            self.host.upload_file(self.name, path, FileBody(file, label, self.host.name))
+            self.host.upload_file(self.name, path, FileBody(file, label, self.host.name, progress))
         finally:
             if ours:
                 file.close()
 
-    def download(self, path: str, dest: Destination) -> int:
+    def download(self, path: str, dest: Destination, progress: Progress | None = None) -> int:
         """The file at `path` into `dest` (a path: replaced only once all of it came; or a binary file object),
-        streamed; its byte count."""
-        sink = Sink(dest)
+        streamed; its byte count. `progress(received, size)` after each piece received."""
+        sink = Sink(dest, progress)
         try:
             with self.host.open_file(self.name, path) as response:
                 refuse_directory(response, path, self.host.name)
+                sink.announced(response.headers.get("content-length"))
                 for chunk in response.iter_bytes():
                     sink.write(chunk)
-                return sink.done(response.headers.get("content-length"), path, self.host.name)
+                    sink.report()
+                return sink.done(path, self.host.name)
         except BaseException:
             sink.abort()
             raise

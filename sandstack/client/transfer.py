@@ -19,24 +19,34 @@ import os
 import stat
 import uuid
 from pathlib import Path
-from typing import IO, AsyncIterator, Iterator
+from typing import IO, AsyncIterator, Callable, Iterator
 
 from sandstack.client.errors import HostUnavailable
 from sandstack.client.pieces import PIECE
 
 Source = str | os.PathLike | IO[bytes]
 Destination = str | os.PathLike | IO[bytes]
+# Called with the bytes moved so far and the whole size when known (None: a pipe), after each piece; an upload
+# retried from its start reports from 0 again. `sandstack sandbox put/get` draw their progress line with it.
+Progress = Callable[[int, "int | None"], None]
 
 
 class _Body:
     """A local file as an upload's body, from where it stood when given: PIECE-sized reads, `length` bytes when
     known (a regular file, or a seekable object: the Content-Length), else to its end (chunked)."""
 
-    def __init__(self, file: IO[bytes], label: str, host: str):
-        self.file, self.label, self.host = file, label, host
+    def __init__(self, file: IO[bytes], label: str, host: str, progress: Progress | None = None):
+        self.file, self.label, self.host, self.progress = file, label, host, progress
         self.start = _position(file)
         self.length = _left(file, self.start)
         self.begun = False  # a piece was read: sending it again needs the source from its start
+        self.sent = 0
+
+    def _sent(self, piece: bytes) -> bytes:
+        self.sent += len(piece)
+        if self.progress is not None:
+            self.progress(self.sent, self.length)
+        return piece
 
     def headers(self) -> dict[str, str]:
         return {} if self.length is None else {"Content-Length": str(self.length)}
@@ -48,7 +58,7 @@ class _Body:
                                            "cannot be read again from the start (a pipe); nothing was kept: upload it "
                                            "again", {"source": self.label}, self.host)
             self.file.seek(self.start)
-        self.begun = True
+        self.begun, self.sent = True, 0
 
     def _pieces(self) -> Iterator[int]:
         """The size of each read: PIECE, the last one to `length` when it is known."""
@@ -70,7 +80,7 @@ class FileBody(_Body):
             piece = self.file.read(size)
             if not piece:
                 return  # shorter than it was (a declared length the server then finds short: refused there)
-            yield piece
+            yield self._sent(piece)
 
 
 class AsyncFileBody(_Body):
@@ -82,7 +92,7 @@ class AsyncFileBody(_Body):
             piece = await asyncio.to_thread(self.file.read, size)
             if not piece:
                 return
-            yield piece
+            yield self._sent(piece)
 
 
 def _position(file: IO[bytes]) -> int | None:
@@ -119,7 +129,8 @@ class Sink:
     """Where a download's bytes go: a hidden file beside `dest` that replaces it at the end (a path), or the
     caller's file object as they come."""
 
-    def __init__(self, dest: Destination):
+    def __init__(self, dest: Destination, progress: Progress | None = None):
+        self.progress, self.total = progress, None
         if isinstance(dest, (str, os.PathLike)):
             self.path: Path | None = Path(dest)
             self.part = self.path.with_name(f".{self.path.name}.sandstack-{uuid.uuid4().hex[:12]}.part")
@@ -128,13 +139,21 @@ class Sink:
             self.path, self.file = None, dest
         self.count = 0
 
+    def announced(self, length: str | None) -> None:
+        self.total = int(length) if length is not None and length.isdigit() else None
+
     def write(self, data: bytes) -> None:
         self.file.write(data)
         self.count += len(data)
 
-    def done(self, announced: str | None, path: str, host: str) -> int:
-        if announced is not None and announced.isdigit() and int(announced) != self.count:
-            raise HostUnavailable(503, f"the download of {path!r} ended after {self.count} of {announced} bytes; "
+    def report(self) -> None:
+        """Called by the reading side after each write (the async client's writes run in a thread: it is not)."""
+        if self.progress is not None:
+            self.progress(self.count, self.total)
+
+    def done(self, path: str, host: str) -> int:
+        if self.total is not None and self.total != self.count:
+            raise HostUnavailable(503, f"the download of {path!r} ended after {self.count} of {self.total} bytes; "
                                        "nothing was written", {"path": path}, host)
         if self.path is not None:
             self.file.close()

@@ -13,7 +13,8 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from sandstack.tooling.helptext import command
 
@@ -125,12 +126,59 @@ def cmd_shell(client, args) -> int:
     return term.exit_code if term.exit_code is not None else EXIT_OK
 
 
+def _terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except ValueError:  # closed
+        return False
+
+
+class _Bar:
+    """A transfer's progress bar on stderr (rich: bytes, speed, time left), drawn from its first report on (a
+    refusal before any byte draws nothing)."""
+
+    def __init__(self, label: str):
+        self.label, self.bar, self.task = label, None, None
+
+    def __call__(self, done: int, total: int | None) -> None:
+        if self.bar is None:
+            from rich.console import Console
+            from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
+                                       TransferSpeedColumn)
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                                TimeRemainingColumn(), console=Console(stderr=True))
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=total)
+        self.bar.update(self.task, completed=done, total=total)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+@contextmanager
+def _progress(label: str | None) -> Iterator[_Bar | None]:
+    """A bar where someone watches stderr (a terminal); None elsewhere (a pipe, CI: no control characters), or
+    when the label is None."""
+    if label is None or not _terminal():
+        yield None
+        return
+    bar = _Bar(label)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
 def cmd_get(client, args) -> int:
     from sandstack.client import Conflict
 
     sandbox = client.sandbox(args.sandbox)
     try:  # streamed: a file of any size, in a few MiB of memory; -o FILE is replaced only once all of it came
-        sandbox.download(args.path, args.output or sys.stdout.buffer)
+        # Written to stdout, the bytes would share the terminal with the bar: it is drawn for -o FILE only.
+        with _progress(f"get {args.path}" if args.output else None) as progress:
+            sandbox.download(args.path, args.output or sys.stdout.buffer, progress)
     except Conflict as error:
         if error.body.get("type") != "dir":
             raise
@@ -141,7 +189,9 @@ def cmd_get(client, args) -> int:
 
 def cmd_put(client, args) -> int:
     sandbox = client.sandbox(args.sandbox)
-    sandbox.upload(args.path, sys.stdin.buffer if args.source == "-" else args.source)  # streamed, as get
+    source = sys.stdin.buffer if args.source == "-" else args.source
+    with _progress(f"put {args.path}") as progress:
+        sandbox.upload(args.path, source, progress)  # streamed, as get
     return EXIT_OK
 
 

@@ -211,3 +211,51 @@ def test_cli_put_and_get_stream_files_and_list_directories(url, tmp_path, monkey
     assert (code, out.out) == (0, f"file  {len(data):>10} in.bin\n")
     code, out = run_cli(["put", ref, "x", str(tmp_path / "missing.bin")], out_file, factory, monkeypatch, capsys)
     assert (code, out.err) == (2, f"sandstack sandbox: {tmp_path / 'missing.bin'}: No such file or directory\n")
+
+
+def test_progress_is_reported_after_each_piece_sync_and_async(url, tmp_path):
+    tmp_path = _local(tmp_path)
+    data = os.urandom(SIZE)
+    up, down = [], []
+    with Client.from_outputs(outputs(url), retry=FAST) as client, client.claim("web", "t-progress") as box:
+        box.upload("p.bin", io.BytesIO(data), lambda done, total: up.append((done, total)))
+        box.download("p.bin", tmp_path / "p.bin", lambda done, total: down.append((done, total)))
+    assert up == [(PIECE, SIZE), (2 * PIECE, SIZE), (3 * PIECE, SIZE), (SIZE, SIZE)]
+    assert down[-1] == (SIZE, SIZE) and all(total == SIZE for _, total in down)
+    assert [done for done, _ in down] == sorted({done for done, _ in down})  # rising, one report per piece
+
+    async def session() -> tuple[list, list]:
+        a_up, a_down = [], []
+        async with AsyncClient.from_outputs(outputs(url), retry=FAST) as client:
+            async with await client.claim("web", "t-aprogress") as box:
+                await box.upload("p.bin", io.BytesIO(data), lambda done, total: a_up.append((done, total)))
+                await box.download("p.bin", io.BytesIO(), lambda done, total: a_down.append((done, total)))
+        return a_up, a_down
+
+    a_up, a_down = asyncio.run(session())
+    assert a_up == up
+    assert a_down[-1] == (SIZE, SIZE) and all(total == SIZE for _, total in a_down)
+    assert all(done >= (i + 1) * PIECE for i, (done, _) in enumerate(a_down[:-1]))  # written a MiB or more at a time
+
+
+def test_cli_draws_a_progress_bar_only_on_a_terminal(url, tmp_path, monkeypatch, capsys):
+    from sandstack.tooling import sandbox_cli
+
+    out_file = tmp_path / "outputs.json"
+    out_file.write_text(json.dumps(outputs(url)))
+    factory = lambda endpoint, timeout, headers: httpx.Client(base_url=endpoint.url, headers=headers,  # noqa: E731
+                                                              timeout=timeout)
+    ref = run_cli(["claim", "web", "cli-bar"], out_file, factory, monkeypatch, capsys)[1].out.strip()
+    (tmp_path / "in.bin").write_bytes(os.urandom(2 * PIECE))
+    code, out = run_cli(["put", ref, "in.bin", str(tmp_path / "in.bin")], out_file, factory, monkeypatch, capsys)
+    assert (code, out.err) == (0, "")  # not a terminal: nothing drawn
+    monkeypatch.setattr(sandbox_cli, "_terminal", lambda: True)
+    code, out = run_cli(["put", ref, "in.bin", str(tmp_path / "in.bin")], out_file, factory, monkeypatch, capsys)
+    assert code == 0 and "put in.bin" in out.err and "2.1/2.1 MB" in out.err
+    code, out = run_cli(["get", ref, "in.bin", "-o", str(tmp_path / "got.bin")], out_file, factory, monkeypatch,
+                        capsys)
+    assert code == 0 and "get in.bin" in out.err and "2.1/2.1 MB" in out.err
+    (tmp_path / "note.txt").write_text("a note\n")
+    run_cli(["put", ref, "note.txt", str(tmp_path / "note.txt")], out_file, factory, monkeypatch, capsys)
+    code, out = run_cli(["get", ref, "note.txt"], out_file, factory, monkeypatch, capsys)
+    assert (code, out.out, out.err) == (0, "a note\n", "")  # to stdout: no bar beside the bytes
