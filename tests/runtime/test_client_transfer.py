@@ -251,10 +251,10 @@ def test_cli_draws_a_progress_bar_only_on_a_terminal(url, tmp_path, monkeypatch,
     assert (code, out.err) == (0, "")  # not a terminal: nothing drawn
     monkeypatch.setattr(sandbox_cli, "_terminal", lambda: True)
     code, out = run_cli(["put", ref, "in.bin", str(tmp_path / "in.bin")], out_file, factory, monkeypatch, capsys)
-    assert code == 0 and "put in.bin" in out.err and "2.1/2.1 MB" in out.err
+    assert code == 0 and "put in.bin" in out.err  # rich's bar (its figures are rich's wording: not asserted)
     code, out = run_cli(["get", ref, "in.bin", "-o", str(tmp_path / "got.bin")], out_file, factory, monkeypatch,
                         capsys)
-    assert code == 0 and "get in.bin" in out.err and "2.1/2.1 MB" in out.err
+    assert code == 0 and "get in.bin" in out.err
     (tmp_path / "note.txt").write_text("a note\n")
     run_cli(["put", ref, "note.txt", str(tmp_path / "note.txt")], out_file, factory, monkeypatch, capsys)
     code, out = run_cli(["get", ref, "note.txt"], out_file, factory, monkeypatch, capsys)
