@@ -11,9 +11,11 @@ import hashlib
 import json
 import os
 import shutil
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from sandstack.plan.naming import labels
 from sandstack.plan.package_files import SUPERVISOR_SOURCE
@@ -59,9 +61,36 @@ class SnapshotPlan:
     repository: str  # the declared `push_to`, else `sandstack-<stack>/<template>` on the host
 
 
+# While a stack is planned (`digests_once`): template (by identity, kept alive with it) → its build digest. Each
+# placement of a template asks for its snapshot, 3 times over: its files were read and hashed 3,000 times for a
+# 1,000-sandbox stack (a quarter of its plan's time). Scoped to one plan: files may change between plans.
+_DIGESTS: ContextVar[dict[int, tuple[ResolvedTemplate, str]] | None] = ContextVar("sandstack_digests", default=None)
+
+
+@contextmanager
+def digests_once() -> Iterator[None]:
+    """Within it, each template's build inputs are read and hashed once."""
+    token = _DIGESTS.set({})
+    try:
+        yield
+    finally:
+        _DIGESTS.reset(token)
+
+
+def _digest(template: ResolvedTemplate) -> str:
+    known = _DIGESTS.get()
+    hit = None if known is None else known.get(id(template))
+    if hit is not None and hit[0] is template:
+        return hit[1]
+    digest = _sha256(json.dumps(build_inputs(template), sort_keys=True).encode())
+    if known is not None:
+        known[id(template)] = (template, digest)
+    return digest
+
+
 def plan_snapshot(template: ResolvedTemplate, stack: str) -> SnapshotPlan:
     """The snapshot image's name and digest, without writing the build context."""
-    digest = _sha256(json.dumps(build_inputs(template), sort_keys=True).encode())
+    digest = _digest(template)
     tag = f"{template.snapshot_version}-{digest[:12]}" if template.snapshot_version else digest[:12]
     repository = template.push_to or f"sandstack-{stack}/{template.name}"
     return SnapshotPlan(digest, tag, f"{repository}:{tag}", repository)

@@ -21,7 +21,7 @@ from sandstack.plan.host import HostPlan, plan_hosts, snapshot_owners
 from sandstack.plan.network import PoolNetwork
 from sandstack.plan.sandbox import SandboxPlan, plan_sandbox
 from sandstack.plan.secrets import SecretsPlan, plan_secrets
-from sandstack.plan.snapshot import SnapshotPlan, build_context, image_labels, plan_snapshot
+from sandstack.plan.snapshot import SnapshotPlan, build_context, digests_once, image_labels, plan_snapshot
 from sandstack.plan.stack_host import NO_NEW_PRIVILEGES, HostKeys, plan_host_nodes
 from sandstack.plan.tree import (About, CONTAINER, REGISTRY_IMAGE, REMOTE_IMAGE, VOLUME, Node, Options, Ref, Secret,
                                  Tree, inputs, label_list, node_key, run_inputs)
@@ -75,6 +75,12 @@ def plan_stack(spec: ResolvedStack, stack: str, component: str = COMPONENT,
                build_root: Path = DEFAULT_BUILD_ROOT, only: Collection[tuple[str, str]] | None = None) -> StackPlan:
     """`only`: plan just these (pool, host) pools and their templates' snapshots, every host's own nodes still (a
     pool's nodes are the same as in the whole plan: policy reads one sandbox per template, not a whole stack)."""
+    with digests_once():  # each template's snapshot files read once, not once per placement
+        return _plan_stack(spec, stack, component, build_root, only)
+
+
+def _plan_stack(spec: ResolvedStack, stack: str, component: str, build_root: Path,
+                only: Collection[tuple[str, str]] | None) -> StackPlan:
     out = StackPlan(stack=stack, component=component)
     out.add(Node(component, types.SANDBOX_STACK, None), About("stack"))
     owners = snapshot_owners(spec)
