@@ -29,8 +29,11 @@ def test_data_is_readable_read_only_and_reloaded_in_place(docker_harness, debian
     code, out = sh(sandbox, "cat /opt/skills/search.md /opt/skills/tools/run.sh /opt/notes/notes.txt")
     assert code == 0 and out == "# search\nuse the index\necho run\none note\n", out
     # The sandbox user can read but not write, not even where the files are its own to read.
-    code, out = sh(sandbox, "id -u; stat -c '%a' /opt/skills/search.md; echo x > /opt/skills/search.md")
-    assert code != 0 and out.splitlines()[:2] == ["10001", "444"], out
+    # The refusal is told on stdout: the shell's message comes on stderr, which Docker's exec does not order
+    # with stdout (a clean-clone CI run got it first).
+    code, out = sh(sandbox, "id -u; stat -c '%a' /opt/skills/search.md; "
+                            "{ echo x > /opt/skills/search.md; } 2>/dev/null && echo written || echo refused")
+    assert out.splitlines() == ["10001", "444", "refused"], out
     code, _ = sh(sandbox, "touch /opt/skills/new")
     assert code != 0
 
