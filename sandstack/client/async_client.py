@@ -30,10 +30,10 @@ from sandstack.client.endpoints import (
     refuse_directory,
 )
 from sandstack.client.errors import HostUnavailable, NoCapacity, SandstackError, host_lost
+from sandstack.client.pieces import PIECE
 from sandstack.client.process import _timed_out, _waits, broke
 from sandstack.client.results import ExecResult, FileEntry, OutputEvent, ProcessInfo, SandboxInfo
 from sandstack.client.retry import Retry
-from sandstack.client.pieces import PIECE
 from sandstack.client.sse import aevents
 from sandstack.client.transfer import AsyncFileBody, Destination, Progress, Sink, Source, open_source
 

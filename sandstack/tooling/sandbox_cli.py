@@ -12,8 +12,8 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from sandstack.tooling.helptext import command
@@ -268,7 +268,8 @@ def _run(func: Callable[..., int]) -> Callable[[argparse.Namespace], int]:
             print(f"sandstack sandbox: the runtime does not answer ({type(error).__name__})", file=sys.stderr)
             return EXIT_REFUSED
         except OSError as error:  # a local file: put's SOURCE, get's -o FILE
-            print(f"sandstack sandbox: {error.filename or ''}: {error.strerror or error}", file=sys.stderr)
+            where = f"{error.filename}: " if error.filename else ""
+            print(f"sandstack sandbox: {where}{error.strerror or error}", file=sys.stderr)
             return EXIT_USAGE
 
     return run
