@@ -11,6 +11,7 @@ See state.py for the same/update/replace/delete rules and README.md for the whol
 
 from __future__ import annotations
 
+import copy
 import os
 import secrets
 import threading
@@ -102,6 +103,20 @@ class Harness:
     def dry(cls, **kwargs: Any) -> "Harness":
         """Same state semantics without a daemon (plausible outputs): for component unit tests."""
         return cls(DryBackend(), **kwargs)
+
+    def fork(self) -> "Harness":
+        """A dry harness whose next run starts from this one's state, as a second `pulumi up` of a copy of the stack
+        would: each change-matrix case starts from the applied base stack without applying it again
+        (tests/changes/runs.py). A daemon's objects cannot be copied, so only a dry harness forks."""
+        if getattr(self.backend, "kind", "") != "dry":
+            raise HarnessError("only a dry harness forks: a daemon's objects cannot be copied")
+        twin = Harness(self.backend, project=self.project, stack=self.stack, session_id=self.session_id)
+        with self.state.lock:
+            twin.state.entries = copy.deepcopy(self.state.entries)
+            twin.state.pending_delete = copy.deepcopy(self.state.pending_delete)
+            twin.state._seq = self.state._seq
+        twin.runs = self.runs
+        return twin
 
     def __enter__(self) -> "Harness":
         return self

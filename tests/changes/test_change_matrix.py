@@ -808,14 +808,11 @@ def _params():
 
 
 @pytest.mark.parametrize("case", list(_params()))
-def test_a_field_change_does_what_its_declaration_says(apply, case: Case):
-    base = copy.deepcopy(BASE)
-    if case.prepare:
-        case.prepare(base)
-    after_spec = copy.deepcopy(base)
-    _set(after_spec, case.spec_path(), case.value)
-    runs = apply(base), apply(after_spec)
-    problems = expected_problems(case.effect(), case, runs, (base, after_spec))
+def test_a_field_change_does_what_its_declaration_says(case: Case):
+    from tests.changes.runs import case_runs  # the two runs, shared with the diff's and the differential's tests
+
+    runs = case_runs(case)
+    problems = expected_problems(case.effect(), case, (runs.base.run, runs.after.run), (runs.base.spec, runs.after.spec))
     assert not problems, f"{case.path} ({case.spec_path()} → {case.value!r}): {problems[0]}"
 
 
