@@ -192,11 +192,14 @@ def test_an_invalid_spec_comes_back_as_input_errors_with_located_messages_and_re
         "'allow-list', 'allow-all'")]
 
 
+GIVE_ONE = ("give exactly one of 'spec' (the spec's typed values), 'specYaml' (its YAML text) and 'specFile' (a spec "
+            "file's path)")
+
+
 @pytest.mark.parametrize(("inputs", "message"), [
-    ({}, "give exactly one of 'specYaml' (the spec's YAML text) and 'specFile' (a spec file's path); got neither"),
-    ({"specYaml": BAD_SPEC, "specFile": "x.yaml"},
-     "give exactly one of 'specYaml' (the spec's YAML text) and 'specFile' (a spec file's path); got 'specYaml' and "
-     "'specFile'"),
+    ({}, f"{GIVE_ONE}; got neither"),
+    ({"specYaml": BAD_SPEC, "specFile": "x.yaml"}, f"{GIVE_ONE}; got 'specYaml' and 'specFile'"),
+    ({"spec": {"version": 1}, "specFile": "x.yaml"}, f"{GIVE_ONE}; got 'spec' and 'specFile'"),
 ])
 def test_the_spec_is_given_once(served, inputs: dict, message: str):
     eng, stub, _, _ = served
