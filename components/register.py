@@ -100,7 +100,9 @@ class Registry:
             self.components.append(component)
             return component
         if node.key in self.plan.build_contexts:  # write the snapshot's build context before it is built
-            prepare_build(self.plan.build_contexts[node.key], self.build_root)
+            build = prepare_build(self.plan.build_contexts[node.key], self.build_root)
+            if self.carried:  # its Dockerfile (base image, setup) is no input: the values it holds count too
+                self.carry(build.dockerfile, found)
         cls, inputs = RESOURCES[node.type], self.value(dict(node.inputs), found)
         opts = self.options(node, found)
         # Set inputs only (components/lean.py): the same request, ~11 ms of CPU per sandbox container instead of ~20.

@@ -99,7 +99,9 @@ class SpecTypes:
         if kind == "array" and isinstance(value, list):
             return [self._convert(v, spec["items"], to_spec) for v in value]
         if kind == "object" and isinstance(value, dict):
-            return {k: self._convert(v, spec["additionalProperties"], to_spec) for k, v in value.items()}
+            # A map's order on Pulumi's wire is no order (protobuf maps): in name order, one plan whatever it was.
+            keys = sorted(value) if to_spec else list(value)
+            return {k: self._convert(value[k], spec["additionalProperties"], to_spec) for k in keys}
         return _number(value, kind)
 
     def locate(self, path: str, prefix: str = "spec") -> tuple[str, bool]:
