@@ -314,7 +314,8 @@ def test_an_output_of_another_resource_reaches_the_container_inputs_that_hold_it
         assert not container.secret_paths
         assert not any("API_" in e for e in container.inputs["envs"])
     state = unwrap(rpc.deserialize_properties(response.state, keep_unknowns=True))
-    assert [s["container"] for s in state["sandboxes"] if s["pool"] == "shell"] == [c.inputs["name"] for c in shell]
+    assert sorted(s["container"] for s in state["sandboxes"] if s["pool"] == "shell") == sorted(
+        c.inputs["name"] for c in shell)
     assert "runtime" in state
 
 
