@@ -121,21 +121,50 @@ def test_a_preview_construct_registers_what_the_python_programs_preview_register
     assert response.urn.endswith(f"::{NAME}")
 
 
+def examples_spec_in_name_order() -> dict:
+    """examples/sandboxes.yaml, its maps in name order (as a typed spec's come: test below)."""
+    return json.loads(json.dumps(yaml.safe_load((REPO / "examples" / "sandboxes.yaml").read_text()), sort_keys=True))
+
+
 def test_the_yaml_examples_inputs_construct_what_build_stack_builds(served, monkeypatch):
     eng, stub, program_dir, _ = served
-    folder = REPO / "examples" / "yaml"
-    resource = yaml.safe_load((folder / "Pulumi.yaml").read_text())["resources"][NAME]
-    props = resource["properties"]
-    inputs = {"specYaml": (folder / props["specYaml"]["fn::readFile"]).read_text(),
-              "sourceDir": str((folder / props["sourceDir"]).resolve()), "stack": props["stack"]}
+    program = yaml.safe_load((REPO / "examples" / "yaml" / "Pulumi.yaml").read_text())
+    props = program["resources"][NAME]["properties"]
+    allowed = program["config"]["allowedApi"]["default"]  # what `${allowedApi}` is without config
+    spec = json.loads(json.dumps(props["spec"]).replace("${allowedApi}", allowed))
     monkeypatch.chdir(program_dir)
     expected = RecordingMocks()
-    run_program(lambda: build_stack(REPO / "examples" / "sandboxes.yaml", name=NAME, stack=props["stack"]), expected,
+    run_program(lambda: build_stack(examples_spec_in_name_order(), name=NAME, stack=props["stack"]), expected,
                 project=PROJECT, stack="dev")
 
-    _, got = construct(stub, eng, "dev", inputs, {})
+    _, got = construct(stub, eng, "dev", {"spec": spec, "stack": props["stack"]}, {})
     assert registrations(got) == registrations(expected)
     assert len(got.by_type("docker:index/container:Container")) >= 3  # the example's three sandboxes, and more
+
+
+def test_the_typescript_examples_inputs_construct_what_build_stack_builds(served, monkeypatch):
+    from tests.package.test_examples import OPAQUE, typescript_args
+    eng, stub, program_dir, _ = served
+    spec = typescript_args()["spec"]
+    assert spec["templates"]["python"]["baseImage"] is OPAQUE  # `python.repoDigest`: the engine sends its value
+    digest = "python@sha256:" + "b" * 64
+    spec["templates"]["python"]["baseImage"] = output_value(digest, [IMAGE])
+    monkeypatch.chdir(program_dir)
+    data = examples_spec_in_name_order()
+    data["templates"]["python"]["base_image"] = digest
+    expected = RecordingMocks()
+    run_program(lambda: build_stack(data, name=NAME, stack="dev"), expected, project=PROJECT, stack="dev")
+
+    _, got = construct(stub, eng, "dev", {"spec": spec, "stack": "dev"}, {})
+    # The same resources; the python template's image also depends on the resource its base image came from.
+    got_regs, expected_regs = registrations(got), registrations(expected)
+    assert set(got_regs) == set(expected_regs)
+    [image] = [u for u in got_regs if got_regs[u] != expected_regs[u]]
+    assert image.endswith("::agents-python.local-image")
+    deps = 7  # registrations(): the resource's dependencies
+    assert got_regs[image][:deps] + got_regs[image][deps + 1:] == expected_regs[image][:deps] + expected_regs[image][
+        deps + 1:]
+    assert set(got_regs[image][deps]) == set(expected_regs[image][deps]) | {IMAGE}
 
 
 def without_nulls(value):
