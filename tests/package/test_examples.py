@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from sandstack.package.spec_types import spec_types
-from sandstack.spec import load_stack
+from sandstack.spec import load_data, load_stack
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -376,3 +376,10 @@ def test_the_readme_yaml_snippet_uses_the_schema():
     program = yaml.safe_load(snippet)
     assert yaml_program_problems(program) == []
     assert program["resources"]["agents"]["type"] == TOKEN
+
+
+def test_the_readme_yaml_snippets_spec_fits_the_schemas_types_and_is_a_valid_spec():
+    [snippet] = re.findall(r"```yaml\n(.*?)```", readme_section(), re.S)
+    spec = yaml.safe_load(snippet)["resources"]["agents"]["properties"]["spec"]
+    assert typed_problems(spec, SPEC_INPUT) == []
+    assert load_data(spec_types().to_spec(spec), REPO).pools
