@@ -57,7 +57,7 @@ class Registry:
 
     def value(self, value: Any, found: set | None = None) -> Any:
         """A plan value as a Pulumi input; `found` collects the resources of the carried values it holds."""
-        if isinstance(value, str) and self.carried:
+        if self.carried and isinstance(value, str):
             return self.carry(value, found)
         if isinstance(value, Ref):
             return getattr(self.resources[value.node], value.attr)
