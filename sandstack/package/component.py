@@ -155,16 +155,19 @@ class SandboxStack(StackComponent):
     def _later(self, name: str, args: SandboxStackArgs, stack: str, opts: Optional[pulumi.ResourceOptions]) -> None:
         """A typed spec holding outputs of other resources: the stack is registered now, its children once every
         value is known; the outputs follow."""
-        super().__init__(name, None, opts)
         plain(args, ("source_dir", "stack"))
+        super().__init__(name, None, opts)
         source_dir = args.get("source_dir") or os.getcwd()
         ready = pulumi.Output.from_input(resolve(args["spec"])).apply(
             lambda resolved: self._build_resolved(resolved, stack, source_dir))
-        self.sandboxes = ready.apply(lambda outputs: outputs["sandboxes"])
-        self.hosts_ = ready.apply(lambda outputs: outputs["hosts"])
-        self.runtime = ready.apply(lambda outputs: outputs["runtime"])
+        # Each output once the children are registered (from_input: the values hold the children's outputs).
+        self.sandboxes = ready.apply(lambda outputs: pulumi.Output.from_input(outputs["sandboxes"]))
+        self.hosts_ = ready.apply(lambda outputs: pulumi.Output.from_input(outputs["hosts"]))
+        self.runtime = ready.apply(lambda outputs: pulumi.Output.from_input(outputs["runtime"]))
 
     def _build_resolved(self, resolved: Resolved, stack: str, source_dir: str) -> dict[str, Any]:
+        if resolved.unknown and not pulumi.runtime.is_dry_run():  # the engine sends an update known values
+            raise input_error(f"not known at the update: {', '.join(show(p) for p in resolved.unknown)}")
         if resolved.unknown:
             return self._preview(resolved, stack, source_dir)
         spec = load_typed(resolved.data, source_dir, resolved.secret)
@@ -196,7 +199,7 @@ class SandboxStack(StackComponent):
 def unknown_output() -> pulumi.Output:
     """An output whose value a preview does not know."""
     def done(value: Any) -> asyncio.Future:
-        future = asyncio.get_event_loop().create_future()
+        future = asyncio.get_running_loop().create_future()
         future.set_result(value)
         return future
     return pulumi.Output(set(), done(None), done(False))

@@ -77,7 +77,8 @@ def test_an_output_of_another_resource_reaches_the_container_inputs_that_hold_it
     state = unwrap(rpc.deserialize_properties(response.state, keep_unknowns=True))
     assert sorted(s["container"] for s in state["sandboxes"] if s["pool"] == "shell") == sorted(
         c.inputs["name"] for c in shell)
-    assert "runtime" in state
+    assert "runtime" in state and state["runtime"]["hosts"]["local"]["url"]
+    assert state["hosts"]["local"]["guard"] and "address" in state["hosts"]["local"]
 
 
 def test_a_preview_with_unknown_values_plans_the_rest_and_says_what_it_left_out(served, monkeypatch):
