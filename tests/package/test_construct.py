@@ -3,6 +3,8 @@ port) answers GetSchema with the committed schema, and a Construct of `sandstack
 through a recording resource monitor, exactly the resources the Python program registers for the same spec, and
 returns its outputs; an invalid spec comes back as Pulumi input errors with sandstack's located messages.
 
+The typed `spec` input has its own module (test_construct_typed.py), which uses these helpers.
+
 What this cannot prove: what the Pulumi CLI does around it (installing the plugin's virtualenv, `pulumi package add`
 generating SDKs, the engine turning the errors into its own display, and the real engine's URN for a remote
 component, which Pulumi's mocks build with the stack's type in the parent chain just as the Python program's run).
