@@ -33,49 +33,78 @@ def _checked(seeder: docker.Container, what: str, missing: str) -> pulumi.Output
     return seeder.exit_code.apply(check)
 
 
+@dataclass(frozen=True)
+class Carried:
+    """A value of the spec that came from another resource's output (the Pulumi package's typed input): every
+    input whose text holds it depends on those resources, and is secret when the value was."""
+
+    text: str
+    resources: tuple[pulumi.Resource, ...] = ()
+    secret: bool = False
+
+
 class Registry:
     """One stack's registered nodes, by key."""
 
-    def __init__(self, plan: StackPlan, build_root):
+    def __init__(self, plan: StackPlan, build_root, carried: tuple[Carried, ...] = ()):
         self.plan = plan
         self.build_root = build_root
+        self.carried = tuple(c for c in carried if c.text)
         self.resources: dict[str, pulumi.Resource] = {}
         self.waits: dict[str, Any] = {}  # what depends_on uses, where it is not the resource itself
         self.components: list[Planned] = []  # in registration order
         self.seeders = {key: (what, missing) for pool in plan.pools.values() for key, what, missing in pool.seeders}
 
-    def value(self, value: Any) -> Any:
+    def value(self, value: Any, found: set | None = None) -> Any:
+        """A plan value as a Pulumi input; `found` collects the resources of the carried values it holds."""
+        if self.carried and isinstance(value, str):
+            return self.carry(value, found)
         if isinstance(value, Ref):
             return getattr(self.resources[value.node], value.attr)
         if isinstance(value, Secret):
             plain = value.text == "{}" and not value.derive
             return secret_value(value.key) if plain else secret_value(value.key).apply(value.render)
         if isinstance(value, dict):
-            return {k: self.value(v) for k, v in value.items()}
+            return {k: self.value(v, found) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
-            return [self.value(v) for v in value]
+            return [self.value(v, found) for v in value]
         return value
 
-    def options(self, node: Node) -> pulumi.ResourceOptions:
+    def carry(self, text: str, found: set | None) -> Any:
+        """`text`, secret if it holds a secret carried value; their resources go into `found`."""
+        held = [c for c in self.carried if c.text in text]
+        if found is not None:
+            found.update(r for c in held for r in c.resources)
+        return pulumi.Output.secret(text) if any(c.secret for c in held) else text
+
+    def options(self, node: Node, carried: set | None = None) -> pulumi.ResourceOptions:
         o = node.options
         provider = self.resources[node.provider] if node.provider else None
+        depends_on = [self.waits.get(k, self.resources.get(k)) for k in o.depends_on] + sorted(
+            carried or (), key=id)
         return pulumi.ResourceOptions(
             parent=self.resources[node.parent] if node.parent else None,
             provider=provider if node.custom else None,
             providers=[provider] if provider and not node.custom else None,
-            depends_on=[self.waits.get(k, self.resources.get(k)) for k in o.depends_on] or None,
+            depends_on=depends_on or None,
             delete_before_replace=o.delete_before_replace or None,
             replace_on_changes=list(o.replace_on_changes) or None,
             aliases=list(o.aliases) or None)
 
     def register(self, node: Node) -> pulumi.Resource:
+        found: set = set()
         if not node.custom:
-            component = COMPONENTS[node.type](node.name, PlannedArgs(self, node.key), self.options(node))
+            inputs = self.value(dict(node.inputs), found) if self.carried else dict(node.inputs)
+            component = COMPONENTS[node.type](node.name, PlannedArgs(self, node.key, inputs),
+                                              self.options(node, found))
             self.components.append(component)
             return component
         if node.key in self.plan.build_contexts:  # write the snapshot's build context before it is built
-            prepare_build(self.plan.build_contexts[node.key], self.build_root)
-        cls, inputs, opts = RESOURCES[node.type], self.value(dict(node.inputs)), self.options(node)
+            build = prepare_build(self.plan.build_contexts[node.key], self.build_root)
+            if self.carried:  # its Dockerfile (base image, setup) is no input: the values it holds count too
+                self.carry(build.dockerfile, found)
+        cls, inputs = RESOURCES[node.type], self.value(dict(node.inputs), found)
+        opts = self.options(node, found)
         # Set inputs only (components/lean.py): the same request, ~11 ms of CPU per sandbox container instead of ~20.
         resource = (lean.Registration(cls, node.type, node.name, inputs, opts).resource if cls in lean.ARGS
                     else cls(node.name, **inputs, opts=opts))
@@ -103,6 +132,7 @@ class Registry:
 class PlannedArgs:
     registry: Registry
     key: str  # the component's node
+    inputs: dict | None = None  # its inputs, where carried values made some Pulumi inputs (Registry.carry)
 
 
 class Planned(pulumi.ComponentResource):
@@ -118,7 +148,8 @@ class Planned(pulumi.ComponentResource):
     def __init__(self, name: str, args: PlannedArgs, opts: pulumi.ResourceOptions | None = None):
         registry = args.registry
         node = registry.plan.nodes[args.key]
-        super().__init__(self.TYPE, name, dict(node.inputs) or None, opts)
+        inputs = dict(node.inputs) if args.inputs is None else args.inputs
+        super().__init__(self.TYPE, name, inputs or None, opts)
         registry.resources[args.key] = self
         self.node, self.registry = node, registry
 

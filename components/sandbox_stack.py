@@ -12,12 +12,12 @@ import pulumi
 # Every component registers itself for its type token when its module is imported.
 from sandstack.components import (connection_logger, egress_gateway, host_guard, ingress_proxy,  # noqa: F401
                                   runtime_service, sandbox_host, sandbox_pool, sandbox_template)
-from sandstack.components.register import Registry
+from sandstack.components.register import Carried, Registry
 from sandstack.plan import types
 from sandstack.plan.stack import DEFAULT_BUILD_ROOT, plan_stack
 from sandstack.spec.resolve import ResolvedStack
 
-__all__ = ["DEFAULT_BUILD_ROOT", "SandboxStack", "SandboxStackArgs"]
+__all__ = ["Carried", "DEFAULT_BUILD_ROOT", "SandboxStack", "SandboxStackArgs"]
 # Children are named `<name>-<host>`, `<name>-<pool>.<host>`: spec names may hold '-', so the component's
 # name must not, or two stacks in one program could build the same child name ('a' + host 'b-c' and
 # 'a-b' + host 'c').
@@ -37,20 +37,29 @@ class SandboxStackArgs:
     spec: ResolvedStack
     stack: str
     build_root: Path = DEFAULT_BUILD_ROOT
+    carried: tuple[Carried, ...] = ()  # values from other resources' outputs (components/register.py)
 
 
 class SandboxStack(pulumi.ComponentResource):
     sandboxes: pulumi.Output[list[dict]]
 
-    def __init__(self, name: str, args: SandboxStackArgs, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: SandboxStackArgs | None, opts: pulumi.ResourceOptions | None = None):
+        """Registers the stack and, given its args, everything in it; without args (a spec whose values come from
+        other resources' outputs, not known yet), `build` registers the children once they are."""
         problem = name_problem(name)
         if problem:
             raise ValueError(problem)
         super().__init__(types.SANDBOX_STACK, name, None, opts)
+        if args is not None:
+            self.build(args)
+
+    def build(self, args: SandboxStackArgs) -> None:
+        """Plans the spec and registers every child under this component, then its outputs."""
+        name = self.pulumi_resource_name
         self.spec = args.spec
         # Every child is named after this component, so two stacks can share one program.
         self.plan = plan = plan_stack(args.spec, args.stack, name, args.build_root)
-        registry = Registry(plan, args.build_root)
+        registry = Registry(plan, args.build_root, args.carried)
         registry.resources[plan.root] = self
         registry.register_all()
         children = registry.children(plan.root)

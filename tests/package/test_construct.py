@@ -3,6 +3,8 @@ port) answers GetSchema with the committed schema, and a Construct of `sandstack
 through a recording resource monitor, exactly the resources the Python program registers for the same spec, and
 returns its outputs; an invalid spec comes back as Pulumi input errors with sandstack's located messages.
 
+The typed `spec` input has its own module (test_construct_typed.py), which uses these helpers.
+
 What this cannot prove: what the Pulumi CLI does around it (installing the plugin's virtualenv, `pulumi package add`
 generating SDKs, the engine turning the errors into its own display, and the real engine's URN for a remote
 component, which Pulumi's mocks build with the stack's type in the parent chain just as the Python program's run).
@@ -21,6 +23,7 @@ from google.protobuf import struct_pb2
 from pulumi.runtime import rpc
 from pulumi.runtime.proto import errors_pb2, provider_pb2, provider_pb2_grpc, status_pb2
 
+from sandstack.package.spec_types import spec_types
 from sandstack.program import build_stack, program
 from sandstack.spec import load_stack
 from testbed.provider.mocks import RecordingMocks, run_program, unwrap
@@ -117,21 +120,50 @@ def test_a_preview_construct_registers_what_the_python_programs_preview_register
     assert response.urn.endswith(f"::{NAME}")
 
 
+def examples_spec_in_name_order() -> dict:
+    """examples/sandboxes.yaml, its maps in name order (as a typed spec's come: test below)."""
+    return json.loads(json.dumps(yaml.safe_load((REPO / "examples" / "sandboxes.yaml").read_text()), sort_keys=True))
+
+
 def test_the_yaml_examples_inputs_construct_what_build_stack_builds(served, monkeypatch):
     eng, stub, program_dir, _ = served
-    folder = REPO / "examples" / "yaml"
-    resource = yaml.safe_load((folder / "Pulumi.yaml").read_text())["resources"][NAME]
-    props = resource["properties"]
-    inputs = {"specYaml": (folder / props["specYaml"]["fn::readFile"]).read_text(),
-              "sourceDir": str((folder / props["sourceDir"]).resolve()), "stack": props["stack"]}
+    program = yaml.safe_load((REPO / "examples" / "yaml" / "Pulumi.yaml").read_text())
+    props = program["resources"][NAME]["properties"]
+    allowed = program["config"]["allowedApi"]["default"]  # what `${allowedApi}` is without config
+    spec = json.loads(json.dumps(props["spec"]).replace("${allowedApi}", allowed))
     monkeypatch.chdir(program_dir)
     expected = RecordingMocks()
-    run_program(lambda: build_stack(REPO / "examples" / "sandboxes.yaml", name=NAME, stack=props["stack"]), expected,
+    run_program(lambda: build_stack(examples_spec_in_name_order(), name=NAME, stack=props["stack"]), expected,
                 project=PROJECT, stack="dev")
 
-    _, got = construct(stub, eng, "dev", inputs, {})
+    _, got = construct(stub, eng, "dev", {"spec": spec, "stack": props["stack"]}, {})
     assert registrations(got) == registrations(expected)
     assert len(got.by_type("docker:index/container:Container")) >= 3  # the example's three sandboxes, and more
+
+
+def test_the_typescript_examples_inputs_construct_what_build_stack_builds(served, monkeypatch):
+    from tests.package.test_examples import OPAQUE, typescript_args
+    eng, stub, program_dir, _ = served
+    spec = typescript_args()["spec"]
+    assert spec["templates"]["python"]["baseImage"] is OPAQUE  # `python.repoDigest`: the engine sends its value
+    digest = "python@sha256:" + "b" * 64
+    spec["templates"]["python"]["baseImage"] = output_value(digest, [IMAGE])
+    monkeypatch.chdir(program_dir)
+    data = examples_spec_in_name_order()
+    data["templates"]["python"]["base_image"] = digest
+    expected = RecordingMocks()
+    run_program(lambda: build_stack(data, name=NAME, stack="dev"), expected, project=PROJECT, stack="dev")
+
+    _, got = construct(stub, eng, "dev", {"spec": spec, "stack": "dev"}, {})
+    # The same resources; the python template's image also depends on the resource its base image came from.
+    got_regs, expected_regs = registrations(got), registrations(expected)
+    assert set(got_regs) == set(expected_regs)
+    [image] = [u for u in got_regs if got_regs[u] != expected_regs[u]]
+    assert image.endswith("::agents-python.local-image")
+    deps = 7  # registrations(): the resource's dependencies
+    assert got_regs[image][:deps] + got_regs[image][deps + 1:] == expected_regs[image][:deps] + expected_regs[image][
+        deps + 1:]
+    assert set(got_regs[image][deps]) == set(expected_regs[image][deps]) | {IMAGE}
 
 
 def without_nulls(value):
@@ -192,11 +224,14 @@ def test_an_invalid_spec_comes_back_as_input_errors_with_located_messages_and_re
         "'allow-list', 'allow-all'")]
 
 
+GIVE_ONE = ("give exactly one of 'spec' (the spec's typed values), 'specYaml' (its YAML text) and 'specFile' (a spec "
+            "file's path)")
+
+
 @pytest.mark.parametrize(("inputs", "message"), [
-    ({}, "give exactly one of 'specYaml' (the spec's YAML text) and 'specFile' (a spec file's path); got neither"),
-    ({"specYaml": BAD_SPEC, "specFile": "x.yaml"},
-     "give exactly one of 'specYaml' (the spec's YAML text) and 'specFile' (a spec file's path); got 'specYaml' and "
-     "'specFile'"),
+    ({}, f"{GIVE_ONE}; got neither"),
+    ({"specYaml": BAD_SPEC, "specFile": "x.yaml"}, f"{GIVE_ONE}; got 'specYaml' and 'specFile'"),
+    ({"spec": {"version": 1}, "specFile": "x.yaml"}, f"{GIVE_ONE}; got 'spec' and 'specFile'"),
 ])
 def test_the_spec_is_given_once(served, inputs: dict, message: str):
     eng, stub, _, _ = served
@@ -221,3 +256,34 @@ def test_a_name_children_could_collide_under_is_an_input_error(served):
         "SandboxStack name 'my-sandboxes' is not allowed: use letters, digits and '_', starting with a letter (no "
         "'-': children are named '<name>-<host>', and spec names hold '-')")
     assert mocks.registrations == {}
+
+
+# The typed spec: the same spec as typed values (Pulumi's names), as `pulumi package add`'s SDKs send it.
+
+def typed(spec: Path) -> dict:
+    return spec_types().from_spec(yaml.safe_load(spec.read_text()))
+
+
+def output_value(value=None, dependencies=(), secret=False) -> dict:
+    """An input that is another resource's output, as the engine sends it (no `value`: unknown in a preview)."""
+    wire = {rpc._special_sig_key: rpc._special_output_value_sig, "dependencies": list(dependencies)}
+    if value is not None:
+        wire["value"] = value
+    if secret:
+        wire["secret"] = True
+    return wire
+
+
+def staged(program_dir: Path, spec: Path) -> None:
+    """What the spec's relative paths name (snapshot files, data), beside the program, as a consumer has them."""
+    for extra in spec.parent.iterdir():
+        if extra.is_dir() and not (program_dir / extra.name).exists():
+            shutil.copytree(extra, program_dir / extra.name)
+
+
+IMAGE = "urn:pulumi:dev::sandstack::docker:index/remoteImage:RemoteImage::base"
+ADDRESS = "urn:pulumi:dev::sandstack::docker:index/container:Container::api"
+
+
+def containers_of(mocks: RecordingMocks, pool: str) -> list:
+    return [r for r in mocks.by_type("docker:index/container:Container") if f"-{pool}." in r.name]

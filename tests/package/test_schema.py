@@ -59,27 +59,35 @@ def properties(schema: dict):
             for name, prop in resource.get(kind, {}).items():
                 yield from walk(f"{token}.{kind}", name, prop)
     for token, typ in schema["types"].items():
-        for name, prop in typ["properties"].items():
+        for name, prop in typ.get("properties", {}).items():
             yield from walk(token, name, prop)
+
+
+def refs(prop: dict) -> set[str]:
+    return {prop["$ref"]} if "$ref" in prop else set().union(*(refs(b) for b in prop.get("oneOf", [])))
 
 
 def test_every_input_output_and_type_property_is_described_and_typed_without_any():
     found = list(properties(SCHEMA))
-    assert len(found) > 30
+    assert len(found) > 200
     assert [f"{w}.{n}" for w, n, p in found if not p.get("description", "").strip()] == []
-    refs = {p["$ref"] for _, _, p in found if "$ref" in p}
-    assert refs == {f"#/types/{t}" for t in SCHEMA["types"]}  # only the package's own types: no pulumi.json#/Any
-    assert [f"{w}.{n}" for w, n, p in found if "type" not in p and "$ref" not in p] == []
+    referenced = set().union(*(refs(p) for _, _, p in found))
+    assert referenced == {f"#/types/{t}" for t in SCHEMA["types"]}  # only the package's own types: no pulumi.json#/Any
+    assert [f"{w}.{n}" for w, n, p in found if not {"type", "$ref", "oneOf"} & set(p)] == []
     assert "pulumi.json#/Any" not in SCHEMA_PATH.read_text()
     for token, resource in {**SCHEMA["resources"], **SCHEMA["types"]}.items():
         assert resource["description"].strip(), token
 
 
-def test_sandbox_stack_takes_the_spec_as_plain_yaml_text_or_a_file_and_outputs_sandboxes_hosts_runtime():
+def test_sandbox_stack_takes_the_spec_typed_as_yaml_text_or_a_file_and_outputs_sandboxes_hosts_runtime():
     assert list(SCHEMA["resources"]) == [TOKEN]
     stack = SCHEMA["resources"][TOKEN]
     assert stack["isComponent"] is True
-    assert {name: (p["type"], p.get("plain")) for name, p in stack["inputProperties"].items()} == {
+    inputs = dict(stack["inputProperties"])
+    # The typed spec is not plain: any value in it may be another resource's output.
+    assert inputs.pop("spec") == {"$ref": "#/types/sandstack:spec:Stack",
+                                  "description": inputs_description("spec")}
+    assert {name: (p["type"], p.get("plain")) for name, p in inputs.items()} == {
         "specYaml": ("string", True), "specFile": ("string", True), "sourceDir": ("string", True),
         "stack": ("string", True)}
     assert stack["requiredInputs"] == []
@@ -89,6 +97,64 @@ def test_sandbox_stack_takes_the_spec_as_plain_yaml_text_or_a_file_and_outputs_s
     assert stack["properties"]["hosts"]["additionalProperties"]["$ref"] == "#/types/sandstack:index:Host"
     assert stack["properties"]["runtime"]["$ref"] == "#/types/sandstack:index:Runtime"
     assert SCHEMA["name"] == "sandstack"
+
+
+def inputs_description(name: str) -> str:
+    return SCHEMA["resources"][TOKEN]["inputProperties"][name]["description"]
+
+
+def test_the_schema_carries_the_package_metadata_and_no_licence_the_repository_does_not_declare():
+    assert {k: SCHEMA.get(k) for k in ("homepage", "repository", "publisher", "license", "pluginDownloadURL")} == {
+        "homepage": "<git-host>/<org>/sandstack", "repository": "<git-host>/<org>/sandstack",
+        "publisher": "sandstack", "license": None, "pluginDownloadURL": None}
+    assert "<git-host>/<org>/sandstack" in (REPO / "README.md").read_text()  # the README's own placeholder
+    assert {"kind/component", "sandstack"} <= set(SCHEMA["keywords"])
+    assert SCHEMA["description"].strip()
+
+
+def test_the_runtime_token_output_is_secret():
+    assert SCHEMA["types"]["sandstack:index:RuntimeHost"]["properties"]["token"]["secret"] is True
+    assert [f"{w}.{n}" for w, n, p in properties(SCHEMA) if p.get("secret")] == [
+        "sandstack:index:RuntimeHost.token", "sandstack:spec:Template.env", "sandstack:spec:TemplateDefaults.env"]
+
+
+def spec_type(name: str) -> dict:
+    return SCHEMA["types"][f"sandstack:spec:{name}"]
+
+
+def enum_values(prop: dict) -> list:
+    return [v["value"] for v in SCHEMA["types"][prop["$ref"].removeprefix("#/types/")]["enum"]]
+
+
+def test_the_typed_spec_has_object_types_enums_maps_and_unions_from_the_models():
+    stack = spec_type("Stack")
+    assert sorted(stack["properties"]) == ["defaults", "description", "hosts", "policy", "pools", "profiles",
+                                           "templates", "version"]
+    assert stack["required"] == ["hosts", "templates", "version"]
+    assert stack["properties"]["templates"]["additionalProperties"]["$ref"] == "#/types/sandstack:spec:Template"
+    assert stack["properties"]["hosts"]["additionalProperties"]["$ref"] == "#/types/sandstack:spec:Host"
+    assert spec_type("Host")["properties"]["runtime"]["$ref"] == "#/types/sandstack:spec:RuntimeService"
+    # Closed sets are enums: egress, exposure, protocol, isolation runtime, capabilities, the spec version.
+    network, port = spec_type("NetworkPolicy")["properties"], spec_type("Port")["properties"]
+    assert enum_values(network["egress"]) == ["deny-all", "allow-list", "allow-all"]
+    assert enum_values(port["exposure"]) == ["none", "host", "public", "url"]
+    assert enum_values(port["protocol"]) == ["tcp", "udp"]
+    assert port["protocol"]["$ref"] == "#/types/sandstack:spec:PortProtocol"
+    assert spec_type("RuntimeService")["properties"]["exposure"]["$ref"] == "#/types/sandstack:spec:Exposure"
+    assert spec_type("Ingress")["properties"]["exposure"]["$ref"] == "#/types/sandstack:spec:Exposure"
+    assert enum_values(spec_type("Template")["properties"]["runtime"]) == ["runc", "runsc"]
+    assert spec_type("Security")["properties"]["capabilities"]["items"]["$ref"] == "#/types/sandstack:spec:Capability"
+    assert spec_type("StackVersion")["enum"] == [{"value": 1, "name": "V1"}]
+    # Pulumi's names, camel-cased; the field's description and its format hint.
+    template = spec_type("Template")["properties"]
+    assert {"baseImage", "extends", "limits", "env", "ports"} <= set(template)
+    assert template["baseImage"]["description"].startswith("Image the snapshot starts from")
+    assert "Format: an image reference" in template["baseImage"]["description"]
+    # Unions: a profile's name or fields; a size as text or bytes; an env value as text or a secret reference.
+    assert template["limits"]["oneOf"] == [{"type": "string"}, {"$ref": "#/types/sandstack:spec:LimitsOverride"}]
+    assert spec_type("Limits")["properties"]["memory"]["oneOf"] == [{"type": "integer"}, {"type": "string"}]
+    assert template["env"]["additionalProperties"]["oneOf"] == [
+        {"type": "string"}, {"$ref": "#/types/sandstack:spec:SecretRef"}]
 
 
 @pytest.mark.parametrize("field", ["name", "pool", "template", "host", "container", "image", "digest", "version",
