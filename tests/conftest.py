@@ -40,6 +40,19 @@ def _skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The smoke tier's marks (tests/smoke.py), and every Docker test in one pytest-xdist group: under
+    `--dist loadgroup` they run one after another in one worker (they share one daemon, its networks' address space
+    and the host's firewall), while the other workers run the rest."""
+    from tests.smoke import is_smoke
+
+    for item in items:
+        if is_smoke(item.nodeid):
+            item.add_marker(pytest.mark.smoke)
+        if item.get_closest_marker("docker") is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group("docker"))
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("docker") is not None:
         reason = _docker_unavailable_reason()
@@ -58,3 +71,9 @@ def docker_client():
     client = docker.from_env(timeout=120)
     yield client
     client.close()
+
+
+# The engine harness's fixtures (docker_harness, dry_harness, recording_mocks) and its coverage hooks, for every
+# folder: here, so that pytest-xdist's controller (which collects nothing and loads only this conftest) merges the
+# workers' coverage records and writes the one report.
+from testbed.harness.fixtures import *  # noqa: E402,F401,F403

@@ -77,6 +77,23 @@ def _tests(tests: list[str], limit: int = 3) -> str:
     return "<br>".join(names[:limit]) + more or "—"
 
 
+def export() -> dict:
+    """What this process recorded, in plain lists (pytest-xdist sends a worker's records to the controller)."""
+    with _LOCK:
+        return {"use": [[token, path, backend, sorted(tests)] for (token, path), uses in recording_mocks.FIELD_USE.items()
+                        for backend, tests in uses.items()],
+                "claims": [[name, sorted(tests)] for name, tests in CLAIMS.items()]}
+
+
+def merge(recorded: dict) -> None:
+    """Adds another process's `export()` to this one's records."""
+    with _LOCK:
+        for token, path, backend, tests in recorded.get("use", ()):
+            recording_mocks.FIELD_USE.setdefault((token, path), {}).setdefault(backend, set()).update(tests)
+        for name, tests in recorded.get("claims", ()):
+            CLAIMS.setdefault(name, set()).update(tests)
+
+
 def summary() -> str:
     fields = all_fields()
     applied = [f for f in fields if tests_using(f)]

@@ -10,7 +10,8 @@ Fixtures:
                      field it `proves()` was never applied. Depends on `docker_client` (tests/conftest.py).
   dry_harness     -- the same state semantics without a daemon (plausible outputs).
   recording_mocks -- a fresh RecordingMocks (single run, dry) for `run_program(...)`.
-Hooks: write the coverage report at session end and print a one-line summary.
+Hooks: write the coverage report at session end and print a one-line summary. Under pytest-xdist each worker
+hands what it recorded to the controller (`workeroutput`), which merges them and writes the one report.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from testbed.harness.harness import Harness
 from testbed.provider.mocks import RecordingMocks, current_test
 
 __all__ = ["harness_sweep_orphans", "docker_harness", "dry_harness", "recording_mocks",
-           "pytest_runtest_makereport", "pytest_sessionfinish", "pytest_terminal_summary"]
+           "pytest_runtest_makereport", "pytest_sessionfinish", "pytest_testnodedown", "pytest_terminal_summary"]
 
 _REPORTED: dict[str, object] = {}  # hooks may be imported into several conftests: act once
 
@@ -80,9 +81,21 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller writes the one report
+        workeroutput["harness_coverage"] = coverage.export()
+        return
     if "written" in _REPORTED:
         return
     _REPORTED["written"] = coverage.write(Path(str(session.config.rootpath)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller: a worker ended; merge what it recorded."""
+    recorded = getattr(node, "workeroutput", {}).get("harness_coverage")
+    if recorded:
+        coverage.merge(recorded)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

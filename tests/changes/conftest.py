@@ -10,9 +10,6 @@ import pytest
 
 from testbed.specs import stack_program, write_spec
 
-# dry_harness and the harness's coverage hooks.
-from testbed.harness.fixtures import *  # noqa: E402,F401,F403
-
 
 @pytest.fixture
 def up(dry_harness, tmp_path: Path):

@@ -20,6 +20,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from sandstack.plan.stack import StackPlan, plan_stack
 from sandstack.spec import load_stack
 from testbed.harness.harness import Harness, RunResult
@@ -65,6 +67,19 @@ def _base(data: dict) -> tuple[Side, Harness]:
         harness = Harness.dry()
         _BASES[key] = _side(data, _root() / key, harness), harness
     return _BASES[key]
+
+
+def params(xfail: bool = False) -> list:
+    """The matrix's cases as pytest parameters, each in an xdist group of its own: under `--dist loadgroup` the three
+    suites' tests of one case run in the same process and share its runs. `xfail`: the matrix's own expected
+    failures (the other suites judge those cases' runs as any other)."""
+    out = []
+    for case in matrix.CASES:
+        marks = [pytest.mark.xdist_group(f"matrix:{case.id}")]
+        if xfail and case.xfail:
+            marks.append(pytest.mark.xfail(strict=True, raises=case.raises, reason=case.xfail))
+        out.append(pytest.param(case, id=case.id, marks=marks))
+    return out
 
 
 def case_runs(case: matrix.Case) -> CaseRuns:

@@ -7,12 +7,13 @@ import pytest
 
 from sandstack.review.actions import planned_actions
 from tests.changes import test_change_matrix as matrix
+from tests.changes import runs
 from tests.changes.runs import case_runs
 
 PROVIDER = "pulumi:providers:docker"
 
 
-@pytest.mark.parametrize("case", matrix.CASES, ids=matrix.CASE_IDS)
+@pytest.mark.parametrize("case", runs.params())
 def test_the_diff_decides_each_action_as_the_engine_run_did(case):
     runs = case_runs(case)
     engine: dict[str, str] = {}

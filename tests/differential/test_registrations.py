@@ -13,6 +13,7 @@ from sandstack.spec import load_stack
 from testbed.provider.mocks import RecordingMocks, run_program
 from testbed.specs import STACKS, secret_keys, stack_program, write_spec
 from tests.changes import test_change_matrix as matrix
+from tests.changes import runs
 from tests.changes.runs import case_runs
 from tests.differential.compare import compare
 from tests.review import cases as review
@@ -43,7 +44,7 @@ def test_a_review_case_registers_exactly_its_plan(case: str, tmp_path: Path):
         assert _check(write_spec(tmp_path / side, data, review.FILES), "t", tmp_path / side / "build") > 5
 
 
-@pytest.mark.parametrize("case", matrix.CASES, ids=matrix.CASE_IDS)
+@pytest.mark.parametrize("case", runs.params())
 def test_a_single_field_edit_registers_exactly_its_plan(case):
     runs = case_runs(case)  # the change matrix's own two runs (the second on the first's state)
     for side in (runs.base, runs.after):

@@ -18,6 +18,3 @@ def debian_image(docker_client) -> str:
     """Tag of the Debian image (squid, python3, iptables, iproute2, procps, curl, nc, dig)."""
     return images.debian_image(docker_client)
 
-
-# The engine harness's fixtures (docker_harness, dry_harness, recording_mocks) and coverage hooks.
-from testbed.harness.fixtures import *  # noqa: E402,F401,F403

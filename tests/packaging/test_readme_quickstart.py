@@ -38,7 +38,7 @@ def test_the_quickstart_is_install_validate_check_preview_and_the_tests_without_
         ".venv/bin/sandstack validate stacks/*.yaml",
         ".venv/bin/sandstack check stacks/*.yaml",
         ".venv/bin/sandstack preview stacks/dev.yaml",
-        '.venv/bin/python -m pytest -m "not docker"',
+        '.venv/bin/python -m pytest -m "not docker" -n auto',
     ]
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert {"test", "runtime"} <= set(extras)
