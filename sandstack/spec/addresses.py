@@ -117,10 +117,10 @@ class AddressLock(_Model):
 
 
 HEADER = """\
-# The addresses sandstack allocated to the pools of {spec}: each pool's subnet (its logging resolver is its first
-# address) and gateway port, each host's egress network (the gateway's resolver) and ingress network. Written by
-# `sandstack lock {spec}`; commit it beside the spec. `sandstack lock` gives a new pool addresses no one holds and
-# frees a removed pool's; nothing else moves. Do not edit it: the digest refuses a hand edit.
+# The addresses sandstack allocated to the pools of {spec} beside this file: each pool's subnet (its logging
+# resolver is the subnet's first address) and gateway port, each host's egress network (the gateway's resolver) and
+# ingress network. Written by `sandstack lock`; commit it with the spec. A new pool gets addresses no one holds, a
+# removed pool's are freed, nothing else moves. Do not edit it: the digest refuses a hand edit.
 """
 
 
@@ -138,6 +138,11 @@ def render(lock: AddressLock, spec_name: str) -> str:
 
 # --- reading and checking a lock --------------------------------------------------------------------------------
 
+SHAPE = ("a lock holds 'version: 1', 'hosts' (each with its subnet_pool, egress_subnet, ingress_subnet and pools, each "
+         "pool with its subnet and gateway_port) and 'digest', as `sandstack lock` writes it")
+_SHAPE = {"missing": "is missing", "extra_forbidden": "is not a key of a lock", "literal_error": "is not 1"}
+
+
 def read_lock(path: Path, display: str) -> tuple[AddressLock | None, Document | None, list[Diagnostic]]:
     """A lock file parsed and checked on its own (structure, digest, addresses): (lock, document, diagnostics)."""
     try:
@@ -149,8 +154,8 @@ def read_lock(path: Path, display: str) -> tuple[AddressLock | None, Document | 
     try:
         lock = AddressLock.model_validate(doc.data)
     except ValidationError as exc:
-        return None, doc, [doc.diagnostic(tuple(err["loc"]), f"{err['msg']} (a lock holds 'version: 1', 'hosts' "
-                                          "and 'digest'; `sandstack lock` writes it)", RULE)
+        return None, doc, [doc.diagnostic(tuple(err["loc"]), f"{_SHAPE.get(err['type'], 'is not of its type')}: "
+                                          f"{SHAPE}", RULE, key=err["type"] == "extra_forbidden")
                            for err in exc.errors()]
     return lock, doc, hand_edits(lock, doc)
 
@@ -229,7 +234,7 @@ def stale(lock: AddressLock, doc: Document, needs: dict[str, HostNeeds], spec_na
         for pool in need.pools:
             if pool not in host.pools:
                 out.append(doc.diagnostic((*where, "pools"), f"pool {pool!r} on host {name!r} has no addresses here: "
-                                          f"{run} to allocate them (no other pool's move)", RULE, key=True))
+                                          f"{run} to allocate them (no other pool's addresses move)", RULE, key=True))
         for pool, p in host.pools.items():
             path = (*where, "pools", pool)
             if pool not in need.pools:
@@ -248,7 +253,7 @@ def stale(lock: AddressLock, doc: Document, needs: dict[str, HostNeeds], spec_na
                 out.append(doc.diagnostic(where, f"host {name!r} has {what} but no {key} here: {run} to allocate it",
                                           RULE, key=True))
             elif held is not None and not needed:
-                out.append(doc.diagnostic((*where, key), f"{held!r}: host {name!r} has no longer {what}: {run} to free "
+                out.append(doc.diagnostic((*where, key), f"{held!r}: host {name!r} no longer has {what}: {run} to free "
                                           "it", RULE))
     return out
 

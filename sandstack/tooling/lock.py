@@ -66,7 +66,8 @@ def lock_file(file: str, stack: str | None, check: bool) -> tuple[int, list[str]
         lines = [d.text() for d in stale(old, doc, stack_needs(result.stack), file)]
         return EXIT_INVALID, lines or [f"{path} is not as `sandstack lock {file}` writes it: run it and commit it"]
     path.write_text(text, encoding="utf-8")
-    return EXIT_OK, [f"wrote {path}" + (": " + "; ".join(changes(old, new)) if old else "")]
+    done = changes(old, new) if old else []
+    return EXIT_OK, [f"wrote {path}" + (": " + "; ".join(done) if done else "")]
 
 
 def run(args: argparse.Namespace) -> int:
