@@ -1,8 +1,9 @@
 """Where a reviewed spec comes from: a file, or `git:REF:PATH` read from git without touching the work tree.
 
 A spec refers to files next to it (snapshot files, data mounts) and has its address lock beside it, so a git input
-is the spec file, the paths it names and its lock, extracted with `git archive` into a temporary directory. Only those paths are read from git, streamed
-to disk: the spec's whole folder (the whole repository, for a stack at its root) was once held in memory.
+is the spec file, the paths it names and its lock, extracted with `git archive` into a temporary directory. Only
+those paths are read from git, streamed to disk: the spec's whole folder (the whole repository, for a stack at its
+root) was once held in memory.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""The address lock: the memory of each host's allocated addresses, in a file beside the spec (docs/design/addresses.md).
+"""The address lock: the memory of each host's allocated addresses, in a file beside the spec
+(docs/design/addresses.md).
 
-A pool's network is a /23 of its host's `subnet_pool`, its gateway port one of GATEWAY_PORTS, and a host's egress
+A pool's network is a /23 of its host's `subnet_pool`, its gateway port one of 30000-39999, and a host's egress
 and ingress networks have a /23 each; the plan picks each by hashing its name and probing past the ones taken
 (sandstack.plan.addresses). Without memory, a new pool that collides and sorts first takes an existing pool's slot,
 which replaces that pool's network and sandboxes. The lock (`<spec>.lock` beside `<spec>.yaml`, written by
@@ -8,8 +9,9 @@ which replaces that pool's network and sandboxes. The lock (`<spec>.lock` beside
 A pool's logging resolver listens on its subnet's first address and the gateway's on the egress subnet's, so the
 subnets the lock holds hold them too.
 
-This module reads and checks a lock (the loader attaches it to the resolved stack as a plain value; the plan never
-reads a file) and writes one. A lock is refused, located in its file, when it was edited by hand (its digest does
+This module says what a host needs addresses for, and reads and checks a lock against a spec (the loader attaches it
+to the resolved stack as a plain value; the plan never reads a file); sandstack.spec.lockfile is its content and
+text. A lock is refused, located in its file, when it was edited by hand (its digest does
 not match its content, two networks overlap, a subnet is not a /23 of the subnet_pool, a port is out of range) or is
 stale (a host or pool of the spec missing, one the spec no longer has, a subnet_pool changed, a gateway port or an
 egress or ingress subnet the spec now needs or no longer does): `sandstack lock` writes it anew.
@@ -17,34 +19,25 @@ egress or ingress subnet the spec now needs or no longer does): `sandstack lock`
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
-import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from sandstack.spec.errors import Diagnostic, JsonPath, SpecError
 from sandstack.spec.loader import Document, load
+from sandstack.spec.lockfile import (GATEWAY_PORT_BASE, GATEWAY_PORT_SPAN, LOCK_SUFFIX, AddressLock, HostLock,
+                                     PoolLock, lock_path, render)
 from sandstack.spec.models import Host
 from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
 from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
 
-LOCK_SUFFIX = ".lock"  # not `.lock.yaml`: `stacks/*.yaml` (validate, check, the CI loop) must not take it for a stack
-GATEWAY_PORT_BASE = 30000
-GATEWAY_PORT_SPAN = 10000
-FORMAT = 1
+__all__ = ["GATEWAY_PORT_BASE", "GATEWAY_PORT_SPAN", "LOCK_SUFFIX", "AddressLock", "HostLock", "HostNeeds", "PoolLock",
+           "host_needs", "lock_beside", "lock_path", "read_lock", "render", "stack_needs", "stale"]
+
 RULE = "lock"
-
-
-def lock_path(spec: str | os.PathLike[str]) -> Path:
-    """The lock beside a spec: `stacks/dev.lock` for `stacks/dev.yaml`."""
-    return Path(spec).with_suffix(LOCK_SUFFIX)
 
 
 # --- what a host's addresses are: its pools', its egress and ingress networks' ---------------------------------
@@ -78,62 +71,6 @@ def stack_needs(spec: ResolvedStack) -> dict[str, HostNeeds]:
         for host in dict.fromkeys(pool.hosts):
             placed[host].append((name, spec.templates[pool.template]))
     return {host: host_needs(spec.hosts[host], pools) for host, pools in placed.items()}
-
-
-# --- the lock's content --------------------------------------------------------------------------------------
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class PoolLock(_Model):
-    subnet: str
-    gateway_port: int | None = None
-
-
-class HostLock(_Model):
-    subnet_pool: str
-    egress_subnet: str | None = None
-    ingress_subnet: str | None = None
-    pools: dict[str, PoolLock] = {}
-
-
-class AddressLock(_Model):
-    """A lock's content: per host, the addresses allocated (`digest`: of the rest, so a hand edit shows)."""
-
-    version: Literal[1]
-    hosts: dict[str, HostLock]
-    digest: str = ""
-
-    def content(self) -> dict:
-        return self.model_dump(mode="json", exclude={"digest"}, exclude_none=True)
-
-    def computed_digest(self) -> str:
-        text = json.dumps(self.content(), sort_keys=True, separators=(",", ":"))
-        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
-
-    def sealed(self) -> AddressLock:
-        return self.model_copy(update={"digest": self.computed_digest()})
-
-
-HEADER = """\
-# The addresses sandstack allocated to the pools of {spec} beside this file: each pool's subnet (its logging
-# resolver is the subnet's first address) and gateway port, each host's egress network (the gateway's resolver) and
-# ingress network. Written by `sandstack lock`; commit it with the spec. A new pool gets addresses no one holds, a
-# removed pool's are freed, nothing else moves. Do not edit it: the digest refuses a hand edit.
-"""
-
-
-def render(lock: AddressLock, spec_name: str) -> str:
-    """The lock file's text: a header, then the content (pools one line each, by name), then its digest."""
-    hosts = {}
-    for name, host in sorted(lock.hosts.items()):
-        entry = host.model_dump(mode="json", exclude_none=True, exclude={"pools"})
-        entry["pools"] = {pool: p.model_dump(mode="json", exclude_none=True) for pool, p in sorted(host.pools.items())}
-        hosts[name] = entry
-    body = yaml.safe_dump({"version": lock.version, "hosts": hosts}, sort_keys=False, default_flow_style=None,
-                          width=1000)
-    return HEADER.format(spec=spec_name) + body + f"digest: {lock.sealed().digest}\n"
 
 
 # --- reading and checking a lock --------------------------------------------------------------------------------

@@ -32,8 +32,8 @@ from sandstack.spec.models import (
 )
 from sandstack.spec.units import MIB
 
-if TYPE_CHECKING:  # the lock's module reads resolved stacks
-    from sandstack.spec.addresses import AddressLock
+if TYPE_CHECKING:
+    from sandstack.spec.lockfile import AddressLock
 
 BUILTIN_USER = "10001:10001"
 BUILTIN_RUNTIME = "runc"

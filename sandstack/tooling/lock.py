@@ -39,7 +39,8 @@ def changes(old: AddressLock | None, new: AddressLock) -> list[str]:
         for key in ("egress_subnet", "ingress_subnet"):
             if getattr(a, key) != getattr(b, key):
                 value = getattr(b, key)
-                out.append(f"{'allocated' if value else 'freed'} host {host!r}'s {key}" + (f": {value}" if value else ""))
+                out.append(f"{'allocated' if value else 'freed'} host {host!r}'s {key}"
+                           + (f": {value}" if value else ""))
     return out
 
 
