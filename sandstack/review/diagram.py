@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from sandstack.plan.tree import Ref
+from sandstack.review.reasons import COMPONENT_KINDS
 from sandstack.spec.roles import HOST_ROLES, HostRoleInfo, check_complete, parts_of
 
 # Which element of its host a node belongs to, by its `About.kind`: a host role's part's element
@@ -91,9 +92,9 @@ class Box:
 
 
 def _element(about: Any) -> Element | None:
-    role = ROLE.get(about.kind)  # None: a component (stack, host, template, pool)
-    if role is None:
+    if about.kind in COMPONENT_KINDS:
         return None
+    role = ROLE[about.kind]  # every other kind has its element: a kind without one is an error, never left out
     return role, (about.pool if role in PER_POOL else about.template if role == "snapshot" else "") or ""
 
 
@@ -173,9 +174,9 @@ def boxes(diff: Any) -> list[Box]:
     sandboxes: dict[tuple[str, Element], dict[str, int]] = {}
     for change in diff.changes:
         r = change.resource
-        role = ROLE.get(r.kind)
-        if role is None or not r.host:
+        if r.kind in COMPONENT_KINDS or not r.host:
             continue
+        role = ROLE[r.kind]
         element = (role, (r.pool if role in PER_POOL else r.template if role == "snapshot" else "") or "")
         count = touched.setdefault(r.host, {}).setdefault(element, {})
         count[change.action] = count.get(change.action, 0) + 1
