@@ -12,6 +12,7 @@ import pulumi
 from sandstack.components.register import Planned
 from sandstack.plan import types
 from sandstack.plan.host import HostPlan, Placement
+from sandstack.spec.roles import HOST_ROLES
 
 __all__ = ["Placement", "SandboxHost"]
 
@@ -26,19 +27,20 @@ class SandboxHost(Planned):
         host = next(h for h, keys in stack_plan.host_keys.items() if keys.host == self.node.key)
         self.plan = plan = stack_plan.hosts[host]
         self.address, self.labels, self.runtime_url = plan.address, plan.labels, plan.runtime_url
-        self.provider = self.part("-provider")
-        self.infra = self.part("-infra")
+        self.provider = self.part("-" + HOST_ROLES["provider"].part("provider").name)
+        self.infra = self.part("-" + HOST_ROLES["infra"].part("image").name)
         self.infra_image = self.infra.image_id
-        self.networks = {pool: self.part(f"-net.{pool}") for pool in plan.networks}
-        self.guard, self.gateway = self.part("-guard"), self.part("-gateway")
-        self.ingress, self.runtime, self.logger = self.part("-ingress"), self.part("-runtime"), self.part("-logger")
+        pool_network = HOST_ROLES["networks"].part("network", per_pool=True)
+        self.networks = {pool: self.part("-" + pool_network.name.format(pool=pool)) for pool in plan.networks}
+        # Each host service's component (None where the host has none), and its container's name as an output (the
+        # runtime's is its URL).
+        self.services = {name: self.part(f"-{name}") for name, role in HOST_ROLES.items() if role.component}
+        self.guard, self.gateway, self.ingress, self.runtime, self.logger = (
+            self.services[name] for name in ("guard", "gateway", "ingress", "runtime", "logger"))
         return {
             "address": self.address,
             "infra_image": self.infra_image,
             "networks": {pool: net.name for pool, net in self.networks.items()},
-            "guard": self.guard.container_name,
-            "gateway": self.gateway.container_name if self.gateway else None,
-            "ingress": self.ingress.container_name if self.ingress else None,
+            **{name: service.container_name if service else None for name, service in self.services.items()},
             "runtime": self.runtime_url,
-            "logger": self.logger.container_name if self.logger else None,
         }

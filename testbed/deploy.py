@@ -28,6 +28,7 @@ import yaml
 from sandstack.plan.contract import LABEL_STACK
 from sandstack.plan.naming import docker_name, egress_network_name, infra_name
 from sandstack.program import program as sandstack_program
+from sandstack.spec.roles import HOST_ROLES
 from testbed.harness import coverage
 from testbed.harness.harness import Harness, RunResult
 from testbed.harness.teardown import remaining
@@ -35,7 +36,8 @@ from testbed.host_state import clear_host_state
 from testbed.leak_guard import LeakGuard, sweep_dead_leak_guards
 from testbed.specs import spec, spec_text
 
-HOST_ROLES = ("egress", "gateway", "guard", "ingress", "runtime", "logger")  # host-level objects of a stack: named with `infra_name`
+# A stack's host services, whose containers are named with `infra_name` (the host roles with a container).
+HOST_SERVICES = tuple(name for name, role in HOST_ROLES.items() if role.container)
 
 _COUNTER = itertools.count()
 _SLOTS = itertools.count()
@@ -141,7 +143,7 @@ class Deployment:
         of `sandstack.plan.naming.infra_name`, pool objects the '-' form (`docker_name`)."""
         if parts == ("egress",):
             return egress_network_name(self.stack)
-        if len(parts) == 1 and parts[0] in HOST_ROLES:
+        if len(parts) == 1 and parts[0] in HOST_SERVICES:
             return infra_name(self.stack, parts[0])
         return docker_name(self.stack, *parts)
 

@@ -70,13 +70,19 @@ def spec_text(data: dict) -> str:
     return SCHEMA_COMMENT + yaml.safe_dump(data, sort_keys=False)
 
 
-def write_spec(folder: Path, data: dict, files: dict[str, str] | None = None) -> Path:
+def write_spec(folder: Path, data: dict, files: dict[str, str] | None = None, *, lock: bool = False) -> Path:
+    """`folder/stack.yaml` with `files` beside it; with `lock`, its address lock too, as `sandstack lock` writes it
+    for a committed stack (none for a spec that does not validate)."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, content in (files or {}).items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(content)
     path = folder / "stack.yaml"
     path.write_text(spec_text(data))
+    if lock:
+        from sandstack.tooling.lock import lock_file
+
+        lock_file(str(path), STACK, check=False)
     return path
 
 

@@ -18,19 +18,15 @@ from sandstack.plan.logger import LoggerPlan, Resolver
 from sandstack.plan.resolver import GATEWAY_RESOLVER, gateway_options
 from sandstack.plan.runtime_host import RuntimeHostPlan, plan_runtime
 from sandstack.plan.naming import bridge_name, egress_network_name, labels
+from sandstack.plan.addresses import allocate
 from sandstack.plan.network import (
     PoolNetwork,
     egress_bridge_rules,
-    egress_subnet,
     ingress_bridge_rules,
-    ingress_subnet,
-    gateway_ports,
     gateway_refused,
     guard_rules,
     log_queue,
-    outbound_of,
     plan_pool_network,
-    pool_subnets,
 )
 from sandstack.plan.ondemand import plan_ondemand
 from sandstack.plan.package_files import INFRA_CONTEXT
@@ -39,6 +35,7 @@ from sandstack.plan.sandbox import sandbox_name
 from sandstack.plan.snapshot import plan_snapshot
 from sandstack.plan.squid import GatewayPool
 from sandstack.plan.workspace import WorkspaceVolume, plan_workspaces
+from sandstack.spec.addresses import HostLock, host_needs
 from sandstack.spec.models import Host
 from sandstack.spec.resolve import ResolvedStack
 
@@ -99,11 +96,12 @@ def snapshot_owners(spec: ResolvedStack) -> dict[tuple[str, str], str]:
 
 
 def plan_hosts(spec: ResolvedStack, stack: str) -> dict[str, HostPlan]:
-    """Every host's plan, by host name, in spec order."""
+    """Every host's plan, by host name, in spec order; its addresses kept from the spec's lock where it has one."""
     owners = snapshot_owners(spec)
     return {host: plan_host(stack, host, spec.hosts[host], placements,
                             {p.pool: plan_snapshot(spec.templates[owners[(host, p.template.name)]], stack).image
-                             for p in placements})
+                             for p in placements},
+                            spec.addresses.hosts.get(host) if spec.addresses else None)
             for host, placements in placements_by_host(spec).items()}
 
 
@@ -188,15 +186,16 @@ def plan_logger(stack: str, spec: Host, networks: dict[str, PoolNetwork],
 
 
 def plan_host(stack: str, host: str, spec: Host, placements: list[Placement],
-              images: dict[str, str] | None = None) -> HostPlan:
-    """`images`: each pool's snapshot image on the host (its tag), for the runtime's on-demand recipes."""
-    gateway_pools = [p.pool for p in placements if outbound_of(p.template) == "gateway"]
-    ports = gateway_ports(stack, gateway_pools)
-    subnets = pool_subnets(stack, [p.pool for p in placements], spec.subnet_pool)
+              images: dict[str, str] | None = None, memory: HostLock | None = None) -> HostPlan:
+    """`images`: each pool's snapshot image on the host (its tag), for the runtime's on-demand recipes; `memory`: the
+    host's addresses in the lock (sandstack.plan.addresses)."""
+    needs = host_needs(spec, [(p.pool, p.template) for p in placements])
+    addresses = allocate(stack, needs, memory)
+    gateway_pools = [p.pool for p in placements if p.pool in needs.gateway_pools]
+    ports, subnets, egress = addresses.ports, addresses.subnets, addresses.egress
     networks = {p.pool: plan_pool_network(stack, p.pool, p.template, ports.get(p.pool), subnets[p.pool])
                 for p in placements}
     egress_bridge = bridge_name(stack, "egress") if gateway_pools else None
-    egress = egress_subnet(stack, subnets, spec.subnet_pool) if gateway_pools else None
     rules = [rule for plan in networks.values() for rule in guard_rules(plan)]
     bridges = [plan.bridge for plan in networks.values()]
     if egress_bridge:
@@ -204,8 +203,8 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement],
         rules += egress_bridge_rules(egress_bridge, opted_in, str(egress[1]))
         bridges.append(egress_bridge)
     # An ingress beside a runtime reaches it to wake a site's sandbox: its network then has a fixed subnet.
-    wake = Wake(ingress_subnet(stack, {*subnets.values(), *([egress] if egress else [])}, spec.subnet_pool),
-                spec.runtime.port, wake_token_label(stack, host)) if spec.ingress and spec.runtime else None
+    wake = Wake(addresses.ingress, spec.runtime.port, wake_token_label(stack, host)) \
+        if spec.runtime and addresses.ingress else None
     ingress = plan_ingress(stack, spec, placements, networks, wake)
     if ingress:
         rules += ingress_bridge_rules(ingress.bridge, wake and (wake.ingress_address, wake.runtime_address, wake.port))

@@ -34,17 +34,17 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 from dataclasses import dataclass
+from typing import Collection, Mapping
 
 from sandstack.plan.naming import bridge_name, docker_name
 from sandstack.plan.resolver import name_options
+from sandstack.spec.addresses import GATEWAY_PORT_BASE, GATEWAY_PORT_SPAN
 from sandstack.spec.egress import METADATA_RANGES
 from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
 from sandstack.spec.models.network import ConnectionBounds
 from sandstack.spec.resolve import Outbound, ResolvedTemplate
 
 GATEWAY_ALIAS = "sandstack-gateway"
-GATEWAY_PORT_BASE = 30000
-GATEWAY_PORT_SPAN = 10000
 
 # Connections to the gateway: per pool (all of the bridge's sandboxes together) and per sandbox. Squid's
 # file descriptors (squid.MAX_FILEDESCRIPTORS, two per proxied connection) hold every pool's share.
@@ -116,50 +116,80 @@ def url_ports(template: ResolvedTemplate) -> tuple[int, ...]:
     return tuple(sorted({p.port for p in template.ports if p.exposure == "url"}))
 
 
-def _stable_slots(stack: str, pools: list[str], slots: int) -> dict[str, int]:
-    """A slot per pool, hashed from its name and probing past collisions in name order, so adding a pool
-    rarely moves (and replaces) another one."""
+def _stable_slots(stack: str, pools: list[str], slots: int, kept: Mapping[str, int] | None = None,
+                  held: Collection[int] = (), freed: Collection[int] = ()) -> dict[str, int]:
+    """A slot per pool. A pool in `kept` (its slot from the address lock) keeps it; the others, in name order, take
+    the slot hashed from the stack and their name, probing past the slots taken (kept, `held` by others, given
+    already) and those just `freed` (a slot freed and taken in one `pulumi up` would be created before its old
+    network is deleted), or past the taken only once nothing else is free."""
     if len(pools) > slots:
         raise ValueError(f"{len(pools)} pools do not fit in {slots} slots")  # rule subnet-pool reports it first
-    taken: dict[str, int] = {}
-    for pool in sorted(pools):
-        slot = int(hashlib.sha256(f"{stack}/{pool}".encode()).hexdigest(), 16) % slots
-        while slot in taken.values():
-            slot = (slot + 1) % slots
+    taken = {pool: (kept or {})[pool] for pool in pools if pool in (kept or {})}
+    used = set(taken.values()) | set(held)
+    for pool in sorted(p for p in pools if p not in taken):
+        start = int(hashlib.sha256(f"{stack}/{pool}".encode()).hexdigest(), 16) % slots
+        slot = _probe(start, slots, used | set(freed)) if len(used | set(freed)) < slots else None
+        slot = _probe(start, slots, used) if slot is None else slot
         taken[pool] = slot
-    return taken
+        used.add(slot)
+    return {pool: taken[pool] for pool in sorted(taken)}
 
 
-def gateway_ports(stack: str, pools: list[str]) -> dict[str, int]:
-    return {pool: GATEWAY_PORT_BASE + slot for pool, slot in _stable_slots(stack, pools, GATEWAY_PORT_SPAN).items()}
+def _probe(start: int, slots: int, taken: set[int]) -> int:
+    for i in range(slots):
+        if (start + i) % slots not in taken:
+            return (start + i) % slots
+    raise ValueError(f"no free slot of {slots}")  # rule subnet-pool reports it first
 
 
-def pool_subnets(stack: str, pools: list[str], subnet_pool: str) -> dict[str, ipaddress.IPv4Network]:
-    """One /23 per pool from the host's `subnet_pool` (rule subnet-pool checks that they fit)."""
+def gateway_ports(stack: str, pools: list[str], kept: Mapping[str, int] | None = None,
+                  freed: Collection[int] = ()) -> dict[str, int]:
+    """A port per gateway pool (`kept`: the lock's ports, `freed`: ports the lock held for pools gone)."""
+    slots = _stable_slots(stack, pools, GATEWAY_PORT_SPAN,
+                          {p: port - GATEWAY_PORT_BASE for p, port in (kept or {}).items()},
+                          freed=[port - GATEWAY_PORT_BASE for port in freed])
+    return {pool: GATEWAY_PORT_BASE + slot for pool, slot in slots.items()}
+
+
+def pool_subnets(stack: str, pools: list[str], subnet_pool: str,
+                 kept: Mapping[str, ipaddress.IPv4Network] | None = None,
+                 held: Collection[ipaddress.IPv4Network] = (),
+                 freed: Collection[ipaddress.IPv4Network] = ()) -> dict[str, ipaddress.IPv4Network]:
+    """One /23 per pool from the host's `subnet_pool` (rule subnet-pool checks that they fit); `kept`: the lock's
+    subnets of pools still placed, `held`: its egress and ingress subnets, `freed`: its subnets no longer used."""
     candidates = list(ipaddress.IPv4Network(subnet_pool).subnets(new_prefix=POOL_SUBNET_PREFIX))
-    return {pool: candidates[slot] for pool, slot in _stable_slots(stack, pools, len(candidates)).items()}
+    index = {net: i for i, net in enumerate(candidates)}
+    slots = _stable_slots(stack, pools, len(candidates), {p: index[n] for p, n in (kept or {}).items()},
+                          [index[n] for n in held if n in index], [index[n] for n in freed if n in index])
+    return {pool: candidates[slot] for pool, slot in slots.items()}
 
 
-def egress_subnet(stack: str, pools: dict[str, ipaddress.IPv4Network], subnet_pool: str) -> ipaddress.IPv4Network:
+def egress_subnet(stack: str, pools: dict[str, ipaddress.IPv4Network], subnet_pool: str,
+                  held: Collection[ipaddress.IPv4Network] = (),
+                  freed: Collection[ipaddress.IPv4Network] = ()) -> ipaddress.IPv4Network:
     """The gateway's egress network: a /23 of the host's `subnet_pool`, hashed from the stack and probing past those
-    the pools hold (pools keep theirs; a new pool moves it only by taking exactly its /23), so the gateway's resolver
-    has an address known before Docker makes the network (rule subnet-pool counts it)."""
-    return _role_subnet(stack, "egress", set(pools.values()), subnet_pool)
+    the pools hold, so the gateway's resolver has an address known before Docker makes the network (rule
+    subnet-pool counts it). Without a lock, a new pool moves it only by taking exactly its /23; with one, it keeps
+    the lock's."""
+    return _role_subnet(stack, "egress", set(pools.values()) | set(held), subnet_pool, freed)
 
 
-def ingress_subnet(stack: str, taken: set[ipaddress.IPv4Network], subnet_pool: str) -> ipaddress.IPv4Network:
+def ingress_subnet(stack: str, taken: set[ipaddress.IPv4Network], subnet_pool: str,
+                   freed: Collection[ipaddress.IPv4Network] = ()) -> ipaddress.IPv4Network:
     """The ingress's network on a host that also runs a runtime: a /23 of `subnet_pool` as the egress network's, past
     the pools' and the egress network's (`taken`), so the runtime's address on its bridge and the ingress's own are
     known before Docker makes it (the guard's rule and the Caddyfile name both; rule subnet-pool counts it)."""
-    return _role_subnet(stack, "ingress", taken, subnet_pool)
+    return _role_subnet(stack, "ingress", taken, subnet_pool, freed)
 
 
-def _role_subnet(stack: str, role: str, taken: set[ipaddress.IPv4Network], subnet_pool: str) -> ipaddress.IPv4Network:
+def _role_subnet(stack: str, role: str, taken: set[ipaddress.IPv4Network], subnet_pool: str,
+                 freed: Collection[ipaddress.IPv4Network] = ()) -> ipaddress.IPv4Network:
     candidates = list(ipaddress.IPv4Network(subnet_pool).subnets(new_prefix=POOL_SUBNET_PREFIX))
     start = int(hashlib.sha256(f"{stack}/{role}".encode()).hexdigest(), 16) % len(candidates)
-    for i in range(len(candidates)):
-        if (candidate := candidates[(start + i) % len(candidates)]) not in taken:
-            return candidate
+    for avoid in (taken | set(freed), taken):
+        for i in range(len(candidates)):
+            if (candidate := candidates[(start + i) % len(candidates)]) not in avoid:
+                return candidate
     raise ValueError(f"no room for the {role} network in {subnet_pool}")  # rule subnet-pool reports it first
 
 

@@ -1,5 +1,6 @@
 """One host's nodes: its provider, infra image, disk workspaces, networks and the host-role components (guard,
-gateway, ingress, runtime, logger), each a volume and a container written by one recipe (`_role`)."""
+gateway, ingress, runtime, logger), each a volume and a container written by one recipe (`_role`). Every host
+role's node is named, typed and told (`About.kind`) from its descriptor (sandstack.spec.roles)."""
 
 from __future__ import annotations
 
@@ -20,60 +21,90 @@ from sandstack.plan.runtime import DEFAULT_STATE_DIR, ENV_TOKEN, ENV_WAKE_TOKEN
 from sandstack.plan.tree import (About, CONTAINER, NETWORK, PROVIDER, REMOTE_IMAGE, VOLUME, Node, Options, Ref, Secret,
                                  About, Tree, bridge_options, inputs, label_list, node_key, run_inputs)
 from sandstack.spec.models import Host
+from sandstack.spec.roles import HOST_ROLES, HostRoleInfo, Part
 
 NO_NEW_PRIVILEGES = ["no-new-privileges:true"]
 GUARD_SCRIPT = GUARD_SCRIPT_FILE.read_text()
+# Each part's resource type (sandstack.spec.roles.Part.resource).
+RESOURCE_TYPES = {"provider": PROVIDER, "image": REMOTE_IMAGE, "network": NETWORK, "volume": VOLUME,
+                  "container": CONTAINER}
+PROVIDER_PART = HOST_ROLES["provider"].part("provider")
+INFRA_PART = HOST_ROLES["infra"].part("image")
+POOL_NETWORK = HOST_ROLES["networks"].part("network", per_pool=True)
+EGRESS_NETWORK = HOST_ROLES["networks"].part("network", per_pool=False)
+
+
+def part_name(base: str, part: Part, pool: str = "") -> str:
+    """A host role's node's logical name: `<component>-<host>-<part>` (`net.<pool>` for a pool's network)."""
+    return f"{base}-{part.name.format(pool=pool)}"
+
+
+def part_key(base: str, part: Part, pool: str = "") -> str:
+    return node_key(RESOURCE_TYPES[part.resource], part_name(base, part, pool))
+
+
+def part_about(part: Part, host: str, pool: str | None = None) -> About:
+    return About(part.kind, host, pool)
 
 
 class HostKeys:
     """The keys of a host's nodes that its pools and templates refer to."""
 
     def __init__(self, base: str, plan: HostPlan):
+        guard = HOST_ROLES["guard"]
         self.host = node_key(types.SANDBOX_HOST, base)
-        self.provider = node_key(PROVIDER, f"{base}-provider")
-        self.infra = node_key(REMOTE_IMAGE, f"{base}-infra")
-        self.guard_state = node_key(VOLUME, f"{base}-guard-state")
-        self.guard = node_key(CONTAINER, f"{base}-guard-container")
-        self.networks = {pool: node_key(NETWORK, f"{base}-net.{pool}") for pool in plan.networks}
+        self.provider = part_key(base, PROVIDER_PART)
+        self.infra = part_key(base, INFRA_PART)
+        self.guard_state = part_key(base, guard.part("volume"))
+        self.guard = part_key(base, guard.part("container"))
+        self.networks = {pool: part_key(base, POOL_NETWORK, pool) for pool in plan.networks}
         self.workspaces = {w.name: node_key(VOLUME, f"{base}-ws.{w.name.removeprefix(f'sandstack-{plan.stack}-')}")
                            for w in plan.workspaces}
         # What a sandbox waits for: the host closed, its way out and its connection log running.
-        self.ready = (self.guard,) + ((node_key(CONTAINER, f"{base}-gateway-container"),) if plan.gateway else ()) \
-            + ((node_key(CONTAINER, f"{base}-logger-container"),) if plan.logger else ())
+        self.ready = (self.guard,) + ((part_key(base, HOST_ROLES["gateway"].part("container")),)
+                                      if plan.gateway else ()) \
+            + ((part_key(base, HOST_ROLES["logger"].part("container")),) if plan.logger else ())
 
 
-def _role(out: Tree, keys: HostKeys, plan: HostPlan, component: str, base: str, role: str, *,
-          kinds: tuple[str, str], volume: tuple[str, str] | None, volume_name: str | None = None,
+def _component(out: Tree, keys: HostKeys, plan: HostPlan, base: str, role: HostRoleInfo,
+               after: tuple[str, ...] = ()) -> str:
+    """A host role's component (told as its container is), under the host."""
+    assert role.component is not None and role.container is not None
+    return out.add(Node(f"{base}-{role.name}", role.component, keys.host, keys.provider,
+                        options=Options(depends_on=after)), About(role.container.kind, plan.host)).key
+
+
+def _role(out: Tree, keys: HostKeys, plan: HostPlan, base: str, role: HostRoleInfo, *, target: str, volume_name: str,
           component_after: tuple = (), **container: Any) -> str:
     """A host role: its component and the named volume that outlives its container (replaced delete-first: a
-    named volume cannot exist twice), then its container (`_container`). Returns the component's key."""
-    parent = out.add(Node(f"{base}-{role}", component, keys.host, keys.provider,
-                          options=Options(depends_on=component_after)), About(kinds[0], plan.host)).key
-    if volume is not None:
-        suffix, target = volume
-        vol = out.add(Node(f"{base}-{role}-{suffix}", VOLUME, parent, keys.provider,
-                           inputs(name=volume_name, labels=label_list(plan.labels)),
-                           Options(delete_before_replace=True)), About(kinds[1], plan.host))
-        container["mounts"] = container.get("mounts", []) + [
-            {"type": "volume", "source": Ref(vol.key, "name"), "target": target}]
-    _container(out, keys, plan, base, role, parent, kinds[0], **container)
+    named volume cannot exist twice; mounted at `target`), then its container (`_container`). Returns the
+    component's key."""
+    parent = _component(out, keys, plan, base, role, component_after)
+    part = role.part("volume")
+    vol = out.add(Node(part_name(base, part), VOLUME, parent, keys.provider,
+                       inputs(name=volume_name, labels=label_list(plan.labels)),
+                       Options(delete_before_replace=True)), part_about(part, plan.host))
+    container["mounts"] = container.get("mounts", []) + [
+        {"type": "volume", "source": Ref(vol.key, "name"), "target": target}]
+    _container(out, keys, plan, base, role, parent, **container)
     return parent
 
 
-def _container(out: Tree, keys: HostKeys, plan: HostPlan, base: str, role: str, parent: str, kind: str, *,
+def _container(out: Tree, keys: HostKeys, plan: HostPlan, base: str, role: HostRoleInfo, parent: str, *,
                container_name: str, run: RunSettings, memory_mb: int, cpus: str, command: list[str],
                adds: tuple[str, ...] | None = None, after_guard: bool = False, after: tuple[str, ...] = (),
                **extra: Any) -> None:
     """A host role's container, from the infra image: no capabilities but `adds`, a read-only root, no new
     privileges, bounded memory and CPU, the host's labels with its role; replaced where the provider would only
     record a change (`host_container_replace_on_changes`)."""
-    out.add(Node(f"{base}-{role}-container", CONTAINER, parent, keys.provider, inputs(
+    part = role.part("container")
+    out.add(Node(part_name(base, part), CONTAINER, parent, keys.provider, inputs(
         name=container_name, image=Ref(keys.infra, "image_id"), command=command,
         capabilities=inputs(drops=["ALL"], adds=list(adds) if adds is not None else None),
         security_opts=NO_NEW_PRIVILEGES, read_only=True, memory=memory_mb, memory_swap=memory_mb, cpus=cpus,
-        **run_inputs(run), labels=label_list({**plan.labels, LABEL_ROLE: role}), **extra),
+        **run_inputs(run), labels=label_list({**plan.labels, LABEL_ROLE: role.name}), **extra),
         Options(depends_on=((keys.guard,) if after_guard else ()) + after,
-                replace_on_changes=tuple(host_container_replace_on_changes()))), About(kind, plan.host))
+                replace_on_changes=tuple(host_container_replace_on_changes()))), part_about(part, plan.host))
 
 
 def plan_host_nodes(out: Tree, stack_key: str, component: str, host: str, spec: Host, plan: HostPlan) -> HostKeys:
@@ -82,18 +113,18 @@ def plan_host_nodes(out: Tree, stack_key: str, component: str, host: str, spec: 
     out.add(Node(base, types.SANDBOX_HOST, stack_key), About("host", host))
     # The daemon connection every child of this host uses; TLS material only ever from secrets.
     tls = spec.tls
-    out.add(Node(f"{base}-provider", PROVIDER, keys.host, None, inputs(
+    out.add(Node(part_name(base, PROVIDER_PART), PROVIDER, keys.host, None, inputs(
         host=spec.endpoint, ssh_opts=list(spec.ssh_opts) or None,
         ca_material=Secret(tls.ca.secret) if tls else None, cert_material=Secret(tls.cert.secret) if tls else None,
-        key_material=Secret(tls.key.secret) if tls else None)), About("provider", host))
+        key_material=Secret(tls.key.secret) if tls else None)), part_about(PROVIDER_PART, host))
     infra = plan.infra
     # A declared image is used as is (pulled by the daemon if missing) and never deleted; else sandstack's own
     # image, built on the host from the packaged assets/infra.
-    out.add(Node(f"{base}-infra", REMOTE_IMAGE, keys.host, keys.provider, inputs(name=infra.name, keep_locally=True)
-                 if infra.declared else inputs(
+    out.add(Node(part_name(base, INFRA_PART), REMOTE_IMAGE, keys.host, keys.provider,
+                 inputs(name=infra.name, keep_locally=True) if infra.declared else inputs(
                      name=infra.name, build={"context": str(INFRA_CONTEXT), "dockerfile": "Dockerfile",
                                              "labels": plan.labels},
-                     triggers={"digest": infra.digest}, keep_locally=False)), About("infra image", host))
+                     triggers={"digest": infra.digest}, keep_locally=False)), part_about(INFRA_PART, host))
     # Each sandbox's disk workspaces: volumes whose filesystems the guard makes and attaches, so they exist before
     # it and outlive it. Replaced delete-first: the name is explicit.
     for w in plan.workspaces:
@@ -104,8 +135,8 @@ def plan_host_nodes(out: Tree, stack_key: str, component: str, host: str, spec: 
     # Closes the host to every sandbox on it and sets each sandbox's pids limit before it starts; created first and
     # deleted last (the networks depend on it).
     g = plan.guard
-    _role(out, keys, plan, types.HOST_GUARD, base, "guard", kinds=("guard", "guard state"), volume=("state", GUARD_STATE_DIR),
-          volume_name=g.state_volume, container_name=g.container_name, run=g.run, memory_mb=guard_plan.MEMORY_MB,
+    _role(out, keys, plan, base, HOST_ROLES["guard"], target=GUARD_STATE_DIR, volume_name=g.state_volume,
+          container_name=g.container_name, run=g.run, memory_mb=guard_plan.MEMORY_MB,
           cpus=guard_plan.CPUS, command=["sh", "-c", GUARD_SCRIPT, "sandstack-guard"], adds=tuple(g.capabilities),
           component_after=tuple(keys.workspaces.values()), network_mode="host", pid_mode="host", envs=g.env,
           tmpfs=dict(guard_plan.TMPFS),
@@ -117,27 +148,26 @@ def plan_host_nodes(out: Tree, stack_key: str, component: str, host: str, spec: 
     # A network's name is fixed per pool, so a replacement (a new subnet) deletes the old one first.
     for pool, net in plan.networks.items():
         # One bridge per pool: internal (no route out) unless the pool egresses directly or publishes ports.
-        out.add(Node(f"{base}-net.{pool}", NETWORK, keys.host, keys.provider, inputs(
+        out.add(Node(part_name(base, POOL_NETWORK, pool), NETWORK, keys.host, keys.provider, inputs(
             name=net.name, internal=net.internal, driver="bridge", options=bridge_options(net.bridge),
             ipam_configs=[inputs(subnet=str(net.subnet), gateway=net.bridge_ip, ip_range=net.sandbox_range)],
             labels=label_list({**plan.labels, LABEL_POOL: pool})),
-            Options(delete_before_replace=True, depends_on=(keys.guard,))), About("network", host, pool))
+            Options(delete_before_replace=True, depends_on=(keys.guard,))), part_about(POOL_NETWORK, host, pool))
     if plan.gateway and plan.egress_bridge:
         _gateway(out, keys, plan, base)
     if plan.logger:
         # Every new connection of the pools that log them, before any of their sandboxes starts.
         lg = plan.logger
-        _role(out, keys, plan, types.CONNECTION_LOGGER, base, "logger", kinds=("connection logger", "connection log"),
-              volume=("log", logger_plan.LOG_DIR),
-              volume_name=lg.log_volume, container_name=lg.container_name, run=lg.run,
+        _role(out, keys, plan, base, HOST_ROLES["logger"], target=logger_plan.LOG_DIR, volume_name=lg.log_volume,
+              container_name=lg.container_name, run=lg.run,
               memory_mb=logger_plan.MEMORY_MB, cpus=logger_plan.CPUS, command=lg.command,
               adds=logger_plan.CAPABILITIES, network_mode="host", envs=lg.env, tmpfs=dict(logger_plan.TMPFS))
     if plan.runtime:
         # The sessions' API: binds sessions to the declared sandboxes; creates only a pool's declared on-demand slots.
         r = plan.runtime
         wake = [wake_token(plan)] if plan.ingress and plan.ingress.wake else []
-        _role(out, keys, plan, types.RUNTIME_SERVICE, base, "runtime", kinds=("runtime", "runtime state"), volume=("state", DEFAULT_STATE_DIR),
-              volume_name=r.state_volume, container_name=r.container_name, run=r.run,
+        _role(out, keys, plan, base, HOST_ROLES["runtime"], target=DEFAULT_STATE_DIR, volume_name=r.state_volume,
+              container_name=r.container_name, run=r.run,
               memory_mb=runtime_host.MEMORY_MB, cpus=runtime_host.CPUS, command=["sh", "-c", runtime_host.ENTRYPOINT],
               after_guard=True, network_mode="host", envs=[*r.env, Secret(r.spec.token.secret, f"{ENV_TOKEN}={{}}"),
                                                          *(Secret(r.spec.tokens[scope].secret, f"{t.env}={{}}")
@@ -163,22 +193,23 @@ def _gateway(out: Tree, keys: HostKeys, plan: HostPlan, base: str) -> None:
     gw = plan.gateway
     assert gw is not None
     # The gateway's way out: a routed bridge that only the gateway joins (so icc there is its own traffic).
-    egress = out.add(Node(f"{base}-egress-net", NETWORK, keys.host, keys.provider, inputs(
+    egress = out.add(Node(part_name(base, EGRESS_NETWORK), NETWORK, keys.host, keys.provider, inputs(
         name=plan.egress_network, internal=False, driver="bridge", options=bridge_options(plan.egress_bridge, icc=True),
         # A fixed subnet: the gateway's logging resolver listens on its bridge address.
         ipam_configs=[inputs(subnet=str(plan.egress_subnet), gateway=str(plan.egress_subnet[1]))]
         if plan.egress_subnet else None,
         labels=label_list({**plan.labels, LABEL_ROLE: "egress"})), Options(depends_on=(keys.guard,))),
-        About("egress network", plan.host))
+        part_about(EGRESS_NETWORK, plan.host))
     # The egress network must be the gateway's route out (gw_priority; older daemons take the first by name). On
     # each pool network, the alias is how sandboxes name their proxy, at a fixed address the guard opens.
     networks = [{"name": Ref(egress.key, "name"), "gw_priority": gateway_plan.OUTBOUND_GW_PRIORITY}] + [
         {"name": Ref(keys.networks[p.pool], "name"), "aliases": [GATEWAY_ALIAS], "ipv4_address": p.address}
         for p in gw.pools]
     # Squid as an unprivileged user with no capabilities: a compromised proxy holds nothing a sandbox does not.
-    _role(out, keys, plan, types.EGRESS_GATEWAY, base, "gateway", kinds=("gateway", "gateway log"), volume=("log", gateway_plan.LOG_DIR),
-          volume_name=gw.log_volume, container_name=gw.container_name, run=gw.run, memory_mb=gateway_plan.MEMORY_MB,
-          cpus=gateway_plan.CPUS, command=["sh", "-c", gateway_plan.ENTRYPOINT], user=gateway_plan.USER, init=True, envs=gw.env,
+    _role(out, keys, plan, base, HOST_ROLES["gateway"], target=gateway_plan.LOG_DIR, volume_name=gw.log_volume,
+          container_name=gw.container_name, run=gw.run, memory_mb=gateway_plan.MEMORY_MB,
+          cpus=gateway_plan.CPUS, command=["sh", "-c", gateway_plan.ENTRYPOINT], user=gateway_plan.USER, init=True,
+          envs=gw.env,
           networks_advanced=networks, tmpfs=dict(gateway_plan.TMPFS), cgroup_parent=gw.cgroup_parent,
           # Its lookups through the host's logging resolver (logged, checked), never the host's own resolvers.
           dns=[gw.resolver] if gw.resolver else None)
@@ -188,29 +219,31 @@ def _ingress(out: Tree, keys: HostKeys, plan: HostPlan, base: str) -> None:
     ing = plan.ingress
     assert ing is not None
     # The host's URLs: a reverse proxy on the pool networks with url ports, after the guard closed them.
-    parent = out.add(Node(f"{base}-ingress", types.INGRESS_PROXY, keys.host, keys.provider),
-                     About("ingress", plan.host)).key
+    role = HOST_ROLES["ingress"]
+    parent = _component(out, keys, plan, base, role)
     wake = ing.wake
     # With a runtime on the host, a fixed subnet: the guard's rule and the Caddyfile name the runtime's address on
     # the bridge and the ingress's own.
-    net = out.add(Node(f"{base}-ingress-net", NETWORK, parent, keys.provider, inputs(
+    net_part = role.part("network")
+    net = out.add(Node(part_name(base, net_part), NETWORK, parent, keys.provider, inputs(
         name=ing.network, internal=False, driver="bridge", options=bridge_options(ing.bridge, icc=True),
         ipam_configs=[inputs(subnet=str(wake.subnet), gateway=wake.runtime_address, ip_range=wake.ip_range)]
         if wake else None,
-        labels=label_list({**plan.labels, LABEL_ROLE: "ingress"})),
-        Options(delete_before_replace=True, depends_on=(keys.guard,))), About("ingress network", plan.host))
+        labels=label_list({**plan.labels, LABEL_ROLE: role.name})),
+        Options(delete_before_replace=True, depends_on=(keys.guard,))), part_about(net_part, plan.host))
     mounts = None
     if ing.spec.acme_email:
-        data = out.add(Node(f"{base}-ingress-data", VOLUME, parent, keys.provider,
+        data_part = role.part("volume")
+        data = out.add(Node(part_name(base, data_part), VOLUME, parent, keys.provider,
                             inputs(name=ing.data_volume, labels=label_list(plan.labels)),
-                            Options(delete_before_replace=True)), About("ingress data", plan.host))
+                            Options(delete_before_replace=True)), part_about(data_part, plan.host))
         mounts = [{"type": "volume", "source": Ref(data.key, "name"), "target": ingress_plan.DATA_DIR}]
     uploads = None
     if ing.spec.tls:
         uploads = [{"file": f"{ingress_plan.TLS_DIR}/{file}", "content": Secret(ref.secret), "permissions": "0400",
                     "owner": "65534", "group": "65534"}
                    for file, ref in (("cert.pem", ing.spec.tls.cert), ("key.pem", ing.spec.tls.key))]
-    _container(out, keys, plan, base, "ingress", parent, "ingress", container_name=ing.container_name, run=ing.run,
+    _container(out, keys, plan, base, role, parent, container_name=ing.container_name, run=ing.run,
                     memory_mb=ingress_plan.MEMORY_MB, cpus=ingress_plan.CPUS,
                     command=["sh", "-c", ingress_plan.ENTRYPOINT], after_guard=True,
                     user=ingress_plan.USER, init=True, envs=[*ing.env, *([wake_token(plan)] if wake else [])],

@@ -12,6 +12,7 @@ from sandstack.plan.stack import plan_stack
 from sandstack.policy.containers import ContainerPolicy, container_violations, facts_of_plan
 from sandstack.policy.credentials import check_credentials
 from sandstack.policy.findings import Rule, Violation
+from sandstack.spec.addresses import lock_path
 from sandstack.spec.egress import METADATA_RANGES
 from sandstack.spec.models import Policy
 from sandstack.spec.resolve import ResolvedStack
@@ -74,6 +75,9 @@ RULES: dict[str, Rule] = {r.id: r for r in (
       "Lower `limits.gpus.count` or raise the ceiling after review."),
     R("SBX-POL-001", "unused-suppression", "Checks whether every suppression of a stack matches a finding.",
       "warning", "Remove the suppression, or correct its rule ID or target."),
+    R("SBX-ADDR-001", "addresses-locked", "Checks whether the stack's addresses are locked: an address lock "
+      "(`<stack>.lock`, written by `sandstack lock`) beside the stack file.", "warning",
+      "Run `sandstack lock <stack file>` and commit the lock beside it."),
     R("SBX-SNAP-001", "version-bumped", "Checks whether a snapshot's setup, files or base image changed without a "
       "version bump (with `--base`).", "error", "Bump `snapshot.version`."),
 )}
@@ -243,7 +247,16 @@ def check_snapshots(spec: ResolvedStack, base: ResolvedStack | None) -> Iterator
                             f"Template '{name}' must bump snapshot.version: its {' and '.join(changed)} changed.")
 
 
+def check_addresses(spec: ResolvedStack) -> Iterator[Violation]:
+    if spec.addresses is None and any(p.hosts for p in spec.pools.values()):
+        yield Violation("SBX-ADDR-001", "stack", ("pools",),
+                        f"The stack's addresses are not locked: without {lock_path(spec.source.name)} beside it, a new "
+                        "pool whose hashed subnet or gateway port collides with an existing pool's takes it and "
+                        "replaces that pool's network and sandboxes.")
+
+
 def builtin_violations(spec: ResolvedStack, policy: Policy, base: ResolvedStack | None = None) -> list[Violation]:
-    return [*check_containers(spec, policy), *check_sudo(spec, policy), *check_limits(spec, policy), *check_network(spec, policy),
-            *check_images(spec, policy), *check_credentials(spec), *check_snapshots(spec, base)]
+    return [*check_containers(spec, policy), *check_sudo(spec, policy), *check_limits(spec, policy),
+            *check_network(spec, policy), *check_images(spec, policy), *check_credentials(spec),
+            *check_snapshots(spec, base), *check_addresses(spec)]
 

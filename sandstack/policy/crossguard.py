@@ -15,6 +15,7 @@ from sandstack.plan.sandbox import EXPOSURE_BIND
 from sandstack.policy.builtin import RULES
 from sandstack.policy.containers import (ContainerPolicy, container_violations, facts_of_inputs,
                                          url_port_violation)
+from sandstack.spec.roles import HOST_ROLES
 
 CONTAINER = types.CONTAINER
 # sandstack's own host containers, which the sandbox rules do not fit: the guard needs root and host namespaces
@@ -24,8 +25,7 @@ CONTAINER = types.CONTAINER
 # They are known by where they sit in sandstack's component tree, which their URN spells out (`…::<stack
 # type>$<host type>$<role type>$docker:index/container:Container::<name>`), never by a label: any program can
 # label a container `sandstack.role=guard`. Every other container is checked.
-HOST_ROLE_COMPONENTS = (types.HOST_GUARD, types.EGRESS_GATEWAY, types.CONNECTION_LOGGER, types.RUNTIME_SERVICE,
-                        types.INGRESS_PROXY)
+HOST_ROLE_COMPONENTS = tuple(role.component for role in HOST_ROLES.values() if role.component)
 # A pool's run-once seeders sit beside its sandboxes, so the pool's children are told apart by logical name.
 POOL_SEEDERS = tuple(f"-{suffix}" for suffix in (types.SECRETS_SEEDER, types.DATA_SEEDER))
 # The rules that apply to a container's inputs (the others read the spec).

@@ -18,26 +18,49 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from sandstack.plan.tree import Ref
+from sandstack.review.reasons import COMPONENT_KINDS
+from sandstack.spec.roles import HOST_ROLES, HostRoleInfo, check_complete, parts_of
 
-# Which element of its host a node belongs to, by its `About.kind`; the qualifier (pool or template) follows.
+# Which element of its host a node belongs to, by its `About.kind`: a host role's part's element
+# (sandstack.spec.roles), a pool's objects the pool, a template's the snapshot; the qualifier (pool or template)
+# follows.
 ROLE = {
     "sandbox": "pool", "disk workspace": "pool", "secrets volume": "pool", "secrets seeder": "pool",
-    "data volume": "pool", "data loader": "pool",
-    "network": "network", "snapshot": "snapshot", "snapshot push": "snapshot",
-    "gateway": "gateway", "gateway log": "gateway", "connection logger": "logger", "connection log": "logger",
-    "runtime": "runtime", "runtime state": "runtime", "ingress": "ingress", "ingress data": "ingress",
-    "ingress network": "ingress network", "egress network": "egress network", "guard": "guard",
-    "guard state": "guard", "infra image": "infra image", "provider": "provider",
+    "data volume": "pool", "data loader": "pool", "snapshot": "snapshot", "snapshot push": "snapshot",
+    **{kind: part.element for kind, part in parts_of().items()},
 }
-# Left to right as traffic and control flow: what reaches a pool, the pool, its network, the way out.
-RANK = {"provider": 0, "infra image": 0, "ingress network": 0, "ingress": 1, "runtime": 1, "snapshot": 1,
-        "guard": 1, "pool": 2, "network": 3, "gateway": 4, "logger": 4, "egress network": 5}
-# Elements drawn as context next to a changed one (the guard and the logger touch every pool: only when changed).
-CONTEXT = {"pool", "network", "gateway", "ingress", "runtime", "egress network", "snapshot"}
-WORDS = {"pool": "pool {q}", "network": "network of {q}", "snapshot": "snapshot of {q}", "gateway": "egress gateway",
-         "logger": "connection logger", "runtime": "runtime API", "ingress": "ingress", "guard": "host guard",
-         "ingress network": "ingress network", "egress network": "egress network", "infra image": "infra image",
-         "provider": "Docker provider"}
+# Elements qualified by their pool or template ("network of python"), the others one per host.
+PER_POOL = {"pool"} | {part.element for part in parts_of().values() if part.per_pool}
+# Each element's place left to right, as traffic and control flow (what reaches a pool, the pool, its network, the
+# way out), whether it is drawn as context next to a changed one (the guard and the logger touch every pool: only
+# when changed), and its words.
+ELEMENTS: dict[str, tuple[int, bool, str]] = {
+    "provider": (0, False, "Docker provider"),
+    "infra image": (0, False, "infra image"),
+    "ingress network": (0, False, "ingress network"),
+    "ingress": (1, True, "ingress"),
+    "runtime": (1, True, "runtime API"),
+    "snapshot": (1, True, "snapshot of {q}"),
+    "guard": (1, False, "host guard"),
+    "pool": (2, True, "pool {q}"),
+    "network": (3, True, "network of {q}"),
+    "gateway": (4, True, "egress gateway"),
+    "logger": (4, False, "connection logger"),
+    "egress network": (5, True, "egress network"),
+}
+
+
+def check_roles(roles: dict[str, HostRoleInfo] = HOST_ROLES) -> None:
+    """Every host role's element has its place and words (a role without them is refused, not left undrawn)."""
+    check_complete("sandstack.review.diagram.ELEMENTS", ELEMENTS, {p.element for p in parts_of(roles).values()},
+                   others=frozenset({"pool", "snapshot"}))
+
+
+check_roles()
+RUNTIME = HOST_ROLES["runtime"].part("container").element  # it drives its host's pools through the Docker socket
+RANK = {element: rank for element, (rank, _, _) in ELEMENTS.items()}
+CONTEXT = {element for element, (_, context, _) in ELEMENTS.items() if context}
+WORDS = {element: words for element, (_, _, words) in ELEMENTS.items()}
 # The class of each action and how the label says it (a marker as terraform's, for readers without colour).
 CLASS = {"replace": "replaced", "delete": "deleted", "create": "created", "update": "updated"}
 MARK = {"replace": "-/+ replaced", "delete": "- deleted", "create": "+ created", "update": "~ updated"}
@@ -69,10 +92,10 @@ class Box:
 
 
 def _element(about: Any) -> Element | None:
-    role = ROLE.get(about.kind)
-    if role is None:
+    if about.kind in COMPONENT_KINDS:
         return None
-    return role, (about.pool if role in ("pool", "network") else about.template if role == "snapshot" else "") or ""
+    role = ROLE[about.kind]  # every other kind has its element: a kind without one is an error, never left out
+    return role, (about.pool if role in PER_POOL else about.template if role == "snapshot" else "") or ""
 
 
 def _refs(value: Any) -> Iterable[Ref]:
@@ -104,8 +127,8 @@ def _structure(plan: Any) -> tuple[dict[str, set[Element]], dict[str, set[tuple[
                 pair = sorted((element, other[1]), key=lambda e: (RANK[e[0]], e))
                 arrows.setdefault(host, set()).add((pair[0], pair[1]))
     for pool in plan.pools.values():  # the runtime drives every pool of its host through the Docker socket
-        if ("runtime", "") in elements.get(pool.host, ()):
-            arrows.setdefault(pool.host, set()).add((("runtime", ""), ("pool", pool.pool)))
+        if (RUNTIME, "") in elements.get(pool.host, ()):
+            arrows.setdefault(pool.host, set()).add(((RUNTIME, ""), ("pool", pool.pool)))
     return elements, arrows
 
 
@@ -151,10 +174,10 @@ def boxes(diff: Any) -> list[Box]:
     sandboxes: dict[tuple[str, Element], dict[str, int]] = {}
     for change in diff.changes:
         r = change.resource
-        role = ROLE.get(r.kind)
-        if role is None or not r.host:
+        if r.kind in COMPONENT_KINDS or not r.host:
             continue
-        element = (role, (r.pool if role in ("pool", "network") else r.template if role == "snapshot" else "") or "")
+        role = ROLE[r.kind]
+        element = (role, (r.pool if role in PER_POOL else r.template if role == "snapshot" else "") or "")
         count = touched.setdefault(r.host, {}).setdefault(element, {})
         count[change.action] = count.get(change.action, 0) + 1
         if r.kind == "sandbox":

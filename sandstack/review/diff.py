@@ -29,6 +29,7 @@ from sandstack.spec.changes import Effect
 from sandstack.spec.models import Stack
 from sandstack.spec.models.base import change_of
 from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
+from sandstack.spec.roles import HOST_ROLES, PACKAGE
 from sandstack.spec.walk import model_fields
 
 # Settings shown for a reviewer that are not inputs of their own (each reaches Docker through another one).
@@ -38,8 +39,8 @@ INFORMATIVE = {"egress", "lifecycle", "secret_files", "replace_on_changes", "pid
                "logged_pools"}
 # Per kind of resource: a volume's mount path and user are its sandbox's inputs, not the volume's.
 INFORMATIVE_OF = {"sandbox": INFORMATIVE, "disk workspace": {"path", "sandbox"}, "data volume": {"path"},
-                  "connection logger": {"logged_pools"}}
-COMPONENT_TYPE = "sandstack:index:"
+                  HOST_ROLES["logger"].part("container").kind: {"logged_pools"}}
+COMPONENT_TYPE = PACKAGE
 
 
 @dataclass(frozen=True)

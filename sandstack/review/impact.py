@@ -14,30 +14,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sandstack.plan.resolver import GATEWAY_RESOLVER
 from sandstack.review.diff import COMPONENT_TYPE, Diff, ResourceChange
+from sandstack.spec.roles import HOST_ROLES, parts_of
 
-# What a renewed host service interrupts while its container is replaced (or updated), by resource kind. `{pools}`
-# is the pools the service serves on that host (from the resource's own settings), `{sites}` the ingress URLs.
-INTERRUPTS = {
-    "gateway": "egress of pools {pools} stops until the new gateway runs (HTTP(S) goes through it)",
-    "runtime": "its sessions API for pools {pools} is down while it restarts: running exec calls and open "
-               "sessions end",
-    "ingress": "its {sites} are unreachable while it restarts",
-    "guard": "the host guard restarts: it applies the firewall rules, pids limits and lifetimes again",
-    "connection logger": "name lookups of pools {resolved}{logged} stop while it restarts",
-    "egress network": "the gateway's route out is recreated: egress of gateway pools stops meanwhile",
-    "ingress network": "the ingress's network is recreated: its URLs are unreachable meanwhile",
-}
-# Volumes whose contents a replace or delete throws away, and what they held. A secrets volume is re-seeded and
-# a data volume reloaded from the spec's files: nothing written by a user is in them.
-HOLDS = {
-    "disk workspace": "files written to the disk workspace",
-    "runtime state": "the runtime's sessions and snapshots",
-    "gateway log": "the gateway's egress request log",
-    "connection log": "the connection log",
-    "guard state": "the guard's lifetime and idle clocks",
-    "ingress data": "the ingress's TLS certificates (issued again)",
-}
+# What a renewed host service interrupts while its container is replaced (or updated), by resource kind: each host
+# role's words (sandstack.spec.roles, `Part.interrupts`). `{pools}` is the pools the service serves on that host
+# (from the resource's own settings), `{sites}` the ingress URLs, `{resolved}` and `{logged}` the logger's pools.
+INTERRUPTS = {kind: part.interrupts for kind, part in parts_of().items() if part.interrupts}
+# Volumes whose contents a replace or delete throws away, and what they held: each host role's volume
+# (`Part.holds`) and a sandbox's disk workspaces. A secrets volume is re-seeded and a data volume reloaded from the
+# spec's files: nothing written by a user is in them.
+HOLDS = {"disk workspace": "files written to the disk workspace",
+         **{kind: part.holds for kind, part in parts_of().items() if part.holds}}
+LOGGER = HOST_ROLES["logger"].part("container").kind
 SANDBOX_LOSES = "processes and writable paths lost"
 
 
@@ -173,12 +163,11 @@ def _names(values: Any) -> str:
 def _interrupts(c: ResourceChange) -> str:
     props = c.resource.props
     pools = props.get("pools") or props.get("logged_pools") or ()
-    # The logger resolves names for every pool with a resolver (`_gateway`: the gateway's own lookups).
+    # The logger resolves names for every pool with a resolver (GATEWAY_RESOLVER: the gateway's own lookups).
     resolvers = list(props.get("resolvers") or ())
-    resolved = _names(p for p in resolvers if not p.startswith("_")) + (
-        " and of the gateway" if "_gateway" in resolvers else "")
-    logged = f", and the connection log of pools {_names(pools)}," if c.resource.kind == "connection logger" and pools \
-        else ""
+    resolved = _names(p for p in resolvers if p != GATEWAY_RESOLVER) + (
+        " and of the gateway" if GATEWAY_RESOLVER in resolvers else "")
+    logged = f", and the connection log of pools {_names(pools)}," if c.resource.kind == LOGGER and pools else ""
     # Counted, not listed: each URL names its host, and a count lets identical hosts fold into one row.
     sites = len(props.get("sites") or ())
     return INTERRUPTS[c.resource.kind].format(pools=_names(pools), sites=f"{sites} URL{'s' if sites != 1 else ''}",

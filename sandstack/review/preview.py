@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from io import StringIO
-from typing import Any
+from typing import Any, Callable
 
 from rich.console import Console
 from rich.tree import Tree
 
 from sandstack.plan.resolver import GATEWAY_RESOLVER
 from sandstack.review.resources import Resource
+from sandstack.spec.roles import HOST_ROLES, HostRoleInfo, check_complete, parts_of
 
 FORMAT_VERSION = 1
 
@@ -37,91 +38,128 @@ def _env(env: dict[str, Any]) -> str:
 
 
 def summary(r: Resource) -> list[str]:
-    """The key settings of a resource, one short line each (what a reviewer reads)."""
-    p = r.props
-    if r.kind == "sandbox":
-        egress = p["egress"]
-        lines = [
-            f"image {p['image']}", f"limits: {_limits(p)}, pids {p['pids']} (set by the guard)",
-            f"runtime {p['runtime']}, user {p['user']}, read-only root {str(p['read_only']).lower()}, "
-            f"privileged {str(p['privileged']).lower()}, no-new-privileges {str(bool(p['security_opts'])).lower()}",
-            f"egress {egress['mode']} ({egress['outbound']}, {'logged' if egress['log'] else 'not logged'})"
-            + (f"; allow {', '.join(egress['allow'])}" if egress["allow"] else "")
-            + (f"; deny {', '.join(egress['deny'])}" if egress["deny"] else ""),
-        ]
-        if p["capability_adds"]:
-            lines.append("capabilities " + ", ".join(p["capability_adds"]))
-        for port in p["ports"]:
-            exposure = "public" if port["ip"] == "0.0.0.0" else "host"
-            lines.append(f"port {port['internal']}/{port['protocol']} {exposure} on {port['ip']}:"
-                         f"{port['external'] or '<any>'}")
-        for port, url in p.get("urls", {}).items():
-            # public_urls: the url ports the host's ingress serves on all its interfaces, the others on its loopback.
-            reach = "public" if int(port) in p["public_urls"] else "on the host's loopback"
-            lines.append(f"port {port}/tcp url {url} ({reach})")
-        writable = [f"{path} ({_mib(opts)})" for path, opts in p["tmpfs"].items()]
-        writable += [f"{w['path']} (disk {w['size'] / 2**20:g}MiB{', seeded' if w['seed'] else ''})"
-                     for w in p["workspaces"]]
-        lines.append("writable " + (", ".join(writable) or "none"))
-        life = p["lifecycle"]
-        lines.append(f"lifecycle: max {_limit_s(life['max_lifetime'], 'unlimited')}, "
-                     f"idle {_limit_s(life['idle_timeout'], 'never')}, on expiry {life['on_expiry']}")
-        if p["env"]:
-            lines.append("env " + _env(p["env"]))
-        if p["secret_files"]:
-            lines.append("secret files " + ", ".join(f"{path} ← <secret {key}>"
-                                                       for path, key in p["secret_files"].items()))
-        if p.get("data"):
-            lines.append("read-only data at " + ", ".join(p["data"]))
-        return lines
-    if r.kind == "snapshot":
-        return [f"{p['image']} (version {p['version'] or '-'}, digest {p['digest'][:12]})",
-                f"from {p['base_image']}, {len(p['setup'])} setup steps, {len(p['files'])} files"]
-    if r.kind == "disk workspace":
-        return [f"{p['name']}: {p['size'] / 2**20:g}MiB at {p['path']}" + (", seeded from the image" if p["seed"] else "")]
-    if r.kind == "connection logger" and p:
-        lines = [f"every new connection of pools {', '.join(p['logged_pools'])}, logged before it passes "
-                 f"(NFQUEUE queue {p['queue']})"] if p["logged_pools"] else []
-        if p.get("resolvers"):
-            upstream = ", ".join(p["upstream"]) or "the host's own"
-            pools = [name for name in p["resolvers"] if name != GATEWAY_RESOLVER]
-            gateway = " and of the gateway" if GATEWAY_RESOLVER in p["resolvers"] else ""
-            lines.append(f"every name lookup of pools {', '.join(pools)}{gateway} (upstream servers: {upstream})")
-        return lines
-    if r.kind == "runtime" and p:
-        return [f"sessions API on {p['listen']} (token from secret {p['token']['secret']}), pools "
-                + ", ".join(f"{k} ({v['sandboxes']})" for k, v in p["pools"].items())] + [
-            f"token '{scope}' (secret {t['secret']}) acts only on pools {', '.join(t['pools'])}"
-            for scope, t in p.get("tokens", {}).items()]
-    if r.kind == "ingress" and p:
-        tls = p["tls"] if isinstance(p["tls"], str) else "TLS from secrets " + ", ".join(v["secret"] for v in p["tls"].values())
-        wake = p.get("wake")
-        return [f"https://*.{p['domain']} on {p['listen']} ({tls}), {len(p['sites'])} URLs"] + (
-            [f"a URL of a stopped sandbox wakes its session through the runtime at {wake['runtime']} (token derived "
-             f"from secret {wake['token']['secret']})"] if wake else [])
-    if r.kind == "network":
-        return [f"{p['name']} {p['subnet']} ({'internal' if p['internal'] else 'routed'}, outbound {p['outbound']}"
-                + (f", gateway port {p['gateway_port']}" if p["gateway_port"] else "") + ")"]
-    if r.kind == "guard" and p:
-        return [f"{len(p['rules'])} firewall rules on {len(p['bridges'])} bridges, "
-                f"{len(p['pids'])} pids limits, {len(p['lifecycle'])} lifecycle lines"]
-    if r.kind == "gateway" and p:
-        return ["pools " + ", ".join(f"{k} on :{v['port']}" for k, v in p["pools"].items())]
-    if r.kind == "provider":
-        tls = " with TLS from secrets " + ", ".join(v["secret"] for v in p["tls"].values()) if p["tls"] else ""
-        return [p["endpoint"] + tls]
-    if r.kind == "infra image":
-        return [p["image"] + (" (declared)" if p["declared"] else " (built from the package)")]
-    if r.kind == "data loader":
-        return [f"{len(p['files'])} files"]
-    if r.kind == "data volume":
-        return [f"{p['name']} at {p['path']} (read-only)"]
-    if r.kind == "pool":
-        ceiling = p.get("max", p["replicas"])
-        return [f"{p['replicas']} sandboxes" + (f", up to {ceiling} on demand" if ceiling > p["replicas"] else "")]
-    if r.kind == "host":
-        return [f"address {p['address']}"]
+    """The key settings of a resource, one short line each (what a reviewer reads); none for a component."""
+    return SUMMARY.get(r.kind, _name)(r.props) if r.props else []
+
+
+def _name(p: dict[str, Any]) -> list[str]:
     return [p["name"]] if "name" in p else []
+
+
+def _sandbox(p: dict[str, Any]) -> list[str]:
+    egress = p["egress"]
+    lines = [
+        f"image {p['image']}", f"limits: {_limits(p)}, pids {p['pids']} (set by the guard)",
+        f"runtime {p['runtime']}, user {p['user']}, read-only root {str(p['read_only']).lower()}, "
+        f"privileged {str(p['privileged']).lower()}, no-new-privileges {str(bool(p['security_opts'])).lower()}",
+        f"egress {egress['mode']} ({egress['outbound']}, {'logged' if egress['log'] else 'not logged'})"
+        + (f"; allow {', '.join(egress['allow'])}" if egress["allow"] else "")
+        + (f"; deny {', '.join(egress['deny'])}" if egress["deny"] else ""),
+    ]
+    if p["capability_adds"]:
+        lines.append("capabilities " + ", ".join(p["capability_adds"]))
+    for port in p["ports"]:
+        exposure = "public" if port["ip"] == "0.0.0.0" else "host"
+        lines.append(f"port {port['internal']}/{port['protocol']} {exposure} on {port['ip']}:"
+                     f"{port['external'] or '<any>'}")
+    for port, url in p.get("urls", {}).items():
+        # public_urls: the url ports the host's ingress serves on all its interfaces, the others on its loopback.
+        reach = "public" if int(port) in p["public_urls"] else "on the host's loopback"
+        lines.append(f"port {port}/tcp url {url} ({reach})")
+    writable = [f"{path} ({_mib(opts)})" for path, opts in p["tmpfs"].items()]
+    writable += [f"{w['path']} (disk {w['size'] / 2**20:g}MiB{', seeded' if w['seed'] else ''})"
+                 for w in p["workspaces"]]
+    lines.append("writable " + (", ".join(writable) or "none"))
+    life = p["lifecycle"]
+    lines.append(f"lifecycle: max {_limit_s(life['max_lifetime'], 'unlimited')}, "
+                 f"idle {_limit_s(life['idle_timeout'], 'never')}, on expiry {life['on_expiry']}")
+    if p["env"]:
+        lines.append("env " + _env(p["env"]))
+    if p["secret_files"]:
+        lines.append("secret files " + ", ".join(f"{path} ← <secret {key}>"
+                                                   for path, key in p["secret_files"].items()))
+    if p.get("data"):
+        lines.append("read-only data at " + ", ".join(p["data"]))
+    return lines
+
+
+def _logger(p: dict[str, Any]) -> list[str]:
+    lines = [f"every new connection of pools {', '.join(p['logged_pools'])}, logged before it passes "
+             f"(NFQUEUE queue {p['queue']})"] if p["logged_pools"] else []
+    if p.get("resolvers"):
+        upstream = ", ".join(p["upstream"]) or "the host's own"
+        pools = [name for name in p["resolvers"] if name != GATEWAY_RESOLVER]
+        gateway = " and of the gateway" if GATEWAY_RESOLVER in p["resolvers"] else ""
+        lines.append(f"every name lookup of pools {', '.join(pools)}{gateway} (upstream servers: {upstream})")
+    return lines
+
+
+def _runtime(p: dict[str, Any]) -> list[str]:
+    return [f"sessions API on {p['listen']} (token from secret {p['token']['secret']}), pools "
+            + ", ".join(f"{k} ({v['sandboxes']})" for k, v in p["pools"].items())] + [
+        f"token '{scope}' (secret {t['secret']}) acts only on pools {', '.join(t['pools'])}"
+        for scope, t in p.get("tokens", {}).items()]
+
+
+def _ingress(p: dict[str, Any]) -> list[str]:
+    tls = p["tls"] if isinstance(p["tls"], str) else \
+        "TLS from secrets " + ", ".join(v["secret"] for v in p["tls"].values())
+    wake = p.get("wake")
+    return [f"https://*.{p['domain']} on {p['listen']} ({tls}), {len(p['sites'])} URLs"] + (
+        [f"a URL of a stopped sandbox wakes its session through the runtime at {wake['runtime']} (token derived "
+         f"from secret {wake['token']['secret']})"] if wake else [])
+
+
+def _provider(p: dict[str, Any]) -> list[str]:
+    tls = " with TLS from secrets " + ", ".join(v["secret"] for v in p["tls"].values()) if p["tls"] else ""
+    return [p["endpoint"] + tls]
+
+
+def _pool(p: dict[str, Any]) -> list[str]:
+    ceiling = p.get("max", p["replicas"])
+    return [f"{p['replicas']} sandboxes" + (f", up to {ceiling} on demand" if ceiling > p["replicas"] else "")]
+
+
+# By kind: every host role's kind (checked against sandstack.spec.roles below) and a pool's, a template's or a
+# host's; a pool's or a template's object without one shows its name.
+SUMMARY: dict[str, Callable[[dict[str, Any]], list[str]]] = {
+    "sandbox": _sandbox,
+    "snapshot": lambda p: [f"{p['image']} (version {p['version'] or '-'}, digest {p['digest'][:12]})",
+                           f"from {p['base_image']}, {len(p['setup'])} setup steps, {len(p['files'])} files"],
+    "disk workspace": lambda p: [f"{p['name']}: {p['size'] / 2**20:g}MiB at {p['path']}"
+                                 + (", seeded from the image" if p["seed"] else "")],
+    "data loader": lambda p: [f"{len(p['files'])} files"],
+    "data volume": lambda p: [f"{p['name']} at {p['path']} (read-only)"],
+    "pool": _pool,
+    "host": lambda p: [f"address {p['address']}"],
+    "connection logger": _logger,
+    "runtime": _runtime,
+    "ingress": _ingress,
+    "guard": lambda p: [
+        f"{len(p['rules'])} firewall rules on {len(p['bridges'])} bridges, {len(p['pids'])} pids limits, "
+        f"{len(p['lifecycle'])} lifecycle lines"],
+    "gateway": lambda p: [
+        "pools " + ", ".join(f"{k} on :{v['port']}" for k, v in p["pools"].items())],
+    "network": lambda p: [
+        f"{p['name']} {p['subnet']} ({'internal' if p['internal'] else 'routed'}, outbound {p['outbound']}"
+        + (f", gateway port {p['gateway_port']}" if p["gateway_port"] else "") + ")"],
+    "provider": _provider,
+    "infra image": lambda p: [
+        p["image"] + (" (declared)" if p["declared"] else " (built from the package)")],
+    # The host roles' volumes and their other networks: their Docker names.
+    "guard state": _name, "gateway log": _name, "connection log": _name, "runtime state": _name, "ingress data": _name,
+    "egress network": _name,
+    "ingress network": _name,
+}
+
+
+def check_roles(roles: dict[str, HostRoleInfo] = HOST_ROLES) -> None:
+    """Every host role's kind has its summary (a role without one is refused, not shown bare)."""
+    check_complete("sandstack.review.preview.SUMMARY", SUMMARY, set(parts_of(roles)), others=frozenset(
+        {"sandbox", "snapshot", "disk workspace", "data loader", "data volume", "pool", "host"}))
+
+
+check_roles()
 
 
 def to_json(stack: str, source: str, resources: list[Resource]) -> str:

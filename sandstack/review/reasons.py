@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from sandstack.spec import changes as table
 from sandstack.spec.changes import Condition, Effect
+from sandstack.spec.roles import HOST_ROLES, role_of_kind
 from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate, scaled_builtin
 from sandstack.spec.units import MIB
 
@@ -165,17 +166,16 @@ class Reason:
 
 # --- which effect reaches which kind of resource ---------------------------------------------------------
 
-# The host role (sandstack.spec.changes.HOST_ROLE_WORDS) that renews each kind of host object.
-ROLE_OF_KIND = {
-    "provider": "provider", "infra image": "infra", "guard": "guard", "guard state": "guard",
-    "gateway": "gateway", "gateway log": "gateway", "network": "networks", "egress network": "networks",
-    "ingress": "ingress", "ingress network": "ingress", "ingress data": "ingress",
-    "runtime": "runtime", "runtime state": "runtime", "connection logger": "logger", "connection log": "logger",
-}
-# Containers on the infra image (components/sandbox_host.py, sandbox_pool.py): a new infra image renews them.
-ON_INFRA = {"guard", "gateway", "ingress", "runtime", "connection logger", "secrets seeder", "data loader"}
+# The host role (sandstack.spec.roles) that renews each kind of host object.
+ROLE_OF_KIND = role_of_kind()
+# Containers on the infra image: every host role's container and a pool's run-once seeders (sandstack.plan.stack);
+# a new infra image renews them.
+POOL_SEEDERS = {"secrets seeder", "data loader"}
+ON_INFRA = {role.container.kind for role in HOST_ROLES.values() if role.container} | POOL_SEEDERS
+# The components that hold other resources and no setting an effect reaches (their children change instead).
+COMPONENT_KINDS = {"stack", "host", "template", "pool"}
 # The host containers the change table's cascades replace (sandstack.spec.changes.CASCADES).
-CASCADE_KINDS = {kind for kind in ON_INFRA if ROLE_OF_KIND.get(kind) in {r for c in table.CASCADES for r in c.renews}}
+CASCADE_KINDS = {HOST_ROLES[r].part("container").kind for c in table.CASCADES for r in c.renews}
 
 
 def reaches(effect: Effect, r: Resource, action: str, changed: set[str], moved: bool = False) -> bool:
@@ -206,7 +206,12 @@ def reaches(effect: Effect, r: Resource, action: str, changed: set[str], moved: 
     if moved and action == "replace" and kind in CASCADE_KINDS and (
             by_value or ROLE_OF_KIND[kind] in table.cascaded(roles)):  # type: ignore[arg-type]
         return True  # the change table's cascade: a pool network on its host replaced under it
-    return ROLE_OF_KIND.get(kind) in roles or (kind in ON_INFRA and infra)  # type: ignore[operator]
+    if kind in COMPONENT_KINDS:
+        return False
+    if kind not in ROLE_OF_KIND:
+        raise LookupError(f"resource kind {kind!r} is neither a host role's (sandstack.spec.roles) nor a pool's, "
+                          "a template's or a component's")
+    return ROLE_OF_KIND[kind] in roles or (kind in ON_INFRA and infra)  # type: ignore[operator]
 
 
 # --- which spec changes concern which resource ----------------------------------------------------------

@@ -9,7 +9,7 @@ mocks, for every stack in `stacks/`.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from sandstack.plan.host import HostPlan
 from sandstack.plan.ingress import url_of
@@ -17,6 +17,7 @@ from sandstack.plan.stack import COMPONENT, PoolPlan, StackPlan, plan_stack
 from sandstack.plan.tree import CONTAINER, NETWORK, PROVIDER, REGISTRY_IMAGE, REMOTE_IMAGE, VOLUME
 from sandstack.spec.models import SecretRef
 from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
+from sandstack.spec.roles import HOST_ROLES, HostRoleInfo, check_complete, parts_of
 
 __all__ = ["COMPONENT", "CONTAINER", "NETWORK", "PROVIDER", "REGISTRY_IMAGE", "REMOTE_IMAGE", "Resource", "VOLUME",
            "stack_resources"]
@@ -57,79 +58,125 @@ def _jsonable(value: Any) -> Any:
 
 def _host_props(kind: str, plan: HostPlan, spec, node_key: str, keys) -> dict[str, Any]:
     """A host object's settings as a reviewer reads them, from its plan."""
-    if kind == "host":
-        return {"address": plan.address, "labels": plan.labels}
-    if kind == "provider":
-        return {"endpoint": spec.endpoint, "ssh_opts": list(spec.ssh_opts),
-                "tls": {k: {"secret": getattr(spec.tls, k).secret} for k in ("ca", "cert", "key")} if spec.tls else None}
-    if kind == "infra image":
-        return {"image": plan.infra.name, "declared": plan.infra.declared, "digest": plan.infra.digest}
-    if kind == "guard state":
-        return {"name": plan.guard.state_volume}
-    if kind == "disk workspace":
-        w = next(w for w in plan.workspaces if keys.workspaces[w.name] == node_key)
-        return {"name": w.name, "sandbox": w.sandbox, "path": w.path, "size": w.size, "exec": w.exec, "seed": w.seed}
-    if kind == "network":
-        pool = next(pool for pool, key in keys.networks.items() if key == node_key)
-        net = plan.networks[pool]
-        return {"name": net.name, "bridge": net.bridge, "subnet": str(net.subnet), "internal": net.internal,
-                "outbound": net.outbound, "gateway_port": net.gateway_port}
-    if kind == "egress network":
-        return {"name": plan.egress_network, "bridge": plan.egress_bridge}
-    if kind == "gateway log":
-        return {"name": plan.gateway.log_volume}
-    if kind == "connection log":
-        return {"name": plan.logger.log_volume}
-    if kind == "runtime state":
-        return {"name": plan.runtime.state_volume}
-    if kind == "ingress network":
-        wake = plan.ingress.wake
-        return {"name": plan.ingress.network, "bridge": plan.ingress.bridge,
-                **({"subnet": str(wake.subnet)} if wake else {})}
-    if kind == "ingress data":
-        return {"name": plan.ingress.data_volume}
-    return {}
+    return HOST_PROPS[kind](plan, spec, node_key, keys)
+
+
+def _workspace(plan: HostPlan, spec, node_key: str, keys) -> dict[str, Any]:
+    w = next(w for w in plan.workspaces if keys.workspaces[w.name] == node_key)
+    return {"name": w.name, "sandbox": w.sandbox, "path": w.path, "size": w.size, "exec": w.exec, "seed": w.seed}
+
+
+def _network(plan: HostPlan, spec, node_key: str, keys) -> dict[str, Any]:
+    pool = next(pool for pool, key in keys.networks.items() if key == node_key)
+    net = plan.networks[pool]
+    return {"name": net.name, "bridge": net.bridge, "subnet": str(net.subnet), "internal": net.internal,
+            "outbound": net.outbound, "gateway_port": net.gateway_port}
+
+
+def _ingress_network(plan: HostPlan, spec, node_key: str, keys) -> dict[str, Any]:
+    assert plan.ingress is not None
+    wake = plan.ingress.wake
+    return {"name": plan.ingress.network, "bridge": plan.ingress.bridge,
+            **({"subnet": str(wake.subnet)} if wake else {})}
+
+
+# By kind: the host's own node and its disk workspaces, and every host role's node but its container (checked
+# complete against sandstack.spec.roles below).
+HOST_PROPS: dict[str, Callable[..., dict[str, Any]]] = {
+    "host": lambda plan, spec, key, keys: {"address": plan.address, "labels": plan.labels},
+    "disk workspace": _workspace,
+    "provider": lambda plan, spec, key, keys: {
+        "endpoint": spec.endpoint, "ssh_opts": list(spec.ssh_opts),
+        "tls": {k: {"secret": getattr(spec.tls, k).secret} for k in ("ca", "cert", "key")} if spec.tls else None},
+    "infra image": lambda plan, spec, key, keys: {"image": plan.infra.name, "declared": plan.infra.declared,
+                                                  "digest": plan.infra.digest},
+    "guard state": lambda plan, spec, key, keys: {"name": plan.guard.state_volume},
+    "network": _network,
+    "egress network": lambda plan, spec, key, keys: {"name": plan.egress_network, "bridge": plan.egress_bridge},
+    "gateway log": lambda plan, spec, key, keys: {"name": plan.gateway.log_volume},
+    "connection log": lambda plan, spec, key, keys: {"name": plan.logger.log_volume},
+    "runtime state": lambda plan, spec, key, keys: {"name": plan.runtime.state_volume},
+    "ingress network": _ingress_network,
+    "ingress data": lambda plan, spec, key, keys: {"name": plan.ingress.data_volume},
+}
 
 
 def _container_props(kind: str, plan: HostPlan) -> dict[str, Any]:
     """A host role's container as a reviewer reads it (its component shows nothing of its own)."""
-    if kind == "guard":
-        g = plan.guard
-        return {"name": g.container_name, "rules": list(g.rules), "bridges": list(g.bridges),
-                "pids": {name: limit for name, limit in g.pids}, "lifecycle": list(g.lifecycle)}
-    if kind == "gateway":
-        return {"name": plan.gateway.container_name,
-                "pools": {p.pool: {"port": p.port, "address": p.address} for p in plan.gateway.pools},
-                "squid_conf": plan.gateway.config}
-    if kind == "connection logger":
-        lg = plan.logger
-        # Each logged pool's resolver (its address, then its dnsmasq options) and the upstream servers.
-        return {"name": lg.container_name, "queue": lg.group, "logged_pools": list(lg.pools),
-                "resolvers": {r.pool: [r.address, *r.options] for r in lg.resolvers}, "upstream": list(lg.upstream)}
-    if kind == "runtime":
-        config = plan.runtime.config
-        return {"name": plan.runtime.container_name, "listen": f"{config.listen}:{config.port}",
-                **({"wake_listen": f"{config.wake_listen}:{config.port}"} if config.wake_listen else {}),
-                "token": {"secret": plan.runtime.spec.token.secret},
-                **({"tokens": {scope: {"secret": t.secret, "pools": list(t.pools)}
-                               for scope, t in plan.runtime.spec.tokens.items()}} if plan.runtime.spec.tokens else {}),
-                "pools": {pool: {"sandboxes": len(p.sandboxes), **({"max": p.ondemand.ceiling} if p.ondemand else {}),
-                                 "workspace": p.workspace_root,
-                                 "idle": f"{p.idle.action} after {p.idle.after_seconds}s" if p.idle else None}
-                          for pool, p in config.pools.items()}}
-    if kind == "ingress":
-        ing = plan.ingress
-        return {"name": ing.container_name, "domain": ing.spec.domain, "listen": f"{ing.bind_ip}:{ing.spec.port}",
-                "tls": ({k: {"secret": getattr(ing.spec.tls, k).secret} for k in ("cert", "key")}
-                        if ing.spec.tls else "acme" if ing.spec.acme_email else "local CA"),
-                "sites": {site.host_name: f"{site.upstream}:{site.port}" for site in ing.sites},
-                # A site without upstream wakes its sandbox through the runtime, with a token derived from the
-                # runtime's (shown as that token's config key, as every secret).
-                **({"wake": {"address": ing.wake.ingress_address,
-                             "runtime": f"{ing.wake.runtime_address}:{ing.wake.port}",
-                             "token": {"secret": plan.runtime.spec.token.secret, "derived": "ingress-wake"}}}
-                   if ing.wake and plan.runtime else {})}
-    return {}
+    return CONTAINER_PROPS[kind](plan)
+
+
+def _guard(plan: HostPlan) -> dict[str, Any]:
+    g = plan.guard
+    return {"name": g.container_name, "rules": list(g.rules), "bridges": list(g.bridges),
+            "pids": {name: limit for name, limit in g.pids}, "lifecycle": list(g.lifecycle)}
+
+
+def _gateway(plan: HostPlan) -> dict[str, Any]:
+    assert plan.gateway is not None
+    return {"name": plan.gateway.container_name,
+            "pools": {p.pool: {"port": p.port, "address": p.address} for p in plan.gateway.pools},
+            "squid_conf": plan.gateway.config}
+
+
+def _logger(plan: HostPlan) -> dict[str, Any]:
+    lg = plan.logger
+    assert lg is not None
+    # Each logged pool's resolver (its address, then its dnsmasq options) and the upstream servers.
+    return {"name": lg.container_name, "queue": lg.group, "logged_pools": list(lg.pools),
+            "resolvers": {r.pool: [r.address, *r.options] for r in lg.resolvers}, "upstream": list(lg.upstream)}
+
+
+def _runtime(plan: HostPlan) -> dict[str, Any]:
+    assert plan.runtime is not None
+    config = plan.runtime.config
+    return {"name": plan.runtime.container_name, "listen": f"{config.listen}:{config.port}",
+            **({"wake_listen": f"{config.wake_listen}:{config.port}"} if config.wake_listen else {}),
+            "token": {"secret": plan.runtime.spec.token.secret},
+            **({"tokens": {scope: {"secret": t.secret, "pools": list(t.pools)}
+                           for scope, t in plan.runtime.spec.tokens.items()}} if plan.runtime.spec.tokens else {}),
+            "pools": {pool: {"sandboxes": len(p.sandboxes), **({"max": p.ondemand.ceiling} if p.ondemand else {}),
+                             "workspace": p.workspace_root,
+                             "idle": f"{p.idle.action} after {p.idle.after_seconds}s" if p.idle else None}
+                      for pool, p in config.pools.items()}}
+
+
+def _ingress(plan: HostPlan) -> dict[str, Any]:
+    ing = plan.ingress
+    assert ing is not None
+    return {"name": ing.container_name, "domain": ing.spec.domain, "listen": f"{ing.bind_ip}:{ing.spec.port}",
+            "tls": ({k: {"secret": getattr(ing.spec.tls, k).secret} for k in ("cert", "key")}
+                    if ing.spec.tls else "acme" if ing.spec.acme_email else "local CA"),
+            "sites": {site.host_name: f"{site.upstream}:{site.port}" for site in ing.sites},
+            # A site without upstream wakes its sandbox through the runtime, with a token derived from the
+            # runtime's (shown as that token's config key, as every secret).
+            **({"wake": {"address": ing.wake.ingress_address,
+                         "runtime": f"{ing.wake.runtime_address}:{ing.wake.port}",
+                         "token": {"secret": plan.runtime.spec.token.secret, "derived": "ingress-wake"}}}
+               if ing.wake and plan.runtime else {})}
+
+
+# By kind: every host role's container (checked complete against sandstack.spec.roles below).
+CONTAINER_PROPS: dict[str, Callable[[HostPlan], dict[str, Any]]] = {
+    "guard": _guard,
+    "gateway": _gateway,
+    "connection logger": _logger,
+    "runtime": _runtime,
+    "ingress": _ingress,
+}
+
+
+def check_roles(roles: dict[str, HostRoleInfo] = HOST_ROLES) -> None:
+    """Every host role's node has what a reviewer reads of it (a role without it is refused, not shown empty)."""
+    parts = parts_of(roles)
+    check_complete("sandstack.review.resources.CONTAINER_PROPS", CONTAINER_PROPS,
+                   {kind for kind, part in parts.items() if part.resource == "container"})
+    check_complete("sandstack.review.resources.HOST_PROPS", HOST_PROPS,
+                   {kind for kind, part in parts.items() if part.resource != "container"},
+                   others=frozenset({"host", "disk workspace"}))
+
+
+check_roles()
 
 
 def _template_props(kind: str, node_key: str, plan: StackPlan) -> dict[str, Any]:

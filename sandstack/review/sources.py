@@ -1,8 +1,9 @@
 """Where a reviewed spec comes from: a file, or `git:REF:PATH` read from git without touching the work tree.
 
-A spec refers to files next to it (snapshot files, data mounts), so a git input is the spec file and the paths
-it names, extracted with `git archive` into a temporary directory. Only those paths are read from git, streamed
-to disk: the spec's whole folder (the whole repository, for a stack at its root) was once held in memory.
+A spec refers to files next to it (snapshot files, data mounts) and has its address lock beside it, so a git input
+is the spec file, the paths it names and its lock, extracted with `git archive` into a temporary directory. Only
+those paths are read from git, streamed to disk: the spec's whole folder (the whole repository, for a stack at its
+root) was once held in memory.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Iterator
 
+from sandstack.spec.addresses import lock_path
 from sandstack.spec.errors import SpecError
 from sandstack.spec.loader import load, not_a_file
 from sandstack.spec.models import Stack
@@ -74,7 +76,9 @@ def opened(source: str, cwd: Path | None = None) -> Iterator[Path]:
         raise SourceError(f"{source}: {inside} is a {kind} at {ref}, not a file")
     with tempfile.TemporaryDirectory(prefix="sandstack-git-") as tmp:
         _extract(root, ref, [str(inside)], Path(tmp))
-        needed = _existing(root, ref, _named_paths(Path(tmp) / inside, inside.parent))
+        # The address lock beside it at that revision too: each side of a diff keeps the addresses it held.
+        needed = _existing(root, ref, [*_named_paths(Path(tmp) / inside, inside.parent),
+                                       str(lock_path(PurePosixPath(inside)))])
         if needed:
             _extract(root, ref, needed, Path(tmp))
         yield Path(tmp) / inside

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from sandstack.spec.addresses import lock_beside
 from sandstack.spec.errors import Diagnostic, SpecError
 from sandstack.spec.inherit import expand, extends_diagnostics
 from sandstack.spec.loader import MAX_FILE_BYTES, Document, from_data, load, parse
@@ -73,8 +74,10 @@ def _model_diagnostics(doc: Document, exc: ValidationError) -> list[Diagnostic]:
     return out
 
 
-def check_file(path: str | os.PathLike[str], display: str | None = None) -> CheckResult:
-    """Every layer in order: parse → JSON Schema → models → inheritance → semantic rules → resolution.
+def check_file(path: str | os.PathLike[str], display: str | None = None, *, lock: bool = True) -> CheckResult:
+    """Every layer in order: parse → JSON Schema → models → inheritance → semantic rules → resolution, then the
+    address lock beside the file (`<spec>.lock`, sandstack.spec.addresses), unless `lock` is False (what
+    `sandstack lock` reads to write it). A stale or hand-edited lock's diagnostics are located in the lock.
 
     A layer runs only when the one before it passed, so one mistake is reported once.
     """
@@ -82,7 +85,13 @@ def check_file(path: str | os.PathLike[str], display: str | None = None) -> Chec
         doc = load(path, display)
     except SpecError as exc:
         return CheckResult(exc.diagnostics, None)
-    return _check(doc, Path(path))
+    result = _check(doc, Path(path))
+    if result.stack is None or not lock:
+        return result
+    addresses, problems = lock_beside(Path(path), display, result.stack)
+    if problems:
+        return CheckResult(sorted(set(problems)), None, doc)
+    return dataclasses.replace(result, stack=dataclasses.replace(result.stack, addresses=addresses))
 
 
 def check_data(data: Mapping[str, object] | Stack, source_dir: str | os.PathLike[str],

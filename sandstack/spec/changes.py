@@ -10,8 +10,9 @@ exactly the declared resources change.
 
 An effect names what it does to each kind of object sandstack manages: the sandbox containers of the
 pools the field belongs to, their snapshot image, their secrets volume, and the host's own objects, by
-role (`HostRole`): always an explicit set, never "some of them", so the reference, the diff and the matrix
-say which. A role the host does not have (no ingress declared, no gateway pool) is not renewed.
+role (`HostRole`, one descriptor each in sandstack.spec.roles): always an explicit set, never "some of them", so
+the reference, the diff and the matrix say which. A role the host does not have (no ingress declared, no gateway
+pool) is not renewed.
 A field whose effect depends on another setting says so in `when`: a named `Condition` below (each one a
 matrix case), which the review decides for a change (sandstack.review.reasons.DECIDE, keyed by the object) and
 names when it held. A block (a field holding other fields) declares the union of its fields' effects.
@@ -22,18 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-# Host objects a field may renew, as the reference and the diff name them.
-HostRole = Literal["provider", "infra", "guard", "gateway", "networks", "ingress", "runtime", "logger"]
-HOST_ROLE_WORDS: dict[str, str] = {
-    "provider": "the Docker provider (every object on the host follows it)",
-    "infra": "the infra image (guard, gateway and secrets seeders run on it)",
-    "guard": "the host guard container (its rules, pids limits and lifecycle lines)",
-    "gateway": "the egress gateway container (its squid config)",
-    "networks": "the pool networks and the egress network",
-    "ingress": "the ingress proxy container (its Caddyfile) and its network",
-    "runtime": "the runtime service container (its configuration); its state volume keeps sessions and snapshots",
-    "logger": "the connection logger container (its queue and logging resolvers); its log volume is kept",
-}
+from sandstack.spec.roles import HOST_ROLES
+
+# Host objects a field may renew, as the reference and the diff name them: one descriptor per role
+# (sandstack.spec.roles), whose name an Effect's `host` holds.
+HostRole = str  # a name of sandstack.spec.roles.HOST_ROLES
+HOST_ROLE_WORDS: dict[str, str] = {name: role.words for name, role in HOST_ROLES.items()}
 
 
 @dataclass(frozen=True)
@@ -46,6 +41,11 @@ class Cascade:
     role: str  # the HostRole whose replaced objects others refer to
     renews: frozenset[str]  # the HostRoles whose containers are replaced with them
     words: str
+
+    def __post_init__(self) -> None:
+        unknown = sorted(({self.role} | self.renews) - set(HOST_ROLES))
+        if unknown:
+            raise ValueError(f"a Cascade names host roles {unknown}; one of {sorted(HOST_ROLES)}")
 
 
 CASCADES: tuple[Cascade, ...] = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from sandstack.spec.egress import EgressRule, parse_entry
 from sandstack.spec.models.network import ConnectionBounds
@@ -31,6 +31,9 @@ from sandstack.spec.models import (
     WritablePath,
 )
 from sandstack.spec.units import MIB
+
+if TYPE_CHECKING:
+    from sandstack.spec.lockfile import AddressLock
 
 BUILTIN_USER = "10001:10001"
 BUILTIN_RUNTIME = "runc"
@@ -170,6 +173,9 @@ class ResolvedStack:
     spec: Stack = field(repr=False)  # after inheritance: each template whole (sandstack.spec.inherit)
     # The stack as the file wrote it, before inheritance (what a diff compares field by field); None: the same.
     written_spec: Stack | None = field(default=None, repr=False, compare=False)
+    # The addresses allocated before (the lock beside the spec file, sandstack.spec.addresses): the plan keeps them
+    # and allocates only what it lacks. None: no lock, every address allocated afresh.
+    addresses: AddressLock | None = field(default=None, repr=False)
 
     @property
     def written(self) -> Stack:

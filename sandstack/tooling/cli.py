@@ -126,6 +126,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     return check.run(args, package_version())
 
 
+def cmd_lock(args: argparse.Namespace) -> int:
+    from sandstack.tooling import lock
+
+    return lock.run(args)
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from sandstack.tooling import status
 
@@ -233,6 +239,18 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--no-suppressions", action="store_true",
                        help="ignore the stacks' suppressions: report every finding")
     check.set_defaults(func=cmd_check)
+
+    lock = command(sub, "lock", "write each stack's address lock beside it (<stack>.lock): every pool's subnet and "
+                   "gateway port kept, a new pool's allocated past them, a removed pool's freed; commit it (exit 0, 1 "
+                   "invalid, a hand-edited lock, or stale with --check, 2 unreadable)",
+                   "sandstack lock stacks/*.yaml", "sandstack lock --check stacks/*.yaml")
+    lock.add_argument("files", nargs="+", metavar="STACKFILE", help="stack spec files (stacks/<stack>.yaml)")
+    lock.add_argument("--check", action="store_true",
+                      help="write nothing; exit 1 when a lock is missing or would change (for CI)")
+    lock.add_argument("--stack", type=stack_name,
+                      help="the Pulumi stack name a new pool's addresses are hashed from (default: each file's name "
+                           "without .yaml), e.g. --stack prod")
+    lock.set_defaults(func=cmd_lock)
 
     gen = command(sub, "generate", "regenerate the generated files from their sources: the JSON Schema, the "
                   "README's reference tables and examples, the package schema",

@@ -49,6 +49,7 @@ from sandstack.spec.changes import (BUILTIN_TMPFS, DEVICES_REASSIGNED, DIRECT_RO
 from sandstack.spec.changes import DISK_WORKSPACE as DISK
 from sandstack.spec.models import Stack
 from sandstack.spec.models.base import change_of
+from sandstack.spec.roles import HOST_ROLES
 from sandstack.spec.walk import model_fields
 
 HOST = "local"
@@ -626,17 +627,9 @@ CASE_IDS = [c.id for c in CASES]
 # --- classification ------------------------------------------------------------------------------------
 
 PROVIDER = f"sandstack-{HOST}-provider"
-# Each host role's objects, by the part of their logical name after `sandstack-<host>-`.
-ROLE_PARTS = {
-    "provider": ("provider",),
-    "infra": ("infra",),
-    "guard": ("guard-state", "guard-container"),
-    "gateway": ("gateway-log", "gateway-container"),
-    "networks": ("egress-net",),
-    "ingress": ("ingress-net", "ingress-container", "ingress-data"),
-    "runtime": ("runtime-state", "runtime-container"),
-    "logger": ("logger-log", "logger-container"),
-}
+# Each host role's objects, by the part of their logical name after `sandstack-<host>-` (a pool's network, one per
+# pool, apart): the roles' descriptors (sandstack.spec.roles).
+ROLE_PARTS = {role.name: tuple(p.name for p in role.parts if not p.per_pool) for role in HOST_ROLES.values()}
 ROLE_OBJECTS = {role: {f"sandstack-{HOST}-{part}" for part in parts} for role, parts in ROLE_PARTS.items()}
 HOST_OBJECTS = set().union(*ROLE_OBJECTS.values())
 POOL_NETWORK = re.compile(rf"^sandstack-{HOST}-net\.(?P<pool>[a-z0-9-]+)$")
@@ -654,9 +647,7 @@ def role_of(name: str, host: str = HOST) -> str | None:
     if not name.startswith(prefix):
         return None
     part = name[len(prefix):]
-    if re.fullmatch(r"net\.[a-z0-9-]+", part):
-        return "networks"
-    return next((role for role, parts in ROLE_PARTS.items() if part in parts), None)
+    return next((role.name for role in HOST_ROLES.values() if any(p.matches(part) for p in role.parts)), None)
 
 
 def _changes(before, after) -> dict[str, tuple[str, ...]]:

@@ -202,12 +202,12 @@ def test_colliding_gateway_ports_probe_to_the_next_free_one():
     assert gateway_ports("t", [first, second]) == {first: port, second: port + 1}
 
 
-@pytest.mark.xfail(strict=True, reason="design question: collisions are probed in name order without memory of "
-                   "earlier runs, so a new pool that collides and sorts first renumbers (replaces) an existing one")
 def test_a_colliding_new_pool_never_renumbers_an_existing_one():
     first, second, port = _colliding_pair()
     assert gateway_ports("t", [second]) == {second: port}
-    assert gateway_ports("t", [first, second])[second] == port
+    # The first allocation, as the address lock holds it, is the second one's memory: the new pool, which collides
+    # and sorts first, probes past it (without the lock it would take `port`, tested above).
+    assert gateway_ports("t", [first, second], kept=gateway_ports("t", [second])) == {first: port + 1, second: port}
 
 
 # --- pool subnets: one /23 of the host's subnet_pool per pool ---------------------------------------------
@@ -338,14 +338,16 @@ def _colliding_subnet_pair() -> tuple[str, str, ipaddress.IPv4Network]:
     pytest.fail("no colliding pair among 400 names")
 
 
-@pytest.mark.xfail(strict=True, reason="design question (as for gateway ports, but a /16 holds only 128 pool "
-                   "networks, so collisions are common): a new pool that collides and sorts first takes an "
-                   "existing pool's /23 and replaces that pool's network and sandboxes (shown in the preview "
-                   "diff; the allocation has no memory of earlier runs)")
 def test_a_colliding_new_pool_never_moves_an_existing_pools_subnet():
     first, second, subnet = _colliding_subnet_pair()
     assert pool_subnets("t", [second], "10.213.0.0/16") == {second: subnet}
-    assert pool_subnets("t", [first, second], "10.213.0.0/16")[second] == subnet
+    # Without memory the new pool, first in name order, would take `subnet` and move `second` (a /16 holds only 128
+    # pool networks, so collisions are common); the first allocation, as the lock holds it, keeps it.
+    assert pool_subnets("t", [first, second], "10.213.0.0/16")[first] == subnet
+    remembered = pool_subnets("t", [second], "10.213.0.0/16")
+    candidates = list(ipaddress.IPv4Network("10.213.0.0/16").subnets(new_prefix=23))
+    after = candidates[(candidates.index(subnet) + 1) % len(candidates)]  # where the new one probes to
+    assert pool_subnets("t", [first, second], "10.213.0.0/16", kept=remembered) == {first: after, second: subnet}
 
 
 def test_adding_a_gateway_pool_keeps_the_existing_pools_proxy_and_rules(build, tmp_path):

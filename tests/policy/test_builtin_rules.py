@@ -78,7 +78,7 @@ CASES = [
 
 
 def _findings(tmp_path: Path, data: dict):
-    path = write_spec(tmp_path, data)
+    path = write_spec(tmp_path, data, lock=True)  # locked, as a committed stack (SBX-ADDR-001 is tested apart)
     report = check([str(path)], [])
     assert report.invalid == [] and report.unreadable == []
     return path, report.active()
@@ -89,9 +89,10 @@ def test_the_clean_stack_passes_every_rule(tmp_path):
 
 
 def test_every_built_in_rule_has_a_case_and_a_complete_entry():
-    # SBX-SNAP-001 needs --base and SBX-POL-001 a suppression: both are tested in test_check; SBX-SEC-004 a
-    # shipped file: tested in test_secret_scanning.
-    assert sorted({c[0] for c in CASES} | {"SBX-SNAP-001", "SBX-POL-001", "SBX-SEC-004"}) == sorted(RULES)
+    # SBX-SNAP-001 needs --base, SBX-POL-001 a suppression and SBX-ADDR-001 a stack without its lock: all are tested
+    # in test_check; SBX-SEC-004 a shipped file: tested in test_secret_scanning.
+    assert sorted({c[0] for c in CASES} | {"SBX-SNAP-001", "SBX-POL-001", "SBX-ADDR-001", "SBX-SEC-004"}) == \
+        sorted(RULES)
     for rule in RULES.values():
         assert rule.name.islower() and " " not in rule.name and rule.description.startswith("Checks whether ")
         assert rule.severity in ("error", "warning") and rule.remediation

@@ -20,7 +20,7 @@ POLICIES = REPO / "policies"
 
 
 def _check(tmp_path: Path, capsys, data: dict, *extra: str) -> tuple[int, str, str]:
-    path = write_spec(tmp_path / "spec", data)
+    path = write_spec(tmp_path / "spec", data, lock=True)  # locked, as a committed stack (SBX-ADDR-001 apart)
     code = main(["check", str(path), *extra])
     out = capsys.readouterr()
     return code, out.out, out.err
@@ -356,11 +356,11 @@ def test_base_catches_setup_changed_without_a_version_bump(tmp_path, capsys):
 def _repo_with_a_committed_stack(tmp_path: Path) -> Path:
     """A git repository whose HEAD holds the clean stack at stacks/stack.yaml; its work tree changes the setup."""
     repo = tmp_path / "repo"
-    write_spec(repo / "stacks", CLEAN)
+    write_spec(repo / "stacks", CLEAN, lock=True)
     for args in (("init", "-q", "-b", "main"), ("add", "."), ("commit", "-q", "-m", "base")):
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=repo, check=True,
                        capture_output=True)
-    write_spec(repo / "stacks", changed(("templates.agent.snapshot.setup", ["pip install requests httpx"])))
+    write_spec(repo / "stacks", changed(("templates.agent.snapshot.setup", ["pip install requests httpx"])), lock=True)
     return repo
 
 
@@ -380,6 +380,7 @@ def test_a_mistyped_git_base_is_an_error_not_a_skipped_comparison(tmp_path, monk
 def test_a_stack_new_in_the_diff_is_checked_without_a_base(base, tmp_path, monkeypatch, capsys):
     repo = _repo_with_a_committed_stack(tmp_path)
     (repo / "stacks" / "new.yaml").write_text((repo / "stacks" / "stack.yaml").read_text())
+    (repo / "stacks" / "new.lock").write_text((repo / "stacks" / "stack.lock").read_text())
     monkeypatch.chdir(repo)
     assert main(["check", "stacks/new.yaml", "--base", base, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["findings"] == []
@@ -409,3 +410,18 @@ def test_a_rule_whose_schema_changes_the_view_is_still_normalised_before_it_is_c
     policy.write_text("rules:\n" + _rule(schema="{memory_mib: {max: 4}}"))
     code, out, _ = _check(tmp_path, capsys, CLEAN, "--policy", str(policy))
     assert code == 1 and "ORG-A-001" in out
+
+
+def test_a_stack_without_its_address_lock_is_warned_about_once_locked_not(tmp_path, capsys):
+    path = write_spec(tmp_path / "spec", CLEAN)
+    assert main(["check", str(path), "--format", "json"]) == 0  # a warning
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["rule"], f["severity"], f["target"], f["path"], f["message"]) for f in findings] == [
+        ("SBX-ADDR-001", "warning", "stack", "$.pools",
+         "The stack's addresses are not locked: without stack.lock beside it, a new pool whose hashed subnet or "
+         "gateway port collides with an existing pool's takes it and replaces that pool's network and sandboxes.")]
+    assert main(["check", str(path), "--strict"]) == 1
+    assert main(["lock", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["check", str(path), "--strict", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["findings"] == []

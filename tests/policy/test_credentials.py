@@ -24,7 +24,7 @@ COMMIT = "9fceb02d0ae598e95dc970b74767f19372d61af8"
 
 
 def _findings(tmp_path: Path, data: dict) -> tuple[Path, list]:
-    path = write_spec(tmp_path, data)
+    path = write_spec(tmp_path, data, lock=True)  # locked, as a committed stack (SBX-ADDR-001 is tested apart)
     report = check([str(path)], [])
     assert report.invalid == [] and report.unreadable == []
     return path, report.active()
@@ -112,7 +112,7 @@ def test_a_commit_id_under_a_commit_id_name_is_not_a_credential(name, value, fla
 
 def test_json_output_carries_no_pasted_value(tmp_path, capsys):
     data = changed(("hosts.local.runtime", {"token": {"secret": PASTED}}))
-    path = write_spec(tmp_path, data)
+    path = write_spec(tmp_path, data, lock=True)
     assert main(["check", str(path), "--format", "json"]) == 1
     out = capsys.readouterr().out
     assert PASTED not in out and [f["rule"] for f in json.loads(out)["findings"]] == ["SBX-SEC-002"]

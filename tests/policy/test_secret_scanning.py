@@ -58,7 +58,7 @@ FILES = [
 
 
 def _report(tmp_path: Path, data: dict, files: dict[str, str] | None = None):
-    path = write_spec(tmp_path, data, files)
+    path = write_spec(tmp_path, data, files, lock=True)  # locked, as a committed stack (SBX-ADDR-001 apart)
     report = check([str(path)], [])
     assert report.invalid == [] and report.unreadable == []
     return path, report

@@ -73,7 +73,8 @@ HEADLINES = {
                  "  guard replaced on local: the host guard restarts: it applies the firewall rules, pids limits and "
                  "lifetimes again",
                  "  runtime replaced on local: its sessions API for pools builder, preview, python, shell is down "
-                 "while it restarts: running exec calls and open sessions end"],
+                 "while it restarts: running processes, their output streams and terminals end; sessions and "
+                 "snapshots are kept"],
     "memory": ["Impact: 0 sandboxes restart, 0 created, 0 destroyed, 0 host services renewed, no data lost, nothing "
                "less safe.",
                "  pool python on local: 2 updated in place — templates.python.limits.memory"],

@@ -30,8 +30,9 @@ IDS = [" ".join(path) for path, _ in PARSERS]
 
 
 def test_every_command_is_walked():
-    assert {"sandstack diff", "sandstack sandbox exec", "sandstack sandbox archive", "sandstack generate"} <= set(IDS)
-    assert len(PARSERS) == 1 + 7 + 15  # the root, its seven commands (status too), the sandbox's fifteen (shell)
+    assert {"sandstack diff", "sandstack sandbox exec", "sandstack sandbox archive", "sandstack generate",
+            "sandstack lock"} <= set(IDS)
+    assert len(PARSERS) == 1 + 8 + 15  # the root, its eight commands (status, lock too), the sandbox's fifteen (shell)
 
 
 @pytest.mark.parametrize(("path", "parser"), PARSERS, ids=IDS)

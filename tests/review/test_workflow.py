@@ -52,6 +52,7 @@ def test_the_review_only_reads_and_leaves_its_results_as_an_artifact():
         == []
     runs = "\n".join(s.get("run", "") for s in steps)
     assert "sandstack validate --format github stacks/*.yaml" in runs
+    assert "sandstack lock --check stacks/*.yaml" in runs
     assert 'sandstack diff "$base" "$file" --format markdown --fail-on security' in runs
     assert "sandstack check stacks/*.yaml --policy policies/" in runs and "--format sarif" in runs
     assert "pull_request_target" in (REPO / WORKFLOW).read_text()  # the header says why not to use it
@@ -102,6 +103,7 @@ def test_every_stack_is_diffed_from_the_merge_base_and_an_empty_diff_posts_nothi
 def test_the_commands_the_workflow_runs_exist_with_those_options():
     parser = build_parser()
     parser.parse_args(["validate", "--format", "github", "a.yaml"])
+    parser.parse_args(["lock", "--check", "a.yaml"])
     parser.parse_args(["diff", "git:origin/main:stacks/a.yaml", "stacks/a.yaml", "--format", "markdown",
                        "--fail-on", "security"])
     parser.parse_args(["preview", "stacks/a.yaml", "--format", "markdown"])

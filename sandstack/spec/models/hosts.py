@@ -12,6 +12,7 @@ from sandstack.spec.changes import IN_INGRESS_TLS, INGRESS_HOST, PROVIDER, RUNTI
 from sandstack.spec.models.base import (ConfigKey, Cpus, ImageRef, LabelKey, Name, Size, StrictModel,
                                          field, text)
 from sandstack.spec.models.network import NETWORK_ROLES
+from sandstack.spec.roles import HOST_ROLES
 
 ENDPOINT_PATTERN = (
     r"^(unix:///[A-Za-z0-9._/-]+"
@@ -46,8 +47,8 @@ class TlsSecretRef(StrictModel):
 
 
 INGRESS = Effect(host=frozenset({"ingress"}))
-# The host's containers that run the infra image (the secrets and data seeders run again with it).
-ON_INFRA = frozenset({"infra", "guard", "gateway", "logger", "ingress", "runtime"})
+# The infra image and the host's containers that run it (the secrets and data seeders run again with it).
+ON_INFRA = frozenset({"infra"} | {name for name, role in HOST_ROLES.items() if role.container})
 # Every sandbox on a host with an ingress has SANDSTACK_PUBLIC_HOSTNAME in its environment.
 INGRESS_AND_ALL_POOLS = Effect(sandboxes="replace", host=frozenset({"ingress"}), scope="host")
 DomainName = text(r"^(?=.{1,200}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$", "domain",

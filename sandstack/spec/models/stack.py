@@ -13,11 +13,12 @@ from sandstack.spec.models.hosts import Host
 from sandstack.spec.models.limits import Limits
 from sandstack.spec.models.policy import Policy
 from sandstack.spec.models.templates import TEMPLATE_SWITCH, Template, TemplateDefaults
+from sandstack.spec.roles import HOST_ROLES
 
 
 # A pool added to a host or taken off it: on that host its network, the guard's rules and limits, the gateway, the
 # logging resolver, the ingress's sites and the runtime's configuration; nothing on the hosts it keeps.
-PLACEMENT = Effect(sandboxes="scale", host=frozenset({"networks", "guard", "gateway", "logger", "ingress", "runtime"}),
+PLACEMENT = Effect(sandboxes="scale", host=frozenset(name for name, role in HOST_ROLES.items() if role.per_pool),
                    scope="placement", label_text="placement")
 
 
