@@ -40,6 +40,13 @@ def _skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # The engine coverage's check or rewrite at the session's end (SANDSTACK_ENGINE_COVERAGE, tests/engine/coverage_table.py).
+    from tests.engine import coverage_table
+
+    config.pluginmanager.register(coverage_table, "sandstack-engine-coverage")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The smoke tier's marks (tests/smoke.py), and every Docker test in one pytest-xdist group: under
     `--dist loadgroup` they run one after another in one worker (they share one daemon, its networks' address space

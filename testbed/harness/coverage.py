@@ -112,3 +112,24 @@ def write(root: Path) -> Path | None:
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(render())
     return target
+
+
+# --- which fields the plan sets: the part of the table the engine must prove ------------------------------------------
+
+def plan_fields(plan) -> dict[str, set[str]]:
+    """"Title.path" -> the node keys setting it, for every mapped input a StackPlan's nodes set (what the program
+    registers: the differential test holds them equal)."""
+    from sandstack.plan.tree import Ref, Secret
+    from testbed.provider.wire import to_wire
+
+    def leaf(value):
+        return "<known after apply>" if isinstance(value, Ref) else "<secret>" if isinstance(value, Secret) else value
+
+    out: dict[str, set[str]] = {}
+    for key, node in plan.nodes.items():
+        mapping = MAPPINGS.get(node.type)
+        if mapping is None:  # components and the provider: no engine fields
+            continue
+        for path in mapping.check(key, to_wire(dict(node.inputs), leaf)):
+            out.setdefault(f"{mapping.title}.{path}", set()).add(key)
+    return out

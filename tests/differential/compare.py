@@ -14,14 +14,7 @@ from typing import Any
 from sandstack.plan.stack import StackPlan
 from sandstack.plan.tree import Node, Ref, Secret
 from testbed.provider.mocks import RecordingMocks, Registration
-
-# Inputs whose values are maps with keys of their own (labels, paths, option names), not object fields.
-MAPS = {"options", "tmpfs", "storage_opts", "log_opts", "driver_opts", "triggers", "labels", "build_args"}
-
-
-def camel(key: str) -> str:
-    head, *rest = key.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+from testbed.provider.wire import MAPS, camel, to_wire  # noqa: F401 (MAPS: re-exported for the recipe test)
 
 
 class Expected:
@@ -29,19 +22,15 @@ class Expected:
         self.by_key = {f"{r.typ}::{r.name}": r for r in mocks.registrations.values()}
         self.secrets = secrets
 
-    def value(self, value: Any, refs: set[str], in_map: bool = False) -> Any:
-        if isinstance(value, Ref):
-            refs.add(value.node)
-            return self.by_key[value.node].outputs[camel(value.attr)]
-        if isinstance(value, Secret):
-            return value.render(self.secrets[value.key])
-        if isinstance(value, dict):
-            if in_map:
-                return {k: self.value(v, refs) for k, v in value.items()}
-            return {camel(k): self.value(v, refs, k in MAPS and isinstance(v, dict)) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [self.value(v, refs) for v in value]
-        return value
+    def value(self, value: Any, refs: set[str]) -> Any:
+        def leaf(v: Any) -> Any:
+            if isinstance(v, Ref):
+                refs.add(v.node)
+                return self.by_key[v.node].outputs[camel(v.attr)]
+            if isinstance(v, Secret):
+                return v.render(self.secrets[v.key])
+            return v
+        return to_wire(value, leaf)
 
 
 def _key_of_urn(urn: str) -> str:
