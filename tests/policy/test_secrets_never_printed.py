@@ -4,15 +4,16 @@ credentials (tests/policy/planted.py), stdout and stderr, whole or in a recognis
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from sandstack.spec.credentials import PLACEHOLDER
+from sandstack.spec.credentials import ANY, CREDENTIAL_PREFIXES, MIXED, PLACEHOLDER, UPPER, looks_like_credential
 from sandstack.tooling.cli import main
 from tests.policy.cases import CLEAN, changed
-from tests.policy.planted import (AWS_KEY_ID, AWS_SECRET, BASE64_TOKEN, GITHUB, JWT, PASSWORD, PEM, SLACK, leaked,
-                                  pieces)
+from tests.policy.planted import (AWS_KEY_ID, AWS_SECRET, BASE64_TOKEN, GITHUB, JWT, PASSWORD, PEM, SLACK, SLACK_BOT,
+                                  SLACK_BOT_ROTATED, leaked, pieces)
 from testbed.specs import host, write_spec
 
 FORMATS = {"validate": ("text", "json", "github"), "check": ("text", "json", "github", "sarif"),
@@ -129,3 +130,52 @@ def test_a_short_value_flagged_by_its_name_is_redacted_where_it_is_the_value_onl
     code, output = _run(capsys, "preview", str(path))
     assert code == 0 and f"DB_PASSWORD={PLACEHOLDER}" in output and "DB_PASSWORD=agent" not in output
     assert "pool sandstack-agent.local" in output and "sandbox sandstack-agent.local-0" in output
+
+
+def _tail(kind: str) -> str:
+    """A tail each prefix's rule takes for a token's (built from pieces, as planted.py builds its credentials)."""
+    return {ANY: "0123456789" + "abcdef0123", MIXED: "Zq8Lp2Wx7R" + "n4Kd1Vb6Hs9Tm3", UPPER: "Q3EGRUVW" + "5XYZ6ABC"}[kind]
+
+
+def test_a_chat_bot_token_in_a_host_label_is_flagged_and_neither_value_is_printed_by_any_format(tmp_path, capsys):
+    # The issue: `xoxb-` and 24 hex characters in `hosts.*.labels` passed check, and diff printed the old and the
+    # rotated token on every "because" line (15 of them), preview --format json printed it whole.
+    base = write_spec(tmp_path / "base", changed(("hosts.local.labels", {"team": SLACK_BOT})))
+    head = write_spec(tmp_path / "head", changed(("hosts.local.labels", {"team": SLACK_BOT_ROTATED})))
+    code, output = _run(capsys, "check", str(base), "--format", "json")
+    assert code == 1 and [(f["rule"], f["message"]) for f in json.loads(output)["findings"]] == [
+        ("SBX-SEC-003", "Host 'local' must not hold a credential in labels.team (value not shown).")]
+    for fmt in FORMATS["diff"]:
+        code, output = _run(capsys, "diff", str(base), str(head), "--format", fmt)
+        assert code == 0 and leaked(output) == [], fmt
+        assert "because hosts.local.labels.team" not in output or PLACEHOLDER in output
+    code, output = _run(capsys, "diff", str(base), str(head))
+    because = [line for line in output.splitlines() if "because hosts.local.labels.team" in line]
+    assert len(because) > 10 and all(f"team: {PLACEHOLDER} → {PLACEHOLDER}" in line for line in because)
+    for fmt in FORMATS["preview"]:
+        code, output = _run(capsys, "preview", str(base), "--format", fmt)
+        assert code == 0 and leaked(output) == [], fmt
+        assert fmt != "json" or PLACEHOLDER in output  # the tree and markdown leave labels out; json shows them
+
+
+@pytest.mark.parametrize(("prefix", "what", "kind"), CREDENTIAL_PREFIXES, ids=[p for p, _, _ in CREDENTIAL_PREFIXES])
+def test_each_known_credential_prefix_makes_a_credential_wherever_a_user_writes_it(prefix, what, kind, tmp_path,
+                                                                                   capsys):
+    token = prefix + _tail(kind)
+    data = changed(("hosts.local.labels", {"team": token}), ("templates.agent.env.NOTES", f"see {token}"),
+                   ("templates.agent.snapshot.setup", [f"echo {token} > /etc/x"]))
+    path = write_spec(tmp_path, data)
+    code, output = _run(capsys, "check", str(path), "--format", "json")
+    assert code == 1 and sorted((f["rule"], f["path"]) for f in json.loads(output)["findings"]) == [
+        ("SBX-SEC-001", "$.templates.agent.env.NOTES"), ("SBX-SEC-003", "$.hosts.local.labels.team"),
+        ("SBX-SEC-003", "$.templates.agent.snapshot.setup[0]")], what
+    for fmt in FORMATS["preview"]:
+        code, output = _run(capsys, "preview", str(path), "--format", fmt)
+        assert code == 0 and token[len(prefix):] not in output, (what, fmt)
+
+
+@pytest.mark.parametrize("text", ["pip install sk-learn hf_transfer", "from huggingface_hub import hf_hub_download",
+                                  "ASIA_PACIFIC_REGION", "npm_config_cache", "task-0123456789abcdef",
+                                  "Slack bot tokens start with xoxb-", "sk-abc-def-ghi-jkl-mno", "/opt/hf_cache_2024"])
+def test_a_word_that_only_looks_like_a_prefix_is_not_a_credential(text):
+    assert not looks_like_credential(text, "NOTES")
