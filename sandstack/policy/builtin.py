@@ -69,6 +69,11 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     R("SBX-SEC-004", "no-credentials-in-shipped-files", "Checks whether a file the spec ships into sandboxes "
       "(`snapshot.files`, `data`) holds a line that looks like a credential.", "error",
       "Remove the credential from the file and deliver it with `secrets:` instead; rotate it."),
+    R("SBX-SEC-005", "secret-named-env-is-a-secret", "Checks whether an env variable whose name says it holds a "
+      "secret (`*_TOKEN`, `*_KEY`, `*_SECRET`, `*PASSWORD*`, …; README, 'Check a stack against policy') is given a "
+      "plain value, which no scanner need recognise (a credential split across two variables).", "error",
+      "Give it as `{secret: KEY}` (`pulumi config set --secret KEY`) and rotate the value, it is in the repository's "
+      "history; a variable that holds no secret is better renamed, or its finding suppressed with the reason."),
     R("SBX-GPU-001", "no-gpu-with-privileged", "Checks whether a GPU request is combined with privileged.", "error",
       "Remove `security.privileged`: GPUs are attached through device requests."),
     R("SBX-GPU-002", "gpu-ceiling", "Checks whether GPU counts are under `policy.ceilings.gpus`.", "error",

@@ -89,6 +89,43 @@ def _prefix_pattern() -> re.Pattern:
 PREFIXED = _prefix_pattern()
 
 
+# Names that say a variable holds a secret: its value is never printed (preview, diff, validate's errors) and
+# `check` wants it as `{secret: KEY}` (SBX-SEC-005). By the name's words (split at `_`, `-`, `.` and case changes):
+# - one of SECRET_ANYWHERE anywhere in it (`*PASSWORD*`, `PGPASSWORD`, `CLIENT_SECRET`, `AWS_SECRET_ACCESS_KEY`);
+# - or a last word in SECRET_LAST (`*_TOKEN`, `*_KEY`, `*_APIKEY`, `*_PAT`, …), after any part markers a credential
+#   split across variables carries (`TOKEN_A`/`TOKEN_B`, `API_KEY_1`, `KEY_PART2`);
+# - never a name whose last word says it holds where or what the secret is, not the secret (`*_FILE`, `*_PATH`,
+#   `*_ID`, `*_NAME`, …), nor one with a word that says the value is public (`PUBLIC_KEY`).
+SECRET_ANYWHERE = ("PASSWORD", "PASSWD", "PASSPHRASE", "SECRET")
+SECRET_LAST = frozenset({"TOKEN", "KEY", "APIKEY", "PAT", "CREDENTIAL", "CREDENTIALS", "PASS", "PWD", "AUTH",
+                         "PRIVATEKEY", "COOKIE"})
+NOT_SECRET_LAST = frozenset({"FILE", "PATH", "DIR", "NAME", "ID", "TYPE", "LENGTH", "SIZE", "COUNT", "HEADER",
+                             "ENABLED", "URL", "ENDPOINT", "HOST", "PORT", "EXPIRY", "TTL"})
+NOT_SECRET_WORDS = frozenset({"PUBLIC", "PUB"})
+_PART = re.compile(r"[0-9]+|[A-Z]|PART[0-9]*|HALF")
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def secret_named(name: str) -> bool:
+    """Whether an environment variable's name says it holds a secret (see SECRET_ANYWHERE and SECRET_LAST)."""
+    words = [word.upper() for word in _WORDS.findall(name)]
+    if not words or words[-1] in NOT_SECRET_LAST or NOT_SECRET_WORDS & set(words):
+        return False
+    if any(word in name.upper() for word in SECRET_ANYWHERE):
+        return True
+    while len(words) > 1 and _PART.fullmatch(words[-1]):
+        words.pop()
+    return words[-1] in SECRET_LAST
+
+
+def secret_env_path(path: tuple) -> bool:
+    """Whether a JSON path is, or is under, the value of a secret-named env variable of a template or the
+    defaults (`templates.T.env.NAME`, `defaults.env.NAME`)."""
+    at = 2 if path[:1] == ("templates",) else 1 if path[:1] == ("defaults",) else None
+    return (at is not None and len(path) > at + 1 and path[at] == "env" and isinstance(path[at + 1], str)
+            and secret_named(path[at + 1]))
+
+
 def prefixed(text: str) -> bool:
     """Whether `text` holds a word that starts with a known credential prefix (CREDENTIAL_PREFIXES)."""
     return PREFIXED.search(text) is not None

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sandstack.spec.credentials import ANY, CREDENTIAL_PREFIXES, MIXED, PLACEHOLDER, UPPER, looks_like_credential
+from sandstack.spec.credentials import (ANY, CREDENTIAL_PREFIXES, MIXED, PLACEHOLDER, UPPER, looks_like_credential,
+                                        secret_named)
 from sandstack.tooling.cli import main
 from tests.policy.cases import CLEAN, changed
 from tests.policy.planted import (AWS_KEY_ID, AWS_SECRET, BASE64_TOKEN, GITHUB, JWT, PASSWORD, PEM, SLACK, SLACK_BOT,
@@ -179,3 +180,50 @@ def test_each_known_credential_prefix_makes_a_credential_wherever_a_user_writes_
                                   "Slack bot tokens start with xoxb-", "sk-abc-def-ghi-jkl-mno", "/opt/hf_cache_2024"])
 def test_a_word_that_only_looks_like_a_prefix_is_not_a_credential(text):
     assert not looks_like_credential(text, "NOTES")
+
+
+# A GitHub token split across two variables (issue 34): no scanner took either half for a credential.
+HALVES = (GITHUB[:20], GITHUB[20:])
+SPLIT = [("templates.agent.env.GH_TOKEN_A", HALVES[0]), ("templates.agent.env.GH_TOKEN_B", HALVES[1])]
+
+
+def test_a_credential_split_across_two_secret_named_variables_is_reported_and_never_printed(tmp_path, capsys):
+    path = write_spec(tmp_path / "split", changed(*SPLIT))
+    clean = write_spec(tmp_path / "clean", CLEAN)
+    code, output = _run(capsys, "check", str(path), "--format", "json")
+    # The first half by its prefix, the second by its name alone.
+    assert code == 1 and [(f["rule"], f["path"], f["message"]) for f in json.loads(output)["findings"]] == [
+        ("SBX-SEC-001", "$.templates.agent.env.GH_TOKEN_A",
+         "Template 'agent' must not hold a credential in plain env GH_TOKEN_A (value not shown)."),
+        ("SBX-SEC-005", "$.templates.agent.env.GH_TOKEN_B",
+         "Template 'agent' must give env GH_TOKEN_B as a secret reference: its name says it holds one (value not "
+         "shown).")]
+    for name, argv in _commands(path, clean):
+        code, output = _run(capsys, *argv)
+        assert HALVES[0] not in output and HALVES[1] not in output, name
+    code, output = _run(capsys, "preview", str(path))
+    assert f"GH_TOKEN_A={PLACEHOLDER}" in output and f"GH_TOKEN_B={PLACEHOLDER}" in output
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (1234567, "expected a string or {secret: KEY}, got a number (value not shown)"),
+    (["ghp_", "A1b2"], "expected a string or {secret: KEY}, got a list (value not shown)"),
+    ("x" * 40000, "has 40000 characters; at most 32768 allowed (value not shown)"),
+])
+def test_validate_never_shows_the_value_of_a_secret_named_variable(value, message, tmp_path, capsys):
+    for where in ("templates.agent.env.DB_PASSWORD", "defaults.env.API_KEY_1"):
+        path = write_spec(tmp_path, changed((where, value)))
+        code, output = _run(capsys, "validate", str(path))
+        assert code == 1 and f"$.{where}: {message}" in output and "1234567" not in output and "A1b2" not in output
+
+
+@pytest.mark.parametrize(("name", "secret"), [
+    ("GITHUB_TOKEN", True), ("TOKEN_A", True), ("API_KEY_2", True), ("KEY_PART1", True), ("DB_PASSWORD", True),
+    ("PGPASSWORD", True), ("CLIENT_SECRET", True), ("AWS_SECRET_ACCESS_KEY", True), ("openaiApiKey", True),
+    ("GH_PAT", True), ("BASIC_AUTH", True),
+    ("POSTGRES_PASSWORD_FILE", False), ("AWS_ACCESS_KEY_ID", False), ("MAX_TOKENS", False), ("TOKEN_LIMIT", False),
+    ("TOKENIZERS_PARALLELISM", False), ("PUBLIC_KEY", False), ("SECRETS_DIR", False), ("LOG_LEVEL", False),
+    ("PASSPORT_NUMBER", False),
+])
+def test_which_names_say_secret(name, secret):
+    assert secret_named(name) is secret

@@ -340,7 +340,11 @@ class TemplateDefaults(StrictModel):
     security: Security | None = field(None, description="Loosenings, merged field by field.", change="replace",
                                       access=AS_FIELDS)
     env: dict[EnvName, Annotated[str, StringConstraints(max_length=32768)] | SecretRef] = field(
-        {}, description="Environment merged under each template's own `env`.", change="replace",
+        {}, description="Environment merged under each template's own `env`. A variable whose name says it holds a "
+                        "secret (`*PASSWORD*`, `*SECRET*`, `*_TOKEN`, `*_KEY`, `*_APIKEY`, `*_PAT`, `*_CREDENTIALS`, "
+                        "`*_AUTH`…, also with a part marker such as `_A` or `_2`; not `*_FILE`, `*_PATH`, `*_ID`, "
+                        "`*_NAME`… nor `PUBLIC_*`) is never printed by any command, and `check` wants it as "
+                        "`{secret: KEY}` (SBX-SEC-005).", change="replace",
         access=loosens("secrets", "a secret added to the environment", {}, {"TOKEN": {"secret": "apiToken"}})
     )
     user: User | None = field(
