@@ -62,7 +62,8 @@ def parse_outputs(outputs: Any) -> tuple[dict[str, HostEndpoint], dict[str, list
         if not isinstance(url, str):
             raise refuse(f"{where}.url", "the runtime's URL, 'http://…' or 'https://…'", url)
         if not url.startswith(("http://", "https://")):
-            raise ValueError(f"{where}.url: expected the runtime's URL, 'http://…' or 'https://…', got {url[:60]!r}")
+            raise ValueError(f"{where}.url: expected the runtime's URL, 'http://…' or 'https://…', "
+                             f"got {url[:60]!r}")
         if not isinstance(token, str) or not token:
             raise refuse(f"{where}.token", "the runtime's token, a string", token)
         endpoints[name] = HostEndpoint(name, url, token)

@@ -135,7 +135,8 @@ def test_a_short_value_flagged_by_its_name_is_redacted_where_it_is_the_value_onl
 
 def _tail(kind: str) -> str:
     """A tail each prefix's rule takes for a token's (built from pieces, as planted.py builds its credentials)."""
-    return {ANY: "0123456789" + "abcdef0123", MIXED: "Zq8Lp2Wx7R" + "n4Kd1Vb6Hs9Tm3", UPPER: "Q3EGRUVW" + "5XYZ6ABC"}[kind]
+    tails = {ANY: "0123456789" + "abcdef0123", MIXED: "Zq8Lp2Wx7R" + "n4Kd1Vb6Hs9Tm3", UPPER: "Q3EGRUVW" + "5XYZ6ABC"}
+    return tails[kind]
 
 
 def test_a_chat_bot_token_in_a_host_label_is_flagged_and_neither_value_is_printed_by_any_format(tmp_path, capsys):

@@ -562,8 +562,9 @@ def test_capacity_counts_the_ceiling_not_only_the_warm_sandboxes(check) -> None:
 
 def test_hibernation_needs_a_runtime_on_some_host_of_the_pool_only(check) -> None:
     # A pool with a runtime on one of its hosts hibernates there: legitimate, no error.
+    runtime = "      disk: 20GiB\n    runtime:\n      token: {secret: runtimeToken}\n"
     hibernating = change("    secrets:\n", "    session:\n      idle: hibernate\n    secrets:\n",
-                         "      disk: 20GiB\n", "      disk: 20GiB\n    runtime:\n      token: {secret: runtimeToken}\n")
+                         "      disk: 20GiB\n", runtime)
     assert lines(check(hibernating)) == []
 
 

@@ -57,7 +57,8 @@ def test_a_socket_is_refused(monkeypatch, capsys):
         monkeypatch.chdir(folder)
         server.bind("stack.yaml")
         assert main(["validate", "stack.yaml"]) == 2
-        assert capsys.readouterr().out == "stack.yaml:1:1: $: is a socket, not a regular file: give the path of a spec file\n"
+        assert capsys.readouterr().out == ("stack.yaml:1:1: $: is a socket, not a regular file: give the path of a "
+                                           "spec file\n")
 
 
 def test_a_symlink_to_a_fifo_is_refused_by_what_it_points_to(tmp_path, monkeypatch, capsys):

@@ -271,8 +271,8 @@ class SessionPolicy(StrictModel):
         "CPU under the idle threshold, measured from outside): 'pause' (default; the next call resumes it), 'stop' "
         "(the session ends; the sandbox is stopped and its disk workspaces emptied at once, and the next claim "
         "starts it), 'reset' (the session ends), 'hibernate' (the container is stopped, freeing its memory and CPU, and "
-        "its files kept; the session's next call resumes it: docs/design/ondemand.md; the runtime does it, so a pool of "
-        "it needs a runtime on one of its hosts), or 'never'.", change=RUNTIME,
+        "its files kept; the session's next call resumes it: docs/design/ondemand.md; the runtime does it, so a "
+        "pool of it needs a runtime on one of its hosts), or 'never'.", change=RUNTIME,
         access=NEVER)
     idle_after: Duration = field("15m", description="Idle time before `idle` applies. Default '15m'.", change=RUNTIME,
                                  access=NEVER)

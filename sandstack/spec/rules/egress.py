@@ -118,8 +118,8 @@ def sandbox_bounds_within_pool_bounds(ctx: Context) -> Iterator[Diagnostic]:
                 set_here = own if own in bounds.model_fields_set else pool
                 yield ctx.error(path + ("connections", set_here), f"`connections.{own}` {mine} ({words} per sandbox) "
                                 f"is above `connections.{pool}` {theirs} (the whole pool's): the pool's bound refuses "
-                                f"first, so a sandbox never gets more than {theirs}; lower `{own}` to at most {theirs}, or raise "
-                                f"`{pool}`", "connection-bounds")
+                                f"first, so a sandbox never gets more than {theirs}; lower `{own}` to at most "
+                                f"{theirs}, or raise `{pool}`", "connection-bounds")
 
 
 # This module's rules, in the order they run (the registry, sandstack.spec.rules.RULES, lists each module).
