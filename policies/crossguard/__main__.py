@@ -4,7 +4,8 @@ It enforces the container-level subset of `sandstack check`'s built-in rules on 
 docker:index/container:Container of the program (the rule logic is sandstack.policy.containers, shared with
 `sandstack check`), so sandboxes made outside sandstack's components are held to the same rules. sandstack's own
 host containers are exempt by their place in its component tree (the URN's parent types), never by a label; a url
-port its public ingress serves is public, as in `sandstack check`. Configure it with `--policy-pack-config`
+port its public ingress serves is public, as in `sandstack check`; the sandboxes the runtime creates on demand are
+judged from the recipes in its configuration, slot by slot. Configure it with `--policy-pack-config`
 (capabilities, publicPorts, writableRoot, untrusted, maxGpus, sudo). Its environment: requirements.txt.
 """
 

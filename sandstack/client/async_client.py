@@ -316,7 +316,7 @@ class AsyncClient(Stack):
                    {"pool": pool, "hosts": refused})
 
     async def sandbox(self, ref: str) -> AsyncSandbox:
-        host_name, _, name = ref.partition("/")
+        host_name, name = self.sandbox_ref(ref)
         host = self.host(host_name)
         return AsyncSandbox(host, await host.status(name))
 

@@ -312,7 +312,7 @@ class Client(Stack):
 
     def sandbox(self, ref: str) -> Sandbox:
         """A handle on `host/sandbox` (as printed by claims), for a sandbox some session holds."""
-        host_name, _, name = ref.partition("/")
+        host_name, name = self.sandbox_ref(ref)
         host = self.host(host_name)
         return Sandbox(host, host.status(name))
 

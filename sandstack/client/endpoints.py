@@ -5,7 +5,6 @@ A method answers what `_send` does: the decoded answer (sync), or an awaitable o
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -13,6 +12,7 @@ from urllib.parse import quote
 
 import httpx
 
+from sandstack.files import read_json
 from sandstack.client.errors import CommandFailed, Conflict, NotFound
 from sandstack.client.results import ExecResult, FileEntry
 
@@ -26,12 +26,57 @@ class HostEndpoint:
     token: str
 
 
-def parse_outputs(outputs: Mapping[str, Any]) -> tuple[dict[str, HostEndpoint], dict[str, list[str]]]:
-    data = outputs.get("runtime", outputs)
-    try:
-        return {name: HostEndpoint(name, h["url"], h["token"]) for name, h in data["hosts"].items()}, data["pools"]
-    except (KeyError, TypeError, AttributeError) as error:
-        raise ValueError(f"stack outputs lack the runtime's hosts and pools ({error})") from error
+OUTPUTS_LIMIT = 16 * 1024 * 1024  # `pulumi stack output --json`: a 1,000-sandbox stack's is a few hundred KiB
+OUTPUTS_SHAPE = '{"hosts": {HOST: {"url", "token"}}, "pools": {POOL: [HOST, ...]}}'
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def parse_outputs(outputs: Any) -> tuple[dict[str, HostEndpoint], dict[str, list[str]]]:
+    """Each host's endpoint and each pool's hosts from stack outputs (the runtime's, at the top level or under
+    `runtime`), or a ValueError naming the JSON path of the first thing that is not what the client reads (a token's
+    value is never shown)."""
+    def refuse(path: str, what: str, got: Any) -> ValueError:
+        return ValueError(f"{path}: expected {what}, got {_kind(got)} (stack outputs are {OUTPUTS_SHAPE}, as "
+                          "`pulumi stack output --json --show-secrets` writes them)")
+
+    if not isinstance(outputs, Mapping):
+        raise refuse("$", "an object", outputs)
+    root, data = ("$.runtime", outputs["runtime"]) if "runtime" in outputs else ("$", outputs)
+    if not isinstance(data, Mapping):
+        raise refuse(root, "an object", data)
+    hosts, pools = data.get("hosts"), data.get("pools")
+    if not isinstance(hosts, Mapping):
+        raise refuse(f"{root}.hosts", "an object of hosts", hosts)
+    if not isinstance(pools, Mapping):
+        raise refuse(f"{root}.pools", "an object of pools", pools)
+    endpoints = {}
+    for name, host in hosts.items():
+        where = f"{root}.hosts.{name}"
+        if not isinstance(host, Mapping):
+            raise refuse(where, "an object with url and token", host)
+        url, token = host.get("url"), host.get("token")
+        if not isinstance(url, str):
+            raise refuse(f"{where}.url", "the runtime's URL, 'http://…' or 'https://…'", url)
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"{where}.url: expected the runtime's URL, 'http://…' or 'https://…', "
+                             f"got {url[:60]!r}")
+        if not isinstance(token, str) or not token:
+            raise refuse(f"{where}.token", "the runtime's token, a string", token)
+        endpoints[name] = HostEndpoint(name, url, token)
+    placed = {}
+    for name, names in pools.items():
+        where = f"{root}.pools.{name}"
+        if not isinstance(names, list) or not all(isinstance(h, str) for h in names):
+            raise refuse(where, "a list of host names", names)
+        unknown = [h for h in names if h not in endpoints]
+        if unknown:
+            raise ValueError(f"{where}: host {unknown[0]!r} is not in {root}.hosts")
+        placed[name] = list(names)
+    return endpoints, placed
 
 
 @dataclass(frozen=True)
@@ -240,7 +285,24 @@ class Stack:
 
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> Any:
-        return cls.from_outputs(json.loads(Path(path).read_text(encoding="utf-8")), **kwargs)
+        """From a file of stack outputs, read as every command reads a file (sandstack.files: a regular file, at
+        most OUTPUTS_LIMIT): UnreadableFile (an OSError) when it cannot be read, ValueError naming the file and
+        where in it when it is not the outputs' JSON."""
+        data = read_json(path, OUTPUTS_LIMIT, "a stack outputs file")
+        try:
+            hosts, pools = parse_outputs(data)
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from None
+        return cls(hosts, pools, **kwargs)  # type: ignore[call-arg]
+
+    @staticmethod
+    def sandbox_ref(ref: str) -> tuple[str, str]:
+        """(host, sandbox) of `HOST/SANDBOX` as a claim prints it, or a ValueError saying what was given: a bare
+        name once reached the runtime as the sandbox '' (a listing, where a sandbox's status was read)."""
+        host, sep, name = ref.partition("/")
+        if not sep or not host or not name or "/" in name:
+            raise ValueError(f"{ref!r} is not HOST/SANDBOX as a claim prints it, e.g. 'local/sandstack-dev-python-0'")
+        return host, name
 
     def host(self, name: str) -> Any:
         if name not in self.hosts:

@@ -23,6 +23,7 @@ from typing import IO, AsyncIterator, Callable, Iterator
 
 from sandstack.client.errors import HostUnavailable
 from sandstack.client.pieces import PIECE
+from sandstack.files import open_regular
 
 Source = str | os.PathLike | IO[bytes]
 Destination = str | os.PathLike | IO[bytes]
@@ -120,7 +121,9 @@ def _left(file: IO[bytes], start: int | None) -> int | None:
 def open_source(source: Source) -> tuple[IO[bytes], str, bool]:
     """(file, its label for messages, whether it is ours to close)."""
     if isinstance(source, (str, os.PathLike)):
-        return open(source, "rb"), repr(os.fspath(source)), True
+        # A regular file only (sandstack.files): a FIFO's open would wait, a device never ends. Its size is the
+        # runtime's to bound (the pool's upload_limit, 413): it is streamed, never held.
+        return open_regular(source, what="a file to upload"), repr(os.fspath(source)), True
     name = getattr(source, "name", None)  # a descriptor's number for os.fdopen's files: not a name
     return source, repr(name) if isinstance(name, str) else "a file object", False
 

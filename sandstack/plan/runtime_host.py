@@ -30,13 +30,16 @@ from sandstack.spec.resolve import ResolvedTemplate
 # RUN_DIR is a tmpfs here: the code (PYTHONPATH) and the configuration, unpacked at start.
 CODE_DIR = f"{RUN_DIR}/code"
 CONFIG_FILE = f"{RUN_DIR}/runtime.json"
+# The configuration's JSON in the container's environment, written to CONFIG_FILE at start: where a policy pack reads
+# the on-demand recipes the runtime creates sandboxes from (sandstack.policy.crossguard).
+ENV_CONFIG_TEXT = "SANDSTACK_RUNTIME_CONFIG_TEXT"
 # The code's archive (base64) goes in up to CODE_PARTS variables of at most CODE_PART characters: the kernel refuses
 # a process any one environment string past 128 KiB (MAX_ARG_STRLEN), and the container then never starts (the
 # archive passed that size at 130 KiB: the runtime's deployment failed its health check, nothing logged).
 CODE_ENV, CODE_PARTS, CODE_PART = "SANDSTACK_RUNTIME_CODE", 4, 96 * 1024
 _CODE = " ".join(f'"${CODE_ENV}_{i}"' for i in range(CODE_PARTS))
 ENTRYPOINT = (f'mkdir -p {CODE_DIR} && printf "%s" {_CODE} | base64 -d | tar -xz -C {CODE_DIR} '
-              f'&& printf "%s" "$SANDSTACK_RUNTIME_CONFIG_TEXT" > {CONFIG_FILE} && exec python3 -m sandstack.runtime')
+              f'&& printf "%s" "${ENV_CONFIG_TEXT}" > {CONFIG_FILE} && exec python3 -m sandstack.runtime')
 DOCKER_SOCKET = "/var/run/docker.sock"  # the host daemon's socket, where Docker puts it by default
 MEMORY_MB = 256
 CPUS = "1"
@@ -100,7 +103,7 @@ class RuntimeHostPlan:
         """Everything but the token, which the component adds from its secret."""
         return [f"PYTHONPATH={CODE_DIR}", "PYTHONDONTWRITEBYTECODE=1", f"{ENV_CONFIG}={CONFIG_FILE}",
                 f"{ENV_STATE_DIR}={DEFAULT_STATE_DIR}", *code_env(),
-                f"SANDSTACK_RUNTIME_CONFIG_TEXT={self.config.to_json()}"]
+                f"{ENV_CONFIG_TEXT}={self.config.to_json()}"]
 
     @property
     def run(self) -> RunSettings:

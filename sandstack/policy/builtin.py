@@ -9,7 +9,8 @@ from typing import Iterator
 
 from sandstack.plan.snapshot import build_inputs
 from sandstack.plan.stack import plan_stack
-from sandstack.policy.containers import ContainerPolicy, container_violations, facts_of_plan
+from sandstack.policy.containers import (ContainerFacts, ContainerPolicy, container_violations, facts_of_body,
+                                         facts_of_plan)
 from sandstack.policy.credentials import check_credentials
 from sandstack.policy.findings import Rule, Violation
 from sandstack.spec.addresses import lock_path
@@ -69,6 +70,11 @@ RULES: dict[str, Rule] = {r.id: r for r in (
     R("SBX-SEC-004", "no-credentials-in-shipped-files", "Checks whether a file the spec ships into sandboxes "
       "(`snapshot.files`, `data`) holds a line that looks like a credential.", "error",
       "Remove the credential from the file and deliver it with `secrets:` instead; rotate it."),
+    R("SBX-SEC-005", "secret-named-env-is-a-secret", "Checks whether an env variable whose name says it holds a "
+      "secret (`*_TOKEN`, `*_KEY`, `*_SECRET`, `*PASSWORD*`, …; README, 'Check a stack against policy') is given a "
+      "plain value, which no scanner need recognise (a credential split across two variables).", "error",
+      "Give it as `{secret: KEY}` (`pulumi config set --secret KEY`) and rotate the value, it is in the repository's "
+      "history; a variable that holds no secret is better renamed, or its finding suppressed with the reason."),
     R("SBX-GPU-001", "no-gpu-with-privileged", "Checks whether a GPU request is combined with privileged.", "error",
       "Remove `security.privileged`: GPUs are attached through device requests."),
     R("SBX-GPU-002", "gpu-ceiling", "Checks whether GPU counts are under `policy.ceilings.gpus`.", "error",
@@ -144,22 +150,35 @@ def public_url_ports(spec: ResolvedStack, template: str) -> tuple[int, ...]:
 
 
 def check_containers(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
-    """The container-level rules on each template's first planned sandbox (the plan's node the components
-    register), on its first pool's first host."""
+    """The container-level rules on each template's containers, once per template: its first pool's first warm
+    sandbox (the plan's node the components register) and, for a pool that may grow on demand, the first slot's
+    recipe (the Engine API body the runtime sends), on that pool's first host. A pool of no warm sandboxes is
+    judged by its recipe alone: every container the runtime may create is held to the rules."""
     # Each pool on its first host only: the rest of the stack's pools are not read.
     plan = plan_stack(spec, "check", only={(name, pool.hosts[0]) for name, pool in spec.pools.items()})
     pools = {(p.pool, p.host): p for p in plan.pools.values()}
-    seen: set[str] = set()
+    found: dict[str, set[tuple]] = {}
     for pool_name, pool in spec.pools.items():
         t = spec.templates[pool.template]
-        planned = pools[(pool_name, pool.hosts[0])].sandbox_plans
-        if t.name in seen or not planned:  # a pool of no replicas registers no sandbox
-            continue
-        seen.add(t.name)
-        facts = replace(facts_of_plan(planned[0]), url_ports=public_url_ports(spec, t.name))  # any host's ingress
-        for rule, where, message, fix in container_violations(facts, container_policy(policy, t.name)):
-            yield Violation(rule, f"template/{t.name}", template_path(spec, t.name, *FIELD_PATHS[where]),
-                            f"Template '{t.name}' {message}.", fix)
+        seen = found.setdefault(t.name, set())
+        policy_of = container_policy(policy, t.name)
+        url_ports = public_url_ports(spec, t.name)  # any host's ingress
+        for facts in _pool_facts(plan, pools[(pool_name, pool.hosts[0])]):
+            for rule, where, message, fix in container_violations(replace(facts, url_ports=url_ports), policy_of):
+                if (rule, message) not in seen:
+                    seen.add((rule, message))
+                    yield Violation(rule, f"template/{t.name}", template_path(spec, t.name, *FIELD_PATHS[where]),
+                                    f"Template '{t.name}' {message}.", fix)
+
+
+def _pool_facts(plan, pool) -> Iterator[ContainerFacts]:
+    """What a pool's containers are on its host: its first warm sandbox, its first on-demand slot's recipe."""
+    if pool.sandbox_plans:
+        yield facts_of_plan(pool.sandbox_plans[0])
+    runtime = plan.hosts[pool.host].runtime
+    ondemand = runtime.config.pools[pool.pool].ondemand if runtime and pool.pool in runtime.config.pools else None
+    if ondemand:
+        yield facts_of_body(ondemand.body(next(iter(ondemand.slots))))
 
 
 def check_sudo(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:

@@ -61,6 +61,24 @@ def facts_of_inputs(props: dict[str, Any]) -> ContainerFacts:
                  else int(r.get("count", 0)) for r in requests if "gpu" in (r.get("capabilities") or [])))
 
 
+def facts_of_body(body: dict[str, Any]) -> ContainerFacts:
+    """From a Docker Engine API `POST /containers/create` body: what the runtime sends for an on-demand sandbox
+    (its recipe, sandstack.plan.ondemand), judged as the warm sandboxes' plan is."""
+    host = body.get("HostConfig") or {}
+    bindings = host.get("PortBindings") or {}
+    requests = host.get("DeviceRequests") or []
+    return ContainerFacts(
+        privileged=bool(host.get("Privileged")), capabilities=tuple(host.get("CapAdd") or ()),
+        user=str(body.get("User") or ""), no_new_privileges="no-new-privileges:true" in (host.get("SecurityOpt") or []),
+        read_only_root=bool(host.get("ReadonlyRootfs")), runtime=str(host.get("Runtime") or "runc"),
+        public_ports=tuple(int(port.split("/")[0]) for port, binds in bindings.items()
+                           if any(b.get("HostIp", "") in ("", EXPOSURE_BIND["public"]) for b in binds or [{}])),
+        # A device request for GPUs (capabilities are a list of alternatives); count -1 is "all of the host's".
+        gpus=sum(len(r["DeviceIDs"]) if r.get("DeviceIDs") else 99 if int(r.get("Count", 0)) < 0
+                 else int(r.get("Count", 0)) for r in requests
+                 if any("gpu" in alternative for alternative in r.get("Capabilities") or [])))
+
+
 def _root(user: str) -> bool:
     return user == "" or user.split(":", 1)[0] in ("0", "root")
 

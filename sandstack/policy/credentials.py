@@ -1,4 +1,4 @@
-"""Credentials in a spec (SBX-SEC-001 … 004): every string a user writes into a spec (env values and names,
+"""Credentials in a spec (SBX-SEC-001 … 005): every string a user writes into a spec (env values and names,
 secret references, setup steps, commands, readiness argv, labels, descriptions, suppression reasons, …) and every
 line of the files it ships into sandboxes (`snapshot.files`, `data`), scanned with detect-secrets' plugins in one
 batch (`sandstack.spec.credentials`). Nothing here returns or logs a suspect string: findings say where, never
@@ -13,7 +13,7 @@ from typing import Any, Iterator, NamedTuple
 from pydantic import BaseModel
 
 from sandstack.policy.findings import Violation
-from sandstack.spec.credentials import detected_types, looks_like_credential, scan
+from sandstack.spec.credentials import detected_types, looks_like_credential, scan, secret_named
 from sandstack.spec.errors import format_path
 from sandstack.spec.models.base import CONFIG_KEY_PATTERN
 from sandstack.spec.resolve import ResolvedStack
@@ -136,10 +136,17 @@ def _pairs(items: list[_Item], found: list[set[str]]) -> list[_Item]:
             if item.kind in ("env", "text") and item.path[:-1] in blocks and not kinds]
 
 
+def _named_secret(item: _Item) -> bool:
+    """A plain env value under a name that says it holds a secret (`*_TOKEN`, `*_KEY`, `*PASSWORD*`, …;
+    sandstack.spec.credentials.secret_named), whatever it looks like: never printed, and SBX-SEC-005 when nothing
+    else flags it."""
+    return item.kind == "env" and item.text != "" and secret_named(item.name)
+
+
 def flagged_texts(spec: ResolvedStack) -> set[str]:
-    """Every string of the spec `check_credentials` flags (not the shipped files' lines): what `preview` and
-    `diff` must not print."""
-    return {item.text for item, kinds in _scanned(spec, files=False) if kinds}
+    """Every string of the spec `check_credentials` flags (not the shipped files' lines), and every value of a
+    secret-named env variable: what `preview` and `diff` must not print."""
+    return {item.text for item, kinds in _scanned(spec, files=False) if kinds or _named_secret(item)}
 
 
 def check_credentials(spec: ResolvedStack) -> Iterator[Violation]:
@@ -148,6 +155,12 @@ def check_credentials(spec: ResolvedStack) -> Iterator[Violation]:
     for item, kinds in scanned:
         if kinds:
             yield _violation(item, hidden)
+        elif _named_secret(item):
+            owner, target, _ = _owner(item.path)
+            path, cut = _safe_path(item.path, hidden)
+            place = "an env entry whose name is not shown" if cut else f"env {item.name}"
+            yield Violation("SBX-SEC-005", target, path, f"{owner} must give {place} as a secret reference: its name "
+                                                         "says it holds one (value not shown).")
 
 
 def _scanned(spec: ResolvedStack, files: bool = True) -> list[tuple[_Item, set[str]]]:

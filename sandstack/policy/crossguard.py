@@ -6,14 +6,17 @@ check`; this module imports no pulumi_policy, so it is tested without the pack's
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Callable, Mapping
 
 from sandstack.plan import types
 from sandstack.plan.ingress import CADDYFILE_ENV
+from sandstack.plan.recipe import merge
+from sandstack.plan.runtime_host import ENV_CONFIG_TEXT
 from sandstack.plan.sandbox import EXPOSURE_BIND
 from sandstack.policy.builtin import RULES
-from sandstack.policy.containers import (ContainerPolicy, container_violations, facts_of_inputs,
+from sandstack.policy.containers import (ContainerPolicy, container_violations, facts_of_body, facts_of_inputs,
                                          url_port_violation)
 from sandstack.spec.roles import HOST_ROLES
 
@@ -76,6 +79,27 @@ def served_url_ports(props: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
     return served
 
 
+def ondemand_bodies(props: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """What a runtime container may create: each on-demand slot (its Docker name) and the Engine API body of its
+    create call, from the recipes in the runtime's configuration (its environment, sandstack.plan.runtime_host).
+    Read as plain JSON: a pack checks what is there, and a configuration the runtime would refuse is no excuse."""
+    for item in props.get("envs") or []:
+        key, _, value = str(item).partition("=")
+        if key != ENV_CONFIG_TEXT:
+            continue
+        try:
+            pools = json.loads(value).get("pools") or {}
+        except (ValueError, AttributeError):
+            return {}
+        bodies: dict[str, dict[str, Any]] = {}
+        for pool in pools.values():
+            ondemand = (pool or {}).get("ondemand") or {}
+            for name, slot in (ondemand.get("slots") or {}).items():
+                bodies[name] = merge(ondemand.get("common") or {}, slot or {})
+        return bodies
+    return {}
+
+
 def policy_from_config(config: Mapping[str, Any] | None) -> ContainerPolicy:
     c = config or {}
     return ContainerPolicy(capabilities=tuple(c.get("capabilities", ())), public_ports=tuple(c.get("publicPorts", ())),
@@ -100,6 +124,15 @@ def validator(rule_id: str) -> Callable[[Any, Callable[[str, str | None], None]]
                 found = url_port_violation(ports, policy)
                 if found and found[0] == rule_id:
                     report_violation(f"Container '{upstream}' {found[2]}. {found[3]}", None)
+            return
+        if component == types.RUNTIME_SERVICE:
+            # Exempt itself (it needs the Docker socket), but what it creates on demand is a sandbox like the warm
+            # ones, and its recipe is in its configuration: judged slot by slot, as `sandstack check` judges it.
+            for slot, body in sorted(ondemand_bodies(args.props).items()):
+                for rule, _, message, fix in container_violations(facts_of_body(body), policy):
+                    if rule == rule_id:
+                        report_violation(f"Container '{slot}' (created on demand by the runtime, from its recipe) "
+                                         f"{message}. {fix or RULES[rule].remediation}", None)
             return
         if component is not None:
             return

@@ -173,7 +173,7 @@ def _config_message(error: dict) -> str:
 
 def load_policy_file(path: str | os.PathLike[str]) -> PolicyFile:
     """The rules of one policy file, or SpecError with every problem located in it."""
-    doc = load(path)
+    doc = load(path, what="a policy file")
     if not isinstance(doc.data, dict):
         raise SpecError([_diagnostic(doc, (), "a policy file is a mapping with `rules` (and optionally `config`)")])
     checker = Validator(FILE_SCHEMA)

@@ -64,7 +64,7 @@ def _error(doc: Document, path: tuple, message: str, key: bool = False) -> Diagn
 def load_acceptances(path: str | Path) -> list[Acceptance]:
     """The file's acceptances; every problem at once as a SpecError of located diagnostics (file:line:col, the
     JSON path, the bad key or value and what is allowed; a reason's text is never printed)."""
-    doc = load(path)
+    doc = load(path, what="a review file")
     data, errors = doc.data, []
     if not isinstance(data, dict) or set(data) - {"accept"}:
         extra = sorted(set(data) - {"accept"}) if isinstance(data, dict) else []

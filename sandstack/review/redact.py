@@ -1,6 +1,7 @@
 """What `preview` and `diff` print of a spec's values: a value `check` flags as a credential (an env value, a
-command's argument, a label, …; `sandstack.policy.credentials.flagged_texts`) shows as a placeholder and URL
-userinfo as `***@`, in every format (a markdown diff is a pull-request comment). Values sandstack computes
+command's argument, a label, …; `sandstack.policy.credentials.flagged_texts`) or holding a word with a known
+credential prefix (`sandstack.spec.credentials.CREDENTIAL_PREFIXES`) shows as a placeholder and URL userinfo as
+`***@`, in every format (a markdown diff is a pull-request comment). Values sandstack computes
 (digests, names) are printed as they are: only what the spec's author wrote can be a credential."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from sandstack.review.diff import Diff, FieldChange, ResourceChange, SnapshotCha
 from sandstack.review.reasons import Reason
 from sandstack.review.resources import Resource
 from sandstack.review.security import Finding
-from sandstack.spec.credentials import HIDDEN, MIN_ENTROPY_LENGTH, PLACEHOLDER, USERINFO
+from sandstack.spec.credentials import HIDDEN, MIN_ENTROPY_LENGTH, PLACEHOLDER, USERINFO, mask_prefixed, prefixed
 
 # The fields of the report's records that carry spec values (the others are names sandstack gives, or effects).
 WALKED = {Resource: ("props",), ResourceChange: ("resource", "changed", "reasons"), FieldChange: ("old", "new"),
@@ -28,7 +29,9 @@ def _holds(text: str, secret: str) -> bool:
 
 
 def _value(text: str, secrets: Collection[str]) -> str:
-    if any(_holds(text, secret) for secret in secrets):
+    # A word with a known credential prefix is hidden wherever it is, flagged or not (a value sandstack built
+    # from a spec value, an old value only the base held): the prefix table is the scanner's own.
+    if prefixed(text) or any(_holds(text, secret) for secret in secrets):
         return PLACEHOLDER
     return USERINFO.sub(HIDDEN + "@", text)
 
@@ -37,7 +40,7 @@ def _sentence(text: str, secrets: Collection[str]) -> str:
     for secret in sorted(secrets, key=len, reverse=True):
         if _holds(text, secret):
             text = text.replace(secret, HIDDEN)
-    return USERINFO.sub(HIDDEN + "@", text)
+    return USERINFO.sub(HIDDEN + "@", mask_prefixed(text))
 
 
 def redacted(node: Any, secrets: Collection[str]) -> Any:

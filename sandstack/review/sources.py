@@ -17,9 +17,10 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Iterator
 
+from sandstack.files import UnreadableFile, check_regular, size_text
 from sandstack.spec.addresses import lock_path
 from sandstack.spec.errors import SpecError
-from sandstack.spec.loader import load, not_a_file
+from sandstack.spec.loader import MAX_FILE_BYTES, load
 from sandstack.spec.models import Stack
 from sandstack.spec.models.templates import RELATIVE_PATH_PATTERN
 from sandstack.spec.walk import model_fields
@@ -48,11 +49,10 @@ def opened(source: str, cwd: Path | None = None) -> Iterator[Path]:
         path = Path(source)
         if path.is_dir():
             raise SourceError(f"{source}: is a directory; give a stack file, e.g. {Path(source) / 'prod.yaml'}")
-        if not path.exists():
-            raise SourceError(f"{source}: no such file")
-        kind = not_a_file(path.stat().st_mode)
-        if kind:  # a pipe or a device would be waited on forever
-            raise SourceError(f"{source}: is {kind}, not a regular file: give the path of a stack file")
+        try:  # a pipe or a device would be waited on forever: refused as every command's reader refuses them
+            check_regular(path, source, "a stack file")
+        except UnreadableFile as error:
+            raise SourceError(str(error)) from None
         yield path
         return
     ref, sep, path = source[4:].partition(":")
@@ -74,6 +74,10 @@ def opened(source: str, cwd: Path | None = None) -> Iterator[Path]:
                           f"e.g. git:{ref}:{PurePosixPath(path) / 'prod.yaml'}")
     if kind != "blob":
         raise SourceError(f"{source}: {inside} is a {kind} at {ref}, not a file")
+    # Bounded before it is extracted, as a stack file on disk is before it is read (sandstack.files).
+    size = int(_git("cat-file", "-s", f"{ref}:{inside}", cwd=root).decode().strip() or 0)
+    if size > MAX_FILE_BYTES:
+        raise SourceError(f"{source}: is larger than the {size_text(MAX_FILE_BYTES)} limit for a stack file")
     with tempfile.TemporaryDirectory(prefix="sandstack-git-") as tmp:
         _extract(root, ref, [str(inside)], Path(tmp))
         # The address lock beside it at that revision too: each side of a diff keeps the addresses it held.

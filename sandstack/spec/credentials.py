@@ -8,6 +8,9 @@ analysed line by line, as detect-secrets scans a file, both as they are and as a
 (`NAME = "value"`), which is what its keyword and AWS plugins need to see a pair such as `AWS_SECRET_ACCESS_KEY`;
 a long run of token characters in a line of several words is analysed on its own too (`X-Token: <token>`).
 
+A word that starts with a known credential prefix (`CREDENTIAL_PREFIXES`: `xoxb-`, `ghp_`, `glpat-`, `AKIA`, …) is
+a credential whatever follows: the table is one more plugin here and the printers' redaction reads it too.
+
 `redact` masks what may be a secret in a message (every diagnostic and finding goes through it), and an
 address is not a credential (detect-secrets' public-IP plugin is left out: specs name addresses on purpose).
 """
@@ -40,11 +43,111 @@ HIDDEN = "***"
 USERINFO = re.compile(r"(?:(?<=://)|(?<![^\s'\"(=,\[]))[^\s'\"/@:\[\]]+:[^\s'\"/@]*@(?![A-Za-z0-9]+:[0-9a-fA-F]{32,})")
 
 
+# Known credential prefixes: a word that starts with one is a credential whatever follows (a token's body is random,
+# and a scanner that waits for the exact shape misses `xoxb-` with 24 hex characters). The one table the scanner
+# (`KnownPrefixDetector`, beside detect-secrets' plugins) and every printer's redaction (sandstack.review.redact)
+# read: (prefix, what it is, what must follow it in the same word). What follows is any run of token characters
+# (ANY), except after a prefix that also begins ordinary words and identifiers (`sk-learn`, `hf_hub_download`,
+# `npm_config_cache`: MIXED, a random-looking tail with capitals and small letters) or an upper-case word
+# (`ASIA_PACIFIC`: UPPER, capitals and digits only, as AWS writes its key ids).
+_CHARS = r"[A-Za-z0-9_\-+/=.]"  # base64 and URL-safe alphabets, a JWT's or SendGrid's dots
+MIN_TAIL = 8  # a prefix named in prose ('tokens start with xoxb-') is not a credential
+ANY = rf"{_CHARS}{{{MIN_TAIL},}}"
+MIXED = rf"(?={_CHARS}*[A-Z])(?={_CHARS}*[a-z]){_CHARS}{{16,}}"
+UPPER = r"[A-Z0-9]{12,}"
+CREDENTIAL_PREFIXES: tuple[tuple[str, str, str], ...] = (
+    ("xoxb-", "Slack bot token", ANY), ("xoxp-", "Slack user token", ANY), ("xoxa-", "Slack app token", ANY),
+    ("xoxr-", "Slack refresh token", ANY), ("xoxs-", "Slack session token", ANY),
+    ("xoxe-", "Slack configuration token", ANY), ("xapp-", "Slack app-level token", ANY),
+    ("ghp_", "GitHub personal access token", ANY), ("gho_", "GitHub OAuth token", ANY),
+    ("ghu_", "GitHub user-to-server token", ANY), ("ghs_", "GitHub server-to-server token", ANY),
+    ("ghr_", "GitHub refresh token", ANY), ("github_pat_", "GitHub fine-grained token", ANY),
+    ("glpat-", "GitLab personal access token", ANY), ("gldt-", "GitLab deploy token", ANY),
+    ("glrt-", "GitLab runner token", ANY), ("glptt-", "GitLab pipeline trigger token", ANY),
+    ("sk-ant-", "Anthropic API key", ANY), ("sk-proj-", "OpenAI project key", ANY),
+    ("sk-", "OpenAI-style secret key", MIXED),
+    ("sk_live_", "Stripe secret key", ANY), ("sk_test_", "Stripe test secret key", ANY),
+    ("rk_live_", "Stripe restricted key", ANY), ("whsec_", "Stripe webhook secret", ANY),
+    ("AKIA", "AWS access key id", UPPER), ("ASIA", "AWS temporary access key id", UPPER),
+    ("AIza", "Google API key", ANY), ("ya29.", "Google OAuth access token", ANY),
+    ("hf_", "Hugging Face token", MIXED), ("npm_", "npm token", MIXED), ("pypi-", "PyPI token", MIXED),
+    ("dop_v1_", "DigitalOcean token", ANY), ("shpat_", "Shopify access token", ANY),
+    ("SG.", "SendGrid API key", ANY),
+)
+KNOWN_PREFIX = "Known credential prefix"
+# A prefix counts at the start of a word, not inside one ('task-…' holds no 'sk-').
+_WORD_START = r"(?<![A-Za-z0-9_\-+/=.])"
+
+
+def _prefix_pattern() -> re.Pattern:
+    # Longest prefix first: `sk-ant-` is tried before `sk-`, whose tail rule would refuse `ant-api03-…`.
+    entries = sorted(CREDENTIAL_PREFIXES, key=lambda entry: len(entry[0]), reverse=True)
+    return re.compile(_WORD_START + "(?:" + "|".join(f"{re.escape(prefix)}{tail}" for prefix, _, tail in entries)
+                      + ")")
+
+
+PREFIXED = _prefix_pattern()
+
+
+# Names that say a variable holds a secret: its value is never printed (preview, diff, validate's errors) and
+# `check` wants it as `{secret: KEY}` (SBX-SEC-005). By the name's words (split at `_`, `-`, `.` and case changes):
+# - one of SECRET_ANYWHERE anywhere in it (`*PASSWORD*`, `PGPASSWORD`, `CLIENT_SECRET`, `AWS_SECRET_ACCESS_KEY`);
+# - or a last word in SECRET_LAST (`*_TOKEN`, `*_KEY`, `*_APIKEY`, `*_PAT`, …), after any part markers a credential
+#   split across variables carries (`TOKEN_A`/`TOKEN_B`, `API_KEY_1`, `KEY_PART2`);
+# - never a name whose last word says it holds where or what the secret is, not the secret (`*_FILE`, `*_PATH`,
+#   `*_ID`, `*_NAME`, …), nor one with a word that says the value is public (`PUBLIC_KEY`).
+SECRET_ANYWHERE = ("PASSWORD", "PASSWD", "PASSPHRASE", "SECRET")
+SECRET_LAST = frozenset({"TOKEN", "KEY", "APIKEY", "PAT", "CREDENTIAL", "CREDENTIALS", "PASS", "PWD", "AUTH",
+                         "PRIVATEKEY", "COOKIE"})
+NOT_SECRET_LAST = frozenset({"FILE", "PATH", "DIR", "NAME", "ID", "TYPE", "LENGTH", "SIZE", "COUNT", "HEADER",
+                             "ENABLED", "URL", "ENDPOINT", "HOST", "PORT", "EXPIRY", "TTL"})
+NOT_SECRET_WORDS = frozenset({"PUBLIC", "PUB"})
+_PART = re.compile(r"[0-9]+|[A-Z]|PART[0-9]*|HALF")
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def secret_named(name: str) -> bool:
+    """Whether an environment variable's name says it holds a secret (see SECRET_ANYWHERE and SECRET_LAST)."""
+    words = [word.upper() for word in _WORDS.findall(name)]
+    if not words or words[-1] in NOT_SECRET_LAST or NOT_SECRET_WORDS & set(words):
+        return False
+    if any(word in name.upper() for word in SECRET_ANYWHERE):
+        return True
+    while len(words) > 1 and _PART.fullmatch(words[-1]):
+        words.pop()
+    return words[-1] in SECRET_LAST
+
+
+def secret_env_path(path: tuple) -> bool:
+    """Whether a JSON path is, or is under, the value of a secret-named env variable of a template or the
+    defaults (`templates.T.env.NAME`, `defaults.env.NAME`)."""
+    at = 2 if path[:1] == ("templates",) else 1 if path[:1] == ("defaults",) else None
+    return (at is not None and len(path) > at + 1 and path[at] == "env" and isinstance(path[at + 1], str)
+            and secret_named(path[at + 1]))
+
+
+def prefixed(text: str) -> bool:
+    """Whether `text` holds a word that starts with a known credential prefix (CREDENTIAL_PREFIXES)."""
+    return PREFIXED.search(text) is not None
+
+
+def mask_prefixed(text: str) -> str:
+    """`text` with each word that starts with a known credential prefix replaced by HIDDEN."""
+    return PREFIXED.sub(HIDDEN, text)
+
+
 @cache
 def _plugins() -> tuple:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    from detect_secrets.plugins.base import RegexBasedDetector
 
-    plugins = []
+    class KnownPrefixDetector(RegexBasedDetector):
+        """CREDENTIAL_PREFIXES as one more detect-secrets plugin: batched, prefiltered and reported as the others."""
+
+        secret_type = KNOWN_PREFIX
+        denylist = (PREFIXED,)
+
+    plugins = [KnownPrefixDetector()]
     for kind, cls in get_mapping_from_secret_type_to_class().items():
         if kind in NOT_CREDENTIALS:
             continue

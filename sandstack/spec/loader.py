@@ -1,8 +1,9 @@
 """Safe YAML loading that keeps the line and column of every key and value.
 
 Hostile files are the normal case for a validator that runs in CI on pull requests, so:
-- the path must be a regular file (a named pipe or a device would make the read wait forever);
-- the file is capped in size before it is parsed, and must be UTF-8 text;
+- the path must be a regular file (a named pipe or a device would make the read wait forever) and the file is
+  capped in size before it is parsed: both by sandstack.files, the reader of every file a command reads;
+- the file must be UTF-8 text;
 - nesting depth is checked on the event stream before any tree is built;
 - aliases are followed but the expanded tree is capped (a "billion laughs" file stops early);
 - tags are refused except the core ones, so no constructor ever runs on file content;
@@ -16,15 +17,15 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
 import yaml
 
+from sandstack.files import UnreadableFile, read_bytes
 from sandstack.spec.errors import Diagnostic, JsonPath, SpecError, format_path
-from sandstack.spec.units import KIB, MIB
+from sandstack.spec.units import MIB
 
 MAX_FILE_BYTES = MIB
 MAX_DEPTH = 64
@@ -109,51 +110,19 @@ def _pos(node_or_event) -> Position:
     return (mark.line + 1, mark.column + 1)
 
 
-_KINDS_OF_FILE = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
-                  (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-
-
-def not_a_file(mode: int) -> str | None:
-    """What a path is when it is not a regular file ('a named pipe (FIFO)', ...), else None. Reading a pipe or a
-    device would wait for a writer forever (or never end), so inputs are refused by kind before they are read."""
-    if stat.S_ISREG(mode):
-        return None
-    return next((name for test, name in _KINDS_OF_FILE if test(mode)), "a special file")
-
-
-def _open_nonblocking(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_NONBLOCK)
-
-
-def read_text(path: str | os.PathLike[str], display: str | None = None) -> str:
-    """The file's text, or a SpecError whose rule says whether it could not be read ('io')
-    or is not a text spec at all ('encoding', 'size')."""
+def read_text(path: str | os.PathLike[str], display: str | None = None, what: str = "a spec file") -> str:
+    """The file's text, or a SpecError whose rule says whether it could not be read ('io': missing, refused, not a
+    regular file; sandstack.files, the one reader of every command) or is not a text spec at all ('encoding',
+    'size')."""
     name = display or str(path)
 
     def fail(rule: str, message: str, line: int = 1, column: int = 1) -> SpecError:
         return SpecError([Diagnostic(name, line, column, "$", message, rule)])
 
-    p = Path(path)
     try:
-        kind = not_a_file(p.stat().st_mode)
-        if kind == "a directory":
-            raise fail("io", "is a directory, not a spec file")
-        if kind:
-            raise fail("io", f"is {kind}, not a regular file: give the path of a file")
-        # Opened non-blocking and checked again: a file swapped for a pipe after the check cannot hang the read.
-        with open(p, "rb", opener=_open_nonblocking) as handle:
-            kind = not_a_file(os.fstat(handle.fileno()).st_mode)
-            if kind:
-                raise fail("io", f"is {kind}, not a regular file: give the path of a file")
-            raw = handle.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise fail("io", "no such file") from None
-    except PermissionError:
-        raise fail("io", "permission denied") from None
-    except OSError as exc:
-        raise fail("io", f"cannot be read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise fail("size", f"is larger than the {MAX_FILE_BYTES // KIB} KiB limit for a spec file")
+        raw = read_bytes(path, MAX_FILE_BYTES, name, what)
+    except UnreadableFile as error:
+        raise fail(error.rule, error.strerror) from None
     if b"\x00" in raw:
         offset = raw.index(b"\x00")
         line = raw.count(b"\n", 0, offset) + 1
@@ -224,10 +193,11 @@ def _clip(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def load(path: str | os.PathLike[str], display: str | None = None) -> Document:
-    """Read and parse one spec file; every failure is a SpecError with located diagnostics."""
+def load(path: str | os.PathLike[str], display: str | None = None, what: str = "a spec file") -> Document:
+    """Read and parse one spec file (or a policy or review file, `what`); every failure is a SpecError with located
+    diagnostics."""
     name = display or str(path)
-    return parse(read_text(path, name), name)
+    return parse(read_text(path, name, what), name)
 
 
 def from_data(data: object, name: str) -> Document:

@@ -11,6 +11,7 @@ import difflib
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterator
 
+from sandstack.spec.credentials import secret_env_path
 from sandstack.spec.errors import Diagnostic
 from sandstack.spec.loader import Document
 from sandstack.spec.models.base import CONFIG_KEY_PATTERN
@@ -99,7 +100,14 @@ def _explain(error: ValidationError, doc: Document, outer: dict[str, Any]) -> It
     def at(message: str, sub: tuple = (), key: bool = False) -> Diagnostic:
         return doc.diagnostic(path + sub, message, "schema", key=key)
 
-    if _secret_ref(schema) and keyword in ("type", "anyOf", "oneOf"):
+    if secret_env_path(path) and (keyword == "type" or keyword in ("anyOf", "oneOf")
+                                  and not isinstance(value, (str, dict))):
+        # A variable whose name says it holds a secret: whatever is wrong with its value, the value is not shown.
+        yield at(f"expected a string or {{secret: KEY}}, got {_kind(value)} (value not shown)")
+    elif secret_env_path(path) and keyword in ("minLength", "maxLength"):
+        bound = "at least" if keyword == "minLength" else "at most"
+        yield at(f"has {len(value)} characters; {bound} {error.validator_value} allowed (value not shown)")
+    elif _secret_ref(schema) and keyword in ("type", "anyOf", "oneOf"):
         # Where a secret reference belongs, a plain value is most likely the secret itself: never shown.
         yield at(f"expected {{secret: KEY}}, got {_kind(value)} (value not shown)")
     elif schema.get("pattern") == CONFIG_KEY_PATTERN:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sandstack.tooling.helptext import FORMATTER, command, epilog, sentence
 from sandstack.tooling.sandbox_cli import OUTPUTS_ENV, add_sandbox_commands
-from sandstack.tooling.validate import EXIT_INVALID, EXIT_OK
+from sandstack.tooling.validate import EXIT_INVALID, EXIT_OK, EXIT_USAGE
 
 
 def package_version() -> str:
@@ -98,7 +98,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from sandstack.tooling import generate
 
     root = Path(args.root)
-    if args.check:
+    try:
+        return _generate(generate, root, args.check)
+    except (OSError, ValueError) as error:  # a generated file or a source that cannot be read (sandstack.files)
+        print(f"sandstack generate: {error}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _generate(generate, root: Path, check: bool) -> int:
+    if check:
         stale = generate.stale(root)
         for path in stale:
             print(f"{path} is stale: run `{generate.REGENERATE}` and commit the result", file=sys.stderr)

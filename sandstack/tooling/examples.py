@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sandstack.files import MIB, read_text
 from sandstack.review import diff_report, preview
 from sandstack.review.diff import diff
 from sandstack.review.resources import stack_resources
@@ -17,6 +18,7 @@ WORKFLOW = Path("docs/ci/sandstack-review.yml")
 # Posts the review's comment and findings with a write token, also for fork pull requests (see its header).
 COMMENT_WORKFLOW = Path("docs/ci/sandstack-review-comment.yml")
 STACK = "prod"
+WORKFLOW_LIMIT = MIB
 
 
 def render_examples(root: Path) -> str:
@@ -30,10 +32,10 @@ def render_examples(root: Path) -> str:
         f"`sandstack diff {base_file} {head_file} --stack {STACK}` (`--format markdown` for a pull-request "
         "comment, `--format json` for tools):", "", "```text", changes.rstrip(), "```", "",
         f"The pull-request workflow (`{WORKFLOW}`; copy it to `.github/workflows/`):", "",
-        "```yaml", (root / WORKFLOW).read_text().rstrip(), "```", "",
+        "```yaml", read_text(root / WORKFLOW, WORKFLOW_LIMIT, "a workflow file").rstrip(), "```", "",
         f"And the one that posts its comment and findings, for fork pull requests too (`{COMMENT_WORKFLOW}`; "
         "copy it beside the first):", "",
-        "```yaml", (root / COMMENT_WORKFLOW).read_text().rstrip(), "```", "", END,
+        "```yaml", read_text(root / COMMENT_WORKFLOW, WORKFLOW_LIMIT, "a workflow file").rstrip(), "```", "", END,
     ])
 
 

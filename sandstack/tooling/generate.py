@@ -7,11 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from sandstack.files import MIB, read_text
 from sandstack.spec.schema import SCHEMA_FILE, render_schema
 from sandstack.tooling import examples, policy_index
 from sandstack.tooling.reference import render_reference, splice
 
 REGENERATE = "sandstack generate"
+GENERATED_LIMIT = 16 * MIB  # the README is ~120 KiB
 
 
 @dataclass(frozen=True)
@@ -36,12 +38,18 @@ def _package_schema() -> str:
     return render_schema()
 
 
+def _current(target: Path) -> str:
+    """A generated file's committed text ('' when there is none), read as every command reads a file
+    (sandstack.files)."""
+    return read_text(target, GENERATED_LIMIT, "a generated file") if target.exists() else ""
+
+
 def stale(root: Path) -> list[str]:
     """Paths whose committed text differs from what the models generate."""
     out = []
     for item in GENERATED:
         target = root / item.path
-        current = target.read_text(encoding="utf-8") if target.exists() else ""
+        current = _current(target)
         try:
             wanted = item.render(root, current)
         except ValueError:
@@ -57,7 +65,7 @@ def write(root: Path) -> list[str]:
     changed = []
     for item in GENERATED:
         target = root / item.path
-        current = target.read_text(encoding="utf-8") if target.exists() else ""
+        current = _current(target)
         wanted = item.render(root, current)
         if current != wanted:
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,6 @@
 """What `sandstack … --help` prints besides the arguments: one sentence on what a command does and examples that
-run as written (tests/tooling/test_cli_help.py parses each example with the real parser)."""
+run as written (tests/review/test_cli_help.py parses each example with the real parser,
+tests/review/test_cli_examples.py runs each)."""
 
 from __future__ import annotations
 

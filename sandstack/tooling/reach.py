@@ -15,16 +15,18 @@ secret: PEM text is only handed to the TLS library, and what a failure says is r
 from __future__ import annotations
 
 import errno
-import json
 import os
 import socket
 import ssl
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
+from sandstack.files import MIB, read_json
 from sandstack.spec.models.hosts import Host
+
+CONFIG_LIMIT = 4 * MIB  # a stack's config: keys, and TLS material in PEM
+CONFIG_WHAT = "a config file (`pulumi config --show-secrets --json`)"
 
 TIMEOUT = 5.0
 REQUEST = b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n"
@@ -68,9 +70,10 @@ def load_config(path: str | None) -> dict[str, str]:
     """`pulumi config --show-secrets --json` (`{"project:key": {"value": ..., "secret": true}}`) as {key: value}."""
     if not path:
         return {}
-    data = json.loads(Path(path).read_text())
+    data = read_json(path, CONFIG_LIMIT, CONFIG_WHAT)  # a regular file, bounded: sandstack.files
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: not a JSON object of config keys (`pulumi config --show-secrets --json`)")
+        raise ValueError(f"{path}: $: expected an object of config keys, as `pulumi config --show-secrets --json` "
+                         "writes it")
     return {key: entry.get("value") if isinstance(entry, dict) else entry for key, entry in data.items()}
 
 

@@ -61,9 +61,8 @@ def _unreachable(args: argparse.Namespace, spec: ResolvedStack) -> bool:
 
     try:
         config = reach.load_config(args.config)
-    except (OSError, ValueError) as error:  # the file's name, never its content
-        print(f"sandstack: --config {args.config}: not readable as `pulumi config --show-secrets --json` output "
-              f"({type(error).__name__})", file=sys.stderr)
+    except (OSError, ValueError) as error:  # the file's name and where, never its content (sandstack.files)
+        print(f"sandstack: --config {error}", file=sys.stderr)
         raise _Stop(EXIT_UNREADABLE) from None
     results = reach.check_hosts(spec.hosts, config, args.host_timeout)
     for result in results:
@@ -95,6 +94,9 @@ def _acceptances(args: argparse.Namespace) -> list:
     try:
         return load_acceptances(path)
     except SpecError as error:
+        if all(d.rule == "io" for d in error.diagnostics):  # not read at all (missing, a pipe, a device): one line
+            print(f"sandstack: {path}: {error.diagnostics[0].message}", file=sys.stderr)
+            raise _Stop(EXIT_UNREADABLE) from None
         print(f"{path} is not a valid review file:\n{error}", file=sys.stderr)
         raise _Stop(EXIT_INVALID) from None
     except OSError as error:

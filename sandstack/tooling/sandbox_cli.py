@@ -20,6 +20,7 @@ from sandstack.tooling.helptext import command
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
 OUTPUTS_ENV = "SANDSTACK_OUTPUTS"
+SCRIPT_LIMIT = 4 * 1024 * 1024  # an exec's script travels in its request (files go with `put`, streamed)
 
 
 def _client(args: argparse.Namespace):
@@ -55,10 +56,10 @@ def cmd_status(client, args) -> int:
 
 
 def cmd_exec(client, args) -> int:
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command = args.command
     if bool(command) == bool(args.script):
         raise ValueError("give a command after '--' or --script, not both")
-    script = Path(args.script).read_text(encoding="utf-8") if args.script else None
+    script = _script(args.script) if args.script else None
     env = dict(item.split("=", 1) for item in args.env)
     if args.stream:
         return _stream(client.sandbox(args.sandbox), command or None, script, args, env)
@@ -69,6 +70,13 @@ def cmd_exec(client, args) -> int:
     if result.get("message"):
         print(f"sandstack: {result['message']}", file=sys.stderr)
     return result["exit_code"]
+
+
+def _script(path: str) -> str:
+    """A --script file's text, read as every command reads a file (sandstack.files: a regular file, bounded)."""
+    from sandstack.files import read_text
+
+    return read_text(path, SCRIPT_LIMIT, "a script")
 
 
 def _stream(sandbox, command, script, args, env) -> int:
@@ -104,7 +112,7 @@ def cmd_shell(client, args) -> int:
     size = shutil.get_terminal_size()
     interactive = sys.stdin.isatty()
     saved = termios.tcgetattr(sys.stdin.fileno()) if interactive else None
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command = args.command
     with client.sandbox(args.sandbox).terminal(size.lines, size.columns, command or None) as term:
         def keys() -> None:
             while data := os.read(sys.stdin.fileno(), 4096):
@@ -188,6 +196,10 @@ def cmd_get(client, args) -> int:
 
 
 def cmd_put(client, args) -> int:
+    if args.source != "-":  # the local file first: a pipe or a device is refused before the runtime is asked
+        from sandstack.files import check_regular
+
+        check_regular(args.source, what="a file to upload")
     sandbox = client.sandbox(args.sandbox)
     source = sys.stdin.buffer if args.source == "-" else args.source
     with _progress(f"put {args.path}") as progress:
@@ -275,6 +287,44 @@ def _run(func: Callable[..., int]) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+def _exec_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--script", metavar="FILE", help="run this local file's text instead of a command")
+    p.add_argument("--lang", choices=("bash", "python"), default="bash", help="the --script's language "
+                                                                              "(default: bash)")
+    p.add_argument("--cwd", metavar="PATH", help="the working directory in the sandbox (default: its workspace)")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="an environment variable for the command; repeatable")
+    p.add_argument("--timeout", type=int, metavar="SECONDS", help="stop the command after this many seconds")
+    p.add_argument("--stream", action="store_true", help="print the output as the command writes it")
+
+
+class _OptionsThenCommand(argparse.Action):
+    """`HOST/SANDBOX [OPTIONS] [-- COMMAND…]`: argparse's REMAINDER takes every word after the sandbox, options too,
+    so `exec HOST/SANDBOX --stream -- make build` once ran `--stream` as the command (exit 127). Here the words
+    up to `--` are read as the command's options (by a parser of those options alone: a stray word is a usage
+    error, never part of a command) and the words after it are the command; words that do not start with an
+    option are the command as they are (`exec HOST/SANDBOX ls -la`)."""
+
+    def __init__(self, *args, options: Callable[[argparse.ArgumentParser], None], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.options = options
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        words = list(values or [])
+        if words[:1] == ["--"]:
+            options, command = [], words[1:]
+        elif words[:1] and words[0].startswith("-"):
+            cut = words.index("--") if "--" in words else len(words)
+            options, command = words[:cut], words[cut + 1:]
+        else:
+            options, command = [], words
+        if options:
+            own = argparse.ArgumentParser(prog=parser.prog, add_help=False)
+            self.options(own)
+            own.parse_args(options, namespace)
+        setattr(namespace, self.dest, command)
+
+
 def add_sandbox_commands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Adds `sandbox` and its subcommands to the `sandstack` parser's subcommands.
 
@@ -322,20 +372,14 @@ def add_sandbox_commands(subparsers: argparse._SubParsersAction) -> argparse.Arg
             f"exec {ref} -- python3 -c 'print(1)'", f"exec {ref} --script job.py --lang python --timeout 60",
             f"exec {ref} --cwd /workspace --env MODE=test -- make test", f"exec {ref} --stream -- make build")
     sandbox_arg(p)
-    p.add_argument("--script", metavar="FILE", help="run this local file's text instead of a command")
-    p.add_argument("--lang", choices=("bash", "python"), default="bash", help="the --script's language "
-                                                                              "(default: bash)")
-    p.add_argument("--cwd", metavar="PATH", help="the working directory in the sandbox (default: its workspace)")
-    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                   help="an environment variable for the command; repeatable")
-    p.add_argument("--timeout", type=int, metavar="SECONDS", help="stop the command after this many seconds")
-    p.add_argument("--stream", action="store_true", help="print the output as the command writes it")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command and its arguments")
+    _exec_options(p)
+    p.add_argument("command", nargs=argparse.REMAINDER, action=_OptionsThenCommand, options=_exec_options,
+                   help="-- then the command and its arguments (options before the --)")
     p = add("shell", cmd_shell, "a terminal in HOST/SANDBOX (a shell, or the command after --)",
             f"shell {ref}", f"shell {ref} -- python3 -i")
     sandbox_arg(p)
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the program to run in the terminal "
-                                                             "(default: a shell)")
+    p.add_argument("command", nargs=argparse.REMAINDER, action=_OptionsThenCommand, options=lambda _: None,
+                   help="-- then the program to run in the terminal (default: a shell)")
     p = add("get", cmd_get, "print a file (or list a directory) of HOST/SANDBOX's workspace",
             f"get {ref} notes.txt", f"get {ref} out/report.pdf -o report.pdf", f"get {ref}")
     sandbox_arg(p)

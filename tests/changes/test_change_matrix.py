@@ -212,9 +212,10 @@ def setting(**paths: Any) -> Callable[[dict], None]:
 TCP_TLS = setting(hosts__local__endpoint="tcp://docker.example.com:2376", hosts__local__tls={
     "ca": {"secret": "caPem"}, "cert": {"secret": "certPem"}, "key": {"secret": "keyPem"}})
 SSH = setting(hosts__local__endpoint="ssh://deploy@docker.example.com", hosts__local__ssh_opts=["-p", "22"])
-# Each connection bound, and the block (tighter values: any change renews the guard's rules alike).
-CONNECTION_CHANGES = (("", {"rate": 10, "open": 64}), (".rate", 10), (".pool_rate", 20), (".open", 64),
-                      (".pool_open", 128))
+# Each connection bound, and the block (tighter values: any change renews the guard's rules alike; a pool's bound
+# stays at least the sandbox's, rule connection-bounds).
+CONNECTION_CHANGES = (("", {"rate": 10, "open": 64}), (".rate", 10), (".pool_rate", 200), (".open", 64),
+                      (".pool_open", 2048))
 FREE_ALLOW_LIST = setting(defaults__network={"egress": "allow-list", "allow": ["example.org"]})
 AGENT_ALLOW_ALL = setting(templates__agent__network={"egress": "allow-all", "deny": ["203.0.113.7"]})
 WRITABLE_ROOT = setting(hosts__local__storage_quota=True, templates__agent__filesystem={

@@ -159,5 +159,6 @@ def test_validate_imports_the_spec_layer_and_nothing_it_does_not_run(tmp_path):
     loaded = set(modules.split())
     assert {"sandstack.spec.models", "sandstack.spec.rules", "sandstack.tooling.validate"} <= loaded
     tooling = {"sandstack.tooling", "sandstack.tooling.cli", "sandstack.tooling.sandbox_cli", "sandstack.tooling.validate",
-               "sandstack.tooling.helptext", "sandstack.schemas"}  # helptext: the parsers' help (argparse, textwrap)
+               "sandstack.tooling.helptext", "sandstack.schemas",  # helptext: the parsers' help (argparse, textwrap)
+               "sandstack.files"}  # the one reader of a named file (the standard library only)
     assert sorted(m for m in loaded if not m.startswith("sandstack.spec") and m not in tooling) == []

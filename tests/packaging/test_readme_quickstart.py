@@ -66,3 +66,17 @@ def test_the_quickstart_test_command_selects_every_test_but_the_docker_ones():
     assert counts, run.stdout[-500:]
     selected, total, deselected = map(int, counts.groups())
     assert selected > 0 and deselected > 0 and selected + deselected == total
+
+
+def test_scripts_up_without_pulumi_points_at_the_quickstart_not_at_scripts_test(tmp_path):
+    # A PATH with no `pulumi` (only what the script needs before its check): the user is sent to the one-minute
+    # path, printed from the README's own block, not to scripts/test, which wants root and installs Docker.
+    (tmp_path / "dirname").symlink_to("/usr/bin/dirname")
+    run = subprocess.run(["/bin/bash", str(REPO / "scripts" / "up")], env={"PATH": str(tmp_path)},
+                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert (run.returncode, run.stdout) == (1, "")
+    lines = run.stderr.splitlines()
+    assert lines[0].startswith("[scripts/up] ERROR: the Pulumi CLI is not installed: ")
+    assert lines[0].endswith("as the README's quickstart says, from the repository's root:")
+    assert lines[1:] == [f"  {line}" for line in quickstart()]
+    assert "scripts/test" not in run.stderr

@@ -15,6 +15,9 @@ JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9" + "." + "eyJzdWIiOiJhZ2VudC0xIiwia
        + "k3Jf9Qm2Lx8Vn4Rt7Yw1Zp6Hs0Gd5CaBe2")
 BASE64_TOKEN = base64.b64encode(("tok_" + "Zq8Lp2Wx7Rn4Kd1Vb6Hs9Tm3").encode()).decode()
 PASSWORD = "Pa55" + "-w0rd-" + "Xq7Kz9Lm"  # in URL userinfo
+# A chat-bot token no detect-secrets plugin knows in this shape (issue 34): its prefix alone makes it a credential.
+SLACK_BOT = "xoxb-" + "0123456789abcdef" + "01234567"
+SLACK_BOT_ROTATED = "xoxb-" + "fedcba9876543210" + "fedcba98"
 
 SECRETS = {"github": GITHUB, "aws-key-id": AWS_KEY_ID, "aws-secret": AWS_SECRET, "pem": PEM, "slack": SLACK,
            "jwt": JWT, "base64-token": BASE64_TOKEN}
@@ -23,7 +26,7 @@ assert len(AWS_SECRET) == 40 and len(AWS_KEY_ID) == 20
 # What identifies each one: its random part (not a well-known prefix such as the webhook host or the PEM header).
 DISTINCTIVE = {"github": GITHUB[4:], "aws-key-id": AWS_KEY_ID[4:], "aws-secret": AWS_SECRET, "pem": PEM.split("\n")[1],
                "slack": SLACK.rsplit("/", 3)[-1], "jwt": JWT.rsplit(".", 1)[-1], "base64-token": BASE64_TOKEN,
-               "password": PASSWORD}
+               "password": PASSWORD, "slack-bot": SLACK_BOT[5:], "slack-bot-rotated": SLACK_BOT_ROTATED[5:]}
 
 
 def pieces(secret: str, size: int = 10) -> set[str]:

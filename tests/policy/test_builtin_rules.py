@@ -67,6 +67,9 @@ CASES = [
     ("SBX-SEC-003", [("templates.agent.command", ["sh", "-c", "curl -H 'Authorization: token " + "ghp_"
                                                   + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8' https://api.github.com"])],
      f"{T} must not hold a credential in command[2] (value not shown).", "$.templates.agent.command[2]"),
+    ("SBX-SEC-005", [("templates.agent.env.TOKEN_A", "ghp_" + "A1b2")],
+     f"{T} must give env TOKEN_A as a secret reference: its name says it holds one (value not shown).",
+     "$.templates.agent.env.TOKEN_A"),
     ("SBX-GPU-001", [("templates.agent.security", {"privileged": True}),
                      ("templates.agent.limits.gpus", {"count": 1}),
                      ("hosts.local.capacity.gpus", [{"type": "nvidia-l4", "count": 2}])],

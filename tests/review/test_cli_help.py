@@ -1,5 +1,6 @@
-"""`sandstack … --help`: every command says what it does in a sentence and shows examples that parse; every flag and
-argument has help text; the runtime CLI (`sandstack sandbox …`) names the same thing the same way everywhere."""
+"""`sandstack … --help`: every command says what it does in a sentence and shows examples that parse (and run:
+tests/review/test_cli_examples.py); every flag and argument has help text; the runtime CLI (`sandstack sandbox …`)
+names the same thing the same way everywhere."""
 
 from __future__ import annotations
 

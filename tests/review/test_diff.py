@@ -338,10 +338,10 @@ def test_raising_a_direct_routes_connection_bound_is_looser_and_lowering_one_tig
     base = copy.deepcopy(BASE)
     base["templates"]["shell"]["network"] = {"egress": "allow-all", "protocols": "any"}
     head = copy.deepcopy(base)
-    head["templates"]["shell"]["network"]["connections"] = {"rate": 500, "open": 64}
+    head["templates"]["shell"]["network"]["connections"] = {"rate": 300, "open": 64}
     code, data, err = _diff(tmp_path, monkeypatch, capsys, base, head, "--format", "json")
     assert (code, err) == (0, "")
-    assert _security(data) == [("shell", True, "new connections a second per sandbox 100 → 500"),
+    assert _security(data) == [("shell", True, "new connections a second per sandbox 100 → 300"),
                                ("shell", False, "open connections per sandbox 1024 → 64")]
     # Only the guard's rules carry the bounds.
     assert _actions(data) == {"sandstack-gpu-1-guard-container": "replace"}

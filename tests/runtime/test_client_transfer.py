@@ -210,7 +210,7 @@ def test_cli_put_and_get_stream_files_and_list_directories(url, tmp_path, monkey
     code, out = run_cli(["get", ref, "d"], out_file, factory, monkeypatch, capsys)
     assert (code, out.out) == (0, f"file  {len(data):>10} in.bin\n")
     code, out = run_cli(["put", ref, "x", str(tmp_path / "missing.bin")], out_file, factory, monkeypatch, capsys)
-    assert (code, out.err) == (2, f"sandstack sandbox: {tmp_path / 'missing.bin'}: No such file or directory\n")
+    assert (code, out.err) == (2, f"sandstack sandbox: {tmp_path / 'missing.bin'}: no such file\n")
 
 
 def test_progress_is_reported_after_each_piece_sync_and_async(url, tmp_path):

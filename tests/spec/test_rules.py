@@ -399,6 +399,30 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
          ["stack.yaml:17:31: $.defaults.session.exec_max_timeout: exec_max_timeout '25h' is longer than the runtime "
           "allows: at most '1d'"]),
     ],
+    "session-runtime": [
+        ("hibernate-without-runtime", change("    secrets:\n", "    session:\n      idle: hibernate\n    secrets:\n"),
+         ["stack.yaml:49:7: $.pools.web.hosts: template 'web' hibernates idle sessions (`templates.web.session.idle: "
+          "hibernate`), but no host of pool 'web' (local) declares a runtime, which binds sessions and hibernates "
+          "them: its sandboxes would never hibernate; add `runtime` to a host, or set another `session.idle`"]),
+        ("hibernate-in-defaults", change("  limits: small\n", "  limits: small\n  session:\n    idle: hibernate\n"),
+         ["stack.yaml:49:7: $.pools.web.hosts: template 'web' hibernates idle sessions (`defaults.session.idle: "
+          "hibernate`), but no host of pool 'web' (local) declares a runtime, which binds sessions and hibernates "
+          "them: its sandboxes would never hibernate; add `runtime` to a host, or set another `session.idle`"]),
+    ],
+    "connection-bounds": [
+        ("rate-above-the-default-pool-rate",
+         change("      egress: allow-list\n      allow:\n        - api.example.com\n",
+                "      egress: allow-all\n      log: false\n      connections: {rate: 500}\n"),
+         ["stack.yaml:31:27: $.templates.web.network.connections.rate: `connections.rate` 500 (new connections per "
+          "second per sandbox) is above `connections.pool_rate` 400 (the whole pool's): the pool's bound refuses "
+          "first, so a sandbox never gets more than 400; lower `rate` to at most 400, or raise `pool_rate`"]),
+        ("open-above-pool-open",
+         change("      egress: allow-list\n      allow:\n        - api.example.com\n",
+                "      egress: allow-all\n      log: false\n      connections: {open: 100, pool_open: 50}\n"),
+         ["stack.yaml:31:27: $.templates.web.network.connections.open: `connections.open` 100 (open connections per "
+          "sandbox) is above `connections.pool_open` 50 (the whole pool's): the pool's bound refuses first, so a "
+          "sandbox never gets more than 50; lower `open` to at most 50, or raise `pool_open`"]),
+    ],
     "runtime-tokens": [
         ("host-secret-and-unknown-pool",
          change("      disk: 20GiB\n", "      disk: 20GiB\n    runtime:\n      token: {secret: runtimeToken}\n"
@@ -534,3 +558,17 @@ def test_capacity_counts_the_ceiling_not_only_the_warm_sandboxes(check) -> None:
     assert [d.rule for d in check(text)] == ["host-capacity", "host-capacity"]
     assert check(change("        host_port: 18080\n", "", "    replicas: 1\n", "    replicas: 1\n    max: 4\n",
                         "    capacity:\n", "    runtime:\n      token: {secret: runtimeToken}\n    capacity:\n")) == []
+
+
+def test_hibernation_needs_a_runtime_on_some_host_of_the_pool_only(check) -> None:
+    # A pool with a runtime on one of its hosts hibernates there: legitimate, no error.
+    runtime = "      disk: 20GiB\n    runtime:\n      token: {secret: runtimeToken}\n"
+    hibernating = change("    secrets:\n", "    session:\n      idle: hibernate\n    secrets:\n",
+                         "      disk: 20GiB\n", runtime)
+    assert lines(check(hibernating)) == []
+
+
+def test_bounds_at_the_pool_s_are_accepted(check) -> None:
+    equal = change("      egress: allow-list\n      allow:\n        - api.example.com\n",
+                   "      egress: allow-all\n      log: false\n      connections: {rate: 400, open: 4096}\n")
+    assert lines(check(equal)) == []

@@ -20,7 +20,7 @@ from sandstack.tooling.cli import main
 from tests.spec.helpers import STACKS
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("sandstack")
-FIFO = "is a named pipe (FIFO), not a regular file: give the path of a file"
+FIFO = "is a named pipe (FIFO), not a regular file: give the path of a spec file"
 STACK = str(STACKS / "dev.yaml")
 
 
@@ -32,7 +32,7 @@ def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(("args", "out", "err"), [
     (["validate", "pipe.yaml"], f"pipe.yaml:1:1: $: {FIFO}\n", "1 file checked, 0 valid, 1 unreadable (1 error)\n"),
     (["check", "pipe.yaml"], f"pipe.yaml:1:1: $: {FIFO}\n1 unreadable input, 0 errors, 0 warnings, 0 suppressed\n", ""),
-    (["check", STACK, "--policy", "pipe.yaml"], "", f"pipe.yaml:1:1: $: {FIFO}\n"),
+    (["check", STACK, "--policy", "pipe.yaml"], "", f"pipe.yaml:1:1: $: {FIFO.replace('spec', 'policy')}\n"),
     (["preview", "pipe.yaml"], "",
      "sandstack: pipe.yaml: is a named pipe (FIFO), not a regular file: give the path of a stack file\n"),
     (["diff", STACK, "pipe.yaml"], "",
@@ -47,7 +47,7 @@ def test_a_fifo_is_refused_at_once_exit_2(tmp_path, args, out, err):
 def test_a_character_device_is_refused_not_read_as_an_empty_spec(capsys):
     assert main(["validate", "/dev/null"]) == 2
     assert capsys.readouterr() == (
-        "/dev/null:1:1: $: is a character device, not a regular file: give the path of a file\n",
+        "/dev/null:1:1: $: is a character device, not a regular file: give the path of a spec file\n",
         "1 file checked, 0 valid, 1 unreadable (1 error)\n")
 
 
@@ -57,7 +57,8 @@ def test_a_socket_is_refused(monkeypatch, capsys):
         monkeypatch.chdir(folder)
         server.bind("stack.yaml")
         assert main(["validate", "stack.yaml"]) == 2
-        assert capsys.readouterr().out == "stack.yaml:1:1: $: is a socket, not a regular file: give the path of a file\n"
+        assert capsys.readouterr().out == ("stack.yaml:1:1: $: is a socket, not a regular file: give the path of a "
+                                           "spec file\n")
 
 
 def test_a_symlink_to_a_fifo_is_refused_by_what_it_points_to(tmp_path, monkeypatch, capsys):
@@ -71,7 +72,7 @@ def test_a_symlink_to_a_fifo_is_refused_by_what_it_points_to(tmp_path, monkeypat
 def test_a_file_swapped_for_a_fifo_after_the_check_does_not_hang(tmp_path, monkeypatch, capsys):
     # The kind is checked again on the open descriptor, which is opened non-blocking: a race that swaps the file
     # for a pipe between the two cannot make the read wait.
-    from sandstack.spec import loader
+    from sandstack import files as loader
 
     (tmp_path / "stack.yaml").write_text("version: 1\n")
     real_open = loader._open_nonblocking

@@ -53,7 +53,8 @@ class ConnectionBounds(StrictModel):
     cannot fill the host's connection-tracking table (docs/design/egress-log.md). Raising a bound loosens it."""
 
     rate: int = field(
-        100, description="New connections per second one sandbox may open (a burst of as many is allowed).",
+        100, description="New connections per second one sandbox may open (a burst of as many is allowed). At most "
+                         "`pool_rate`, which counts the sandbox too (a larger one would never be reached).",
         change=CONNECTION_BOUNDS, access=loosens("egress", "raised", 100, 200), ge=1, le=10000,
     )
     pool_rate: int = field(
@@ -62,7 +63,7 @@ class ConnectionBounds(StrictModel):
     )
     open: int = field(
         1024, description="Connections one sandbox may hold at a time, as the host's connection tracking counts "
-                          "them (a UDP flow counts until it times out).",
+                          "them (a UDP flow counts until it times out). At most `pool_open`.",
         change=CONNECTION_BOUNDS, access=loosens("egress", "raised", 1024, 2048), ge=1, le=65536,
     )
     pool_open: int = field(

@@ -271,7 +271,8 @@ class SessionPolicy(StrictModel):
         "CPU under the idle threshold, measured from outside): 'pause' (default; the next call resumes it), 'stop' "
         "(the session ends; the sandbox is stopped and its disk workspaces emptied at once, and the next claim "
         "starts it), 'reset' (the session ends), 'hibernate' (the container is stopped, freeing its memory and CPU, and "
-        "its files kept; the session's next call resumes it: docs/design/ondemand.md), or 'never'.", change=RUNTIME,
+        "its files kept; the session's next call resumes it: docs/design/ondemand.md; the runtime does it, so a "
+        "pool of it needs a runtime on one of its hosts), or 'never'.", change=RUNTIME,
         access=NEVER)
     idle_after: Duration = field("15m", description="Idle time before `idle` applies. Default '15m'.", change=RUNTIME,
                                  access=NEVER)
@@ -340,7 +341,11 @@ class TemplateDefaults(StrictModel):
     security: Security | None = field(None, description="Loosenings, merged field by field.", change="replace",
                                       access=AS_FIELDS)
     env: dict[EnvName, Annotated[str, StringConstraints(max_length=32768)] | SecretRef] = field(
-        {}, description="Environment merged under each template's own `env`.", change="replace",
+        {}, description="Environment merged under each template's own `env`. A variable whose name says it holds a "
+                        "secret (`*PASSWORD*`, `*SECRET*`, `*_TOKEN`, `*_KEY`, `*_APIKEY`, `*_PAT`, `*_CREDENTIALS`, "
+                        "`*_AUTH`…, also with a part marker such as `_A` or `_2`; not `*_FILE`, `*_PATH`, `*_ID`, "
+                        "`*_NAME`… nor `PUBLIC_*`) is never printed by any command, and `check` wants it as "
+                        "`{secret: KEY}` (SBX-SEC-005).", change="replace",
         access=loosens("secrets", "a secret added to the environment", {}, {"TOKEN": {"secret": "apiToken"}})
     )
     user: User | None = field(

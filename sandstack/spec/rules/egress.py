@@ -105,5 +105,23 @@ def _metadata_range(entry: str) -> str | None:
     return None
 
 
+@rule("connection-bounds")
+def sandbox_bounds_within_pool_bounds(ctx: Context) -> Iterator[Diagnostic]:
+    """A sandbox's own connection bound above its pool's is never reached (the pool's, which counts that sandbox
+    too, refuses first): a rate or an open count that reads larger than it acts is a reviewer's trap."""
+    for path, policy in policies(ctx):
+        bounds = policy.connections
+        for own, pool, words in (("rate", "pool_rate", "new connections per second"),
+                                 ("open", "pool_open", "open connections")):
+            mine, theirs = getattr(bounds, own), getattr(bounds, pool)
+            if mine > theirs:
+                set_here = own if own in bounds.model_fields_set else pool
+                yield ctx.error(path + ("connections", set_here), f"`connections.{own}` {mine} ({words} per sandbox) "
+                                f"is above `connections.{pool}` {theirs} (the whole pool's): the pool's bound refuses "
+                                f"first, so a sandbox never gets more than {theirs}; lower `{own}` to at most "
+                                f"{theirs}, or raise `{pool}`", "connection-bounds")
+
+
 # This module's rules, in the order they run (the registry, sandstack.spec.rules.RULES, lists each module).
-RULES = (egress_entries_well_formed, egress_fields_fit_mode, allow_entries_outside_metadata,)
+RULES = (egress_entries_well_formed, egress_fields_fit_mode, allow_entries_outside_metadata,
+         sandbox_bounds_within_pool_bounds,)

@@ -1,4 +1,5 @@
-"""Rules for the host's runtime: the exec limits a template declares, and scoped tokens."""
+"""Rules for the host's runtime: the exec limits a template declares, scoped tokens, and what only a runtime
+does (hibernating idle sessions)."""
 
 from __future__ import annotations
 
@@ -54,5 +55,26 @@ def scoped_tokens_name_placed_pools(ctx: Context) -> Iterator[Diagnostic]:
                                     "runtime-tokens")
 
 
+@rule("session-runtime")
+def hibernation_needs_runtime(ctx: Context) -> Iterator[Diagnostic]:
+    """`session.idle: hibernate` is done by the runtime: a pool of such a template on hosts none of which runs one
+    would never hibernate (no session ever binds its sandboxes, so none is idle). A pool with a runtime on some of
+    its hosts hibernates there, which is what the template asks."""
+    for name, pool in ctx.stack.pools.items():
+        template = ctx.stack.templates.get(pool.template)
+        hosts = [ctx.stack.hosts[h] for h in pool.hosts if h in ctx.stack.hosts]
+        if template is None or not hosts or any(h.runtime is not None for h in hosts):
+            continue
+        session = template.session or ctx.stack.defaults.session
+        if session is not None and session.idle == "hibernate":
+            where = (("templates", pool.template, "session", "idle") if template.session is not None
+                     else ("defaults", "session", "idle"))
+            yield ctx.error(("pools", name, "hosts"), f"template {pool.template!r} hibernates idle sessions "
+                            f"(`{'.'.join(where)}: hibernate`), but no host of pool {name!r} ("
+                            + ", ".join(pool.hosts) + ") declares a runtime, which binds sessions and hibernates "
+                            "them: its sandboxes would never hibernate; add `runtime` to a host, or set another "
+                            "`session.idle`", "session-runtime")
+
+
 # This module's rules, in the order they run (the registry, sandstack.spec.rules.RULES, lists each module).
-RULES = (exec_limits_are_bounded, scoped_tokens_name_placed_pools,)
+RULES = (exec_limits_are_bounded, scoped_tokens_name_placed_pools, hibernation_needs_runtime,)
