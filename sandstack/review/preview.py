@@ -135,11 +135,13 @@ SUMMARY: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "connection logger": _logger,
     "runtime": _runtime,
     "ingress": _ingress,
-    "guard": lambda p: [
-        f"{len(p['rules'])} firewall rules on {len(p['bridges'])} bridges, {len(p['pids'])} pids limits, "
-        f"{len(p['lifecycle'])} lifecycle lines"],
-    "gateway": lambda p: [
-        "pools " + ", ".join(f"{k} on :{v['port']}" for k, v in p["pools"].items())],
+    "guard": _name,
+    "guard reload": lambda p: [
+        f"configuration {p['configuration']}: {len(p['rules'])} firewall rules on {len(p['bridges'])} bridges, "
+        f"{len(p['pids'])} pids limits, {len(p['lifecycle'])} lifecycle lines"],
+    "gateway": _name,
+    "gateway reload": lambda p: [
+        f"configuration {p['configuration']}: pools " + ", ".join(f"{k} on :{v['port']}" for k, v in p["pools"].items())],
     "network": lambda p: [
         f"{p['name']} {p['subnet']} ({'internal' if p['internal'] else 'routed'}, outbound {p['outbound']}"
         + (f", gateway port {p['gateway_port']}" if p["gateway_port"] else "") + ")"],
@@ -147,7 +149,7 @@ SUMMARY: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "infra image": lambda p: [
         p["image"] + (" (declared)" if p["declared"] else " (built from the package)")],
     # The host roles' volumes and their other networks: their Docker names.
-    "guard state": _name, "gateway log": _name, "connection log": _name, "runtime state": _name, "ingress data": _name,
+    "guard state": _name, "gateway log": _name, "guard configuration": _name, "gateway configuration": _name, "connection log": _name, "runtime state": _name, "ingress data": _name,
     "egress network": _name,
     "ingress network": _name,
 }

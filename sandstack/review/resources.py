@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from sandstack.plan.host import HostPlan
 from sandstack.plan.ingress import url_of
+from sandstack.plan.naming import infra_name
 from sandstack.plan.stack import COMPONENT, PoolPlan, StackPlan, plan_stack
 from sandstack.plan.tree import CONTAINER, NETWORK, PROVIDER, REGISTRY_IMAGE, REMOTE_IMAGE, VOLUME
 from sandstack.spec.models import SecretRef
@@ -80,6 +81,10 @@ def _ingress_network(plan: HostPlan, spec, node_key: str, keys) -> dict[str, Any
             **({"subnet": str(wake.subnet)} if wake else {})}
 
 
+def _config_volume(role: str) -> Callable[..., dict[str, Any]]:
+    return lambda plan, spec, key, keys: {"name": infra_name(plan.stack, f"{role}-config")}
+
+
 # By kind: the host's own node and its disk workspaces, and every host role's node but its container (checked
 # complete against sandstack.spec.roles below).
 HOST_PROPS: dict[str, Callable[..., dict[str, Any]]] = {
@@ -98,6 +103,8 @@ HOST_PROPS: dict[str, Callable[..., dict[str, Any]]] = {
     "runtime state": lambda plan, spec, key, keys: {"name": plan.runtime.state_volume},
     "ingress network": _ingress_network,
     "ingress data": lambda plan, spec, key, keys: {"name": plan.ingress.data_volume},
+    "guard configuration": _config_volume("guard"),
+    "gateway configuration": _config_volume("gateway"),
 }
 
 
@@ -106,17 +113,21 @@ def _container_props(kind: str, plan: HostPlan) -> dict[str, Any]:
     return CONTAINER_PROPS[kind](plan)
 
 
-def _guard(plan: HostPlan) -> dict[str, Any]:
+def _guard_config(plan: HostPlan) -> dict[str, Any]:
+    """What the guard enforces: its reload container delivers it (the guard takes it in place)."""
     g = plan.guard
-    return {"name": g.container_name, "rules": list(g.rules), "bridges": list(g.bridges),
-            "pids": {name: limit for name, limit in g.pids}, "lifecycle": list(g.lifecycle)}
+    return {"name": infra_name(plan.stack, "guard-reload"), "configuration": g.config.digest, "rules": list(g.rules),
+            "bridges": list(g.bridges), "pids": {name: limit for name, limit in g.pids},
+            "lifecycle": list(g.lifecycle)}
 
 
-def _gateway(plan: HostPlan) -> dict[str, Any]:
+def _gateway_config(plan: HostPlan) -> dict[str, Any]:
+    """The gateway's pools and squid.conf: its reload container delivers them (the gateway takes them in place)."""
     assert plan.gateway is not None
-    return {"name": plan.gateway.container_name,
+    return {"name": infra_name(plan.stack, "gateway-reload"), "configuration": plan.gateway.config.digest,
             "pools": {p.pool: {"port": p.port, "address": p.address} for p in plan.gateway.pools},
-            "squid_conf": plan.gateway.config}
+            "squid_conf": plan.gateway.squid_conf}
+
 
 
 def _logger(plan: HostPlan) -> dict[str, Any]:
@@ -158,8 +169,10 @@ def _ingress(plan: HostPlan) -> dict[str, Any]:
 
 # By kind: every host role's container (checked complete against sandstack.spec.roles below).
 CONTAINER_PROPS: dict[str, Callable[[HostPlan], dict[str, Any]]] = {
-    "guard": _guard,
-    "gateway": _gateway,
+    "guard": lambda plan: {"name": plan.guard.container_name},
+    "guard reload": _guard_config,
+    "gateway": lambda plan: {"name": plan.gateway.container_name},  # type: ignore[union-attr]
+    "gateway reload": _gateway_config,
     "connection logger": _logger,
     "runtime": _runtime,
     "ingress": _ingress,

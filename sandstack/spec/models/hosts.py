@@ -49,6 +49,8 @@ class TlsSecretRef(StrictModel):
 INGRESS = Effect(host=frozenset({"ingress"}))
 # The infra image and the host's containers that run it (the secrets and data seeders run again with it).
 ON_INFRA = frozenset({"infra"} | {name for name, role in HOST_ROLES.items() if role.container})
+# Those of them that take their configuration in place are renewed all the same: their container changes.
+IN_PLACE = frozenset(name for name in ON_INFRA if HOST_ROLES[name].reload == "in place")
 # Every sandbox on a host with an ingress has SANDSTACK_PUBLIC_HOSTNAME in its environment.
 INGRESS_AND_ALL_POOLS = Effect(sandboxes="replace", host=frozenset({"ingress"}), scope="host")
 DomainName = text(r"^(?=.{1,200}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$", "domain",
@@ -290,9 +292,10 @@ class Host(StrictModel):
             "gateway, the logging resolvers and, for url ports, the ingress (its address on each network) and the "
             "runtime (its address on the ingress's network)."
         ),
-        change=Effect(sandboxes="replace", host=NETWORK_ROLES, scope="host",
+        # The gateway's own resolver is on its egress network: its container changes with that network.
+        change=Effect(sandboxes="replace", host=NETWORK_ROLES, restarts=frozenset({"gateway"}), scope="host",
                       when=((URL_PORTS, Effect(sandboxes="replace", host=NETWORK_ROLES | {"ingress", "runtime"},
-                                               scope="host")),)),
+                                               restarts=frozenset({"gateway"}), scope="host")),)),
         access=NEVER,
     )
     infra_image: ImageRef | None = field(
@@ -302,7 +305,7 @@ class Host(StrictModel):
             "builds its bundled infra Dockerfile (`components/assets/infra`) on the host. A change renews the "
             "host's containers that run it (guard, gateway, logger, ingress, runtime; the seeders run again)."
         ),
-        change=Effect(host=ON_INFRA),
+        change=Effect(host=ON_INFRA, restarts=IN_PLACE),
         access=NEVER,
     )
     labels: dict[LabelKey, Annotated[str, StringConstraints(max_length=256)]] = field(
@@ -313,6 +316,6 @@ class Host(StrictModel):
         ),
         # Every object on the host but its provider: each role's objects carry the labels.
         change=changes.Effect(sandboxes="replace", snapshot="rebuild", secrets=True, data=True, workspaces=True,
-                              host=frozenset(changes.HOST_ROLE_WORDS) - {"provider"}, scope="host"),
+                              host=frozenset(changes.HOST_ROLE_WORDS) - {"provider"}, restarts=IN_PLACE, scope="host"),
         access=NEVER,
     )
