@@ -16,55 +16,45 @@ import shutil
 import sys
 import time
 
-root = os.environ["SANDSTACK_CONFIG_DIR"]
-digest = os.environ["SANDSTACK_CONFIG_DIGEST"]
-keys = os.environ["SANDSTACK_CONFIG_KEYS"].split()
-service = os.environ["SANDSTACK_CONFIG_SERVICE"]
-wait = float(os.environ["SANDSTACK_CONFIG_WAIT"])
-sets, status = os.path.join(root, "sets"), os.path.join(root, "status")
+
+class Refused(Exception):
+    """The service refused the configuration, or did not take it in time."""
 
 
-def say(message):
-    print(f"sandstack-reload {service}: {message}", flush=True)
-
-
-def fail(message):
-    say(message)
-    sys.exit(1)
-
-
-def read(name):
+def read_status(root, name):
     try:
-        with open(os.path.join(status, name)) as f:
+        with open(os.path.join(root, "status", name)) as f:
             return f.read().strip()
     except FileNotFoundError:
         return ""
 
 
-def write_set():
-    """sets/<digest>/<NAME>, made whole under a temporary name, then renamed: a service never reads half a set."""
-    final = os.path.join(sets, digest)
-    if os.path.isdir(final):
-        return
-    os.makedirs(sets, exist_ok=True)
-    tmp = os.path.join(sets, f".{digest}.{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.mkdir(tmp, 0o755)
-    for key in keys:
-        path = os.path.join(tmp, key)
-        with open(path, "w") as f:
-            f.write(os.environ.get(key, ""))
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(path, 0o644)
-    os.rename(tmp, final)
-
-
-def point_want():
+def deliver(root, digest, items):
+    """Writes `items` (name -> text) as sets/<digest>/<NAME>, made whole under a temporary name then renamed (a
+    service never reads half a set), and makes the status directory the service writes its reports to."""
+    sets, final = os.path.join(root, "sets"), os.path.join(root, "sets", digest)
+    if not os.path.isdir(final):
+        os.makedirs(sets, exist_ok=True)
+        tmp = os.path.join(sets, f".{digest}.{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.mkdir(tmp, 0o755)
+        for name, text in items.items():
+            path = os.path.join(tmp, name)
+            with open(path, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(path, 0o644)
+        os.rename(tmp, final)
     # The service writes its reports here as its own user (squid's, Caddy's): only it and this container mount the
     # volume, so the directory is everyone's.
+    status = os.path.join(root, "status")
     os.makedirs(status, exist_ok=True)
     os.chmod(status, 0o777)
+
+
+def point_want(root, digest):
+    """`want` names the set, swapped in at once (a symlink renamed over the old one)."""
     link = os.path.join(root, f".want.{os.getpid()}")
     if os.path.lexists(link):
         os.unlink(link)
@@ -72,23 +62,19 @@ def point_want():
     os.replace(link, os.path.join(root, "want"))
 
 
-def join_networks():
-    """Connects the service to each named network at its address (again, where it is on it at another one), and
-    disconnects it from the labelled networks no longer named. Done before `want` moves, so the service sees its new
-    interfaces when it applies the configuration."""
-    wanted = [line.split() for line in os.environ.get("SANDSTACK_CONFIG_JOIN", "").splitlines() if line.strip()]
-    leave = os.environ.get("SANDSTACK_CONFIG_LEAVE", "")
-    if not wanted and not leave:
-        return
+def join_networks(service, wanted, leave, say):
+    """Connects the service to each wanted (network, address, aliases) at its address (again, where it is on it at
+    another), and disconnects it from the networks carrying every `leave` label that are not wanted. Done before `want`
+    moves, so the service sees its new interfaces when it applies the configuration."""
     import docker  # the infra image's python3-docker; only these reload containers have the socket
 
     api = docker.APIClient(base_url="unix:///var/run/docker.sock", timeout=60)
     try:
         on = api.inspect_container(service)["NetworkSettings"]["Networks"] or {}
     except docker.errors.NotFound:
-        fail("its service container does not exist")
+        raise Refused("its service container does not exist") from None
     names = {w[0] for w in wanted}
-    for net in api.networks(filters={"label": leave.split()}) if leave else ():
+    for net in api.networks(filters={"label": leave}) if leave else ():
         if net["Name"] in on and net["Name"] not in names:
             api.disconnect_container_from_network(service, net["Name"])
             say(f"left network {net['Name']}")
@@ -103,29 +89,51 @@ def join_networks():
         say(f"joined network {network} at {address}")
 
 
-def wait_in_force():
+def wait_in_force(root, digest, wait, pause=0.05):
+    """Until the service reports `digest` in force; Refused when it refuses it or `wait` seconds pass."""
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
-        if read("have") == digest:
+        if read_status(root, "have") == digest:
             return
-        refused = read("refused")
+        refused = read_status(root, "refused")
         if refused.split(" ", 1)[0] == digest:
-            fail(f"refused configuration {digest}, keeping {read('have') or 'none'}: {refused.split(' ', 1)[-1]}")
-        time.sleep(0.05)
-    fail(f"did not take configuration {digest} within {wait:g} s (in force: {read('have') or 'none'})")
+            raise Refused(f"refused configuration {digest}, keeping {read_status(root, 'have') or 'none'}: "
+                          f"{refused.split(' ', 1)[-1]}")
+        time.sleep(pause)
+    raise Refused(f"did not take configuration {digest} within {wait:g} s "
+                  f"(in force: {read_status(root, 'have') or 'none'})")
 
 
-def prune():
+def prune(root, digest):
     """Every set but this one and the one in force (a service mid-reload still reads it)."""
-    keep = {digest, read("have")}
+    keep = {digest, read_status(root, "have")}
+    sets = os.path.join(root, "sets")
     for name in os.listdir(sets):
         if name not in keep:
             shutil.rmtree(os.path.join(sets, name), ignore_errors=True)
 
 
-write_set()
-join_networks()
-point_want()
-wait_in_force()
-prune()
-say(f"configuration {digest} in force")
+def main(env):
+    root, digest, service = env["SANDSTACK_CONFIG_DIR"], env["SANDSTACK_CONFIG_DIGEST"], env["SANDSTACK_CONFIG_SERVICE"]
+
+    def say(message):
+        print(f"sandstack-reload {service}: {message}", flush=True)
+
+    try:
+        deliver(root, digest, {key: env.get(key, "") for key in env["SANDSTACK_CONFIG_KEYS"].split()})
+        wanted = [line.split() for line in env.get("SANDSTACK_CONFIG_JOIN", "").splitlines() if line.strip()]
+        leave = env.get("SANDSTACK_CONFIG_LEAVE", "").split()
+        if wanted or leave:
+            join_networks(service, wanted, leave, say)
+        point_want(root, digest)
+        wait_in_force(root, digest, float(env["SANDSTACK_CONFIG_WAIT"]))
+    except Refused as refusal:
+        say(str(refusal))
+        return 1
+    prune(root, digest)
+    say(f"configuration {digest} in force")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(os.environ))

@@ -30,6 +30,8 @@ from sandstack.spec.roles import HOST_ROLES, HostRoleInfo, Part
 NO_NEW_PRIVILEGES = ["no-new-privileges:true"]
 LABEL_JOINED = label_key("joined")  # joined_label
 GUARD_SCRIPT = GUARD_SCRIPT_FILE.read_text()
+# What the guard's container runs: the service side of the reload protocol, then the guard.
+GUARD_PROGRAM = reload_plan.SERVICE_SH + GUARD_SCRIPT
 # Each part's resource type (sandstack.spec.roles.Part.resource).
 RESOURCE_TYPES = {"provider": PROVIDER, "image": REMOTE_IMAGE, "network": NETWORK, "volume": VOLUME,
                   "container": CONTAINER}
@@ -189,7 +191,7 @@ def plan_host_nodes(out: Tree, stack_key: str, component: str, host: str, spec: 
     g = plan.guard
     _role(out, keys, plan, base, HOST_ROLES["guard"], target=GUARD_STATE_DIR, volume_name=g.state_volume,
           container_name=g.container_name, run=g.run, memory_mb=guard_plan.MEMORY_MB, config=g.config,
-          cpus=guard_plan.CPUS, command=["sh", "-c", reload_plan.SERVICE_SH + GUARD_SCRIPT, "sandstack-guard"],
+          cpus=guard_plan.CPUS, command=["sh", "-c", GUARD_PROGRAM, "sandstack-guard"],
           adds=tuple(g.capabilities),
           component_after=tuple(keys.workspaces.values()), network_mode="host", pid_mode="host", envs=g.env,
           tmpfs=dict(guard_plan.TMPFS),
