@@ -29,8 +29,11 @@ from sandstack.spec.changes import Effect
 from sandstack.spec.models import Stack
 from sandstack.spec.models.base import change_of
 from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
-from sandstack.spec.roles import HOST_ROLES, PACKAGE
+from sandstack.spec.roles import HOST_ROLES, PACKAGE, reload_kinds
 from sandstack.spec.walk import model_fields
+
+# A host role's reload container: its replacement is the role taking a configuration in place.
+RELOAD_KINDS = reload_kinds()
 
 # Settings shown for a reviewer that are not inputs of their own (each reaches Docker through another one).
 # public_urls: the plan's record of which url ports are public; no container input. logged_pools: whose
@@ -69,10 +72,21 @@ class ResourceChange:
     # spec field's declared effect reaches it (Pulumi replaces what depends on a resource replaced delete-first).
     renewed_with: tuple[str, ...] = ()
 
+    @property
+    def reload(self) -> bool:
+        """A host role's reload container run again: the role takes a new configuration in place (for the engine
+        a replacement of that container; nothing the role serves is interrupted)."""
+        return self.action == "replace" and self.resource.kind in RELOAD_KINDS
+
+    @property
+    def shown(self) -> str:
+        """What a reviewer is told happens: the engine's action, or `reload`."""
+        return "reload" if self.reload else self.action
+
     def to_json(self) -> dict:
         r = self.resource
         return {"name": r.name, "type": r.type, "kind": r.kind, "host": r.host, "pool": r.pool,
-                "template": r.template, "action": self.action,
+                "template": r.template, "action": self.action, "reload": self.reload,
                 "changed": {k: {"old": o, "new": n} for k, (o, n) in sorted(self.changed.items())},
                 "reasons": [{"path": c.path, "old": c.old, "new": c.new, "effect": c.label}
                             for c in self.reasons],
@@ -102,10 +116,11 @@ class Diff:
     plans: tuple[StackPlan, StackPlan] | None = field(default=None, repr=False, compare=False)
 
     def counts(self) -> dict[str, int]:
-        out = {"create": 0, "update": 0, "replace": 0, "delete": 0}
+        """Resources by what a reviewer is told happens (`reload`: a reload container the engine replaces)."""
+        out = {"create": 0, "update": 0, "replace": 0, "reload": 0, "delete": 0}
         for c in self.changes:
             if not c.resource.type.startswith(COMPONENT_TYPE):
-                out[c.action] += 1
+                out[c.shown] += 1
         return out
 
     def loosens(self) -> bool:

@@ -177,7 +177,9 @@ RELOAD_KINDS = {p.kind for role in HOST_ROLES.values() for p in role.parts if p.
 # The components that hold other resources and no setting an effect reaches (their children change instead).
 COMPONENT_KINDS = {"stack", "host", "template", "pool"}
 # The host containers the change table's cascades replace (sandstack.spec.changes.CASCADES).
-CASCADE_KINDS = {HOST_ROLES[r].part("container").kind for c in table.CASCADES for r in c.renews}
+# (and their reload containers, which run again for the new container they name).
+CASCADE_KINDS = {p.kind for c in table.CASCADES for r in c.renews for p in HOST_ROLES[r].parts
+                 if p.resource == "container"}
 
 
 def reaches(effect: Effect, r: Resource, action: str, changed: set[str], moved: bool = False) -> bool:
@@ -206,7 +208,7 @@ def reaches(effect: Effect, r: Resource, action: str, changed: set[str], moved: 
     if by_value:
         return True
     if moved and action == "replace" and kind in CASCADE_KINDS and (
-            by_value or ROLE_OF_KIND[kind] in table.cascaded(roles)):  # type: ignore[arg-type]
+            by_value or ROLE_OF_KIND[kind] in table.cascaded(roles | effect.restarts)):  # type: ignore[operator]
         return True  # the change table's cascade: a pool network on its host replaced under it
     if kind in COMPONENT_KINDS:
         return False

@@ -202,6 +202,12 @@ def host_role(name: str) -> HostRoleInfo:
         raise KeyError(f"no host role {name!r}; one of {sorted(HOST_ROLES)}") from None
 
 
+def reload_kinds(roles: dict[str, HostRoleInfo] | None = None) -> frozenset[str]:
+    """The kinds of the roles' reload containers: renewing one is the role taking a configuration in place."""
+    return frozenset(p.kind for r in (roles or HOST_ROLES).values() for p in r.parts
+                     if p.config and p.resource == "container")
+
+
 def role_of_kind(roles: dict[str, HostRoleInfo] | None = None) -> dict[str, str]:
     """Each host node kind → its role's name (a role's component has its container's kind)."""
     return {p.kind: r.name for r in (roles or HOST_ROLES).values() for p in r.parts}

@@ -58,20 +58,21 @@ HEADLINES = {
                  "services renewed, no data lost, nothing less safe.",
                  "  pool python on local: 2 restart (processes and writable paths lost) — "
                  "templates.python.snapshot.version"],
-    "allow": ["Impact: 0 sandboxes restart, 0 created, 0 destroyed, 2 host services renewed, no data lost, 1 change "
-              "less safe.",
+    # The gateway takes the new allow entry in place; egress keeps flowing.
+    "allow": ["Impact: 0 sandboxes restart, 0 created, 0 destroyed, 1 host service renewed, 1 reloaded in place (no "
+              "interruption), no data lost, 1 change less safe.",
               "  connection logger replaced on local: name lookups of pools builder, preview, python and of the "
               "gateway, and the connection log of pools builder, stop while it restarts",
-              "  gateway replaced on local: egress of pools preview, python stops until the new gateway runs "
-              "(HTTP(S) goes through it)"],
+              "  gateway reloaded in place on local: nothing interrupted — it re-reads its squid config (a new pool's "
+              "network joined first) and keeps its connections"],
     "port": ["Impact: 1 sandbox restart (processes and writable paths lost), 0 created, 0 destroyed, 0 host services "
              "renewed, no data lost, 1 change less safe.",
              "  pool preview on local: 1 restart (processes and writable paths lost) — templates.preview.ports.1"],
-    "replicas": ["Impact: 0 sandboxes restart, 2 created, 0 destroyed, 2 host services renewed, no data lost, "
-                 "nothing less safe.",
+    "replicas": ["Impact: 0 sandboxes restart, 2 created, 0 destroyed, 1 host service renewed, 1 reloaded in place "
+                 "(no interruption), no data lost, nothing less safe.",
                  "  pool python on local: 2 created — pools.python.replicas",
-                 "  guard replaced on local: the host guard restarts: it applies the firewall rules, pids limits and "
-                 "lifetimes again",
+                 "  guard reloaded in place on local: nothing interrupted — it applies the new rules, pids limits and "
+                 "lifetimes at its next pass; its clocks keep running",
                  "  runtime replaced on local: its sessions API for pools builder, preview, python, shell is down "
                  "while it restarts: running processes, their output streams and terminals end; sessions and "
                  "snapshots are kept"],
@@ -97,7 +98,7 @@ def test_the_snapshot_bump_reads_in_the_reviewers_conventions(stacks, capsys):
             "        image: sandstack-dev/python:1-89e64fc1f8d5 → sandstack-dev/python:2-3caf66f2a53e\n"
             "        version: 1 → 2\n"
             "        because templates.python.snapshot.version: 1 → 2 [rebuild]  # forces replacement\n") in out
-    assert out.endswith("\nPlan: 0 to create, 0 to update in place, 3 to replace, 0 to delete, 21 unchanged.\n")
+    assert out.endswith("\nPlan: 0 to create, 0 to update in place, 3 to replace, 0 to delete, 25 unchanged.\n")
 
 
 def test_the_memory_raise_is_capacity_in_spec_units(stacks, capsys):
@@ -107,7 +108,7 @@ def test_the_memory_raise_is_capacity_in_spec_units(stacks, capsys):
     assert ("    ~ 2 sandboxes of pool python: sandstack-python.local-0, sandstack-python.local-1\n"
             "        memory_mb: 1GiB → 2GiB\n"
             "        because templates.python.limits.memory: (unset) → 2GiB [in-place]\n") in out
-    assert out.endswith("\nPlan: 0 to create, 2 to update in place, 0 to replace, 0 to delete, 22 unchanged.\n")
+    assert out.endswith("\nPlan: 0 to create, 2 to update in place, 0 to replace, 0 to delete, 26 unchanged.\n")
 
 
 def test_more_replicas_are_capacity_counted_in_sandboxes(stacks, capsys):
@@ -154,12 +155,12 @@ def test_identical_hosts_fold_and_a_host_taken_out_loses_its_volumes(stacks, cap
     assert code == 0
     assert "\nhosts sbx-a, sbx-b (the same on each; names of sbx-a):\n" in out, out
     assert out.splitlines()[2:8] == [
-        "Impact: 0 sandboxes restart, 0 created, 28 destroyed, 4 host services renewed, no data lost, nothing less "
-        "safe.",
+        "Impact: 0 sandboxes restart, 0 created, 28 destroyed, 2 host services renewed, 2 reloaded in place (no "
+        "interruption), no data lost, nothing less safe.",
         "  pool browser-warm on sbx-a, sbx-b: 2 destroyed — pools.browser-warm.replicas",
         "  pool python-warm on sbx-a, sbx-b: 26 destroyed — pools.python-warm.replicas",
-        "  guard replaced on sbx-a, sbx-b: the host guard restarts: it applies the firewall rules, pids limits and "
-        "lifetimes again",
+        "  guard reloaded in place on sbx-a, sbx-b: nothing interrupted — it applies the new rules, pids limits and "
+        "lifetimes at its next pass; its clocks keep running",
         "  ingress replaced on sbx-a, sbx-b: its 3 URLs are unreachable while it restarts",
         ""]
     assert ("    - 13 sandboxes of pool python-warm: sandstack-python-warm.sbx-a-3, sandstack-python-warm.sbx-a-4, … "
@@ -203,7 +204,7 @@ def test_json_format_2_carries_categories_impact_and_review(stacks, capsys):
     assert report["fields"] == [{"path": "templates.python.limits.memory", "old": None, "new": 2147483648,
                                  "effect": "in-place; built-in /tmp or /dev/shm under 256MiB: replace",
                                  "category": "capacity"}]
-    assert report["impact"]["pools"][0]["update"] == 2 and report["unchanged"] == 22
+    assert report["impact"]["pools"][0]["update"] == 2 and report["unchanged"] == 26
 
 
 # --- accepted changes ----------------------------------------------------------------------------------------
@@ -226,10 +227,12 @@ def test_an_accepted_change_is_shown_with_its_reason_and_does_not_fail(stacks, c
     assert ("\nAccepted:\n"
             "  security: pool python: allow entry added: pypi.org — pypi.org for pip installs, reviewed by the platform "
             "team (stacks/review/allow.yaml:2:5)\n"
-            "  disruption: gateway sandstack-local-gateway-container replace and 1 more — the gateway restarts in a "
+            # The gateway takes it in place (no disruption): the connection logger's restart is what is accepted.
+            "  disruption: connection logger sandstack-local-logger-container replace — the gateway restarts in a "
             "quiet hour (stacks/review/allow.yaml:5:5)\n\n") in out
     code, _, err = _diff("allow", capsys, "--fail-on", "replace")  # not accepted for `replace`
-    assert code == 3 and "sandstack: --fail-on replace: gateway sandstack-local-gateway-container replace\n" in err
+    assert code == 3 and ("sandstack: --fail-on replace: connection logger sandstack-local-logger-container replace\n"
+                          in err)
 
 
 def test_a_stale_acceptance_is_a_warning_and_an_error_when_strict(stacks, capsys):
