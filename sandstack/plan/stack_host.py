@@ -213,7 +213,7 @@ def plan_host_nodes(out: Tree, stack_key: str, component: str, host: str, spec: 
         # Every new connection of the pools that log them, before any of their sandboxes starts.
         lg = plan.logger
         _role(out, keys, plan, base, HOST_ROLES["logger"], target=logger_plan.LOG_DIR, volume_name=lg.log_volume,
-              container_name=lg.container_name, run=lg.run,
+              container_name=lg.container_name, run=lg.run, config=lg.config,
               memory_mb=logger_plan.MEMORY_MB, cpus=logger_plan.CPUS, command=lg.command,
               adds=logger_plan.CAPABILITIES, network_mode="host", envs=lg.env, tmpfs=dict(logger_plan.TMPFS))
     if plan.runtime:

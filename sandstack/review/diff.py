@@ -41,8 +41,10 @@ RELOAD_KINDS = reload_kinds()
 INFORMATIVE = {"egress", "lifecycle", "secret_files", "replace_on_changes", "pids", "data", "urls", "public_urls",
                "logged_pools"}
 # Per kind of resource: a volume's mount path and user are its sandbox's inputs, not the volume's.
+# The connection logger shows what it serves, which is its configuration (its reload container's inputs).
 INFORMATIVE_OF = {"sandbox": INFORMATIVE, "disk workspace": {"path", "sandbox"}, "data volume": {"path"},
-                  HOST_ROLES["logger"].part("container").kind: {"logged_pools"}}
+                  HOST_ROLES["logger"].part("container").kind: {"logged_pools", "resolvers", "upstream"},
+                  HOST_ROLES["logger"].part("container", config=True).kind: {"logged_pools"}}
 COMPONENT_TYPE = PACKAGE
 
 

@@ -24,7 +24,7 @@ from sandstack.spec.roles import HOST_ROLES, parts_of
 INTERRUPTS = {kind: part.interrupts for kind, part in parts_of().items() if part.interrupts and not part.config}
 # A role taking a new configuration in place (its reload container run again), by that container's kind: the role,
 # and what the reload interrupts (its descriptor's words: nothing).
-RELOADS = {part.kind: (role.name, f"{role.reload_interrupts} interrupted — it {role.reload_words}")
+RELOADS = {part.kind: (role.name, f"interrupts {role.reload_interrupts} — it {role.reload_words}")
            for role in HOST_ROLES.values() for part in role.parts if part.config and part.resource == "container"}
 # Volumes whose contents a replace or delete throws away, and what they held: each host role's volume
 # (`Part.holds`) and a sandbox's disk workspaces. A secrets volume is re-seeded and a data volume reloaded from the
@@ -129,7 +129,8 @@ class Impact:
         parts.append(f"{services} host service{'s' if services != 1 else ''} renewed")
         reloaded = sum(len(s.hosts) for s in self.reloaded)
         if reloaded:
-            parts.append(f"{reloaded} reloaded in place (no interruption)")
+            quiet = all(s.interrupts.startswith("interrupts nothing ") for s in self.reloaded)
+            parts.append(f"{reloaded} reloaded in place" + (" (no interruption)" if quiet else ""))
         lost = sum(d.count for d in self.data)
         parts.append(f"{lost} volume{'s' if lost != 1 else ''} of data lost" if lost else "no data lost")
         parts.append(f"{self.looser} change{'s' if self.looser != 1 else ''} less safe" if self.looser

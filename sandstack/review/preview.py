@@ -133,6 +133,8 @@ SUMMARY: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "pool": _pool,
     "host": lambda p: [f"address {p['address']}"],
     "connection logger": _logger,
+    "logger reload": lambda p: [f"configuration {p['configuration']}: resolvers of "
+                                f"{', '.join(p.get('resolvers') or ()) or 'no pool'}"],
     "runtime": _runtime,
     "ingress": _ingress,
     "guard": _name,
@@ -149,7 +151,8 @@ SUMMARY: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "infra image": lambda p: [
         p["image"] + (" (declared)" if p["declared"] else " (built from the package)")],
     # The host roles' volumes and their other networks: their Docker names.
-    "guard state": _name, "gateway log": _name, "guard configuration": _name, "gateway configuration": _name, "connection log": _name, "runtime state": _name, "ingress data": _name,
+    "guard state": _name, "gateway log": _name, "guard configuration": _name, "gateway configuration": _name,
+    "logger configuration": _name, "connection log": _name, "runtime state": _name, "ingress data": _name,
     "egress network": _name,
     "ingress network": _name,
 }

@@ -105,6 +105,7 @@ HOST_PROPS: dict[str, Callable[..., dict[str, Any]]] = {
     "ingress data": lambda plan, spec, key, keys: {"name": plan.ingress.data_volume},
     "guard configuration": _config_volume("guard"),
     "gateway configuration": _config_volume("gateway"),
+    "logger configuration": _config_volume("logger"),
 }
 
 
@@ -174,6 +175,9 @@ CONTAINER_PROPS: dict[str, Callable[[HostPlan], dict[str, Any]]] = {
     "gateway": lambda plan: {"name": plan.gateway.container_name},  # type: ignore[union-attr]
     "gateway reload": _gateway_config,
     "connection logger": _logger,
+    # What it serves, as its reload container delivers it (the container above shows the same: what a restart stops).
+    "logger reload": lambda plan: {**_logger(plan), "name": infra_name(plan.stack, "logger-reload"),
+                                   "configuration": plan.logger.config.digest},  # type: ignore[union-attr]
     "runtime": _runtime,
     "ingress": _ingress,
 }

@@ -107,17 +107,20 @@ class HostRoleInfo:
         return found[0]
 
 
-def _config(role: str, words: str) -> tuple[Part, Part]:
+def _config(role: str, words: str, interrupts: str = "nothing") -> tuple[Part, Part]:
     """A role's configuration volume and its reload container (sandstack.plan.reload): `words` say how it takes a
-    new configuration in place."""
+    new configuration in place, `interrupts` what that interrupts."""
     return (Part(f"{role} configuration", f"{role}-config", "volume", role, config=True,
                  holds=f"the {role}'s configuration sets (its reload container writes the one in force again)"),
             Part(f"{role} reload", f"{role}-reload", "container", role, config=True,
-                 interrupts=f"nothing: the {role} {words}"))
+                 interrupts=f"{interrupts}: the {role} {words}"))
 
 
 GUARD_RELOAD = "applies the new rules, pids limits and lifetimes at its next pass; its clocks keep running"
 GATEWAY_RELOAD = "re-reads its squid config (a new pool's network joined first) and keeps its connections"
+LOGGER_RELOAD = ("restarts only the resolvers whose options changed (or of pools added or taken off) and keeps its "
+                 "connection queue and every other resolver running")
+LOGGER_INTERRUPTS = "the name lookups of a pool whose resolver changed, for milliseconds"
 
 _ROLES = (
     HostRoleInfo(
@@ -170,8 +173,10 @@ _ROLES = (
         "logger", "the connection logger container (its queue and logging resolvers); its log volume is kept",
         (Part("connection log", "logger-log", "volume", "logger", holds="the connection log"),
          Part("connection logger", "logger-container", "container", "logger",
-              interrupts="name lookups of pools {resolved}{logged} stop while it restarts")),
-        component=f"{PACKAGE}ConnectionLogger", per_pool=True),
+              interrupts="name lookups of pools {resolved}{logged} stop while it restarts"),
+         *_config("logger", LOGGER_RELOAD, LOGGER_INTERRUPTS)),
+        component=f"{PACKAGE}ConnectionLogger", per_pool=True, config="volume", reload="in place",
+        reload_words=LOGGER_RELOAD, reload_interrupts=LOGGER_INTERRUPTS),
 )
 
 

@@ -22,9 +22,8 @@ BASE = spec(
     pools={"agent": {"template": "agent", "hosts": ["local"], "replicas": 2},
            "other": {"template": "other", "hosts": ["local"]}},
 )
-EVERYTHING = 19  # infra image, 2 snapshot images, guard, gateway and logger (volume + container each; the guard and
-#                  the gateway a configuration volume and a reload container too), 3 networks (agent, other,
-#                  egress), 3 sandboxes
+EVERYTHING = 21  # infra image, 2 snapshot images, guard, gateway and logger (volume + container each, and a
+#                  configuration volume and a reload container each), 3 networks (agent, other, egress), 3 sandboxes
 
 
 def _changes(result) -> dict[str, tuple[str, tuple[str, ...]]]:
@@ -36,11 +35,11 @@ def test_the_dev_stack_run_twice_changes_nothing_the_second_time(dry_harness, tm
     program = stack_program(tmp_path / "stacks" / "dev.yaml", stack="dev")
     first = dry_harness.run(program, secret_config=DEV_SECRETS)
     # 4 images (infra + 3 snapshots: builder extends preview and shares its image), guard, gateway, runtime and
-    # connection logger (volume + container each; the guard and the gateway a configuration volume and a reload
-    # container too), 5 networks, 6 sandboxes
-    assert first.summary() == {"create": 27, "update": 0, "replace": 0, "delete": 0, "same": 0, "build": 4}
+    # connection logger (volume + container each; the guard, the gateway and the logger a configuration volume and a
+    # reload container too), 5 networks, 6 sandboxes
+    assert first.summary() == {"create": 29, "update": 0, "replace": 0, "delete": 0, "same": 0, "build": 4}
     again = dry_harness.run(program, secret_config=DEV_SECRETS)
-    assert again.summary() == {"create": 0, "update": 0, "replace": 0, "delete": 0, "same": 27, "build": 0}
+    assert again.summary() == {"create": 0, "update": 0, "replace": 0, "delete": 0, "same": 29, "build": 0}
     assert again.outputs == first.outputs
 
 
@@ -125,8 +124,8 @@ def test_adding_a_gateway_pool_adds_its_objects_and_renews_guard_gateway_and_res
         "replace sandstack-local-guard-reload": ("envs",),  # rules, pids and bridges of the new pool, in place
         # its squid.conf and the new pool's network, joined by its reload container: the gateway keeps running
         "replace sandstack-local-gateway-reload": ("envs",),
-        # a logging resolver for the new pool (and one more to wait for in its health check)
-        "replace sandstack-local-logger-container": ("envs", "healthcheck"),
+        # a logging resolver for the new pool, started by the logger in place
+        "replace sandstack-local-logger-reload": ("envs",),
     }
 
 
@@ -142,6 +141,7 @@ def test_the_first_gateway_pool_brings_the_gateway_and_leaves_other_sandboxes_al
         "create sandstack-local-gateway-container": (), "create sandstack-agent.local-0": (),
         "create sandstack-local-gateway-config": (), "create sandstack-local-gateway-reload": (),
         "create sandstack-local-logger-log": (), "create sandstack-local-logger-container": (),  # its resolver
+        "create sandstack-local-logger-config": (), "create sandstack-local-logger-reload": (),
         "replace sandstack-local-guard-reload": ("envs",),
     }
 
@@ -150,7 +150,7 @@ def test_changing_an_allow_entry_renews_only_the_gateway_and_the_resolver(up):
     up(BASE)
     result = up(changed(BASE, "templates.agent.network.allow", ["example.com", "example.org"]))
     assert _changes(result) == {"replace sandstack-local-gateway-reload": ("envs",),  # taken in place
-                                "replace sandstack-local-logger-container": ("envs",)}
+                                "replace sandstack-local-logger-reload": ("envs",)}
 
 
 def test_changing_the_subnet_pool_moves_the_pools_network_and_its_sandboxes(up):

@@ -172,6 +172,7 @@ def test_names_are_deterministic_docker_names(dev):
         "sandstack-local-guard-reload": "sandstack-dev_guard-reload",
         "sandstack-local-runtime-container": "sandstack-dev_runtime",
         "sandstack-local-logger-container": "sandstack-dev_logger",
+        "sandstack-local-logger-reload": "sandstack-dev_logger-reload",
         "sandstack-local-gateway-container": "sandstack-dev_gateway",
         "sandstack-local-gateway-reload": "sandstack-dev_gateway-reload",
         "sandstack-shell.local-0": "sandstack-dev-shell-0", "sandstack-shell.local-1": "sandstack-dev-shell-1",
@@ -215,16 +216,17 @@ def test_pool_and_host_names_with_dashes_never_collide(build):
 def test_pools_named_after_host_level_objects_keep_their_own_docker_names(build):
     listed = {"base_image": "busybox:1.36", "network": {"egress": "allow-list", "allow": ["a.example"]}}
     roles = ["egress", "gateway", "gateway-log", "gateway-config", "gateway-reload", "guard", "guard-state",
-             "guard-config", "guard-reload", "infra", "logger", "connections"]
+             "guard-config", "guard-reload", "infra", "logger", "logger-config", "logger-reload", "connections"]
     built = build(spec({r: {**listed, "snapshot": {"version": r}} for r in roles}))  # one image each
     docker_names = {typ: sorted(r.inputs["name"] for r in built.mocks.by_type(typ))
                     for typ in (CONTAINER, NETWORK, VOLUME)}
     assert docker_names == {
         CONTAINER: sorted(["sandstack-t_guard", "sandstack-t_gateway", "sandstack-t_logger", "sandstack-t_guard-reload",
-                           "sandstack-t_gateway-reload"] + [f"sandstack-t-{r}-0" for r in roles]),
+                           "sandstack-t_gateway-reload", "sandstack-t_logger-reload"]
+                          + [f"sandstack-t-{r}-0" for r in roles]),
         NETWORK: sorted(["sandstack-t-_egress"] + [f"sandstack-t-{r}" for r in roles]),
         VOLUME: ["sandstack-t_connections", "sandstack-t_gateway-config", "sandstack-t_gateway-log",
-                 "sandstack-t_guard-config", "sandstack-t_guard-state"],
+                 "sandstack-t_guard-config", "sandstack-t_guard-state", "sandstack-t_logger-config"],
     }
     # The infra image and a template named 'infra' are different repositories on the host.
     images = {r.name: r.inputs["name"].split(":")[0] for r in built.mocks.by_type(REMOTE_IMAGE)}
@@ -268,6 +270,7 @@ def test_two_sandbox_stacks_from_two_specs_share_one_program_each_with_its_own_s
               "b-local-guard-reload": "sandstack-two_guard-reload",
               "b-local-gateway-reload": "sandstack-two_gateway-reload",
               "b-local-logger-container": "sandstack-two_logger",
+              "b-local-logger-reload": "sandstack-two_logger-reload",
               "b-t.local-0": "sandstack-two-t-0", "b-web.local-0": "sandstack-two-web-0"},
     }
     assert {k: [(s["name"], s["container"]) for s in v] for k, v in built.result.outputs.items()} == {

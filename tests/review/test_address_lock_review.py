@@ -119,7 +119,7 @@ def test_a_diff_between_revisions_reads_each_sides_lock_so_a_colliding_new_pool_
     # effect): web's network, gateway port and sandbox, and db's, are as they were.
     assert actions == {f"sandstack-local-net.{new}": "create", f"sandstack-{new}.local": "create",
                        f"sandstack-{new}.local-0": "create", "sandstack-local-guard-reload": "replace",
-                       "sandstack-local-gateway-reload": "replace", "sandstack-local-logger-container": "replace"}
+                       "sandstack-local-gateway-reload": "replace", "sandstack-local-logger-reload": "replace"}
     # Without the head's lock (the same spec in the work tree, its lock gone), web's network and sandbox move.
     (repo / "stacks" / "stack.lock").unlink()
     assert main(["diff", "git:main~1:stacks/stack.yaml", "stacks/stack.yaml", "--stack", "t", "--format", "json"]) == 0

@@ -49,11 +49,12 @@ def test_a_review_table_refuses_a_registry_with_a_role_it_lacks(check):
 
 
 STALE = {
-    resources.check_roles: "sandstack.review.resources.CONTAINER_PROPS has entries for 'connection logger', which no "
-                           "host role (sandstack.spec.roles) has; known: gateway, gateway reload, guard, guard reload, "
-                           "ingress, runtime",
+    resources.check_roles: "sandstack.review.resources.CONTAINER_PROPS has entries for 'connection logger', 'logger "
+                           "reload', which no host role (sandstack.spec.roles) has; known: gateway, gateway reload, "
+                           "guard, guard reload, ingress, runtime",
     preview.check_roles: "sandstack.review.preview.SUMMARY has entries for 'connection log', 'connection logger', "
-                         "which no host role (sandstack.spec.roles) has; known: ",
+                         "'logger configuration', 'logger reload', which no host role (sandstack.spec.roles) has; "
+                         "known: ",
     diagram.check_roles: "sandstack.review.diagram.ELEMENTS has entries for 'logger', which no host role "
                          "(sandstack.spec.roles) has; known: ",
 }
@@ -80,7 +81,7 @@ def test_every_table_read_from_the_registry_has_every_role(name):
     assert (name in PLACEMENT.host) == role.per_pool
     for part in role.parts:
         if part.config and part.resource == "container":  # its reload container: the role taking a configuration
-            assert impact.RELOADS[part.kind] == (name, f"nothing interrupted — it {role.reload_words}")
+            assert impact.RELOADS[part.kind] == (name, f"interrupts {role.reload_interrupts} — it {role.reload_words}")
             assert part.kind in reasons.RELOAD_KINDS
             continue
         assert impact.INTERRUPTS.get(part.kind) == (part.interrupts or None)
@@ -130,7 +131,8 @@ def test_the_runtimes_restart_says_what_it_ends_and_what_it_keeps():
                                           "are kept")
     # A role takes a new configuration by restarting, or in place from its configuration volume (interrupting nothing).
     assert {r.name: (r.config, r.reload, r.reload_interrupts) for r in HOST_ROLES.values() if r.reload != "restart"} == {
-        "guard": ("volume", "in place", "nothing"), "gateway": ("volume", "in place", "nothing")}
+        "guard": ("volume", "in place", "nothing"), "gateway": ("volume", "in place", "nothing"),
+        "logger": ("volume", "in place", "the name lookups of a pool whose resolver changed, for milliseconds")}
     assert {r.config for r in HOST_ROLES.values() if r.reload == "restart"} == {"inputs"}
 
 
