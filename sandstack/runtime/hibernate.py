@@ -46,13 +46,19 @@ class Hibernation:
         runtime = self.runtime
         row = runtime.sandbox(name)
         if row.status == "hibernated":
-            return row
+            return self._hibernated(row, by)
         if row.status == "paused":
             runtime.resume(name)
         elif row.status != "bound":
             raise conflict(f"sandbox {name!r} is {row.status}; only a bound sandbox can hibernate", sandbox=name,
                            status=row.status)
         with runtime.leases.pause(name), runtime.transition(name):  # 409 while an exec or a transfer runs
+            row = runtime.sandbox(name)  # as it is now: the monitor's idle hibernation may have come first
+            if row.status == "hibernated":
+                return self._hibernated(row, by)
+            if row.status != "bound":
+                raise conflict(f"sandbox {name!r} is {row.status}; only a bound sandbox can hibernate", sandbox=name,
+                               status=row.status)
             spec = runtime.pool(row.pool)
             target = self._saved(name)
             shutil.rmtree(target, ignore_errors=True)
@@ -80,6 +86,14 @@ class Hibernation:
             runtime._cpu.pop(name, None)
             runtime.store.update(name, status="hibernated", paused_by=by)
         return runtime.sandbox(name)
+
+    def _hibernated(self, row: SandboxRow, by: str) -> SandboxRow:
+        """A sandbox hibernated already (by the idle policy, or the runtime's stop): a request of the API's own is
+        answered as its own, `paused_by: api`; the runtime's own hibernations change nothing."""
+        if by == "api" and row.paused_by != "api":
+            self.runtime.store.update_if(row.name, {"status": "hibernated", "session": row.session}, paused_by="api")
+            return self.runtime.sandbox(row.name)
+        return row
 
     def resume(self, name: str) -> SandboxRow:
         runtime = self.runtime

@@ -173,6 +173,32 @@ def test_the_idle_action_hibernate(tmp_path):
     env.audit.close()
 
 
+def test_an_explicit_hibernate_of_a_session_the_idle_policy_hibernated_answers_as_the_apis(tmp_path):
+    """The API's hibernate of a sandbox the monitor hibernated a moment before was answered `paused_by: idle`,
+    with `idle_seconds` below zero (the pass's time is after the answer's): it is the API's request now, and no
+    sandbox has been idle for less than no time."""
+    env = od_env(tmp_path, config=od_config(idle=IdlePolicy("hibernate", 30)))
+    sandbox = env.claim("a", pool="od")["sandbox"]
+    row = env.runtime.store.sandbox(sandbox)
+    env.runtime.monitor_once(now=row.last_activity + 31)  # a first CPU sample: activity, written as the pass's time
+    env.runtime.monitor_once(now=row.last_activity + 62)
+    assert env.runtime.store.sandbox(sandbox).paused_by == "idle"
+    answer = env.api.post("/v1/sessions/a/hibernate").json()
+    assert (answer["status"], answer["paused_by"], answer["idle_seconds"]) == ("hibernated", "api", 0.0)
+    assert env.api.get("/v1/sessions/a").json()["paused_by"] == "api"
+    env.backend.close()
+    env.audit.close()
+
+
+def test_a_second_hibernate_while_one_is_under_way_is_409(od):
+    sandbox = od.claim("a", pool="od")["sandbox"]
+    with od.runtime.leases.pause(sandbox):  # a pause or hibernation under way (it read the row as bound)
+        response = od.api.post("/v1/sessions/a/hibernate")
+    assert (response.status_code, response.json()["error"]) == (
+        409, f"sandbox {sandbox!r} is being paused or hibernated already; try again when that has answered")
+    assert od.runtime.store.sandbox(sandbox).status == "bound"
+
+
 def test_an_idle_on_demand_sandbox_is_retired_by_the_monitor(tmp_path):
     env = od_env(tmp_path, config=od_config(idle=IdlePolicy("reset", 30)))
     env.claim("a", pool="od")
