@@ -20,6 +20,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +37,7 @@ INTERPRETERS = {"bash": ["bash", "-c"], "python": ["python3", "-c"]}
 KILL_TIMEOUT = 15  # seconds for the exec that kills a command's processes
 KILL_WAIT = 10  # seconds a kill waits for the stream to end once the processes are dead
 EXIT_KILLED = 137  # 128 + SIGKILL
-MAX_RUNNING = 32  # processes running at once in one sandbox
+MAX_RUNNING = 32  # processes running at once in one sandbox, its open terminals included
 MAX_KEPT = 32  # ended processes (their output) kept per sandbox; older ones are forgotten
 RESTARTED = ("the runtime restarted while it ran: it was ended (an exec's output stream cannot be attached again)")
 
@@ -76,6 +77,7 @@ class Process:
     message: str | None = None
     reason: tuple[str, str] | None = None  # (status, message) a kill or the session's end set before it ended
     done: threading.Event = field(default_factory=threading.Event)
+    counted: bool = False  # not listed, but counted toward MAX_RUNNING until `Processes.release` (a terminal)
 
     def info(self) -> dict[str, object]:
         duration = None if self.handle is None else self.handle.duration_ms
@@ -93,6 +95,7 @@ class Processes:
         self.runtime = runtime
         self._lock = threading.Lock()
         self._procs: dict[str, Process] = {}
+        self._unlisted: Counter[str] = Counter()  # sandbox → its counted processes that are not listed (terminals)
         self._db = _Db(sqlite3.connect(runtime.state_dir / "processes.sqlite3", check_same_thread=False,
                                        isolation_level=None))
         self._db.executescript(SCHEMA)
@@ -140,23 +143,29 @@ class Processes:
         return declared or cap
 
     def spawn(self, name: str, cmd: Command, *, limit: int, stdin: bool = False, tty: bool = False,
-              timeout: int | None = None, keep: bool = True, sink: Sink | None = None,
+              timeout: int | None = None, keep: bool = True, counted: bool = False, sink: Sink | None = None,
               rolling: bool = False) -> Process:
         """Starts the command in the bound sandbox; `keep`: listed, and followed by a thread until it ends;
-        `sink`: where a terminal's output goes (its bytes as they are, instead of the kept text); `rolling`: its
-        output keeps the last `limit` characters, not the first (sandstack.runtime.output)."""
+        `counted` (not kept): counted toward MAX_RUNNING all the same until `release` (a terminal, which holds a
+        server thread and an exec while it is open); `sink`: where a terminal's output goes (its bytes as they are,
+        instead of the kept text); `rolling`: its output keeps the last `limit` characters, not the first
+        (sandstack.runtime.output)."""
         row = self.runtime.usable(name)
+        counted = counted and not keep
         with self._lock:
             running = [p for p in self._procs.values() if p.sandbox == name and p.status == "running"]
-            if keep and len(running) >= MAX_RUNNING:
-                raise conflict(f"sandbox {name!r} already runs {MAX_RUNNING} processes; wait for or kill one "
-                               "first", sandbox=name)
+            if (keep or counted) and len(running) + self._unlisted[name] >= MAX_RUNNING:
+                raise conflict(f"sandbox {name!r} already runs {MAX_RUNNING} processes (its open terminals "
+                               "included); wait for, kill or close one first", sandbox=name)
+            if counted:  # taken now, under the lock: two terminals opened at once cannot both pass the bound
+                self._unlisted[name] += 1
         marker = uuid.uuid4().hex
         proc = Process(id=f"proc-{uuid.uuid4().hex[:16]}", sandbox=name, session=row.session or "", argv=cmd.argv,
                        marker=marker, started_at=time.time(),
                        # the kernel's boot clock, which the sandbox's process start times count in
                        started_cs=str(int(time.clock_gettime(time.CLOCK_BOOTTIME) * 100)),
-                       log=OutputLog(limit, rolling), tty=tty, timeout=timeout, stdin=stdin, stdin_open=stdin)
+                       log=OutputLog(limit, rolling), tty=tty, timeout=timeout, stdin=stdin, stdin_open=stdin,
+                       counted=counted)
         self.runtime._mark(marker)
         try:
             proc.handle = self.runtime.backend.spawn(
@@ -164,9 +173,11 @@ class Processes:
                 stdout=sink or proc.log.sink("stdout"), stderr=proc.log.sink("stderr"), stdin=stdin, tty=tty)
         except (SandboxNotRunning, SandboxGone) as error:
             self.runtime._unmark(marker)
+            self.release(proc)
             raise self.runtime.died(row, error) from error
         except BaseException:
             self.runtime._unmark(marker)
+            self.release(proc)
             raise
         if keep:
             with self._lock:
@@ -175,6 +186,15 @@ class Processes:
                              (proc.id, name, proc.session, marker, proc.started_at))
             threading.Thread(target=self._follow, args=(proc,), daemon=True, name=f"sandstack-{proc.id}").start()
         return proc
+
+    def release(self, proc: Process) -> None:
+        """A counted process that is not listed (a terminal) has ended: it no longer counts toward MAX_RUNNING."""
+        with self._lock:
+            if proc.counted:
+                proc.counted = False
+                self._unlisted[proc.sandbox] -= 1
+                if self._unlisted[proc.sandbox] <= 0:
+                    del self._unlisted[proc.sandbox]
 
     def _follow(self, proc: Process) -> None:
         """Waits for a background process to end (or its timeout: then it is killed) and records how it ended."""
