@@ -27,9 +27,10 @@ from typing import Any
 from sandstack.runtime import scripts
 from sandstack.runtime.backend import BackendError, SandboxGone, SandboxNotRunning, Sink
 from sandstack.runtime.errors import ApiError, conflict
-from sandstack.runtime.backend import ExecHandle, StdinBlocked, StdinClosed
+from sandstack.runtime.backend import ExecHandle, StdinClosed
 from sandstack.runtime.models import ENV_NAME_PATTERN
 from sandstack.runtime.output import OutputLog
+from sandstack.runtime.stdin import StdinWriter
 
 log = logging.getLogger("sandstack.runtime")
 ENV_NAME = re.compile(ENV_NAME_PATTERN.removeprefix("^").removesuffix("$"))
@@ -78,12 +79,15 @@ class Process:
     reason: tuple[str, str] | None = None  # (status, message) a kill or the session's end set before it ended
     done: threading.Event = field(default_factory=threading.Event)
     counted: bool = False  # not listed, but counted toward MAX_RUNNING until `Processes.release` (a terminal)
+    held: Any = b""  # the rest of a stdin write the process has not taken yet (sandstack.runtime.stdin)
+    close_held: bool = False  # EOF once `held` is written
 
     def info(self) -> dict[str, object]:
         duration = None if self.handle is None else self.handle.duration_ms
         return {"id": self.id, "sandbox": self.sandbox, "session": self.session, "command": self.argv,
                 "status": self.status, "exit_code": self.exit_code, "started_at": self.started_at,
                 "ended_at": self.ended_at, "duration_ms": duration, "stdin": self.stdin_open and self.status == "running",
+                "stdin_pending": len(self.held),
                 "tty": self.tty, "timeout": self.timeout, "output_end": self.log.end,
                 "stdout_bytes": self.log.kept["stdout"], "stderr_bytes": self.log.kept["stderr"],
                 "stdout_dropped": self.log.dropped["stdout"], "stderr_dropped": self.log.dropped["stderr"],
@@ -96,6 +100,7 @@ class Processes:
         self._lock = threading.Lock()
         self._procs: dict[str, Process] = {}
         self._unlisted: Counter[str] = Counter()  # sandbox → its counted processes that are not listed (terminals)
+        self.stdin = StdinWriter()
         self._db = _Db(sqlite3.connect(runtime.state_dir / "processes.sqlite3", check_same_thread=False,
                                        isolation_level=None))
         self._db.executescript(SCHEMA)
@@ -310,16 +315,10 @@ class Processes:
         try:
             if not proc.stdin_open or proc.status != "running":
                 raise StdinClosed("closed")
-            if data:
-                proc.handle.write(data)
-            if close:
-                proc.handle.close_stdin()
-                proc.stdin_open = False
+            self.stdin.write(proc, data, close)  # at once: what the process does not take now is held
         except StdinClosed as error:
             proc.stdin_open = False
             raise conflict(f"the stdin of process {process!r} is closed ({proc.status})", process=process) from error
-        except StdinBlocked as error:
-            raise ApiError(504, f"process {process!r} {error}", process=process) from error
         return proc.info()
 
     def kill(self, name: str, process: str) -> dict[str, object]:
@@ -348,7 +347,8 @@ class Processes:
         cursor = self._db.execute(f"SELECT id, sandbox, session, started_at, status, exit_code, ended_at, message "
                                   f"FROM processes WHERE {where} ORDER BY started_at", args)
         return [{"id": r[0], "sandbox": r[1], "session": r[2], "command": None, "status": r[4], "exit_code": r[5],
-                 "started_at": r[3], "ended_at": r[6], "duration_ms": None, "stdin": False, "tty": False,
+                 "started_at": r[3], "ended_at": r[6], "duration_ms": None, "stdin": False, "stdin_pending": 0,
+                 "tty": False,
                  "timeout": None, "output_end": 0, "stdout_bytes": 0, "stderr_bytes": 0, "stdout_dropped": 0,
                  "stderr_dropped": 0, "message": r[7]} for r in cursor.fetchall()]
 

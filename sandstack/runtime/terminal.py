@@ -31,7 +31,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from sandstack.runtime.tokens import check_sandbox
 from sandstack.runtime.routing import ACTOR_HEADER, ERRORS, _sandbox, require_token
-from sandstack.runtime.backend import BackendError
+from sandstack.runtime.backend import STDIN_TIMEOUT, BackendError, StdinBlocked
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.processes import Command, Process
 
@@ -180,7 +180,7 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
             if message["type"] == "websocket.disconnect":
                 break
             if message.get("bytes"):
-                await run_in_threadpool(proc.handle.write, message["bytes"])
+                await run_in_threadpool(_type, proc, message["bytes"])
             elif message.get("text"):
                 refused = await run_in_threadpool(_control, proc, message["text"])
                 if refused:
@@ -197,6 +197,12 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
         pump.cancel()
         await run_in_threadpool(_end, runtime, proc)
         record(f"terminal closed (exit {code})" if code is not None else "terminal closed by the client", 200)
+
+
+def _type(proc: Process, keys: bytes) -> None:
+    """Keystrokes to the terminal, waiting up to STDIN_TIMEOUT for it to read them (then it is closed)."""
+    if proc.handle.write(keys, STDIN_TIMEOUT) < len(keys):
+        raise StdinBlocked(f"the terminal did not read its input within {STDIN_TIMEOUT}s")
 
 
 def _control(proc: Process, text: str) -> str | None:
