@@ -1,7 +1,7 @@
 """The POSIX sh scripts the runtime runs inside a sandbox (with `exec`, as the sandbox's own user) to move
 files, and what their exit statuses mean.
 
-They need only sh, readlink -f, cat, rm, mkdir, dirname, wc, ls, tail, truncate, stat, chmod, mv and tar: busybox and Debian images have
+They need only sh, readlink -f, cat, rm, mkdir, rmdir, dirname, wc, ls, tail, truncate, stat, chmod, mv and tar: busybox and Debian images have
 all of them. Every file script runs with the workspace root as its working directory and takes a path
 relative to it; the API has already refused '..', absolute paths and empty components, and the script
 refuses what symlinks would take out of the root, so the check happens where the files are.
@@ -114,8 +114,20 @@ fi
 [ -d "$real" ] || exit {NOT_DIRECTORY}
 cd -- "$real" || exit {NOT_FOUND}
 parent=$(dirname -- "$missing" && echo .) || exit {NOT_DIRECTORY}
-mkdir -p -- "${{parent%?.}}" || exit {NOT_DIRECTORY}
-store "$missing" "$2"
+parent=${{parent%?.}}
+# A refused write changes nothing: the directories made for it are removed again, the deepest first, each only
+# while empty (a write beside it into the same new directory keeps it).
+undo() {{
+    d=$parent
+    while [ "$d" != . ] && rmdir -- "$d" 2>/dev/null; do
+        case "$d" in */*) d=${{d%/*}} ;; *) break ;; esac
+    done
+}}
+mkdir -p -- "$parent" || {{ undo; exit {NOT_DIRECTORY}; }}
+( store "$missing" "$2" )
+code=$?
+[ "$code" -eq 0 ] || undo
+exit "$code"
 """
 
 

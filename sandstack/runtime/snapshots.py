@@ -17,7 +17,7 @@ from sandstack.runtime.leases import holding
 from sandstack.runtime.models import SNAPSHOT_PATTERN
 from sandstack.runtime.retention import per_session
 from sandstack.runtime.store import SnapshotRow
-from sandstack.runtime.tarcheck import Checked, Forged, PastBound, write_tar
+from sandstack.runtime.tarcheck import Checked, Forged, PastBound, TooDeep, write_tar
 
 SNAPSHOT_ID = re.compile(SNAPSHOT_PATTERN.removeprefix("^").removesuffix("$"))
 
@@ -128,7 +128,7 @@ class Snapshots:
                 try:
                     with tarfile.open(fileobj=stored, mode="r|") as entries:
                         write_tar(Checked(entries, snap.size), tar)
-                except (Forged, tarfile.TarError) as error:
+                except (Forged, TooDeep, tarfile.TarError) as error:
                     raise conflict(f"snapshot {snapshot_id!r} cannot be restored: its tar of {path!r} is not a "
                                    f"workspace's ({error})", snapshot=snapshot_id) from error
                 tar.seek(0)

@@ -7,6 +7,11 @@ its output or put another `tar` first on its PATH. So the stream must be a tar o
 absolute path or a `..` is a forgery and fails the whole transfer (502); a symlink leading out of the tree, a
 hardlink to a file not in the stream, a device, fifo or sparse entry is left out (a zip leaves out links too); the
 sizes count against the bound. No file is ever held in memory: entries are copied in chunks.
+
+Every name is bounded (MAX_DEPTH components, MAX_NAME bytes: TooDeep, a 4xx) and checked in time linear in its
+length: the checks against the stream's earlier names walk a tree of them (`_Names`), where they built every prefix
+of every name, which took minutes for a 3,000-level directory (and held the request's thread all along). A check
+given a deadline stops there (DeadlinePassed).
 """
 
 from __future__ import annotations
@@ -23,6 +28,11 @@ from typing import IO, Any, Callable, Iterator
 
 CHUNK = 1024 * 1024
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # the oldest time a zip entry can hold
+# What a name in an archive, a snapshot or a hibernation's copy may be (and a file path of the API,
+# sandstack.runtime.workspace.clean_path): no deeper, no longer. The kernel's PATH_MAX (4096 with its NUL) bounds
+# what one call can open; a deeper tree can be made by walking down, but nothing the runtime does needs one.
+MAX_DEPTH = 1024
+MAX_NAME = 4095
 
 
 class PastBound(Exception):
@@ -43,6 +53,74 @@ class SinkFailed(Exception):
 
 class Forged(Exception):
     """The stream cannot be a tar of the workspace."""
+
+
+class TooDeep(Exception):
+    """A name past MAX_DEPTH components or MAX_NAME bytes: the tree cannot be copied (a 4xx, nothing kept)."""
+
+    def __init__(self, name: str):
+        depth, size = name.count("/") + 1, len(name.encode(errors="surrogateescape"))
+        super().__init__(f"{shorten(name)!r} ({depth} levels, {size} bytes) is deeper or longer than a copy takes "
+                         f"(at most {MAX_DEPTH} levels and {MAX_NAME} bytes)")
+        self.name, self.depth, self.size = name, depth, size
+
+
+class DeadlinePassed(Exception):
+    """The check did not finish by its deadline (the request's): it stopped there, nothing kept."""
+
+
+def shorten(name: str, keep: int = 60) -> str:
+    """A long name as its head and tail, for a message."""
+    return name if len(name) <= 2 * keep else f"{name[:keep]}...{name[-keep:]}"
+
+
+def check_name(name: str) -> list[str]:
+    """The components of a normalised name within the bounds; raises TooDeep."""
+    if len(name) > MAX_NAME or len(name.encode(errors="surrogateescape")) > MAX_NAME:
+        raise TooDeep(name)
+    parts = name.split("/")
+    if len(parts) > MAX_DEPTH:
+        raise TooDeep(name)
+    return parts
+
+
+class _Names:
+    """The names of a stream so far as a tree of components, so that each check walks one name once: whether a
+    name lies under a symlink of the stream, and whether a symlink's name is a directory some entry lies in."""
+
+    def __init__(self) -> None:
+        self.root: dict[str, list] = {}  # component → [children, is a symlink]
+
+    def under_link(self, parts: list[str]) -> bool:
+        children = self.root
+        for part in parts[:-1]:
+            node = children.get(part)
+            if node is None:
+                return False  # no deeper name of the stream: no deeper link
+            if node[1]:
+                return True
+            children = node[0]
+        return False
+
+    def is_parent(self, parts: list[str]) -> bool:
+        node = self._find(parts)
+        return node is not None and bool(node[0])
+
+    def add(self, parts: list[str], link: bool) -> None:
+        children = self.root
+        for part in parts[:-1]:
+            children = children.setdefault(part, [{}, False])[0]
+        node = children.setdefault(parts[-1], [{}, False])
+        node[1] = node[1] or link
+
+    def _find(self, parts: list[str]) -> list | None:
+        children, node = self.root, None
+        for part in parts:
+            node = children.get(part)
+            if node is None:
+                return None
+            children = node[0]
+        return node
 
 
 class Bounded:
@@ -80,28 +158,33 @@ class Checked:
     """The entries of a tar stream that a workspace can hold, as (member, file or None), normalised names;
     counts what it leaves out. What else than files a kind of tree may hold is `_keeps` (rootsnap.RootChecked)."""
 
-    def __init__(self, tar: tarfile.TarFile, limit: int):
-        self.tar, self.limit = tar, limit
+    def __init__(self, tar: tarfile.TarFile, limit: int, deadline: float | None = None):
+        """`deadline`: time.monotonic()'s value past which the check stops (DeadlinePassed)."""
+        self.tar, self.limit, self.deadline = tar, limit, deadline
         self.left_out: list[str] = []
         self.total = 0
 
     def __iter__(self) -> Iterator[tuple[tarfile.TarInfo, IO[bytes] | None]]:
         files: set[str] = set()
-        links: set[str] = set()
-        parents: set[str] = set()  # every directory an entry so far lies in
+        names = _Names()  # the stream's names so far: its symlinks, and every directory an entry lies in
         for member in self.tar:
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                raise DeadlinePassed(f"the check did not finish in time (at {member.name[:60]!r})")
             name = member.name
+            if len(name) > 2 * MAX_NAME:  # before any work on it: a longer one cannot pass
+                raise TooDeep(name)
             if name.startswith("/") or ".." in name.split("/"):
-                raise Forged(f"entry {name!r} is {'an absolute path' if name.startswith('/') else 'a .. path'}")
+                raise Forged(f"entry {shorten(name)!r} is "
+                             f"{'an absolute path' if name.startswith('/') else 'a .. path'}")
             name = posixpath.normpath(name)
-            parts = name.split("/")
             if name == ".":
                 continue  # the tree's own top (a writable path, a root's upper directory): its mount's, not the session's
-            if any(posixpath.join(*parts[:i]) in links for i in range(1, len(parts))):
-                raise Forged(f"entry {name!r} lies under a symlink of the same stream")
-            if member.issym() and name in parents:
-                raise Forged(f"entry {name!r} turns a directory of the same stream into a symlink")
-            parents.update(posixpath.join(*parts[:i]) for i in range(1, len(parts)))
+            parts = check_name(name)
+            if names.under_link(parts):
+                raise Forged(f"entry {shorten(name)!r} lies under a symlink of the same stream")
+            if member.issym() and names.is_parent(parts):
+                raise Forged(f"entry {shorten(name)!r} turns a directory of the same stream into a symlink")
+            names.add(parts, link=False)
             member.name = name
             if member.isreg() and not member.issparse():
                 self.total += member.size
@@ -111,7 +194,7 @@ class Checked:
                 yield member, self.tar.extractfile(member)
             elif self._keeps(member, name, files):
                 if member.issym():
-                    links.add(name)
+                    names.add(parts, link=True)
                 elif member.islnk():
                     member.linkname = posixpath.normpath(member.linkname)
                 yield member, None
