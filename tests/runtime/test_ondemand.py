@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tests.runtime.ondemand_helpers import SLOTS, WARM, FakeProvisioner, od_config, od_env, recipe
@@ -197,6 +199,30 @@ def test_a_second_hibernate_while_one_is_under_way_is_409(od):
     assert (response.status_code, response.json()["error"]) == (
         409, f"sandbox {sandbox!r} is being paused or hibernated already; try again when that has answered")
     assert od.runtime.store.sandbox(sandbox).status == "bound"
+
+
+@pytest.mark.parametrize("docker_status", ["restarting", "exited"])
+def test_an_on_demand_sandbox_ended_at_its_lifetime_while_bound_is_reported_so_not_as_a_restart(tmp_path,
+                                                                                             docker_status):
+    """The guard ends a sandbox at its max lifetime (exit 124); Docker's restart policy runs it again (its supervisor
+    ends each retry at once). That was reported "container restarted while bound", for an on-demand slot too."""
+    config = dataclasses.replace(od_config(), exit_lifetime=124, exit_idle=123)
+    env = od_env(tmp_path, config=config)
+    env.claim("a", pool="od")
+    sandbox = env.claim("b", pool="od")["sandbox"]
+    env.runtime.monitor_once()  # its run, as the monitor first sees it
+    env.backend._kill(sandbox)
+    env.backend.status[sandbox], env.backend.exit_codes[sandbox] = docker_status, 124
+    env.backend.starts[sandbox] += 1  # a retry by its restart policy: another StartedAt
+    env.runtime.monitor_once()
+    why = "its max lifetime was reached (exit 124) while bound to session 'b': the host guard ended it, and the " \
+          "session with it"
+    assert (env.runtime.store.sandbox(sandbox).status, env.runtime.store.sandbox(sandbox).detail) == ("unhealthy", why)
+    env.runtime.monitor_once()  # retired, as any broken slot: the reason stays
+    row = env.runtime.store.sandbox(sandbox)
+    assert (row.status, row.session, row.detail) == ("absent", None, why)
+    env.backend.close()
+    env.audit.close()
 
 
 def test_an_idle_on_demand_sandbox_is_retired_by_the_monitor(tmp_path):
