@@ -105,6 +105,11 @@ class SandboxBackend(ABC):
         all of it to `stdout`), stdin stays open when `stdin` (ExecHandle, below)."""
         raise BackendError(f"{type(self).__name__} cannot start a process that outlives the call")
 
+    def tmpfs_sizes(self, name: str) -> dict[str, int]:
+        """Each tmpfs path of the container and its size in bytes, as the container was made (a path without a
+        size, or one this backend cannot tell, is left out)."""
+        return {}
+
     @abstractmethod
     def cpu_usage_ns(self, name: str) -> int | None:
         """Total CPU time the container's processes used, in nanoseconds (None when it is not running)."""

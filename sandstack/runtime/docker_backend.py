@@ -115,6 +115,12 @@ class DockerBackend(SandboxBackend):
             return ContainerState("missing")
         return ContainerState(info["Status"], info.get("ExitCode"), info.get("StartedAt"))
 
+    def tmpfs_sizes(self, name: str) -> dict[str, int]:
+        with _docker_errors(name):
+            tmpfs = (self.api.inspect_container(name).get("HostConfig") or {}).get("Tmpfs") or {}
+        sizes = {path: tmpfs_size(options) for path, options in tmpfs.items()}
+        return {path: size for path, size in sizes.items() if size is not None}
+
     def exec(self, name: str, argv: list[str], *, workdir: str, env: dict[str, str] | None = None,
              stdin: BinaryIO | None = None, stdout: Sink, stderr: Sink,
              timeout: float | None = None) -> ExecStatus:
@@ -275,3 +281,19 @@ def _send(sock: socket.socket, stdin: BinaryIO) -> None:
         sock.shutdown(socket.SHUT_WR)
     except (BrokenPipeError, ConnectionResetError):
         pass  # the process exited without reading all of it (a refused path): its status says why
+
+
+UNITS = {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4}
+
+
+def tmpfs_size(options: str) -> int | None:
+    """The `size=` of a tmpfs's mount options (`rw,size=16m`, `size=16777216`), in bytes; None when it has none or
+    gives it as a share of memory (`size=50%`)."""
+    for option in options.split(","):
+        key, _, value = option.strip().partition("=")
+        if key == "size":
+            number, unit = value.rstrip("kKmMgGtT"), value[len(value.rstrip("kKmMgGtT")):].lower()
+            if number.isdigit() and unit in UNITS:
+                return int(number) * UNITS[unit]
+            return None
+    return None

@@ -134,6 +134,9 @@ class _StateCollector:
                                       labels=["pool"])
         snapshot_bytes = GaugeMetricFamily(f"{PREFIX}_snapshot_bytes", "Bytes the pool's snapshots take.",
                                            labels=["pool"])
+        hibernated_bytes = GaugeMetricFamily(f"{PREFIX}_hibernated_bytes", "Bytes the pool's hibernated sessions' "
+                                             "copies take (counted with its snapshots against snapshot_storage).",
+                                             labels=["pool"])
         if runtime is not None:
             counts: dict[tuple[str, str], int] = {}
             for pool in runtime.config.pools:
@@ -147,6 +150,8 @@ class _StateCollector:
                 snaps = runtime.store.snapshots(pool=pool)
                 snapshots.add_metric([pool], len(snaps))
                 snapshot_bytes.add_metric([pool], sum(s.size for s in snaps))
+                hibernated_bytes.add_metric([pool], runtime.workspace.storage.copies(pool))
         yield sandboxes
         yield snapshots
         yield snapshot_bytes
+        yield hibernated_bytes

@@ -24,6 +24,8 @@ class Monitor:
             if self.busy(row.name):
                 continue
             try:
+                if row.status == "hibernated":
+                    self.hibernation.tend(row)  # no container runs under it (a failed resume's, stopped again)
                 if self.ondemand.tend(row):  # absent, creating, hibernated; on-demand ones retired
                     continue
                 self._check(row, now)

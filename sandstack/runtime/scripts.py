@@ -145,17 +145,22 @@ DELETE = _CHECK + rf"""
 exec rm -rf -- "$1"
 """
 
-# Run in a writable path: its whole content as a tar stream on stdout, but for the paths given (relative, such as
-# a disk workspace's root-owned `lost+found`, which the sandbox's user cannot read: tar failed on it).
+# Run in a writable path: its whole content as a tar stream on stdout, but for the paths given after $1 (relative,
+# such as a disk workspace's root-owned `lost+found`, which the sandbox's user cannot read: tar failed on it).
+# $1 `sparse`: GNU tar stores a sparse file's holes as holes (`--sparse`: a 1,000 MB sparse file in a 16 MiB tmpfs is
+# a few KiB); `plain`, or busybox's tar (it has no such option), stores every byte of it.
 # Its entries, not "." itself: "." is the mount, whose owner and mode a restore as the sandbox user could not set
 # back (GNU tar then fails). busybox's tar has no --null: it archives "." (and never sets its mode back).
 # The `exit` ends the script after the pipeline: an `exec` inside a pipeline replaces only its subshell, so the
 # script went on to a second tar and every archive held the data twice. Nothing here is trusted: the runtime
 # checks the stream it reads (sandstack.runtime.tarcheck).
 TAR_CREATE = r"""
+mode=$1
+shift
 if tar --help 2>&1 | grep -q -- --null; then
     for skip in "$@"; do set -- "$@" "--exclude=$skip"; shift; done
     [ "$#" -eq 0 ] || set -- --anchored "$@"
+    [ "$mode" != sparse ] || set -- --sparse "$@"
     find . -mindepth 1 -maxdepth 1 -printf '%P\0' | tar "$@" --null -T - -cf -
     exit
 fi

@@ -8,6 +8,13 @@ absolute path or a `..` is a forgery and fails the whole transfer (502); a symli
 hardlink to a file not in the stream, a device, fifo or sparse entry is left out (a zip leaves out links too); the
 sizes count against the bound. No file is ever held in memory: entries are copied in chunks.
 
+A check for a copy that goes back into the sandbox (a snapshot, a hibernation's copy: `sparse=True`) keeps a sparse
+file sparse: a GNU tar sparse member (any of GNU's formats, as the sandbox's `tar --sparse` writes them) passes with its
+map checked (regions in order, inside the file's length), its stored data counted against the bound (not its length),
+and is written out again in GNU's PAX 1.0 sparse format, which GNU tar extracts with its holes. An archive for the
+user leaves sparse members out, as before (its `tar` never writes them). The PAX records `GNU.sparse.*` of any other
+member are dropped: only this module writes them.
+
 Every name is bounded (MAX_DEPTH components, MAX_NAME bytes: TooDeep, a 4xx) and checked in time linear in its
 length: the checks against the stream's earlier names walk a tree of them (`_Names`), where they built every prefix
 of every name, which took minutes for a 3,000-level directory (and held the request's thread all along). A check
@@ -158,9 +165,10 @@ class Checked:
     """The entries of a tar stream that a workspace can hold, as (member, file or None), normalised names;
     counts what it leaves out. What else than files a kind of tree may hold is `_keeps` (rootsnap.RootChecked)."""
 
-    def __init__(self, tar: tarfile.TarFile, limit: int, deadline: float | None = None):
-        """`deadline`: time.monotonic()'s value past which the check stops (DeadlinePassed)."""
-        self.tar, self.limit, self.deadline = tar, limit, deadline
+    def __init__(self, tar: tarfile.TarFile, limit: int, deadline: float | None = None, *, sparse: bool = False):
+        """`limit`: bytes of file data (a sparse file's stored data only); `deadline`: time.monotonic()'s value past
+        which the check stops (DeadlinePassed); `sparse`: sparse files pass, and stay sparse (the module's text)."""
+        self.tar, self.limit, self.deadline, self.sparse = tar, limit, deadline, sparse
         self.left_out: list[str] = []
         self.total = 0
 
@@ -186,12 +194,21 @@ class Checked:
                 raise Forged(f"entry {shorten(name)!r} turns a directory of the same stream into a symlink")
             names.add(parts, link=False)
             member.name = name
+            for key in [key for key in member.pax_headers if key.startswith("GNU.sparse.")]:
+                del member.pax_headers[key]
             if member.isreg() and not member.issparse():
                 self.total += member.size
                 if self.total > self.limit:
                     raise PastBound(self.limit)
                 files.add(name)
                 yield member, self.tar.extractfile(member)
+            elif self.sparse and member.isreg():  # sparse
+                stored = self._sparse_map(member)
+                self.total += stored
+                if self.total > self.limit:
+                    raise PastBound(self.limit)
+                files.add(name)
+                yield member, _Stored(self.tar, member.offset_data, stored)
             elif self._keeps(member, name, files):
                 if member.issym():
                     names.add(parts, link=True)
@@ -200,6 +217,26 @@ class Checked:
                 yield member, None
             else:
                 self.left_out.append(name)
+
+    def _sparse_map(self, member: tarfile.TarInfo) -> int:
+        """A sparse member's data regions, checked and left in `member.sparse` ((offset, size) in order, none empty);
+        the bytes of data the stream holds for it."""
+        regions, end = [], 0
+        for offset, size in member.sparse or ():
+            if size == 0:
+                continue  # GNU's markers: the file's end, the unused slots of its old format's header
+            if offset < end or size < 0 or offset + size > member.size:
+                raise Forged(f"entry {shorten(member.name)!r} has a sparse map that is out of order or past its "
+                             f"length ({offset}+{size} of {member.size})")
+            regions.append((offset, size))
+            end = offset + size
+        stored = sum(size for _, size in regions)
+        # Where the stream's next header is (tarfile read this one's): the map must account for the data between.
+        if member._block(stored) != self.tar.offset - member.offset_data:
+            raise Forged(f"entry {shorten(member.name)!r} has a sparse map of {stored} bytes that does not match its "
+                         "data in the stream")
+        member.sparse = regions
+        return stored
 
     def _keeps(self, member: tarfile.TarInfo, name: str, files: set[str]) -> bool:
         """Whether an entry that is not a regular file is kept: a directory, a symlink that stays inside the tree,
@@ -211,11 +248,66 @@ class Checked:
         return member.islnk() and posixpath.normpath(member.linkname) in files
 
 
+class _Stored:
+    """A sparse member's data as the stream holds it (its regions, one after the other), read from the tar's own
+    stream: tarfile's file object for it would read the holes too (gigabytes of zeros for a sparse file)."""
+
+    def __init__(self, tar: tarfile.TarFile, offset: int, size: int):
+        self.tar, self.offset, self.left = tar, offset, size
+
+    def read(self, size: int = -1) -> bytes:
+        if self.offset is not None:
+            self.tar.fileobj.seek(self.offset)  # forward only, as a stream can
+            self.offset = None
+        size = self.left if size < 0 else min(size, self.left)
+        chunk = self.tar.fileobj.read(size) if size else b""
+        if len(chunk) < size:
+            raise tarfile.ReadError("unexpected end of data in a sparse member")
+        self.left -= len(chunk)
+        return chunk
+
+
+class _Prefixed:
+    """`head`, then what `data` gives; each read as long as asked (tarfile's copy takes nothing shorter)."""
+
+    def __init__(self, head: bytes, data: IO[bytes] | _Stored):
+        self.head, self.data = head, data
+
+    def read(self, size: int = -1) -> bytes:
+        chunk, self.head = (self.head, b"") if size < 0 or size >= len(self.head) else \
+            (self.head[:size], self.head[size:])
+        return chunk + self.data.read(-1 if size < 0 else size - len(chunk)) if size != len(chunk) else chunk
+
+
+def sparse_entry(member: tarfile.TarInfo, data: IO[bytes] | _Stored) -> tuple[tarfile.TarInfo, _Prefixed]:
+    """A checked sparse member as GNU's PAX 1.0 sparse format: the map (its region count, then each offset and size,
+    in decimal lines, padded to a block) ahead of the regions' data; the real name and length in `GNU.sparse.*`
+    records; a stand-in name (`<dir>/GNUSparseFile.0/<name>`) for tars that know nothing of them. A file that ends
+    in a hole ends its map with an empty region at its length (as GNU tar writes it, or its length is lost)."""
+    regions = list(member.sparse or ())
+    if not regions or regions[-1][0] + regions[-1][1] < member.size:
+        regions.append((member.size, 0))
+    head = "\n".join([str(len(regions)), *(f"{offset}\n{size}" for offset, size in regions)]) + "\n"
+    raw = head.encode("ascii")
+    raw += b"\0" * (-len(raw) % tarfile.BLOCKSIZE)
+    out = tarfile.TarInfo(posixpath.join(posixpath.dirname(member.name), "GNUSparseFile.0",
+                                         posixpath.basename(member.name)))
+    out.size = len(raw) + sum(size for _, size in regions)
+    out.mode, out.uid, out.gid, out.uname, out.gname = member.mode, member.uid, member.gid, member.uname, member.gname
+    out.mtime = member.mtime
+    out.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": member.name,
+                       "GNU.sparse.realsize": str(member.size)}
+    return out, _Prefixed(raw, data)
+
+
 def write_tar(entries: Checked, out: IO[bytes]) -> None:
-    """The checked entries as a plain tar stream on `out`."""
+    """The checked entries as a plain tar stream on `out` (a sparse file in GNU's PAX 1.0 sparse format)."""
     with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
         for member, data in entries:
-            tar.addfile(member, data)
+            if member.isreg() and member.sparse is not None and data is not None:
+                tar.addfile(*sparse_entry(member, data))
+            else:
+                tar.addfile(member, data)
 
 
 def write_zip(entries: Checked, out: IO[bytes]) -> None:

@@ -9,10 +9,8 @@ import gzip
 import re
 import tarfile
 import tempfile
-import threading
 import time
 import uuid
-from collections import Counter
 from pathlib import Path, PurePosixPath
 from typing import IO, BinaryIO, Callable, Protocol
 
@@ -22,6 +20,7 @@ from sandstack.runtime.backend import BackendError, CappedBuffer, SandboxBackend
 from sandstack.runtime.errors import ApiError, conflict, forbidden, no_space, too_big
 from sandstack.runtime.leases import Leases, holding
 from sandstack.runtime.snapshots import Snapshots
+from sandstack.runtime.storage import Storage
 from sandstack.runtime.store import SandboxRow, Store
 from sandstack.runtime.tarcheck import (MAX_DEPTH, MAX_NAME, Bounded, Checked, DeadlinePassed, Forged, PastBound,
                                         SinkFailed, TooDeep, relay_tar, shorten, write_tar, write_zip)
@@ -150,8 +149,7 @@ class Workspace(Snapshots):
         self.snapshot_dir.mkdir(parents=True, exist_ok=True)
         self.spool_dir = runtime.state_dir / "spool"
         self.spool_dir.mkdir(parents=True, exist_ok=True)
-        self._quota_lock = threading.Lock()
-        self._reserved: Counter[str] = Counter()  # pool → bytes that snapshots under way may still take
+        self.storage = Storage(runtime)  # the pools' snapshot_storage: snapshots and hibernation copies
 
     def spool(self) -> tempfile.SpooledTemporaryFile:
         return tempfile.SpooledTemporaryFile(max_size=SPOOL, dir=self.spool_dir)
@@ -187,16 +185,22 @@ class Workspace(Snapshots):
         return error
 
     def _relay(self, name: str, workdir: str, limit: int, emit: Callable[[Checked], None], doing: str, *,
-               skip: tuple[str, ...] | list[str] = ()) -> None:
+               skip: tuple[str, ...] | list[str] = (), sparse: bool = False, data_limit: int | None = None) -> None:
         """Runs the tar script in `workdir` and gives `emit` its stream, checked, as it comes (a pipe between
-        the exec and the check: nothing is spooled before it is checked). Raises PastBound past `limit` bytes."""
+        the exec and the check: nothing is spooled before it is checked). Raises PastBound past `limit` bytes of
+        the stream, or past `data_limit` bytes of file data (its `limit` says which). `sparse`: a copy that goes
+        back into the sandbox, whose sparse files stay sparse (tarcheck)."""
         deadline = time.monotonic() + TRANSFER_TIMEOUT
-        relayed = relay_tar(lambda writer: self._run(name, scripts.sh(scripts.TAR_CREATE, *skip), workdir,
-                                                     stdout=Bounded(writer, limit), timeout=TRANSFER_TIMEOUT),
-                            lambda tar: emit(Checked(tar, limit, deadline)), f"sandstack-relay-{name}")
+        argv = scripts.sh(scripts.TAR_CREATE, "sparse" if sparse else "plain", *skip)
+        relayed = relay_tar(lambda writer: self._run(name, argv, workdir, stdout=Bounded(writer, limit),
+                                                     timeout=TRANSFER_TIMEOUT),
+                            lambda tar: emit(Checked(tar, min(limit, data_limit or limit), deadline, sparse=sparse)),
+                            f"sandstack-relay-{name}")
         error, failure = relayed.error, relayed.failure
-        if isinstance(error, PastBound) or isinstance(failure, PastBound):
-            raise PastBound(limit)
+        if isinstance(failure, PastBound):
+            raise PastBound(failure.limit)
+        if isinstance(error, PastBound):
+            raise PastBound(error.limit)
         if isinstance(failure, Forged):
             raise ApiError(502, f"{doing} {workdir!r}: sandbox {name!r} sent a stream that cannot be a tar of its "
                                 f"workspace ({failure}); nothing of it was kept", sandbox=name, path=workdir)

@@ -28,7 +28,15 @@ def _relays() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("sandstack-relay-")]
 
 
-def test_a_3000_level_put_is_422_and_makes_no_directory(env, sandbox):
+@pytest.fixture
+def deep(env, sandbox):
+    """A 3,000-level directory in the sandbox's workspace, removed after by `rm` (pytest's own clean-up of its
+    temporary directories recurses once per level, and fails on it for every later run on the machine)."""
+    yield env.backend.path(sandbox, "/workspace") / "d"
+    subprocess.run(["rm", "-rf", "--", str(env.backend.path(sandbox, "/workspace") / "d")], check=True)
+
+
+def test_a_3000_level_put_is_422_and_makes_no_directory(env, sandbox, deep):
     path = "/".join(["d"] * 3000) + "/f.txt"
     response = env.api.put(f"/v1/sandboxes/{sandbox}/files/{path}", content=b"x")
     assert response.status_code == 422
@@ -54,14 +62,6 @@ def test_a_refused_write_removes_the_directories_it_made(env, sandbox):
     (root / "kept" / "a" / "other.txt").write_bytes(b"mine")
     assert env.api.put(f"/v1/sandboxes/{sandbox}/files/kept/a/b/c.txt", content=body()).status_code == 413
     assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == ["kept", "kept/a", "kept/a/other.txt"]
-
-
-@pytest.fixture
-def deep(env, sandbox):
-    """A 3,000-level directory in the sandbox's workspace, removed after by `rm` (pytest's own clean-up of its
-    temporary directories recurses once per level, and fails on it for every later run on the machine)."""
-    yield env.backend.path(sandbox, "/workspace") / "d"
-    subprocess.run(["rm", "-rf", "--", str(env.backend.path(sandbox, "/workspace") / "d")], check=True)
 
 
 def test_an_archive_and_a_snapshot_of_a_3000_level_tree_are_409_at_once_and_keep_nothing(env, sandbox, deep):
