@@ -105,6 +105,11 @@ class SandboxBackend(ABC):
         all of it to `stdout`), stdin stays open when `stdin` (ExecHandle, below)."""
         raise BackendError(f"{type(self).__name__} cannot start a process that outlives the call")
 
+    def last_exit(self, name: str, since: str | None) -> int | None:
+        """The exit status of the container's last run that ended since `since` (a StartedAt), when Docker still
+        tells it: a container its restart policy started again reads exit code 0 while it runs."""
+        return None
+
     def tmpfs_sizes(self, name: str) -> dict[str, int]:
         """Each tmpfs path of the container and its size in bytes, as the container was made (a path without a
         size, or one this backend cannot tell, is left out)."""

@@ -13,6 +13,7 @@ import struct
 import threading
 import time
 from contextlib import contextmanager
+from datetime import datetime
 from typing import BinaryIO, Iterator
 
 import docker
@@ -114,6 +115,16 @@ class DockerBackend(SandboxBackend):
         except SandboxGone:
             return ContainerState("missing")
         return ContainerState(info["Status"], info.get("ExitCode"), info.get("StartedAt"))
+
+    def last_exit(self, name: str, since: str | None) -> int | None:
+        # Docker's past events (the live stream is not needed): its `die` events since then, with their exit codes.
+        start = docker_time(since) if since else time.time() - 3600
+        with _docker_errors(name):
+            events = self.api.events(since=start, until=time.time(), decode=True,
+                                     filters={"container": name, "event": "die"})
+            codes = [((event.get("Actor") or {}).get("Attributes") or {}).get("exitCode") for event in events]
+        codes = [int(code) for code in codes if isinstance(code, str) and code.isdigit()]
+        return codes[-1] if codes else None
 
     def tmpfs_sizes(self, name: str) -> dict[str, int]:
         with _docker_errors(name):
@@ -297,3 +308,8 @@ def tmpfs_size(options: str) -> int | None:
                 return int(number) * UNITS[unit]
             return None
     return None
+
+
+def docker_time(rfc3339: str) -> float:
+    """Seconds since the epoch of a Docker timestamp (`2026-11-27T02:40:01.123456789Z`; nanoseconds cut)."""
+    return datetime.fromisoformat(rfc3339[:26].rstrip("Z") + "+00:00").timestamp()

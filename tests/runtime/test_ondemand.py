@@ -201,7 +201,7 @@ def test_a_second_hibernate_while_one_is_under_way_is_409(od):
     assert od.runtime.store.sandbox(sandbox).status == "bound"
 
 
-@pytest.mark.parametrize("docker_status", ["restarting", "exited"])
+@pytest.mark.parametrize("docker_status", ["restarting", "exited", "running"])
 def test_an_on_demand_sandbox_ended_at_its_lifetime_while_bound_is_reported_so_not_as_a_restart(tmp_path,
                                                                                              docker_status):
     """The guard ends a sandbox at its max lifetime (exit 124); Docker's restart policy runs it again (its supervisor
@@ -211,8 +211,9 @@ def test_an_on_demand_sandbox_ended_at_its_lifetime_while_bound_is_reported_so_n
     env.claim("a", pool="od")
     sandbox = env.claim("b", pool="od")["sandbox"]
     env.runtime.monitor_once()  # its run, as the monitor first sees it
-    env.backend._kill(sandbox)
-    env.backend.status[sandbox], env.backend.exit_codes[sandbox] = docker_status, 124
+    env.backend.die(sandbox, 124)  # Docker's `die` event says 124
+    env.backend.status[sandbox] = docker_status
+    env.backend.exit_codes[sandbox] = None if docker_status == "running" else 124  # a run started again reads 0
     env.backend.starts[sandbox] += 1  # a retry by its restart policy: another StartedAt
     env.runtime.monitor_once()
     why = "its max lifetime was reached (exit 124) while bound to session 'b': the host guard ended it, and the " \
