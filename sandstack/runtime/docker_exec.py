@@ -114,7 +114,7 @@ class DockerHandle(ExecHandle):
                     self._stdin_open = False
                     raise StdinClosed(f"stdin is closed ({error.strerror or error})") from error
                 left = deadline - time.monotonic()
-                if left <= 0 or not select.select([], [self.sock], [], left)[1]:
+                if left <= 0 or not writable(self.sock.fileno(), left):
                     break  # what it took within the time: the caller says what happens to the rest
             return sent
 
@@ -141,6 +141,14 @@ class DockerHandle(ExecHandle):
         shut(self.sock)
         self._reader.join(timeout=5)
         self._done.set()
+
+
+def writable(fd: int, timeout: float) -> bool:
+    """Whether `fd` takes a write within `timeout` seconds. poll, not select: select() refuses a descriptor past
+    1023, which a runtime with many connections and execs open reaches (the fake backend's tests met it)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return bool(poller.poll(max(timeout, 0) * 1000))
 
 
 def shut(sock: socket.socket) -> None:

@@ -190,17 +190,16 @@ class Hibernation:
         """A resume that failed once the container was started: stopped (removed, on demand) again, so the session
         stays hibernated with its copy, as it was, never running under `hibernated`; the answer says so."""
         why = error.message if isinstance(error, ApiError) else str(error)
-        detail = f"its last resume failed ({why}); it was stopped again and keeps its files: resume again, or release"
+        stopped = "it was stopped again"
         try:
             self._stop(name)
         except BackendError as stop_error:  # the monitor stops it at its next pass (tend)
-            detail = (f"its last resume failed ({why}) and stopping it failed too ({stop_error}); the monitor stops "
-                      "it: resume again, or release")
+            stopped = f"stopping it failed too ({stop_error}), and the monitor stops it"
+        detail = f"its last resume failed ({why}); {stopped}; it keeps its files: resume again, or release"
         self.runtime.store.update(name, detail=detail)
         log.warning("sandbox %s: %s", name, detail)
-        return ApiError(502, f"resuming sandbox {name!r} failed: {why}; it was stopped again and stays hibernated "
-                             "with its files (resume again, or release the session)", sandbox=name,
-                        status="hibernated")
+        return ApiError(502, f"resuming sandbox {name!r} failed: {why}; {stopped} and it stays hibernated with its "
+                             "files (resume again, or release the session)", sandbox=name, status="hibernated")
 
     def tend(self, row: SandboxRow) -> None:
         """The monitor's pass over a hibernated sandbox: a container left running under `hibernated` (a resume that

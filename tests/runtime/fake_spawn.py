@@ -18,6 +18,7 @@ import time
 
 from sandstack.runtime.backend import SandboxNotRunning
 from sandstack.runtime.backend import STDIN_TIMEOUT, ExecHandle, StdinClosed
+from sandstack.runtime.docker_exec import writable
 
 
 class FakeHandle(ExecHandle):
@@ -77,7 +78,7 @@ class FakeHandle(ExecHandle):
             deadline = time.monotonic() + timeout
             view, sent = memoryview(data), 0
             while sent < len(data):
-                if not select.select([], [fd], [], max(deadline - time.monotonic(), 0))[1]:
+                if not writable(fd, deadline - time.monotonic()):
                     break  # what it took within the time, as the Docker handle answers
                 try:
                     # At most PIPE_BUF when writable: a pipe's write that size never blocks (a terminal's keystrokes

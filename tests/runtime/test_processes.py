@@ -5,6 +5,7 @@ the cap counted, a restart of the runtime, and the audit lines."""
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import httpx
@@ -258,3 +259,35 @@ def test_the_audit_log_records_starts_stdin_and_kills_never_their_bytes(env, san
 def test_a_blocking_exec_is_not_listed(env, sandbox):
     assert env.api.post(f"/v1/sandboxes/{sandbox}/exec", json={"command": ["true"]}).json()["exit_code"] == 0
     assert env.api.get(f"/v1/sandboxes/{sandbox}/processes").json() == []
+
+
+def test_a_stdin_write_takes_a_descriptor_past_1023(env, sandbox):
+    """select() refuses a descriptor past 1023 (ValueError: an unhandled error in a terminal's handler, seen in a full
+    test run): the wait for a writable stdin polls instead, on the Docker backend and the fake alike."""
+    import resource
+    import socket
+
+    from sandstack.runtime.docker_exec import writable
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard < 2048:
+        pytest.skip(f"this machine allows {hard} open files; the test needs a descriptor past 1023")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2048), hard))
+    ours, theirs = socket.socketpair()
+    try:
+        high = 1500
+        os.dup2(ours.fileno(), high)
+        assert writable(high, 0) is True
+        os.close(high)
+        fillers = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]  # the process's stdin pipe lands above
+        try:
+            proc = start(env, sandbox, command=["cat"], stdin=True)
+            written = env.api.post(f"/v1/sandboxes/{sandbox}/processes/{proc['id']}/stdin", content=b"hi\n")
+            assert written.status_code == 200, written.text
+        finally:
+            for fd in fillers:
+                os.close(fd)
+    finally:
+        ours.close()
+        theirs.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -166,7 +166,7 @@ def test_a_resume_that_fails_stops_the_sandbox_again_and_it_stays_hibernated(sma
     assert failed.status_code == 502
     assert failed.json()["error"].startswith(f"resuming sandbox {sandbox!r} failed: its copy of '/tmp' is not a tar "
                                              "this runtime wrote (")
-    assert failed.json()["error"].endswith("; it was stopped again and stays hibernated with its files (resume "
+    assert failed.json()["error"].endswith("; it was stopped again and it stays hibernated with its files (resume "
                                            "again, or release the session)")
     row = env.runtime.sandbox(sandbox)
     assert (row.status, row.session, env.backend.status[sandbox]) == ("hibernated", "chat-1", "exited")
