@@ -21,7 +21,8 @@ from sandstack.plan.snapshot import build_inputs
 from sandstack.plan.stack import StackPlan, plan_stack
 from sandstack.review import show
 from sandstack.review.actions import planned_actions
-from sandstack.review.capacity import CapacityChange, compare_capacity
+from sandstack.review.capacity import Capacity, CapacityChange, capacity as reserved, compare_capacity
+from sandstack.review.cost import Cost
 from sandstack.review.reasons import Reason, explain
 from sandstack.review.resources import Resource, stack_resources
 from sandstack.review.security import Finding, compare
@@ -98,6 +99,10 @@ class Diff:
     field_pools: dict[str, tuple[str, ...]] = field(default_factory=dict)
     unchanged: int = 0  # resources (not components) in HEAD that `pulumi up` leaves as they are
     capacity: list[CapacityChange] = field(default_factory=list)  # per pool, resolved: numbers and names only
+    # What the pools reserve of the hosts before → after, per pool, host and the stack (sandstack.review.capacity).
+    reserved: Capacity | None = None
+    # The monthly figure before → after, only where a price list is given (sandstack.review.cost).
+    cost: Cost | None = None
     # The two plans compared (base, head): the markdown's diagram reads their nodes' references.
     plans: tuple[StackPlan, StackPlan] | None = field(default=None, repr=False, compare=False)
 
@@ -361,7 +366,7 @@ def diff(old: ResolvedStack, new: ResolvedStack, stack: str) -> Diff:
                     if name not in changed_names and not r.type.startswith(COMPONENT_TYPE))
     return Diff(compare(old, new), changes, _snapshot_changes(old, new, changes), fields,
                 {f.path: _pools_of(f.path, old, new) for f in fields}, unchanged, compare_capacity(old, new),
-                plans=plans)
+                reserved(old, new), plans=plans)
 
 
 def _pools_of(path: str, old: ResolvedStack, new: ResolvedStack) -> tuple[str, ...]:

@@ -23,9 +23,10 @@ import re
 from typing import Any, Iterable
 
 from sandstack.review import diagram, show
-from sandstack.review.categories import Review
+from sandstack.review.capacity import HOST_DIMS, ORDER, WORDS, show as amount
+from sandstack.review.categories import Review, Verdict
 from sandstack.review.diff import COMPONENT_TYPE, Diff, ResourceChange
-from sandstack.review.diff_text import _because as because, accepted_lines, plan_line
+from sandstack.review.diff_text import SHOWN, _because as because, accepted_lines, plan_line, remaining_lines
 from sandstack.review.impact import VERB, Impact, impact as impact_of
 from sandstack.review.reasons import UNDECLARED
 from sandstack.spec.changes import MEANING
@@ -37,9 +38,11 @@ MARK = {"create": "+", "update": "!", "replace": "-/+", "delete": "-"}  # `!`: G
 ACTION = {"create": "+ create", "update": "~ update", "replace": "-/+ replace", "delete": "- delete",
           "none": "none"}
 TABLE_HEAD = ["| pool | hosts | action | sandboxes restarting | cause |", "|---|---|---|--:|---|"]
+CAPACITY_FIRST = "reserved"  # the capacity table's first column: pool, host or the stack
 MAX_CAUSES = 3  # spec paths named in a table row; more are counted
 MAX_HOSTS = 6  # host names in a table row or a heading; more are counted
 MAX_SETTING_LINES = 12  # `-`/`+` lines per changed setting; more are counted
+MAX_CAPACITY_ROWS = 8  # pool and host rows of the capacity table (alike ones folded first); more are counted
 
 
 def _code(text: str) -> str:
@@ -107,20 +110,80 @@ def _security(diff: Diff, review: Review | None) -> list[str]:
     return out
 
 
+def verdict_block(verdict: Verdict | None) -> list[str]:
+    """Why CI is red, first: the categories that failed, their items (a few named per category, the rest
+    counted) and the exit status; a green run says what passed."""
+    if verdict is None or not verdict.fail_on:
+        return []
+    if verdict.status == 0:
+        return [f"**✅ {_text(verdict.headline())}**", ""]
+    out = [f"**❌ CI {_text(verdict.headline())}**", ""]
+    for kind in verdict.failed:
+        items = [i for i in verdict.items if i.category == kind]
+        out += [f"- {kind}: {_text(i.text)}" + (f" (bound {_text(i.where)})" if i.where else "")
+                for i in items[:SHOWN]]
+        if len(items) > SHOWN:
+            out.append(f"- {kind}: … and {len(items) - SHOWN} more not accepted")
+    return out + [""] if len(out) > 2 else out
+
+
+def capacity_table(diff: Diff) -> list[str]:
+    """The reservations as a compact table: a row per changed pool and host and the stack, a column per dimension
+    (GPUs only where there are some); `2 → 4`, `(max …)` for the on-demand ceiling, `of N` a host's allowance.
+    Pools (or hosts) whose cells read the same are one row ("each"); past MAX_CAPACITY_ROWS rows the rest are
+    counted."""
+    reserved = diff.reserved
+    if reserved is None or not reserved.changed:
+        return []
+    dims = [d for d in ORDER if d != "gpus" or any(r.shows("gpus") for r in reserved.rows())]
+    out = [f"| {CAPACITY_FIRST} | " + " | ".join(WORDS[d] for d in dims) + " |", "|---|" + "--:|" * len(dims)]
+    folded: dict[tuple, list[str]] = {}
+    for row in (*reserved.pools, *reserved.hosts):
+        folded.setdefault((row.kind, tuple(row.cell(d) for d in dims)), []).append(row.name)
+    rows = []
+    for (kind, cells), names in folded.items():
+        name = f"{kind} {_code(names[0])}" if len(names) == 1 else \
+            f"{len(names)} {kind}s {_text(_names(names, 3))} (each)"
+        rows.append(f"| {name} | " + " | ".join(_text(c) for c in cells) + " |")
+    if len(rows) > MAX_CAPACITY_ROWS:
+        rows = rows[:MAX_CAPACITY_ROWS] + [f"| … {len(rows) - MAX_CAPACITY_ROWS} more rows: {LOCALLY} |"
+                                           + " |" * len(dims)]
+    stack = reserved.stack
+    out += rows + ["| **stack** | " + " | ".join(_text(stack.cell(d)) for d in dims) + " |"]
+    room: dict[str, list[str]] = {}
+    for row in reserved.hosts:
+        headroom = row.headroom()
+        if headroom is not None and row.allowed is not None:
+            words = ", ".join(f"{amount(d, headroom.get(d))} {WORDS[d]}" for d in HOST_DIMS if row.allowed.get(d))
+            room.setdefault(words, []).append(row.name)
+    if room:
+        out += ["", "Headroom at the on-demand ceiling (capacity × overcommit): " + "; ".join(
+            f"host{'s' if len(hosts) > 1 else ''} {_text(_names(hosts, 3))}{' each' if len(hosts) > 1 else ''}: "
+            f"{words}" for words, hosts in room.items()) + "."]
+    return out
+
+
 def _reviewed(diff: Diff, review: Review | None) -> list[str]:
-    """Capacity changes (pools alike folded), the changes the review file accepted and the acceptances that match
-    nothing (sandstack.review.categories)."""
+    """Capacity changes (pools alike folded, then the reservations' table), the cost, the changes the review file
+    accepted (and the categories their changes still fail) and the acceptances that match nothing
+    (sandstack.review.categories)."""
     out = []
     folded: dict[str, list[str]] = {}
     for c in diff.capacity:
         folded.setdefault(c.text, []).append(c.pool)
-    if folded:
+    table = capacity_table(diff)
+    if folded or table:
         out += ["", "#### Capacity", ""]
         out += [f"- {'pool' if len(pools) == 1 else 'pools'} {', '.join(_code(p) for p in pools)}: {_text(text)}"
                 for text, pools in folded.items()]
+        out += ([""] if folded and table else []) + table
+    if diff.cost is not None:
+        out += ["", "#### Cost", "", f"- {_text(diff.cost.headline())}"]
+        out += [f"- {_text(line)}" for line in diff.cost.lines()]
     accepted = [line.strip() for line in accepted_lines(review)] if review is not None else []
     if accepted:
         out += ["", "#### Accepted", "", *(f"- ✅ {_text(line)}" for line in accepted)]
+        out += [f"- ⚠️ {_text(line.strip())}" for line in remaining_lines(review)] if review is not None else []
     if review is not None and review.stale:
         out += ["", "#### ⚠️ Stale acceptances (they match no change: remove them)", ""]
         out += [f"- {_text(a.where)}: {a.category} {_code(a.change)}" for a in review.stale]
@@ -136,10 +199,13 @@ def _snapshots(diff: Diff) -> list[str]:
             for (t, why, unbumped), hosts in folded.items()]
 
 
-def _kept(diff: Diff, review: Review | None, facts: Impact, base: str, head: str, room: int) -> list[str]:
-    """The headline, the pools' table, the services and data lost, security and snapshots: always in the comment.
-    Only when they alone exceed `room` are the table and the security list cut, each saying what it left out."""
-    title = [f"### sandstack diff: {_code(base)} → {_code(head)}", "", f"**{_text(facts.headline())}**", ""]
+def _kept(diff: Diff, review: Review | None, facts: Impact, base: str, head: str, room: int,
+          verdict: Verdict | None = None) -> list[str]:
+    """The verdict, the headline, the pools' table, the services and data lost, security, capacity and snapshots:
+    always in the comment. Only when they alone exceed `room` are the table and the security list cut, each saying
+    what it left out."""
+    title = [f"### sandstack diff: {_code(base)} → {_code(head)}", "", *verdict_block(verdict),
+             f"**{_text(facts.headline())}**", ""]
     table = _pool_table(facts)
     security = _security(diff, review)
     looser = sum(1 for f in diff.security if f.loosens)
@@ -272,11 +338,12 @@ def _legend(diff: Diff) -> list[str]:
     return ["", "<sub>Change effects: " + "; ".join(shown) + "</sub>"] if shown else []
 
 
-def to_markdown(diff: Diff, base: str, head: str, review: Review | None = None, budget: int = MARKDOWN_BUDGET) -> str:
+def to_markdown(diff: Diff, base: str, head: str, review: Review | None = None, verdict: Verdict | None = None,
+                budget: int = MARKDOWN_BUDGET) -> str:
     """The pull-request comment, at most `budget` characters (see the module's docstring for what gives way)."""
     facts = impact_of(diff)
     note_room = _size(["", f"_… {10**9} more resource changes, the picture and the legend not shown: {LOCALLY}._"])
-    lines = _kept(diff, review, facts, base, head, budget - note_room)
+    lines = _kept(diff, review, facts, base, head, budget - note_room, verdict)
     room = budget - _size(lines) - note_room
     text, hidden_hosts = diagram.to_mermaid(diff)
     picture = ["", "```mermaid", text, "```"] + (
