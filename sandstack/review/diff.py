@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
@@ -23,6 +23,7 @@ from sandstack.review import show
 from sandstack.review.actions import planned_actions
 from sandstack.review.capacity import Capacity, CapacityChange, capacity as reserved, compare_capacity
 from sandstack.review.cost import Cost
+from sandstack.review.origin import origin
 from sandstack.review.reasons import Reason, explain
 from sandstack.review.resources import Resource, stack_resources
 from sandstack.review.security import Finding, compare
@@ -50,11 +51,19 @@ class FieldChange:
     old: Any
     new: Any
     effect: Effect
+    # Where an unset side's value comes from (sandstack.review.origin): (value, `profiles.medium.memory`).
+    inherited: tuple[tuple[Any, str] | None, tuple[Any, str] | None] = (None, None)
 
     def describe(self) -> str:
         if "(declared)" in (self.old, self.new):
             return f"{self.path} {'added' if self.old is None else 'removed'}"
-        return describe(self.path, self.old, self.new)
+        text = describe(self.path, self.old, self.new)
+        key = self.path
+        for side, found in zip((self.old, self.new), self.inherited):
+            if side is None and found is not None:
+                # The unset side shows the value it resolved to and the layer that set it.
+                text = text.replace("(unset)", f"(inherited {_show(found[0], key)} from {found[1]})", 1)
+        return text
 
     def text(self) -> str:
         return f"{self.describe()} [{self.effect.label}]"
@@ -327,7 +336,9 @@ def diff(old: ResolvedStack, new: ResolvedStack, stack: str) -> Diff:
     before = {r.name: r for r in stack_resources(old, stack, plan=plans[0])}
     after = {r.name: r for r in stack_resources(new, stack, plan=plans[1])}
     # The stacks as written: a value a template inherits changes at the layer that sets it (defaults, extends).
-    fields = sorted(field_changes(old.written, new.written) + content_changes(old, new), key=lambda c: c.path)
+    fields = sorted((_with_origin(f, old, new) for f in field_changes(old.written, new.written)),
+                    key=lambda c: c.path)
+    fields = sorted(fields + content_changes(old, new), key=lambda c: c.path)
     changes: list[ResourceChange] = []
     for name in list(after) + [n for n in before if n not in after]:
         a, b = before.get(name), after.get(name)
@@ -367,6 +378,14 @@ def diff(old: ResolvedStack, new: ResolvedStack, stack: str) -> Diff:
     return Diff(compare(old, new), changes, _snapshot_changes(old, new, changes), fields,
                 {f.path: _pools_of(f.path, old, new) for f in fields}, unchanged, compare_capacity(old, new),
                 reserved(old, new), plans=plans)
+
+
+def _with_origin(change: FieldChange, old: ResolvedStack, new: ResolvedStack) -> FieldChange:
+    """A template field unset on one side, with the value it inherited there and where from."""
+    if (change.old is None) == (change.new is None) or "(declared)" in (change.old, change.new):
+        return change
+    return replace(change, inherited=(origin(old.written, change.path) if change.old is None else None,
+                                      origin(new.written, change.path) if change.new is None else None))
 
 
 def _pools_of(path: str, old: ResolvedStack, new: ResolvedStack) -> tuple[str, ...]:

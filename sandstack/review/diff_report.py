@@ -17,7 +17,8 @@ from sandstack.spec.changes import MEANING
 # stale) and `unchanged`. Within a version, fields are only ever added: since, `reserved` (per pool, host and the
 # stack, warm and ceiling before → after, hosts' allowance and headroom), `cost` (null without a price list),
 # `verdict` (the --fail-on categories failed and passed, their items, the exit status), `review.remaining`,
-# `impact.capacity` and `impact.cost` (the headline's sentences), and each review item's `rule`.
+# `impact.capacity` and `impact.cost` (the headline's sentences), each review item's `rule`, and each field's
+# `inherited` (an unset side's resolved value and where it is written).
 FORMAT_VERSION = 2
 VERB = {"create": "created", "update": "updated in place", "replace": "replaced", "delete": "deleted"}
 
@@ -30,7 +31,9 @@ def to_json(diff: Diff, base: str, head: str, review: Review | None = None, verd
         "cost": diff.cost.to_json() if diff.cost is not None else None,
         "impact": impact(diff).to_json(), "capacity": [c.to_json() for c in diff.capacity],
         "fields": [{"path": f.path, "old": f.old, "new": f.new, "effect": f.effect.label,
-                    "category": field_category(f.path)} for f in diff.fields],
+                    "category": field_category(f.path),
+                    "inherited": {side: None if found is None else {"value": found[0], "from": found[1]}
+                                  for side, found in zip(("old", "new"), f.inherited)}} for f in diff.fields],
         "review": {"items": [i.to_json() for i in review.items] if review else [],
                    "stale": [{"change": a.change, "category": a.category, "categories": list(a.categories),
                               "file": a.file, "line": a.line} for a in review.stale] if review else [],

@@ -107,7 +107,9 @@ def test_the_memory_raise_is_capacity_in_spec_units(stacks, capsys):
     assert "Security:\n  no security-relevant change\n\nCapacity:\n  pool python: memory 1GiB → 2GiB per sandbox\n" in out
     assert ("    ~ 2 sandboxes of pool python: sandstack-python.local-0, sandstack-python.local-1\n"
             "        memory_mb: 1GiB → 2GiB\n"
-            "        because templates.python.limits.memory: (unset) → 2GiB [in-place]\n") in out
+            # The value the template inherited and the layer that set it, not `(unset)` (issue 38, item 7).
+            "        because templates.python.limits.memory: (inherited 1GiB from profiles.medium.memory) → 2GiB "
+            "[in-place]\n") in out
     assert out.endswith("\nPlan: 0 to create, 2 to update in place, 0 to replace, 0 to delete, 22 unchanged.\n")
 
 
@@ -204,7 +206,9 @@ def test_json_format_2_carries_categories_impact_and_review(stacks, capsys):
     assert report["format"] == 2 and report["security"] == []
     assert report["fields"] == [{"path": "templates.python.limits.memory", "old": None, "new": 2147483648,
                                  "effect": "in-place; built-in /tmp or /dev/shm under 256MiB: replace",
-                                 "category": "capacity"}]
+                                 "category": "capacity",
+                                 "inherited": {"old": {"value": 1073741824, "from": "profiles.medium.memory"},
+                                               "new": None}}]
     assert report["impact"]["pools"][0]["update"] == 2 and report["unchanged"] == 22
 
 
