@@ -320,11 +320,17 @@ def capacity_rules(files: list[PolicyFile]) -> list[OrgRule]:
 
 def change_violations(old: ResolvedStack, new: ResolvedStack, files: list[PolicyFile]) -> list[tuple[OrgRule, str]]:
     """Each capacity rule the change breaks, with its message: `change` rules on the change's size, `host` and
-    `stack` rules on the head's totals (`sandstack diff --policy`, under `--fail-on capacity`)."""
+    `stack` rules on the head's totals where the base kept them (`sandstack diff --policy`, under `--fail-on
+    capacity`)."""
     out = []
     for org in capacity_rules(files):
-        targets = [("change", (), change_view(old, new))] if org.applies_to == "change" else views(new, org.applies_to)
-        out += [(org, message) for _, _, message in _broken(org, targets)]
+        if org.applies_to == "change":
+            out += [(org, message) for _, _, message in _broken(org, [("change", (), change_view(old, new))])]
+            continue
+        # A total the base already broke is `check`'s finding, not this change's: only a new breach counts.
+        broken_before = {target for target, _, _ in _broken(org, views(old, org.applies_to))}
+        out += [(org, message) for target, _, message in _broken(org, views(new, org.applies_to))
+                if target not in broken_before]
     return out
 
 

@@ -179,24 +179,34 @@ class Capacity:
         return [*self.pools, *self.hosts, self.stack]
 
     def lines(self) -> list[str]:
-        """Text: a line per changed pool and host and one for the stack, each changed dimension before → after."""
+        """Text: a line per changed pool, per changed host (hosts that read alike folded: "hosts a, b (each)") and
+        one for the stack, each dimension before → after; then each host's headroom at the ceiling."""
         out = []
-        for row in self.rows():
-            cells = [f"{WORDS[d]} {row.cell(d)}" for d in ORDER if row.shows(d)]
-            name = {"pool": f"pool {row.name} on {', '.join(row.hosts)}", "host": f"host {row.name}",
-                    "stack": "stack"}[row.kind]
-            out.append(f"{name}: {'; '.join(cells)}")
+        hosts: dict[str, list[str]] = {}
+        for row in self.hosts:
+            hosts.setdefault("; ".join(f"{WORDS[d]} {row.cell(d)}" for d in ORDER if row.shows(d)), []).append(row.name)
+        for row in self.pools:
+            out.append(f"pool {row.name} on {', '.join(row.hosts)}: "
+                       + "; ".join(f"{WORDS[d]} {row.cell(d)}" for d in ORDER if row.shows(d)))
+        out += [f"{folded(names)}: {cells}" for cells, names in hosts.items()]
+        out.append("stack: " + "; ".join(f"{WORDS[d]} {self.stack.cell(d)}" for d in ORDER if self.stack.shows(d)))
+        room: dict[str, list[str]] = {}
         for row in self.hosts:
             headroom = row.headroom()
-            if headroom is not None:
-                room = [f"{show(d, headroom.get(d))} {WORDS[d]}" for d in HOST_DIMS
-                        if row.allowed is not None and row.allowed.get(d)]
-                out.append(f"headroom of host {row.name} at the ceiling: {', '.join(room)}")
+            if headroom is not None and row.allowed is not None:
+                room.setdefault(", ".join(f"{show(d, headroom.get(d))} {WORDS[d]}" for d in HOST_DIMS
+                                          if row.allowed.get(d)), []).append(row.name)
+        out += [f"headroom of {folded(names)} at the ceiling: {words}" for words, names in room.items()]
         return out
 
     def to_json(self) -> dict[str, Any]:
         return {"pools": [r.to_json() for r in self.pools], "hosts": [r.to_json() for r in self.hosts],
                 "stack": self.stack.to_json(), "headline": self.headline()}
+
+
+def folded(hosts: list[str]) -> str:
+    """`host a`, or `hosts a, b (each)` for hosts whose lines read alike."""
+    return f"host {hosts[0]}" if len(hosts) == 1 else f"hosts {', '.join(hosts)} (each)"
 
 
 def grown(row: Row) -> str:

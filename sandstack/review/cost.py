@@ -120,9 +120,14 @@ class Cost:
         return text + "."
 
     def lines(self) -> list[str]:
+        """Per host whose cost changes (hosts alike folded), then the price list's file."""
         c = self.prices.currency
-        out = [f"host {h}: {self.money(a)} → {self.money(b)} {c} a month ({self.money(b - a, sign=True)})"
-               for h, a, b in self.hosts]
+        alike: dict[str, list[str]] = {}
+        for h, a, b in self.hosts:
+            alike.setdefault(f"{self.money(a)} → {self.money(b)} {c} a month ({self.money(b - a, sign=True)})",
+                             []).append(h)
+        out = [(f"host {hosts[0]}" if len(hosts) == 1 else f"hosts {', '.join(hosts)} (each)") + f": {words}"
+               for words, hosts in alike.items()]
         return out + [f"prices: {self.prices.file}"]
 
     def to_json(self) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from sandstack.review import diagram, show
 from sandstack.review.capacity import HOST_DIMS, ORDER, WORDS, show as amount
 from sandstack.review.categories import Review, Verdict
 from sandstack.review.diff import COMPONENT_TYPE, Diff, ResourceChange
-from sandstack.review.diff_text import SHOWN, _because as because, accepted_lines, plan_line, remaining_lines
+from sandstack.review.diff_text import SHOWN, _because as because, accepted_lines, alike, plan_line, remaining_lines
 from sandstack.review.impact import VERB, Impact, impact as impact_of
 from sandstack.review.reasons import UNDECLARED
 from sandstack.spec.changes import MEANING
@@ -178,8 +178,7 @@ def _reviewed(diff: Diff, review: Review | None) -> list[str]:
                 for text, pools in folded.items()]
         out += ([""] if folded and table else []) + table
     if diff.cost is not None:
-        out += ["", "#### Cost", "", f"- {_text(diff.cost.headline())}"]
-        out += [f"- {_text(line)}" for line in diff.cost.lines()]
+        out += ["", "#### Cost", "", *(f"- {_text(line)}" for line in diff.cost.lines())]
     accepted = [line.strip() for line in accepted_lines(review)] if review is not None else []
     if accepted:
         out += ["", "#### Accepted", "", *(f"- ✅ {_text(line)}" for line in accepted)]
@@ -296,11 +295,13 @@ def host_entries(diff: Diff) -> list[tuple[tuple[str, ...], list[tuple[list[str]
         key = ("sandbox", c.resource.pool, c.action, tuple(_entry(c, 1)[1:])) if c.resource.kind == "sandbox" \
             else ("one", c.resource.name)
         per_host.setdefault(c.resource.host or "(stack)", {}).setdefault(key, []).append(c)
-    folded: dict[tuple, list[str]] = {}
+    folded: dict[tuple, tuple[list[str], tuple]] = {}
     for host, groups in per_host.items():
         entries = tuple((tuple(_entry(items[0], len(items))), len(items)) for items in groups.values())
-        folded.setdefault(entries, []).append(host)
-    return [(tuple(hosts), [(list(lines), n) for lines, n in entries]) for entries, hosts in folded.items()]
+        # Alike but for the host's own name in its resources' names, as the text folds them (diff_text.alike).
+        key = tuple((alike(host, list(lines)), n) for lines, n in entries)
+        folded.setdefault(key, ([], entries))[0].append(host)
+    return [(tuple(hosts), [(list(lines), n) for lines, n in entries]) for hosts, entries in folded.values()]
 
 
 def _details(diff: Diff, room: int) -> tuple[list[str], int]:
@@ -312,7 +313,7 @@ def _details(diff: Diff, room: int) -> tuple[list[str], int]:
         where = ("host " if len(hosts) == 1 else f"{len(hosts)} identical hosts ") + ", ".join(
             f"<code>{_text(h)}</code>" for h in hosts[:MAX_HOSTS]) + (
             f" and {len(hosts) - MAX_HOSTS} more" if len(hosts) > MAX_HOSTS else "")
-        each = " each" if len(hosts) > 1 else ""
+        each = f" each (names of <code>{_text(hosts[0])}</code>)" if len(hosts) > 1 else ""
         block = ["", "<details>", f"<summary>{where}: {total} resource{'s' if total != 1 else ''} change{each}"
                  "</summary>", "", "```diff"]
         size, shown = _size(block), 0

@@ -71,12 +71,18 @@ def _host_blocks(diff: Diff) -> dict[str, list[str]]:
     return out
 
 
+def alike(host: str, lines: list[str]) -> tuple[str, ...]:
+    """What a host's lines say but for the host's own name (in its resources' names): hosts with the same fold into
+    one section, in every format (text, the markdown's details; the picture's boxes name no host)."""
+    return tuple(line.replace(host, "\0") for line in lines)
+
+
 def _folded(blocks: dict[str, list[str]]) -> list[tuple[list[str], list[str]]]:
     """Hosts whose changes read the same but for the host's own name, as one section: (hosts, lines of the first)."""
     out: list[tuple[list[str], list[str]]] = []
     seen: dict[tuple, int] = {}
     for host, lines in blocks.items():
-        key = tuple(line.replace(host, "\0") for line in lines)
+        key = alike(host, lines)
         if key in seen and host != "(stack)":
             out[seen[key]][0].append(host)
         else:
@@ -163,7 +169,7 @@ def to_text(diff: Diff, base: str, head: str, review: Review | None = None, verd
     if capacity_lines(diff):
         lines += ["", "Capacity:"] + [f"  {line}" for line in capacity_lines(diff)]
     if diff.cost is not None:
-        lines += ["", "Cost:", f"  {diff.cost.headline()}"] + [f"  {line}" for line in diff.cost.lines()]
+        lines += ["", "Cost:"] + [f"  {line}" for line in diff.cost.lines()]
     if review is not None and review.accepted():
         lines += ["", "Accepted:"] + accepted_lines(review) + remaining_lines(review)
     if review is not None and review.stale:
