@@ -14,7 +14,7 @@ from typing import Any
 
 from sandstack.spec.reserve import Amount, Reservations, reservations
 from sandstack.spec.resolve import ResolvedStack
-from sandstack.spec.units import format_cpus, format_size
+from sandstack.spec.units import GIB, format_cpus, format_size
 
 # Each dimension's words and how its values are shown, in the spec's units.
 WORDS = {"sandboxes": "sandboxes", "cpus": "CPUs", "memory": "memory", "disk": "disk", "gpus": "GPUs"}
@@ -26,7 +26,12 @@ def show(dim: str, value: float) -> str:
     if abs(value) < 1e-9:
         return "0"
     if dim in ("memory", "disk"):
-        return format_size(int(value))
+        # Whole units as the spec writes them; a sum of odd sizes in GiB with two decimals (`32.50GiB`, not
+        # `33280MiB`), so the cells of one table compare at a glance.
+        text = format_size(int(abs(value)))
+        if abs(value) >= GIB and not text.endswith(("GiB", "TiB")):
+            text = f"{abs(value) / GIB:.2f}GiB"
+        return ("-" if value < 0 else "") + text
     if dim == "cpus":
         return format_cpus(value)
     return str(int(value))

@@ -169,10 +169,12 @@ def _disrupts(c: ResourceChange) -> bool:
 
 
 def _pool_paths(pool: str, fields: list[FieldChange], pools: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
-    """The capacity-category spec changes of a pool (every change of the pool when none is: a pool added, a
-    template switched)."""
+    """The capacity-category spec changes of a pool; when none is, the pool's own entry (a pool added, a template
+    switched: `pools.X`, what the reviewer accepts), else every change of the pool."""
     of_pool = [c.path for c in fields if pool in pools.get(c.path, ())]
-    return tuple(p for p in of_pool if field_category(p) == "capacity") or tuple(of_pool)
+    return (tuple(p for p in of_pool if field_category(p) == "capacity")
+            or tuple(p for p in of_pool if p == f"pools.{pool}" or p.startswith(f"pools.{pool}."))
+            or tuple(of_pool))
 
 
 def review(diff: Diff, acceptances: list[Acceptance], bounds: list[Item] | None = None) -> Review:
