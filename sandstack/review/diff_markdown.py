@@ -339,6 +339,30 @@ def _legend(diff: Diff) -> list[str]:
     return ["", "<sub>Change effects: " + "; ".join(shown) + "</sub>"] if shown else []
 
 
+PICTURE_HEAD = ["| hosts | parts changed |", "|---|---|"]
+MAX_PICTURE_ROWS = 20  # host groups of the picture's table; more are counted
+
+
+def _picture(diff: Diff) -> list[str]:
+    """The Mermaid picture; one that would be drawn taller than diagram.MAX_HEIGHT gives way to a table of the same
+    parts per host group, saying so and counting what it leaves out."""
+    items = diagram.boxes(diff)
+    if not items:
+        return []
+    tall = diagram.height(items)
+    if tall > diagram.MAX_HEIGHT:
+        rows = diagram.table_rows(items)
+        shown = [f"| {_text(hosts)} | {_text(parts) or 'context only'} |" for hosts, parts in rows[:MAX_PICTURE_ROWS]]
+        more = len(rows) - len(shown)
+        return ["", f"_The picture would be about {tall:,} px tall ({len(items)} host group"
+                    f"{'s' if len(items) != 1 else ''}): its parts as a table._", "", *PICTURE_HEAD, *shown] + (
+            [f"| … | {more} more host groups not shown: {LOCALLY} |"] if more else [])
+    text, hidden_hosts = diagram.to_mermaid(diff)
+    return ["", "```mermaid", text, "```"] + (
+        [f"_The picture leaves out {hidden_hosts} more host group{'s' if hidden_hosts != 1 else ''}._"]
+        if hidden_hosts else [])
+
+
 def to_markdown(diff: Diff, base: str, head: str, review: Review | None = None, verdict: Verdict | None = None,
                 budget: int = MARKDOWN_BUDGET) -> str:
     """The pull-request comment, at most `budget` characters (see the module's docstring for what gives way)."""
@@ -346,10 +370,7 @@ def to_markdown(diff: Diff, base: str, head: str, review: Review | None = None, 
     note_room = _size(["", f"_… {10**9} more resource changes, the picture and the legend not shown: {LOCALLY}._"])
     lines = _kept(diff, review, facts, base, head, budget - note_room, verdict)
     room = budget - _size(lines) - note_room
-    text, hidden_hosts = diagram.to_mermaid(diff)
-    picture = ["", "```mermaid", text, "```"] + (
-        [f"_The picture leaves out {hidden_hosts} more host group{'s' if hidden_hosts != 1 else ''}._"]
-        if hidden_hosts else []) if text else []
+    picture = _picture(diff)
     fits = _size(picture) <= room // 2  # the picture may take half of what is left; the details the rest
     if fits:
         lines += picture

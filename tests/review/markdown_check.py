@@ -13,10 +13,11 @@ from pathlib import Path
 from markdown_it import MarkdownIt
 
 from sandstack.review.capacity import ORDER, WORDS
-from sandstack.review.diff_markdown import CAPACITY_FIRST, TABLE_HEAD
+from sandstack.review.diff_markdown import CAPACITY_FIRST, PICTURE_HEAD, TABLE_HEAD
 
 MERMAID_DIR = Path(__file__).resolve().parents[1] / "mermaid"
 COLUMNS = [cell.strip() for cell in TABLE_HEAD[0].strip("|").split("|")]
+PICTURE_COLUMNS = [cell.strip() for cell in PICTURE_HEAD[0].strip("|").split("|")]
 FENCES = {"diff", "mermaid"}
 # A line of a ```diff fence: a resource's marker line, a `-`/`+` setting line, or an indented comment/note.
 DIFF_LINE = re.compile(r"^(?:(?:-/\+|[-+!]) \S.*|[-+] {5}\S.*|      [#…] .*)$")
@@ -27,6 +28,7 @@ MD = MarkdownIt("commonmark").enable("table")
 class Parsed:
     tables: list[list[list[str]]] = field(default_factory=list)  # per pools' table: the header row, then each row
     capacity: list[list[str]] = field(default_factory=list)  # the reservations' table: header, then each row
+    picture: list[list[str]] = field(default_factory=list)  # a picture too tall drawn as a table
     fences: dict[str, list[str]] = field(default_factory=dict)  # info → contents
     paragraphs: list[str] = field(default_factory=list)  # inline text of paragraphs, headings and list items
     first: str = ""  # the impact headline: the first paragraph after the title and the verdict
@@ -69,7 +71,12 @@ def parse(text: str) -> Parsed:
         elif t.type == "inline":
             out.paragraphs.append(t.content)
     capacity = [t for t in out.tables if t[0][0] == CAPACITY_FIRST]
-    out.tables = [t for t in out.tables if t[0][0] != CAPACITY_FIRST]
+    pictures = [t for t in out.tables if t[0] == PICTURE_COLUMNS]
+    out.tables = [t for t in out.tables if t[0][0] != CAPACITY_FIRST and t[0] != PICTURE_COLUMNS]
+    assert len(pictures) <= 1 and not (pictures and "mermaid" in out.fences), "a picture and its table"
+    for table in pictures:
+        assert all(len(r) == 2 for r in table[1:]), "a picture's row without its two cells"
+        out.picture = table
     for table in out.tables:
         assert table[0] == COLUMNS, f"table columns {table[0]}"
         assert all(len(r) == len(COLUMNS) for r in table[1:]), "a table row without its five cells"
