@@ -49,13 +49,43 @@ for (const svg of document.querySelectorAll('.mermaid svg')) {
     return {text: label ? label.textContent.trim() : '', clipped: lb.width > rect.width + 1 ||
             lb.left < rect.left - 1 || lb.right > rect.right + 1};
   });
-  out.push({width: box.width, height: box.height, labels, titles});
+  // Each part's text colour over its fill, and each box's title colour over the page (the box has no fill).
+  const colours = [...svg.querySelectorAll('g.node')].map((n) => {
+    const shape = n.querySelector('rect, polygon, path, circle');
+    const text = n.querySelector('.nodeLabel, span, p') || n;
+    return {text: n.textContent.trim(), fg: getComputedStyle(text).color, bg: getComputedStyle(shape).fill};
+  });
+  const page = getComputedStyle(document.body).backgroundColor;
+  for (const c of svg.querySelectorAll('g.cluster')) {
+    const label = c.querySelector('.cluster-label span, .cluster-label p, .cluster-label') || c;
+    const fill = getComputedStyle(c.querySelector('rect')).fill;
+    colours.push({text: c.textContent.trim(), fg: getComputedStyle(label).color,
+                  bg: fill === 'none' || fill.endsWith(', 0)') ? page : fill});
+  }
+  out.push({width: box.width, height: box.height, labels, titles, colours});
 }
 const error = [...document.querySelectorAll('.mermaid')].filter((e) => !e.querySelector('svg'))
   .map((e) => e.textContent.slice(0, 200));
 document.getElementById('measured').textContent = JSON.stringify(
   {pictures: out, unrendered: error, height: Math.ceil(document.documentElement.scrollHeight)});
 """
+
+
+def _rgb(colour: str) -> tuple[float, ...]:
+    found = re.findall(r"[0-9.]+", colour)
+    if colour.startswith("#"):
+        return tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return tuple(float(v) for v in found[:3])
+
+
+def contrast(fg: str, bg: str) -> float:
+    """WCAG's contrast ratio of two CSS colours (`rgb(…)` or `#rrggbb`): 4.5 or more reads as body text."""
+    def luminance(colour: str) -> float:
+        channels = [c / 255 for c in _rgb(colour)]
+        linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+    a, b = sorted((luminance(fg), luminance(bg)), reverse=True)
+    return (a + 0.05) / (b + 0.05)
 
 
 def chromium() -> str | None:

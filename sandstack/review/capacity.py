@@ -111,7 +111,10 @@ class Row:
         return any(abs(v.get(dim)) > 1e-9 for v in values)
 
     def cell(self, dim: str) -> str:
-        """`2 → 4`, or one value when unchanged; the ceiling after `max` when it differs; a host's allowance."""
+        """`2 → 4`, or one value when unchanged; the ceiling after `max` when it differs; a host's allowance; `–`
+        where the row has none of it (GPUs on a host without any)."""
+        if not self.shows(dim):
+            return "–"
         def pair(a: Amount, b: Amount) -> str:
             x, y = a.get(dim), b.get(dim)
             return show(dim, y) if abs(x - y) < 1e-9 else f"{show(dim, x)} → {show(dim, y)}"

@@ -138,16 +138,18 @@ def _structure(plan: Any) -> tuple[dict[str, set[Element]], dict[str, set[tuple[
 
 
 def _grouped(classes: dict[Element, str]) -> dict[Element, list[Element]]:
-    """Elements to draw, each with the elements it stands for: past MAX_ELEMENTS, more than FOLD_ABOVE alike parts
-    (pools replaced, their networks as context) are one element ("40 pools: p0, p10, p12 and 37 more")."""
-    if len(classes) <= MAX_ELEMENTS:
-        return {e: [e] for e in classes}
+    """Elements to draw, each with the elements it stands for: unchanged context parts of one role are one element
+    ("4 pools: builder, preview, python and 1 more"); past MAX_ELEMENTS, more than FOLD_ABOVE alike changed parts
+    too (pools replaced)."""
     alike: dict[tuple[str, str], list[Element]] = {}
     for e in sorted(classes):
         alike.setdefault((e[0], classes[e]), []).append(e)
     out: dict[Element, list[Element]] = {}
     for (role, cls), group in alike.items():
-        if len(group) > FOLD_ABOVE:
+        # Unchanged parts drawn as context (the other pools a renewed guard or runtime reaches) are one part when
+        # there are several: the picture stays one short row for a one-pool change.
+        if (len(classes) > MAX_ELEMENTS and len(group) > FOLD_ABOVE) or (len(group) > 1 and not cls
+                                                                          and role in PLURAL):
             out[(role, f"*{len(group)} {cls}")] = group
         else:
             out.update({e: [e] for e in group})
@@ -248,7 +250,7 @@ def _hosts_title(hosts: tuple[str, ...], limit: int = 4) -> str:
 # How tall Mermaid draws a box, calibrated on the golden cases in headless Chromium at a comment's width
 # (tests/review/test_render.py checks the estimate against the drawing): its title and padding, and each part of
 # the busiest column (a part is two or three label lines).
-BOX_PX, PART_PX = 60, 75
+BOX_PX, PART_PX = 60, 85
 MAX_HEIGHT = 700  # px: past it the picture gives way to a table of the same parts (a reviewer would scroll past it)
 
 

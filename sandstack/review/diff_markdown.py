@@ -142,8 +142,9 @@ def capacity_table(diff: Diff) -> list[str]:
         folded.setdefault((row.kind, tuple(row.cell(d) for d in dims)), []).append(row.name)
     rows = []
     for (kind, cells), names in folded.items():
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
         name = f"{kind} {_code(names[0])}" if len(names) == 1 else \
-            f"{len(names)} {kind}s {_text(_names(names, 3))} (each)"
+            f"{len(names)} {kind}s {', '.join(_code(n) for n in names[:3])}{more} (each)"
         rows.append(f"| {name} | " + " | ".join(_text(c) for c in cells) + " |")
     if len(rows) > MAX_CAPACITY_ROWS:
         rows = rows[:MAX_CAPACITY_ROWS] + [f"| … {len(rows) - MAX_CAPACITY_ROWS} more rows: {LOCALLY} |"
