@@ -257,3 +257,18 @@ def test_accepted_changes_and_stale_acceptances_are_shown_with_their_reasons(tmp
     assert any(p.startswith("✅ replace: ") and p.endswith(f"— the gateway restarts at night ({accept}:5:5)")
                for p in doc.paragraphs)
     assert f"{accept}:8:5: disruption `templates.shell.limits.memory`" in doc.paragraphs
+
+
+def test_a_picture_too_tall_gives_way_to_a_table_of_its_parts_counted(tmp_path: Path, monkeypatch):
+    result = _case("host-added", tmp_path)
+    items = diagram.boxes(result)
+    assert diagram.height(items) == diagram.BOX_PX + 2 * diagram.PART_PX  # the guard and the snapshot: 2 deep
+    monkeypatch.setattr(diagram, "MAX_HEIGHT", diagram.height(items) - 1)
+    doc = parse(to_markdown(result, "base", "head"))
+    assert "mermaid" not in doc.fences
+    assert f"_The picture would be about {diagram.height(items)} px tall (1 host group): its parts as a table._" \
+        in doc.paragraphs
+    assert doc.picture == [["hosts", "parts changed"],
+                           ["host gpu-2 (created)", "infra image + created; Docker provider + created; host guard + "
+                            "created; snapshot of shell + created; pool shell 2 created + created; network of shell + "
+                            "created"]]
