@@ -24,7 +24,7 @@ import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandstack.review.fail_on import ALL, CATEGORIES
+from sandstack.spec.access import ACCEPT_ALL as ALL, FAIL_ON as CATEGORIES
 from sandstack.spec.errors import Diagnostic, SpecError, format_path
 from sandstack.spec.loader import Document, load
 from sandstack.spec.models.policy import REASON_WORD, has_a_word

@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from sandstack.review.fail_on import CATEGORIES as FAIL_ON
+from sandstack.spec.access import FAIL_ON
 from sandstack.tooling.helptext import FORMATTER, command, epilog, sentence
 from sandstack.tooling.sandbox_cli import OUTPUTS_ENV, add_sandbox_commands
 from sandstack.tooling.validate import EXIT_INVALID, EXIT_OK
