@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -23,7 +23,7 @@ from sandstack.review import show
 from sandstack.review.actions import planned_actions
 from sandstack.review.capacity import Capacity, CapacityChange, capacity as reserved, compare_capacity
 from sandstack.review.cost import Cost
-from sandstack.review.origin import origin
+from sandstack.review.origin import with_origin
 from sandstack.review.reasons import Reason, explain
 from sandstack.review.resources import Resource, stack_resources
 from sandstack.review.security import Finding, compare
@@ -336,7 +336,7 @@ def diff(old: ResolvedStack, new: ResolvedStack, stack: str) -> Diff:
     before = {r.name: r for r in stack_resources(old, stack, plan=plans[0])}
     after = {r.name: r for r in stack_resources(new, stack, plan=plans[1])}
     # The stacks as written: a value a template inherits changes at the layer that sets it (defaults, extends).
-    fields = sorted((_with_origin(f, old, new) for f in field_changes(old.written, new.written)),
+    fields = sorted((with_origin(f, old, new) for f in field_changes(old.written, new.written)),
                     key=lambda c: c.path)
     fields = sorted(fields + content_changes(old, new), key=lambda c: c.path)
     changes: list[ResourceChange] = []
@@ -378,14 +378,6 @@ def diff(old: ResolvedStack, new: ResolvedStack, stack: str) -> Diff:
     return Diff(compare(old, new), changes, _snapshot_changes(old, new, changes), fields,
                 {f.path: _pools_of(f.path, old, new) for f in fields}, unchanged, compare_capacity(old, new),
                 reserved(old, new), plans=plans)
-
-
-def _with_origin(change: FieldChange, old: ResolvedStack, new: ResolvedStack) -> FieldChange:
-    """A template field unset on one side, with the value it inherited there and where from."""
-    if (change.old is None) == (change.new is None) or "(declared)" in (change.old, change.new):
-        return change
-    return replace(change, inherited=(origin(old.written, change.path) if change.old is None else None,
-                                      origin(new.written, change.path) if change.new is None else None))
 
 
 def _pools_of(path: str, old: ResolvedStack, new: ResolvedStack) -> tuple[str, ...]:

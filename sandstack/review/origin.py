@@ -9,10 +9,11 @@ built-in value.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from sandstack.spec.models import BUILTIN_LIMITS, Stack
-from sandstack.spec.resolve import BUILTIN_FIELDS, BUILTIN_RUNTIME, BUILTIN_USER
+from sandstack.spec.resolve import BUILTIN_FIELDS, BUILTIN_RUNTIME, BUILTIN_USER, ResolvedStack
 
 # The built-in values that do not depend on another field (the built-in /tmp and /dev/shm follow the memory).
 BUILTIN = {**{("limits", k): v for k, v in BUILTIN_LIMITS.items()},
@@ -75,3 +76,16 @@ def origin(written: Stack, path: str) -> tuple[Any, str] | None:
     if tuple(rest) in BUILTIN:
         return BUILTIN[tuple(rest)], "the built-in default"
     return None
+
+
+Change = TypeVar("Change")
+
+
+def with_origin(change: Change, old: ResolvedStack, new: ResolvedStack) -> Change:
+    """A spec change (sandstack.review.diff.FieldChange) of a template field unset on one side, with the value it
+    inherited there and where from (its `inherited`)."""
+    a, b = change.old, change.new  # type: ignore[attr-defined]
+    if (a is None) == (b is None) or "(declared)" in (a, b):
+        return change
+    return replace(change, inherited=(origin(old.written, change.path) if a is None else None,  # type: ignore
+                                      origin(new.written, change.path) if b is None else None))  # type: ignore
