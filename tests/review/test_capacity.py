@@ -303,3 +303,17 @@ def test_a_bad_price_list_is_located_with_what_is_allowed(text: str, message: st
     with pytest.raises(SpecError) as error:
         load_prices(path)
     assert str(error.value).splitlines() == [f"{path}{message}"]
+
+
+def test_the_example_price_list_and_capacity_policy_load_and_the_committed_stacks_keep_the_bounds(capsys):
+    from sandstack.policy.org import load_policy_file
+    from testbed.specs import REPO
+
+    prices = load_prices(REPO / "policies" / "prices.yaml")
+    assert (prices.currency, prices.hours_per_month, prices.hosts) == ("EUR", 730.0, {"gpu-a": 1.95})
+    policy = load_policy_file(REPO / "policies" / "capacity.yaml")
+    assert [r.applies_to for r in policy.rules] == ["host", "stack", "change"]
+    assert policy.prices == str(REPO / "policies" / "prices.yaml")
+    assert main(["check", str(REPO / "stacks" / "prod.yaml"), "--policy", str(REPO / "policies" / "capacity.yaml"),
+                 "--format", "json"]) == 0
+    assert not [f for f in json.loads(capsys.readouterr().out)["findings"] if f["rule"].startswith("ORG-CAP")]
