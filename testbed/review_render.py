@@ -46,8 +46,12 @@ for (const svg of document.querySelectorAll('.mermaid svg')) {
     const label = c.querySelector('.cluster-label, .nodeLabel');
     const inner = label ? (label.querySelector('span, p, div') || label) : null;
     const lb = inner ? inner.getBoundingClientRect() : rect;
+    // A part inside the box whose top is above the title's bottom: the title is drawn over it.
+    const over = [...svg.querySelectorAll('g.node')].map((n) => n.getBoundingClientRect())
+      .filter((r) => r.left >= rect.left && r.right <= rect.right && r.top >= rect.top && r.bottom <= rect.bottom)
+      .some((r) => r.top < lb.bottom - 1 && r.right > lb.left && r.left < lb.right);
     return {text: label ? label.textContent.trim() : '', clipped: lb.width > rect.width + 1 ||
-            lb.left < rect.left - 1 || lb.right > rect.right + 1};
+            lb.left < rect.left - 1 || lb.right > rect.right + 1, overlapped: over};
   });
   // Each part's text colour over its fill, and each box's title colour over the page (the box has no fill).
   const colours = [...svg.querySelectorAll('g.node')].map((n) => {

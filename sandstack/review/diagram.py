@@ -76,7 +76,9 @@ CLASS_DEFS = {
 # reads on GitHub's light and dark pages; its title takes the page's text colour from the theme GitHub picks.
 HOST_BOX = "fill:none,stroke:#8c959f,stroke-width:1px"
 # Compact: tighter spacing than Mermaid's defaults, so a one-pool change is one short row.
-INIT = '%%{init: {"flowchart": {"nodeSpacing": 18, "rankSpacing": 26, "padding": 6, "diagramPadding": 4}}}%%'
+# The title's own margin keeps it above the box's tallest part (Mermaid's default lets a three-line part reach it).
+INIT = ('%%{init: {"flowchart": {"nodeSpacing": 18, "rankSpacing": 26, "padding": 6, "diagramPadding": 4, '
+        '"subGraphTitleMargin": {"top": 4, "bottom": 10}}}}%%')
 MAX_GROUPS = 6  # host boxes drawn; the rest are counted below the picture
 MAX_ELEMENTS = 24  # elements per box: past it, alike parts fold into one, then context and the least changed go
 FOLD_ABOVE = 3  # alike parts (same role and action) folded into one element past MAX_ELEMENTS
@@ -250,7 +252,7 @@ def _hosts_title(hosts: tuple[str, ...], limit: int = 4) -> str:
 # How tall Mermaid draws a box, calibrated on the golden cases in headless Chromium at a comment's width
 # (tests/review/test_render.py checks the estimate against the drawing): its title and padding, and each part of
 # the busiest column (a part is two or three label lines).
-BOX_PX, PART_PX = 60, 85
+BOX_PX, PART_PX = 75, 85
 MAX_HEIGHT = 700  # px: past it the picture gives way to a table of the same parts (a reviewer would scroll past it)
 
 

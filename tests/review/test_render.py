@@ -1,7 +1,7 @@
 """The pull-request comment as a reviewer sees it (issue 38, item 5): every golden comment turned into HTML by
 markdown-it-py and its pictures drawn by Mermaid in headless Chromium at a comment's width, on GitHub's light and
 dark colours (testbed/review_render.py). Checked on what Chromium drew: every picture drawn, every part's label and
-every box's title as the markdown wrote them, no title clipped, a one-pool change at most ~300 px tall, the height
+every box's title as the markdown wrote them, no title clipped or drawn over a part, a one-pool change at most ~300 px tall, the height
 estimate that sends a too-tall picture to a table never below the drawing, and every text readable over its fill.
 Skipped, with the reason, where Chromium or Mermaid is not installed (scripts/test installs both)."""
 
@@ -58,6 +58,7 @@ def test_every_picture_is_drawn_with_its_labels_and_titles_and_no_title_clipped(
             assert sorted(picture["labels"]) == sorted(labels), text
             assert [t["text"] for t in picture["titles"]] == titles
             assert not [t for t in picture["titles"] if t["clipped"]], text
+            assert not [t for t in picture["titles"] if t["overlapped"]], text  # no part drawn under the title
 
 
 def test_a_one_pool_change_is_a_short_picture_and_the_estimate_is_never_below_it(drawn):
