@@ -129,7 +129,8 @@ class Verdict:
     def headline(self) -> str:
         asked = ", ".join(self.fail_on)
         if self.stale:
-            return f"fails (exit {self.status}): --strict-accept and an acceptance matches no change"
+            return (f"fails (exit {self.status}): --strict-accept and an acceptance matches no change (see Stale "
+                    "acceptances)")
         if not self.failed:
             return f"passes: --fail-on {asked}"
         return (f"fails (exit {self.status}): --fail-on {', '.join(self.failed)}"

@@ -113,7 +113,7 @@ def _security(diff: Diff, review: Review | None) -> list[str]:
 def verdict_block(verdict: Verdict | None) -> list[str]:
     """Why CI is red, first: the categories that failed, their items (a few named per category, the rest
     counted) and the exit status; a green run says what passed."""
-    if verdict is None or not verdict.fail_on:
+    if verdict is None or not (verdict.fail_on or verdict.stale):
         return []
     if verdict.status == 0:
         return [f"**✅ {_text(verdict.headline())}**", ""]

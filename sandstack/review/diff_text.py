@@ -161,7 +161,7 @@ def capacity_lines(diff: Diff) -> list[str]:
 def to_text(diff: Diff, base: str, head: str, review: Review | None = None, verdict: Verdict | None = None) -> str:
     summary = impact(diff)
     lines = [f"sandstack diff {base} → {head}", ""]
-    if verdict is not None and verdict.fail_on:
+    if verdict is not None and (verdict.fail_on or verdict.stale):
         lines += [f"CI {line}" if i == 0 else line for i, line in enumerate(verdict_lines(verdict))] + [""]
     lines += [summary.headline()]
     lines += [f"  {line}" for line in summary.lines()]

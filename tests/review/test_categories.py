@@ -249,8 +249,11 @@ def test_a_stale_acceptance_is_a_warning_and_an_error_when_strict(stacks, capsys
                    "(disruption) matches no change: remove it\n")
     assert "Stale acceptances (they match no change; remove them):\n  stacks/review/allow.yaml:2:5: disruption " \
            "templates.shell.limits.memory\n" in out
-    code, _, err = _diff("allow", capsys, "--strict-accept")
+    code, out, err = _diff("allow", capsys, "--strict-accept")
     assert code == 1 and err.startswith("stacks/review/allow.yaml:2:5: error: acceptance of ")
+    # The comment of that red run says why, at the top, as a --fail-on verdict does.
+    assert out.splitlines()[2] == ("CI fails (exit 1): --strict-accept and an acceptance matches no change (see Stale "
+                                   "acceptances)")
 
 
 def test_a_bad_review_file_is_located_with_what_is_allowed(stacks, capsys):
