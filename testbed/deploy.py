@@ -56,7 +56,8 @@ def engine_spec(infra_image: str, templates: dict, pools: dict | None = None, *,
     loopback, where nothing answers port 53, so that no lookup from a test ever leaves this machine (the host's
     own resolvers, the default of a real stack, are outside it)."""
     local = {"endpoint": "unix:///var/run/docker.sock", "infra_image": infra_image,
-             "capacity": capacity or {"cpus": 2, "memory": "8GiB", "disk": "20GiB"},
+             # disk: what a runtime may keep of five pools' snapshots (8GiB each by default: rule snapshot-storage)
+             "capacity": capacity or {"cpus": 2, "memory": "8GiB", "disk": "64GiB"},
              "overcommit": {"cpus": 8, "memory": 2}, "dns_upstream": list(dns_upstream)}
     return spec_text(spec(templates, pools, hosts={"local": local}, profiles=profiles, defaults=defaults))
 

@@ -84,7 +84,8 @@ def stack_spec(hosts: dict, image: str, pools_on: list[str], proofs: bool = Fals
     entries = {}
     for i, (name, host) in enumerate(hosts.items()):
         entries[name] = {**host.spec_host(), "infra_image": image, "dns_upstream": ["127.0.0.1"],
-                         "capacity": {"cpus": 2, "memory": "4GiB", "disk": "8GiB"}, "overcommit": {"cpus": 8},
+                         # disk: six pools' snapshot_storage (8GiB each by default: rule snapshot-storage)
+                         "capacity": {"cpus": 2, "memory": "4GiB", "disk": "64GiB"}, "overcommit": {"cpus": 8},
                          "subnet_pool": f"10.{230 + i}.0.0/16",
                          "runtime": {"port": PORT, "exposure": "public", "token": {"secret": "runtimeToken"}}}
     templates = {"open": {**SANDBOX, "base_image": image, "network": {"egress": "allow-all", "log": False}},

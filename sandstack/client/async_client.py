@@ -29,9 +29,9 @@ from sandstack.client.endpoints import (
     file_content,
     refuse_directory,
 )
-from sandstack.client.errors import HostUnavailable, NoCapacity, SandstackError, host_lost
+from sandstack.client.errors import Conflict, HostUnavailable, NoCapacity, SandstackError, host_lost
 from sandstack.client.pieces import PIECE
-from sandstack.client.process import _timed_out, _waits, broke
+from sandstack.client.process import STDIN_WAIT, _timed_out, _waits, broke, held, stdin_retries
 from sandstack.client.results import ExecResult, FileEntry, OutputEvent, ProcessInfo, SandboxInfo
 from sandstack.client.retry import Retry
 from sandstack.client.sse import aevents
@@ -248,12 +248,25 @@ class AsyncProcess:
         self.info = ProcessInfo.of(await self._host.kill_process(self.sandbox.name, self.id))
         return self.info
 
-    async def write_stdin(self, data: bytes | str) -> None:
-        self.info = ProcessInfo.of(await self._host.write_stdin(self.sandbox.name, self.id,
-                                                                data.encode() if isinstance(data, str) else data))
+    async def write_stdin(self, data: bytes | str, timeout: float = STDIN_WAIT) -> None:
+        """As Process.write_stdin: taken at once by the runtime; waits while it holds an earlier write."""
+        await self._stdin(data.encode() if isinstance(data, str) else data, False, timeout)
 
-    async def close_stdin(self) -> None:
-        self.info = ProcessInfo.of(await self._host.write_stdin(self.sandbox.name, self.id, b"", close=True))
+    async def close_stdin(self, timeout: float = STDIN_WAIT) -> None:
+        await self._stdin(b"", True, timeout)
+
+    async def _stdin(self, data: bytes, close: bool, timeout: float) -> None:
+        pauses = stdin_retries(timeout)
+        while True:
+            try:
+                self.info = ProcessInfo.of(await self._host.write_stdin(self.sandbox.name, self.id, data,
+                                                                        close=close))
+                return
+            except Conflict as error:
+                pause = next(pauses, None) if held(error) else None
+                if pause is None:
+                    raise
+            await asyncio.sleep(pause)
 
     async def output(self, after: int = 0, follow: bool = True) -> AsyncIterator[OutputEvent]:
         failures = 0

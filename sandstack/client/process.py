@@ -16,11 +16,14 @@ from typing import Any, Iterator
 
 import httpx
 
-from sandstack.client.errors import HostUnavailable, Timeout
+from sandstack.client.errors import Conflict, HostUnavailable, Timeout
 from sandstack.client.results import OutputEvent, ProcessInfo
 from sandstack.client.sse import events
 
 WAIT_CHUNK = 300  # seconds of one wait request; a longer wait is several
+# Seconds a stdin write waits, on this side, while the runtime still holds an earlier write the process has not
+# read (its 409 carries `pending`): the runtime answers every write at once and holds no request.
+STDIN_WAIT = 30
 
 
 def broke(error: HostUnavailable) -> bool:
@@ -37,6 +40,20 @@ def _waits(timeout: float | None) -> Iterator[float]:
         yield left
         if deadline is not None and time.monotonic() >= deadline:
             return
+
+
+def stdin_retries(timeout: float) -> Iterator[float]:
+    """Pauses between tries of a stdin write the runtime refused because it still holds an earlier one, until
+    `timeout` seconds have passed (then the last refusal is raised)."""
+    deadline, delay = time.monotonic() + timeout, 0.01
+    while time.monotonic() + delay <= deadline:
+        yield delay
+        delay = min(delay * 2, 0.5)
+
+
+def held(error: Conflict) -> bool:
+    """The 409 of a stdin write the runtime did not take because it holds bytes not read yet: worth trying again."""
+    return "pending" in error.body
 
 
 def _timed_out(info: ProcessInfo, timeout: float | None, host: str) -> Timeout:
@@ -68,12 +85,25 @@ class Process:
         self.info = ProcessInfo.of(self._host.kill_process(self.sandbox.name, self.id))
         return self.info
 
-    def write_stdin(self, data: bytes | str) -> None:
-        self.info = ProcessInfo.of(self._host.write_stdin(self.sandbox.name, self.id,
-                                                          data.encode() if isinstance(data, str) else data))
+    def write_stdin(self, data: bytes | str, timeout: float = STDIN_WAIT) -> None:
+        """Bytes to its stdin. The runtime takes them at once, holding what the process has not read yet; while it
+        holds an earlier write's bytes this waits (up to `timeout` seconds, then Conflict)."""
+        self._stdin(data.encode() if isinstance(data, str) else data, False, timeout)
 
-    def close_stdin(self) -> None:
-        self.info = ProcessInfo.of(self._host.write_stdin(self.sandbox.name, self.id, b"", close=True))
+    def close_stdin(self, timeout: float = STDIN_WAIT) -> None:
+        self._stdin(b"", True, timeout)
+
+    def _stdin(self, data: bytes, close: bool, timeout: float) -> None:
+        pauses = stdin_retries(timeout)
+        while True:
+            try:
+                self.info = ProcessInfo.of(self._host.write_stdin(self.sandbox.name, self.id, data, close=close))
+                return
+            except Conflict as error:
+                pause = next(pauses, None) if held(error) else None
+                if pause is None:
+                    raise
+            time.sleep(pause)
 
     def output(self, after: int = 0, follow: bool = True) -> Iterator[OutputEvent]:
         """Its output from position `after`: 'stdout' and 'stderr' events (and 'truncated' once per stream past

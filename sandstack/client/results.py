@@ -96,6 +96,7 @@ class ProcessInfo(_Fields):
     ended_at: float | None = None
     duration_ms: int | None = None
     stdin: bool = False
+    stdin_pending: int = 0  # bytes of the last stdin write the process has not taken yet (the runtime holds them)
     tty: bool = False
     timeout: int | None = None
     output_end: int = 0

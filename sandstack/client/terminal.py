@@ -30,10 +30,12 @@ def _params(rows: int, cols: int, command: list[str] | None) -> dict[str, Any]:
 
 
 class _Screen:
-    """What the terminal wrote, and its exit code once it ended."""
+    """What the terminal wrote, its exit code once it ended, and what the runtime said of control messages it did not
+    take (`errors`: a resize out of bounds)."""
 
     def __init__(self) -> None:
         self.output, self.exit_code, self.closed = bytearray(), None, False
+        self.errors: list[str] = []
 
     def take(self, event: Any) -> bytes:
         data = getattr(event, "data", None)  # httpx-ws gives wsproto's messages: bytes or text
@@ -44,6 +46,8 @@ class _Screen:
             message = json.loads(data)
             if message.get("type") == "exit":
                 self.exit_code = message.get("exit_code")
+            elif message.get("type") == "error":
+                self.errors.append(str(message.get("error")))
         return b""
 
 

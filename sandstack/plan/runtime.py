@@ -107,7 +107,10 @@ class PoolRuntime:
     upload_limit_bytes: int = 64 * 1024 * 1024
     # A read, an archive or a snapshot is cut off past this many bytes (apparent size), never spooled beyond it.
     download_limit_bytes: int = 1024 * 1024 * 1024
-    snapshot_storage_bytes: int = 8 * 1024 * 1024 * 1024  # all of the pool's snapshots on this host
+    snapshot_storage_bytes: int = 8 * 1024 * 1024 * 1024  # all of the pool's snapshots and hibernation copies here
+    # One session's share of it (`session.session_snapshot_storage`; the plan's default: snapshot_storage divided by
+    # the pool's sandboxes on this host). None: no share (a configuration written before it).
+    session_snapshot_storage_bytes: int | None = None
     # Per session (sandstack.runtime.retention): its newest `count`, none older than the age (None: the pool's).
     session_retention: Retention | None = None
     exec_max_timeout_seconds: int = 3600  # the longest timeout an exec may ask for (`session.exec_max_timeout`)
@@ -133,6 +136,8 @@ class PoolRuntime:
         for name in ("upload_limit_bytes", "download_limit_bytes", "snapshot_storage_bytes", "exec_max_timeout_seconds",
                      "output_limit_bytes"):
             _positive(getattr(self, name), name)
+        if self.session_snapshot_storage_bytes is not None:
+            _positive(self.session_snapshot_storage_bytes, "session_snapshot_storage_bytes")
 
 
 @dataclass(frozen=True)

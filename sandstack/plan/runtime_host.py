@@ -65,6 +65,8 @@ def workspace_root(template: ResolvedTemplate) -> str:
 
 def pool_runtime(stack: str, placement: Placement, ondemand: OnDemand | None = None) -> PoolRuntime:
     t, session = placement.template, placement.template.session
+    # Each sandbox's fair part of the pool's storage, unless declared: no session fills it for the others.
+    slots = max(ondemand.ceiling if ondemand else placement.replicas, 1)
     return PoolRuntime(
         sandboxes=tuple(sandbox_name(stack, placement.pool, i) for i in range(placement.replicas)),
         workspace_root=workspace_root(t),
@@ -74,6 +76,7 @@ def pool_runtime(stack: str, placement: Placement, ondemand: OnDemand | None = N
         upload_limit_bytes=session.upload_limit,
         download_limit_bytes=session.download_limit,
         snapshot_storage_bytes=session.snapshot_storage,
+        session_snapshot_storage_bytes=session.session_snapshot_storage or max(session.snapshot_storage // slots, 1),
         session_retention=(Retention(session.session_snapshots or session.snapshots,
                                      session.session_snapshot_max_age or session.snapshot_max_age)
                            if session.session_snapshots or session.session_snapshot_max_age else None),

@@ -17,6 +17,7 @@ from sandstack.plan.contract import (CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME, LA
 from sandstack.plan.ingress import url_env, url_of
 from sandstack.plan.naming import docker_name
 from sandstack.plan.network import PoolNetwork
+from sandstack.plan.secrets import session_secrets_mode
 from sandstack.plan.snapshot import SUPERVISOR_PATH
 from sandstack.plan.workspace import WorkspaceVolume, plan_workspaces
 from sandstack.spec.models import Port, SecretRef
@@ -113,7 +114,8 @@ def session_secrets_tmpfs(template: ResolvedTemplate) -> str:
     """A claim's secret files (sandstack.runtime.secret_files): memory only, a fresh one at each container start,
     the sandbox user's alone where the user is numeric (else sticky and world-writable, each file still 0400)."""
     uid, _, gid = template.user.partition(":")
-    owner = f",mode=0700,uid={uid},gid={gid if gid.isdigit() else uid}" if uid.isdigit() else ",mode=1777"
+    mode = session_secrets_mode(template.user)  # the seeder gives its mount point the same (Docker copies that one)
+    owner = f",mode={mode},uid={uid},gid={gid if gid.isdigit() else uid}" if uid.isdigit() else f",mode={mode}"
     return f"rw,nosuid,nodev,noexec,size={SESSION_SECRETS_MIB * MIB}" + owner
 
 

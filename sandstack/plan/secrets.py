@@ -44,6 +44,12 @@ def owner_of(user: str) -> str:
     return f"{uid}:{gid or uid}"
 
 
+def session_secrets_mode(user: str) -> str:
+    """The mode of the session secrets' directory (the tmpfs of sandstack.plan.sandbox `session_secrets_tmpfs`): the
+    sandbox user's alone where the user is numeric (the tmpfs is made its), else sticky and world-writable."""
+    return "0700" if user.partition(":")[0].isdigit() else "1777"
+
+
 def plan_secrets(stack: str, pool: str, template: ResolvedTemplate) -> SecretsPlan | None:
     if not template.secrets:
         return None
@@ -52,8 +58,11 @@ def plan_secrets(stack: str, pool: str, template: ResolvedTemplate) -> SecretsPl
     # The session secrets' tmpfs is mounted inside the read-only volume: its mount point must be in it already,
     # and a re-seed keeps it (removing a directory that is a mount point elsewhere detaches that mount in the
     # running sandboxes).
+    # Docker's runtime gives the tmpfs the mode of its mount point, whatever its own `mode=` says (measured on 20.10:
+    # the sandbox's /run/secrets/session was 0755 under mode=0700): the mount point has the tmpfs's mode.
     session = f"{SEED_DIR}/{SESSION_SECRETS_DIR.removeprefix(SECRETS_DIR + '/')}"
-    script = ["set -e", f"find {SEED_DIR} -mindepth 1 ! -path {session} -delete", f"mkdir -p -m 0755 {session}"]
+    script = ["set -e", f"find {SEED_DIR} -mindepth 1 ! -path {session} -delete",
+              f"mkdir -p {session} && chmod {session_secrets_mode(template.user)} {session}"]
     uploads = []
     for i, s in enumerate(template.secrets):
         relative = s.path.removeprefix(SECRETS_DIR + "/")

@@ -151,8 +151,10 @@ def list_pools(request: Request) -> Any:
         answer.append({"pool": pool, "host": runtime.host,
                        "sandboxes": dict(Counter(row.status for row in runtime.store.sandboxes(pool))),
                        "snapshots": len(snapshots), "snapshot_bytes": sum(snap.size for snap in snapshots),
-                       "snapshot_storage": spec.snapshot_storage_bytes, "download_limit": spec.download_limit_bytes,
-                       "upload_limit": spec.upload_limit_bytes})
+                       "hibernated_bytes": runtime.workspace.storage.copies(pool),
+                       "snapshot_storage": spec.snapshot_storage_bytes,
+                       "session_snapshot_storage": spec.session_snapshot_storage_bytes,
+                       "download_limit": spec.download_limit_bytes, "upload_limit": spec.upload_limit_bytes})
     return answer
 
 

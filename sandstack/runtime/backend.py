@@ -105,6 +105,16 @@ class SandboxBackend(ABC):
         all of it to `stdout`), stdin stays open when `stdin` (ExecHandle, below)."""
         raise BackendError(f"{type(self).__name__} cannot start a process that outlives the call")
 
+    def last_exit(self, name: str, since: str | None) -> int | None:
+        """The exit status of the container's last run that ended since `since` (a StartedAt), when Docker still
+        tells it: a container its restart policy started again reads exit code 0 while it runs."""
+        return None
+
+    def tmpfs_sizes(self, name: str) -> dict[str, int]:
+        """Each tmpfs path of the container and its size in bytes, as the container was made (a path without a
+        size, or one this backend cannot tell, is left out)."""
+        return {}
+
     @abstractmethod
     def cpu_usage_ns(self, name: str) -> int | None:
         """Total CPU time the container's processes used, in nanoseconds (None when it is not running)."""
@@ -161,7 +171,7 @@ class WorkspaceReset:
 # A process started in a sandbox that runs on after the call that started it (`spawn`): its output is copied to
 # sinks as it is written by a thread of the handle's own, its stdin stays open for writes, a terminal's size can be
 # set. Blocking exec, background processes and terminals all run through it (sandstack.runtime.processes).
-STDIN_TIMEOUT = 30  # seconds a write to stdin may wait for the process to read
+STDIN_TIMEOUT = 30  # seconds a terminal's keystrokes may wait for its process to read them
 
 
 class StdinClosed(BackendError):
@@ -169,7 +179,7 @@ class StdinClosed(BackendError):
 
 
 class StdinBlocked(BackendError):
-    """The process did not read its stdin within STDIN_TIMEOUT."""
+    """The process did not read its stdin within STDIN_TIMEOUT (a terminal's keystrokes)."""
 
 
 class ExecHandle(ABC):
@@ -182,8 +192,9 @@ class ExecHandle(ABC):
         self.exit_code: int | None = None  # None while running, or when Docker could not tell (container gone)
 
     @abstractmethod
-    def write(self, data: bytes) -> None:
-        """Bytes to the process's stdin; raises StdinClosed or StdinBlocked."""
+    def write(self, data: bytes, timeout: float = STDIN_TIMEOUT) -> int:
+        """Bytes to the process's stdin: what it takes within `timeout` seconds (0: what it takes now, without
+        waiting), the count; raises StdinClosed."""
 
     @abstractmethod
     def close_stdin(self) -> None:

@@ -13,6 +13,7 @@ import struct
 import threading
 import time
 from contextlib import contextmanager
+from datetime import datetime
 from typing import BinaryIO, Iterator
 
 import docker
@@ -114,6 +115,22 @@ class DockerBackend(SandboxBackend):
         except SandboxGone:
             return ContainerState("missing")
         return ContainerState(info["Status"], info.get("ExitCode"), info.get("StartedAt"))
+
+    def last_exit(self, name: str, since: str | None) -> int | None:
+        # Docker's past events (the live stream is not needed): its `die` events since then, with their exit codes.
+        start = docker_time(since) if since else time.time() - 3600
+        with _docker_errors(name):
+            events = self.api.events(since=start, until=time.time(), decode=True,
+                                     filters={"container": name, "event": "die"})
+            codes = [((event.get("Actor") or {}).get("Attributes") or {}).get("exitCode") for event in events]
+        codes = [int(code) for code in codes if isinstance(code, str) and code.isdigit()]
+        return codes[-1] if codes else None
+
+    def tmpfs_sizes(self, name: str) -> dict[str, int]:
+        with _docker_errors(name):
+            tmpfs = (self.api.inspect_container(name).get("HostConfig") or {}).get("Tmpfs") or {}
+        sizes = {path: tmpfs_size(options) for path, options in tmpfs.items()}
+        return {path: size for path, size in sizes.items() if size is not None}
 
     def exec(self, name: str, argv: list[str], *, workdir: str, env: dict[str, str] | None = None,
              stdin: BinaryIO | None = None, stdout: Sink, stderr: Sink,
@@ -275,3 +292,24 @@ def _send(sock: socket.socket, stdin: BinaryIO) -> None:
         sock.shutdown(socket.SHUT_WR)
     except (BrokenPipeError, ConnectionResetError):
         pass  # the process exited without reading all of it (a refused path): its status says why
+
+
+UNITS = {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4}
+
+
+def tmpfs_size(options: str) -> int | None:
+    """The `size=` of a tmpfs's mount options (`rw,size=16m`, `size=16777216`), in bytes; None when it has none or
+    gives it as a share of memory (`size=50%`)."""
+    for option in options.split(","):
+        key, _, value = option.strip().partition("=")
+        if key == "size":
+            number, unit = value.rstrip("kKmMgGtT"), value[len(value.rstrip("kKmMgGtT")):].lower()
+            if number.isdigit() and unit in UNITS:
+                return int(number) * UNITS[unit]
+            return None
+    return None
+
+
+def docker_time(rfc3339: str) -> float:
+    """Seconds since the epoch of a Docker timestamp (`2026-11-27T02:40:01.123456789Z`; nanoseconds cut)."""
+    return datetime.fromisoformat(rfc3339[:26].rstrip("Z") + "+00:00").timestamp()

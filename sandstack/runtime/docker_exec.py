@@ -4,7 +4,8 @@ terminal), `exec_start` on the hijacked socket, `exec_resize`, `exec_inspect` fo
 
 A thread reads the socket and writes each frame to its sink as it comes (the Engine multiplexes stdout and stderr
 with an 8-byte header; a TTY's stream is raw), so a follower sees a line as soon as the command writes it. Writes
-to stdin go to the same socket, never blocking past STDIN_TIMEOUT on a process that does not read.
+to stdin go to the same socket, never waiting past their timeout on a process that does not read (a process's
+stdin route does not wait at all: sandstack.runtime.processes holds the rest).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from sandstack.runtime.backend import (
     SandboxGone,
     SandboxNotRunning,
     Sink,
-    StdinBlocked,
     StdinClosed,
 )
 from sandstack.runtime.frames import copy_frames as _copy_frames
@@ -98,24 +98,25 @@ class DockerHandle(ExecHandle):
         self.ended = time.monotonic()
         self._done.set()
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes, timeout: float = STDIN_TIMEOUT) -> int:
         with self._send:
             if not self._stdin_open or self._done.is_set():
                 raise StdinClosed("stdin is closed")
-            view = memoryview(data)
-            deadline = time.monotonic() + STDIN_TIMEOUT
-            while view:
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([], [self.sock], [], left)[1]:
-                    raise StdinBlocked(f"the process did not read its stdin within {STDIN_TIMEOUT}s")
+            view, sent = memoryview(data), 0
+            deadline = time.monotonic() + timeout
+            while sent < len(data):
                 try:
-                    sent = self.sock.send(view, socket.MSG_DONTWAIT)
-                except BlockingIOError:
+                    sent += self.sock.send(view[sent:], socket.MSG_DONTWAIT)
                     continue
+                except BlockingIOError:
+                    pass
                 except OSError as error:
                     self._stdin_open = False
                     raise StdinClosed(f"stdin is closed ({error.strerror or error})") from error
-                view = view[sent:]
+                left = deadline - time.monotonic()
+                if left <= 0 or not writable(self.sock.fileno(), left):
+                    break  # what it took within the time: the caller says what happens to the rest
+            return sent
 
     def close_stdin(self) -> None:
         with self._send:
@@ -140,6 +141,14 @@ class DockerHandle(ExecHandle):
         shut(self.sock)
         self._reader.join(timeout=5)
         self._done.set()
+
+
+def writable(fd: int, timeout: float) -> bool:
+    """Whether `fd` takes a write within `timeout` seconds. poll, not select: select() refuses a descriptor past
+    1023, which a runtime with many connections and execs open reaches (the fake backend's tests met it)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return bool(poller.poll(max(timeout, 0) * 1000))
 
 
 def shut(sock: socket.socket) -> None:

@@ -16,6 +16,7 @@ hibernated session survives a restart of the runtime.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tarfile
 import time
@@ -23,11 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from sandstack.runtime import scripts, secret_files
-from sandstack.runtime.backend import BackendError
+from sandstack.runtime.backend import BackendError, DaemonUnavailable
 from sandstack.runtime.errors import ApiError, conflict
 from sandstack.runtime.readiness import STARTING, wait_ready
+from sandstack.runtime.storage import Room
 from sandstack.runtime.store import SandboxRow
-from sandstack.runtime.tarcheck import Checked, write_tar
+from sandstack.runtime.tarcheck import Checked, Forged, PastBound, TooDeep, write_tar
+
+log = logging.getLogger("sandstack.runtime")
 
 HIBERNATE_DIR = "hibernated"  # under the state dir: <sandbox>/<index of the writable path>.tar
 READY_POLL = 0.05
@@ -46,40 +50,90 @@ class Hibernation:
         runtime = self.runtime
         row = runtime.sandbox(name)
         if row.status == "hibernated":
-            return row
+            return self._hibernated(row, by)
         if row.status == "paused":
             runtime.resume(name)
         elif row.status != "bound":
             raise conflict(f"sandbox {name!r} is {row.status}; only a bound sandbox can hibernate", sandbox=name,
                            status=row.status)
         with runtime.leases.pause(name), runtime.transition(name):  # 409 while an exec or a transfer runs
+            row = runtime.sandbox(name)  # as it is now: the monitor's idle hibernation may have come first
+            if row.status == "hibernated":
+                return self._hibernated(row, by)
+            if row.status != "bound":
+                raise conflict(f"sandbox {name!r} is {row.status}; only a bound sandbox can hibernate", sandbox=name,
+                               status=row.status)
             spec = runtime.pool(row.pool)
             target = self._saved(name)
             shutil.rmtree(target, ignore_errors=True)
-            target.mkdir()
-            try:
-                for index, writable in enumerate(spec.writable):
-                    if writable.kind != "tmpfs":
-                        continue  # a disk workspace keeps its files on its volume
-                    with open(target / f"{index}.tar", "wb") as out:
-                        runtime.workspace._relay(name, writable.path, spec.download_limit_bytes,
-                                                 lambda entries: write_tar(entries, out), "hibernating",
-                                                 skip=writable.keep)
-            except OSError as error:
-                shutil.rmtree(target, ignore_errors=True)
-                raise runtime.workspace.storage_error(error, f"hibernating sandbox {name!r}") from error
-            except BaseException:
-                shutil.rmtree(target, ignore_errors=True)
-                raise
-            if runtime.ondemand.is_slot(name):
-                # Removed, not only stopped: its disk workspaces stay on their volumes (the stack's), and no
-                # container of it is left to keep a network or a volume of the stack from being deleted.
-                runtime.ondemand.provisioner.remove(name)
-            else:
-                runtime.backend.stop(name)
-            runtime._cpu.pop(name, None)
-            runtime.store.update(name, status="hibernated", paused_by=by)
+            # Counted against the pool's snapshot_storage and the session's share, reserved while it is copied
+            # (sandstack.runtime.storage): it was counted nowhere.
+            with runtime.workspace.storage.room(row.pool, row.session) as room:
+                target.mkdir()
+                try:
+                    self._copy(name, spec, target, room)
+                except OSError as error:
+                    shutil.rmtree(target, ignore_errors=True)
+                    raise runtime.workspace.storage_error(error, f"hibernating sandbox {name!r}") from error
+                except BaseException:
+                    shutil.rmtree(target, ignore_errors=True)
+                    raise
+                self._stop(name)
+                runtime._cpu.pop(name, None)
+                runtime.store.update(name, status="hibernated", paused_by=by, detail=None)
         return runtime.sandbox(name)
+
+    def _copy(self, name: str, spec: Any, target: Path, room: Room) -> None:
+        """The tmpfs paths' files into `target`, within the room and each path's declared size; sparse files stay
+        sparse (a 1,000 MB sparse file in a 16 MiB /tmp was copied at its full length)."""
+        runtime = self.runtime
+        declared = runtime.backend.tmpfs_sizes(name)  # path → its size as the container was made (Docker's)
+        left = room.bound
+        for index, writable in enumerate(spec.writable):
+            if writable.kind != "tmpfs":
+                continue  # a disk workspace keeps its files on its volume
+            size = declared.get(writable.path)
+            stored = target / f"{index}.tar"
+            with open(stored, "wb") as out:
+                try:
+                    runtime.workspace._relay(name, writable.path, left, lambda entries: write_tar(entries, out),
+                                             "hibernating", skip=writable.keep, sparse=True, data_limit=size)
+                except PastBound as error:
+                    if size is not None and error.limit == size < left:
+                        raise conflict(f"hibernating sandbox {name!r}: the files at {writable.path!r} take more than "
+                                       f"the path's declared size of {size} bytes (a sparse file counts at its full "
+                                       "length where the sandbox's tar cannot store holes, as busybox's cannot); it "
+                                       "was not hibernated", sandbox=name, path=writable.path, size=size) from error
+                    raise room.past(f"the copy of sandbox {name!r} for its hibernation", error, sandbox=name) \
+                        from error
+            left -= stored.stat().st_size
+            if left < 0:
+                raise room.past(f"the copy of sandbox {name!r} for its hibernation", PastBound(room.bound),
+                                sandbox=name)
+
+    def _stop(self, name: str) -> None:
+        runtime = self.runtime
+        if runtime.ondemand.is_slot(name):
+            # Removed, not only stopped: its disk workspaces stay on their volumes (the stack's), and no container of
+            # it is left to keep a network or a volume of the stack from being deleted.
+            runtime.ondemand.provisioner.remove(name)
+        else:
+            runtime.backend.stop(name)
+
+    def copy_size(self, name: str) -> int:
+        """Bytes of a sandbox's hibernation copy on the state volume (0: none)."""
+        try:
+            return sum(f.stat().st_size for f in self._saved(name).iterdir())
+        except OSError:
+            return 0
+
+    def _hibernated(self, row: SandboxRow, by: str) -> SandboxRow:
+        """A sandbox hibernated already (by the idle policy, or the runtime's stop): a request of the API's own is
+        answered as its own, `paused_by: api`; the runtime's own hibernations change nothing."""
+        if by == "api" and row.paused_by != "api":
+            self.runtime.store.update_if(row.name, {"status": "hibernated", "session": row.session}, paused_by="api")
+            return self.runtime.sandbox(row.name)
+        return row
 
     def resume(self, name: str) -> SandboxRow:
         runtime = self.runtime
@@ -96,27 +150,65 @@ class Hibernation:
                 runtime.ondemand.recreate(name)  # from its recipe, onto its kept disk workspaces
             else:
                 runtime.backend.start(name)
-            self._wait_ready(name, spec)
-            saved = self._saved(name)
-            for index, writable in enumerate(spec.writable):
-                stored = saved / f"{index}.tar"
-                if writable.kind != "tmpfs" or not stored.exists():
-                    continue
-                with open(stored, "rb") as raw, runtime.workspace.spool() as tar:
-                    with tarfile.open(fileobj=raw, mode="r|") as entries:
-                        write_tar(Checked(entries, stored.stat().st_size), tar)
-                    tar.seek(0)
-                    code, stderr = runtime._run_internal(name, scripts.sh(scripts.RESTORE, *writable.keep),
-                                                         writable.path, stdin=tar)
-                if code != 0:
-                    raise ApiError(502, f"resuming sandbox {name!r}: its files at {writable.path!r} could not be "
-                                        f"written back (exit {code}): {stderr[-300:]}", sandbox=name)
-            files = runtime.credentials.files(name)
-            if files:  # the tmpfs is new with the container: the session's secret files, from memory again
-                secret_files.write(runtime, name, files)
-            runtime.store.update(name, status="bound", paused_by=None, last_activity=time.time())
-            shutil.rmtree(saved, ignore_errors=True)
+            try:
+                self._wait_ready(name, spec)
+                self._write_back(name, spec)
+                files = runtime.credentials.files(name)
+                if files:  # the tmpfs is new with the container: the session's secret files, from memory again
+                    secret_files.write(runtime, name, files)
+            except (ApiError, BackendError) as error:
+                failed = self._failed(name, error)
+                if isinstance(error, DaemonUnavailable):
+                    raise  # 503, as every call while Docker does not answer; the detail says what was done
+                raise failed from error
+            runtime.store.update(name, status="bound", paused_by=None, last_activity=time.time(), detail=None)
+            shutil.rmtree(self._saved(name), ignore_errors=True)
         return runtime.sandbox(name)
+
+    def _write_back(self, name: str, spec: Any) -> None:
+        runtime = self.runtime
+        saved = self._saved(name)
+        for index, writable in enumerate(spec.writable):
+            stored = saved / f"{index}.tar"
+            if writable.kind != "tmpfs" or not stored.exists():
+                continue
+            with open(stored, "rb") as raw, runtime.workspace.spool() as tar:
+                try:
+                    with tarfile.open(fileobj=raw, mode="r|") as entries:
+                        write_tar(Checked(entries, stored.stat().st_size, sparse=True), tar)
+                except (Forged, TooDeep, tarfile.TarError) as error:
+                    raise ApiError(502, f"its copy of {writable.path!r} is not a tar this runtime wrote ({error})",
+                                   sandbox=name) from error
+                tar.seek(0)
+                code, stderr = runtime._run_internal(name, scripts.sh(scripts.RESTORE, *writable.keep),
+                                                     writable.path, stdin=tar)
+            if code != 0:
+                raise ApiError(502, f"its files at {writable.path!r} could not be written back (exit {code}): "
+                                    f"{stderr[-300:]}", sandbox=name)
+
+    def _failed(self, name: str, error: ApiError | BackendError) -> ApiError:
+        """A resume that failed once the container was started: stopped (removed, on demand) again, so the session
+        stays hibernated with its copy, as it was, never running under `hibernated`; the answer says so."""
+        why = error.message if isinstance(error, ApiError) else str(error)
+        stopped = "it was stopped again"
+        try:
+            self._stop(name)
+        except BackendError as stop_error:  # the monitor stops it at its next pass (tend)
+            stopped = f"stopping it failed too ({stop_error}), and the monitor stops it"
+        detail = f"its last resume failed ({why}); {stopped}; it keeps its files: resume again, or release"
+        self.runtime.store.update(name, detail=detail)
+        log.warning("sandbox %s: %s", name, detail)
+        return ApiError(502, f"resuming sandbox {name!r} failed: {why}; {stopped} and it stays hibernated with its "
+                             "files (resume again, or release the session)", sandbox=name, status="hibernated")
+
+    def tend(self, row: SandboxRow) -> None:
+        """The monitor's pass over a hibernated sandbox: a container left running under `hibernated` (a resume that
+        failed, then could not stop it) is stopped again."""
+        if self.runtime.backend.state(row.name).status in ("running", "restarting", "paused"):
+            log.warning("monitor: sandbox %s is hibernated but its container runs: stopping it", row.name)
+            if self.runtime.backend.state(row.name).status == "paused":
+                self.runtime.backend.unpause(row.name)
+            self._stop(row.name)
 
     def _wait_ready(self, name: str, spec: Any) -> None:
         """Running, and healthy where the template has a readiness probe: as a new sandbox is handed out

@@ -48,6 +48,9 @@ class Leases:
             if name in self._uses or name in self.restoring_root:
                 raise conflict(f"sandbox {name!r} is busy: an exec or a file, archive, snapshot or restore is "
                                "running in it; pause it when that has finished", sandbox=name, status="bound")
+            if name in self.pausing:  # one pause or hibernation at a time: the second read the row before the first
+                raise conflict(f"sandbox {name!r} is being paused or hibernated already; try again when that has "
+                               "answered", sandbox=name, status="bound")
             self.pausing.add(name)
         try:
             yield

@@ -27,6 +27,10 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PREFIX = "sandstack_runtime"
 # Seconds: a warm claim takes milliseconds; an on-demand one, a container start; a restore, longer.
 LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+# The pool label of a call naming a pool this host does not declare: any caller (the ingress's wake-only token
+# included) may name any pool, and each new label value is a series kept for the runtime's life. No pool name can
+# be this one (they start with a letter: models.POOL_PATTERN).
+UNDECLARED = "(undeclared)"
 
 
 def error_kind(status: int) -> str:
@@ -94,6 +98,8 @@ class Metrics:
     # What the app records of each call
 
     def call(self, operation: str, status: int, seconds: float, *, pool: str | None, outcome: str | None) -> None:
+        if pool is not None and (self.runtime is None or pool not in self.runtime.config.pools):
+            pool = UNDECLARED  # label values only from the configuration: a bounded set of series
         if operation == "claim" and pool is not None:
             label = "refused" if status >= 400 else "bound" if status == 201 else "existing"
             self.claims.labels(pool, label).inc()
@@ -128,6 +134,9 @@ class _StateCollector:
                                       labels=["pool"])
         snapshot_bytes = GaugeMetricFamily(f"{PREFIX}_snapshot_bytes", "Bytes the pool's snapshots take.",
                                            labels=["pool"])
+        hibernated_bytes = GaugeMetricFamily(f"{PREFIX}_hibernated_bytes", "Bytes the pool's hibernated sessions' "
+                                             "copies take (counted with its snapshots against snapshot_storage).",
+                                             labels=["pool"])
         if runtime is not None:
             counts: dict[tuple[str, str], int] = {}
             for pool in runtime.config.pools:
@@ -141,6 +150,8 @@ class _StateCollector:
                 snaps = runtime.store.snapshots(pool=pool)
                 snapshots.add_metric([pool], len(snaps))
                 snapshot_bytes.add_metric([pool], sum(s.size for s in snaps))
+                hibernated_bytes.add_metric([pool], runtime.workspace.storage.copies(pool))
         yield sandboxes
         yield snapshots
         yield snapshot_bytes
+        yield hibernated_bytes

@@ -197,8 +197,13 @@ class PoolStatus(BaseModel):
     sandboxes: dict[str, int] = Field(description="How many of its sandboxes on this host are in each status.")
     snapshots: int = Field(description="Snapshots of the pool kept on this host.")
     snapshot_bytes: int = Field(description="Bytes they take on the host.")
-    snapshot_storage: int = Field(description="The most they may take (`session.snapshot_storage`); a snapshot "
-                                              "past it is refused with 507.")
+    hibernated_bytes: int = Field(0, description="Bytes its hibernated sessions' copies of their tmpfs paths take on "
+                                                 "the host.")
+    snapshot_storage: int = Field(description="The most its snapshots and hibernation copies may take together "
+                                              "(`session.snapshot_storage`); a snapshot or a hibernation past it is "
+                                              "refused with 507.")
+    session_snapshot_storage: int | None = Field(None, description="The most one session's may take "
+                                                                   "(`session.session_snapshot_storage`).")
     download_limit: int = Field(description="The most one read, archive or snapshot may take (apparent size; "
                                             "`session.download_limit`); past it: 413.")
     upload_limit: int = Field(description="The largest upload (`session.upload_limit`); past it: 413.")

@@ -24,6 +24,8 @@ class Monitor:
             if self.busy(row.name):
                 continue
             try:
+                if row.status == "hibernated":
+                    self.hibernation.tend(row)  # no container runs under it (a failed resume's, stopped again)
                 if self.ondemand.tend(row):  # absent, creating, hibernated; on-demand ones retired
                     continue
                 self._check(row, now)
@@ -71,19 +73,22 @@ class Monitor:
         if row.status == "idle" and (why := self._expired(state)):
             self._judge(row, status="expired", detail=why)
             return
+        ended = self._ended_by_guard(state, row.session)
         if row.status in ("bound", "paused") and state.started_at:
-            if self._started.setdefault(row.name, state.started_at) != state.started_at:
+            if (first := self._started.setdefault(row.name, state.started_at)) != state.started_at:
                 self._started.pop(row.name, None)
+                # Running again: the exit status is Docker's past `die` event's (its state reads 0 now).
+                ended = ended or self._ended_by_guard(state, row.session, self._last_exit(row.name, first))
                 self._judge(row, status="unhealthy", session=None,
-                            detail=f"container restarted while bound to session {row.session!r}: its processes "
-                                   "and writable paths are gone")
+                            detail=ended or f"container restarted while bound to session {row.session!r}: its "
+                                            "processes and writable paths are gone")
                 return
         expected = {"bound": ("running",), "paused": ("paused",), "idle": ("running", "exited", "created")}
         if state.status not in expected[row.status]:
             detail = f"container is {state.status}" + (f" (exit {state.exit_code})" if state.exit_code else "")
             if row.session:
                 detail += f" while bound to session {row.session!r}"
-            self._judge(row, status="unhealthy", session=None, detail=detail)
+            self._judge(row, status="unhealthy", session=None, detail=ended or detail)
             return
         policy = self.pool(row.pool).idle
         if row.status != "bound" or policy is None or self.leases.in_use(row.name):
@@ -111,6 +116,26 @@ class Monitor:
             elif self._judge(row, status="resetting", session=None):
                 # Stopped and cleaned now, not at the next claim: nothing of the session waits on the host.
                 self._reset_quietly(row.name, start=False, detail="stopped after being idle")
+
+    def _last_exit(self, name: str, since: str) -> int | None:
+        try:
+            return self.backend.last_exit(name, since)
+        except BackendError as error:  # the restart is reported all the same, as a restart
+            log.warning("monitor: sandbox %s: its last exit status is not known: %s", name, error)
+            return None
+
+    def _ended_by_guard(self, state, session: str | None, code: int | None = None) -> str | None:
+        """Why a bound sandbox's run ended, when the host guard ended it at a limit: its exit status says so while
+        Docker restarts it (`restarting`, or `exited` after its retries), or `code` (a run started again reads 0).
+        Its restart was reported as a crash's ("container restarted while bound"), an on-demand slot's included."""
+        if code is None and state.status in ("restarting", "exited"):
+            code = state.exit_code
+        limits = {self.config.exit_lifetime: "max lifetime", self.config.exit_idle: "idle timeout"}
+        limit = limits.get(code) if code else None
+        if limit is None or session is None:
+            return None
+        return (f"its {limit} was reached (exit {code}) while bound to session {session!r}: the host guard ended it, "
+                "and the session with it")
 
     def _judge(self, row: SandboxRow, **fields: object) -> bool:
         """The pass's verdict on a row, written only if the row is still as read before Docker was asked: a claim

@@ -32,6 +32,9 @@ class ProcessInfo(BaseModel):
     ended_at: float | None
     duration_ms: int | None
     stdin: bool = Field(description="Its stdin is open for writes.")
+    stdin_pending: int = Field(0, description="Bytes of the last stdin write the process has not taken yet: the "
+                                              "runtime holds them and writes them as it reads; another write "
+                                              "meanwhile is 409.")
     tty: bool
     timeout: int | None
     output_end: int = Field(description="The position after the last character kept: give it as `after` to read "

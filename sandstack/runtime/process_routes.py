@@ -133,7 +133,9 @@ def _event(kind: str, data: dict[str, Any], event_id: int | None = None) -> byte
              openapi_extra={"requestBody": {"required": False, "content": BINARY}})
 async def write_stdin(request: Request, sandbox: str = _sandbox(), process: str = _process(),
                       close: bool = Query(False, description="Close its stdin after these bytes (EOF).")) -> Any:
-    """Bytes to the process's stdin (at most 1 MiB per request); the audit line records the call, never them."""
+    """Bytes to the process's stdin (at most 1 MiB per request), answered at once: what the process does not take
+    now is held and written as it reads (`stdin_pending`), and a write while any is held is 409; the audit line
+    records the call, never the bytes."""
     runtime = await run_in_threadpool(_bound, request, sandbox)
     data = bytearray()
     async for chunk in request.stream():

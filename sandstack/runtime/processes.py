@@ -20,15 +20,17 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from sandstack.runtime import scripts
 from sandstack.runtime.backend import BackendError, SandboxGone, SandboxNotRunning, Sink
 from sandstack.runtime.errors import ApiError, conflict
-from sandstack.runtime.backend import ExecHandle, StdinBlocked, StdinClosed
+from sandstack.runtime.backend import ExecHandle, StdinClosed
 from sandstack.runtime.models import ENV_NAME_PATTERN
 from sandstack.runtime.output import OutputLog
+from sandstack.runtime.stdin import StdinWriter
 
 log = logging.getLogger("sandstack.runtime")
 ENV_NAME = re.compile(ENV_NAME_PATTERN.removeprefix("^").removesuffix("$"))
@@ -36,7 +38,7 @@ INTERPRETERS = {"bash": ["bash", "-c"], "python": ["python3", "-c"]}
 KILL_TIMEOUT = 15  # seconds for the exec that kills a command's processes
 KILL_WAIT = 10  # seconds a kill waits for the stream to end once the processes are dead
 EXIT_KILLED = 137  # 128 + SIGKILL
-MAX_RUNNING = 32  # processes running at once in one sandbox
+MAX_RUNNING = 32  # processes running at once in one sandbox, its open terminals included
 MAX_KEPT = 32  # ended processes (their output) kept per sandbox; older ones are forgotten
 RESTARTED = ("the runtime restarted while it ran: it was ended (an exec's output stream cannot be attached again)")
 
@@ -76,12 +78,16 @@ class Process:
     message: str | None = None
     reason: tuple[str, str] | None = None  # (status, message) a kill or the session's end set before it ended
     done: threading.Event = field(default_factory=threading.Event)
+    counted: bool = False  # not listed, but counted toward MAX_RUNNING until `Processes.release` (a terminal)
+    held: Any = b""  # the rest of a stdin write the process has not taken yet (sandstack.runtime.stdin)
+    close_held: bool = False  # EOF once `held` is written
 
     def info(self) -> dict[str, object]:
         duration = None if self.handle is None else self.handle.duration_ms
         return {"id": self.id, "sandbox": self.sandbox, "session": self.session, "command": self.argv,
                 "status": self.status, "exit_code": self.exit_code, "started_at": self.started_at,
                 "ended_at": self.ended_at, "duration_ms": duration, "stdin": self.stdin_open and self.status == "running",
+                "stdin_pending": len(self.held),
                 "tty": self.tty, "timeout": self.timeout, "output_end": self.log.end,
                 "stdout_bytes": self.log.kept["stdout"], "stderr_bytes": self.log.kept["stderr"],
                 "stdout_dropped": self.log.dropped["stdout"], "stderr_dropped": self.log.dropped["stderr"],
@@ -93,6 +99,8 @@ class Processes:
         self.runtime = runtime
         self._lock = threading.Lock()
         self._procs: dict[str, Process] = {}
+        self._unlisted: Counter[str] = Counter()  # sandbox → its counted processes that are not listed (terminals)
+        self.stdin = StdinWriter()
         self._db = _Db(sqlite3.connect(runtime.state_dir / "processes.sqlite3", check_same_thread=False,
                                        isolation_level=None))
         self._db.executescript(SCHEMA)
@@ -140,23 +148,29 @@ class Processes:
         return declared or cap
 
     def spawn(self, name: str, cmd: Command, *, limit: int, stdin: bool = False, tty: bool = False,
-              timeout: int | None = None, keep: bool = True, sink: Sink | None = None,
+              timeout: int | None = None, keep: bool = True, counted: bool = False, sink: Sink | None = None,
               rolling: bool = False) -> Process:
         """Starts the command in the bound sandbox; `keep`: listed, and followed by a thread until it ends;
-        `sink`: where a terminal's output goes (its bytes as they are, instead of the kept text); `rolling`: its
-        output keeps the last `limit` characters, not the first (sandstack.runtime.output)."""
+        `counted` (not kept): counted toward MAX_RUNNING all the same until `release` (a terminal, which holds a
+        server thread and an exec while it is open); `sink`: where a terminal's output goes (its bytes as they are,
+        instead of the kept text); `rolling`: its output keeps the last `limit` characters, not the first
+        (sandstack.runtime.output)."""
         row = self.runtime.usable(name)
+        counted = counted and not keep
         with self._lock:
             running = [p for p in self._procs.values() if p.sandbox == name and p.status == "running"]
-            if keep and len(running) >= MAX_RUNNING:
-                raise conflict(f"sandbox {name!r} already runs {MAX_RUNNING} processes; wait for or kill one "
-                               "first", sandbox=name)
+            if (keep or counted) and len(running) + self._unlisted[name] >= MAX_RUNNING:
+                raise conflict(f"sandbox {name!r} already runs {MAX_RUNNING} processes (its open terminals "
+                               "included); wait for, kill or close one first", sandbox=name)
+            if counted:  # taken now, under the lock: two terminals opened at once cannot both pass the bound
+                self._unlisted[name] += 1
         marker = uuid.uuid4().hex
         proc = Process(id=f"proc-{uuid.uuid4().hex[:16]}", sandbox=name, session=row.session or "", argv=cmd.argv,
                        marker=marker, started_at=time.time(),
                        # the kernel's boot clock, which the sandbox's process start times count in
                        started_cs=str(int(time.clock_gettime(time.CLOCK_BOOTTIME) * 100)),
-                       log=OutputLog(limit, rolling), tty=tty, timeout=timeout, stdin=stdin, stdin_open=stdin)
+                       log=OutputLog(limit, rolling), tty=tty, timeout=timeout, stdin=stdin, stdin_open=stdin,
+                       counted=counted)
         self.runtime._mark(marker)
         try:
             proc.handle = self.runtime.backend.spawn(
@@ -164,9 +178,11 @@ class Processes:
                 stdout=sink or proc.log.sink("stdout"), stderr=proc.log.sink("stderr"), stdin=stdin, tty=tty)
         except (SandboxNotRunning, SandboxGone) as error:
             self.runtime._unmark(marker)
+            self.release(proc)
             raise self.runtime.died(row, error) from error
         except BaseException:
             self.runtime._unmark(marker)
+            self.release(proc)
             raise
         if keep:
             with self._lock:
@@ -175,6 +191,15 @@ class Processes:
                              (proc.id, name, proc.session, marker, proc.started_at))
             threading.Thread(target=self._follow, args=(proc,), daemon=True, name=f"sandstack-{proc.id}").start()
         return proc
+
+    def release(self, proc: Process) -> None:
+        """A counted process that is not listed (a terminal) has ended: it no longer counts toward MAX_RUNNING."""
+        with self._lock:
+            if proc.counted:
+                proc.counted = False
+                self._unlisted[proc.sandbox] -= 1
+                if self._unlisted[proc.sandbox] <= 0:
+                    del self._unlisted[proc.sandbox]
 
     def _follow(self, proc: Process) -> None:
         """Waits for a background process to end (or its timeout: then it is killed) and records how it ended."""
@@ -290,16 +315,10 @@ class Processes:
         try:
             if not proc.stdin_open or proc.status != "running":
                 raise StdinClosed("closed")
-            if data:
-                proc.handle.write(data)
-            if close:
-                proc.handle.close_stdin()
-                proc.stdin_open = False
+            self.stdin.write(proc, data, close)  # at once: what the process does not take now is held
         except StdinClosed as error:
             proc.stdin_open = False
             raise conflict(f"the stdin of process {process!r} is closed ({proc.status})", process=process) from error
-        except StdinBlocked as error:
-            raise ApiError(504, f"process {process!r} {error}", process=process) from error
         return proc.info()
 
     def kill(self, name: str, process: str) -> dict[str, object]:
@@ -328,7 +347,8 @@ class Processes:
         cursor = self._db.execute(f"SELECT id, sandbox, session, started_at, status, exit_code, ended_at, message "
                                   f"FROM processes WHERE {where} ORDER BY started_at", args)
         return [{"id": r[0], "sandbox": r[1], "session": r[2], "command": None, "status": r[4], "exit_code": r[5],
-                 "started_at": r[3], "ended_at": r[6], "duration_ms": None, "stdin": False, "tty": False,
+                 "started_at": r[3], "ended_at": r[6], "duration_ms": None, "stdin": False, "stdin_pending": 0,
+                 "tty": False,
                  "timeout": None, "output_end": 0, "stdout_bytes": 0, "stderr_bytes": 0, "stdout_dropped": 0,
                  "stderr_dropped": 0, "message": r[7]} for r in cursor.fetchall()]
 

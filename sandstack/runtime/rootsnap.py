@@ -29,7 +29,7 @@ from typing import IO, Any
 from sandstack.runtime import secret_files
 from sandstack.runtime.backend import BackendError
 from sandstack.runtime.errors import ApiError, conflict
-from sandstack.runtime.tarcheck import Bounded, Checked, Forged, PastBound, SinkFailed, relay_tar, write_tar
+from sandstack.runtime.tarcheck import Bounded, Checked, Forged, PastBound, SinkFailed, TooDeep, relay_tar, write_tar
 
 ROOT_PART = "/"  # among a snapshot row's paths: it holds the root's changes too
 ROOT_TAR = "root.tar"
@@ -67,6 +67,9 @@ def read(runtime: Any, name: str, limit: int, out: IO[bytes]) -> None:
     if isinstance(failure, (Forged, tarfile.TarError)):
         raise ApiError(502, f"snapshotting the writable root of sandbox {name!r}: its stream is not a tar of a "
                             f"root's changes ({failure}); nothing of it was kept", sandbox=name)
+    if isinstance(failure, TooDeep):
+        raise conflict(f"snapshotting the writable root of sandbox {name!r}: it holds {failure}; nothing of it was "
+                       "kept", sandbox=name)
     if isinstance(error, SinkFailed) and failure is None:
         raise error.error
     if failure is not None:
@@ -83,7 +86,7 @@ def restore(runtime: Any, name: str, snapshot_id: str, stored: Path | None, *, c
                 try:
                     with tarfile.open(fileobj=raw, mode="r|") as entries:
                         write_tar(RootChecked(entries, stored.stat().st_size), tar)  # type: ignore[arg-type]
-                except (Forged, tarfile.TarError) as error:
+                except (Forged, TooDeep, tarfile.TarError) as error:
                     raise conflict(f"snapshot {snapshot_id!r} cannot be restored: its tar of the root is not a "
                                    f"root's changes ({error})", snapshot=snapshot_id) from error
             tar.seek(0)

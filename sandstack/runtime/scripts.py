@@ -1,7 +1,7 @@
 """The POSIX sh scripts the runtime runs inside a sandbox (with `exec`, as the sandbox's own user) to move
 files, and what their exit statuses mean.
 
-They need only sh, readlink -f, cat, rm, mkdir, dirname, wc, ls, tail, truncate, stat, chmod, mv and tar: busybox and Debian images have
+They need only sh, readlink -f, cat, rm, mkdir, rmdir, dirname, wc, ls, tail, truncate, stat, chmod, mv and tar: busybox and Debian images have
 all of them. Every file script runs with the workspace root as its working directory and takes a path
 relative to it; the API has already refused '..', absolute paths and empty components, and the script
 refuses what symlinks would take out of the root, so the check happens where the files are.
@@ -114,8 +114,20 @@ fi
 [ -d "$real" ] || exit {NOT_DIRECTORY}
 cd -- "$real" || exit {NOT_FOUND}
 parent=$(dirname -- "$missing" && echo .) || exit {NOT_DIRECTORY}
-mkdir -p -- "${{parent%?.}}" || exit {NOT_DIRECTORY}
-store "$missing" "$2"
+parent=${{parent%?.}}
+# A refused write changes nothing: the directories made for it are removed again, the deepest first, each only
+# while empty (a write beside it into the same new directory keeps it).
+undo() {{
+    d=$parent
+    while [ "$d" != . ] && rmdir -- "$d" 2>/dev/null; do
+        case "$d" in */*) d=${{d%/*}} ;; *) break ;; esac
+    done
+}}
+mkdir -p -- "$parent" || {{ undo; exit {NOT_DIRECTORY}; }}
+( store "$missing" "$2" )
+code=$?
+[ "$code" -eq 0 ] || undo
+exit "$code"
 """
 
 
@@ -133,17 +145,22 @@ DELETE = _CHECK + rf"""
 exec rm -rf -- "$1"
 """
 
-# Run in a writable path: its whole content as a tar stream on stdout, but for the paths given (relative, such as
-# a disk workspace's root-owned `lost+found`, which the sandbox's user cannot read: tar failed on it).
+# Run in a writable path: its whole content as a tar stream on stdout, but for the paths given after $1 (relative,
+# such as a disk workspace's root-owned `lost+found`, which the sandbox's user cannot read: tar failed on it).
+# $1 `sparse`: GNU tar stores a sparse file's holes as holes (`--sparse`: a 1,000 MB sparse file in a 16 MiB tmpfs is
+# a few KiB); `plain`, or busybox's tar (it has no such option), stores every byte of it.
 # Its entries, not "." itself: "." is the mount, whose owner and mode a restore as the sandbox user could not set
 # back (GNU tar then fails). busybox's tar has no --null: it archives "." (and never sets its mode back).
 # The `exit` ends the script after the pipeline: an `exec` inside a pipeline replaces only its subshell, so the
 # script went on to a second tar and every archive held the data twice. Nothing here is trusted: the runtime
 # checks the stream it reads (sandstack.runtime.tarcheck).
 TAR_CREATE = r"""
+mode=$1
+shift
 if tar --help 2>&1 | grep -q -- --null; then
     for skip in "$@"; do set -- "$@" "--exclude=$skip"; shift; done
     [ "$#" -eq 0 ] || set -- --anchored "$@"
+    [ "$mode" != sparse ] || set -- --sparse "$@"
     find . -mindepth 1 -maxdepth 1 -printf '%P\0' | tar "$@" --null -T - -cf -
     exit
 fi

@@ -152,7 +152,9 @@ class Runtime(Monitor):
                 container = self.backend.state(row.name).status
             except DaemonUnavailable:
                 container = "unknown"
-        idle = None if row.last_activity is None else round(time.time() - row.last_activity, 1)
+        # Never below 0: the monitor writes the time its pass began, which a test's pass (and a clock stepped back
+        # on the host) may put after now.
+        idle = None if row.last_activity is None else round(max(time.time() - row.last_activity, 0.0), 1)
         return {"sandbox": row.name, "pool": row.pool, "host": self.host, "status": row.status,
                 "session": row.session, "bound_at": row.bound_at, "from_snapshot": row.from_snapshot,
                 "paused_by": row.paused_by, "idle_seconds": idle, "detail": row.detail, "container": container}

@@ -12,19 +12,19 @@ import time
 import uuid
 
 from sandstack.runtime import rootsnap, scripts
-from sandstack.runtime.errors import ApiError, conflict, no_space, too_big
+from sandstack.runtime.errors import ApiError, conflict
 from sandstack.runtime.leases import holding
 from sandstack.runtime.models import SNAPSHOT_PATTERN
 from sandstack.runtime.retention import per_session
 from sandstack.runtime.store import SnapshotRow
-from sandstack.runtime.tarcheck import Checked, Forged, PastBound, write_tar
+from sandstack.runtime.tarcheck import Checked, Forged, PastBound, TooDeep, write_tar
 
 SNAPSHOT_ID = re.compile(SNAPSHOT_PATTERN.removeprefix("^").removesuffix("$"))
 
 
 class Snapshots:
-    """Needs the workspace's `runtime`, `snapshot_dir`, `spool`, `_relay`, `_run`, `_fail`, `storage_error`,
-    `_quota_lock` and `_reserved` (sandstack.runtime.workspace.Workspace sets them)."""
+    """Needs the workspace's `runtime`, `snapshot_dir`, `spool`, `_relay`, `_run`, `_fail`, `storage_error` and
+    `storage` (sandstack.runtime.workspace.Workspace sets them)."""
 
     def snapshot_row(self, snapshot_id: str, pool: str | None = None) -> SnapshotRow:
         row = self.runtime.store.snapshot(snapshot_id) if SNAPSHOT_ID.fullmatch(snapshot_id) else None
@@ -36,65 +36,47 @@ class Snapshots:
                            snapshot=snapshot_id, pool=row.pool)
         return row
 
-    def snapshot_usage(self, pool: str) -> int:
-        """Bytes the pool's snapshots take on this host (what retention and the storage bound count)."""
-        return sum(snap.size for snap in self.runtime.store.snapshots(pool=pool))
-
     @holding  # no pause while it runs
     def snapshot(self, name: str) -> SnapshotRow:
         sandbox = self.runtime.usable(name)
         spec = self.runtime.pool(sandbox.pool)
         if not spec.writable and not spec.writable_root:
             raise conflict(f"pool {sandbox.pool!r} has no writable paths to snapshot", pool=sandbox.pool)
-        total = spec.snapshot_storage_bytes
-        with self._quota_lock:  # concurrent snapshots of a pool reserve their room, never the same room twice
-            used = self.snapshot_usage(sandbox.pool) + self._reserved[sandbox.pool]
-            if used >= total:
-                raise no_space(f"pool {sandbox.pool!r} has used {used} of its snapshot_storage of {total} bytes on "
-                               f"host {self.runtime.host!r}; delete snapshots (DELETE /v1/snapshots/ID) to make room",
-                               pool=sandbox.pool, used=used, limit=total)
-            bound = min(spec.download_limit_bytes, total - used)
-            self._reserved[sandbox.pool] += bound
         snapshot_id = f"snap-{uuid.uuid4().hex}"
         target = self.snapshot_dir / snapshot_id
-        try:
-            target.mkdir()
-            left = bound
-            for index, writable in enumerate(spec.writable):
-                stored = target / f"{index}.tar"
-                with open(stored, "wb") as out:
-                    self._relay(name, writable.path, left, lambda entries: write_tar(entries, out), "snapshotting",
-                                skip=writable.keep)
-                left -= stored.stat().st_size
-                if left < 0:
-                    raise PastBound(bound)
-            if spec.writable_root:  # the root's changes too (sandstack.runtime.rootsnap), within what is left
-                stored = target / rootsnap.ROOT_TAR
-                with open(stored, "wb") as out:
-                    rootsnap.read(self.runtime, name, left, out)
-                if stored.stat().st_size > left:
-                    raise PastBound(bound)
-        except PastBound as error:
-            shutil.rmtree(target, ignore_errors=True)
-            if bound < spec.download_limit_bytes:
-                raise no_space(f"the snapshot of sandbox {name!r} passed the {bound} bytes left of pool "
-                               f"{sandbox.pool!r}'s snapshot_storage of {total} bytes ({used} used on host "
-                               f"{self.runtime.host!r}); it was stopped there and nothing was kept",
-                               pool=sandbox.pool, used=used, limit=total) from error
-            raise too_big(f"the snapshot of sandbox {name!r}", bound, sandbox=name) from error
-        except OSError as error:
-            shutil.rmtree(target, ignore_errors=True)
-            raise self.storage_error(error, f"snapshotting sandbox {name!r}") from error
-        except BaseException:
-            shutil.rmtree(target, ignore_errors=True)
-            raise
-        finally:
-            with self._quota_lock:
-                self._reserved[sandbox.pool] -= bound
-        size = sum(f.stat().st_size for f in target.iterdir())
-        paths = [w.path for w in spec.writable] + ([rootsnap.ROOT_PART] if spec.writable_root else [])
-        row = SnapshotRow(snapshot_id, sandbox.pool, name, sandbox.session, time.time(), size, "\n".join(paths))
-        self.runtime.store.add_snapshot(row)
+        # Within what is left of the pool's snapshot_storage and the session's share (sandstack.runtime.storage).
+        with self.storage.room(sandbox.pool, sandbox.session) as room:
+            bound = left = room.bound
+            try:
+                target.mkdir()
+                for index, writable in enumerate(spec.writable):
+                    stored = target / f"{index}.tar"
+                    with open(stored, "wb") as out:
+                        # Sparse files stay sparse: their holes take no room (tarcheck).
+                        self._relay(name, writable.path, left, lambda entries: write_tar(entries, out),
+                                    "snapshotting", skip=writable.keep, sparse=True)
+                    left -= stored.stat().st_size
+                    if left < 0:
+                        raise PastBound(bound)
+                if spec.writable_root:  # the root's changes too (sandstack.runtime.rootsnap), within what is left
+                    stored = target / rootsnap.ROOT_TAR
+                    with open(stored, "wb") as out:
+                        rootsnap.read(self.runtime, name, left, out)
+                    if stored.stat().st_size > left:
+                        raise PastBound(bound)
+            except PastBound as error:
+                shutil.rmtree(target, ignore_errors=True)
+                raise room.past(f"the snapshot of sandbox {name!r}", error, sandbox=name) from error
+            except OSError as error:
+                shutil.rmtree(target, ignore_errors=True)
+                raise self.storage_error(error, f"snapshotting sandbox {name!r}") from error
+            except BaseException:
+                shutil.rmtree(target, ignore_errors=True)
+                raise
+            size = sum(f.stat().st_size for f in target.iterdir())
+            paths = [w.path for w in spec.writable] + ([rootsnap.ROOT_PART] if spec.writable_root else [])
+            row = SnapshotRow(snapshot_id, sandbox.pool, name, sandbox.session, time.time(), size, "\n".join(paths))
+            self.runtime.store.add_snapshot(row)  # counted from here on: the room is let go after
         self.apply_retention(time.time())
         return row
 
@@ -127,8 +109,8 @@ class Snapshots:
             with open(self.snapshot_dir / snapshot_id / f"{index}.tar", "rb") as stored, self.spool() as tar:
                 try:
                     with tarfile.open(fileobj=stored, mode="r|") as entries:
-                        write_tar(Checked(entries, snap.size), tar)
-                except (Forged, tarfile.TarError) as error:
+                        write_tar(Checked(entries, snap.size, sparse=True), tar)
+                except (Forged, TooDeep, tarfile.TarError) as error:
                     raise conflict(f"snapshot {snapshot_id!r} cannot be restored: its tar of {path!r} is not a "
                                    f"workspace's ({error})", snapshot=snapshot_id) from error
                 tar.seek(0)

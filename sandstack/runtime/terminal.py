@@ -6,10 +6,13 @@ the sandbox's confinement) and killed, with everything it started, when the sock
     Authorization: Bearer <token>
 
 Binary messages are the terminal's bytes: keystrokes in, output out, as they are. Text messages are JSON
-control: in, {"type": "resize", "rows": R, "cols": C}; out, {"type": "exit", "exit_code": N} before the server
-closes. A refusal accepts the socket and closes it at once with 4000 + the HTTP status the same request would
-get (4401 a wrong token, 4404 no such sandbox, 4409 not bound or paused) and the message as the reason (a close
-before the accept would reach the client as a bare 403 on Debian's uvicorn).
+control: in, {"type": "resize", "rows": R, "cols": C} (integers 1-1000); out, {"type": "exit", "exit_code": N}
+before the server closes, and {"type": "error", "error": "..."} for a control message it did not take (a size out of
+bounds or not an integer: the terminal keeps its size). A refusal accepts the socket and closes it at once with
+4000 + the HTTP status the same request would get (4401 a wrong token, 4404 no such sandbox, 4409 not bound, paused
+or at the sandbox's 32 processes, 4422 a query value out of bounds) and the message as the reason (a close before the
+accept would reach the client as a bare 403 on uvicorn, which is why the query is checked here, not by FastAPI).
+A terminal counts toward the sandbox's processes (sandstack.runtime.processes.MAX_RUNNING) while it is open.
 
 Output waits for the client: past OUTPUT_WINDOW bytes not yet sent, the reader stops, and the process blocks on
 its writes, so a slow client costs the runtime no more than that window. The audit log records a terminal's
@@ -28,7 +31,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from sandstack.runtime.tokens import check_sandbox
 from sandstack.runtime.routing import ACTOR_HEADER, ERRORS, _sandbox, require_token
-from sandstack.runtime.backend import BackendError
+from sandstack.runtime.backend import STDIN_TIMEOUT, BackendError, StdinBlocked
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.processes import Command, Process
 
@@ -37,8 +40,9 @@ SHELL = ["sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -i; exec sh -
 TERM = "xterm-256color"
 
 router = APIRouter()
-ROWS = Query(24, ge=1, le=1000, description="The terminal's height.")
-COLS = Query(80, ge=1, le=1000, description="The terminal's width.")
+MAX_SIZE = 1000  # rows or columns of a terminal at most (a TTY's size is an unsigned short; Docker takes any int)
+ROWS = Query(24, ge=1, le=MAX_SIZE, description="The terminal's height.")
+COLS = Query(80, ge=1, le=MAX_SIZE, description="The terminal's width.")
 COMMAND = Query(None, description="argv to run instead of the login shell (bash, else sh), e.g. python3 -i.")
 
 
@@ -82,9 +86,25 @@ class _Window:
             self.cond.notify_all()
 
 
+def _size(name: str, value: Any) -> int:
+    """A terminal's rows or columns from a resize's JSON: an integer 1-MAX_SIZE (not a bool, a float, Infinity)."""
+    if type(value) is not int or not 1 <= value <= MAX_SIZE:  # noqa: E721 - a bool is an int to isinstance
+        shown = value if isinstance(value, float) or type(value) is int else json.dumps(value)[:40]  # noqa: E721
+        raise ApiError(422, f"{name} {shown} is not an integer 1-{MAX_SIZE}", field=name)
+    return value
+
+
+def _query_size(name: str, text: str | None, default: int) -> int:
+    """The same from the handshake's query (its default when absent)."""
+    if text is None:
+        return default
+    if text.isascii() and text.isdigit() and len(text) <= len(str(MAX_SIZE)) and 1 <= int(text) <= MAX_SIZE:
+        return int(text)
+    raise ApiError(422, f"query {name} {text[:40]!r} is not an integer 1-{MAX_SIZE}", field=name)
+
+
 @router.websocket("/v1/sandboxes/{sandbox}/terminal", name="terminal")
-async def terminal(websocket: WebSocket, sandbox: str, rows: int = ROWS, cols: int = COLS,
-                   command: list[str] | None = COMMAND) -> None:
+async def terminal(websocket: WebSocket, sandbox: str) -> None:
     app = websocket.app
     runtime, audit = app.state.runtime, app.state.audit
     given = websocket.headers.get("authorization", "")
@@ -95,6 +115,15 @@ async def terminal(websocket: WebSocket, sandbox: str, rows: int = ROWS, cols: i
         await websocket.accept()
         await websocket.close(code=4401, reason="unauthorized")
         return
+    query = websocket.query_params
+    try:  # here, not in the signature: FastAPI's refusal of a bad value is a close before the accept, a bare 403
+        rows = _query_size("rows", query.get("rows"), 24)
+        cols = _query_size("cols", query.get("cols"), 80)
+    except ApiError as error:
+        await websocket.accept()
+        await websocket.close(code=4000 + error.status, reason=error.message[:120])
+        return
+    command = query.getlist("command") or None
     actor = websocket.headers.get(ACTOR_HEADER, "")[:64]
     peer = websocket.client.host if websocket.client else "-"
     who = f"{actor}@{peer}" if actor else peer
@@ -116,8 +145,14 @@ async def terminal(websocket: WebSocket, sandbox: str, rows: int = ROWS, cols: i
         # The session's run-scoped secrets, as for every command of the session.
         cmd = Command(list(command) if command else SHELL, root,
                       {**runtime.credentials.env(sandbox, row.session), "TERM": TERM})
-        proc = runtime.processes.spawn(sandbox, cmd, limit=1, stdin=True, tty=True, keep=False, sink=window)
-        proc.handle.resize(rows, cols)
+        # Counted among the sandbox's processes while it is open (MAX_RUNNING), though not listed.
+        proc = runtime.processes.spawn(sandbox, cmd, limit=1, stdin=True, tty=True, keep=False, counted=True,
+                                       sink=window)
+        try:
+            proc.handle.resize(rows, cols)
+        except BaseException:
+            _end(runtime, proc)
+            raise
         return proc
 
     try:
@@ -145,9 +180,11 @@ async def terminal(websocket: WebSocket, sandbox: str, rows: int = ROWS, cols: i
             if message["type"] == "websocket.disconnect":
                 break
             if message.get("bytes"):
-                await run_in_threadpool(proc.handle.write, message["bytes"])
+                await run_in_threadpool(_type, proc, message["bytes"])
             elif message.get("text"):
-                await run_in_threadpool(_control, proc, message["text"])
+                refused = await run_in_threadpool(_control, proc, message["text"])
+                if refused:
+                    await websocket.send_text(json.dumps({"type": "error", "error": refused}))
         if ended.done():
             code = proc.handle.exit_code
             await _drain(window, pump)
@@ -162,13 +199,27 @@ async def terminal(websocket: WebSocket, sandbox: str, rows: int = ROWS, cols: i
         record(f"terminal closed (exit {code})" if code is not None else "terminal closed by the client", 200)
 
 
-def _control(proc: Process, text: str) -> None:
+def _type(proc: Process, keys: bytes) -> None:
+    """Keystrokes to the terminal, waiting up to STDIN_TIMEOUT for it to read them (then it is closed)."""
+    if proc.handle.write(keys, STDIN_TIMEOUT) < len(keys):
+        raise StdinBlocked(f"the terminal did not read its input within {STDIN_TIMEOUT}s")
+
+
+def _control(proc: Process, text: str) -> str | None:
+    """Applies a control message; what was wrong with a resize it did not apply (None: applied, or not a control
+    message this runtime knows, which is ignored as a terminal ignores an unknown sequence)."""
     try:
         message: Any = json.loads(text)
-        if message.get("type") == "resize":
-            proc.handle.resize(int(message["rows"]), int(message["cols"]))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        pass  # not a control message this runtime knows: ignored, as a terminal ignores an unknown sequence
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("type") != "resize":
+        return None
+    try:
+        rows, cols = _size("rows", message.get("rows")), _size("cols", message.get("cols"))
+    except ApiError as error:
+        return f"resize: {error.message}; the terminal keeps its size"
+    proc.handle.resize(rows, cols)
+    return None
 
 
 async def _send_output(websocket: WebSocket, window: _Window) -> None:
@@ -199,3 +250,4 @@ def _end(runtime, proc: Process) -> None:
     finally:
         proc.handle.close()
         runtime._unmark(proc.marker)
+        runtime.processes.release(proc)

@@ -9,10 +9,8 @@ import gzip
 import re
 import tarfile
 import tempfile
-import threading
 import time
 import uuid
-from collections import Counter
 from pathlib import Path, PurePosixPath
 from typing import IO, BinaryIO, Callable, Protocol
 
@@ -22,8 +20,10 @@ from sandstack.runtime.backend import BackendError, CappedBuffer, SandboxBackend
 from sandstack.runtime.errors import ApiError, conflict, forbidden, no_space, too_big
 from sandstack.runtime.leases import Leases, holding
 from sandstack.runtime.snapshots import Snapshots
+from sandstack.runtime.storage import Storage
 from sandstack.runtime.store import SandboxRow, Store
-from sandstack.runtime.tarcheck import Bounded, Checked, Forged, PastBound, SinkFailed, relay_tar, write_tar, write_zip
+from sandstack.runtime.tarcheck import (MAX_DEPTH, MAX_NAME, Bounded, Checked, DeadlinePassed, Forged, PastBound,
+                                        SinkFailed, TooDeep, relay_tar, shorten, write_tar, write_zip)
 
 
 class Runtime(Protocol):
@@ -50,6 +50,9 @@ class Runtime(Protocol):
 
 SPOOL = 8 * 1024 * 1024  # bytes kept in memory before a transfer spills to a file under the state dir
 KILL_TIMEOUT = 15  # seconds for the exec that ends a transfer cut off at its bound
+# Seconds an archive, a snapshot or a hibernation's copy may take: the deadline of the exec that reads the tree and
+# of the check of what it sends (the request's thread waits on both).
+TRANSFER_TIMEOUT = 300
 ARCHIVE_FORMATS = {"tar.gz": "application/gzip", "zip": "application/zip"}
 
 
@@ -63,7 +66,15 @@ def clean_path(path: str) -> str:
     parts = [part for part in path.split("/") if part not in ("", ".")]
     if ".." in parts:
         raise forbidden(path, "contains '..'")
-    return "/".join(parts)
+    clean = "/".join(parts)
+    # The bounds of every copied tree (tarcheck): a 3,000-level path made its directories, failed its write (409),
+    # and left a tree no archive or snapshot could copy.
+    size = len(clean.encode(errors="surrogateescape"))
+    if len(parts) > MAX_DEPTH or size > MAX_NAME:
+        raise ApiError(422, f"path {shorten(path)!r} has {len(parts)} levels and {size} bytes; a path may have at most "
+                            f"{MAX_DEPTH} levels and {MAX_NAME} bytes", path=shorten(path), levels=len(parts),
+                       size=size)
+    return clean
 
 
 def _skipped(writable: tuple[WritablePath, ...], root: str) -> list[str]:
@@ -138,18 +149,19 @@ class Workspace(Snapshots):
         self.snapshot_dir.mkdir(parents=True, exist_ok=True)
         self.spool_dir = runtime.state_dir / "spool"
         self.spool_dir.mkdir(parents=True, exist_ok=True)
-        self._quota_lock = threading.Lock()
-        self._reserved: Counter[str] = Counter()  # pool → bytes that snapshots under way may still take
+        self.storage = Storage(runtime)  # the pools' snapshot_storage: snapshots and hibernation copies
 
     def spool(self) -> tempfile.SpooledTemporaryFile:
         return tempfile.SpooledTemporaryFile(max_size=SPOOL, dir=self.spool_dir)
 
     def _run(self, name: str, argv: list[str], workdir: str, *, stdin: BinaryIO | None = None,
-             stdout: IO[bytes] | CappedBuffer | Bounded | None = None) -> tuple[int | None, str]:
+             stdout: IO[bytes] | CappedBuffer | Bounded | None = None,
+             timeout: float = TRANSFER_TIMEOUT) -> tuple[int | None, str]:
         row = self.runtime.sandbox(name)
         marker = f"internal-{uuid.uuid4().hex}"
         try:
-            return self.runtime._run_internal(name, argv, workdir, stdin=stdin, stdout=stdout, marker=marker)
+            return self.runtime._run_internal(name, argv, workdir, stdin=stdin, stdout=stdout, marker=marker,
+                                              timeout=timeout)
         except (SandboxNotRunning, SandboxGone) as error:
             raise self.runtime.died(row, error) from error
         except (PastBound, SinkFailed):
@@ -173,18 +185,32 @@ class Workspace(Snapshots):
         return error
 
     def _relay(self, name: str, workdir: str, limit: int, emit: Callable[[Checked], None], doing: str, *,
-               skip: tuple[str, ...] | list[str] = ()) -> None:
+               skip: tuple[str, ...] | list[str] = (), sparse: bool = False, data_limit: int | None = None) -> None:
         """Runs the tar script in `workdir` and gives `emit` its stream, checked, as it comes (a pipe between
-        the exec and the check: nothing is spooled before it is checked). Raises PastBound past `limit` bytes."""
-        relayed = relay_tar(lambda writer: self._run(name, scripts.sh(scripts.TAR_CREATE, *skip), workdir,
-                                                     stdout=Bounded(writer, limit)),
-                            lambda tar: emit(Checked(tar, limit)), f"sandstack-relay-{name}")
+        the exec and the check: nothing is spooled before it is checked). Raises PastBound past `limit` bytes of
+        the stream, or past `data_limit` bytes of file data (its `limit` says which). `sparse`: a copy that goes
+        back into the sandbox, whose sparse files stay sparse (tarcheck)."""
+        deadline = time.monotonic() + TRANSFER_TIMEOUT
+        argv = scripts.sh(scripts.TAR_CREATE, "sparse" if sparse else "plain", *skip)
+        relayed = relay_tar(lambda writer: self._run(name, argv, workdir, stdout=Bounded(writer, limit),
+                                                     timeout=TRANSFER_TIMEOUT),
+                            lambda tar: emit(Checked(tar, min(limit, data_limit or limit), deadline, sparse=sparse)),
+                            f"sandstack-relay-{name}")
         error, failure = relayed.error, relayed.failure
-        if isinstance(error, PastBound) or isinstance(failure, PastBound):
-            raise PastBound(limit)
+        if isinstance(failure, PastBound):
+            raise PastBound(failure.limit)
+        if isinstance(error, PastBound):
+            raise PastBound(error.limit)
         if isinstance(failure, Forged):
             raise ApiError(502, f"{doing} {workdir!r}: sandbox {name!r} sent a stream that cannot be a tar of its "
                                 f"workspace ({failure}); nothing of it was kept", sandbox=name, path=workdir)
+        if isinstance(failure, TooDeep):
+            raise conflict(f"{doing} {workdir!r}: sandbox {name!r} holds {failure}; nothing of it was kept",
+                           sandbox=name, path=workdir, levels=failure.depth, size=failure.size)
+        late = ApiError(504, f"{doing} {workdir!r} in sandbox {name!r} did not finish within {TRANSFER_TIMEOUT} s; it "
+                             "was stopped there and nothing was kept", sandbox=name, path=workdir)
+        if isinstance(failure, DeadlinePassed):
+            raise late  # the check's deadline (the exec's is the same)
         if isinstance(error, SinkFailed):
             if failure is None:
                 raise self.storage_error(error.error, doing) from error
@@ -193,6 +219,8 @@ class Workspace(Snapshots):
             raise error  # type: ignore[misc]
         else:
             code, stderr = relayed.result
+            if code is None:
+                raise late
             if code != 0:
                 raise self._fail(code, stderr, workdir, name, doing)
         if isinstance(failure, OSError):

@@ -21,7 +21,7 @@ SEED_SCRIPT = (
     "set -e\n"
     # The mount point of the session secrets' tmpfs, inside the read-only volume: kept by a re-seed.
     "find /seed -mindepth 1 ! -path /seed/session -delete\n"
-    "mkdir -p -m 0755 /seed/session\n"
+    "mkdir -p /seed/session && chmod 0700 /seed/session\n"
     'mkdir -p "$(dirname /seed/github-token)" && rm -f /seed/github-token && cp /staging/0 /seed/github-token'
     " && chmod 0400 /seed/github-token && chown 10001:10001 /seed/github-token\n"
     'mkdir -p "$(dirname /seed/ssh/id)" && rm -f /seed/ssh/id && cp /staging/1 /seed/ssh/id'

@@ -88,11 +88,12 @@ def test_sandstack_s_own_sandboxes_pass_and_its_host_containers_are_exempt_by_th
         "$docker:index/container:Container::sandstack-local-guard-container")
     assert sorted(containers) == [
         "sandstack-agent.local-0", "sandstack-agent.local-data-seeder", "sandstack-agent.local-secrets-seeder",
-        "sandstack-local-gateway-container", "sandstack-local-guard-container", "sandstack-local-ingress-container",
-        "sandstack-local-logger-container", "sandstack-local-runtime-container"]
+        "sandstack-local-gateway-container", "sandstack-local-gateway-reload", "sandstack-local-guard-container",
+        "sandstack-local-guard-reload", "sandstack-local-ingress-container", "sandstack-local-logger-container",
+        "sandstack-local-logger-reload", "sandstack-local-runtime-container"]
     # The same guard container outside sandstack's tree is held to every rule.
     assert _violations(containers["sandstack-local-guard-container"][0], "g", config) == [
-        "Container 'g' must not add capabilities outside the allowed set: DAC_OVERRIDE, KILL, NET_ADMIN, NET_RAW. "
+        "Container 'g' must not add capabilities outside the allowed set: DAC_OVERRIDE, KILL, MKNOD, NET_ADMIN, NET_RAW. "
         "Drop the capability, or add it to `policy.capabilities` after review.",
         "Container 'g' must not run as root (user unset). Set `user` to an unprivileged uid:gid such as '10001:10001'.",
         "Container 'g' must use the runsc runtime for untrusted code, not runc. Set `runtime: runsc` (gVisor must be "

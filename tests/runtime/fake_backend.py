@@ -57,6 +57,8 @@ class FakeBackend(SandboxBackend):
         self.stuck: set[Path] = set()  # files a reset cannot remove (as an immutable file on the host)
         self.whiteouts: dict[str, set[str]] = {}  # sandbox → image files its session removed (container paths)
         self.written_roots: list[tuple[str, bytes]] = []  # what write_root was given, in order
+        self.tmpfs_size: dict[str, int] = {}  # container path → its tmpfs's size (Docker's HostConfig.Tmpfs)
+        self.died: dict[str, int] = {}  # sandbox → the exit status of its last `die` (Docker's past events)
         for name in sandboxes:
             for path in writable:
                 self.path(name, path).mkdir(parents=True, exist_ok=True)
@@ -70,6 +72,7 @@ class FakeBackend(SandboxBackend):
     def die(self, name: str, exit_code: int = 137) -> None:
         self._kill(name)
         self.status[name], self.exit_codes[name] = "exited", exit_code
+        self.died[name] = exit_code
 
     def remove(self, name: str) -> None:
         self._kill(name)
@@ -144,6 +147,14 @@ class FakeBackend(SandboxBackend):
 
         return FakeHandle(self, name, argv, workdir=workdir, env=env, stdout=stdout, stderr=stderr, stdin=stdin,
                           tty=tty)
+
+    def last_exit(self, name: str, since: str | None) -> int | None:
+        return self.died.get(name)
+
+    def tmpfs_sizes(self, name: str) -> dict[str, int]:
+        self._check("inspect", name)
+        return {path: self.tmpfs_size[path] for path, kind in self.writable.items()
+                if kind == "tmpfs" and path in self.tmpfs_size}
 
     def cpu_usage_ns(self, name: str) -> int | None:
         return self.cpu[name] if self._check("stats", name) == "running" else None

@@ -17,7 +17,8 @@ import threading
 import time
 
 from sandstack.runtime.backend import SandboxNotRunning
-from sandstack.runtime.backend import STDIN_TIMEOUT, ExecHandle, StdinBlocked, StdinClosed
+from sandstack.runtime.backend import STDIN_TIMEOUT, ExecHandle, StdinClosed
+from sandstack.runtime.docker_exec import writable
 
 
 class FakeHandle(ExecHandle):
@@ -69,21 +70,24 @@ class FakeHandle(ExecHandle):
             self.exit_code = 128 - self.exit_code  # a signal, as Docker reports it
         self._done.set()
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes, timeout: float = STDIN_TIMEOUT) -> int:
         with self._lock:
             if not self._stdin_open and not self.tty or self._done.is_set():
                 raise StdinClosed("stdin is closed")
             fd = self._master if self.tty else self.proc.stdin.fileno()
-            deadline = time.monotonic() + STDIN_TIMEOUT
-            view = memoryview(data)
-            while view:
-                if not select.select([], [fd], [], max(deadline - time.monotonic(), 0))[1]:
-                    raise StdinBlocked(f"the process did not read its stdin within {STDIN_TIMEOUT}s")
+            deadline = time.monotonic() + timeout
+            view, sent = memoryview(data), 0
+            while sent < len(data):
+                if not writable(fd, deadline - time.monotonic()):
+                    break  # what it took within the time, as the Docker handle answers
                 try:
-                    view = view[os.write(fd, view):]
+                    # At most PIPE_BUF when writable: a pipe's write that size never blocks (a terminal's keystrokes
+                    # are smaller still), and the pseudo-terminal's descriptor is shared with its reader's.
+                    sent += os.write(fd, view[sent:sent + select.PIPE_BUF])
                 except OSError as error:
                     self._stdin_open = False
                     raise StdinClosed("stdin is closed") from error
+            return sent
 
     def close_stdin(self) -> None:
         with self._lock:

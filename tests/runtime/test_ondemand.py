@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tests.runtime.ondemand_helpers import SLOTS, WARM, FakeProvisioner, od_config, od_env, recipe
@@ -169,6 +171,57 @@ def test_the_idle_action_hibernate(tmp_path):
     env.runtime.monitor_once(now=row.last_activity + 31)
     assert (env.runtime.store.sandbox(sandbox).status, env.backend.status[sandbox]) == ("hibernated", "exited")
     assert env.api.get(f"/v1/sandboxes/{sandbox}/files/notes.txt").content == b"idle"
+    env.backend.close()
+    env.audit.close()
+
+
+def test_an_explicit_hibernate_of_a_session_the_idle_policy_hibernated_answers_as_the_apis(tmp_path):
+    """The API's hibernate of a sandbox the monitor hibernated a moment before was answered `paused_by: idle`,
+    with `idle_seconds` below zero (the pass's time is after the answer's): it is the API's request now, and no
+    sandbox has been idle for less than no time."""
+    env = od_env(tmp_path, config=od_config(idle=IdlePolicy("hibernate", 30)))
+    sandbox = env.claim("a", pool="od")["sandbox"]
+    row = env.runtime.store.sandbox(sandbox)
+    env.runtime.monitor_once(now=row.last_activity + 31)  # a first CPU sample: activity, written as the pass's time
+    env.runtime.monitor_once(now=row.last_activity + 62)
+    assert env.runtime.store.sandbox(sandbox).paused_by == "idle"
+    answer = env.api.post("/v1/sessions/a/hibernate").json()
+    assert (answer["status"], answer["paused_by"], answer["idle_seconds"]) == ("hibernated", "api", 0.0)
+    assert env.api.get("/v1/sessions/a").json()["paused_by"] == "api"
+    env.backend.close()
+    env.audit.close()
+
+
+def test_a_second_hibernate_while_one_is_under_way_is_409(od):
+    sandbox = od.claim("a", pool="od")["sandbox"]
+    with od.runtime.leases.pause(sandbox):  # a pause or hibernation under way (it read the row as bound)
+        response = od.api.post("/v1/sessions/a/hibernate")
+    assert (response.status_code, response.json()["error"]) == (
+        409, f"sandbox {sandbox!r} is being paused or hibernated already; try again when that has answered")
+    assert od.runtime.store.sandbox(sandbox).status == "bound"
+
+
+@pytest.mark.parametrize("docker_status", ["restarting", "exited", "running"])
+def test_an_on_demand_sandbox_ended_at_its_lifetime_while_bound_is_reported_so_not_as_a_restart(tmp_path,
+                                                                                             docker_status):
+    """The guard ends a sandbox at its max lifetime (exit 124); Docker's restart policy runs it again (its supervisor
+    ends each retry at once). That was reported "container restarted while bound", for an on-demand slot too."""
+    config = dataclasses.replace(od_config(), exit_lifetime=124, exit_idle=123)
+    env = od_env(tmp_path, config=config)
+    env.claim("a", pool="od")
+    sandbox = env.claim("b", pool="od")["sandbox"]
+    env.runtime.monitor_once()  # its run, as the monitor first sees it
+    env.backend.die(sandbox, 124)  # Docker's `die` event says 124
+    env.backend.status[sandbox] = docker_status
+    env.backend.exit_codes[sandbox] = None if docker_status == "running" else 124  # a run started again reads 0
+    env.backend.starts[sandbox] += 1  # a retry by its restart policy: another StartedAt
+    env.runtime.monitor_once()
+    why = "its max lifetime was reached (exit 124) while bound to session 'b': the host guard ended it, and the " \
+          "session with it"
+    assert (env.runtime.store.sandbox(sandbox).status, env.runtime.store.sandbox(sandbox).detail) == ("unhealthy", why)
+    env.runtime.monitor_once()  # retired, as any broken slot: the reason stays
+    row = env.runtime.store.sandbox(sandbox)
+    assert (row.status, row.session, row.detail) == ("absent", None, why)
     env.backend.close()
     env.audit.close()
 

@@ -5,6 +5,7 @@ the cap counted, a restart of the runtime, and the audit lines."""
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import httpx
@@ -121,6 +122,51 @@ def test_stdin_round_trip(env, sandbox):
                                                                   "closed (exited)")
 
 
+def test_a_stdin_write_to_a_process_not_reading_answers_at_once_and_the_rest_is_written_as_it_reads(env, sandbox):
+    """A write to a process that never read held the request 30 s, then answered 504. Now it answers at once: what
+    the pipe takes is written, the rest is held (`stdin_pending`) and written as the process reads; another write
+    meanwhile is 409 and takes nothing, so nothing is lost and the order is kept."""
+    gate = env.backend.path(sandbox, "/workspace") / "go"
+    proc = start(env, sandbox, script="while [ ! -e go ]; do sleep 0.05; done; cat > got.bin", stdin=True)
+    base = f"/v1/sandboxes/{sandbox}/processes/{proc['id']}"
+    data = bytes(range(256)) * 4096  # 1 MiB, the most one write takes; a pipe holds 64 KiB
+    written = env.api.post(f"{base}/stdin", content=data)
+    assert written.status_code == 200, written.text
+    pending = written.json()["stdin_pending"]
+    assert 0 < pending < len(data) and written.json()["stdin"] is True
+    refused = env.api.post(f"{base}/stdin", content=b"later")
+    assert (refused.status_code, refused.json()) == (409, {
+        "error": f"process {proc['id']!r} has not read the last {pending} bytes written to its stdin yet; nothing of "
+                 "these 5 bytes was taken: write again when its `stdin_pending` is 0",
+        "process": proc["id"], "pending": pending})
+    gate.touch()  # it reads now
+    wait_until(lambda: get(env, sandbox, proc["id"])["stdin_pending"] == 0, 60, interval=0.02,
+               what="the held stdin written")
+    assert env.api.post(f"{base}/stdin", content=b"later", params={"close": True}).status_code == 200
+    assert (wait(env, sandbox, proc["id"])["exit_code"]) == 0
+    assert (env.backend.path(sandbox, "/workspace") / "got.bin").read_bytes() == data + b"later"
+    assert env.runtime.processes.stdin.held == 0
+
+
+def test_the_clients_stdin_write_waits_on_its_side_while_the_runtime_holds_an_earlier_one(env, sandbox):
+    from sandstack.client import Client, Conflict
+    from tests.runtime.test_client_async import outputs
+
+    gate = env.backend.path(sandbox, "/workspace") / "go"
+    with serve(env.api.app) as url, Client.from_outputs(outputs(url)) as client:
+        proc = client.sandbox(f"local/{sandbox}").start(
+            script="while [ ! -e go ]; do sleep 0.05; done; cat > got.bin", stdin=True)
+        proc.write_stdin(b"a" * (1 << 20))
+        assert proc.info.stdin_pending > 0
+        with pytest.raises(Conflict, match="has not read the last"):
+            proc.write_stdin(b"b", timeout=0.2)  # still held after its time: the runtime's 409
+        gate.touch()
+        proc.write_stdin(b"b")  # taken once the first one was read
+        proc.close_stdin()
+        assert proc.wait(60).exit_code == 0
+    assert (env.backend.path(sandbox, "/workspace") / "got.bin").read_bytes() == b"a" * (1 << 20) + b"b"
+
+
 def test_stdin_of_a_process_started_without_it_is_409(env, sandbox):
     proc = start(env, sandbox, command=["sleep", "10"])
     response = env.api.post(f"/v1/sandboxes/{sandbox}/processes/{proc['id']}/stdin", content=b"x")
@@ -213,3 +259,35 @@ def test_the_audit_log_records_starts_stdin_and_kills_never_their_bytes(env, san
 def test_a_blocking_exec_is_not_listed(env, sandbox):
     assert env.api.post(f"/v1/sandboxes/{sandbox}/exec", json={"command": ["true"]}).json()["exit_code"] == 0
     assert env.api.get(f"/v1/sandboxes/{sandbox}/processes").json() == []
+
+
+def test_a_stdin_write_takes_a_descriptor_past_1023(env, sandbox):
+    """select() refuses a descriptor past 1023 (ValueError: an unhandled error in a terminal's handler, seen in a full
+    test run): the wait for a writable stdin polls instead, on the Docker backend and the fake alike."""
+    import resource
+    import socket
+
+    from sandstack.runtime.docker_exec import writable
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard < 2048:
+        pytest.skip(f"this machine allows {hard} open files; the test needs a descriptor past 1023")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2048), hard))
+    ours, theirs = socket.socketpair()
+    try:
+        high = 1500
+        os.dup2(ours.fileno(), high)
+        assert writable(high, 0) is True
+        os.close(high)
+        fillers = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]  # the process's stdin pipe lands above
+        try:
+            proc = start(env, sandbox, command=["cat"], stdin=True)
+            written = env.api.post(f"/v1/sandboxes/{sandbox}/processes/{proc['id']}/stdin", content=b"hi\n")
+            assert written.status_code == 200, written.text
+        finally:
+            for fd in fillers:
+                os.close(fd)
+    finally:
+        ours.close()
+        theirs.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

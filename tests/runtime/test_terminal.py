@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from sandstack.client import AsyncClient, Client, NotFound, Unauthorized
+from sandstack.client import AsyncClient, Client, Conflict, InvalidRequest, NotFound, Unauthorized
+from sandstack.runtime.processes import MAX_RUNNING
 from tests.runtime.conftest import TOKEN
 from tests.runtime.served import serve
 from tests.runtime.test_client_async import outputs
@@ -101,3 +102,68 @@ def test_the_async_terminal(env, url):
                 await term.send("stty size\n")
                 return await term.read_until("11 41\r\n")
     assert asyncio.run(session()).endswith(b"11 41\r\n")
+
+
+@pytest.mark.parametrize("rows, shown", [("Infinity", "inf"), ("1000000", "1000000"), ("-1", "-1"),
+                                         ("65536", "65536"), ("0", "0"), ("24.5", "24.5"), ("true", "true"),
+                                         ('"24"', '"24"'), ("null", "null")])
+def test_a_resize_out_of_bounds_is_answered_with_an_error_and_the_terminal_keeps_its_size(env, url, rows, shown):
+    """`rows: Infinity` raised an unhandled error in the handler (int(inf)); 10^6, -1 and 65536 failed in the
+    TTY's ioctl. Each is refused with an error message, and the terminal goes on at its size."""
+    with Client.from_outputs(outputs(url)) as client:
+        sandbox = client.claim("py", "term-6")
+        with sandbox.terminal(rows=24, cols=80, command=["sh", "-i"]) as term:
+            term._ws.send_text('{"type": "resize", "rows": %s, "cols": 80}' % rows)
+            term.send("stty size\n")
+            term.read_until("24 80\r\n")
+            assert term.screen.errors == [
+                f"resize: rows {shown} is not an integer 1-1000; the terminal keeps its size"]
+            term.resize(30, 100)
+            term.send("stty size\n")
+            term.read_until("30 100\r\n")
+
+
+@pytest.mark.parametrize("query, message", [
+    ({"rows": "0"}, "query rows '0' is not an integer 1-1000"),
+    ({"rows": "abc"}, "query rows 'abc' is not an integer 1-1000"),
+    ({"cols": "65536"}, "query cols '65536' is not an integer 1-1000"),
+    ({"cols": "-1"}, "query cols '-1' is not an integer 1-1000"),
+])
+def test_a_bad_query_value_closes_with_4422_and_the_message_not_a_bare_403(env, url, query, message):
+    from httpx_ws import WebSocketDisconnect, connect_ws
+    import httpx
+
+    sandbox = env.claim("term-7")["sandbox"]
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        with pytest.raises(WebSocketDisconnect) as closed:
+            with connect_ws(f"/v1/sandboxes/{sandbox}/terminal", http, params=query) as ws:
+                ws.receive(timeout=10)
+    assert (closed.value.code, closed.value.reason) == (4422, message)
+    with Client.from_outputs(outputs(url)) as client:  # the client raises it as the same request's 422
+        with pytest.raises(InvalidRequest, match="is not an integer 1-1000"):
+            with client.claim("py", "term-7").terminal(rows=0) as term:
+                term.recv(timeout=10)
+
+
+def test_terminals_count_toward_the_sandboxs_processes(env, url):
+    """60 terminals opened on one sandbox held some 187 server threads: a terminal is a process of the sandbox
+    (MAX_RUNNING), counted while it is open, and freed when it closes."""
+    with Client.from_outputs(outputs(url)) as client:
+        sandbox = client.claim("py", "term-8")
+        for _ in range(MAX_RUNNING - 2):
+            sandbox.start(["sleep", "300"])
+        with sandbox.terminal(command=["sh", "-i"]) as first, sandbox.terminal(command=["sh", "-i"]) as second:
+            for term in (first, second):
+                term.send("echo up-$((6 * 7))\n")
+                term.read_until("up-42", timeout=60)  # 30 processes and two shells starting on a busy machine
+            with pytest.raises(Conflict, match=f"already runs {MAX_RUNNING} processes \\(its open terminals "
+                                               "included\\); wait for, kill or close one first"):
+                with sandbox.terminal(command=["sh", "-i"]) as third:
+                    third.recv(timeout=10)
+            with pytest.raises(Conflict, match=f"already runs {MAX_RUNNING} processes"):
+                sandbox.start(["sleep", "300"])
+        # Closed: counted no more once the server's handler has ended them (a bound on waiting for it).
+        deadline = time.monotonic() + 60
+        while env.runtime.processes._unlisted and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sandbox.start(["sleep", "300"]).info.status == "running"

@@ -423,6 +423,14 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
           "sandbox) is above `connections.pool_open` 50 (the whole pool's): the pool's bound refuses first, so a "
           "sandbox never gets more than 50; lower `open` to at most 50, or raise `pool_open`"]),
     ],
+    "snapshot-storage": [
+        ("pools-snapshot-storage-past-the-hosts-disk",
+         change("      disk: 20GiB\n", "      disk: 20GiB\n    runtime:\n      token: {secret: runtimeToken}\n",
+                "    filesystem:\n", "    session: {snapshot_storage: 24GiB}\n    filesystem:\n"),
+         ["stack.yaml:9:13: $.hosts.local.capacity.disk: the runtime on host 'local' may keep 24GiB of snapshots and "
+          "hibernation copies (web: 24GiB: each pool's `session.snapshot_storage`) but its capacity.disk is 20GiB: "
+          "lower `snapshot_storage` or raise the capacity"]),
+    ],
     "runtime-tokens": [
         ("host-secret-and-unknown-pool",
          change("      disk: 20GiB\n", "      disk: 20GiB\n    runtime:\n      token: {secret: runtimeToken}\n"

@@ -289,8 +289,15 @@ class SessionPolicy(StrictModel):
         "size (a sparse file counts at its full length): past it the runtime stops the transfer and answers 413, "
         "keeping nothing. Default 1GiB.", change=RUNTIME, access=NEVER)
     snapshot_storage: Size = field(
-        "8GiB", description="Host disk all of the pool's snapshots may take on each host: a snapshot past it is refused "
-        "(507) until snapshots are deleted. Default 8GiB.", change=RUNTIME, access=NEVER)
+        "8GiB", description="Host disk all of the pool's snapshots and its hibernated sessions' copies may take on each "
+        "host: a snapshot or a hibernation past it is refused (507) until snapshots are deleted. Sparse files take only "
+        "their data. The pools' sum must fit the host's `capacity.disk` (rule `snapshot-storage`). Default 8GiB.",
+        change=RUNTIME, access=NEVER)
+    session_snapshot_storage: Size | None = field(
+        None, description="One session's share of `snapshot_storage` on a host (its snapshots and its hibernation's "
+        "copy): past it the session's snapshot or hibernation is refused (507), so that no session fills the pool's "
+        "storage for the others. Default: `snapshot_storage` divided by the pool's sandboxes on the host (its `max`).",
+        change=RUNTIME, access=NEVER)
     session_snapshots: int | None = field(
         None, description="Snapshots kept per session (the newest): a session's snapshot past it deletes that "
         "session's oldest. Default: no bound but the pool's `snapshots`.", change=RUNTIME, access=NEVER,
