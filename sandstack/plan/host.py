@@ -155,16 +155,17 @@ def plan_ingress(stack: str, spec: Host, placements: list[Placement],
     `wake` (a runtime on the host), a site without upstream wakes its sandbox."""
     if spec.ingress is None:
         return None
-    sites, pools = [], []
+    sites, pools, joins = [], [], []
     for p in placements:
         net = networks[p.pool]
         if not net.url_ports:
             continue
         pools.append((p.pool, net.ingress_ip))
+        joins.append((net.name, net.ingress_ip))
         for i in range(p.slots):  # an on-demand slot's site answers once the runtime made it
             sites += [Site(f"{port}-{p.pool}-{i}.{spec.ingress.domain}", sandbox_name(stack, p.pool, i), port)
                       for port in net.url_ports]
-    return IngressPlan(stack, spec.ingress, tuple(pools), tuple(sites), wake)
+    return IngressPlan(stack, spec.ingress, tuple(pools), tuple(sites), wake, tuple(joins))
 
 
 def plan_logger(stack: str, spec: Host, networks: dict[str, PoolNetwork],

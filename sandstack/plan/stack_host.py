@@ -236,12 +236,12 @@ def plan_host_nodes(out: Tree, stack_key: str, component: str, host: str, spec: 
     return keys
 
 
-def joined_label(networks: tuple[str, ...]) -> dict | None:
+def joined_label(networks: tuple[str, ...]) -> dict:
     """A label on a service its reload container joins to pool networks: always the same text, but depending on
     those networks, so that one of them replaced (delete-first: its name is fixed) renews the service with it, as a
-    network it joined itself would (Pulumi's dependent rule: Docker removes no network a container is on)."""
-    return {"label": LABEL_JOINED, "value": After("pool networks, joined by its reload container", networks)} \
-        if networks else None
+    network it joined itself would (Pulumi's dependent rule: Docker removes no network a container is on). There
+    even with no network yet, so that the first one joined changes no input."""
+    return {"label": LABEL_JOINED, "value": After("pool networks, joined by its reload container", networks)}
 
 
 def wake_token(plan: HostPlan) -> Secret:
@@ -306,15 +306,21 @@ def _ingress(out: Tree, keys: HostKeys, plan: HostPlan, base: str) -> None:
         uploads = [{"file": f"{ingress_plan.TLS_DIR}/{file}", "content": Secret(ref.secret), "permissions": "0400",
                     "owner": "65534", "group": "65534"}
                    for file, ref in (("cert.pem", ing.spec.tls.cert), ("key.pem", ing.spec.tls.key))]
-    _container(out, keys, plan, base, role, parent, container_name=ing.container_name, run=ing.run,
-                    memory_mb=ingress_plan.MEMORY_MB, cpus=ingress_plan.CPUS,
-                    command=["sh", "-c", ingress_plan.ENTRYPOINT], after_guard=True,
-                    user=ingress_plan.USER, init=True, envs=[*ing.env, *([wake_token(plan)] if wake else [])],
-                    networks_advanced=[inputs(name=Ref(net.key, "name"),
-                                              ipv4_address=wake.ingress_address if wake else None)] + [
-                        {"name": Ref(keys.networks[pool], "name"), "ipv4_address": address}
-                        for pool, address in ing.pools],
-                    ports=[{"internal": inside, "external": outside, "ip": ing.bind_ip, "protocol": "tcp"}
-                           for inside, outside in ing.ports],
-                    uploads=uploads, tmpfs=ing.tmpfs, mounts=mounts, dns=ing.dns)
+    # Its own network only: its reload container joins it to each url pool's network, at the address the guard
+    # opens to that pool's url ports, so a url port added or taken off leaves it serving the other sites.
+    pool_networks = tuple(keys.networks[pool] for pool, _ in ing.pools)
+    container = {"mounts": mounts or []}
+    config_volume = _config_volume(out, keys, plan, base, role, parent, container)
+    service = _container(out, keys, plan, base, role, parent, container_name=ing.container_name, run=ing.run,
+                         memory_mb=ingress_plan.MEMORY_MB, cpus=ingress_plan.CPUS,
+                         command=["sh", "-c", ingress_plan.ENTRYPOINT], after_guard=True,
+                         user=ingress_plan.USER, init=True, envs=[*ing.env, *([wake_token(plan)] if wake else [])],
+                         networks_advanced=[inputs(name=Ref(net.key, "name"),
+                                                   ipv4_address=wake.ingress_address if wake else None)],
+                         labels_after=joined_label(pool_networks),
+                         ports=[{"internal": inside, "external": outside, "ip": ing.bind_ip, "protocol": "tcp"}
+                                for inside, outside in ing.ports],
+                         uploads=uploads, tmpfs=ing.tmpfs, mounts=container["mounts"], dns=ing.dns)
+    _reload(out, keys, plan, base, role, parent, ing.config, service, ing.container_name, config_volume,
+            pool_networks)
 

@@ -11,7 +11,7 @@ import re
 from typing import Any, Callable, Mapping
 
 from sandstack.plan import types
-from sandstack.plan.ingress import CADDYFILE_ENV
+from sandstack.plan.ingress import CADDYFILE_ENV, LISTEN_ITEM
 from sandstack.plan.recipe import merge
 from sandstack.plan.runtime_host import ENV_CONFIG_TEXT
 from sandstack.plan.sandbox import EXPOSURE_BIND
@@ -66,16 +66,15 @@ def host_component(urn: str, name: str) -> str | None:
 
 
 def served_url_ports(props: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
-    """What an ingress container serves publicly: each sandbox (its Docker name) and the ports its URLs reach,
-    from the Caddyfile in the container's environment; {} when the ingress listens on the host's loopback only."""
-    if not any(p.get("ip", "0.0.0.0") == EXPOSURE_BIND["public"] for p in props.get("ports") or []):
+    """What an ingress serves publicly: each sandbox (its Docker name) and the ports its URLs reach, from the
+    Caddyfile and the listen address its reload container delivers (the ingress's configuration,
+    sandstack.plan.ingress); {} when the ingress listens on the host's loopback only."""
+    items = dict(str(item).partition("=")[::2] for item in props.get("envs") or [])
+    if not items.get(LISTEN_ITEM, "").startswith(EXPOSURE_BIND["public"] + ":"):
         return {}
     served: dict[str, tuple[int, ...]] = {}
-    for item in props.get("envs") or []:
-        key, _, value = str(item).partition("=")
-        if key == CADDYFILE_ENV:
-            for upstream, port in _SITE.findall(value):
-                served[upstream] = (*served.get(upstream, ()), int(port))
+    for upstream, port in _SITE.findall(items.get(CADDYFILE_ENV, "")):
+        served[upstream] = (*served.get(upstream, ()), int(port))
     return served
 
 

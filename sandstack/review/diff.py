@@ -46,7 +46,9 @@ INFORMATIVE = {"egress", "lifecycle", "secret_files", "replace_on_changes", "pid
 # The connection logger shows what it serves, which is its configuration (its reload container's inputs).
 INFORMATIVE_OF = {"sandbox": INFORMATIVE, "disk workspace": {"path", "sandbox"}, "data volume": {"path"},
                   HOST_ROLES["logger"].part("container").kind: {"logged_pools", "resolvers", "upstream"},
-                  HOST_ROLES["logger"].part("container", config=True).kind: {"logged_pools"}}
+                  HOST_ROLES["logger"].part("container", config=True).kind: {"logged_pools"},
+                  # So does the ingress: its sites and their domain are its Caddyfile.
+                  HOST_ROLES["ingress"].part("container").kind: {"sites", "domain"}}
 COMPONENT_TYPE = PACKAGE
 
 

@@ -137,6 +137,7 @@ SUMMARY: dict[str, Callable[[dict[str, Any]], list[str]]] = {
                                 f"{', '.join(p.get('resolvers') or ()) or 'no pool'}"],
     "runtime": _runtime,
     "ingress": _ingress,
+    "ingress reload": lambda p: [f"configuration {p['configuration']}: {len(p.get('sites') or ())} sites"],
     "guard": _name,
     "guard reload": lambda p: [
         f"configuration {p['configuration']}: {len(p['rules'])} firewall rules on {len(p['bridges'])} bridges, "
@@ -152,7 +153,7 @@ SUMMARY: dict[str, Callable[[dict[str, Any]], list[str]]] = {
         p["image"] + (" (declared)" if p["declared"] else " (built from the package)")],
     # The host roles' volumes and their other networks: their Docker names.
     "guard state": _name, "gateway log": _name, "guard configuration": _name, "gateway configuration": _name,
-    "logger configuration": _name, "connection log": _name, "runtime state": _name, "ingress data": _name,
+    "logger configuration": _name, "ingress configuration": _name, "connection log": _name, "runtime state": _name, "ingress data": _name,
     "egress network": _name,
     "ingress network": _name,
 }

@@ -106,6 +106,7 @@ HOST_PROPS: dict[str, Callable[..., dict[str, Any]]] = {
     "guard configuration": _config_volume("guard"),
     "gateway configuration": _config_volume("gateway"),
     "logger configuration": _config_volume("logger"),
+    "ingress configuration": _config_volume("ingress"),
 }
 
 
@@ -180,6 +181,9 @@ CONTAINER_PROPS: dict[str, Callable[[HostPlan], dict[str, Any]]] = {
                                    "configuration": plan.logger.config.digest},  # type: ignore[union-attr]
     "runtime": _runtime,
     "ingress": _ingress,
+    # Its sites and domain, as its reload container delivers them (the container above shows them: what it serves).
+    "ingress reload": lambda plan: {**_ingress(plan), "name": infra_name(plan.stack, "ingress-reload"),
+                                    "configuration": plan.ingress.config.digest},  # type: ignore[union-attr]
 }
 
 

@@ -118,6 +118,7 @@ def _config(role: str, words: str, interrupts: str = "nothing") -> tuple[Part, P
 
 GUARD_RELOAD = "applies the new rules, pids limits and lifetimes at its next pass; its clocks keep running"
 GATEWAY_RELOAD = "re-reads its squid config (a new pool's network joined first) and keeps its connections"
+INGRESS_RELOAD = "loads its new Caddyfile through its admin API (a url pool's network joined first) and keeps its connections"
 LOGGER_RELOAD = ("restarts only the resolvers whose options changed (or of pools added or taken off) and keeps its "
                  "connection queue and every other resolver running")
 LOGGER_INTERRUPTS = "the name lookups of a pool whose resolver changed, for milliseconds"
@@ -158,8 +159,10 @@ _ROLES = (
          Part("ingress data", "ingress-data", "volume", "ingress",
               holds="the ingress's TLS certificates (issued again)"),
          Part("ingress", "ingress-container", "container", "ingress",
-              interrupts="its {sites} are unreachable while it restarts")),
-        component=f"{PACKAGE}IngressProxy", per_pool=True),
+              interrupts="its {sites} are unreachable while it restarts"),
+         *_config("ingress", INGRESS_RELOAD)),
+        component=f"{PACKAGE}IngressProxy", per_pool=True, config="volume", reload="in place",
+        reload_words=INGRESS_RELOAD),
     HostRoleInfo(
         "runtime", "the runtime service container (its configuration); its state volume keeps sessions and snapshots",
         (Part("runtime state", "runtime-state", "volume", "runtime", holds="the runtime's sessions and snapshots"),

@@ -148,7 +148,7 @@ def test_both_containers_get_the_same_derived_token_and_the_caddyfile_only_names
     for role in ("runtime", "ingress"):
         envs = _node(plan, f"-local-{role}-container").inputs["envs"]
         assert [e for e in envs if isinstance(e, Secret) and e.derive] == [expected], role
-    caddy = next(e for e in _node(plan, "-local-ingress-container").inputs["envs"]
+    caddy = next(e for e in _node(plan, "-local-ingress-reload").inputs["envs"]  # its configuration
                  if isinstance(e, str) and e.startswith("SANDSTACK_CADDYFILE="))
     assert f"{{env.{ENV_WAKE_TOKEN}}}" in caddy and "runtimeToken" not in caddy
 

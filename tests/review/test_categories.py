@@ -159,14 +159,15 @@ def test_identical_hosts_fold_and_a_host_taken_out_loses_its_volumes(stacks, cap
     assert code == 0
     assert "\nhosts sbx-a, sbx-b (the same on each; names of sbx-a):\n" in out, out
     assert out.splitlines()[2:8] == [
-        "Impact: 0 sandboxes restart, 0 created, 28 destroyed, 2 host services renewed, 2 reloaded in place (no "
+        "Impact: 0 sandboxes restart, 0 created, 28 destroyed, 0 host services renewed, 4 reloaded in place (no "
         "interruption), no data lost, nothing less safe. Capacity: -28 sandboxes, -21 CPUs, -68GiB memory, -84GiB "
         "disk reserved; host sbx-a at 30GiB of 128GiB memory.",
         "  pool browser-warm on sbx-a, sbx-b: 2 destroyed — pools.browser-warm.replicas",
         "  pool python-warm on sbx-a, sbx-b: 26 destroyed — pools.python-warm.replicas",
         "  guard reloaded in place on sbx-a, sbx-b: interrupts nothing — it applies the new rules, pids limits and "
         "lifetimes at its next pass; its clocks keep running",
-        "  ingress replaced on sbx-a, sbx-b: its 3 URLs are unreachable while it restarts",
+        "  ingress reloaded in place on sbx-a, sbx-b: interrupts nothing — it loads its new Caddyfile through its "
+        "admin API (a url pool's network joined first) and keeps its connections",
         ""]
     assert ("    - 13 sandboxes of pool python-warm: sandstack-python-warm.sbx-a-3, sandstack-python-warm.sbx-a-4, … "
             "sandstack-python-warm.sbx-a-15 (processes and writable paths lost)\n") in out

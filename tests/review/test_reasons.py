@@ -37,7 +37,7 @@ def test_a_reason_names_the_one_condition_that_held_not_every_branch(tmp_path):
     base, head = pair("port-url")
     reasons = _reasons_of(tmp_path, base, head)
     held = ("templates.agent.ports.0.exposure: host → url [url ports change, the network turns internal or "
-            "routed: replace + ingress + networks + reload guard]")
+            "routed: replace + networks + reload guard + reload ingress]")
     assert reasons["sandstack-gpu-1-guard-reload"][1:] == [held]
     assert held in reasons["sandstack-agent.gpu-1-0"]
     base, head = pair("limits-raised")

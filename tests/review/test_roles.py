@@ -51,7 +51,7 @@ def test_a_review_table_refuses_a_registry_with_a_role_it_lacks(check):
 STALE = {
     resources.check_roles: "sandstack.review.resources.CONTAINER_PROPS has entries for 'connection logger', 'logger "
                            "reload', which no host role (sandstack.spec.roles) has; known: gateway, gateway reload, "
-                           "guard, guard reload, ingress, runtime",
+                           "guard, guard reload, ingress, ingress reload, runtime",
     preview.check_roles: "sandstack.review.preview.SUMMARY has entries for 'connection log', 'connection logger', "
                          "'logger configuration', 'logger reload', which no host role (sandstack.spec.roles) has; "
                          "known: ",
@@ -132,7 +132,7 @@ def test_the_runtimes_restart_says_what_it_ends_and_what_it_keeps():
     # A role takes a new configuration by restarting, or in place from its configuration volume (interrupting nothing).
     assert {r.name: (r.config, r.reload, r.reload_interrupts) for r in HOST_ROLES.values() if r.reload != "restart"} == {
         "guard": ("volume", "in place", "nothing"), "gateway": ("volume", "in place", "nothing"),
-        "logger": ("volume", "in place", "the name lookups of a pool whose resolver changed, for milliseconds")}
+        "ingress": ("volume", "in place", "nothing"), "logger": ("volume", "in place", "the name lookups of a pool whose resolver changed, for milliseconds")}
     assert {r.config for r in HOST_ROLES.values() if r.reload == "restart"} == {"inputs"}
 
 

@@ -36,23 +36,25 @@ GpuType = text(GPU_TYPE_PATTERN, "GPU type", "a lowercase GPU model name such as
 
 
 
+# The ingress's container itself changes (its published port, certificate files, data volume or wake token): it
+# restarts, its sites unreachable meanwhile; everything else about it (its sites, the domain) reloads in place.
+INGRESS_CONTAINER = Effect(host=frozenset({"ingress"}), restarts=frozenset({"ingress"}))
+
+
 class TlsSecretRef(StrictModel):
     """A Pulumi secret holding PEM text for the provider or the ingress: unlike a sandbox's secrets, a change renews
     the host's provider (endpoint TLS) or its ingress (the ingress's certificate)."""
 
     secret: ConfigKey = field(
         description="Pulumi config key holding the PEM text.",
-        change=Effect(host=frozenset({"provider"}), when=((IN_INGRESS_TLS, Effect(host=frozenset({"ingress"}))),)),
+        change=Effect(host=frozenset({"provider"}), when=((IN_INGRESS_TLS, INGRESS_CONTAINER),)),
         access=NEVER)
 
 
-INGRESS = Effect(host=frozenset({"ingress"}))
 # The infra image and the host's containers that run it (the secrets and data seeders run again with it).
 ON_INFRA = frozenset({"infra"} | {name for name, role in HOST_ROLES.items() if role.container})
 # Those of them that take their configuration in place are renewed all the same: their container changes.
 IN_PLACE = frozenset(name for name in ON_INFRA if HOST_ROLES[name].reload == "in place")
-# Every sandbox on a host with an ingress has SANDSTACK_PUBLIC_HOSTNAME in its environment.
-INGRESS_AND_ALL_POOLS = Effect(sandboxes="replace", host=frozenset({"ingress"}), scope="host")
 DomainName = text(r"^(?=.{1,200}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$", "domain",
                   "a lower-case DNS name such as 'sandboxes.example.com'")
 Email = text(r"^[^@\s]{1,64}@[a-z0-9.-]{1,200}$", "email address", "an address such as 'ops@example.com'")
@@ -61,9 +63,9 @@ Email = text(r"^[^@\s]{1,64}@[a-z0-9.-]{1,200}$", "email address", "an address s
 class IngressTls(StrictModel):
     """The ingress's certificate: PEM text from Pulumi secrets, for `*.<domain>` (a wildcard covers every URL)."""
 
-    cert: TlsSecretRef = field(description="Certificate chain (PEM) for the URLs' names.", change=INGRESS,
+    cert: TlsSecretRef = field(description="Certificate chain (PEM) for the URLs' names.", change=INGRESS_CONTAINER,
                                access=NEVER)
-    key: TlsSecretRef = field(description="Its private key (PEM).", change=INGRESS,
+    key: TlsSecretRef = field(description="Its private key (PEM).", change=INGRESS_CONTAINER,
                               access=NEVER)
 
 
@@ -73,27 +75,28 @@ class Ingress(StrictModel):
     no sandbox port is published (docs/design/ingress.md)."""
 
     domain: DomainName = field(
-        description="The URLs' parent domain; its wildcard `*.<domain>` must resolve to this host. Every sandbox on "
-                    "the host gets SANDSTACK_PUBLIC_HOSTNAME=<pool>-<replica>.<domain>, so a change replaces them all.",
-        change=INGRESS_AND_ALL_POOLS,
+        description="The URLs' parent domain; its wildcard `*.<domain>` must resolve to this host. Every sandbox with "
+                    "a url port gets SANDSTACK_PUBLIC_HOSTNAME=<pool>-<replica>.<domain>, so a change replaces those "
+                    "(a sandbox without one has no URL and keeps running).",
+        change=Effect(sandboxes="replace", host=frozenset({"ingress"})),
         access=NEVER)
     port: int = field(443, description="Host port the proxy listens on (HTTPS). Default 443; another port is part "
                       "of every URL, so a change replaces the sandboxes with url ports.",
-                      change=Effect(sandboxes="replace", host=frozenset({"ingress"})),
+                      change=Effect(sandboxes="replace", host=frozenset({"ingress"}), restarts=frozenset({"ingress"})),
                       access=NEVER, ge=1, le=65535)
     exposure: Literal["host", "public"] = field(
         "public", description="'public' (default): the proxy's port on all the host's interfaces; 'host': on its "
-        "loopback only (behind another proxy or a tunnel).", change=INGRESS,
+        "loopback only (behind another proxy or a tunnel).", change=INGRESS_CONTAINER,
         access=loosens("ingress", "to 'public': every url port on the host reachable from every network",
                        "host", "public"))
     tls: IngressTls | None = field(
         None, description="The certificate, from secrets. Without it and without `acme_email`, Caddy's own local CA "
-        "signs the URLs (for development: clients must trust that CA).", change=INGRESS,
+        "signs the URLs (for development: clients must trust that CA).", change=INGRESS_CONTAINER,
         access=NEVER)
     acme_email: Email | None = field(
         None, description="Get certificates from an ACME CA (Caddy's automatic HTTPS) with this contact address; "
         "needs the names to resolve publicly to the host and port 80 reachable for the challenge. Exclusive with "
-        "`tls`.", change=INGRESS,
+        "`tls`.", change=INGRESS_CONTAINER,
         access=NEVER)
 
 
@@ -102,7 +105,12 @@ RUNTIME = Effect(host=frozenset({"runtime"}))
 # its token is what the ingress's wake token derives from (sandstack.plan.ingress `Wake`).
 RUNTIME_PORT = Effect(host=frozenset({"runtime"}),
                       when=((INGRESS_HOST, Effect(host=frozenset({"runtime", "ingress", "guard"}))),))
-RUNTIME_TOKEN = Effect(host=frozenset({"runtime"}), when=((INGRESS_HOST, Effect(host=frozenset({"runtime", "ingress"}))),))
+# The ingress's wake token is in its container's environment: a new runtime token restarts it.
+RUNTIME_TOKEN = Effect(host=frozenset({"runtime"}), when=((INGRESS_HOST, Effect(
+    host=frozenset({"runtime", "ingress"}), restarts=frozenset({"ingress"}))),))
+# A runtime added beside an ingress gives the ingress's network its fixed subnet and the ingress its wake token.
+RUNTIME_ADDED = Effect(host=frozenset({"runtime"}), when=((INGRESS_HOST, Effect(
+    host=frozenset({"runtime", "ingress", "guard"}), restarts=frozenset({"ingress"}))),))
 
 
 class TokenRef(StrictModel):
@@ -251,14 +259,14 @@ class Host(StrictModel):
     )
     ingress: Ingress | None = field(
         None, description="URLs for the sandboxes' `exposure: url` ports, served by a reverse proxy on this host.",
-        change=Effect(sandboxes="replace", host=frozenset({"ingress", "guard"}), scope="host",
-                      when=((RUNTIME_HOST, Effect(sandboxes="replace", host=frozenset({"ingress", "guard", "runtime"}),
-                                                  scope="host")),)),
+        # No sandbox has a url port before its host has an ingress (validation), so none learns anything new.
+        change=Effect(host=frozenset({"ingress", "guard"}),
+                      when=((RUNTIME_HOST, Effect(host=frozenset({"ingress", "guard", "runtime"}))),)),
         access=AS_FIELDS)
     runtime: RuntimeService | None = field(
         None, description="The sandbox runtime service on this host (claims, exec, files, snapshots); beside an "
         "`ingress`, a request to a URL of a hibernated session's sandbox wakes it through the runtime.",
-        change=RUNTIME_PORT,
+        change=RUNTIME_ADDED,
         access=loosens("runtime", "added with `exposure: public`",
                        None, {"exposure": "public", "token": {"secret": "runtimeToken"}}))
     dns_upstream: list[DnsServer] = field(
@@ -295,7 +303,7 @@ class Host(StrictModel):
         # The gateway's own resolver is on its egress network: its container changes with that network.
         change=Effect(sandboxes="replace", host=NETWORK_ROLES, restarts=frozenset({"gateway"}), scope="host",
                       when=((URL_PORTS, Effect(sandboxes="replace", host=NETWORK_ROLES | {"ingress", "runtime"},
-                                               restarts=frozenset({"gateway"}), scope="host")),)),
+                                               restarts=frozenset({"gateway", "ingress"}), scope="host")),)),
         access=NEVER,
     )
     infra_image: ImageRef | None = field(
