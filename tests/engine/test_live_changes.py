@@ -1,0 +1,103 @@
+"""The change drill on the engine (docs/design/live-changes.md): ordinary changes applied to a live stack while its
+sandboxes keep making requests through the gateway every 100 ms. For each change: no request fails, no host
+service and no sandbox is renewed or restarted that the diff does not say is, and the diff's impact equals what
+happened (testbed/drill.py counts it from outside: container ids and start times, each loop's own log).
+
+One stack for the module, changed step by step (each test applies the next change; they run in file order):
+pools `listed` and `other` (allow-list, each its own list), `direct` (unlogged allow-all: a direct route, whose
+connection bounds the guard holds). "The internet" is a test server on the stack's egress network.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from testbed.deploy import engine_spec
+from testbed.drill import Drill
+from testbed.waiting import wait_until
+from tests.engine.net.probes import curl, template
+from tests.engine.net.stack import access_log, deployed
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+ALIASES = ["allowed.test", "other.test", "new.test", "third.test"]
+
+
+def stack_spec(image: str, *, listed=("allowed.test",), third=False, other_replicas=1, rate=100) -> str:
+    templates = {
+        "listed": template(image, {"egress": "allow-list", "allow": list(listed)}),
+        "other": template(image, {"egress": "allow-list", "allow": ["other.test"]}),
+        "direct": template(image, {"egress": "allow-all", "log": False, "connections": {"rate": rate}}),
+    }
+    pools = {"listed": {"template": "listed", "hosts": ["local"]},
+             "other": {"template": "other", "hosts": ["local"], "replicas": other_replicas},
+             "direct": {"template": "direct", "hosts": ["local"]}}
+    if third:
+        templates["third"] = template(image, {"egress": "allow-list", "allow": ["third.test"]})
+        pools["third"] = {"template": "third", "hosts": ["local"]}
+    return engine_spec(image, templates, pools)
+
+
+@pytest.fixture(scope="module")
+def live(docker_client, debian_image, harness_sweep_orphans, tmp_path_factory):
+    with deployed(__file__, "lc", tmp_path_factory.mktemp("live"), stack_spec(debian_image), docker_client,
+                  debian_image, {"listed": 1, "other": 1, "direct": 1}) as net:
+        net.extra["image"] = debian_image
+        net.extra["web"] = net.lab.server("web", net.name("egress"), ["tcp:80"], aliases=ALIASES)
+        drill = Drill(net.deployment, docker_client)
+        drill.traffic("listed", 0, "http://allowed.test/")
+        drill.traffic("other", 0, "http://other.test/")
+        # Both loops answer before the first change (the gateway serves them).
+        wait_until(lambda: all(any(s == 200 for _, s in drill.log(n)) for n in drill.loops), 30,
+                   what="both request loops answered")
+        net.extra["drill"] = drill
+        yield net
+
+
+def _applied(live, **change):
+    """Applies the stack with `change` and checks what the drill saw against the diff."""
+    drill: Drill = live.extra["drill"]
+    outcome = drill.apply(stack_spec(live.extra["image"], **change))
+    assert outcome.requests >= 2, outcome  # the loops ran while the apply did
+    assert outcome.failed == [], outcome.failed
+    assert outcome.renewed == outcome.predicted_renewed, outcome
+    assert outcome.restarted == outcome.predicted_restarted, outcome
+    return outcome
+
+
+def test_an_allow_entry_added_reloads_the_gateway_in_place_and_works_when_the_apply_returns(live):
+    live.proves("Container.envs", "Container.mounts")
+    outcome = _applied(live, listed=("allowed.test", "new.test"))
+    assert outcome.renewed == set() and outcome.restarted == {}
+    assert curl(live.sandbox("listed"), "http://new.test/").status == 200
+
+
+def test_an_allow_entry_removed_is_refused_and_logged_when_the_apply_returns(live):
+    outcome = _applied(live, listed=("allowed.test",))
+    assert outcome.renewed == set() and outcome.restarted == {}
+    since = len(access_log(live))
+    assert curl(live.sandbox("listed"), "http://new.test/").status == 403
+    wait_until(lambda: any("dest=new.test:80 verdict=TCP_DENIED" in line for line in access_log(live)[since:]), 10,
+               what="the refusal in the gateway's log")
+
+
+def test_a_new_pool_reloads_the_host_services_and_interrupts_no_other_pool(live):
+    outcome = _applied(live, third=True)
+    assert outcome.renewed == set() and outcome.restarted == {}
+    live.wait_serving({"third": 1})
+    assert curl(live.sandbox("third"), "http://third.test/").status == 200
+    assert curl(live.sandbox("third"), "http://allowed.test/").status == 403
+
+
+def test_one_more_replica_creates_one_sandbox_and_restarts_nothing(live):
+    outcome = _applied(live, third=True, other_replicas=2)
+    assert outcome.renewed == set() and outcome.restarted == {}
+    live.wait_serving({"other": 2})
+    assert curl(live.sandbox("other", 1), "http://other.test/").status == 200
+
+
+def test_a_connection_bound_changed_reloads_the_guard_only(live):
+    outcome = _applied(live, third=True, other_replicas=2, rate=50)
+    assert outcome.renewed == set() and outcome.restarted == {}
+    actions = {(s["kind"], s["action"]) for s in outcome.diff["impact"]["services"]}
+    assert actions == {("guard", "reload")}, actions
