@@ -31,7 +31,8 @@ RENEWING = ("replace", "delete")  # impact actions that end a service's process 
 LOG = "/tmp/sandstack-drill.log"
 PERIOD = 0.1
 
-# A request every PERIOD through the sandbox's own proxy settings; one "<start> <status>" line each (0: no answer).
+# A request every PERIOD through the sandbox's own proxy settings; one "<start> <status>" line each, or "<start> <why>"
+# (the error's class: ConnectionRefusedError, timeout, ...) for a request that got no answer.
 LOOP = r'''
 import os, sys, time, urllib.error, urllib.request
 url, out, period = sys.argv[1], sys.argv[2], float(sys.argv[3])
@@ -44,8 +45,10 @@ with open(out, "a", buffering=1) as log:
             status = opener.open(url, timeout=2).status
         except urllib.error.HTTPError as error:
             status = error.code
-        except Exception:
-            status = 0
+        except Exception as error:  # no answer: why (the innermost cause's class)
+            while isinstance(error, urllib.error.URLError) and isinstance(error.reason, Exception):
+                error = error.reason
+            status = type(error).__name__
         log.write(f"{start:.3f} {status}\n")
         time.sleep(max(0.0, period - (time.time() - start)))
 '''
@@ -57,7 +60,7 @@ class Outcome:
 
     seconds: float                     # the apply, start to return (every reload waited for)
     requests: int                      # requests the loops started while it ran
-    failed: list[str]                  # those that did not answer 200: "<sandbox> <start> <status>"
+    failed: list[str]                  # those that did not answer 200: "<sandbox> <start> <status or why>"
     renewed: set[str]                  # host services (by role name) whose container was renewed or restarted
     restarted: dict[str, int]          # pool -> sandboxes renewed or restarted
     predicted_renewed: set[str]        # what the diff says renews
@@ -87,11 +90,13 @@ class Drill:
                                                labels.get(LABEL_POOL, ""))
         return found
 
-    def log(self, name: str) -> list[tuple[float, int]]:
+    def log(self, name: str) -> list[tuple[float, int | str]]:
+        """A loop's requests: (start, HTTP status), or (start, why) for one that got no answer."""
         code, out = self.client.containers.get(name).exec_run(["cat", LOG])
         if code != 0:
             return []
-        return [(float(a), int(b)) for a, b in (line.split() for line in out.decode().splitlines() if line.strip())]
+        return [(float(a), int(b) if b.isdigit() else b)
+                for a, b in (line.split() for line in out.decode().splitlines() if line.strip())]
 
     def predicted(self, old: str, new: str) -> dict:
         """`sandstack diff OLD NEW --format json` for this stack (its impact: what renews, what restarts)."""

@@ -59,7 +59,14 @@ def _applied(live, **change):
     drill: Drill = live.extra["drill"]
     outcome = drill.apply(stack_spec(live.extra["image"], **change))
     assert outcome.requests >= 2, outcome  # the loops ran while the apply did
-    assert outcome.failed == [], outcome.failed
+    reloaded = {s["kind"] for s in outcome.diff["impact"]["services"] if s["action"] == "reload"}
+    if "gateway" in reloaded:
+        # Squid's reconfigure closes and reopens its listening ports: a connection attempted in that instant is
+        # refused (docs/design/live-changes.md). That is the only failure a reload may cause: never a wrong answer
+        # (a 403 of an allowed entry, a 502), never a timeout. The benchmark section `live` counts them.
+        assert all(f.endswith(" ConnectionRefusedError") for f in outcome.failed), outcome.failed
+    else:
+        assert outcome.failed == [], outcome.failed
     assert outcome.renewed == outcome.predicted_renewed, outcome
     assert outcome.restarted == outcome.predicted_restarted, outcome
     return outcome
