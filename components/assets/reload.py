@@ -129,6 +129,11 @@ def main(env):
         wait_in_force(root, digest, float(env["SANDSTACK_CONFIG_WAIT"]))
     except Refused as refusal:
         say(str(refusal))
+        # `want` names the set in force again: a service that restarts later starts from what it had, never from a
+        # set it refused (it would start with none).
+        have = read_status(root, "have")
+        if have and have != digest and os.path.isdir(os.path.join(root, "sets", have)):
+            point_want(root, have)
         return 1
     prune(root, digest)
     say(f"configuration {digest} in force")

@@ -108,3 +108,24 @@ def test_a_connection_bound_changed_reloads_the_guard_only(live):
     assert outcome.renewed == set() and outcome.restarted == {}
     actions = {(s["kind"], s["action"]) for s in outcome.diff["impact"]["services"]}
     assert actions == {("guard", "reload")}, actions
+
+
+def test_a_configuration_the_gateway_refuses_fails_the_apply_naming_it_and_the_one_in_force_stays(live,
+                                                                                                 monkeypatch):
+    # No spec renders a squid.conf squid refuses (the plan's own tests parse every mode): one is planted by a
+    # render that adds an access rule naming an acl that does not exist (squid: "Bungled").
+    from sandstack.plan import gateway as gateway_plan
+
+    render = gateway_plan.render
+    monkeypatch.setattr(gateway_plan, "render", lambda *args: render(*args) + "http_access allow sandstack_nowhere\n")
+    with pytest.raises(Exception) as failed:
+        live.deployment.up(stack_spec(live.extra["image"], listed=("allowed.test", "new.test"), third=True,
+                                      other_replicas=2, rate=50))
+    text = str(failed.value)
+    assert "the gateway configuration reload on host 'local' exited with 1" in text, text
+    assert "refused configuration" in text and "sandstack_nowhere" in text, text
+    # The set in force before: the entry the refused set would have added is still refused, the others served.
+    sandbox = live.sandbox("listed")
+    assert curl(sandbox, "http://allowed.test/").status == 200
+    assert curl(sandbox, "http://new.test/").status == 403
+    assert live.gateway.status == "running"
