@@ -118,17 +118,17 @@ class PoolRuntime:
     # The template's root is writable (`read_only_root: false`): a release resets it to the image and a snapshot
     # holds it too (sandstack.runtime.rootfs).
     writable_root: bool = False
-    # The ceiling and the recipe of each slot above the warm `sandboxes` (None: no on demand).
+    # The ceiling and the recipe of each place above the warm `sandboxes` (None: no on demand).
     ondemand: OnDemand | None = None
 
     @property
-    def slots(self) -> tuple[str, ...]:
-        """Every sandbox name of the pool on this host: the warm ones, then the on-demand slots."""
-        return self.sandboxes + (tuple(self.ondemand.slots) if self.ondemand else ())
+    def places(self) -> tuple[str, ...]:
+        """Every sandbox name of the pool on this host: the warm ones, then the on-demand places."""
+        return self.sandboxes + (tuple(self.ondemand.places) if self.ondemand else ())
 
     def __post_init__(self) -> None:
-        if not self.slots or len(set(self.slots)) != len(self.slots):
-            raise ValueError(f"sandboxes: {list(self.slots)!r} must be a non-empty list of distinct names")
+        if not self.places or len(set(self.places)) != len(self.places):
+            raise ValueError(f"sandboxes: {list(self.places)!r} must be a non-empty list of distinct names")
         _abs_path(self.workspace_root, "workspace_root")
         paths = [w.path for w in self.writable]
         if len(set(paths)) != len(paths):
@@ -187,7 +187,7 @@ class RuntimeConfig:
             _positive(getattr(self, name), name)
         owners: dict[str, str] = {}
         for pool, spec in self.pools.items():
-            for sandbox in spec.slots:
+            for sandbox in spec.places:
                 if sandbox in owners:
                     raise ValueError(f"pools.{pool}.sandboxes: {sandbox!r} is also in pool {owners[sandbox]!r}")
                 owners[sandbox] = pool
@@ -200,7 +200,7 @@ class RuntimeConfig:
                 raise ValueError(f"tokens.{scope}.pools: {unknown!r} are not pools of this host")
 
     def pool_of(self, sandbox: str) -> str | None:
-        return next((pool for pool, spec in self.pools.items() if sandbox in spec.slots), None)
+        return next((pool for pool, spec in self.pools.items() if sandbox in spec.places), None)
 
     def to_json(self) -> str:
         """Stable text (sorted keys): a changed config is a changed file, an unchanged one is byte-equal."""

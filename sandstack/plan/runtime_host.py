@@ -66,7 +66,7 @@ def workspace_root(template: ResolvedTemplate) -> str:
 def pool_runtime(stack: str, placement: Placement, ondemand: OnDemand | None = None) -> PoolRuntime:
     t, session = placement.template, placement.template.session
     # Each sandbox's fair part of the pool's storage, unless declared: no session fills it for the others.
-    slots = max(ondemand.ceiling if ondemand else placement.replicas, 1)
+    ceiling = max(ondemand.ceiling if ondemand else placement.replicas, 1)
     return PoolRuntime(
         sandboxes=tuple(sandbox_name(stack, placement.pool, i) for i in range(placement.replicas)),
         workspace_root=workspace_root(t),
@@ -76,7 +76,7 @@ def pool_runtime(stack: str, placement: Placement, ondemand: OnDemand | None = N
         upload_limit_bytes=session.upload_limit,
         download_limit_bytes=session.download_limit,
         snapshot_storage_bytes=session.snapshot_storage,
-        session_snapshot_storage_bytes=session.session_snapshot_storage or max(session.snapshot_storage // slots, 1),
+        session_snapshot_storage_bytes=session.session_snapshot_storage or max(session.snapshot_storage // ceiling, 1),
         session_retention=(Retention(session.session_snapshots or session.snapshots,
                                      session.session_snapshot_max_age or session.snapshot_max_age)
                            if session.session_snapshots or session.session_snapshot_max_age else None),
@@ -159,7 +159,7 @@ def plan_runtime(stack: str, host: str, spec: RuntimeService | None, placements:
     if spec is None:
         return None
     ondemand = ondemand or {}
-    pools = {p.pool: pool_runtime(stack, p, ondemand.get(p.pool)) for p in placements if p.slots > 0}
+    pools = {p.pool: pool_runtime(stack, p, ondemand.get(p.pool)) for p in placements if p.ceiling > 0}
     listen = "0.0.0.0" if spec.exposure == "public" else "127.0.0.1"
     config = RuntimeConfig(host=host, pools=pools, port=spec.port, idle_cpu_ms_per_s=IDLE_CPU_MS_PER_S,
                            exit_lifetime=EXIT_LIFETIME, exit_idle=EXIT_IDLE,

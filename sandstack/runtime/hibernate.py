@@ -5,8 +5,8 @@ A hibernate (`POST /v1/sessions/{session}/hibernate`, or the idle action 'hibern
 writable paths onto the runtime's state volume (checked as a snapshot is: sandstack.runtime.tarcheck) and stops
 the container: its processes end and its memory and CPU are the host's again. Its disk workspaces keep their files
 on their volumes. The sandbox stays the session's ('hibernated'): no other session is given it, and for an
-on-demand slot it still counts toward the pool's ceiling (its disk is still held), and its container is removed
-(made again from the slot's recipe at resume). A resume (`POST .../resume`, any
+on-demand place it still counts toward the pool's ceiling (its disk is still held), and its container is removed
+(made again from the place's recipe at resume). A resume (`POST .../resume`, any
 exec, file, archive or snapshot call on the sandbox, or a request to one of its URLs through the ingress, which
 calls the runtime) starts the container, writes the tmpfs paths back and waits for its readiness probe. Processes
 are not kept: `docker checkpoint` (CRIU) needs the daemon's experimental mode, which this project's engine does not
@@ -113,7 +113,7 @@ class Hibernation:
 
     def _stop(self, name: str) -> None:
         runtime = self.runtime
-        if runtime.ondemand.is_slot(name):
+        if runtime.ondemand.is_place(name):
             # Removed, not only stopped: its disk workspaces stay on their volumes (the stack's), and no container of
             # it is left to keep a network or a volume of the stack from being deleted.
             runtime.ondemand.provisioner.remove(name)
@@ -146,7 +146,7 @@ class Hibernation:
         spec = runtime.pool(row.pool)
         with runtime.transition(name):
             runtime._started.pop(name, None)  # started again by the session's own resume, not a crash's restart
-            if runtime.ondemand.is_slot(name) and runtime.backend.state(name).status == "missing":
+            if runtime.ondemand.is_place(name) and runtime.backend.state(name).status == "missing":
                 runtime.ondemand.recreate(name)  # from its recipe, onto its kept disk workspaces
             else:
                 runtime.backend.start(name)

@@ -118,7 +118,7 @@ class SandboxStatus(BaseModel):
         description="'quarantined': its reset failed (detail says why); the monitor retries it, and it is never "
                     "handed out until a reset succeeds. 'expired': the host guard ended it for good at its max "
                     "lifetime or idle timeout (on_expiry 'stop'); it is not handed out again. 'absent': an "
-                    "on-demand slot with no container; 'creating': a claim is making it; 'hibernated': stopped with "
+                    "on-demand place with no container; 'creating': a claim is making it; 'hibernated': stopped with "
                     "its files kept, resumed by the session's next call.")
     session: str | None
     bound_at: float | None = Field(description="When the session claimed it (Unix time).")

@@ -108,7 +108,7 @@ class Monitor:
                     self.hibernation.hibernate(row.name, by="idle")
                 except ApiError as busy:
                     log.info("sandbox %s not hibernated: %s", row.name, busy.message)
-            elif self.ondemand.is_slot(row.name):  # 'reset' or 'stop' of one above the warm sandboxes: retired
+            elif self.ondemand.is_place(row.name):  # 'reset' or 'stop' of one above the warm sandboxes: retired
                 self.ondemand.retire(row.name, detail=f"retired after being idle ({policy.action})")
             elif policy.action == "reset":
                 if self._judge(row, status="resetting", session=None):
@@ -127,7 +127,7 @@ class Monitor:
     def _ended_by_guard(self, state, session: str | None, code: int | None = None) -> str | None:
         """Why a bound sandbox's run ended, when the host guard ended it at a limit: its exit status says so while
         Docker restarts it (`restarting`, or `exited` after its retries), or `code` (a run started again reads 0).
-        Its restart was reported as a crash's ("container restarted while bound"), an on-demand slot's included."""
+        Its restart was reported as a crash's ("container restarted while bound"), an on-demand place's included."""
         if code is None and state.status in ("restarting", "exited"):
             code = state.exit_code
         limits = {self.config.exit_lifetime: "max lifetime", self.config.exit_idle: "idle timeout"}

@@ -1,13 +1,13 @@
 """Sandboxes created on demand, up to a pool's declared ceiling (docs/design/ondemand.md).
 
-A pool with `max` above `replicas` has a slot per replica above its warm ones; the plan gives the runtime each
-slot's container recipe (sandstack.plan.recipe), the Engine API body of exactly the container its component would
-make for that replica. Every slot is a row of the store from the start: 'absent' while no container exists,
+A pool with `max` above `replicas` has a place per replica above its warm ones; the plan gives the runtime each
+place's container recipe (sandstack.plan.recipe), the Engine API body of exactly the container its component would
+make for that replica. Every place is a row of the store from the start: 'absent' while no container exists,
 'creating' while a claim makes it, then the statuses of any sandbox. When a claim finds no idle warm sandbox it
-takes an absent slot and creates it; a release, an idle 'reset' or 'stop', or a repaired slot left idle retires it
-(its disk workspaces emptied by the same reset as a warm sandbox's, then the container removed: its slot is absent
-again). At start and at each monitor pass until it succeeds, the reconcile matches the store to Docker: slots whose
-container is gone are absent, containers of this stack and host labelled on demand that no slot's current recipe
+takes an absent place and creates it; a release, an idle 'reset' or 'stop', or a repaired place left idle retires it
+(its disk workspaces emptied by the same reset as a warm sandbox's, then the container removed: its place is absent
+again). At start and at each monitor pass until it succeeds, the reconcile matches the store to Docker: places whose
+container is gone are absent, containers of this stack and host labelled on demand that no place's current recipe
 made (a changed or removed pool, a lowered ceiling) are removed unless bound to a session, which keeps them until
 its release.
 """
@@ -98,26 +98,26 @@ def _errors(name: str):
     return _docker_errors(name)
 
 
-class OnDemandSlots:
+class OnDemandPlaces:
     def __init__(self, runtime: Any, provisioner: Provisioner | None):
         self.runtime = runtime
         self.provisioner = provisioner
         self.reconciled = False
 
-    def is_slot(self, name: str) -> bool:
+    def is_place(self, name: str) -> bool:
         row = self.runtime.store.sandbox(name)
         spec = self.runtime.config.pools.get(row.pool) if row else None
-        return bool(spec and spec.ondemand and name in spec.ondemand.slots)
+        return bool(spec and spec.ondemand and name in spec.ondemand.places)
 
     def _recipes(self) -> dict[str, tuple[str, dict[str, Any]]]:
-        """slot → (pool, body) of every on-demand slot of this host."""
+        """place → (pool, body) of every on-demand place of this host."""
         return {name: (pool, spec.ondemand.body(name)) for pool, spec in self.runtime.config.pools.items()
-                if spec.ondemand for name in spec.ondemand.slots}
+                if spec.ondemand for name in spec.ondemand.places}
 
     # Claims
 
     def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> tuple[SandboxRow, bool] | None:
-        """Bind a new sandbox of the pool to the session; None when the pool has no free slot."""
+        """Bind a new sandbox of the pool to the session; None when the pool has no free place."""
         runtime, spec = self.runtime, self.runtime.pool(pool)
         if self.provisioner is None:
             raise ApiError(503, f"no capacity: pool {pool!r} on host {runtime.host!r} may create sandboxes on "
@@ -128,7 +128,7 @@ class OnDemandSlots:
             if existing:  # a concurrent claim of the same session bound one meanwhile
                 return existing, False
             free = [row for row in runtime.store.sandboxes(pool) if row.status == "absent"
-                    and row.name in spec.ondemand.slots]
+                    and row.name in spec.ondemand.places]
             if not free:
                 return None
             name = free[0].name
@@ -150,7 +150,7 @@ class OnDemandSlots:
         return runtime.sandbox(name), True
 
     def recreate(self, name: str) -> None:
-        """A hibernated slot's container, made again from its recipe (its disk workspaces kept their files)."""
+        """A hibernated place's container, made again from its recipe (its disk workspaces kept their files)."""
         spec = self.runtime.pool(self.runtime.sandbox(name).pool)
         self._create(name, spec.ondemand.body(name), spec.ondemand.wait_seconds)
 
@@ -162,7 +162,7 @@ class OnDemandSlots:
         if self.provisioner is None:
             return
         for row in self.runtime.store.sandboxes():
-            if not self.is_slot(row.name) or row.status in ("absent", "hibernated"):
+            if not self.is_place(row.name) or row.status in ("absent", "hibernated"):
                 continue
             try:
                 if row.status in ("bound", "paused"):
@@ -185,7 +185,7 @@ class OnDemandSlots:
         why = "; ".join(f"{row.name} is {row.status}" + (f" ({row.detail})" if row.detail else "") for row in out)
         extra = {"out_of_service": {row.name: row.status for row in out}} if out else {}
         return ApiError(503, f"no capacity: pool {pool!r} on host {self.runtime.host!r} is at its ceiling of "
-                             f"{ceiling} sandboxes ({len(spec.sandboxes)} warm, {len(spec.ondemand.slots)} on "
+                             f"{ceiling} sandboxes ({len(spec.sandboxes)} warm, {len(spec.ondemand.places)} on "
                              "demand), none idle" + (f" ({len(out)} out of service: {why})" if out else ""),
                         pool=pool, host=self.runtime.host, ceiling=ceiling, **extra)
 
@@ -211,7 +211,7 @@ class OnDemandSlots:
     # Retiring
 
     def retire(self, name: str, detail: str | None = None) -> SandboxRow:
-        """Empty its disk workspaces (as a reset does), then remove the container: the slot is absent again. A
+        """Empty its disk workspaces (as a reset does), then remove the container: the place is absent again. A
         failure quarantines it, as a reset's does; the monitor retires it later."""
         runtime = self.runtime
         with runtime.transition(name):
@@ -238,7 +238,7 @@ class OnDemandSlots:
         """The monitor's pass over one row: True when this module dealt with it (the health check skips it)."""
         if not self.reconciled:
             self.reconcile()
-        if not self.is_slot(row.name):
+        if not self.is_place(row.name):
             return row.status in QUIET
         row = self.runtime.store.sandbox(row.name) or row  # as it is now: a claim may have bound it since the list
         if row.status in QUIET:
@@ -261,7 +261,7 @@ class OnDemandSlots:
         present = self.provisioner.listed({**labels, LABEL_ONDEMAND: "true"})
         if not labels:
             # A configuration without them (made by hand, not by the plan) cannot tell its containers from another
-            # stack's on the same daemon: only its own slots' names (they name the stack) are its own.
+            # stack's on the same daemon: only its own places' names (they name the stack) are its own.
             present = {name: digest for name, digest in present.items() if name in recipes}
         for name, digest in present.items():
             row = runtime.store.sandbox(name)

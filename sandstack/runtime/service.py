@@ -5,7 +5,7 @@ A sandbox moves idle → bound (claim) → [paused ↔ bound] → resetting → 
 running while bound is marked unhealthy, and the next monitor pass resets it. A reset that could not make it
 clean leaves it quarantined, and the monitor tries again; one the host guard ended for good at a limit
 (on_expiry 'stop') is expired. Neither is handed out. Every sandbox is one the spec declared and the config lists:
-the warm ones, and the on-demand slots up to a pool's ceiling, which sandstack.runtime.ondemand creates from the
+the warm ones, and the on-demand places up to a pool's ceiling, which sandstack.runtime.ondemand creates from the
 plan's recipe (a reset's throwaway helper containers aside, docker_backend).
 """
 
@@ -39,7 +39,7 @@ from sandstack.runtime.hibernate import Hibernation
 from sandstack.runtime.leases import Leases, holding
 from sandstack.runtime.metrics import Metrics, NoMetrics
 from sandstack.runtime.monitor import Monitor
-from sandstack.runtime.ondemand import OUT_OF_SERVICE, OnDemandSlots, provisioner_for
+from sandstack.runtime.ondemand import OUT_OF_SERVICE, OnDemandPlaces, provisioner_for
 from sandstack.runtime.models import ENV_NAME_PATTERN, SESSION_HINT, SESSION_PATTERN
 from sandstack.runtime.processes import Processes
 from sandstack.runtime.store import SandboxRow, Store
@@ -58,7 +58,7 @@ class Runtime(Monitor):
         self.backend = backend
         self.state_dir = state_dir
         self.store = Store(state_dir / "runtime.sqlite3")
-        self.store.sync_declared({pool: spec.slots for pool, spec in config.pools.items()})
+        self.store.sync_declared({pool: spec.places for pool, spec in config.pools.items()})
         self._cpu: dict[str, tuple[float, int]] = {}  # sandbox → (sampled at, CPU ns) for the idle check
         # sandbox → Docker's StartedAt first seen while bound: a restart (a crash its restart policy undid) wiped
         # the session's processes and writable paths, though the container runs again.
@@ -77,7 +77,7 @@ class Runtime(Monitor):
         # Hooks for on-demand creation and hibernation (sandstack.runtime.metrics); the app sets its registry's.
         self.metrics: Metrics | NoMetrics = NoMetrics()
         self.claims = WarmClaims(self)
-        self.ondemand = OnDemandSlots(self, provisioner_for(backend))  # slots above the warm sandboxes
+        self.ondemand = OnDemandPlaces(self, provisioner_for(backend))  # places above the warm sandboxes
         self.hibernation = Hibernation(self)
         self.ondemand.reconcile_quietly()
         self.processes = Processes(self)  # after the store: it ends what a previous run left running
@@ -226,7 +226,7 @@ class Runtime(Monitor):
     def release(self, session: str) -> SandboxRow:
         row = self.session(session)
         self.hibernation.discard(row.name)
-        if self.ondemand.is_slot(row.name):  # above the warm sandboxes: retired, not kept idle
+        if self.ondemand.is_place(row.name):  # above the warm sandboxes: retired, not kept idle
             return self.ondemand.retire(row.name)
         self.store.update(row.name, status="resetting", session=None, paused_by=None)
         try:

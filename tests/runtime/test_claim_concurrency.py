@@ -17,7 +17,7 @@ from sandstack.runtime.errors import ApiError
 from sandstack.runtime.service import Runtime
 from tests.runtime.conftest import PY, WEB, make_config
 from tests.runtime.fake_backend import FakeBackend
-from tests.runtime.ondemand_helpers import SLOTS, WARM, FakeProvisioner, od_config
+from tests.runtime.ondemand_helpers import PLACES, WARM, FakeProvisioner, od_config
 
 
 class SlowDocker(FakeBackend):
@@ -173,7 +173,7 @@ def test_the_monitor_does_not_end_a_session_bound_while_it_asked_docker(slow):
 
 
 def od_runtime(tmp_path: Path) -> tuple[SlowDocker, FakeProvisioner, Runtime]:
-    """A runtime over a slow Docker with one warm sandbox and pool 'od''s on-demand slots."""
+    """A runtime over a slow Docker with one warm sandbox and pool 'od''s on-demand places."""
     backend = SlowDocker(tmp_path / "containers", [WARM], {"/workspace": "tmpfs", "/tmp": "tmpfs"})
     provisioner = backend.provisioner = FakeProvisioner(backend)
     return backend, provisioner, Runtime(od_config(), backend, tmp_path / "state")
@@ -183,16 +183,16 @@ def test_the_monitor_does_not_retire_an_on_demand_slot_bound_after_its_list(tmp_
     backend, _, runtime = od_runtime(tmp_path)
     try:
         runtime.claim("od", "warm-session")
-        # A slot left idle (a failed claim's reset leaves one so until the monitor retires it).
-        slot = SLOTS[0]
-        backend.provisioner.create(slot, runtime.config.pools["od"].ondemand.body(slot))
-        runtime.store.update(slot, status="idle")
-        # While the pass asks Docker about the warm sandbox, a claim binds the idle slot the pass listed as idle.
+        # A place left idle (a failed claim's reset leaves one so until the monitor retires it).
+        place = PLACES[0]
+        backend.provisioner.create(place, runtime.config.pools["od"].ondemand.body(place))
+        runtime.store.update(place, status="idle")
+        # While the pass asks Docker about the warm sandbox, a claim binds the idle place the pass listed as idle.
         backend.meanwhile[WARM] = lambda: runtime.claim("od", "late")
         runtime.monitor_once()
-        row = runtime.sandbox(slot)
+        row = runtime.sandbox(place)
         assert (row.status, row.session) == ("bound", "late")
-        assert backend.status[slot] == "running"
+        assert backend.status[place] == "running"
     finally:
         backend.close()
 
@@ -217,7 +217,7 @@ def test_a_warm_claim_does_not_wait_for_an_on_demand_creation(tmp_path: Path):
         row, created = runtime.claim("od", "c")  # while "b"'s container is still being created
         assert (row.name, created, pending.done()) == (WARM, True, False)
         go_on.set()
-        assert pending.result(timeout=10)[0].name == SLOTS[0]
+        assert pending.result(timeout=10)[0].name == PLACES[0]
         creator.shutdown()
     finally:
         go_on.set()
@@ -291,14 +291,14 @@ def test_an_on_demand_creation_removes_only_a_leftover_container(tmp_path: Path)
     backend, provisioner, runtime = od_runtime(tmp_path)
     try:
         runtime.claim("od", "warm")
-        runtime.claim("od", "a")  # no container of the slot: created at once, nothing removed first
-        assert [call for call in backend.calls if call[0] in ("create", "remove")] == [("create", SLOTS[0])]
-        backend.status[SLOTS[1]] = "exited"  # one a runtime stopped mid-creation left under the slot's name
+        runtime.claim("od", "a")  # no container of the place: created at once, nothing removed first
+        assert [call for call in backend.calls if call[0] in ("create", "remove")] == [("create", PLACES[0])]
+        backend.status[PLACES[1]] = "exited"  # one a runtime stopped mid-creation left under the place's name
         backend.calls.clear()
         row, created = runtime.claim("od", "b")
-        assert (row.name, created, row.status) == (SLOTS[1], True, "bound")
-        assert [call for call in backend.calls if call[0] in ("create", "remove")] == [("remove", SLOTS[1]),
-                                                                                       ("create", SLOTS[1])]
+        assert (row.name, created, row.status) == (PLACES[1], True, "bound")
+        assert [call for call in backend.calls if call[0] in ("create", "remove")] == [("remove", PLACES[1]),
+                                                                                       ("create", PLACES[1])]
     finally:
         backend.close()
 
