@@ -21,7 +21,7 @@ FORMAT_VERSION = 1
 # The runtime's process contract: where it finds its configuration, token and state.
 ENV_CONFIG = "SANDSTACK_RUNTIME_CONFIG"  # path of the JSON written by RuntimeConfig.to_json()
 ENV_TOKEN = "SANDSTACK_RUNTIME_TOKEN"  # the bearer token every request must carry (a Pulumi secret)
-# The ingress's own token (sandstack.runtime.wake): it may wake a site's sandbox and do nothing else.
+# The ingress's own token (sandstack.runtime.routes.wake): it may wake a site's sandbox and do nothing else.
 ENV_WAKE_TOKEN = "SANDSTACK_RUNTIME_WAKE_TOKEN"
 ENV_STATE_DIR = "SANDSTACK_RUNTIME_STATE"  # SQLite, snapshots and the audit log; a host volume
 DEFAULT_STATE_DIR = "/var/lib/sandstack-runtime"

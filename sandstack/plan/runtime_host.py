@@ -50,11 +50,14 @@ ONDEMAND_STOP_GRACE = 120  # seconds: a stop hibernates each bound on-demand san
 
 
 def code_files() -> tuple[str, ...]:
-    """The package files the service imports: the runtime package and its one contract module (listed when the
-    runtime is planned, not when this module is imported by every command)."""
-    runtime = sorted(f.name for f in files("sandstack").joinpath("runtime").iterdir() if f.name.endswith(".py"))
-    return ("__init__.py", "plan/__init__.py", "plan/recipe.py", "plan/runtime.py",
-            *(f"runtime/{name}" for name in runtime))
+    """The package files the service imports: the runtime package (its routes' too) and its contract modules
+    (listed when the runtime is planned, not when this module is imported by every command)."""
+    shipped = []
+    for package in ("runtime", "runtime/routes"):
+        folder = files("sandstack").joinpath(package)
+        shipped += [f"{package}/{f.name}" for f in sorted(folder.iterdir(), key=lambda f: f.name)
+                    if f.name.endswith(".py")]
+    return ("__init__.py", "plan/__init__.py", "plan/recipe.py", "plan/runtime.py", *shipped)
 
 
 def workspace_root(template: ResolvedTemplate) -> str:

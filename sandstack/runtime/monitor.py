@@ -1,32 +1,45 @@
-"""The runtime's monitor pass, a part of the service (sandstack.runtime.service.Runtime mixes it in): each
-sandbox's health against Docker's state, the idle policies, expired sandboxes coming back, snapshot retention.
-
-It reads and moves the service's state (store, leases, the busy set, its CPU samples) and resets through the
-service's own reset, so it holds no state of its own; it is a module of its own only to keep each file readable.
-"""
+"""The runtime's monitor pass: each sandbox's health against Docker's state, the idle policies, expired sandboxes
+coming back, snapshot retention, the store's checkpoint. It owns what it samples between passes: each bound
+sandbox's CPU (the idle clock) and the runs of expired sandboxes seen running."""
 
 from __future__ import annotations
 
 import logging
 import time
 
-from sandstack.runtime.backend import BackendError, DaemonUnavailable
+from sandstack.runtime.backend import BackendError, ContainerState, DaemonUnavailable
+from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError
+from sandstack.runtime.hibernate import Hibernation
+from sandstack.runtime.ondemand import OnDemandPlaces
+from sandstack.runtime.sandboxes import Sandboxes
+from sandstack.runtime.snapshots import Snapshots
 from sandstack.runtime.store import SandboxRow
 
 log = logging.getLogger("sandstack.runtime")
 
 
 class Monitor:
-    def monitor_once(self, now: float | None = None) -> None:
+    def __init__(self, live: Live, sandboxes: Sandboxes, places: OnDemandPlaces, hibernation: Hibernation,
+                 snapshots: Snapshots):
+        self.live, self.sandboxes, self.places, self.hibernation, self.snapshots = (live, sandboxes, places,
+                                                                                    hibernation, snapshots)
+        self.store, self.backend, self.leases = sandboxes.store, sandboxes.backend, sandboxes.leases
+        # sandbox → (the run sampled, when, CPU ns) for the idle check: a new run (a reset's start, a resume) has
+        # no rate yet.
+        self._cpu: dict[str, tuple[str | None, float, int]] = {}
+        # expired sandbox → the StartedAt of the run seen at the last pass: one running at two passes is new.
+        self._expired_runs: dict[str, str | None] = {}
+
+    def once(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
         for row in self.store.sandboxes():
-            if self.busy(row.name):
+            if self.sandboxes.busy(row.name):
                 continue
             try:
                 if row.status == "hibernated":
                     self.hibernation.tend(row)  # no container runs under it (a failed resume's, stopped again)
-                if self.ondemand.tend(row):  # absent, creating, hibernated; on-demand ones retired
+                if self.places.tend(row):  # absent, creating, hibernated; on-demand ones retired
                     continue
                 self._check(row, now)
             except DaemonUnavailable as error:
@@ -40,7 +53,7 @@ class Monitor:
                                   detail=f"the monitor failed on it ({type(error).__name__}; see the runtime's "
                                          "log); it is reset again at the next pass")
         try:
-            self.workspace.apply_retention(now)
+            self.snapshots.apply_retention(now)
         except Exception:
             log.exception("monitor: snapshot retention")
         try:
@@ -55,7 +68,7 @@ class Monitor:
         if row.status in ("unhealthy", "resetting", "quarantined"):
             # Reported at least one pass (or left by a runtime that stopped mid-reset): reset it now.
             if self.backend.state(row.name).status != "missing":
-                self._reset_quietly(row.name)
+                self.sandboxes.reset_quietly(row.name)
             return
         state = self.backend.state(row.name)
         if row.status == "expired":
@@ -66,17 +79,17 @@ class Monitor:
                 self._expired_runs.pop(row.name, None)
             elif self._expired_runs.get(row.name) == state.started_at:
                 del self._expired_runs[row.name]
-                self._reset_quietly(row.name)
+                self.sandboxes.reset_quietly(row.name)
             else:
                 self._expired_runs[row.name] = state.started_at
             return
-        if row.status == "idle" and (why := self._expired(state)):
+        if row.status == "idle" and (why := self.sandboxes.expired(state)):
             self._judge(row, status="expired", detail=why)
             return
         ended = self._ended_by_guard(state, row.session)
         if row.status in ("bound", "paused") and state.started_at:
-            if (first := self._started.setdefault(row.name, state.started_at)) != state.started_at:
-                self._started.pop(row.name, None)
+            if (first := self.sandboxes.first_run(row.name, state.started_at)) != state.started_at:
+                self.sandboxes.forget_run(row.name)
                 # Running again: the exit status is Docker's past `die` event's (its state reads 0 now).
                 ended = ended or self._ended_by_guard(state, row.session, self._last_exit(row.name, first))
                 self._judge(row, status="unhealthy", session=None,
@@ -90,17 +103,17 @@ class Monitor:
                 detail += f" while bound to session {row.session!r}"
             self._judge(row, status="unhealthy", session=None, detail=ended or detail)
             return
-        policy = self.pool(row.pool).idle
+        policy = self.sandboxes.pool(row.pool).idle
         if row.status != "bound" or policy is None or self.leases.in_use(row.name):
             return  # a running exec or file operation is activity
-        if self._cpu_active(row.name, now):
+        if self._cpu_active(row.name, state, now):
             self.store.update(row.name, last_activity=now)
             return
         if row.last_activity is not None and now - row.last_activity >= policy.after_seconds:
             log.info("sandbox %s idle for %ss: %s", row.name, policy.after_seconds, policy.action)
             if policy.action == "pause":
                 try:
-                    self.pause(row.name, by="idle")
+                    self.sandboxes.pause(row.name, by="idle")
                 except ApiError as busy:  # an exec began since the check above: activity, not an idle sandbox
                     log.info("sandbox %s not paused: %s", row.name, busy.message)
             elif policy.action == "hibernate":
@@ -108,14 +121,14 @@ class Monitor:
                     self.hibernation.hibernate(row.name, by="idle")
                 except ApiError as busy:
                     log.info("sandbox %s not hibernated: %s", row.name, busy.message)
-            elif self.ondemand.is_place(row.name):  # 'reset' or 'stop' of one above the warm sandboxes: retired
-                self.ondemand.retire(row.name, detail=f"retired after being idle ({policy.action})")
+            elif self.places.is_place(row.name):  # 'reset' or 'stop' of one above the warm sandboxes: retired
+                self.places.retire(row.name, detail=f"retired after being idle ({policy.action})")
             elif policy.action == "reset":
                 if self._judge(row, status="resetting", session=None):
-                    self._reset_quietly(row.name)
+                    self.sandboxes.reset_quietly(row.name)
             elif self._judge(row, status="resetting", session=None):
                 # Stopped and cleaned now, not at the next claim: nothing of the session waits on the host.
-                self._reset_quietly(row.name, start=False, detail="stopped after being idle")
+                self.sandboxes.reset_quietly(row.name, start=False, detail="stopped after being idle")
 
     def _last_exit(self, name: str, since: str) -> int | None:
         try:
@@ -124,13 +137,14 @@ class Monitor:
             log.warning("monitor: sandbox %s: its last exit status is not known: %s", name, error)
             return None
 
-    def _ended_by_guard(self, state, session: str | None, code: int | None = None) -> str | None:
+    def _ended_by_guard(self, state: ContainerState, session: str | None, code: int | None = None) -> str | None:
         """Why a bound sandbox's run ended, when the host guard ended it at a limit: its exit status says so while
         Docker restarts it (`restarting`, or `exited` after its retries), or `code` (a run started again reads 0).
         Its restart was reported as a crash's ("container restarted while bound"), an on-demand place's included."""
         if code is None and state.status in ("restarting", "exited"):
             code = state.exit_code
-        limits = {self.config.exit_lifetime: "max lifetime", self.config.exit_idle: "idle timeout"}
+        config = self.live.config
+        limits = {config.exit_lifetime: "max lifetime", config.exit_idle: "idle timeout"}
         limit = limits.get(code) if code else None
         if limit is None or session is None:
             return None
@@ -146,15 +160,16 @@ class Monitor:
             log.warning("monitor: sandbox %s is %s: %s", row.name, fields["status"], fields["detail"])
         return written
 
-    def _cpu_active(self, name: str, now: float) -> bool:
-        """Whether the sandbox used more CPU than an idle one since the last sample (measured from outside)."""
+    def _cpu_active(self, name: str, state: ContainerState, now: float) -> bool:
+        """Whether the sandbox used more CPU than an idle one since the last sample of this run (measured from
+        outside)."""
         used = self.backend.cpu_usage_ns(name)
         previous = self._cpu.get(name)
         if used is None:
             return False
-        self._cpu[name] = (now, used)
-        if previous is None or now <= previous[0]:
-            return True  # no rate yet (a new claim, a restarted runtime): not known to be idle
-        per_second_ns = (used - previous[1]) / (now - previous[0])
-        return per_second_ns > self.config.idle_cpu_ms_per_s * 1_000_000
+        self._cpu[name] = (state.started_at, now, used)
+        if previous is None or previous[0] != state.started_at or now <= previous[1]:
+            return True  # no rate yet (a new claim's run, a restarted runtime): not known to be idle
+        per_second_ns = (used - previous[2]) / (now - previous[1])
+        return per_second_ns > self.live.config.idle_cpu_ms_per_s * 1_000_000
 

@@ -36,7 +36,7 @@ from typing import IO, Any, Callable, Iterator
 CHUNK = 1024 * 1024
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # the oldest time a zip entry can hold
 # What a name in an archive, a snapshot or a hibernation's copy may be (and a file path of the API,
-# sandstack.runtime.workspace.clean_path): no deeper, no longer. The kernel's PATH_MAX (4096 with its NUL) bounds
+# sandstack.runtime.files.clean_path): no deeper, no longer. The kernel's PATH_MAX (4096 with its NUL) bounds
 # what one call can open; a deeper tree can be made by walking down, but nothing the runtime does needs one.
 MAX_DEPTH = 1024
 MAX_NAME = 4095

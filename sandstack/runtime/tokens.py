@@ -18,7 +18,7 @@ from sandstack.runtime.errors import ApiError, not_found
 from sandstack.runtime.store import Store
 
 OPERATOR = "host"  # the scope name the audit log gives the host's own token
-WAKE = "ingress-wake"  # the scope name of the ingress's wake token (sandstack.runtime.wake)
+WAKE = "ingress-wake"  # the scope name of the ingress's wake token (sandstack.runtime.routes.wake)
 MIN_TOKEN = 16
 
 

@@ -134,7 +134,7 @@ def test_a_candidate_changed_while_docker_was_asked_is_not_bound_and_the_claim_t
     assert (row.name, created, row.session) == (PY[1], True, "chat-1")
     first = runtime.sandbox(PY[0])
     assert (first.status, first.session, first.detail) == ("unhealthy", None, "judged meanwhile")
-    assert not runtime.busy(PY[0]) and not runtime.busy(PY[1])
+    assert not runtime.sandboxes.busy(PY[0]) and not runtime.sandboxes.busy(PY[1])
 
 
 def test_a_docker_failure_during_the_check_binds_nothing(slow):
@@ -150,7 +150,7 @@ def test_a_docker_failure_during_the_check_binds_nothing(slow):
     backend.daemon_down = False
     assert [(r.status, r.session) for r in runtime.store.sandboxes("py")] == \
         [("unhealthy", None)] + [("idle", None)] * 3
-    assert runtime.claims._checking == set()
+    assert runtime.claims.reserved() == set()
 
 
 def test_the_monitor_does_not_end_a_session_bound_while_it_asked_docker(slow):

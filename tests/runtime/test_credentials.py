@@ -49,7 +49,7 @@ def test_the_next_session_on_the_sandbox_sees_none_of_them(env):
 def test_an_idle_reset_drops_them_too(env):
     sandbox = env.api.post("/v1/sessions", json={"pool": "web", "session": "run-1",
                                                  "secrets": {"env": {"API_TOKEN": SECRET}}}).json()["sandbox"]
-    env.runtime.reset(sandbox)  # what the monitor's idle 'reset' and a repair call
+    env.runtime.sandboxes.reset(sandbox)  # what the monitor's idle 'reset' and a repair call
     assert env.runtime.credentials.env(sandbox, "run-1") == {}
 
 

@@ -243,7 +243,7 @@ def test_a_stopping_runtime_hibernates_bound_on_demand_sandboxes_and_the_next_ca
     od.claim("a", pool="od")
     sandbox = od.claim("b", pool="od")["sandbox"]
     od.api.put(f"/v1/sandboxes/{sandbox}/files/notes.txt", content=b"across")
-    od.runtime.ondemand.shutdown()
+    od.runtime.shutdown()
     assert od.backend.status[sandbox] == "missing"  # nothing left to hold the stack's networks or volumes
     assert od.backend.status[WARM] == "running"  # a warm sandbox is the stack's: left as it is
     row = od.runtime.store.sandbox(sandbox)

@@ -141,7 +141,7 @@ def test_retention_drops_the_root_part_with_its_snapshot(env):
     install(env, sandbox, "/opt/x")
     snap = env.api.post(f"/v1/sandboxes/{sandbox}/snapshots").json()["id"]
     assert (env.state_dir / "snapshots" / snap / "root.tar").exists()
-    assert env.runtime.workspace.apply_retention(time.time() + 10 * 365 * 86400) == [snap]
+    assert env.runtime.snapshots.apply_retention(time.time() + 10 * 365 * 86400) == [snap]
     assert not (env.state_dir / "snapshots" / snap).exists()
 
 
@@ -221,7 +221,7 @@ def test_a_snapshot_with_a_root_into_a_read_only_root_pool_is_409(env):
     snap = env.api.post(f"/v1/sandboxes/{sandbox}/snapshots").json()["id"]
     pools = dict(env.runtime.config.pools)
     pools["web"] = replace(pools["web"], writable_root=False)
-    env.runtime.config = replace(env.runtime.config, pools=pools)
+    env.runtime.live.swap(replace(env.runtime.config, pools=pools), None, set())
     answer = env.api.post(f"/v1/sandboxes/{sandbox}/restore", json={"snapshot": snap})
     assert (answer.status_code, answer.json()["error"]) == (
         409, f"snapshot {snap!r} holds a writable root, but pool 'web' now has a read-only one")

@@ -70,7 +70,7 @@ def _bound_again(env) -> None:
     of that session under the fixed id PROCESS (so the process routes are exercised beyond their 404s)."""
     row = env.runtime.sandbox(PY[0])
     if row.status == "paused":
-        env.runtime.resume(PY[0])
+        env.runtime.sandboxes.resume(PY[0])
     elif row.session != "fuzz":
         if row.session is not None:
             env.runtime.release(row.session)

@@ -64,7 +64,7 @@ def test_retention_keeps_the_newest_count_per_pool_and_drops_old_ones(env, sandb
     listed = [s["id"] for s in env.api.get("/v1/snapshots", params={"pool": "py"}).json()]
     assert sorted(listed) == sorted(ids[1:])
     assert not (env.state_dir / "snapshots" / ids[0]).exists()
-    removed = env.runtime.workspace.apply_retention(time.time() + 3601)
+    removed = env.runtime.snapshots.apply_retention(time.time() + 3601)
     assert sorted(removed) == sorted(ids[1:])
     assert env.api.get("/v1/snapshots").json() == []
 

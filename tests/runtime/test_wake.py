@@ -1,4 +1,4 @@
-"""The ingress's wake of a site's sandbox (`GET /v1/wake`, sandstack/runtime/wake.py) over the fake backend: the
+"""The ingress's wake of a site's sandbox (`GET /v1/wake`, sandstack/runtime/routes/wake.py) over the fake backend: the
 ingress's token wakes a hibernated or paused session's sandbox and can do nothing else."""
 
 from __future__ import annotations

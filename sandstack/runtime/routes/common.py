@@ -1,5 +1,5 @@
 """What every route module of the runtime's API shares: the bearer-token check, the error answers each route
-may give, path parameters, and the audit notes of a call (app.py, process_routes.py, terminal.py, watch.py)."""
+may give, path parameters, the runtime's parts, and the audit notes of a call."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from fastapi import Path, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from sandstack.runtime.errors import ApiError
-from sandstack.runtime.models import SANDBOX_PATTERN, Error, pattern
-from sandstack.runtime.tokens import Scope, check_sandbox
+from sandstack.runtime.models import SANDBOX_PATTERN, SESSION_PATTERN, Error, pattern
+from sandstack.runtime.service import Runtime
+from sandstack.runtime.store import SandboxRow
+from sandstack.runtime.tokens import Scope, check_sandbox, check_session
 
 ACTOR_HEADER = "X-Sandstack-Actor"  # who the caller acts for (a user, an agent run): recorded, not trusted
 bearer = HTTPBearer(auto_error=False, description="The host's runtime token, or a scoped token of some of its pools "
@@ -20,19 +22,23 @@ ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Error}
 BINARY = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
 
 
-def _path(description: str, regex: str) -> Any:
+def path_param(description: str, regex: str) -> Any:
     return Path(description=description, **pattern(regex))
 
 
-def _sandbox() -> Any:
-    return _path("The sandbox's container name.", SANDBOX_PATTERN)
+def sandbox_param() -> Any:
+    return path_param("The sandbox's container name.", SANDBOX_PATTERN)
 
 
-def _runtime(request: Request) -> Any:  # the app's sandstack.runtime.service.Runtime
+def session_param() -> Any:
+    return path_param("The session id.", SESSION_PATTERN)
+
+
+def runtime_of(request: Request) -> Runtime:
     return request.app.state.runtime
 
 
-def _note(request: Request, *, session: str | None = None, sandbox: str | None = None) -> None:
+def note(request: Request, *, session: str | None = None, sandbox: str | None = None) -> None:
     """What the audit line of this call names."""
     if session is not None:
         request.state.session = session
@@ -51,15 +57,25 @@ async def require_token(request: Request, credentials: HTTPAuthorizationCredenti
     request.state.scope = scope
 
 
-def _scope(request: Request) -> Scope:
+def scope_of(request: Request) -> Scope:
     return request.state.scope
 
 
-def _bound(request: Request, sandbox: str) -> Any:
+def bound(request: Request, sandbox: str) -> Runtime:
     """The runtime, once the caller's token may act on `sandbox` (a scoped token: only its pools'; else 404)."""
-    runtime = _runtime(request)
-    row = runtime.sandbox(sandbox)
-    check_sandbox(_scope(request), sandbox, row.pool, runtime.host)
-    _note(request, sandbox=sandbox, session=row.session)
+    runtime = runtime_of(request)
+    row = runtime.sandboxes.get(sandbox)
+    check_sandbox(scope_of(request), sandbox, row.pool, runtime.host)
+    note(request, sandbox=sandbox, session=row.session)
     request.state.pool = row.pool
     return runtime
+
+
+def session_row(request: Request, session: str) -> SandboxRow:
+    """The session's sandbox, once the caller's token may act on it (a scoped token: its pools' only; else 404)."""
+    note(request, session=session)
+    runtime = runtime_of(request)
+    row = runtime.sandboxes.of_session(session)
+    check_session(scope_of(request), session, row.pool, runtime.host)
+    note(request, sandbox=row.name)
+    return row
