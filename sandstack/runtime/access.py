@@ -5,8 +5,7 @@ when it is paused by a request or not bound; each use restarts the idle clock.""
 from __future__ import annotations
 
 from sandstack.runtime.errors import conflict
-from sandstack.runtime.hibernate import Hibernation
-from sandstack.runtime.sandboxes import Sandboxes
+from sandstack.runtime.interfaces import Hibernation, Sandboxes
 from sandstack.runtime.store import SandboxRow
 
 

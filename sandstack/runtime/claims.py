@@ -14,19 +14,9 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
-
-from sandstack.runtime.sandboxes import Sandboxes
-from sandstack.runtime.store import SandboxRow
+from sandstack.runtime.interfaces import Sandboxes, Taken
 
 RESCAN_SECONDS = 0.5  # a claim waiting on others' checks looks again at least this often (rows change elsewhere)
-
-
-@dataclass(frozen=True)
-class Taken:
-    row: SandboxRow
-    created: bool  # False: the session already had this sandbox
-    needs_start: bool = False  # idle but stopped (an idle 'stop'): the claim starts it
 
 
 class WarmClaims:

@@ -12,14 +12,12 @@ from typing import IO, BinaryIO
 
 from sandstack.plan.runtime import WritablePath
 from sandstack.runtime import scripts
-from sandstack.runtime.access import Access
 from sandstack.runtime.backend import CappedBuffer
 from sandstack.runtime.errors import ApiError, forbidden, no_space, too_big
-from sandstack.runtime.leases import Leases, holding
-from sandstack.runtime.sandboxes import Sandboxes
+from sandstack.runtime.interfaces import Access, Leases, Sandboxes, Transfers
+from sandstack.runtime.leases import holding
 from sandstack.runtime.tarcheck import (MAX_DEPTH, MAX_NAME, Bounded, Checked, PastBound, SinkFailed, shorten,
                                         write_tar, write_zip)
-from sandstack.runtime.transfer import Transfers
 
 ARCHIVE_FORMATS = {"tar.gz": "application/gzip", "zip": "application/zip"}
 

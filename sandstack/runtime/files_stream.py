@@ -26,9 +26,8 @@ from sandstack.runtime.errors import too_big
 from sandstack.runtime.exec_stream import STEP as CHUNK, PipedStream
 from sandstack.runtime.execs import SCRIPT_TIMEOUT as TIMEOUT
 from sandstack.runtime.files import Files, clean_path, listing
-from sandstack.runtime.sandboxes import Sandboxes
+from sandstack.runtime.interfaces import Sandboxes, Transfers
 from sandstack.runtime.tarcheck import PastBound
-from sandstack.runtime.transfer import Transfers
 
 
 @dataclass

@@ -25,24 +25,19 @@ from pathlib import Path
 from sandstack.plan.runtime import PoolRuntime
 from sandstack.runtime import scripts, secret_files
 from sandstack.runtime.backend import BackendError, DaemonUnavailable, SandboxBackend
-from sandstack.runtime.credentials import Credentials
 from sandstack.runtime.errors import ApiError, conflict
-from sandstack.runtime.execs import Execs
-from sandstack.runtime.leases import Leases
-from sandstack.runtime.ondemand import OnDemandPlaces
-from sandstack.runtime.readiness import Readiness
-from sandstack.runtime.sandboxes import Sandboxes
-from sandstack.runtime.storage import Copies, Room, Storage
+from sandstack.runtime.interfaces import (Copies, Credentials, Execs, Leases, Places, Readiness, Sandboxes, Storage,
+                                          Transfers)
+from sandstack.runtime.room import Room
 from sandstack.runtime.store import SandboxRow
 from sandstack.runtime.tarcheck import Checked, Forged, PastBound, TooDeep, write_tar
-from sandstack.runtime.transfer import Transfers
 
 log = logging.getLogger("sandstack.runtime")
 
 
 class Hibernation:
     def __init__(self, sandboxes: Sandboxes, transfers: Transfers, execs: Execs, credentials: Credentials,
-                 places: OnDemandPlaces, storage: Storage, copies: Copies, leases: Leases, backend: SandboxBackend,
+                 places: Places, storage: Storage, copies: Copies, leases: Leases, backend: SandboxBackend,
                  readiness: Readiness):
         self.sandboxes, self.transfers, self.execs, self.credentials = sandboxes, transfers, execs, credentials
         self.places, self.storage, self.copies, self.leases = places, storage, copies, leases

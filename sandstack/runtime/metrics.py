@@ -24,7 +24,7 @@ except ImportError:  # an infra image built before it listed python3-prometheus-
 
 from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError
-from sandstack.runtime.storage import Storage
+from sandstack.runtime.interfaces import Storage
 from sandstack.runtime.store import Store
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

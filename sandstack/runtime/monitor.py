@@ -10,17 +10,14 @@ import time
 from sandstack.runtime.backend import BackendError, ContainerState, DaemonUnavailable
 from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError
-from sandstack.runtime.hibernate import Hibernation
-from sandstack.runtime.ondemand import OnDemandPlaces
-from sandstack.runtime.sandboxes import Sandboxes
-from sandstack.runtime.snapshots import Snapshots
+from sandstack.runtime.interfaces import Hibernation, Places, Sandboxes, Snapshots
 from sandstack.runtime.store import SandboxRow
 
 log = logging.getLogger("sandstack.runtime")
 
 
 class Monitor:
-    def __init__(self, live: Live, sandboxes: Sandboxes, places: OnDemandPlaces, hibernation: Hibernation,
+    def __init__(self, live: Live, sandboxes: Sandboxes, places: Places, hibernation: Hibernation,
                  snapshots: Snapshots):
         self.live, self.sandboxes, self.places, self.hibernation, self.snapshots = (live, sandboxes, places,
                                                                                     hibernation, snapshots)

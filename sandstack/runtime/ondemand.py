@@ -24,8 +24,9 @@ from sandstack.plan.recipe import LABEL_ONDEMAND, LABEL_RECIPE
 from sandstack.runtime.backend import BackendError, DaemonUnavailable, SandboxNotRunning
 from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError
-from sandstack.runtime.readiness import Health, Readiness
-from sandstack.runtime.sandboxes import OUT_OF_SERVICE, Sandboxes
+from sandstack.runtime.interfaces import Readiness, Sandboxes
+from sandstack.runtime.readiness import Health
+from sandstack.runtime.sandboxes import OUT_OF_SERVICE
 from sandstack.runtime.store import SandboxRow, Store
 
 log = logging.getLogger("sandstack.runtime")

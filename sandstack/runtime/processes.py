@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import sqlite3
 import threading
 import time
 import uuid
@@ -27,15 +26,13 @@ from typing import Any
 from pathlib import Path
 
 from sandstack.runtime import scripts
-from sandstack.runtime.access import Access
 from sandstack.runtime.backend import BackendError, ExecHandle, SandboxGone, SandboxNotRunning, Sink, StdinClosed
-from sandstack.runtime.credentials import Credentials
 from sandstack.runtime.errors import ApiError, conflict
-from sandstack.runtime.execs import Execs
-from sandstack.runtime.leases import Leases, holding
+from sandstack.runtime.interfaces import Access, Credentials, Execs, Leases, Sandboxes
+from sandstack.runtime.leases import holding
 from sandstack.runtime.models import ENV_NAME_PATTERN
 from sandstack.runtime.output import OutputLog
-from sandstack.runtime.sandboxes import Sandboxes
+from sandstack.runtime.process_records import ProcessRecords
 from sandstack.runtime.stdin import StdinWriter
 
 log = logging.getLogger("sandstack.runtime")
@@ -48,12 +45,6 @@ MAX_RUNNING = 32  # processes running at once in one sandbox, its open terminals
 MAX_KEPT = 32  # ended processes (their output) kept per sandbox; older ones are forgotten
 RESTARTED = ("the runtime restarted while it ran: it was ended (an exec's output stream cannot be attached again)")
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS processes (
-    id TEXT PRIMARY KEY, sandbox TEXT NOT NULL, session TEXT NOT NULL, marker TEXT NOT NULL,
-    started_at REAL NOT NULL, status TEXT NOT NULL, exit_code INTEGER, ended_at REAL, message TEXT
-);
-"""
 
 
 @dataclass(frozen=True)
@@ -110,9 +101,7 @@ class Processes:
         self._procs: dict[str, Process] = {}
         self._unlisted: Counter[str] = Counter()  # sandbox → its counted processes that are not listed (terminals)
         self.stdin = StdinWriter()
-        self._db = _Db(sqlite3.connect(state_dir / "processes.sqlite3", check_same_thread=False,
-                                       isolation_level=None))
-        self._db.executescript(SCHEMA)
+        self.records = ProcessRecords(state_dir / "processes.sqlite3")
         self._recover()
 
     # Commands
@@ -196,8 +185,7 @@ class Processes:
         if keep:
             with self._lock:
                 self._procs[proc.id] = proc
-            self._db.execute("INSERT INTO processes VALUES (?, ?, ?, ?, ?, 'running', NULL, NULL, NULL)",
-                             (proc.id, name, proc.session, marker, proc.started_at))
+            self.records.started(proc.id, name, proc.session, marker, proc.started_at)
             threading.Thread(target=self._follow, args=(proc,), daemon=True, name=f"sandstack-{proc.id}").start()
         return proc
 
@@ -251,9 +239,7 @@ class Processes:
         proc.done.set()  # before the log closes: a follower woken by the close finds it ended
         proc.log.close()
         # Only a row still running: a final status (a restarted runtime's 'ended') is never written over.
-        self._db.execute("UPDATE processes SET status = ?, exit_code = ?, ended_at = ?, message = ? "
-                         "WHERE id = ? AND status = 'running'",
-                         (proc.status, proc.exit_code, proc.ended_at, proc.message, proc.id))
+        self.records.ended(proc.id, proc.status, proc.exit_code, proc.ended_at, proc.message)
         self._forget_old(proc.sandbox)
 
     def _forget_old(self, name: str) -> None:
@@ -261,7 +247,7 @@ class Processes:
             ended = [p for p in self._procs.values() if p.sandbox == name and p.done.is_set()]
             for old in sorted(ended, key=lambda p: p.started_at)[:max(len(ended) - MAX_KEPT, 0)]:
                 del self._procs[old.id]
-                self._db.execute("DELETE FROM processes WHERE id = ?", (old.id,))
+                self.records.forget(old.id)
 
     def _kill(self, proc: Process, since: str = "") -> None:
         """SIGKILL to every process carrying its marker and their descendants (with `since`, also what was
@@ -318,7 +304,7 @@ class Processes:
             proc = self._procs.get(process)
         if proc is not None and proc.sandbox == name and proc.session == session:
             return proc
-        rows = self._rows("id = ? AND sandbox = ? AND session = ?", (process, name, session or ""))
+        rows = self.records.rows(name, session or "", process)
         if rows:
             return rows[0]
         raise ApiError(404, f"process {process!r} is not in sandbox {name!r}", process=process, sandbox=name)
@@ -333,7 +319,7 @@ class Processes:
         session = self.sandboxes.get(name).session or ""
         with self._lock:
             procs = {p.id: p.info() for p in self._procs.values() if p.sandbox == name and p.session == session}
-        rows = {r["id"]: r for r in self._rows("sandbox = ? AND session = ?", (name, session))}
+        rows = {r["id"]: r for r in self.records.rows(name, session)}
         return sorted({**rows, **procs}.values(), key=lambda p: (p["started_at"], p["id"]))
 
     def write(self, name: str, process: str, data: bytes, close: bool) -> dict[str, object]:
@@ -369,55 +355,24 @@ class Processes:
         for proc in procs:
             if proc.status == "running":
                 proc.reason = proc.reason or ("ended", why)
-        self._db.execute("DELETE FROM processes WHERE sandbox = ?", (name,))
+        self.records.forget_sandbox(name)
 
     # A restart of the runtime
-
-    def _rows(self, where: str, args: tuple) -> list[dict[str, object]]:
-        cursor = self._db.execute(f"SELECT id, sandbox, session, started_at, status, exit_code, ended_at, message "
-                                  f"FROM processes WHERE {where} ORDER BY started_at", args)
-        return [{"id": r[0], "sandbox": r[1], "session": r[2], "command": None, "status": r[4], "exit_code": r[5],
-                 "started_at": r[3], "ended_at": r[6], "duration_ms": None, "stdin": False, "stdin_pending": 0,
-                 "tty": False,
-                 "timeout": None, "output_end": 0, "stdout_bytes": 0, "stderr_bytes": 0, "stdout_dropped": 0,
-                 "stderr_dropped": 0, "message": r[7]} for r in cursor.fetchall()]
 
     def _recover(self) -> None:
         """The processes a previous run of the runtime started and did not see end: each is ended (its
         sandbox still bound to its session) and reported as ended with RESTARTED."""
-        rows = self._db.execute("SELECT id, sandbox, session, marker FROM processes WHERE status = 'running'")
-        for pid, name, session, marker in rows.fetchall():
+        for pid, name, session, marker in self.records.running():
             message = RESTARTED
-            self._db.execute("UPDATE processes SET status = 'ended', ended_at = ?, message = ? WHERE id = ?",
-                             (time.time(), message, pid))
+            self.records.ended(pid, "ended", None, time.time(), message)
             try:
                 row = self.store.sandbox(name)
                 if row is not None and row.session == session and self.backend.state(name).running:
                     self.execs.kill(name, marker, spare_running=False)
             except BackendError as error:
                 message = f"{RESTARTED}; ending it failed ({error}): the release of its session ends it"
-                self._db.execute("UPDATE processes SET message = ? WHERE id = ?", (message, pid))
+                self.records.note(pid, message)
             log.warning("process %s of sandbox %s: %s", pid, name, message)
-
-
-class _Db:
-    """The connection, used by one thread at a time (request threads and the processes' followers share it)."""
-
-    def __init__(self, connection: sqlite3.Connection):
-        self._connection, self._lock = connection, threading.Lock()
-
-    def execute(self, query: str, args: tuple = ()) -> "_Rows":
-        with self._lock:
-            return _Rows(self._connection.execute(query, args).fetchall())
-
-    def executescript(self, script: str) -> None:
-        with self._lock:
-            self._connection.executescript(script)
-
-
-class _Rows(list):
-    def fetchall(self) -> list:
-        return list(self)
 
 
 def _text(output: OutputLog, stream: str) -> str:

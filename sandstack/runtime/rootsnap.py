@@ -28,15 +28,9 @@ from typing import IO
 
 from sandstack.runtime import secret_files
 from sandstack.runtime.backend import BackendError, SandboxBackend
-from sandstack.runtime.credentials import Credentials
 from sandstack.runtime.errors import ApiError, conflict
-from sandstack.runtime.execs import Execs
-from sandstack.runtime.leases import Leases
-from sandstack.runtime.processes import Processes
-from sandstack.runtime.readiness import Readiness
-from sandstack.runtime.sandboxes import Sandboxes
+from sandstack.runtime.interfaces import Credentials, Execs, Leases, Processes, Readiness, Sandboxes, Transfers
 from sandstack.runtime.tarcheck import Bounded, Checked, Forged, PastBound, SinkFailed, TooDeep, relay_tar, write_tar
-from sandstack.runtime.transfer import Transfers
 
 ROOT_PART = "/"  # among a snapshot row's paths: it holds the root's changes too
 ROOT_TAR = "root.tar"
@@ -53,12 +47,12 @@ class RootChecked(Checked):
     """The entries of a root's tar stream; see the module's text. Beside a workspace's entries: fifos, symlinks
     wherever they point (the root's own, read as the sandbox reads them), and overlay's whiteouts."""
 
-    def _keeps(self, member: tarfile.TarInfo, name: str, files: set[str]) -> bool:
+    def keeps(self, member: tarfile.TarInfo, name: str, files: set[str]) -> bool:
         if member.isfifo() or member.issym():
             return True
         if member.ischr() and member.devmajor == 0 and member.devminor == 0:
             return True  # a whiteout: the image's file at this name was removed
-        return super()._keeps(member, name, files)
+        return super().keeps(member, name, files)
 
 
 class RootRestoreFailed(Exception):

@@ -29,7 +29,7 @@ from sandstack.runtime.backend import (
 )
 from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError, conflict, not_found
-from sandstack.runtime.leases import Leases
+from sandstack.runtime.interfaces import Leases
 from sandstack.runtime.store import SandboxRow, Store
 
 log = logging.getLogger("sandstack.runtime")

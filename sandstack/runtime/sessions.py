@@ -12,17 +12,12 @@ import re
 
 from sandstack.runtime import secret_files
 from sandstack.runtime.backend import BackendError, DaemonUnavailable
-from sandstack.runtime.claims import WarmClaims
 from sandstack.runtime.config import Live
-from sandstack.runtime.credentials import Credentials
 from sandstack.runtime.errors import ApiError, conflict, not_found
-from sandstack.runtime.execs import Execs
-from sandstack.runtime.hibernate import Hibernation
+from sandstack.runtime.interfaces import (Credentials, Execs, Hibernation, Places, Sandboxes, Snapshots,
+                                          WarmClaims)
 from sandstack.runtime.models import SESSION_HINT, SESSION_PATTERN
-from sandstack.runtime.ondemand import OnDemandPlaces
 from sandstack.runtime.rootsnap import RootRestoreFailed
-from sandstack.runtime.sandboxes import Sandboxes
-from sandstack.runtime.snapshots import Snapshots
 from sandstack.runtime.store import SandboxRow, SnapshotRow
 
 # fullmatch: a pattern's '$' lets Python's re take a trailing newline.
@@ -30,7 +25,7 @@ SESSION_ID = re.compile(SESSION_PATTERN.removeprefix("^").removesuffix("$"))
 
 
 class Sessions:
-    def __init__(self, live: Live, sandboxes: Sandboxes, claims: WarmClaims, places: OnDemandPlaces,
+    def __init__(self, live: Live, sandboxes: Sandboxes, claims: WarmClaims, places: Places,
                  snapshots: Snapshots, hibernation: Hibernation, credentials: Credentials, execs: Execs):
         self.live, self.sandboxes, self.claims, self.places = live, sandboxes, claims, places
         self.snapshots, self.hibernation, self.credentials, self.execs = snapshots, hibernation, credentials, execs

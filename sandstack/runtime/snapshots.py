@@ -14,18 +14,14 @@ from pathlib import Path
 
 from sandstack.plan.runtime import SNAPSHOT_DIR
 from sandstack.runtime import rootsnap, scripts
-from sandstack.runtime.access import Access
 from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError, conflict
-from sandstack.runtime.leases import Leases, holding
+from sandstack.runtime.interfaces import Access, Leases, RootSnapshots, Sandboxes, Storage, Transfers
+from sandstack.runtime.leases import holding
 from sandstack.runtime.models import SNAPSHOT_PATTERN
 from sandstack.runtime.retention import per_session
-from sandstack.runtime.rootsnap import RootSnapshots
-from sandstack.runtime.sandboxes import Sandboxes
-from sandstack.runtime.storage import Storage
 from sandstack.runtime.store import SnapshotRow, Store
 from sandstack.runtime.tarcheck import Checked, Forged, PastBound, TooDeep, write_tar
-from sandstack.runtime.transfer import Transfers
 
 SNAPSHOT_ID = re.compile(SNAPSHOT_PATTERN.removeprefix("^").removesuffix("$"))
 

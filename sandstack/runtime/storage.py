@@ -13,51 +13,15 @@ import shutil
 import threading
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from sandstack.runtime.errors import ApiError, no_space, too_big
-from sandstack.runtime.sandboxes import Sandboxes
+from sandstack.runtime.errors import no_space
+from sandstack.runtime.interfaces import Sandboxes
+from sandstack.runtime.room import Room
 from sandstack.runtime.store import Store
-from sandstack.runtime.tarcheck import PastBound
 
 HIBERNATE_DIR = "hibernated"  # under the state dir: <sandbox>/<index of the writable path>.tar
-
-
-@dataclass(frozen=True)
-class Room:
-    """The bytes one copy may take (`bound`) and what bounds it."""
-
-    host: str
-    pool: str
-    session: str | None
-    download_limit: int
-    total: int  # the pool's snapshot_storage
-    used: int  # of it, by the pool's copies and the reservations of those under way
-    share: int | None  # the session's share of it (None: no share)
-    session_used: int
-
-    @property
-    def bound(self) -> int:
-        return min(self.download_limit, self.total - self.used, *self._share_left())
-
-    def _share_left(self) -> tuple[int, ...]:
-        return () if self.share is None else (self.share - self.session_used,)
-
-    def past(self, what: str, error: PastBound, **fields: object) -> ApiError:
-        """The answer for a copy `what` ('the snapshot of sandbox X') cut at its bound: which bound it was."""
-        bound = self.bound
-        if self.share is not None and bound == self.share - self.session_used and bound < self.total - self.used:
-            return no_space(f"{what} passed the {bound} bytes left of session {self.session!r}'s share of pool "
-                            f"{self.pool!r}'s snapshot_storage ({self.share} bytes: session.session_snapshot_storage; "
-                            f"{self.session_used} used on host {self.host!r}); it was stopped there and nothing was "
-                            "kept", pool=self.pool, session=self.session, used=self.session_used, limit=self.share)
-        if bound < self.download_limit:
-            return no_space(f"{what} passed the {bound} bytes left of pool {self.pool!r}'s snapshot_storage of "
-                            f"{self.total} bytes ({self.used} used on host {self.host!r}); it was stopped there and "
-                            "nothing was kept", pool=self.pool, used=self.used, limit=self.total)
-        return too_big(what, bound, **fields)
 
 
 class Copies:

@@ -163,7 +163,7 @@ def _inside(base: str, target: str) -> str | None:
 
 class Checked:
     """The entries of a tar stream that a workspace can hold, as (member, file or None), normalised names;
-    counts what it leaves out. What else than files a kind of tree may hold is `_keeps` (rootsnap.RootChecked)."""
+    counts what it leaves out. What else than files a kind of tree may hold is `keeps`, the hook a kind of tree overrides (rootsnap.RootChecked)."""
 
     def __init__(self, tar: tarfile.TarFile, limit: int, deadline: float | None = None, *, sparse: bool = False):
         """`limit`: bytes of file data (a sparse file's stored data only); `deadline`: time.monotonic()'s value past
@@ -209,7 +209,7 @@ class Checked:
                     raise PastBound(self.limit)
                 files.add(name)
                 yield member, _Stored(self.tar, member.offset_data, stored)
-            elif self._keeps(member, name, files):
+            elif self.keeps(member, name, files):
                 if member.issym():
                     names.add(parts, link=True)
                 elif member.islnk():
@@ -238,7 +238,7 @@ class Checked:
         member.sparse = regions
         return stored
 
-    def _keeps(self, member: tarfile.TarInfo, name: str, files: set[str]) -> bool:
+    def keeps(self, member: tarfile.TarInfo, name: str, files: set[str]) -> bool:
         """Whether an entry that is not a regular file is kept: a directory, a symlink that stays inside the tree,
         a hard link to a file of the same stream."""
         if member.isdir():

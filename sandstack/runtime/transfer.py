@@ -16,8 +16,7 @@ from typing import IO, BinaryIO, Callable
 from sandstack.runtime import scripts
 from sandstack.runtime.backend import CappedBuffer, SandboxGone, SandboxNotRunning
 from sandstack.runtime.errors import ApiError, conflict, forbidden, no_space
-from sandstack.runtime.execs import Execs
-from sandstack.runtime.sandboxes import Sandboxes
+from sandstack.runtime.interfaces import Execs, Sandboxes
 from sandstack.runtime.tarcheck import (Bounded, Checked, DeadlinePassed, Forged, PastBound, SinkFailed, TooDeep,
                                         relay_tar)
 
