@@ -20,8 +20,9 @@ from sandstack.runtime.backend import BackendError, CappedBuffer, ContainerState
 from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.room import Room
-from sandstack.runtime.store import SandboxRow, SnapshotRow, Store
+from sandstack.runtime.store import SandboxRow, SnapshotRow, Store, TokenRow
 from sandstack.runtime.tarcheck import Bounded, Checked
+from sandstack.runtime.tokens import Scope
 
 
 class Leases(Protocol):
@@ -176,6 +177,15 @@ class Snapshots(Protocol):
     def restore(self, name: str, snapshot_id: str, *, claiming: bool = False) -> SnapshotRow: ...
     def delete(self, snapshot_id: str) -> None: ...
     def apply_retention(self, now: float) -> list[str]: ...
+
+
+class SessionTokens(Protocol):
+    """Each session's own tokens (sandstack.runtime.session_tokens)."""
+
+    def mint(self, row: SandboxRow, lifetime: int = 86400) -> tuple[str, float]: ...
+    def scope(self, given: str) -> Scope | None: ...
+    def end(self, session: str) -> None: ...
+    def prune(self, holds: Callable[[TokenRow], bool]) -> int: ...
 
 
 @dataclass(frozen=True)

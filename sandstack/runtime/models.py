@@ -107,6 +107,9 @@ class ClaimRequest(Strict):
                                                         "snapshot (of the same pool).", **pattern(SNAPSHOT_PATTERN))
     secrets: SessionSecrets | None = Field(None, description="Run-scoped credentials for this session only; a claim "
                                                              "of a session that has a sandbox replaces them.")
+    token_lifetime: int = Field(86400, ge=1, le=30 * 86400, description="Seconds the session token of this "
+                                "claim's answer acts for at most (it ends at the session's release before): default a "
+                                "day, at most 30 days.")
 
 
 class SandboxStatus(BaseModel):
@@ -130,6 +133,15 @@ class SandboxStatus(BaseModel):
     detail: str | None = Field(description="Why it is unhealthy, quarantined or expired, or what ended its last "
                                            "session.")
     container: str = Field(description="Docker's state of the container ('unknown' when the daemon does not answer).")
+
+
+class ClaimAnswer(SandboxStatus):
+    token: str = Field(description="The session's own token (shown once; the runtime keeps only its digest): it acts "
+                                   "on this session's sandbox alone (exec, processes, terminals, files, snapshots of "
+                                   "this session, pause, hibernate, resume), never on a pool or another session, and "
+                                   "ends at the session's release or `token_expires_at`. Each claim answers with a "
+                                   "new one.")
+    token_expires_at: float = Field(description="When the token stops acting (Unix time).")
 
 
 class CommandFields(Strict):

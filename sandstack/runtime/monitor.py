@@ -10,17 +10,19 @@ import time
 from sandstack.runtime.backend import BackendError, ContainerState, DaemonUnavailable
 from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError
-from sandstack.runtime.interfaces import Hibernation, Places, Sandboxes, Snapshots
-from sandstack.runtime.store import SandboxRow
+from sandstack.runtime.interfaces import Hibernation, Places, Sandboxes, SessionTokens, Snapshots
+from sandstack.runtime.session_keys import shown
+from sandstack.runtime.store import SandboxRow, TokenRow
 
 log = logging.getLogger("sandstack.runtime")
 
 
 class Monitor:
     def __init__(self, live: Live, sandboxes: Sandboxes, places: Places, hibernation: Hibernation,
-                 snapshots: Snapshots):
+                 snapshots: Snapshots, tokens: SessionTokens):
         self.live, self.sandboxes, self.places, self.hibernation, self.snapshots = (live, sandboxes, places,
                                                                                     hibernation, snapshots)
+        self.tokens = tokens
         self.store, self.backend, self.leases = sandboxes.store, sandboxes.backend, sandboxes.leases
         # sandbox → (the run sampled, when, CPU ns) for the idle check: a new run (a reset's start, a resume) has
         # no rate yet.
@@ -49,6 +51,10 @@ class Monitor:
                 self.store.update(row.name, status="unhealthy", session=None,
                                   detail=f"the monitor failed on it ({type(error).__name__}; see the runtime's "
                                          "log); it is reset again at the next pass")
+        try:
+            self.tokens.prune(self._binding_stands)  # expired, or their session ended without a release
+        except Exception:
+            log.exception("monitor: session tokens")
         try:
             self.snapshots.apply_retention(now)
         except Exception:
@@ -90,14 +96,14 @@ class Monitor:
                 # Running again: the exit status is Docker's past `die` event's (its state reads 0 now).
                 ended = ended or self._ended_by_guard(state, row.session, self._last_exit(row.name, first))
                 self._judge(row, status="unhealthy", session=None,
-                            detail=ended or f"container restarted while bound to session {row.session!r}: its "
+                            detail=ended or f"container restarted while bound to session {shown(row.session)!r}: its "
                                             "processes and writable paths are gone")
                 return
         expected = {"bound": ("running",), "paused": ("paused",), "idle": ("running", "exited", "created")}
         if state.status not in expected[row.status]:
             detail = f"container is {state.status}" + (f" (exit {state.exit_code})" if state.exit_code else "")
             if row.session:
-                detail += f" while bound to session {row.session!r}"
+                detail += f" while bound to session {shown(row.session)!r}"
             self._judge(row, status="unhealthy", session=None, detail=ended or detail)
             return
         policy = self.sandboxes.pool(row.pool).idle
@@ -127,6 +133,10 @@ class Monitor:
                 # Stopped and cleaned now, not at the next claim: nothing of the session waits on the host.
                 self.sandboxes.reset_quietly(row.name, start=False, detail="stopped after being idle")
 
+    def _binding_stands(self, token: TokenRow) -> bool:
+        row = self.store.sandbox(token.sandbox)
+        return row is not None and (row.session, row.bound_at) == (token.session, token.bound_at)
+
     def _last_exit(self, name: str, since: str) -> int | None:
         try:
             return self.backend.last_exit(name, since)
@@ -145,7 +155,7 @@ class Monitor:
         limit = limits.get(code) if code else None
         if limit is None or session is None:
             return None
-        return (f"its {limit} was reached (exit {code}) while bound to session {session!r}: the host guard ended it, "
+        return (f"its {limit} was reached (exit {code}) while bound to session {shown(session)!r}: the host guard ended it, "
                 "and the session with it")
 
     def _judge(self, row: SandboxRow, **fields: object) -> bool:

@@ -27,6 +27,7 @@ from sandstack.runtime.errors import ApiError
 from sandstack.runtime.interfaces import Readiness, Sandboxes
 from sandstack.runtime.readiness import Health
 from sandstack.runtime.sandboxes import OUT_OF_SERVICE
+from sandstack.runtime.session_keys import shown
 from sandstack.runtime.store import SandboxRow, Store
 
 log = logging.getLogger("sandstack.runtime")
@@ -222,7 +223,7 @@ class OnDemandPlaces:
                 continue
             if row.status not in ("absent", "hibernated"):  # a hibernated one has no container: made at resume
                 detail = (f"its container was gone, or not yet ready, when the runtime started; session "
-                          f"{row.session!r} has ended" if row.session else None)
+                          f"{shown(row.session)!r} has ended" if row.session else None)
                 self.store.update(name, status="absent", session=None, bound_at=None, from_snapshot=None,
                                   paused_by=None, last_activity=None, detail=detail)
         self.reconciled = True

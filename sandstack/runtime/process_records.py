@@ -8,6 +8,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from sandstack.runtime.session_keys import shown
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS processes (
     id TEXT PRIMARY KEY, sandbox TEXT NOT NULL, session TEXT NOT NULL, marker TEXT NOT NULL,
@@ -60,7 +62,7 @@ class ProcessRecords:
             where, args = f"id = ? AND {where}", (process, *args)
         found = self._execute(f"SELECT id, sandbox, session, started_at, status, exit_code, ended_at, message "
                               f"FROM processes WHERE {where} ORDER BY started_at", args)
-        return [{"id": r[0], "sandbox": r[1], "session": r[2], "command": None, "status": r[4], "exit_code": r[5],
+        return [{"id": r[0], "sandbox": r[1], "session": shown(r[2]), "command": None, "status": r[4], "exit_code": r[5],
                  "started_at": r[3], "ended_at": r[6], "duration_ms": None, "stdin": False, "stdin_pending": 0,
                  "tty": False, "timeout": None, "output_end": 0, "stdout_bytes": 0, "stderr_bytes": 0,
                  "stdout_dropped": 0, "stderr_dropped": 0, "message": r[7]} for r in found]

@@ -33,6 +33,7 @@ from sandstack.runtime.leases import holding
 from sandstack.runtime.models import ENV_NAME_PATTERN
 from sandstack.runtime.output import OutputLog
 from sandstack.runtime.process_records import ProcessRecords
+from sandstack.runtime.session_keys import shown
 from sandstack.runtime.stdin import StdinWriter
 
 log = logging.getLogger("sandstack.runtime")
@@ -81,7 +82,7 @@ class Process:
 
     def info(self) -> dict[str, object]:
         duration = None if self.handle is None else self.handle.duration_ms
-        return {"id": self.id, "sandbox": self.sandbox, "session": self.session, "command": self.argv,
+        return {"id": self.id, "sandbox": self.sandbox, "session": shown(self.session), "command": self.argv,
                 "status": self.status, "exit_code": self.exit_code, "started_at": self.started_at,
                 "ended_at": self.ended_at, "duration_ms": duration, "stdin": self.stdin_open and self.status == "running",
                 "stdin_pending": len(self.held),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sandstack.runtime.errors import ApiError, no_space, too_big
+from sandstack.runtime.session_keys import shown
 from sandstack.runtime.tarcheck import PastBound
 
 
@@ -33,10 +34,10 @@ class Room:
         """The answer for a copy `what` ('the snapshot of sandbox X') cut at its bound: which bound it was."""
         bound = self.bound
         if self.share is not None and bound == self.share - self.session_used and bound < self.total - self.used:
-            return no_space(f"{what} passed the {bound} bytes left of session {self.session!r}'s share of pool "
+            return no_space(f"{what} passed the {bound} bytes left of session {shown(self.session)!r}'s share of pool "
                             f"{self.pool!r}'s snapshot_storage ({self.share} bytes: session.session_snapshot_storage; "
                             f"{self.session_used} used on host {self.host!r}); it was stopped there and nothing was "
-                            "kept", pool=self.pool, session=self.session, used=self.session_used, limit=self.share)
+                            "kept", pool=self.pool, session=shown(self.session), used=self.session_used, limit=self.share)
         if bound < self.download_limit:
             return no_space(f"{what} passed the {bound} bytes left of pool {self.pool!r}'s snapshot_storage of "
                             f"{self.total} bytes ({self.used} used on host {self.host!r}); it was stopped there and "

@@ -30,6 +30,7 @@ from sandstack.runtime.backend import (
 from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError, conflict, not_found
 from sandstack.runtime.interfaces import Leases
+from sandstack.runtime.session_keys import shown
 from sandstack.runtime.store import SandboxRow, Store
 
 log = logging.getLogger("sandstack.runtime")
@@ -107,7 +108,7 @@ class Sandboxes:
     def of_session(self, session: str) -> SandboxRow:
         row = self.store.by_session(session)
         if row is None:
-            raise not_found("session", session, self.host)
+            raise not_found("session", shown(session) or "", self.host)
         return row
 
     def describe(self, row: SandboxRow, container: str | None = None) -> dict[str, object]:
@@ -121,7 +122,7 @@ class Sandboxes:
         # on the host) may put after now.
         idle = None if row.last_activity is None else round(max(time.time() - row.last_activity, 0.0), 1)
         return {"sandbox": row.name, "pool": row.pool, "host": self.host, "status": row.status,
-                "session": row.session, "bound_at": row.bound_at, "from_snapshot": row.from_snapshot,
+                "session": shown(row.session), "bound_at": row.bound_at, "from_snapshot": row.from_snapshot,
                 "paused_by": row.paused_by, "idle_seconds": idle, "detail": row.detail, "container": container}
 
     def expired(self, state: ContainerState) -> str | None:
@@ -219,9 +220,9 @@ class Sandboxes:
             return conflict(f"sandbox {row.name!r} is paused; resume it first "
                             f"(POST /v1/sandboxes/{row.name}/resume)", sandbox=row.name, status="paused")
         self.store.update(row.name, status="unhealthy", session=None,
-                          detail=f"stopped running while bound to session {row.session!r}: {error}")
+                          detail=f"stopped running while bound to session {shown(row.session)!r}: {error}")
         return conflict(f"sandbox {row.name!r} stopped running; it is reported unhealthy and will be reset, "
-                        f"and session {row.session!r} has ended", sandbox=row.name, status="unhealthy")
+                        f"and session {shown(row.session)!r} has ended", sandbox=row.name, status="unhealthy")
 
     # Pause
 

@@ -26,10 +26,13 @@ from sandstack.runtime.processes import Processes
 from sandstack.runtime.readiness import Readiness
 from sandstack.runtime.rootsnap import RootSnapshots
 from sandstack.runtime.sandboxes import Sandboxes
+from sandstack.runtime.session_keys import key
+from sandstack.runtime.session_tokens import SessionTokens
 from sandstack.runtime.sessions import Sessions
 from sandstack.runtime.snapshots import Snapshots
 from sandstack.runtime.storage import Copies, Storage
 from sandstack.runtime.store import SandboxRow, Store
+from sandstack.runtime.tokens import OPERATOR
 from sandstack.runtime.transfer import Transfers
 
 log = logging.getLogger("sandstack.runtime")
@@ -65,9 +68,11 @@ class Runtime:
         self.snapshots = Snapshots(self.live, self.sandboxes, self.access, self.transfers, self.storage, self.store,
                                    root, self.leases, state_dir)
         self.claims = WarmClaims(self.sandboxes)
+        self.session_tokens = SessionTokens(self.store)
         self.sessions = Sessions(self.live, self.sandboxes, self.claims, self.places, self.snapshots,
-                                 self.hibernation, self.credentials, self.execs)
-        self.monitor = Monitor(self.live, self.sandboxes, self.places, self.hibernation, self.snapshots)
+                                 self.hibernation, self.credentials, self.execs, self.session_tokens)
+        self.monitor = Monitor(self.live, self.sandboxes, self.places, self.hibernation, self.snapshots,
+                               self.session_tokens)
         # What a session holds besides the container ends with it: its processes, its run-scoped secrets.
         self.sandboxes.on_session_end(lambda name: self.processes.end_session(name, ENDED))
         self.sandboxes.on_session_end(self.credentials.drop)  # whatever the reset's outcome
@@ -110,10 +115,12 @@ class Runtime:
         return self.sandboxes.get(name)
 
     def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> tuple[SandboxRow, bool]:
-        return self.sessions.claim(pool, session, from_snapshot)
+        """A claim of session id `session` as the host's token makes it."""
+        return self.sessions.claim(pool, key(OPERATOR, session), from_snapshot)
 
     def release(self, session: str) -> SandboxRow:
-        return self.sessions.release(session)
+        """The release of the host's session `session`."""
+        return self.sessions.release(key(OPERATOR, session))
 
     def monitor_once(self, now: float | None = None) -> None:
         self.monitor.once(now)

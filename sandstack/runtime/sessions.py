@@ -14,11 +14,13 @@ from sandstack.runtime import secret_files
 from sandstack.runtime.backend import BackendError, DaemonUnavailable
 from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError, conflict, not_found
-from sandstack.runtime.interfaces import (Credentials, Execs, Hibernation, Places, Sandboxes, Snapshots,
-                                          WarmClaims)
+from sandstack.runtime.interfaces import (Credentials, Execs, Hibernation, Places, Sandboxes, SessionTokens,
+                                          Snapshots, WarmClaims)
 from sandstack.runtime.models import SESSION_HINT, SESSION_PATTERN
 from sandstack.runtime.rootsnap import RootRestoreFailed
+from sandstack.runtime.session_keys import key, owner, shown
 from sandstack.runtime.store import SandboxRow, SnapshotRow
+from sandstack.runtime.tokens import Scope
 
 # fullmatch: a pattern's '$' lets Python's re take a trailing newline.
 SESSION_ID = re.compile(SESSION_PATTERN.removeprefix("^").removesuffix("$"))
@@ -26,24 +28,63 @@ SESSION_ID = re.compile(SESSION_PATTERN.removeprefix("^").removesuffix("$"))
 
 class Sessions:
     def __init__(self, live: Live, sandboxes: Sandboxes, claims: WarmClaims, places: Places,
-                 snapshots: Snapshots, hibernation: Hibernation, credentials: Credentials, execs: Execs):
+                 snapshots: Snapshots, hibernation: Hibernation, credentials: Credentials, execs: Execs,
+                 tokens: SessionTokens):
         self.live, self.sandboxes, self.claims, self.places = live, sandboxes, claims, places
         self.snapshots, self.hibernation, self.credentials, self.execs = snapshots, hibernation, credentials, execs
+        self.tokens, self.store = tokens, sandboxes.store
+
+    # A session by the id its scope names it by (sandstack.runtime.session_keys)
+
+    def key_for(self, scope: Scope, session: str) -> str:
+        """The session `scope` names `session`. A row written before sessions were kept per scope (no scope in its
+        key) whose pool the scope acts on becomes this scope's, with its snapshots, the first time it names it."""
+        mine = key(scope.name, session)
+        if self.store.by_session(mine) is None:
+            for row in self.store.with_session_id(session):
+                if row.session is not None and owner(row.session) is None and scope.allows(row.pool):
+                    self.store.rename_session(row.session, mine)
+                    break
+        return mine
+
+    def lookup(self, scope: Scope, session: str) -> SandboxRow:
+        """The sandbox of the session `scope` names `session`; 404 as for any name on no pool when it has none. A
+        session's token names only its own; the host's token reaches any scope's session by its id when only one
+        scope holds that id (409 when several do: name its sandbox instead)."""
+        host = self.sandboxes.host
+        if scope.session is not None:
+            row = self.store.by_session(scope.session)
+            if shown(scope.session) == session and row is not None and scope.holds(row):
+                return row
+            raise not_found("session", session, host)
+        row = self.store.by_session(self.key_for(scope, session))
+        if row is not None and scope.allows(row.pool):
+            return row
+        if scope.operator:
+            held = self.store.with_session_id(session)
+            if len(held) == 1:
+                return held[0]
+            if held:
+                owners = sorted(str(owner(r.session or "")) for r in held)
+                raise conflict(f"session id {session!r} is held by {len(held)} token scopes ({', '.join(owners)}) "
+                               "on this host: name its sandbox instead (GET /v1/sandboxes)", session=session)
+        raise not_found("session", session, host)
 
     def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> tuple[SandboxRow, bool]:
-        """The session's sandbox, binding an idle one of the pool if the session has none; (row, created)."""
+        """The sandbox of `session` (a key: sandstack.runtime.session_keys), binding an idle one of the pool if the
+        session has none; (row, created)."""
         spec = self.live.declared(pool)
         if spec is None:  # a retired pool (sandstack.runtime.config) takes no new session
             raise not_found("pool", pool, self.sandboxes.host)
-        if not SESSION_ID.fullmatch(session):
-            raise ApiError(422, f"session id {session!r} must be {SESSION_HINT}", session=session)
+        if not SESSION_ID.fullmatch(shown(session) or ""):
+            raise ApiError(422, f"session id {shown(session)!r} must be {SESSION_HINT}", session=shown(session))
         snapshot = self.snapshots.row(from_snapshot, pool) if from_snapshot else None
         # An idle warm sandbox, checked with Docker outside the store's lock (sandstack.runtime.claims).
         taken = self.claims.take(pool, session, from_snapshot)
         if taken is not None and not taken.created:
             if taken.row.pool != pool:
-                raise conflict(f"session {session!r} is bound to a sandbox of pool {taken.row.pool!r}, "
-                               f"not {pool!r}", session=session, pool=taken.row.pool)
+                raise conflict(f"session {shown(session)!r} is bound to a sandbox of pool {taken.row.pool!r}, "
+                               f"not {pool!r}", session=shown(session), pool=taken.row.pool)
             return taken.row, False
         picked, needs_start = (taken.row, taken.needs_start) if taken else (None, False)
         if picked is None and spec.ondemand is not None:  # none warm and idle: a new one, within the ceiling
@@ -83,7 +124,9 @@ class Sessions:
         return sorted(env) + [f"{secret_files.SESSION_SECRETS_DIR}/{name}" for name in sorted(files)]
 
     def release(self, session: str) -> SandboxRow:
+        """Ends the session (a key): its tokens first, then its sandbox reset into the pool (or retired)."""
         row = self.sandboxes.of_session(session)
+        self.tokens.end(session)
         self.hibernation.discard(row.name)
         if self.places.is_place(row.name):  # above the warm sandboxes: retired, not kept idle
             return self.places.retire(row.name)
@@ -112,4 +155,5 @@ class Sessions:
                 pass  # the daemon is gone: the session keeps its stopped sandbox, which the monitor judges
             raise ApiError(502, f"restoring snapshot {snapshot_id!r} into sandbox {name!r} failed while its root "
                                 f"was written back ({failed.error}); the sandbox was reset and session "
-                                f"{failed.session!r} has ended", sandbox=name, snapshot=snapshot_id) from failed.error
+                                f"{shown(failed.session)!r} has ended", sandbox=name,
+                           snapshot=snapshot_id) from failed.error

@@ -19,6 +19,7 @@ from typing import Iterator
 from sandstack.runtime.errors import no_space
 from sandstack.runtime.interfaces import Sandboxes
 from sandstack.runtime.room import Room
+from sandstack.runtime.session_keys import shown
 from sandstack.runtime.store import Store
 
 HIBERNATE_DIR = "hibernated"  # under the state dir: <sandbox>/<index of the writable path>.tar
@@ -80,10 +81,10 @@ class Storage:
                                "snapshots (DELETE /v1/snapshots/ID) to make room", pool=pool, used=room.used,
                                limit=room.total)
             if share is not None and room.session_used >= share:
-                raise no_space(f"session {session!r} has used {room.session_used} of its share of pool {pool!r}'s "
+                raise no_space(f"session {shown(session)!r} has used {room.session_used} of its share of pool {pool!r}'s "
                                f"snapshot_storage ({share} bytes: session.session_snapshot_storage) on host "
                                f"{host!r}; delete its snapshots (DELETE /v1/snapshots/ID) to make room",
-                               pool=pool, session=session, used=room.session_used, limit=share)
+                               pool=pool, session=shown(session), used=room.session_used, limit=share)
             bound = room.bound
             self._reserved[pool] += bound
             self._reserved_by[(pool, session)] += bound

@@ -36,6 +36,14 @@ CREATE TABLE IF NOT EXISTS sandboxes (
     cpu_ns INTEGER,
     detail TEXT
 );
+CREATE TABLE IF NOT EXISTS session_tokens (
+    digest TEXT PRIMARY KEY,
+    session TEXT NOT NULL,
+    sandbox TEXT NOT NULL,
+    pool TEXT NOT NULL,
+    bound_at REAL,
+    expires_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS snapshots (
     id TEXT PRIMARY KEY,
     pool TEXT NOT NULL,
@@ -60,6 +68,18 @@ class SandboxRow:
     last_activity: float | None
     cpu_ns: int | None
     detail: str | None  # why it is unhealthy, quarantined or expired, or what happened to its last session
+
+
+@dataclass(frozen=True)
+class TokenRow:
+    """A session's token, as stored: its SHA-256 digest (the token itself is never stored), the binding it is for."""
+
+    digest: str
+    session: str
+    sandbox: str
+    pool: str
+    bound_at: float | None
+    expires_at: float
 
 
 @dataclass(frozen=True)
@@ -151,6 +171,22 @@ class Store:
             row = self._db.execute("SELECT * FROM sandboxes WHERE session = ?", (session,)).fetchone()
         return SandboxRow(**row) if row else None
 
+    def with_session_id(self, session: str) -> list[SandboxRow]:
+        """The rows whose session has this id, in any scope (sandstack.runtime.session_keys), or none."""
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM sandboxes WHERE session = ? OR (instr(session, '/') > 0 AND "
+                                    "substr(session, instr(session, '/') + 1) = ?) ORDER BY name",
+                                    (session, session)).fetchall()
+        return [SandboxRow(**row) for row in rows]
+
+    def rename_session(self, old: str, new: str) -> bool:
+        """A session (and its snapshots) under another key; False when `old` no longer holds a sandbox."""
+        with self.transaction() as db:
+            if db.execute("UPDATE sandboxes SET session = ? WHERE session = ?", (new, old)).rowcount != 1:
+                return False
+            db.execute("UPDATE snapshots SET session = ? WHERE session = ?", (new, old))
+            return True
+
     def update(self, name: str, db: sqlite3.Connection | None = None, **fields: object) -> None:
         self.update_if(name, {}, db, **fields)
 
@@ -199,6 +235,22 @@ class Store:
                 "SELECT * FROM snapshots WHERE (? IS NULL OR pool = ?) AND (? IS NULL OR session = ?) "
                 "ORDER BY created_at DESC, id", (pool, pool, session, session)).fetchall()
         return [SnapshotRow(**row) for row in rows]
+
+    # Session tokens
+
+    def add_token(self, row: TokenRow) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT INTO session_tokens VALUES (?, ?, ?, ?, ?, ?)",
+                       (row.digest, row.session, row.sandbox, row.pool, row.bound_at, row.expires_at))
+
+    def tokens(self) -> list[TokenRow]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM session_tokens").fetchall()
+        return [TokenRow(**row) for row in rows]
+
+    def drop_tokens(self, digests: list[str]) -> None:
+        with self.transaction() as db:
+            db.executemany("DELETE FROM session_tokens WHERE digest = ?", [(digest,) for digest in digests])
 
     def delete_snapshot(self, snapshot_id: str) -> None:
         with self.transaction() as db:

@@ -255,7 +255,7 @@ PARTS = {"Leases": "leases.Leases", "Execs": "execs.Execs", "Credentials": "cred
          "Copies": "storage.Copies", "Storage": "storage.Storage", "Transfers": "transfer.Transfers",
          "Hibernation": "hibernate.Hibernation", "Access": "access.Access", "Processes": "processes.Processes",
          "RootSnapshots": "rootsnap.RootSnapshots", "Snapshots": "snapshots.Snapshots",
-         "WarmClaims": "claims.WarmClaims"}
+         "WarmClaims": "claims.WarmClaims", "SessionTokens": "session_tokens.SessionTokens"}
 
 
 def test_each_part_offers_what_its_protocol_says():

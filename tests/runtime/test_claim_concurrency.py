@@ -15,7 +15,7 @@ import pytest
 from sandstack.runtime.backend import DaemonUnavailable
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.service import Runtime
-from tests.runtime.conftest import PY, WEB, make_config
+from tests.runtime.conftest import PY, WEB, hk, make_config
 from tests.runtime.fake_backend import FakeBackend
 from tests.runtime.ondemand_helpers import PLACES, WARM, FakeProvisioner, od_config
 
@@ -122,7 +122,7 @@ def test_many_threads_never_get_one_sandbox_twice_with_the_monitor_running(slow)
     bound = [r for r in results if isinstance(r, tuple)]
     assert sorted(name for name, _ in bound) == PY  # each sandbox once
     assert [r for r in results if not isinstance(r, tuple)] == [503] * (64 - len(PY))
-    assert {runtime.sandbox(name).session for name, _ in bound} == {session for _, session in bound}
+    assert {runtime.sandbox(name).session for name, _ in bound} == {hk(session) for _, session in bound}
     assert backend.most_in_flight > 1
 
 
@@ -131,7 +131,7 @@ def test_a_candidate_changed_while_docker_was_asked_is_not_bound_and_the_claim_t
     # The monitor (or anything else) takes PY[0] out of service while the claim's inspect of it is running.
     backend.meanwhile[PY[0]] = lambda: runtime.store.update(PY[0], status="unhealthy", detail="judged meanwhile")
     row, created = runtime.claim("py", "chat-1")
-    assert (row.name, created, row.session) == (PY[1], True, "chat-1")
+    assert (row.name, created, row.session) == (PY[1], True, hk("chat-1"))
     first = runtime.sandbox(PY[0])
     assert (first.status, first.session, first.detail) == ("unhealthy", None, "judged meanwhile")
     assert not runtime.sandboxes.busy(PY[0]) and not runtime.sandboxes.busy(PY[1])
@@ -169,7 +169,7 @@ def test_the_monitor_does_not_end_a_session_bound_while_it_asked_docker(slow):
     backend.meanwhile[last] = created_and_claimed
     runtime.monitor_once()
     row = runtime.sandbox(last)
-    assert (row.status, row.session, row.detail) == ("bound", "late", None)
+    assert (row.status, row.session, row.detail) == ("bound", hk("late"), None)
 
 
 def od_runtime(tmp_path: Path) -> tuple[SlowDocker, FakeProvisioner, Runtime]:
@@ -191,7 +191,7 @@ def test_the_monitor_does_not_retire_an_on_demand_slot_bound_after_its_list(tmp_
         backend.meanwhile[WARM] = lambda: runtime.claim("od", "late")
         runtime.monitor_once()
         row = runtime.sandbox(place)
-        assert (row.status, row.session) == ("bound", "late")
+        assert (row.status, row.session) == ("bound", hk("late"))
         assert backend.status[place] == "running"
     finally:
         backend.close()

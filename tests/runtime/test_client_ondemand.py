@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sandstack.client import Client, NoCapacity
-from tests.runtime.conftest import TOKEN
+from tests.runtime.conftest import TOKEN, hk
 from tests.runtime.ondemand_helpers import PLACES, WARM, od_env
 
 OUTPUTS = {"runtime": {"hosts": {"a": {"url": "http://a.test", "token": TOKEN},
@@ -65,9 +65,9 @@ def test_a_claim_of_a_session_being_created_waits_for_it(two):
 
     first = threading.Thread(target=lambda: env.api.post("/v1/sessions", json={"pool": "od", "session": "slow"}))
     first.start()
-    while env.runtime.store.by_session("slow") is None:
+    while env.runtime.store.by_session(hk("slow")) is None:
         release.wait(0.01)
-    assert env.runtime.store.by_session("slow").status == "creating"
+    assert env.runtime.store.by_session(hk("slow")).status == "creating"
     threading.Timer(0.3, release.set).start()
     threading.Thread(target=ready_later).start()
     sandbox = client.claim("od", "slow")

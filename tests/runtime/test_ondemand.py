@@ -9,6 +9,7 @@ import pytest
 from tests.runtime.ondemand_helpers import PLACES, WARM, FakeProvisioner, od_config, od_env, recipe
 from sandstack.plan.recipe import LABEL_ONDEMAND
 from sandstack.plan.runtime import IdlePolicy, RuntimeConfig
+from tests.runtime.conftest import hk
 
 
 @pytest.fixture
@@ -247,7 +248,7 @@ def test_a_stopping_runtime_hibernates_bound_on_demand_sandboxes_and_the_next_ca
     assert od.backend.status[sandbox] == "missing"  # nothing left to hold the stack's networks or volumes
     assert od.backend.status[WARM] == "running"  # a warm sandbox is the stack's: left as it is
     row = od.runtime.store.sandbox(sandbox)
-    assert (row.status, row.session, row.paused_by) == ("hibernated", "b", "shutdown")
+    assert (row.status, row.session, row.paused_by) == ("hibernated", hk("b"), "shutdown")
     restarted = od.restarted()
     answer = restarted.api.post(f"/v1/sandboxes/{sandbox}/exec", json={"command": ["cat", "notes.txt"]})
     assert (answer.status_code, answer.json().get("stdout")) == (200, "across"), answer.json()
@@ -266,7 +267,7 @@ def test_the_monitor_takes_a_resumed_or_recreated_sandbox_for_the_sessions_own(o
     od.api.post("/v1/sessions/b/resume")
     od.runtime.monitor_once()
     assert [(r.name, r.status, r.session) for r in od.runtime.store.sandboxes()] == [
-        (WARM, "bound", "a"), (sandbox, "bound", "b"), (PLACES[1], "absent", None)]
+        (WARM, "bound", hk("a")), (sandbox, "bound", hk("b")), (PLACES[1], "absent", None)]
     od.api.delete("/v1/sessions/b")
     assert od.claim("c", pool="od")["sandbox"] == sandbox
     od.runtime.monitor_once()

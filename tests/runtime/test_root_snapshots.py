@@ -17,7 +17,7 @@ from sandstack.runtime.backend import BackendError
 from sandstack.runtime.rootsnap import RootChecked
 from sandstack.runtime.store import SnapshotRow
 from sandstack.runtime.tarcheck import Forged, write_tar
-from tests.runtime.conftest import make_config, make_env
+from tests.runtime.conftest import hk, make_config, make_env
 
 
 def root_env(tmp_path, **web):
@@ -97,7 +97,7 @@ def test_an_api_restore_rolls_the_root_back_and_ends_the_sessions_processes(env)
     # The restore's own start is not a crash's restart: the monitor keeps the session.
     env.runtime.monitor_once()
     row = env.runtime.sandbox(sandbox)
-    assert (row.status, row.session) == ("bound", "s1")
+    assert (row.status, row.session) == ("bound", hk("s1"))
     assert env.api.post(f"/v1/sandboxes/{sandbox}/exec", json={"command": ["true"]}).status_code == 200
 
 

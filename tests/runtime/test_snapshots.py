@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from tests.runtime.conftest import hk
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def test_branching_from_another_pools_or_an_unknown_snapshot_fails_without_bindi
     unknown = env.api.post("/v1/sessions", json={"pool": "py", "session": "b", "from_snapshot": "snap-" + "0" * 32})
     assert (unknown.status_code, unknown.json()["error"]) == (
         404, f"snapshot 'snap-{'0' * 32}' is not on host 'local'")
-    assert env.runtime.store.by_session("b") is None
+    assert env.runtime.store.by_session(hk("b")) is None
 
 
 def test_retention_keeps_the_newest_count_per_pool_and_drops_old_ones(env, sandbox):

@@ -11,12 +11,13 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.models import SANDBOX_PATTERN, SESSION_PATTERN, Error, pattern
 from sandstack.runtime.service import Runtime
+from sandstack.runtime.session_keys import shown
 from sandstack.runtime.store import SandboxRow
-from sandstack.runtime.tokens import Scope, check_sandbox, check_session
+from sandstack.runtime.tokens import Scope, check_sandbox
 
 ACTOR_HEADER = "X-Sandstack-Actor"  # who the caller acts for (a user, an agent run): recorded, not trusted
-bearer = HTTPBearer(auto_error=False, description="The host's runtime token, or a scoped token of some of its pools "
-                                                  "(Pulumi secrets).")
+bearer = HTTPBearer(auto_error=False, description="The host's runtime token, a scoped token of some of its pools "
+                                                  "(Pulumi secrets), or a session's own token (a claim's answer).")
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Error}
                                            for code in (400, 401, 403, 404, 409, 413, 422, 502, 503, 504, 507)}
 BINARY = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
@@ -39,9 +40,9 @@ def runtime_of(request: Request) -> Runtime:
 
 
 def note(request: Request, *, session: str | None = None, sandbox: str | None = None) -> None:
-    """What the audit line of this call names."""
+    """What the audit line of this call names (a session by the id its scope gave it)."""
     if session is not None:
-        request.state.session = session
+        request.state.session = shown(session)
     if sandbox is not None:
         request.state.sandbox = sandbox
 
@@ -50,11 +51,20 @@ async def require_token(request: Request, credentials: HTTPAuthorizationCredenti
     # async: it never blocks, so it runs on the event loop; a plain function was a hop through the thread pool (and
     # back) on every call, before the route's own.
     given = credentials.credentials if credentials and credentials.scheme.lower() == "bearer" else ""
-    # Constant time (sandstack.runtime.tokens): how much of a guess matched must not show in the response time.
-    scope = request.app.state.tokens.scope(given)
+    scope = authenticate(request.app, given)
     if scope is None:
         raise ApiError(401, "unauthorized")
     request.state.scope = scope
+
+
+def authenticate(app: Any, given: str) -> Scope | None:
+    """The scope of a bearer token: a declared one (compared in constant time: sandstack.runtime.tokens), else a
+    session's own (sandstack.runtime.session_tokens); None for any other."""
+    scope = app.state.tokens.scope(given)
+    runtime: Runtime | None = app.state.runtime
+    if scope is None and runtime is not None:
+        scope = runtime.session_tokens.scope(given)
+    return scope
 
 
 def scope_of(request: Request) -> Scope:
@@ -65,17 +75,16 @@ def bound(request: Request, sandbox: str) -> Runtime:
     """The runtime, once the caller's token may act on `sandbox` (a scoped token: only its pools'; else 404)."""
     runtime = runtime_of(request)
     row = runtime.sandboxes.get(sandbox)
-    check_sandbox(scope_of(request), sandbox, row.pool, runtime.host)
+    check_sandbox(scope_of(request), row, runtime.host)
     note(request, sandbox=sandbox, session=row.session)
     request.state.pool = row.pool
     return runtime
 
 
 def session_row(request: Request, session: str) -> SandboxRow:
-    """The session's sandbox, once the caller's token may act on it (a scoped token: its pools' only; else 404)."""
+    """The sandbox of the session the caller's token names `session` (sandstack.runtime.sessions.lookup: its own
+    scope's; a session's token only its own session; else 404)."""
     note(request, session=session)
-    runtime = runtime_of(request)
-    row = runtime.sandboxes.of_session(session)
-    check_session(scope_of(request), session, row.pool, runtime.host)
+    row = runtime_of(request).sessions.lookup(scope_of(request), session)
     note(request, sandbox=row.name)
     return row

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Request
 
 from sandstack.runtime.models import PoolStatus
 from sandstack.runtime.routes.common import ERRORS, require_token, runtime_of, scope_of
+from sandstack.runtime.tokens import pool_level
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], responses=ERRORS)
 
@@ -16,6 +17,7 @@ router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], response
 @router.get("/pools", response_model=list[PoolStatus], operation_id="list_pools")
 def list_pools(request: Request) -> Any:
     """Each pool on this host: its sandboxes by status, and what its snapshots take of their storage."""
+    pool_level(scope_of(request), "the pools' listing")
     runtime = runtime_of(request)
     answer = []
     for pool, spec in runtime.config.pools.items():

@@ -8,13 +8,14 @@ from fastapi import APIRouter, Depends, Request
 
 from sandstack.runtime.models import SandboxStatus
 from sandstack.runtime.routes.common import ERRORS, bound, note, require_token, runtime_of, sandbox_param, scope_of
-from sandstack.runtime.tokens import check_pool, check_sandbox
+from sandstack.runtime.tokens import check_pool, check_sandbox, pool_level
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], responses=ERRORS)
 
 
 @router.get("/sandboxes", response_model=list[SandboxStatus], operation_id="list_sandboxes")
 def list_sandboxes(request: Request, pool: str | None = None) -> Any:
+    pool_level(scope_of(request), "the sandboxes' listing")
     runtime = runtime_of(request)
     if pool is not None:
         check_pool(scope_of(request), pool, runtime.host)
@@ -28,7 +29,7 @@ def get_sandbox(request: Request, sandbox: str = sandbox_param()) -> Any:
     note(request, sandbox=sandbox)
     runtime = runtime_of(request)
     row = runtime.sandboxes.get(sandbox)
-    check_sandbox(scope_of(request), sandbox, row.pool, runtime.host)
+    check_sandbox(scope_of(request), row, runtime.host)
     note(request, session=row.session)
     return runtime.sandboxes.describe(row)
 

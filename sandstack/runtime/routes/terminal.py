@@ -32,8 +32,9 @@ from fastapi.concurrency import run_in_threadpool
 from sandstack.runtime.backend import STDIN_TIMEOUT, BackendError, StdinBlocked
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.processes import Command, Process
-from sandstack.runtime.routes.common import ACTOR_HEADER, ERRORS, require_token, sandbox_param
+from sandstack.runtime.routes.common import ACTOR_HEADER, ERRORS, authenticate, require_token, sandbox_param
 from sandstack.runtime.service import Runtime
+from sandstack.runtime.session_keys import shown
 from sandstack.runtime.tokens import check_sandbox
 
 OUTPUT_WINDOW = 256 * 1024  # bytes of output read from the sandbox but not yet sent to the client
@@ -112,7 +113,7 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
     given = websocket.headers.get("authorization", "")
     token = given[7:] if given[:7].lower() == "bearer " else ""
     # The same check as every route (constant time; a scoped token acts only on its pools' sandboxes).
-    scope = app.state.tokens.scope(token)
+    scope = authenticate(app, token)
     if scope is None:
         await websocket.accept()
         await websocket.close(code=4401, reason="unauthorized")
@@ -141,8 +142,8 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
     def start() -> Process:
         nonlocal session
         row = runtime.sandboxes.get(sandbox)
-        check_sandbox(scope, sandbox, row.pool, runtime.host)  # another pool's sandbox: 404, as for every route
-        session = row.session
+        check_sandbox(scope, row, runtime.host)  # another pool's (or session's) sandbox: 404, as for every route
+        session = shown(row.session)
         root = runtime.sandboxes.pool(row.pool).workspace_root
         # The session's run-scoped secrets, as for every command of the session.
         cmd = Command(list(command) if command else SHELL, root,

@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 from sandstack.runtime.errors import ApiError, conflict
 from sandstack.runtime.models import pattern
 from sandstack.runtime.routes.common import ERRORS, note, require_token, runtime_of, scope_of
+from sandstack.runtime.tokens import pool_level
 
 SITE_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$"  # a DNS host name, as the ingress's Host header carries it
 WAKES = ("hibernated", "paused", "bound")
@@ -47,6 +48,7 @@ def wake(request: Request, site: str = Query(..., description="The site's host n
     """Bring a site's sandbox back if its session hibernated (or paused) it; the ingress calls this when a
     request to the site finds no upstream, then sends the request again."""
     runtime, scope = runtime_of(request), scope_of(request)
+    pool_level(scope, "a wake")
     site = site.lower()
     sandbox = runtime.config.sites.get(site)
     pool = runtime.config.pool_of(sandbox) if sandbox else None
