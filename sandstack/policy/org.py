@@ -13,6 +13,12 @@ the same located errors (FILE:LINE:COL) as a broken stack.
         schema:
           memory_mib: {min: 512, max: 8192, check_with: even}
     config: {public_ports: [8080]}      # optional: the same settings as a stack's `policy:`; the file's win
+    prices: prices.yaml                 # optional: the platform's price list, relative to this file
+
+Capacity bounds (sandstack.spec.reserve: what the pools reserve at their on-demand ceiling): a `host` rule may
+bound a host's total (`reserved_cpus`, `reserved_memory_mib`, `reserved_disk_mib`, `reserved_gpus`,
+`reserved_sandboxes`), a `stack` rule the stack's, and a `change` rule a change's size (`added_cpus`,
+`added_memory_mib`, …: head minus base), which `sandstack diff --policy FILE` applies (`check` sees no change).
 
 A message names its target with {name} (nothing else: other placeholders are refused when the file is loaded;
 write a literal brace as '{{'). `config.severity` may set a rule 'off', which a stack's own `policy:` may not.
@@ -37,11 +43,15 @@ from sandstack.spec.loader import Document, load
 from sandstack.spec.models import Ceilings, Policy
 from sandstack.spec.models.base import field as spec_field
 from sandstack.spec.models.policy import RuleId
+from sandstack.spec.reserve import Amount, reservations
 from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
 from sandstack.spec.schema_errors import describe
 from sandstack.spec.units import MIB
 
-TARGETS = ("template", "pool", "host")
+TARGETS = ("template", "pool", "host", "stack", "change")
+# What a pool reserves at its on-demand ceiling, summed per host or for the stack; a change's rule its difference.
+RESERVED = {"cpus": "cpus", "memory_mib": "memory", "disk_mib": "disk", "gpus": "gpus", "sandboxes": "sandboxes"}
+CAPACITY_FIELDS = frozenset({f"reserved_{k}" for k in RESERVED} | {f"added_{k}" for k in RESERVED})
 # Where each field of a view is written in the stack file (under the template, pool or host).
 VIEW_PATHS: dict[str, dict[str, tuple]] = {
     "template": {"cpus": ("limits", "cpus"), "memory_mib": ("limits", "memory"), "disk_mib": ("limits", "disk"),
@@ -56,7 +66,11 @@ VIEW_PATHS: dict[str, dict[str, tuple]] = {
                  "exec_output_limit_mib": ("session", "exec_output_limit")},
     "pool": {"template": ("template",), "replicas": ("replicas",), "hosts": ("hosts",)},
     "host": {"endpoint": ("endpoint",), "cpus": ("capacity", "cpus"), "memory_mib": ("capacity", "memory"),
-             "disk_mib": ("capacity", "disk"), "gpus": ("capacity", "gpus")},
+             "disk_mib": ("capacity", "disk"), "gpus": ("capacity", "gpus"),
+             **{f"reserved_{k}": () for k in RESERVED}},
+    # The stack's pools reserve it: a bound exceeded is located at `pools`.
+    "stack": {f"reserved_{k}": () for k in RESERVED},
+    "change": {f"added_{k}": () for k in RESERVED},
 }
 
 FILE_SCHEMA = {
@@ -71,6 +85,7 @@ FILE_SCHEMA = {
         "schema": {"type": "dict", "required": True, "keysrules": {"type": "string"}},
     }}},
     "config": {"type": "dict"},
+    "prices": {"type": "string", "empty": False},
 }
 
 
@@ -111,6 +126,7 @@ class PolicyFile:
     file: str
     rules: list[OrgRule] = field(default_factory=list)
     config: PolicyConfig = field(default_factory=PolicyConfig)  # validated; only the keys it sets count
+    prices: str | None = None  # the price list's path (relative to the policy file, made relative to the cwd)
 
 
 def _diagnostic(doc: Document, path: tuple, message: str, key: bool = False) -> Diagnostic:
@@ -180,7 +196,9 @@ def load_policy_file(path: str | os.PathLike[str]) -> PolicyFile:
     if not checker.validate(doc.data):
         raise SpecError(sorted({_diagnostic(doc, p, m) for p, m in _walk_errors(checker.errors, ())}))
     config, problems = _config(doc)
-    out = PolicyFile(doc.file, config=config)
+    prices = doc.data.get("prices")
+    out = PolicyFile(doc.file, config=config,
+                     prices=None if prices is None else os.path.join(os.path.dirname(str(path)), prices))
     seen: set[str] = set()
     for index, item in enumerate(doc.data["rules"]):
         where = ("rules", index)
@@ -248,17 +266,35 @@ def template_view(t: ResolvedTemplate, public_urls: tuple[int, ...] = ()) -> dic
     }
 
 
+def _reserved(amount: Amount, prefix: str) -> dict[str, Any]:
+    return {f"{prefix}{k}": (amount.get(dim) // MIB if k.endswith("_mib") else
+                             round(amount.get(dim), 3) if dim == "cpus" else int(amount.get(dim)))
+            for k, dim in RESERVED.items()}
+
+
+def change_view(old: ResolvedStack, new: ResolvedStack) -> dict[str, Any]:
+    """A change as `change` rules see it: what the stack reserves more (or less) at the ceiling, head − base."""
+    return {"name": "change", **_reserved(reservations(new).ceiling - reservations(old).ceiling, "added_")}
+
+
 def views(spec: ResolvedStack, applies_to: str) -> list[tuple[str, tuple, dict[str, Any]]]:
-    """(target, its path in the stack file, its view) of every template, pool or host."""
+    """(target, its path in the stack file, its view) of every template, pool or host, or of the stack (none of a
+    change: `change_violations`)."""
+    if applies_to == "change":
+        return []
+    if applies_to == "stack":
+        return [("stack", ("pools",), {"name": "stack", **_reserved(reservations(spec).ceiling, "reserved_")})]
     if applies_to == "template":
         return [(f"template/{n}", ("templates", n), template_view(t, public_url_ports(spec, n)))
                 for n, t in spec.templates.items()]
     if applies_to == "pool":
         return [(f"pool/{n}", ("pools", n), {"name": n, "template": p.template, "replicas": p.replicas,
                                               "hosts": list(p.hosts)}) for n, p in spec.pools.items()]
+    reserved = reservations(spec).hosts
     return [(f"host/{n}", ("hosts", n), {
         "name": n, "endpoint": h.endpoint, "cpus": h.capacity.cpus, "memory_mib": h.capacity.memory // MIB,
-        "disk_mib": h.capacity.disk // MIB, "gpus": sum(g.count for g in h.capacity.gpus)})
+        "disk_mib": h.capacity.disk // MIB, "gpus": sum(g.count for g in h.capacity.gpus),
+        **_reserved(reserved[n].ceiling, "reserved_")})
         for n, h in spec.hosts.items()]
 
 
@@ -276,18 +312,49 @@ def _normalizes(schema: Any) -> bool:
     return False
 
 
+def capacity_rules(files: list[PolicyFile]) -> list[OrgRule]:
+    """The rules that bound capacity: every `change` rule, and `host` and `stack` rules on reserved totals."""
+    return [org for policy in files for org in policy.rules
+            if org.applies_to == "change" or set(org.schema) & CAPACITY_FIELDS]
+
+
+def change_violations(old: ResolvedStack, new: ResolvedStack, files: list[PolicyFile]) -> list[tuple[OrgRule, str]]:
+    """Each capacity rule the change breaks, with its message: `change` rules on the change's size, `host` and
+    `stack` rules on the head's totals where the base kept them (`sandstack diff --policy`, under `--fail-on
+    capacity`)."""
+    out = []
+    for org in capacity_rules(files):
+        if org.applies_to == "change":
+            out += [(org, message) for _, _, message in _broken(org, [("change", (), change_view(old, new))])]
+            continue
+        # A total the base already broke is `check`'s finding, not this change's: only a new breach counts.
+        broken_before = {target for target, _, _ in _broken(org, views(old, org.applies_to))}
+        out += [(org, message) for target, _, message in _broken(org, views(new, org.applies_to))
+                if target not in broken_before]
+    return out
+
+
+def _broken(org: OrgRule, targets: list[tuple[str, tuple, dict[str, Any]]]) -> list[tuple[str, tuple, str]]:
+    """(target, path, message) of every field of every target the rule's schema refuses."""
+    checker = OrgValidator(org.schema, allow_unknown=True)
+    normalize = _normalizes(org.schema)
+    out = []
+    for target, base, view in targets:
+        if checker.validate(view, normalize=normalize):
+            continue
+        for field_name, messages in sorted(checker.errors.items()):
+            detail = "; ".join(m if isinstance(m, str) else str(m) for m in messages)
+            rel = VIEW_PATHS[org.applies_to].get(field_name, ())
+            message = render_message(org.message, view) + f" ({field_name} {view.get(field_name)!r}: {detail})."
+            out.append((target, (*base, *rel), message))
+    return out
+
+
 def org_violations(spec: ResolvedStack, files: list[PolicyFile]) -> list[Violation]:
     out = []
     for policy in files:
         for org in policy.rules:
-            checker = OrgValidator(org.schema, allow_unknown=True)
-            normalize = _normalizes(org.schema)
-            for target, base, view in views(spec, org.applies_to):
-                if checker.validate(view, normalize=normalize):
-                    continue
-                for field_name, messages in sorted(checker.errors.items()):
-                    detail = "; ".join(m if isinstance(m, str) else str(m) for m in messages)
-                    rel = VIEW_PATHS[org.applies_to].get(field_name, ())
-                    message = render_message(org.message, view) + f" ({field_name} {view.get(field_name)!r}: {detail})."
-                    out.append(Violation(org.rule.id, target, (*base, *rel), message))
+            out += [Violation(org.rule.id, target, path, message)
+                    for target, path, message in _broken(org, views(spec, org.applies_to))]
     return out
+

@@ -8,8 +8,14 @@ words; an entry that matches nothing is reported (a warning, an error with `--st
 
     accept:
       - change: templates.python.limits.memory   # a spec path; `*` matches one part, a prefix its fields
-        category: disruption                     # security | disruption | data-loss | replace
-        reason: the model needs 2GiB; sandboxes update in place
+        category: [capacity, disruption]         # one, a list, or `all`: security | capacity | disruption |
+        reason: the model needs 2GiB             #   data-loss | replace
+      - change: templates.python.network.allow
+        category: all                            # every category this change falls in
+        reason: pypi.org for pip installs, reviewed by the platform team
+
+One change is accepted once, for the categories it names: a change that also falls in a category the entry does not
+name still fails `--fail-on` for that one, and the review says which categories remain.
 """
 
 from __future__ import annotations
@@ -18,12 +24,11 @@ import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandstack.spec.access import ACCEPT_ALL as ALL, FAIL_ON as CATEGORIES
 from sandstack.spec.errors import Diagnostic, SpecError, format_path
 from sandstack.spec.loader import Document, load
 from sandstack.spec.models.policy import REASON_WORD, has_a_word
 
-# What `--fail-on` can fail on, and so what an acceptance can accept.
-CATEGORIES = ("security", "disruption", "data-loss", "replace")
 KEYS = ("change", "category", "reason")
 REVIEW_FOLDER = "review"  # beside the stack files: stacks/review/<stack>.yaml
 
@@ -31,7 +36,7 @@ REVIEW_FOLDER = "review"  # beside the stack files: stacks/review/<stack>.yaml
 @dataclass(frozen=True)
 class Acceptance:
     change: str  # a spec path or pattern: `templates.python.limits.memory`, `templates.*.network.allow`
-    category: str
+    categories: tuple[str, ...]  # what it accepts, in CATEGORIES' order (`all`: every one)
     reason: str
     file: str = ""
     line: int = 0
@@ -41,6 +46,14 @@ class Acceptance:
         """`path` is the pattern, matches it part by part (`*` is one part), or is inside it (a field of it)."""
         parts, pattern = path.split("."), self.change.split(".")
         return len(parts) >= len(pattern) and all(fnmatch.fnmatchcase(p, q) for p, q in zip(parts, pattern))
+
+    @property
+    def category(self) -> str:
+        """The categories as written for a reader: `security`, `capacity, disruption`, `all`."""
+        return ALL if self.categories == CATEGORIES else ", ".join(self.categories)
+
+    def accepts(self, kind: str) -> bool:
+        return kind in self.categories
 
     @property
     def where(self) -> str:
@@ -59,6 +72,21 @@ def beside(stack_file: str) -> Path | None:
 def _error(doc: Document, path: tuple, message: str, key: bool = False) -> Diagnostic:
     line, column = doc.position(path, key=key)
     return Diagnostic(doc.file, line, column, format_path(path), message, "review-file")
+
+
+def _categories(doc: Document, at: tuple, value: object, errors: list[Diagnostic]) -> tuple[str, ...]:
+    """`category`: one category, a list of them, or `all`; each bad one located with what is allowed."""
+    allowed = ", ".join(repr(c) for c in CATEGORIES)
+    if value == ALL:
+        return CATEGORIES
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        errors.append(_error(doc, at, f"an empty list accepts nothing: name one or more of {allowed}, or 'all'"))
+    for i, kind in enumerate(values):
+        if kind not in CATEGORIES:
+            where = (*at, i) if isinstance(value, list) else at
+            errors.append(_error(doc, where, f"{kind!r} is not one of {allowed} (or 'all' alone)"))
+    return tuple(c for c in CATEGORIES if c in values)
 
 
 def load_acceptances(path: str | Path) -> list[Acceptance]:
@@ -89,16 +117,14 @@ def load_acceptances(path: str | Path) -> list[Acceptance]:
         if "change" in entry and (not isinstance(change, str) or not change.strip() or " " in change.strip()):
             errors.append(_error(doc, (*at, "change"), f"{change!r} is not a spec path or pattern (e.g. "
                                  "'templates.python.limits.memory', 'templates.*.network.allow')"))
-        if "category" in entry and category not in CATEGORIES:
-            errors.append(_error(doc, (*at, "category"),
-                                 f"{category!r} is not one of {', '.join(repr(c) for c in CATEGORIES)}"))
+        kinds = _categories(doc, (*at, "category"), category, errors) if "category" in entry else ()
         if "reason" in entry and not (isinstance(reason, str) and has_a_word(reason)):
             # The value is not shown: a reason is free text, and what it holds is the writer's.
             errors.append(_error(doc, (*at, "reason"), "not a valid reason: say why the change is accepted in "
                                  f"words (at least one word of {REASON_WORD} letters)"))
         if not errors:
             line, column = doc.position(at)
-            out.append(Acceptance(change.strip(), category, reason.strip(), doc.file, line, column))
+            out.append(Acceptance(change.strip(), kinds, reason.strip(), doc.file, line, column))
     if errors:
         raise SpecError(errors)
     return out

@@ -72,6 +72,13 @@ CLASS_DEFS = {
     "updated": "fill:#fff8c5,stroke:#9a6700,stroke-width:2px,color:#000",
     "unchanged": "fill:#ffffff,stroke:#afb8c1,color:#57606a",
 }
+# A host's box: no fill of its own (Mermaid's default is a pale yellow, the colour of "updated"), a grey border that
+# reads on GitHub's light and dark pages; its title takes the page's text colour from the theme GitHub picks.
+HOST_BOX = "fill:none,stroke:#8c959f,stroke-width:1px"
+# Compact: tighter spacing than Mermaid's defaults, so a one-pool change is one short row.
+# The title's own margin keeps it above the box's tallest part (Mermaid's default lets a three-line part reach it).
+INIT = ('%%{init: {"flowchart": {"nodeSpacing": 18, "rankSpacing": 26, "padding": 6, "diagramPadding": 4, '
+        '"subGraphTitleMargin": {"top": 4, "bottom": 10}}}}%%')
 MAX_GROUPS = 6  # host boxes drawn; the rest are counted below the picture
 MAX_ELEMENTS = 24  # elements per box: past it, alike parts fold into one, then context and the least changed go
 FOLD_ABOVE = 3  # alike parts (same role and action) folded into one element past MAX_ELEMENTS
@@ -133,16 +140,18 @@ def _structure(plan: Any) -> tuple[dict[str, set[Element]], dict[str, set[tuple[
 
 
 def _grouped(classes: dict[Element, str]) -> dict[Element, list[Element]]:
-    """Elements to draw, each with the elements it stands for: past MAX_ELEMENTS, more than FOLD_ABOVE alike parts
-    (pools replaced, their networks as context) are one element ("40 pools: p0, p10, p12 and 37 more")."""
-    if len(classes) <= MAX_ELEMENTS:
-        return {e: [e] for e in classes}
+    """Elements to draw, each with the elements it stands for: unchanged context parts of one role are one element
+    ("4 pools: builder, preview, python and 1 more"); past MAX_ELEMENTS, more than FOLD_ABOVE alike changed parts
+    too (pools replaced)."""
     alike: dict[tuple[str, str], list[Element]] = {}
     for e in sorted(classes):
         alike.setdefault((e[0], classes[e]), []).append(e)
     out: dict[Element, list[Element]] = {}
     for (role, cls), group in alike.items():
-        if len(group) > FOLD_ABOVE:
+        # Unchanged parts drawn as context (the other pools a renewed guard or runtime reaches) are one part when
+        # there are several: the picture stays one short row for a one-pool change.
+        if (len(classes) > MAX_ELEMENTS and len(group) > FOLD_ABOVE) or (len(group) > 1 and not cls
+                                                                          and role in PLURAL):
             out[(role, f"*{len(group)} {cls}")] = group
         else:
             out.update({e: [e] for e in group})
@@ -240,17 +249,47 @@ def _hosts_title(hosts: tuple[str, ...], limit: int = 4) -> str:
     return ("host " if len(hosts) == 1 else f"{len(hosts)} hosts alike: ") + names
 
 
+# How tall Mermaid draws a box, calibrated on the golden cases in headless Chromium at a comment's width
+# (tests/review/test_render.py checks the estimate against the drawing): its title and padding, and each part of
+# the busiest column (a part is two or three label lines).
+BOX_PX, PART_PX = 75, 85
+MAX_HEIGHT = 700  # px: past it the picture gives way to a table of the same parts (a reviewer would scroll past it)
+
+
+def height(items: list[Box]) -> int:
+    """About how tall the picture of these boxes is drawn (px): boxes stack, parts of one column stack."""
+    total = 0
+    for box in items[:MAX_GROUPS]:
+        columns: dict[int, int] = {}
+        for element, _, _ in box.elements:
+            columns[RANK[element[0]]] = columns.get(RANK[element[0]], 0) + 1
+        total += BOX_PX + PART_PX * max(columns.values(), default=1)
+    return total
+
+
+def table_rows(items: list[Box]) -> list[tuple[str, str]]:
+    """The picture as rows (host group, its changed parts in words), for a picture too tall to draw."""
+    out = []
+    for box in items:
+        hosts = _hosts_title(box.hosts) + (f" ({box.status})" if box.status else "")
+        parts = [label.replace("<br/>", " ") for _, cls, label in box.elements if cls != "unchanged"]
+        out.append((hosts + (f", {box.left_out} more changed parts" if box.left_out else ""), "; ".join(parts)))
+    return out
+
+
 def to_mermaid(diff: Any) -> tuple[str, int]:
     """The flowchart's text (without the fence) and how many host boxes it leaves out ("" when nothing to draw)."""
     items = boxes(diff)
     if not items:
         return "", 0
-    lines = ["flowchart LR"]
+    lines = [INIT, "flowchart LR"]
     used = set()
     for g, box in enumerate(items[:MAX_GROUPS]):
         title = _hosts_title(box.hosts) + (f" ({box.status})" if box.status else "") + (
             f", {box.left_out} more changed parts not drawn" if box.left_out else "")
         lines.append(f'  subgraph g{g}["{_quote(title)}"]')
+        # Left to right inside the box too (Mermaid lays a subgraph top to bottom otherwise): one row of parts.
+        lines.append("    direction LR")
         ids = {}
         for i, (element, cls, label) in enumerate(box.elements):
             ids[element] = f"g{g}n{i}"
@@ -259,4 +298,5 @@ def to_mermaid(diff: Any) -> tuple[str, int]:
         lines.append("  end")
         lines += [f"  {ids[a]} --> {ids[b]}" for a, b in box.arrows]
     lines += [f"  classDef {name} {CLASS_DEFS[name]}" for name in CLASS_DEFS if name in used]
+    lines += [f"  style g{g} {HOST_BOX}" for g in range(min(len(items), MAX_GROUPS))]
     return "\n".join(lines), max(0, len(items) - MAX_GROUPS)

@@ -21,7 +21,9 @@ from sandstack.plan.snapshot import build_inputs
 from sandstack.plan.stack import StackPlan, plan_stack
 from sandstack.review import show
 from sandstack.review.actions import planned_actions
-from sandstack.review.capacity import CapacityChange, compare_capacity
+from sandstack.review.capacity import Capacity, CapacityChange, capacity as reserved, compare_capacity
+from sandstack.review.cost import Cost
+from sandstack.review.origin import with_origin
 from sandstack.review.reasons import Reason, explain
 from sandstack.review.resources import Resource, stack_resources
 from sandstack.review.security import Finding, compare
@@ -49,11 +51,19 @@ class FieldChange:
     old: Any
     new: Any
     effect: Effect
+    # Where an unset side's value comes from (sandstack.review.origin): (value, `profiles.medium.memory`).
+    inherited: tuple[tuple[Any, str] | None, tuple[Any, str] | None] = (None, None)
 
     def describe(self) -> str:
         if "(declared)" in (self.old, self.new):
             return f"{self.path} {'added' if self.old is None else 'removed'}"
-        return describe(self.path, self.old, self.new)
+        text = describe(self.path, self.old, self.new)
+        key = self.path
+        for side, found in zip((self.old, self.new), self.inherited):
+            if side is None and found is not None:
+                # The unset side shows the value it resolved to and the layer that set it.
+                text = text.replace("(unset)", f"(inherited {_show(found[0], key)} from {found[1]})", 1)
+        return text
 
     def text(self) -> str:
         return f"{self.describe()} [{self.effect.label}]"
@@ -98,6 +108,10 @@ class Diff:
     field_pools: dict[str, tuple[str, ...]] = field(default_factory=dict)
     unchanged: int = 0  # resources (not components) in HEAD that `pulumi up` leaves as they are
     capacity: list[CapacityChange] = field(default_factory=list)  # per pool, resolved: numbers and names only
+    # What the pools reserve of the hosts before → after, per pool, host and the stack (sandstack.review.capacity).
+    reserved: Capacity | None = None
+    # The monthly figure before → after, only where a price list is given (sandstack.review.cost).
+    cost: Cost | None = None
     # The two plans compared (base, head): the markdown's diagram reads their nodes' references.
     plans: tuple[StackPlan, StackPlan] | None = field(default=None, repr=False, compare=False)
 
@@ -322,7 +336,9 @@ def diff(old: ResolvedStack, new: ResolvedStack, stack: str) -> Diff:
     before = {r.name: r for r in stack_resources(old, stack, plan=plans[0])}
     after = {r.name: r for r in stack_resources(new, stack, plan=plans[1])}
     # The stacks as written: a value a template inherits changes at the layer that sets it (defaults, extends).
-    fields = sorted(field_changes(old.written, new.written) + content_changes(old, new), key=lambda c: c.path)
+    fields = sorted((with_origin(f, old, new) for f in field_changes(old.written, new.written)),
+                    key=lambda c: c.path)
+    fields = sorted(fields + content_changes(old, new), key=lambda c: c.path)
     changes: list[ResourceChange] = []
     for name in list(after) + [n for n in before if n not in after]:
         a, b = before.get(name), after.get(name)
@@ -361,7 +377,7 @@ def diff(old: ResolvedStack, new: ResolvedStack, stack: str) -> Diff:
                     if name not in changed_names and not r.type.startswith(COMPONENT_TYPE))
     return Diff(compare(old, new), changes, _snapshot_changes(old, new, changes), fields,
                 {f.path: _pools_of(f.path, old, new) for f in fields}, unchanged, compare_capacity(old, new),
-                plans=plans)
+                reserved(old, new), plans=plans)
 
 
 def _pools_of(path: str, old: ResolvedStack, new: ResolvedStack) -> tuple[str, ...]:

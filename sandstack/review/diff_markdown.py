@@ -23,9 +23,10 @@ import re
 from typing import Any, Iterable
 
 from sandstack.review import diagram, show
-from sandstack.review.categories import Review
+from sandstack.review.capacity import HOST_DIMS, ORDER, WORDS, show as amount
+from sandstack.review.categories import Review, Verdict
 from sandstack.review.diff import COMPONENT_TYPE, Diff, ResourceChange
-from sandstack.review.diff_text import _because as because, accepted_lines, plan_line
+from sandstack.review.diff_text import SHOWN, _because as because, accepted_lines, alike, plan_line, remaining_lines
 from sandstack.review.impact import VERB, Impact, impact as impact_of
 from sandstack.review.reasons import UNDECLARED
 from sandstack.spec.changes import MEANING
@@ -37,9 +38,11 @@ MARK = {"create": "+", "update": "!", "replace": "-/+", "delete": "-"}  # `!`: G
 ACTION = {"create": "+ create", "update": "~ update", "replace": "-/+ replace", "delete": "- delete",
           "none": "none"}
 TABLE_HEAD = ["| pool | hosts | action | sandboxes restarting | cause |", "|---|---|---|--:|---|"]
+CAPACITY_FIRST = "reserved"  # the capacity table's first column: pool, host or the stack
 MAX_CAUSES = 3  # spec paths named in a table row; more are counted
 MAX_HOSTS = 6  # host names in a table row or a heading; more are counted
 MAX_SETTING_LINES = 12  # `-`/`+` lines per changed setting; more are counted
+MAX_CAPACITY_ROWS = 8  # pool and host rows of the capacity table (alike ones folded first); more are counted
 
 
 def _code(text: str) -> str:
@@ -107,20 +110,80 @@ def _security(diff: Diff, review: Review | None) -> list[str]:
     return out
 
 
+def verdict_block(verdict: Verdict | None) -> list[str]:
+    """Why CI is red, first: the categories that failed, their items (a few named per category, the rest
+    counted) and the exit status; a green run says what passed."""
+    if verdict is None or not (verdict.fail_on or verdict.stale):
+        return []
+    if verdict.status == 0:
+        return [f"**✅ {_text(verdict.headline())}**", ""]
+    out = [f"**❌ CI {_text(verdict.headline())}**", ""]
+    for kind in verdict.failed:
+        items = [i for i in verdict.items if i.category == kind]
+        out += [f"- {kind}: {_text(i.text)}" + (f" (bound {_text(i.where)})" if i.where else "")
+                for i in items[:SHOWN]]
+        if len(items) > SHOWN:
+            out.append(f"- {kind}: … and {len(items) - SHOWN} more not accepted")
+    return out + [""] if len(out) > 2 else out
+
+
+def capacity_table(diff: Diff) -> list[str]:
+    """The reservations as a compact table: a row per changed pool and host and the stack, a column per dimension
+    (GPUs only where there are some); `2 → 4`, `(max …)` for the on-demand ceiling, `of N` a host's allowance.
+    Pools (or hosts) whose cells read the same are one row ("each"); past MAX_CAPACITY_ROWS rows the rest are
+    counted."""
+    reserved = diff.reserved
+    if reserved is None or not reserved.changed:
+        return []
+    dims = [d for d in ORDER if d != "gpus" or any(r.shows("gpus") for r in reserved.rows())]
+    out = [f"| {CAPACITY_FIRST} | " + " | ".join(WORDS[d] for d in dims) + " |", "|---|" + "--:|" * len(dims)]
+    folded: dict[tuple, list[str]] = {}
+    for row in (*reserved.pools, *reserved.hosts):
+        folded.setdefault((row.kind, tuple(row.cell(d) for d in dims)), []).append(row.name)
+    rows = []
+    for (kind, cells), names in folded.items():
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        name = f"{kind} {_code(names[0])}" if len(names) == 1 else \
+            f"{len(names)} {kind}s {', '.join(_code(n) for n in names[:3])}{more} (each)"
+        rows.append(f"| {name} | " + " | ".join(_text(c) for c in cells) + " |")
+    if len(rows) > MAX_CAPACITY_ROWS:
+        rows = rows[:MAX_CAPACITY_ROWS] + [f"| … {len(rows) - MAX_CAPACITY_ROWS} more rows: {LOCALLY} |"
+                                           + " |" * len(dims)]
+    stack = reserved.stack
+    out += rows + ["| **stack** | " + " | ".join(_text(stack.cell(d)) for d in dims) + " |"]
+    room: dict[str, list[str]] = {}
+    for row in reserved.hosts:
+        headroom = row.headroom()
+        if headroom is not None and row.allowed is not None:
+            words = ", ".join(f"{amount(d, headroom.get(d))} {WORDS[d]}" for d in HOST_DIMS if row.allowed.get(d))
+            room.setdefault(words, []).append(row.name)
+    if room:
+        out += ["", "Headroom at the on-demand ceiling (capacity × overcommit): " + "; ".join(
+            f"host{'s' if len(hosts) > 1 else ''} {_text(_names(hosts, 3))}{' each' if len(hosts) > 1 else ''}: "
+            f"{words}" for words, hosts in room.items()) + "."]
+    return out
+
+
 def _reviewed(diff: Diff, review: Review | None) -> list[str]:
-    """Capacity changes (pools alike folded), the changes the review file accepted and the acceptances that match
-    nothing (sandstack.review.categories)."""
+    """Capacity changes (pools alike folded, then the reservations' table), the cost, the changes the review file
+    accepted (and the categories their changes still fail) and the acceptances that match nothing
+    (sandstack.review.categories)."""
     out = []
     folded: dict[str, list[str]] = {}
     for c in diff.capacity:
         folded.setdefault(c.text, []).append(c.pool)
-    if folded:
+    table = capacity_table(diff)
+    if folded or table:
         out += ["", "#### Capacity", ""]
         out += [f"- {'pool' if len(pools) == 1 else 'pools'} {', '.join(_code(p) for p in pools)}: {_text(text)}"
                 for text, pools in folded.items()]
+        out += ([""] if folded and table else []) + table
+    if diff.cost is not None:
+        out += ["", "#### Cost", "", *(f"- {_text(line)}" for line in diff.cost.lines())]
     accepted = [line.strip() for line in accepted_lines(review)] if review is not None else []
     if accepted:
         out += ["", "#### Accepted", "", *(f"- ✅ {_text(line)}" for line in accepted)]
+        out += [f"- ⚠️ {_text(line.strip())}" for line in remaining_lines(review)] if review is not None else []
     if review is not None and review.stale:
         out += ["", "#### ⚠️ Stale acceptances (they match no change: remove them)", ""]
         out += [f"- {_text(a.where)}: {a.category} {_code(a.change)}" for a in review.stale]
@@ -136,10 +199,13 @@ def _snapshots(diff: Diff) -> list[str]:
             for (t, why, unbumped), hosts in folded.items()]
 
 
-def _kept(diff: Diff, review: Review | None, facts: Impact, base: str, head: str, room: int) -> list[str]:
-    """The headline, the pools' table, the services and data lost, security and snapshots: always in the comment.
-    Only when they alone exceed `room` are the table and the security list cut, each saying what it left out."""
-    title = [f"### sandstack diff: {_code(base)} → {_code(head)}", "", f"**{_text(facts.headline())}**", ""]
+def _kept(diff: Diff, review: Review | None, facts: Impact, base: str, head: str, room: int,
+          verdict: Verdict | None = None) -> list[str]:
+    """The verdict, the headline, the pools' table, the services and data lost, security, capacity and snapshots:
+    always in the comment. Only when they alone exceed `room` are the table and the security list cut, each saying
+    what it left out."""
+    title = [f"### sandstack diff: {_code(base)} → {_code(head)}", "", *verdict_block(verdict),
+             f"**{_text(facts.headline())}**", ""]
     table = _pool_table(facts)
     security = _security(diff, review)
     looser = sum(1 for f in diff.security if f.loosens)
@@ -230,11 +296,13 @@ def host_entries(diff: Diff) -> list[tuple[tuple[str, ...], list[tuple[list[str]
         key = ("sandbox", c.resource.pool, c.action, tuple(_entry(c, 1)[1:])) if c.resource.kind == "sandbox" \
             else ("one", c.resource.name)
         per_host.setdefault(c.resource.host or "(stack)", {}).setdefault(key, []).append(c)
-    folded: dict[tuple, list[str]] = {}
+    folded: dict[tuple, tuple[list[str], tuple]] = {}
     for host, groups in per_host.items():
         entries = tuple((tuple(_entry(items[0], len(items))), len(items)) for items in groups.values())
-        folded.setdefault(entries, []).append(host)
-    return [(tuple(hosts), [(list(lines), n) for lines, n in entries]) for entries, hosts in folded.items()]
+        # Alike but for the host's own name in its resources' names, as the text folds them (diff_text.alike).
+        key = tuple((alike(host, list(lines)), n) for lines, n in entries)
+        folded.setdefault(key, ([], entries))[0].append(host)
+    return [(tuple(hosts), [(list(lines), n) for lines, n in entries]) for hosts, entries in folded.values()]
 
 
 def _details(diff: Diff, room: int) -> tuple[list[str], int]:
@@ -246,7 +314,7 @@ def _details(diff: Diff, room: int) -> tuple[list[str], int]:
         where = ("host " if len(hosts) == 1 else f"{len(hosts)} identical hosts ") + ", ".join(
             f"<code>{_text(h)}</code>" for h in hosts[:MAX_HOSTS]) + (
             f" and {len(hosts) - MAX_HOSTS} more" if len(hosts) > MAX_HOSTS else "")
-        each = " each" if len(hosts) > 1 else ""
+        each = f" each (names of <code>{_text(hosts[0])}</code>)" if len(hosts) > 1 else ""
         block = ["", "<details>", f"<summary>{where}: {total} resource{'s' if total != 1 else ''} change{each}"
                  "</summary>", "", "```diff"]
         size, shown = _size(block), 0
@@ -272,16 +340,38 @@ def _legend(diff: Diff) -> list[str]:
     return ["", "<sub>Change effects: " + "; ".join(shown) + "</sub>"] if shown else []
 
 
-def to_markdown(diff: Diff, base: str, head: str, review: Review | None = None, budget: int = MARKDOWN_BUDGET) -> str:
+PICTURE_HEAD = ["| hosts | parts changed |", "|---|---|"]
+MAX_PICTURE_ROWS = 20  # host groups of the picture's table; more are counted
+
+
+def _picture(diff: Diff) -> list[str]:
+    """The Mermaid picture; one that would be drawn taller than diagram.MAX_HEIGHT gives way to a table of the same
+    parts per host group, saying so and counting what it leaves out."""
+    items = diagram.boxes(diff)
+    if not items:
+        return []
+    tall = diagram.height(items)
+    if tall > diagram.MAX_HEIGHT:
+        rows = diagram.table_rows(items)
+        shown = [f"| {_text(hosts)} | {_text(parts) or 'context only'} |" for hosts, parts in rows[:MAX_PICTURE_ROWS]]
+        more = len(rows) - len(shown)
+        return ["", f"_The picture would be about {tall:,} px tall ({len(items)} host group"
+                    f"{'s' if len(items) != 1 else ''}): its parts as a table._", "", *PICTURE_HEAD, *shown] + (
+            [f"| … | {more} more host groups not shown: {LOCALLY} |"] if more else [])
+    text, hidden_hosts = diagram.to_mermaid(diff)
+    return ["", "```mermaid", text, "```"] + (
+        [f"_The picture leaves out {hidden_hosts} more host group{'s' if hidden_hosts != 1 else ''}._"]
+        if hidden_hosts else [])
+
+
+def to_markdown(diff: Diff, base: str, head: str, review: Review | None = None, verdict: Verdict | None = None,
+                budget: int = MARKDOWN_BUDGET) -> str:
     """The pull-request comment, at most `budget` characters (see the module's docstring for what gives way)."""
     facts = impact_of(diff)
     note_room = _size(["", f"_… {10**9} more resource changes, the picture and the legend not shown: {LOCALLY}._"])
-    lines = _kept(diff, review, facts, base, head, budget - note_room)
+    lines = _kept(diff, review, facts, base, head, budget - note_room, verdict)
     room = budget - _size(lines) - note_room
-    text, hidden_hosts = diagram.to_mermaid(diff)
-    picture = ["", "```mermaid", text, "```"] + (
-        [f"_The picture leaves out {hidden_hosts} more host group{'s' if hidden_hosts != 1 else ''}._"]
-        if hidden_hosts else []) if text else []
+    picture = _picture(diff)
     fits = _size(picture) <= room // 2  # the picture may take half of what is left; the details the rest
     if fits:
         lines += picture

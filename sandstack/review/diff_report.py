@@ -6,7 +6,7 @@ import json
 from itertools import groupby
 
 from sandstack.review import diff_text
-from sandstack.review.categories import Review, field_category
+from sandstack.review.categories import Review, Verdict, field_category
 from sandstack.review.diff import COMPONENT_TYPE, Diff, ResourceChange, describe
 from sandstack.review.impact import impact
 from sandstack.review.reasons import UNDECLARED
@@ -14,20 +14,32 @@ from sandstack.spec.changes import MEANING
 
 # 2: `security` no longer holds CPU, memory or disk raises (capacity, in `fields` with category 'capacity'); added
 # `impact`, `capacity`, `fields` (each spec change with its category), `review` (items --fail-on counts, accepted,
-# stale) and `unchanged`. Within a version, fields are only ever added.
+# stale) and `unchanged`. Within a version, fields are only ever added: since, `reserved` (per pool, host and the
+# stack, warm and ceiling before → after, hosts' allowance and headroom), `cost` (null without a price list),
+# `verdict` (the --fail-on categories failed and passed, their items, the exit status), `review.remaining`,
+# `impact.capacity` and `impact.cost` (the headline's sentences), each review item's `rule`, and each field's
+# `inherited` (an unset side's resolved value and where it is written).
 FORMAT_VERSION = 2
 VERB = {"create": "created", "update": "updated in place", "replace": "replaced", "delete": "deleted"}
 
 
-def to_json(diff: Diff, base: str, head: str, review: Review | None = None) -> str:
+def to_json(diff: Diff, base: str, head: str, review: Review | None = None, verdict: Verdict | None = None) -> str:
     data = {
         "format": FORMAT_VERSION, "base": base, "head": head, "counts": diff.counts(), "unchanged": diff.unchanged,
+        "verdict": (verdict or Verdict((), (), (), (), 0)).to_json(),
+        "reserved": diff.reserved.to_json() if diff.reserved is not None else None,
+        "cost": diff.cost.to_json() if diff.cost is not None else None,
         "impact": impact(diff).to_json(), "capacity": [c.to_json() for c in diff.capacity],
         "fields": [{"path": f.path, "old": f.old, "new": f.new, "effect": f.effect.label,
-                    "category": field_category(f.path)} for f in diff.fields],
+                    "category": field_category(f.path),
+                    "inherited": {side: None if found is None else {"value": found[0], "from": found[1]}
+                                  for side, found in zip(("old", "new"), f.inherited)}} for f in diff.fields],
         "review": {"items": [i.to_json() for i in review.items] if review else [],
-                   "stale": [{"change": a.change, "category": a.category, "file": a.file, "line": a.line}
-                             for a in review.stale] if review else []},
+                   "stale": [{"change": a.change, "category": a.category, "categories": list(a.categories),
+                              "file": a.file, "line": a.line} for a in review.stale] if review else [],
+                   "remaining": [{"change": change, "where": list(where), "accepted": list(done),
+                                  "remaining": list(left)} for change, where, done, left in review.remaining()]
+                   if review else []},
         "security": [f.to_json() for f in diff.security],
         "snapshots": [{"host": s.host, "template": s.template, "why": s.why, "unbumped": s.unbumped}
                       for s in diff.snapshots],
@@ -74,8 +86,8 @@ def _legend(diff: Diff) -> list[str]:
     return [f"{w}: {MEANING[w]}" for w in words if w in MEANING]
 
 
-def to_text(diff: Diff, base: str, head: str, review: Review | None = None) -> str:
-    return diff_text.to_text(diff, base, head, review)
+def to_text(diff: Diff, base: str, head: str, review: Review | None = None, verdict: Verdict | None = None) -> str:
+    return diff_text.to_text(diff, base, head, review, verdict)
 
 
 def _summary(diff: Diff) -> str:

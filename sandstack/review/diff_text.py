@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from itertools import groupby
 
-from sandstack.review.categories import Review
+from sandstack.review.categories import Review, Verdict
 from sandstack.review.diff import COMPONENT_TYPE, Diff, ResourceChange, describe
 from sandstack.review.impact import SANDBOX_LOSES, impact
 from sandstack.review.reasons import UNDECLARED, Reason
@@ -71,12 +71,18 @@ def _host_blocks(diff: Diff) -> dict[str, list[str]]:
     return out
 
 
+def alike(host: str, lines: list[str]) -> tuple[str, ...]:
+    """What a host's lines say but for the host's own name (in its resources' names): hosts with the same fold into
+    one section, in every format (text, the markdown's details; the picture's boxes name no host)."""
+    return tuple(line.replace(host, "\0") for line in lines)
+
+
 def _folded(blocks: dict[str, list[str]]) -> list[tuple[list[str], list[str]]]:
     """Hosts whose changes read the same but for the host's own name, as one section: (hosts, lines of the first)."""
     out: list[tuple[list[str], list[str]]] = []
     seen: dict[tuple, int] = {}
     for host, lines in blocks.items():
-        key = tuple(line.replace(host, "\0") for line in lines)
+        key = alike(host, lines)
         if key in seen and host != "(stack)":
             out[seen[key]][0].append(host)
         else:
@@ -123,15 +129,49 @@ def accepted_lines(review: Review) -> list[str]:
     return out
 
 
-def to_text(diff: Diff, base: str, head: str, review: Review | None = None) -> str:
+SHOWN = 5  # failing items named per category in the verdict; the rest are counted
+
+
+def verdict_lines(verdict: Verdict) -> list[str]:
+    """The verdict and, per failing category, its items not accepted (a few named, the rest counted)."""
+    out = [verdict.headline()]
+    for kind in verdict.failed:
+        items = [i for i in verdict.items if i.category == kind]
+        out += [f"  {kind}: {i.text}" + (f" (bound {i.where})" if i.where else "") for i in items[:SHOWN]]
+        if len(items) > SHOWN:
+            out.append(f"  {kind}: … and {len(items) - SHOWN} more not accepted")
+    return out
+
+
+def remaining_lines(review: Review) -> list[str]:
+    """An acceptance that accepted some of its change's categories: which remain, not accepted."""
+    return [f"  {change} ({', '.join(where)}): accepted for {', '.join(done)}; still not accepted: {', '.join(left)}"
+            for change, where, done, left in review.remaining()]
+
+
+def capacity_lines(diff: Diff) -> list[str]:
+    """Per pool in words (what each sandbox gets), then the reservations per pool, host and the stack."""
+    lines = [f"pool {c.pool}: {c.text}" for c in diff.capacity]
+    if diff.reserved is not None and diff.reserved.changed:
+        lines += ["reserved (warm, on-demand ceiling as max; a host's allowance is capacity × overcommit):"]
+        lines += [f"  {line}" for line in diff.reserved.lines()]
+    return lines
+
+
+def to_text(diff: Diff, base: str, head: str, review: Review | None = None, verdict: Verdict | None = None) -> str:
     summary = impact(diff)
-    lines = [f"sandstack diff {base} → {head}", "", summary.headline()]
+    lines = [f"sandstack diff {base} → {head}", ""]
+    if verdict is not None and (verdict.fail_on or verdict.stale):
+        lines += [f"CI {line}" if i == 0 else line for i, line in enumerate(verdict_lines(verdict))] + [""]
+    lines += [summary.headline()]
     lines += [f"  {line}" for line in summary.lines()]
     lines += ["", "Security:"] + [f"  {line}" for line in security_lines(diff, review)]
-    if diff.capacity:
-        lines += ["", "Capacity:"] + [f"  pool {c.pool}: {c.text}" for c in diff.capacity]
+    if capacity_lines(diff):
+        lines += ["", "Capacity:"] + [f"  {line}" for line in capacity_lines(diff)]
+    if diff.cost is not None:
+        lines += ["", "Cost:"] + [f"  {line}" for line in diff.cost.lines()]
     if review is not None and review.accepted():
-        lines += ["", "Accepted:"] + accepted_lines(review)
+        lines += ["", "Accepted:"] + accepted_lines(review) + remaining_lines(review)
     if review is not None and review.stale:
         lines += ["", "Stale acceptances (they match no change; remove them):"]
         lines += [f"  {a.where}: {a.category} {a.change}" for a in review.stale]

@@ -94,6 +94,8 @@ class Impact:
     data: tuple[DataLoss, ...]
     looser: int  # security findings that loosen
     tighter: int
+    capacity: str = ""  # the stack's net reservation change and its fullest host (sandstack.review.capacity)
+    cost: str = ""  # the monthly figure before → after, where the platform declares prices (sandstack.review.cost)
 
     @property
     def restart(self) -> int:
@@ -118,7 +120,7 @@ class Impact:
         parts.append(f"{lost} volume{'s' if lost != 1 else ''} of data lost" if lost else "no data lost")
         parts.append(f"{self.looser} change{'s' if self.looser != 1 else ''} less safe" if self.looser
                      else "nothing less safe")
-        return "Impact: " + ", ".join(parts) + "."
+        return " ".join(filter(None, ("Impact: " + ", ".join(parts) + ".", self.capacity, self.cost)))
 
     def lines(self) -> list[str]:
         """The headline's detail, one line per pool, service and lost volume (hosts folded)."""
@@ -138,7 +140,8 @@ class Impact:
     def to_json(self) -> dict[str, Any]:
         return {"restart": self.restart, "create": self.create, "destroy": self.destroy,
                 "pools": [p.to_json() for p in self.pools], "services": [s.to_json() for s in self.services],
-                "data_lost": [d.to_json() for d in self.data], "looser": self.looser, "tighter": self.tighter}
+                "data_lost": [d.to_json() for d in self.data], "looser": self.looser, "tighter": self.tighter,
+                "capacity": self.capacity, "cost": self.cost}
 
 
 VERB = {"create": "created", "update": "updated in place", "replace": "replaced", "delete": "deleted"}
@@ -203,4 +206,6 @@ def impact(diff: Diff) -> Impact:
     data_rows = [DataLoss(kind, action, hosts, len(group), HOLDS[kind])
                  for (kind, action), (hosts, group) in sorted(_fold(data).items())]
     looser = sum(1 for f in diff.security if f.loosens)
-    return Impact(tuple(pool_rows), tuple(service_rows), tuple(data_rows), looser, len(diff.security) - looser)
+    return Impact(tuple(pool_rows), tuple(service_rows), tuple(data_rows), looser, len(diff.security) - looser,
+                  diff.reserved.headline() if diff.reserved is not None else "",
+                  diff.cost.headline() if diff.cost is not None else "")

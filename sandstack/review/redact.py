@@ -16,7 +16,7 @@ from sandstack.review.security import Finding
 from sandstack.spec.credentials import HIDDEN, MIN_ENTROPY_LENGTH, PLACEHOLDER, USERINFO, mask_prefixed, prefixed
 
 # The fields of the report's records that carry spec values (the others are names sandstack gives, or effects).
-WALKED = {Resource: ("props",), ResourceChange: ("resource", "changed", "reasons"), FieldChange: ("old", "new"),
+WALKED = {Resource: ("props",), ResourceChange: ("resource", "changed", "reasons"), FieldChange: ("old", "new", "inherited"),
           Reason: ("change",), Diff: ("security", "changes", "snapshots", "fields")}
 SENTENCES = {Finding: ("text",), SnapshotChange: ("why",)}  # sentences that quote values: masked in place
 

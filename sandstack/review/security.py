@@ -168,6 +168,36 @@ def _exposure(service: object | None) -> str:
     return getattr(service, "exposure", None) or "none"
 
 
+def _where(service: object) -> str:
+    exposure, port = getattr(service, "exposure"), getattr(service, "port")
+    return f"{'all its interfaces' if exposure == 'public' else 'its loopback'}, port {port}"
+
+
+def _new_listeners(host: str, pools: list[str], a: object | None, b: object, new: ResolvedStack) -> list[Finding]:
+    """New ways in on a host, named on each pool they reach: a runtime API added (any exposure: its sessions drive
+    the pool's sandboxes) or listening on another port, an ingress added (its URLs reach the pool's url ports) or
+    listening on another port; and the same taken away, tighter."""
+    out: list[Finding] = []
+    for name, words in (("runtime", "runtime API"), ("ingress", "ingress")):
+        x, y = getattr(a, name, None) if a is not None else None, getattr(b, name, None)
+        for pool in pools:
+            ports = sorted(p.port for p in new.templates[new.pools[pool].template].ports if p.exposure == "url")
+            if name == "ingress" and not ports:
+                continue  # an ingress serves only url ports: nothing of this pool is reached through it
+            reach = ("its sessions drive this pool's sandboxes" if name == "runtime" else
+                     f"its URLs reach url port{'s' if len(ports) > 1 else ''} {', '.join(map(str, ports))} of this "
+                     "pool's sandboxes")
+            if x is None and y is not None:
+                out.append(Finding(pool, True, name, f"{words} added on host {host}, listening on {_where(y)}: "
+                                                     f"{reach}"))
+            elif x is not None and y is None:
+                out.append(Finding(pool, False, name, f"{words} removed from host {host}"))
+            elif x is not None and y is not None and x.port != y.port:  # type: ignore[attr-defined]
+                out.append(Finding(pool, True, name, f"{words} of host {host} listens on a new address: "
+                                                     f"{_where(y)} (was port {x.port}): {reach}"))  # type: ignore[attr-defined]
+    return out
+
+
 def compare_hosts(old: ResolvedStack, new: ResolvedStack) -> list[Finding]:
     """The host services that reach the sandboxes: the runtime API (its sessions drive the pools' sandboxes) and
     the ingress (every url port on the host), each named on the pools placed on the host."""
@@ -176,7 +206,9 @@ def compare_hosts(old: ResolvedStack, new: ResolvedStack) -> list[Finding]:
         a, b = old.hosts.get(host), new.hosts[host]
         pools = [name for name, pool in sorted(new.pools.items()) if host in pool.hosts]
         before, after = _exposure(a.runtime if a else None), _exposure(b.runtime)
-        if before != after and "public" in (before, after):
+        out += _new_listeners(host, pools, a, b, new)
+        # A runtime added or removed is named by _new_listeners, with where it listens.
+        if before != after and "public" in (before, after) and "none" not in (before, after):
             loosens = after == "public"
             text = (f"runtime API of host {host} made public (was {before}): its sessions reach this pool's "
                     "sandboxes from every network" if loosens else f"runtime API of host {host} public → {after}")

@@ -61,6 +61,10 @@ def capacity(when: str) -> Access:
 # security summary says looser or tighter), capacity (a share of the host), disruption (its declared effect renews
 # something: sandboxes, a snapshot, a volume or a host service) and cosmetic (its effect is none).
 CATEGORIES = ("security", "capacity", "disruption", "cosmetic")
+# What `sandstack diff --fail-on` can fail on, and so what a review file's acceptance can accept (`all`: each): the
+# categories above but cosmetic, and two of what the diff does (a volume's data lost, any resource replaced).
+FAIL_ON = ("security", "capacity", "disruption", "data-loss", "replace")
+ACCEPT_ALL = "all"
 
 
 def category(access: Access, effect: object) -> str:

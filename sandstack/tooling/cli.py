@@ -13,6 +13,7 @@ import re
 import sys
 from pathlib import Path
 
+from sandstack.spec.access import FAIL_ON
 from sandstack.tooling.helptext import FORMATTER, command, epilog, sentence
 from sandstack.tooling.sandbox_cli import OUTPUTS_ENV, add_sandbox_commands
 from sandstack.tooling.validate import EXIT_INVALID, EXIT_OK, EXIT_USAGE
@@ -206,7 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "sandstack diff old.yaml new.yaml --stack prod --format json",
                    "sandstack diff git:main:stacks/prod.yaml stacks/prod.yaml --check-hosts --config config.json",
                    "sandstack diff git:main:stacks/prod.yaml stacks/prod.yaml --accept stacks/review/prod.yaml "
-                   "--fail-on disruption")
+                   "--fail-on disruption",
+                   "sandstack diff git:main:stacks/prod.yaml stacks/prod.yaml --policy policies/capacity.yaml "
+                   "--fail-on capacity --format markdown")
     diff.add_argument("base", metavar="BASE", help="the stack before: a file, or git:REF:PATH (e.g. "
                                                    "git:main:stacks/prod.yaml)")
     diff.add_argument("head", metavar="HEAD", help="the stack after: a file, or git:REF:PATH")
@@ -215,12 +218,21 @@ def build_parser() -> argparse.ArgumentParser:
                            "(field `format`); markdown: a pull-request comment under GitHub's size limit")
     diff.add_argument("--stack", type=stack_name,
                       help="the Pulumi stack name (default: HEAD's file name without .yaml), e.g. --stack prod")
-    diff.add_argument("--fail-on", action="append", choices=("security", "disruption", "data-loss", "replace"),
+    diff.add_argument("--fail-on", action="append", choices=FAIL_ON,
                       default=[], metavar="CATEGORY",
                       help="exit 3 when a change of this category is not accepted (repeatable): security (a "
-                           "loosening), disruption (sandboxes restarted or destroyed, a host service renewed, data "
-                           "lost), data-loss (a volume of sessions, logs or workspace files replaced or deleted), "
-                           "replace (any resource replaced or deleted); e.g. --fail-on security --fail-on data-loss")
+                           "loosening), capacity (a pool reserving more of its hosts, or an organisation's capacity "
+                           "bound of --policy exceeded), disruption (sandboxes restarted or destroyed, a host service "
+                           "renewed, data lost), data-loss (a volume of sessions, logs or workspace files replaced or "
+                           "deleted), replace (any resource replaced or deleted); e.g. --fail-on security --fail-on "
+                           "data-loss")
+    diff.add_argument("--policy", action="append", default=[], metavar="FILE",
+                      help="an organisation policy file (repeatable): its capacity bounds (a host's or the stack's "
+                           "total, a change's size) count under --fail-on capacity, and its `prices:` names the "
+                           "price list; e.g. --policy policies/capacity.yaml")
+    diff.add_argument("--prices", metavar="FILE",
+                      help="the platform's price list: the monthly cost before → after in the headline (default: "
+                           "the one a --policy file names; none: no cost shown), e.g. --prices policies/prices.yaml")
     diff.add_argument("--accept", metavar="FILE",
                       help="the review file of accepted changes (default: review/<HEAD's file name> in HEAD's "
                            "folder, when HEAD is a file), e.g. --accept stacks/review/prod.yaml")

@@ -9,6 +9,7 @@ Docker daemon does not answer through its declared transport (each such host nam
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -16,16 +17,17 @@ from pathlib import Path
 from sandstack.policy.credentials import flagged_texts
 from sandstack.review import diff_markdown, diff_report, preview as preview_report
 from sandstack.review.accept import beside, load_acceptances
-from sandstack.review.categories import review as categorize
+from sandstack.review.categories import EXIT_FAIL_ON, EXIT_INVALID, Item, review as categorize
+from sandstack.review.cost import cost as compute_cost, load_prices
 from sandstack.review.diff import diff as compute_diff
+from sandstack.review.diff_text import SHOWN
 from sandstack.review.redact import redacted
 from sandstack.review.resources import stack_resources
 from sandstack.review.sources import SourceError, opened
 from sandstack.spec import SpecError, load_stack
 from sandstack.spec.resolve import ResolvedStack
 
-EXIT_OK, EXIT_INVALID, EXIT_UNREADABLE, EXIT_FAIL_ON, EXIT_UNREACHABLE = 0, 1, 2, 3, 4
-SHOWN = 5  # failing changes named per --fail-on category; the rest are counted
+EXIT_OK, EXIT_UNREADABLE, EXIT_UNREACHABLE = 0, 2, 4  # 1 and 3: sandstack.review.categories
 
 
 class _Stop(Exception):
@@ -104,18 +106,47 @@ def _acceptances(args: argparse.Namespace) -> list:
         raise _Stop(EXIT_UNREADABLE) from None
 
 
+def _read(what: str, path: str, loader):
+    """A policy file or price list, its located errors printed (exit 1) or its unreadable path named (exit 2)."""
+    try:
+        return loader(path)
+    except SpecError as error:
+        print(f"{path} is not a valid {what}:\n{error}", file=sys.stderr)
+        raise _Stop(EXIT_INVALID) from None
+    except OSError as error:
+        print(f"sandstack: {path}: {error.strerror or error}", file=sys.stderr)
+        raise _Stop(EXIT_UNREADABLE) from None
+
+
+def _bounds(args: argparse.Namespace, old: ResolvedStack, new: ResolvedStack) -> tuple[list[Item], str | None]:
+    """The organisation's capacity bounds the change exceeds, as `capacity` items naming their rule, and the price
+    list's path (--prices, else the first policy file's `prices:`)."""
+    from sandstack.policy.org import change_violations, load_policy_file
+
+    files = [_read("policy file", path, load_policy_file) for path in args.policy]
+    items = [Item("capacity", f"{org.rule.id} {org.rule.name}: {message}", (),
+                  where=f"{org.rule.source}:{org.at[0]}:{org.at[1]}")
+             for org, message in change_violations(old, new, files)]
+    return items, args.prices or next((f.prices for f in files if f.prices), None)
+
+
 def diff(args: argparse.Namespace) -> int:
     try:
         with ExitStack() as stack:
             old = _load(stack, args.base)
             new = _load(stack, args.head)
             acceptances = _acceptances(args)
+            bounds, prices = _bounds(args, old, new)
             result = redacted(compute_diff(old, new, _stack_name(args.stack, args.head)),
                               flagged_texts(old) | flagged_texts(new))
-            review = categorize(result, acceptances)
+            if prices is not None:
+                result = dataclasses.replace(result, cost=compute_cost(old, new, _read("price list", prices,
+                                                                                        load_prices)))
+            review = categorize(result, acceptances, bounds)
+            verdict = review.verdict(args.fail_on, args.strict_accept)
             render = {"text": diff_report.to_text, "json": diff_report.to_json,
                       "markdown": diff_markdown.to_markdown}[args.format]
-            sys.stdout.write(render(result, args.base, args.head, review))
+            sys.stdout.write(render(result, args.base, args.head, review, verdict))
             sys.stdout.flush()
             unreachable = _unreachable(args, new)
     except _Stop as stop:
@@ -124,17 +155,16 @@ def diff(args: argparse.Namespace) -> int:
     for a in review.stale:
         print(f"{a.where}: {level}: acceptance of {a.change!r} ({a.category}) matches no change: remove it",
               file=sys.stderr)
-    if args.strict_accept and review.stale:
+    if verdict.stale:
         return EXIT_INVALID
-    failing = review.failing(args.fail_on)
-    for kind in dict.fromkeys(i.category for i in failing):
-        items = [i for i in failing if i.category == kind]
+    for kind in verdict.failed:
+        items = [i for i in verdict.items if i.category == kind]
         # A few named, the rest counted: a 1,000-sandbox replace would otherwise print 1,000 lines.
         for item in items[:SHOWN]:
             print(f"sandstack: --fail-on {kind}: {item.text}", file=sys.stderr)
         if len(items) > SHOWN:
             print(f"sandstack: --fail-on {kind}: … and {len(items) - SHOWN} more not accepted", file=sys.stderr)
     # A host that cannot be reached stops `pulumi up` before any --fail-on matters.
-    return EXIT_UNREACHABLE if unreachable else EXIT_FAIL_ON if failing else EXIT_OK
+    return EXIT_UNREACHABLE if unreachable else verdict.status
 
 

@@ -142,7 +142,7 @@ def _tail(kind: str) -> str:
 def test_a_chat_bot_token_in_a_host_label_is_flagged_and_neither_value_is_printed_by_any_format(tmp_path, capsys):
     # The issue: `xoxb-` and 24 hex characters in `hosts.*.labels` passed check, and diff printed the old and the
     # rotated token on every "because" line (15 of them), preview --format json printed it whole.
-    base = write_spec(tmp_path / "base", changed(("hosts.local.labels", {"team": SLACK_BOT})))
+    base = write_spec(tmp_path / "base", changed(("hosts.local.labels", {"team": SLACK_BOT})), lock=True)
     head = write_spec(tmp_path / "head", changed(("hosts.local.labels", {"team": SLACK_BOT_ROTATED})))
     code, output = _run(capsys, "check", str(base), "--format", "json")
     assert code == 1 and [(f["rule"], f["message"]) for f in json.loads(output)["findings"]] == [
@@ -166,7 +166,7 @@ def test_each_known_credential_prefix_makes_a_credential_wherever_a_user_writes_
     token = prefix + _tail(kind)
     data = changed(("hosts.local.labels", {"team": token}), ("templates.agent.env.NOTES", f"see {token}"),
                    ("templates.agent.snapshot.setup", [f"echo {token} > /etc/x"]))
-    path = write_spec(tmp_path, data)
+    path = write_spec(tmp_path, data, lock=True)
     code, output = _run(capsys, "check", str(path), "--format", "json")
     assert code == 1 and sorted((f["rule"], f["path"]) for f in json.loads(output)["findings"]) == [
         ("SBX-SEC-001", "$.templates.agent.env.NOTES"), ("SBX-SEC-003", "$.hosts.local.labels.team"),
@@ -189,7 +189,7 @@ SPLIT = [("templates.agent.env.GH_TOKEN_A", HALVES[0]), ("templates.agent.env.GH
 
 
 def test_a_credential_split_across_two_secret_named_variables_is_reported_and_never_printed(tmp_path, capsys):
-    path = write_spec(tmp_path / "split", changed(*SPLIT))
+    path = write_spec(tmp_path / "split", changed(*SPLIT), lock=True)
     clean = write_spec(tmp_path / "clean", CLEAN)
     code, output = _run(capsys, "check", str(path), "--format", "json")
     # The first half by its prefix, the second by its name alone.

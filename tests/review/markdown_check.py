@@ -12,10 +12,12 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
-from sandstack.review.diff_markdown import TABLE_HEAD
+from sandstack.review.capacity import ORDER, WORDS
+from sandstack.review.diff_markdown import CAPACITY_FIRST, PICTURE_HEAD, TABLE_HEAD
 
 MERMAID_DIR = Path(__file__).resolve().parents[1] / "mermaid"
 COLUMNS = [cell.strip() for cell in TABLE_HEAD[0].strip("|").split("|")]
+PICTURE_COLUMNS = [cell.strip() for cell in PICTURE_HEAD[0].strip("|").split("|")]
 FENCES = {"diff", "mermaid"}
 # A line of a ```diff fence: a resource's marker line, a `-`/`+` setting line, or an indented comment/note.
 DIFF_LINE = re.compile(r"^(?:(?:-/\+|[-+!]) \S.*|[-+] {5}\S.*|      [#…] .*)$")
@@ -24,10 +26,13 @@ MD = MarkdownIt("commonmark").enable("table")
 
 @dataclass
 class Parsed:
-    tables: list[list[list[str]]] = field(default_factory=list)  # per table: the header row, then each row
+    tables: list[list[list[str]]] = field(default_factory=list)  # per pools' table: the header row, then each row
+    capacity: list[list[str]] = field(default_factory=list)  # the reservations' table: header, then each row
+    picture: list[list[str]] = field(default_factory=list)  # a picture too tall drawn as a table
     fences: dict[str, list[str]] = field(default_factory=dict)  # info → contents
     paragraphs: list[str] = field(default_factory=list)  # inline text of paragraphs, headings and list items
-    first: str = ""  # the first paragraph after the title: the headline
+    first: str = ""  # the impact headline: the first paragraph after the title and the verdict
+    verdict: str = ""  # `✅ passes: …` or `❌ CI fails (exit 3): …`, before the headline, with --fail-on
 
 
 def parse(text: str) -> Parsed:
@@ -65,10 +70,27 @@ def parse(text: str) -> Parsed:
             out.tables[-1].append(row)
         elif t.type == "inline":
             out.paragraphs.append(t.content)
+    capacity = [t for t in out.tables if t[0][0] == CAPACITY_FIRST]
+    pictures = [t for t in out.tables if t[0] == PICTURE_COLUMNS]
+    out.tables = [t for t in out.tables if t[0][0] != CAPACITY_FIRST and t[0] != PICTURE_COLUMNS]
+    assert len(pictures) <= 1 and not (pictures and "mermaid" in out.fences), "a picture and its table"
+    for table in pictures:
+        assert all(len(r) == 2 for r in table[1:]), "a picture's row without its two cells"
+        out.picture = table
     for table in out.tables:
         assert table[0] == COLUMNS, f"table columns {table[0]}"
         assert all(len(r) == len(COLUMNS) for r in table[1:]), "a table row without its five cells"
-    out.first = out.paragraphs[1] if len(out.paragraphs) > 1 else ""
+    assert len(capacity) <= 1, "more than one capacity table"
+    for table in capacity:
+        assert table[0][1:] in ([WORDS[d] for d in ORDER], [WORDS[d] for d in ORDER if d != "gpus"]), table[0]
+        assert all(len(r) == len(table[0]) for r in table[1:]), "a capacity row without a cell per column"
+        assert table[-1][0] == "**stack**", "the capacity table ends with the stack's row"
+        out.capacity = table
+    rest = out.paragraphs[1:]
+    if rest and rest[0].startswith(("**✅", "**❌")):
+        out.verdict = rest[0].strip("*")
+        rest = [p for p in rest if p.startswith("**Impact:")]
+    out.first = rest[0] if rest else ""
     return out
 
 

@@ -68,7 +68,8 @@ HEADLINES = {
              "renewed, no data lost, 1 change less safe.",
              "  pool preview on local: 1 restart (processes and writable paths lost) — templates.preview.ports.1"],
     "replicas": ["Impact: 0 sandboxes restart, 2 created, 0 destroyed, 2 host services renewed, no data lost, "
-                 "nothing less safe.",
+                 "nothing less safe. Capacity: +2 sandboxes, +2 CPUs, +2GiB memory, +2GiB disk reserved; host local "
+                 "at 6 of 8 CPUs.",
                  "  pool python on local: 2 created — pools.python.replicas",
                  "  guard replaced on local: the host guard restarts: it applies the firewall rules, pids limits and "
                  "lifetimes again",
@@ -76,7 +77,7 @@ HEADLINES = {
                  "while it restarts: running processes, their output streams and terminals end; sessions and "
                  "snapshots are kept"],
     "memory": ["Impact: 0 sandboxes restart, 0 created, 0 destroyed, 0 host services renewed, no data lost, nothing "
-               "less safe.",
+               "less safe. Capacity: +2GiB memory reserved; host local at 5GiB of 8GiB memory.",
                "  pool python on local: 2 updated in place — templates.python.limits.memory"],
 }
 
@@ -106,7 +107,9 @@ def test_the_memory_raise_is_capacity_in_spec_units(stacks, capsys):
     assert "Security:\n  no security-relevant change\n\nCapacity:\n  pool python: memory 1GiB → 2GiB per sandbox\n" in out
     assert ("    ~ 2 sandboxes of pool python: sandstack-python.local-0, sandstack-python.local-1\n"
             "        memory_mb: 1GiB → 2GiB\n"
-            "        because templates.python.limits.memory: (unset) → 2GiB [in-place]\n") in out
+            # The value the template inherited and the layer that set it, not `(unset)` (issue 38, item 7).
+            "        because templates.python.limits.memory: (inherited 1GiB from profiles.medium.memory) → 2GiB "
+            "[in-place]\n") in out
     assert out.endswith("\nPlan: 0 to create, 2 to update in place, 0 to replace, 0 to delete, 22 unchanged.\n")
 
 
@@ -131,13 +134,13 @@ FAILS = {
     "snapshot": {"disruption", "replace"},
     "allow": {"security", "disruption", "replace"},
     "port": {"security", "disruption", "replace"},
-    "replicas": {"disruption", "replace"},
-    "memory": set(),
+    "replicas": {"capacity", "disruption", "replace"},
+    "memory": {"capacity"},
 }
 
 
 @pytest.mark.parametrize("pr", sorted(PRS))
-@pytest.mark.parametrize("kind", ["security", "disruption", "data-loss", "replace"])
+@pytest.mark.parametrize("kind", ["security", "capacity", "disruption", "data-loss", "replace"])
 def test_fail_on_each_category(pr: str, kind: str, stacks, capsys):
     code, _, err = _diff(pr, capsys, "--fail-on", kind)
     assert code == (3 if kind in FAILS[pr] else 0), err
@@ -155,7 +158,8 @@ def test_identical_hosts_fold_and_a_host_taken_out_loses_its_volumes(stacks, cap
     assert "\nhosts sbx-a, sbx-b (the same on each; names of sbx-a):\n" in out, out
     assert out.splitlines()[2:8] == [
         "Impact: 0 sandboxes restart, 0 created, 28 destroyed, 4 host services renewed, no data lost, nothing less "
-        "safe.",
+        "safe. Capacity: -28 sandboxes, -21 CPUs, -68GiB memory, -84GiB disk reserved; host sbx-a at 30GiB of 128GiB "
+        "memory.",
         "  pool browser-warm on sbx-a, sbx-b: 2 destroyed — pools.browser-warm.replicas",
         "  pool python-warm on sbx-a, sbx-b: 26 destroyed — pools.python-warm.replicas",
         "  guard replaced on sbx-a, sbx-b: the host guard restarts: it applies the firewall rules, pids limits and "
@@ -202,7 +206,9 @@ def test_json_format_2_carries_categories_impact_and_review(stacks, capsys):
     assert report["format"] == 2 and report["security"] == []
     assert report["fields"] == [{"path": "templates.python.limits.memory", "old": None, "new": 2147483648,
                                  "effect": "in-place; built-in /tmp or /dev/shm under 256MiB: replace",
-                                 "category": "capacity"}]
+                                 "category": "capacity",
+                                 "inherited": {"old": {"value": 1073741824, "from": "profiles.medium.memory"},
+                                               "new": None}}]
     assert report["impact"]["pools"][0]["update"] == 2 and report["unchanged"] == 22
 
 
@@ -227,7 +233,10 @@ def test_an_accepted_change_is_shown_with_its_reason_and_does_not_fail(stacks, c
             "  security: pool python: allow entry added: pypi.org — pypi.org for pip installs, reviewed by the platform "
             "team (stacks/review/allow.yaml:2:5)\n"
             "  disruption: gateway sandstack-local-gateway-container replace and 1 more — the gateway restarts in a "
-            "quiet hour (stacks/review/allow.yaml:5:5)\n\n") in out
+            "quiet hour (stacks/review/allow.yaml:5:5)\n"
+            # One change, accepted for two of its three categories: the review says which one remains.
+            "  templates.python.network.allow (stacks/review/allow.yaml:2:5, stacks/review/allow.yaml:5:5): accepted "
+            "for security, disruption; still not accepted: replace\n\n") in out
     code, _, err = _diff("allow", capsys, "--fail-on", "replace")  # not accepted for `replace`
     assert code == 3 and "sandstack: --fail-on replace: gateway sandstack-local-gateway-container replace\n" in err
 
@@ -240,8 +249,11 @@ def test_a_stale_acceptance_is_a_warning_and_an_error_when_strict(stacks, capsys
                    "(disruption) matches no change: remove it\n")
     assert "Stale acceptances (they match no change; remove them):\n  stacks/review/allow.yaml:2:5: disruption " \
            "templates.shell.limits.memory\n" in out
-    code, _, err = _diff("allow", capsys, "--strict-accept")
+    code, out, err = _diff("allow", capsys, "--strict-accept")
     assert code == 1 and err.startswith("stacks/review/allow.yaml:2:5: error: acceptance of ")
+    # The comment of that red run says why, at the top, as a --fail-on verdict does.
+    assert out.splitlines()[2] == ("CI fails (exit 1): --strict-accept and an acceptance matches no change (see Stale "
+                                   "acceptances)")
 
 
 def test_a_bad_review_file_is_located_with_what_is_allowed(stacks, capsys):
@@ -250,7 +262,7 @@ def test_a_bad_review_file_is_located_with_what_is_allowed(stacks, capsys):
     assert (code, out) == (1, "")
     assert err == ("stacks/review/allow.yaml is not a valid review file:\n"
                    "stacks/review/allow.yaml:3:15: $.accept[0].category: 'looser' is not one of 'security', "
-                   "'disruption', 'data-loss', 'replace'\n"
+                   "'capacity', 'disruption', 'data-loss', 'replace' (or 'all' alone)\n"
                    "stacks/review/allow.yaml:4:13: $.accept[0].reason: not a valid reason: say why the change is "
                    "accepted in words (at least one word of 3 letters)\n"
                    "stacks/review/allow.yaml:5:5: $.accept[0].by: unknown key 'by': allowed are change, category, "

@@ -78,7 +78,10 @@ def test_a_removed_deny_entry_is_looser(tmp_path, monkeypatch, capsys):
 
 def test_a_port_given_a_url_is_looser_and_adds_the_hosts_ingress(tmp_path, monkeypatch, capsys):
     data = _case("port-url", tmp_path, monkeypatch, capsys)
-    assert _security(data) == [("agent", True, "port 8000/tcp given a URL through the host's ingress (was host)")]
+    # Two new ways in, both named: the port's URL and the ingress that serves it (issue 38, item 6).
+    assert _security(data) == [("agent", True, "port 8000/tcp given a URL through the host's ingress (was host)"),
+                               ("agent", True, "ingress added on host gpu-1, listening on all its interfaces, port "
+                                               "443: its URLs reach url port 8000 of this pool's sandboxes")]
     actions = _actions(data)
     assert {s: actions[s] for s in AGENTS} == {s: "replace" for s in AGENTS}
     assert actions["sandstack-gpu-1-ingress-container"] == "create"

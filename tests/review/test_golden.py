@@ -66,4 +66,5 @@ def test_diff_of_each_kind_of_change(case: str, tmp_path: Path, monkeypatch, cap
 def test_every_golden_file_belongs_to_a_stack_or_a_case():
     expected = {f"preview-{p.stem}.{ext}" for p in STACKS.glob("*.yaml") for ext in ("txt", "json", "md")}
     expected |= {f"diff-{case}.{ext}" for case in PAIRS for ext in ("md", "json")}
+    expected |= {p.name for p in GOLDEN.glob("pr-*")}  # the pull requests' own: tests/review/test_golden_pr.py
     assert {p.name for p in GOLDEN.iterdir()} == expected, "remove the golden files of removed stacks or cases"

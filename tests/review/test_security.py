@@ -175,3 +175,57 @@ def test_a_writable_path_made_exec_is_named(tmp_path):
         Finding("agent", True, "filesystem", "writable path /tmp made exec: programs written there can run")]
     assert _findings(tmp_path, after, before) == [
         Finding("agent", False, "filesystem", "writable path /tmp no longer exec")]
+
+
+# --- new ways in (issue 38, item 6): every change that makes something reachable that was not ---------------
+
+def test_a_runtime_api_added_is_named_with_where_it_listens_on_each_pool_of_its_host(tmp_path):
+    before = copy.deepcopy(BASE)
+    after = copy.deepcopy(BASE)
+    after["hosts"]["local"]["runtime"] = dict(RUNTIME)
+    text = ("runtime API added on host local, listening on its loopback, port 7480: its sessions drive this pool's "
+            "sandboxes")
+    assert _findings(tmp_path, before, after) == [Finding(p, True, "runtime", text) for p in ("agent", "plain")]
+    assert _findings(tmp_path, after, before) == [Finding(p, False, "runtime", "runtime API removed from host local")
+                                                  for p in ("agent", "plain")]
+    after["hosts"]["local"]["runtime"]["exposure"] = "public"  # added public: one finding, saying so
+    assert _findings(tmp_path, before, after) == [
+        Finding(p, True, "runtime", text.replace("its loopback", "all its interfaces")) for p in ("agent", "plain")]
+
+
+def test_a_runtime_api_on_another_port_is_a_new_listen_address(tmp_path):
+    before = copy.deepcopy(BASE)
+    before["hosts"]["local"]["runtime"] = dict(RUNTIME)
+    after = copy.deepcopy(before)
+    after["hosts"]["local"]["runtime"]["port"] = 7481
+    assert _findings(tmp_path, before, after) == [
+        Finding(p, True, "runtime", "runtime API of host local listens on a new address: its loopback, port 7481 "
+                "(was port 7480): its sessions drive this pool's sandboxes") for p in ("agent", "plain")]
+
+
+def test_an_ingress_added_is_named_on_the_pools_whose_url_ports_it_serves(tmp_path):
+    before = copy.deepcopy(BASE)
+    before["hosts"]["local"]["ingress"] = {"domain": "sbx.example.com", "exposure": "host"}
+    before["templates"]["agent"]["ports"] = [{"port": 8000, "exposure": "url"}]
+    after = copy.deepcopy(before)
+    del before["hosts"]["local"]["ingress"]
+    before["templates"]["agent"]["ports"] = [{"port": 8000, "exposure": "none"}]
+    found = _findings(tmp_path, before, after)
+    assert Finding("agent", True, "ingress", "ingress added on host local, listening on its loopback, port 443: its "
+                   "URLs reach url port 8000 of this pool's sandboxes") in found
+    assert not [f for f in found if f.pool == "plain"]  # no url port: nothing of it is reached through the ingress
+
+
+def test_a_looser_default_is_named_on_every_pool_that_inherits_it(tmp_path):
+    """A profile or `defaults` block changes what templates inherit: the summary compares the resolved templates,
+    so the new way in is named on each pool whose template takes it, not only where it is written."""
+    before = copy.deepcopy(BASE)
+    before.setdefault("defaults", {})["network"] = {"egress": "deny-all"}
+    for t in before["templates"].values():
+        t.pop("network", None)
+    after = copy.deepcopy(before)
+    after["defaults"]["network"] = {"egress": "allow-list", "allow": ["pypi.org"]}
+    found = _findings(tmp_path, before, after)
+    for pool in ("agent", "plain"):
+        assert Finding(pool, True, "egress", "egress deny-all → allow-list") in found
+        assert Finding(pool, True, "egress", "allow entry added: pypi.org") in found
