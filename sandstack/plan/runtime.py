@@ -20,6 +20,11 @@ FORMAT_VERSION = 1
 
 # The runtime's process contract: where it finds its configuration, token and state.
 ENV_CONFIG = "SANDSTACK_RUNTIME_CONFIG"  # path of the JSON written by RuntimeConfig.to_json()
+# The same JSON as text: the container's environment variable (written to ENV_CONFIG's file at start), and the
+# name of the runtime's item in a configuration set (sandstack.runtime.reload).
+ENV_CONFIG_TEXT = "SANDSTACK_RUNTIME_CONFIG_TEXT"
+# The runtime's configuration volume (sandstack.spec.contract CONFIG_DIR), where its reload container delivers sets.
+ENV_CONFIG_DIR = "SANDSTACK_CONFIG_DIR"
 ENV_TOKEN = "SANDSTACK_RUNTIME_TOKEN"  # the bearer token every request must carry (a Pulumi secret)
 # The ingress's own token (sandstack.runtime.routes.wake): it may wake a site's sandbox and do nothing else.
 ENV_WAKE_TOKEN = "SANDSTACK_RUNTIME_WAKE_TOKEN"

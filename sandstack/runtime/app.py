@@ -7,15 +7,20 @@ import inspect
 import logging
 import threading
 from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Callable
 
 from fastapi import FastAPI
 
+from sandstack.plan.runtime import RuntimeConfig
 from sandstack.runtime.answers import AsciiJSON, install_errors
 from sandstack.runtime.audit import AuditLog
 from sandstack.runtime.audited import Audited
 from sandstack.runtime.metrics import Source, make_metrics
 from sandstack.runtime.routes import ROUTERS
+from sandstack.runtime.reload import ConfigSets, Reloader
 from sandstack.runtime.service import Runtime
+from sandstack.runtime.session_keys import owner, shown
 from sandstack.runtime.threads import widen_threads
 from sandstack.runtime.tokens import Tokens
 
@@ -24,9 +29,12 @@ VERSION = "1"
 
 
 def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | None = None,
-               monitor: bool = True, tokens: Tokens | None = None) -> FastAPI:
+               monitor: bool = True, tokens: Tokens | None = None, config_dir: Path | None = None,
+               tokens_for: Callable[[RuntimeConfig], Tokens] | None = None) -> FastAPI:
     """The API over `runtime` (None only to render the OpenAPI document); `tokens`: the host's and the scoped
-    ones (default: `token` alone)."""
+    ones (default: `token` alone). `config_dir`: the configuration volume whose sets are taken in place
+    (sandstack.runtime.reload); `tokens_for`: the tokens a new configuration's scopes give (ValueError when one's
+    secret is missing), else the tokens stay as they are."""
     stop = threading.Event()
     threads: list[threading.Thread] = []
 
@@ -34,6 +42,10 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
         if runtime is not None and monitor:
             threads.append(threading.Thread(target=_monitor, args=(runtime, stop), name="sandstack-monitor",
                                             daemon=True))
+            threads[-1].start()
+        if runtime is not None and config_dir is not None:
+            threads.append(threading.Thread(target=reloader(app, runtime, config_dir, tokens_for).run, args=(stop,),
+                                            name="sandstack-config", daemon=True))
             threads[-1].start()
 
     def stop_monitor() -> None:
@@ -69,11 +81,33 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
     metrics = app.state.metrics = make_metrics(source)
     if runtime is not None:
         runtime.metrics = metrics  # the runtime's own operations feed it too (Metrics.created, hibernated...)
+        if audit is not None:
+            runtime.monitor.on_ended = lambda session, sandbox, cause: audit.record(
+                who="runtime", operation="session ended", outcome=cause, status=410, session=shown(session),
+                sandbox=sandbox, scope=owner(session))
     install_errors(app)
     app.add_middleware(Audited, audit=audit, metrics=metrics)  # every call's audit line and metrics
     for router in ROUTERS:
         app.include_router(router)
     return app
+
+
+def reloader(app: FastAPI, runtime: Runtime, config_dir: Path,
+             tokens_for: Callable[[RuntimeConfig], Tokens] | None) -> Reloader:
+    """The watch of the configuration volume: a set is checked as at start (the runtime's own checks, every token
+    scope's secret), then swapped in with the tokens its scopes give."""
+    def check(config: RuntimeConfig) -> None:
+        runtime.check_config(config)
+        if tokens_for is not None:
+            tokens_for(config)
+
+    def apply(config: RuntimeConfig, digest: str) -> None:
+        scoped = tokens_for(config) if tokens_for is not None else None
+        runtime.reconfigure(config, digest)
+        if scoped is not None:
+            app.state.tokens = scoped
+
+    return Reloader(ConfigSets(config_dir), lambda: runtime.live.digest, check, apply)
 
 
 def _monitor(runtime: Runtime, stop: threading.Event) -> None:

@@ -114,10 +114,12 @@ class DockerBackend(SandboxBackend):
     def _inspect_state(self, name: str) -> ContainerState:
         try:
             with docker_errors(name):
-                info = self.api.inspect_container(name)["State"]
+                found = self.api.inspect_container(name)
         except SandboxGone:
             return ContainerState("missing")
-        return ContainerState(info["Status"], info.get("ExitCode"), info.get("StartedAt"))
+        info = found["State"]
+        return ContainerState(info["Status"], info.get("ExitCode"), info.get("StartedAt"), found.get("Id"),
+                              found.get("Created"))
 
     def last_exit(self, name: str, since: str | None) -> int | None:
         # Docker's past events (the live stream is not needed): its `die` events since then, with their exit codes.

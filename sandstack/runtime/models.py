@@ -247,3 +247,5 @@ class Error(BaseModel):
 class Health(BaseModel):
     status: Literal["ok"]
     host: str | None
+    config: str | None = Field(None, description="The digest of the configuration set in force (its "
+                                                 "configuration volume's `want`); null: the one from its environment.")

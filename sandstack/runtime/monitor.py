@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Callable
 
 from sandstack.runtime.backend import BackendError, ContainerState, DaemonUnavailable
 from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.interfaces import Hibernation, Places, Sandboxes, SessionTokens, Snapshots
 from sandstack.runtime.session_keys import shown
-from sandstack.runtime.store import SandboxRow, TokenRow
+from sandstack.runtime.store import Binding, SandboxRow, TokenRow
 
 log = logging.getLogger("sandstack.runtime")
+ENDED_KEPT = 7 * 24 * 3600  # seconds a session the runtime ended is answered with its cause
 
 
 class Monitor:
@@ -23,6 +25,8 @@ class Monitor:
         self.live, self.sandboxes, self.places, self.hibernation, self.snapshots = (live, sandboxes, places,
                                                                                     hibernation, snapshots)
         self.tokens = tokens
+        # Told of each session the runtime ends on its own (session key, sandbox, cause): the app audits it.
+        self.on_ended: Callable[[str, str, str], None] = lambda session, sandbox, cause: None
         self.store, self.backend, self.leases = sandboxes.store, sandboxes.backend, sandboxes.leases
         # sandbox → (the run sampled, when, CPU ns) for the idle check: a new run (a reset's start, a resume) has
         # no rate yet.
@@ -90,6 +94,8 @@ class Monitor:
             self._judge(row, status="expired", detail=why)
             return
         ended = self._ended_by_guard(state, row.session)
+        if row.status in ("bound", "paused") and self._replaced(row, state):
+            return
         if row.status in ("bound", "paused") and state.started_at:
             if (first := self.sandboxes.first_run(row.name, state.started_at)) != state.started_at:
                 self.sandboxes.forget_run(row.name)
@@ -133,6 +139,26 @@ class Monitor:
                 # Stopped and cleaned now, not at the next claim: nothing of the session waits on the host.
                 self.sandboxes.reset_quietly(row.name, start=False, detail="stopped after being idle")
 
+    def _replaced(self, row: SandboxRow, state: ContainerState) -> bool:
+        """Whether the session's container was replaced by another of the same name (an apply recreated it, while
+        the runtime ran or was down): Docker's Id differs from the one the binding was first seen on. Such a session
+        has lost its processes and files: it is ended with the cause, never left bound to the new, empty container
+        (issue 36 item 4). The first look at a binding records its container."""
+        if state.container_id is None or row.session is None:
+            return False
+        seen = self.store.binding(row.name)
+        if seen is None or (seen.session, seen.bound_at) != (row.session, row.bound_at):
+            self.store.bind_container(Binding(row.name, row.session, row.bound_at, state.container_id,
+                                              state.created))
+            return False
+        if seen.container == state.container_id:
+            return False
+        self._judge(row, status="unhealthy", session=None,
+                    detail=f"its container was replaced while bound to session {shown(row.session)!r} (a new "
+                           f"container of the same name, created {state.created}; the stack's apply recreated "
+                           "it): its processes and writable paths are gone, and the session has ended")
+        return True
+
     def _binding_stands(self, token: TokenRow) -> bool:
         row = self.store.sandbox(token.sandbox)
         return row is not None and (row.session, row.bound_at) == (token.session, token.bound_at)
@@ -165,7 +191,15 @@ class Monitor:
         written = self.store.update_if(row.name, {"status": row.status, "session": row.session}, **fields)
         if written and fields.get("detail"):  # the row's detail is gone after the reset: the log keeps why
             log.warning("monitor: sandbox %s is %s: %s", row.name, fields["status"], fields["detail"])
+        if written and row.session is not None and "session" in fields and fields["session"] is None:
+            self.ended(row.session, row.name, str(fields.get("detail") or f"its sandbox is {fields['status']}"))
         return written
+
+    def ended(self, session: str, sandbox: str, cause: str) -> None:
+        """A session the runtime ended on its own: kept with its cause (a lookup of it answers why: sandstack.runtime.
+        sessions) and told to `on_ended` (the app writes it to the audit log)."""
+        self.store.end_session(session, sandbox, time.time(), cause, ENDED_KEPT)
+        self.on_ended(session, sandbox, cause)
 
     def _cpu_active(self, name: str, state: ContainerState, now: float) -> bool:
         """Whether the sandbox used more CPU than an idle one since the last sample of this run (measured from

@@ -135,6 +135,7 @@ class OnDemandPlaces:
         provisioner = self._need()
         # A new container: its start is not a restart of the session's (the monitor compares StartedAt).
         self.sandboxes.forget_run(name)
+        self.store.forget_binding(name)  # nor is its new Docker Id a replacement of the session's container
         try:
             provisioner.create(name, body)
         except SandboxNotRunning:  # Docker's 409: the name is taken, by one a runtime stopped mid-creation left

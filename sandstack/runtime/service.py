@@ -24,6 +24,7 @@ from sandstack.runtime.monitor import Monitor
 from sandstack.runtime.ondemand import OnDemandPlaces, Provisioner
 from sandstack.runtime.processes import Processes
 from sandstack.runtime.readiness import Readiness
+from sandstack.runtime.reload import Refused
 from sandstack.runtime.rootsnap import RootSnapshots
 from sandstack.runtime.sandboxes import Sandboxes
 from sandstack.runtime.session_keys import key
@@ -40,9 +41,10 @@ ENDED = "its session ended: the sandbox was reset, which stopped it"
 
 
 class Runtime:
-    def __init__(self, config: RuntimeConfig, backend: SandboxBackend, state_dir: Path):
+    def __init__(self, config: RuntimeConfig, backend: SandboxBackend, state_dir: Path, digest: str | None = None):
+        """`digest`: the configuration set's that `config` came from (None: the environment's)."""
         self.backend, self.state_dir = backend, state_dir
-        self.live = Live(config)
+        self.live = Live(config, digest)
         self.store = Store(state_dir / DB_FILE)
         self.store.sync_declared({pool: spec.places for pool, spec in config.pools.items()})
         self.leases = Leases()  # operations running in a sandbox vs. a pause of it
@@ -114,6 +116,54 @@ class Runtime:
     def sandbox(self, name: str) -> SandboxRow:
         return self.sandboxes.get(name)
 
+    # The configuration in force, swapped without a restart (sandstack.runtime.reload)
+
+    def check_config(self, config: RuntimeConfig) -> None:
+        """Refused (a ValueError) when `config` is not one this process can take in place: another host's, or
+        another address or port to serve on (those need a new process: the plan renews the container for them)."""
+        now = self.live.config
+        if config.host != now.host:
+            raise Refused(f"it is host {config.host!r}'s configuration, not host {now.host!r}'s")
+        served = ("listen", "port", "wake_listen")
+        moved = [f"{field} {getattr(now, field)!r} -> {getattr(config, field)!r}" for field in served
+                 if getattr(now, field) != getattr(config, field)]
+        if moved:
+            raise Refused(f"the runtime serves on what it started with ({'; '.join(moved)}): a restart applies it")
+
+    def reconfigure(self, config: RuntimeConfig, digest: str | None) -> None:
+        """`config` in force from now on, without a restart: a new pool is claimable at once; a changed ceiling,
+        idle policy, retention, limit or site is read at its next use (every part reads the configuration in force
+        at each use: sandstack.runtime.config); open sessions, processes, streams and terminals go on. A pool it no
+        longer declares takes no new claim (404); its bound sessions go on, on its last settings (it is *retired*),
+        until each is released or ends (the stack deleting their containers ends them with that cause), and its idle
+        sandboxes are forgotten."""
+        self.check_config(config)
+        with self.store.exclusive():  # no claim binds meanwhile: `held` is every pool a session holds
+            held = {row.pool for row in self.store.sandboxes() if row.session is not None
+                    and row.pool not in config.pools}
+            self.live.swap(config, digest, keep=held)
+            self._sync_rows()
+        log.info("configuration %s in force: pools %s%s", digest, ", ".join(sorted(config.pools)) or "none",
+                 f"; retired while sessions hold them: {', '.join(sorted(held))}" if held else "")
+
+    def forget_retired(self) -> None:
+        """A retired pool whose last session ended is forgotten, with its sandboxes' rows."""
+        retired = self.live.retired()
+        if not retired:
+            return
+        with self.store.exclusive():
+            holding = {row.pool for row in self.store.sandboxes() if row.session is not None}
+            for pool in retired:
+                if pool not in holding:
+                    self.live.forget(pool)
+            self._sync_rows()
+
+    def _sync_rows(self) -> None:
+        declared = {pool: spec.places for pool, spec in self.live.config.pools.items()}
+        for pool in self.live.retired():  # only the sandboxes still bound: the others are gone with the pool
+            declared[pool] = tuple(row.name for row in self.store.sandboxes(pool) if row.session is not None)
+        self.store.sync_declared(declared)
+
     def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> tuple[SandboxRow, bool]:
         """A claim of session id `session` as the host's token makes it."""
         return self.sessions.claim(pool, key(OPERATOR, session), from_snapshot)
@@ -124,6 +174,7 @@ class Runtime:
 
     def monitor_once(self, now: float | None = None) -> None:
         self.monitor.once(now)
+        self.forget_retired()
 
     def live_markers(self) -> list[str]:
         return self.execs.markers()

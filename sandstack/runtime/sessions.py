@@ -57,9 +57,14 @@ class Sessions:
             if shown(scope.session) == session and row is not None and scope.holds(row):
                 return row
             raise not_found("session", session, host)
-        row = self.store.by_session(self.key_for(scope, session))
+        mine = self.key_for(scope, session)
+        row = self.store.by_session(mine)
         if row is not None and scope.allows(row.pool):
             return row
+        ended = self.store.ended(mine)
+        if ended is not None:  # the runtime ended it (its container replaced, died, ...): say why, not just 404
+            raise ApiError(404, f"session {session!r} has ended: {ended[2]}", session=session, sandbox=ended[0],
+                           ended_at=ended[1])
         if scope.operator:
             held = self.store.with_session_id(session)
             if len(held) == 1:
@@ -127,6 +132,7 @@ class Sessions:
         """Ends the session (a key): its tokens first, then its sandbox reset into the pool (or retired)."""
         row = self.sandboxes.of_session(session)
         self.tokens.end(session)
+        self.store.forget_ended(session)  # an earlier binding's end, answered no more once the id is released
         self.hibernation.discard(row.name)
         if self.places.is_place(row.name):  # above the warm sandboxes: retired, not kept idle
             return self.places.retire(row.name)

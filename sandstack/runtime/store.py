@@ -44,6 +44,23 @@ CREATE TABLE IF NOT EXISTS session_tokens (
     bound_at REAL,
     expires_at REAL NOT NULL
 );
+-- The container a session's binding was seen on (Docker's id and create time), so that a container recreated while
+-- the session was bound (an apply that renewed it, while the runtime ran or was down) ends the session with a cause
+-- instead of leaving it bound to a new, empty container. A row stands for the binding (session, bound_at) it names.
+CREATE TABLE IF NOT EXISTS bindings (
+    sandbox TEXT PRIMARY KEY,
+    session TEXT NOT NULL,
+    bound_at REAL,
+    container TEXT NOT NULL,
+    created TEXT
+);
+-- Sessions the runtime ended on its own (not released), with why: a lookup of one answers the cause.
+CREATE TABLE IF NOT EXISTS ended (
+    session TEXT PRIMARY KEY,
+    sandbox TEXT NOT NULL,
+    at REAL NOT NULL,
+    cause TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS snapshots (
     id TEXT PRIMARY KEY,
     pool TEXT NOT NULL,
@@ -68,6 +85,17 @@ class SandboxRow:
     last_activity: float | None
     cpu_ns: int | None
     detail: str | None  # why it is unhealthy, quarantined or expired, or what happened to its last session
+
+
+@dataclass(frozen=True)
+class Binding:
+    """The container a session's binding was first seen on (Docker's Id and Created)."""
+
+    sandbox: str
+    session: str
+    bound_at: float | None
+    container: str
+    created: str | None
 
 
 @dataclass(frozen=True)
@@ -125,6 +153,12 @@ class Store:
             self._checkpointer = sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
         _, logged, copied = self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         return logged, copied
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """No other thread commits meanwhile (a claim's binding waits): reads and writes inside see one state."""
+        with self._lock:
+            yield
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -235,6 +269,38 @@ class Store:
                 "SELECT * FROM snapshots WHERE (? IS NULL OR pool = ?) AND (? IS NULL OR session = ?) "
                 "ORDER BY created_at DESC, id", (pool, pool, session, session)).fetchall()
         return [SnapshotRow(**row) for row in rows]
+
+    # The container of a binding, and sessions ended by the runtime
+
+    def binding(self, sandbox: str) -> Binding | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM bindings WHERE sandbox = ?", (sandbox,)).fetchone()
+        return Binding(**row) if row else None
+
+    def bind_container(self, binding: Binding) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO bindings VALUES (?, ?, ?, ?, ?)",
+                       (binding.sandbox, binding.session, binding.bound_at, binding.container, binding.created))
+
+    def forget_binding(self, sandbox: str) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM bindings WHERE sandbox = ?", (sandbox,))
+
+    def end_session(self, session: str, sandbox: str, at: float, cause: str, keep: float) -> None:
+        """Records why the runtime ended `session`; forgets records older than `keep` seconds."""
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO ended VALUES (?, ?, ?, ?)", (session, sandbox, at, cause))
+            db.execute("DELETE FROM ended WHERE at < ?", (at - keep,))
+
+    def forget_ended(self, session: str) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM ended WHERE session = ?", (session,))
+
+    def ended(self, session: str) -> tuple[str, float, str] | None:
+        """(sandbox, when, why) of a session the runtime ended, or None."""
+        with self._lock:
+            row = self._db.execute("SELECT sandbox, at, cause FROM ended WHERE session = ?", (session,)).fetchone()
+        return (row[0], row[1], row[2]) if row else None
 
     # Session tokens
 

@@ -52,6 +52,7 @@ class FakeProvisioner:
             b.path(name, path).mkdir(parents=True, exist_ok=True)
         b.status[name], b.exit_codes[name] = "running", None
         b.starts[name] = b.starts.get(name, 0) + 1
+        b.generation[name] = b.generation.get(name, 0) + 1  # a new container: a new Docker Id
         b.cpu.setdefault(name, 0)
         b.procs.setdefault(name, [])
         b.calls.append(("create", name))

@@ -23,7 +23,7 @@ def test_a_wrong_or_missing_token_is_401_with_nothing_else(env):
         assert (response.status_code, response.json()) == (401, {"error": "unauthorized"})
         assert response.headers["www-authenticate"] == "Bearer"
     assert env.runtime.store.by_session(hk("x")) is None
-    assert bare.get("/healthz").json() == {"status": "ok", "host": "local"}
+    assert bare.get("/healthz").json() == {"status": "ok", "host": "local", "config": None}
 
 
 def test_every_call_is_one_audit_line(env):

@@ -20,9 +20,10 @@ v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], responses=ER
 
 @router.get("/healthz", response_model=Health, include_in_schema=True, operation_id="health")
 def health(request: Request) -> Any:
-    """Liveness for the container's health check (no token, nothing about sandboxes)."""
+    """Liveness for the container's health check (no token, nothing about sandboxes), and the digest of the
+    configuration in force (what a reload waits for)."""
     runtime = request.app.state.runtime
-    return {"status": "ok", "host": runtime.host if runtime else None}
+    return {"status": "ok", "host": runtime.host if runtime else None, "config": runtime.live.digest if runtime else None}
 
 
 @router.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_token)])
