@@ -325,6 +325,28 @@ class TestHosts:
             raise RuntimeError("; ".join(errors))
 
 
+def sweep_dead_hosts() -> list[str]:
+    """Removes the test hosts a killed run left behind: a `sshost<n>` namespace in which nothing runs (its holder,
+    daemon and sshd died with the run), its veth and every data root no live host uses. A new run would otherwise
+    fail at `ip netns add` ("File exists"). Returns what it removed."""
+    removed, alive = [], set()
+    for line in _run("ip", "netns", "list").stdout.splitlines():
+        name = line.split()[0] if line.strip() else ""
+        if not (name.startswith("sshost") and name[len("sshost"):].isdigit()):
+            continue
+        if _run("ip", "netns", "pids", name, check=False).stdout.strip():
+            alive.add(name)
+            continue
+        _run("ip", "netns", "del", name, check=False)
+        _run("ip", "link", "del", f"sshv{name[len('sshost'):]}", check=False)
+        removed.append(f"netns {name}")
+    if not alive and DATA.is_dir():
+        for entry in DATA.iterdir():
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(str(entry))
+    return removed
+
+
 def leftovers(hosts: list[TestHost]) -> list[str]:
     """What of `hosts` is still on this machine (namespaces, veths, data roots); [] after a clean close."""
     netns = {line.split()[0] for line in _run("ip", "netns", "list").stdout.splitlines() if line.strip()}

@@ -76,8 +76,24 @@ def docker_client():
     import docker
 
     client = docker.from_env(timeout=120)
+    _sweep_dead_runs(client)
     yield client
     client.close()
+
+
+def _sweep_dead_runs(client) -> None:
+    """Once per session, before any Docker test: what killed runs left on this machine goes (the harness's
+    objects, the net tests' labs, the extra test hosts' namespaces), each found by a process id that no longer
+    runs. A session stopped mid-run leaves containers whose restart policy brings them back with the daemon
+    (holding their published ports), networks holding subnets, and namespaces holding names."""
+    from testbed.harness.teardown import sweep_orphans
+    from testbed.hosts import sweep_dead_hosts
+    from tests.engine.net.lab import sweep_dead_labs
+
+    removed = {"harness": sweep_orphans(client.api), "hosts": sweep_dead_hosts()}
+    sweep_dead_labs(client)
+    if any(removed.values()):
+        print(f"\n[tests] removed what dead test runs left: {removed}")
 
 
 # The engine harness's fixtures (docker_harness, dry_harness, recording_mocks) and its coverage hooks, for every

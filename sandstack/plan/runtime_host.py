@@ -21,8 +21,10 @@ from sandstack.plan.contract import EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S,
 from sandstack.plan.naming import infra_name
 from sandstack.plan.placement import Placement
 from sandstack.plan.recipe import OnDemand
-from sandstack.plan.runtime import (DEFAULT_STATE_DIR, ENV_CONFIG, ENV_STATE_DIR, IdlePolicy, PoolRuntime, Retention,
-                                    RuntimeConfig, TokenScope, WritablePath, token_env)
+# ENV_CONFIG_TEXT: the configuration's JSON in the container's environment, written to CONFIG_FILE at start, where a
+# policy pack reads the on-demand recipes the runtime creates sandboxes from (sandstack.policy.crossguard).
+from sandstack.plan.runtime import (DEFAULT_STATE_DIR, ENV_CONFIG, ENV_CONFIG_TEXT, ENV_STATE_DIR, IdlePolicy,
+                                    PoolRuntime, Retention, RuntimeConfig, TokenScope, WritablePath, token_env)
 from sandstack.plan.sandbox import sandbox_name
 from sandstack.spec.models.hosts import RuntimeService
 from sandstack.spec.resolve import ResolvedTemplate
@@ -30,9 +32,6 @@ from sandstack.spec.resolve import ResolvedTemplate
 # RUN_DIR is a tmpfs here: the code (PYTHONPATH) and the configuration, unpacked at start.
 CODE_DIR = f"{RUN_DIR}/code"
 CONFIG_FILE = f"{RUN_DIR}/runtime.json"
-# The configuration's JSON in the container's environment, written to CONFIG_FILE at start: where a policy pack reads
-# the on-demand recipes the runtime creates sandboxes from (sandstack.policy.crossguard).
-ENV_CONFIG_TEXT = "SANDSTACK_RUNTIME_CONFIG_TEXT"
 # The code's archive (base64) goes in up to CODE_PARTS variables of at most CODE_PART characters: the kernel refuses
 # a process any one environment string past 128 KiB (MAX_ARG_STRLEN), and the container then never starts (the
 # archive passed that size at 130 KiB: the runtime's deployment failed its health check, nothing logged).
@@ -50,11 +49,21 @@ ONDEMAND_STOP_GRACE = 120  # seconds: a stop hibernates each bound on-demand san
 
 
 def code_files() -> tuple[str, ...]:
-    """The package files the service imports: the runtime package and its one contract module (listed when the
-    runtime is planned, not when this module is imported by every command)."""
-    runtime = sorted(f.name for f in files("sandstack").joinpath("runtime").iterdir() if f.name.endswith(".py"))
-    return ("__init__.py", "plan/__init__.py", "plan/recipe.py", "plan/runtime.py",
-            *(f"runtime/{name}" for name in runtime))
+    """The package files the service imports: the runtime package (its routes' too) and its contract modules
+    (listed when the runtime is planned, not when this module is imported by every command)."""
+    shipped = []
+    for package in ("runtime", "runtime/routes"):
+        folder = files("sandstack").joinpath(package)
+        shipped += [f"{package}/{f.name}" for f in sorted(folder.iterdir(), key=lambda f: f.name)
+                    if f.name.endswith(".py")]
+    return ("__init__.py", "plan/__init__.py", "plan/recipe.py", "plan/runtime.py", "spec/__init__.py",
+            "spec/contract.py", *shipped)
+
+
+# The spec layer's package file imports its models; the runtime needs only its leaf contract module
+# (sandstack.spec.contract: the configuration volume's paths), so its container gets a package file that imports
+# nothing in its place.
+STUBS = {"spec/__init__.py": b'"""sandstack.spec.contract alone: the runtime\'s container (sandstack.plan.runtime_host)."""\n'}
 
 
 def workspace_root(template: ResolvedTemplate) -> str:
@@ -66,7 +75,7 @@ def workspace_root(template: ResolvedTemplate) -> str:
 def pool_runtime(stack: str, placement: Placement, ondemand: OnDemand | None = None) -> PoolRuntime:
     t, session = placement.template, placement.template.session
     # Each sandbox's fair part of the pool's storage, unless declared: no session fills it for the others.
-    slots = max(ondemand.ceiling if ondemand else placement.replicas, 1)
+    ceiling = max(ondemand.ceiling if ondemand else placement.replicas, 1)
     return PoolRuntime(
         sandboxes=tuple(sandbox_name(stack, placement.pool, i) for i in range(placement.replicas)),
         workspace_root=workspace_root(t),
@@ -76,7 +85,7 @@ def pool_runtime(stack: str, placement: Placement, ondemand: OnDemand | None = N
         upload_limit_bytes=session.upload_limit,
         download_limit_bytes=session.download_limit,
         snapshot_storage_bytes=session.snapshot_storage,
-        session_snapshot_storage_bytes=session.session_snapshot_storage or max(session.snapshot_storage // slots, 1),
+        session_snapshot_storage_bytes=session.session_snapshot_storage or max(session.snapshot_storage // ceiling, 1),
         session_retention=(Retention(session.session_snapshots or session.snapshots,
                                      session.session_snapshot_max_age or session.snapshot_max_age)
                            if session.session_snapshots or session.session_snapshot_max_age else None),
@@ -143,7 +152,7 @@ def code_archive() -> str:
     package, raw = files("sandstack"), io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for relative in code_files():
-            data = package.joinpath(relative).read_bytes()
+            data = STUBS.get(relative) or package.joinpath(relative).read_bytes()
             info = tarfile.TarInfo(f"sandstack/{relative}")
             info.size, info.mode, info.mtime = len(data), 0o444, 0
             tar.addfile(info, io.BytesIO(data))
@@ -159,7 +168,7 @@ def plan_runtime(stack: str, host: str, spec: RuntimeService | None, placements:
     if spec is None:
         return None
     ondemand = ondemand or {}
-    pools = {p.pool: pool_runtime(stack, p, ondemand.get(p.pool)) for p in placements if p.slots > 0}
+    pools = {p.pool: pool_runtime(stack, p, ondemand.get(p.pool)) for p in placements if p.ceiling > 0}
     listen = "0.0.0.0" if spec.exposure == "public" else "127.0.0.1"
     config = RuntimeConfig(host=host, pools=pools, port=spec.port, idle_cpu_ms_per_s=IDLE_CPU_MS_PER_S,
                            exit_lifetime=EXIT_LIFETIME, exit_idle=EXIT_IDLE,

@@ -217,7 +217,7 @@ def plan_host_nodes(out: Tree, stack_key: str, component: str, host: str, spec: 
               memory_mb=logger_plan.MEMORY_MB, cpus=logger_plan.CPUS, command=lg.command,
               adds=logger_plan.CAPABILITIES, network_mode="host", envs=lg.env, tmpfs=dict(logger_plan.TMPFS))
     if plan.runtime:
-        # The sessions' API: binds sessions to the declared sandboxes; creates only a pool's declared on-demand slots.
+        # The sessions' API: binds sessions to the declared sandboxes; creates only a pool's declared on-demand places.
         r = plan.runtime
         wake = [wake_token(plan)] if plan.ingress and plan.ingress.wake else []
         _role(out, keys, plan, base, HOST_ROLES["runtime"], target=DEFAULT_STATE_DIR, volume_name=r.state_volume,

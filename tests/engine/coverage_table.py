@@ -33,7 +33,21 @@ TABLE = REPO / "docs" / "design" / "engine-coverage.md"
 BEGIN, END = "<!-- BEGIN engine coverage (generated) -->", "<!-- END engine coverage -->"
 
 # Fields the plan sets that no engine test can apply here, each with its reason.
-NOT_ON_ENGINE: dict[str, str] = {}
+GPU = ("this engine has no NVIDIA GPU nor its container runtime; the request (driver nvidia, capability gpu) is "
+       "checked under mocks (tests/components/test_sandbox_container.py)")
+REGISTRY = ("the image registry is outside this machine (nothing here may push or pull); the push is checked under "
+            "mocks (tests/components/test_snapshot.py)")
+NOT_ON_ENGINE: dict[str, str] = {
+    # The disk quota of a writable layer needs overlay2 on xfs mounted with pquota; this engine's overlay2 is on ext4.
+    "Container.storageOpts": "overlay2 here is on ext4, and a size quota needs xfs with pquota (Docker refuses the "
+                             "option); the value is checked under mocks (tests/plan/test_sandbox_plan.py)",
+    "Container.deviceRequests": GPU,
+    "Container.deviceRequests.driver": GPU,
+    "Container.deviceRequests.deviceIds": GPU,
+    "Container.deviceRequests.capabilities": GPU,
+    "RegistryImage.name": REGISTRY,
+    "RegistryImage.keepRemotely": REGISTRY,
+}
 
 
 @functools.cache

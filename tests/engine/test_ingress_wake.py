@@ -126,7 +126,7 @@ def test_a_request_with_a_body_wakes_the_sandbox_and_is_asked_again_then_served_
 
 
 def test_a_site_without_a_session_wakes_nothing_and_gets_a_502_at_once(stack, client, docker_client):
-    # Slot 1 is on demand and absent: no container to serve, no session to wake.
+    # Place 1 is on demand and absent: no container to serve, no session to wake.
     code, body, took = _get(f"8080-web-1.{DOMAIN}")
     assert (code, body) == (502, "sandbox not running")
     assert took < 10, f"took {took:.1f}s"  # the runtime's 409 ends it: no retry for the retry duration

@@ -113,7 +113,7 @@ def test_each_site_asks_the_runtime_then_retries_the_sandbox(tmp_path):
         "\t\t}\n"
         "\t}\n"
         "}\n")
-    assert text.count("\thandle_errors {") == 2  # the warm sandbox's site and the on-demand slot's
+    assert text.count("\thandle_errors {") == 2  # the warm sandbox's site and the on-demand place's
     # The catch-all for unknown names wakes nothing.
     assert text.endswith('https://*.sbx.example.com {\n\ttls internal\n\trespond "no such sandbox port" 404\n}\n')
 

@@ -52,9 +52,9 @@ def test_the_recipe_reads_as_the_warm_sandbox_of_the_same_replica(template, tmp_
     recipe = ondemand.hosts["local"].runtime.config.pools["bad"].ondemand
     plans = next(iter(warm.pools.values())).sandbox_plans
     for index in (1, 2):
-        slot = f"sandstack-t-bad-{index}"
+        place = f"sandstack-t-bad-{index}"
         # url ports are the ingress's to serve, not the container's: the pack reads them from the ingress.
-        assert facts_of_body(recipe.body(slot)) == replace(facts_of_plan(plans[index]), url_ports=())
+        assert facts_of_body(recipe.body(place)) == replace(facts_of_plan(plans[index]), url_ports=())
 
 
 def test_the_pack_judges_each_on_demand_slot_from_the_runtime_s_configuration(tmp_path):
