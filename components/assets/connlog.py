@@ -63,6 +63,7 @@ sources = []  # (network, pool), from the configuration in force
 host = socket.gethostname()
 UPSTREAM = "@UPSTREAM@"
 STARTED = 0.3  # seconds a new resolver must keep running to count as started (a bad option ends it at once)
+ERRORS = "/tmp"  # each resolver's stderr, read when it refuses to start (the container's own tmpfs)
 
 
 def attr(kind, data):
@@ -203,7 +204,7 @@ class Resolvers:
         self.running = {}
 
     def start(self, pool, args):
-        err = open(f"/tmp/dnsmasq-{pool}.err", "w+")
+        err = open(os.path.join(ERRORS, f"dnsmasq-{pool}.err"), "w+")
         self.running[pool] = (args, subprocess.Popen(args, stdin=subprocess.DEVNULL, stderr=err), err)
 
     def stop(self, pool):

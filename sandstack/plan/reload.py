@@ -69,6 +69,7 @@ class ConfigSet:
     role: str
     items: tuple[tuple[str, str], ...]
     joins: tuple[Join, ...] = ()  # networks the reload container joins the service to (they are part of the set)
+    wait_seconds: int = WAIT_SECONDS  # how long its reload container waits for the service (not part of the set)
 
     def __post_init__(self) -> None:
         names = [name for name, _ in self.items]
@@ -85,7 +86,7 @@ class ConfigSet:
         """The reload container's environment: its control variables, then each item under its own name."""
         control = [f"{CONTROL}DIR={CONFIG_DIR}", f"{CONTROL}DIGEST={self.digest}",
                    f"{CONTROL}KEYS={' '.join(name for name, _ in self.items)}",
-                   f"{CONTROL}SERVICE={service}", f"{CONTROL}WAIT={WAIT_SECONDS}"]
+                   f"{CONTROL}SERVICE={service}", f"{CONTROL}WAIT={self.wait_seconds}"]
         if self.joins or leave_label:
             control += [f"{CONTROL}JOIN=" + "\n".join(j.line for j in self.joins), f"{CONTROL}LEAVE={leave_label}"]
         return control + [f"{name}={value}" for name, value in self.items]

@@ -221,7 +221,7 @@ def plan_host_nodes(out: Tree, stack_key: str, component: str, host: str, spec: 
         r = plan.runtime
         wake = [wake_token(plan)] if plan.ingress and plan.ingress.wake else []
         _role(out, keys, plan, base, HOST_ROLES["runtime"], target=DEFAULT_STATE_DIR, volume_name=r.state_volume,
-              container_name=r.container_name, run=r.run,
+              container_name=r.container_name, run=r.run, config=r.config_set,
               memory_mb=runtime_host.MEMORY_MB, cpus=runtime_host.CPUS, command=["sh", "-c", runtime_host.ENTRYPOINT],
               after_guard=True, network_mode="host", envs=[*r.env, Secret(r.spec.token.secret, f"{ENV_TOKEN}={{}}"),
                                                          *(Secret(r.spec.tokens[scope].secret, f"{t.env}={{}}")

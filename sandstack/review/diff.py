@@ -48,7 +48,9 @@ INFORMATIVE_OF = {"sandbox": INFORMATIVE, "disk workspace": {"path", "sandbox"},
                   HOST_ROLES["logger"].part("container").kind: {"logged_pools", "resolvers", "upstream"},
                   HOST_ROLES["logger"].part("container", config=True).kind: {"logged_pools"},
                   # So does the ingress: its sites and their domain are its Caddyfile.
-                  HOST_ROLES["ingress"].part("container").kind: {"sites", "domain"}}
+                  HOST_ROLES["ingress"].part("container").kind: {"sites", "domain"},
+                  # And the runtime: its pools and what each token scope acts on are its configuration set.
+                  HOST_ROLES["runtime"].part("container").kind: {"pools", "token_pools"}}
 COMPONENT_TYPE = PACKAGE
 
 

@@ -97,7 +97,7 @@ def _logger(p: dict[str, Any]) -> list[str]:
 def _runtime(p: dict[str, Any]) -> list[str]:
     return [f"sessions API on {p['listen']} (token from secret {p['token']['secret']}), pools "
             + ", ".join(f"{k} ({v['sandboxes']})" for k, v in p["pools"].items())] + [
-        f"token '{scope}' (secret {t['secret']}) acts only on pools {', '.join(t['pools'])}"
+        f"token '{scope}' (secret {t['secret']}) acts only on pools {', '.join(p['token_pools'][scope])}"
         for scope, t in p.get("tokens", {}).items()]
 
 
@@ -136,6 +136,8 @@ SUMMARY: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "logger reload": lambda p: [f"configuration {p['configuration']}: resolvers of "
                                 f"{', '.join(p.get('resolvers') or ()) or 'no pool'}"],
     "runtime": _runtime,
+    "runtime reload": lambda p: [f"configuration {p['configuration']}: pools "
+                                 + ", ".join(f"{k} ({v['sandboxes']})" for k, v in p["pools"].items())],
     "ingress": _ingress,
     "ingress reload": lambda p: [f"configuration {p['configuration']}: {len(p.get('sites') or ())} sites"],
     "guard": _name,
@@ -153,7 +155,7 @@ SUMMARY: dict[str, Callable[[dict[str, Any]], list[str]]] = {
         p["image"] + (" (declared)" if p["declared"] else " (built from the package)")],
     # The host roles' volumes and their other networks: their Docker names.
     "guard state": _name, "gateway log": _name, "guard configuration": _name, "gateway configuration": _name,
-    "logger configuration": _name, "ingress configuration": _name, "connection log": _name, "runtime state": _name, "ingress data": _name,
+    "logger configuration": _name, "ingress configuration": _name, "runtime configuration": _name, "connection log": _name, "runtime state": _name, "ingress data": _name,
     "egress network": _name,
     "ingress network": _name,
 }

@@ -107,6 +107,7 @@ HOST_PROPS: dict[str, Callable[..., dict[str, Any]]] = {
     "gateway configuration": _config_volume("gateway"),
     "logger configuration": _config_volume("logger"),
     "ingress configuration": _config_volume("ingress"),
+    "runtime configuration": _config_volume("runtime"),
 }
 
 
@@ -146,8 +147,10 @@ def _runtime(plan: HostPlan) -> dict[str, Any]:
     return {"name": plan.runtime.container_name, "listen": f"{config.listen}:{config.port}",
             **({"wake_listen": f"{config.wake_listen}:{config.port}"} if config.wake_listen else {}),
             "token": {"secret": plan.runtime.spec.token.secret},
-            **({"tokens": {scope: {"secret": t.secret, "pools": list(t.pools)}
-                           for scope, t in plan.runtime.spec.tokens.items()}} if plan.runtime.spec.tokens else {}),
+            # A scope's secret is in the container's environment; the pools it acts on are its configuration.
+            **({"tokens": {scope: {"secret": t.secret} for scope, t in plan.runtime.spec.tokens.items()},
+                "token_pools": {scope: list(t.pools) for scope, t in plan.runtime.spec.tokens.items()}}
+               if plan.runtime.spec.tokens else {}),
             "pools": {pool: {"sandboxes": len(p.sandboxes), **({"max": p.ondemand.ceiling} if p.ondemand else {}),
                              "workspace": p.workspace_root,
                              "idle": f"{p.idle.action} after {p.idle.after_seconds}s" if p.idle else None}
@@ -180,6 +183,9 @@ CONTAINER_PROPS: dict[str, Callable[[HostPlan], dict[str, Any]]] = {
     "logger reload": lambda plan: {**_logger(plan), "name": infra_name(plan.stack, "logger-reload"),
                                    "configuration": plan.logger.config.digest},  # type: ignore[union-attr]
     "runtime": _runtime,
+    # Its pools and token scopes, as its reload container delivers them (the container above shows them: what it serves).
+    "runtime reload": lambda plan: {**_runtime(plan), "name": infra_name(plan.stack, "runtime-reload"),
+                                    "configuration": plan.runtime.config_set.digest},  # type: ignore[union-attr]
     "ingress": _ingress,
     # Its sites and domain, as its reload container delivers them (the container above shows them: what it serves).
     "ingress reload": lambda plan: {**_ingress(plan), "name": infra_name(plan.stack, "ingress-reload"),

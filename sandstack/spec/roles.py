@@ -122,6 +122,8 @@ INGRESS_RELOAD = "loads its new Caddyfile through its admin API (a url pool's ne
 LOGGER_RELOAD = ("restarts only the resolvers whose options changed (or of pools added or taken off) and keeps its "
                  "connection queue and every other resolver running")
 LOGGER_INTERRUPTS = "the name lookups of a pool whose resolver changed, for milliseconds"
+RUNTIME_RELOAD = ("swaps in its new pools, ceilings, idle policies, sites and token scopes; its sessions, running "
+                  "processes, streams and terminals go on (a pool taken off keeps its bound sessions until they end)")
 
 _ROLES = (
     HostRoleInfo(
@@ -170,8 +172,10 @@ _ROLES = (
          # exec streams it holds does not (docs/design/runtime.md, "State and faults").
          Part("runtime", "runtime-container", "container", "runtime",
               interrupts="its sessions API for pools {pools} is down while it restarts: running processes, their "
-                         "output streams and terminals end; sessions and snapshots are kept")),
-        component=f"{PACKAGE}RuntimeService", per_pool=True),
+                         "output streams and terminals end; sessions and snapshots are kept"),
+         *_config("runtime", RUNTIME_RELOAD)),
+        component=f"{PACKAGE}RuntimeService", per_pool=True, config="volume", reload="in place",
+        reload_words=RUNTIME_RELOAD),
     HostRoleInfo(
         "logger", "the connection logger container (its queue and logging resolvers); its log volume is kept",
         (Part("connection log", "logger-log", "volume", "logger", holds="the connection log"),

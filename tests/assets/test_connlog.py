@@ -102,6 +102,8 @@ def logger(connlog, monkeypatch, tmp_path):
     (bin_dir / "dnsmasq").write_text(DNSMASQ_STUB.replace("@DIR@", str(tmp_path)))
     (bin_dir / "dnsmasq").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    # The resolvers' stderr in this test's folder: in /tmp, parallel runs of this test shared (and truncated) it.
+    monkeypatch.setattr(connlog, "ERRORS", str(tmp_path))
     resolvers = connlog.Resolvers()
     yield connlog.Config(resolvers)
     for pool in list(resolvers.running):

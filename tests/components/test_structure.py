@@ -171,6 +171,7 @@ def test_names_are_deterministic_docker_names(dev):
         "sandstack-local-guard-container": "sandstack-dev_guard",
         "sandstack-local-guard-reload": "sandstack-dev_guard-reload",
         "sandstack-local-runtime-container": "sandstack-dev_runtime",
+        "sandstack-local-runtime-reload": "sandstack-dev_runtime-reload",
         "sandstack-local-logger-container": "sandstack-dev_logger",
         "sandstack-local-logger-reload": "sandstack-dev_logger-reload",
         "sandstack-local-gateway-container": "sandstack-dev_gateway",

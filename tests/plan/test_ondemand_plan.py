@@ -74,4 +74,4 @@ def test_with_on_demand_the_runtime_is_deleted_first_and_given_time_to_remove_it
     assert node.inputs.get("destroy_grace_seconds") == 120
     plain = runtime_node(_plan(tmp_path, 3, None))
     assert ([plan.nodes[k].inputs["name"] for k in plain.options.depends_on],
-            plain.inputs.get("destroy_grace_seconds")) == (["sandstack-t_guard"], None)
+            plain.inputs.get("destroy_grace_seconds")) == (["sandstack-t_guard"], 120)  # a `max` added renews nothing

@@ -90,7 +90,8 @@ def test_sandstack_s_own_sandboxes_pass_and_its_host_containers_are_exempt_by_th
         "sandstack-agent.local-0", "sandstack-agent.local-data-seeder", "sandstack-agent.local-secrets-seeder",
         "sandstack-local-gateway-container", "sandstack-local-gateway-reload", "sandstack-local-guard-container",
         "sandstack-local-guard-reload", "sandstack-local-ingress-container", "sandstack-local-ingress-reload",
-        "sandstack-local-logger-container", "sandstack-local-logger-reload", "sandstack-local-runtime-container"]
+        "sandstack-local-logger-container", "sandstack-local-logger-reload", "sandstack-local-runtime-container",
+        "sandstack-local-runtime-reload"]
     # The same guard container outside sandstack's tree is held to every rule.
     assert _violations(containers["sandstack-local-guard-container"][0], "g", config) == [
         "Container 'g' must not add capabilities outside the allowed set: DAC_OVERRIDE, KILL, MKNOD, NET_ADMIN, NET_RAW. "

@@ -69,15 +69,15 @@ HEADLINES = {
     "port": ["Impact: 1 sandbox restart (processes and writable paths lost), 0 created, 0 destroyed, 0 host services "
              "renewed, no data lost, 1 change less safe.",
              "  pool preview on local: 1 restart (processes and writable paths lost) — templates.preview.ports.1"],
-    "replicas": ["Impact: 0 sandboxes restart, 2 created, 0 destroyed, 1 host service renewed, 1 reloaded in place "
+    "replicas": ["Impact: 0 sandboxes restart, 2 created, 0 destroyed, 0 host services renewed, 2 reloaded in place "
                  "(no interruption), no data lost, nothing less safe. Capacity: +2 sandboxes, +2 CPUs, +2GiB memory, "
                  "+2GiB disk reserved; host local at 6 of 8 CPUs.",
                  "  pool python on local: 2 created — pools.python.replicas",
                  "  guard reloaded in place on local: interrupts nothing — it applies the new rules, pids limits and "
                  "lifetimes at its next pass; its clocks keep running",
-                 "  runtime replaced on local: its sessions API for pools builder, preview, python, shell is down "
-                 "while it restarts: running processes, their output streams and terminals end; sessions and "
-                 "snapshots are kept"],
+                 "  runtime reloaded in place on local: interrupts nothing — it swaps in its new pools, ceilings, idle "
+                 "policies, sites and token scopes; its sessions, running processes, streams and terminals go on (a "
+                 "pool taken off keeps its bound sessions until they end)"],
     "memory": ["Impact: 0 sandboxes restart, 0 created, 0 destroyed, 0 host services renewed, no data lost, nothing "
                "less safe. Capacity: +2GiB memory reserved; host local at 5GiB of 8GiB memory.",
                "  pool python on local: 2 updated in place — templates.python.limits.memory"],
@@ -100,7 +100,7 @@ def test_the_snapshot_bump_reads_in_the_reviewers_conventions(stacks, capsys):
             "        image: sandstack-dev/python:1-89e64fc1f8d5 → sandstack-dev/python:2-3caf66f2a53e\n"
             "        version: 1 → 2\n"
             "        because templates.python.snapshot.version: 1 → 2 [rebuild]  # forces replacement\n") in out
-    assert out.endswith("\nPlan: 0 to create, 0 to update in place, 3 to replace, 0 to delete, 27 unchanged.\n")
+    assert out.endswith("\nPlan: 0 to create, 0 to update in place, 3 to replace, 0 to delete, 29 unchanged.\n")
 
 
 def test_the_memory_raise_is_capacity_in_spec_units(stacks, capsys):
@@ -112,7 +112,7 @@ def test_the_memory_raise_is_capacity_in_spec_units(stacks, capsys):
             # The value the template inherited and the layer that set it, not `(unset)` (issue 38, item 7).
             "        because templates.python.limits.memory: (inherited 1GiB from profiles.medium.memory) → 2GiB "
             "[in-place]\n") in out
-    assert out.endswith("\nPlan: 0 to create, 2 to update in place, 0 to replace, 0 to delete, 28 unchanged.\n")
+    assert out.endswith("\nPlan: 0 to create, 2 to update in place, 0 to replace, 0 to delete, 30 unchanged.\n")
 
 
 def test_more_replicas_are_capacity_counted_in_sandboxes(stacks, capsys):
@@ -136,7 +136,7 @@ FAILS = {
     "snapshot": {"disruption", "replace"},
     "allow": {"security"},  # the gateway and the logger take the new entry in place: nothing restarts
     "port": {"security", "disruption", "replace"},
-    "replicas": {"capacity", "disruption", "replace"},
+    "replicas": {"capacity"},  # the guard and the runtime take the new sandboxes in place: nothing restarts
     "memory": {"capacity"},
 }
 
@@ -212,7 +212,7 @@ def test_json_format_2_carries_categories_impact_and_review(stacks, capsys):
                                  "category": "capacity",
                                  "inherited": {"old": {"value": 1073741824, "from": "profiles.medium.memory"},
                                                "new": None}}]
-    assert report["impact"]["pools"][0]["update"] == 2 and report["unchanged"] == 28
+    assert report["impact"]["pools"][0]["update"] == 2 and report["unchanged"] == 30
 
 
 # --- accepted changes ----------------------------------------------------------------------------------------

@@ -265,18 +265,19 @@ def test_created_objects_name_only_their_placement_and_own_entries(tmp_path, mon
     assert {name for name, why in reasons.items() if "defaults.base_image" in why} == set()
 
 
-def test_more_replicas_renew_the_runtime_service_whose_configuration_counts_them(tmp_path, monkeypatch, capsys):
-    # The runtime service's configuration counts each pool's sandboxes: `replicas` declares the runtime's renewal
-    # for a host that runs one, and the diff gives that reason (it said "not declared" before the table did).
+def test_more_replicas_reload_the_runtime_service_whose_configuration_counts_them(tmp_path, monkeypatch, capsys):
+    # The runtime service's configuration counts each pool's sandboxes: `replicas` declares the runtime's reload
+    # for a host that runs one (its configuration set; the container stays), and the diff gives that reason.
     base, head = pair("pool-resized")
     for data in (base, head):
         data["hosts"]["gpu-1"]["runtime"] = {"token": {"secret": "runtimeToken"}}
     code, out, err = _diff(tmp_path, monkeypatch, capsys, base, head)
     assert (code, err) == (0, "")
-    assert ("  -/+ runtime sandstack-gpu-1-runtime-container\n"
+    assert ("    ~ reload runtime sandstack-gpu-1-runtime-reload\n"
             "        pools: agent: {sandboxes=3, workspace=/tmp, idle=pause after 900s} → "
             "{sandboxes=5, workspace=/tmp, idle=pause after 900s}\n"
             "        because pools.agent.replicas: 3 → 5 [") in out
+    assert "runtime sandstack-gpu-1-runtime-container" not in out
     assert "reason not declared" not in out
 
 

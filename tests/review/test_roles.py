@@ -132,7 +132,8 @@ def test_the_runtimes_restart_says_what_it_ends_and_what_it_keeps():
     # A role takes a new configuration by restarting, or in place from its configuration volume (interrupting nothing).
     assert {r.name: (r.config, r.reload, r.reload_interrupts) for r in HOST_ROLES.values() if r.reload != "restart"} == {
         "guard": ("volume", "in place", "nothing"), "gateway": ("volume", "in place", "nothing"),
-        "ingress": ("volume", "in place", "nothing"), "logger": ("volume", "in place", "the name lookups of a pool whose resolver changed, for milliseconds")}
+        "ingress": ("volume", "in place", "nothing"), "runtime": ("volume", "in place", "nothing"),
+        "logger": ("volume", "in place", "the name lookups of a pool whose resolver changed, for milliseconds")}
     assert {r.config for r in HOST_ROLES.values() if r.reload == "restart"} == {"inputs"}
 
 

@@ -101,13 +101,17 @@ class Ingress(StrictModel):
 
 
 RUNTIME = Effect(host=frozenset({"runtime"}))
+# What the runtime binds or reads at start stays in its container's environment (where it listens, its tokens'
+# secrets: sandstack.plan.runtime_host): a change restarts it. The rest is its configuration, taken in place.
+RUNTIME_CONTAINER = Effect(host=frozenset({"runtime"}), restarts=frozenset({"runtime"}))
 # Beside an ingress, which wakes sites through the runtime: its port is in the Caddyfile and the guard's opening,
 # its token is what the ingress's wake token derives from (sandstack.plan.ingress `Wake`).
-RUNTIME_PORT = Effect(host=frozenset({"runtime"}),
-                      when=((INGRESS_HOST, Effect(host=frozenset({"runtime", "ingress", "guard"}))),))
+RUNTIME_PORT = Effect(host=frozenset({"runtime"}), restarts=frozenset({"runtime"}),
+                      when=((INGRESS_HOST, Effect(host=frozenset({"runtime", "ingress", "guard"}),
+                                                  restarts=frozenset({"runtime"}))),))
 # The ingress's wake token is in its container's environment: a new runtime token restarts it.
-RUNTIME_TOKEN = Effect(host=frozenset({"runtime"}), when=((INGRESS_HOST, Effect(
-    host=frozenset({"runtime", "ingress"}), restarts=frozenset({"ingress"}))),))
+RUNTIME_TOKEN = Effect(host=frozenset({"runtime"}), restarts=frozenset({"runtime"}), when=((INGRESS_HOST, Effect(
+    host=frozenset({"runtime", "ingress"}), restarts=frozenset({"ingress", "runtime"}))),))
 # A runtime added beside an ingress gives the ingress's network its fixed subnet and the ingress its wake token.
 RUNTIME_ADDED = Effect(host=frozenset({"runtime"}), when=((INGRESS_HOST, Effect(
     host=frozenset({"runtime", "ingress", "guard"}), restarts=frozenset({"ingress"}))),))
@@ -125,7 +129,7 @@ class ScopedToken(StrictModel):
     """A bearer token, from a Pulumi secret, that acts only on its pools on this host."""
 
     secret: ConfigKey = field(description="Pulumi config key holding the token (at least 16 characters, not the "
-                              "host's `token`).", change=RUNTIME, access=NEVER)
+                              "host's `token`).", change=RUNTIME_CONTAINER, access=NEVER)
     pools: list[Name] = field(description="The pools it acts on, each placed on this host.", change=RUNTIME,
                               min_length=1, max_length=64,
                               access=loosens("runtime", "a pool added: its holder acts on that pool's sessions too",
@@ -141,7 +145,7 @@ class RuntimeService(StrictModel):
                       access=NEVER, ge=1, le=65535)
     exposure: Literal["host", "public"] = field(
         "host", description="'host' (default): on the host's loopback only (an agent platform on the host, or a "
-        "tunnel); 'public': on all its interfaces (use TLS in front of it).", change=RUNTIME,
+        "tunnel); 'public': on all its interfaces (use TLS in front of it).", change=RUNTIME_CONTAINER,
         access=loosens("runtime", "to 'public': the runtime API on all the host's interfaces", "host", "public"))
     token: TokenRef = field(description="The bearer token every call must carry.", change=RUNTIME_TOKEN,
                             access=NEVER)
@@ -149,7 +153,7 @@ class RuntimeService(StrictModel):
         {}, description="Scoped tokens, by scope name (a pool, or a tenant's set of pools): each acts only on the "
         "sessions, sandboxes and snapshots of its pools (404 for any other) and on nothing host-wide (audit log, "
         "metrics); `token` stays the operators'. The audit log names the scope, never the token. Default none.",
-        change=RUNTIME, max_length=64,
+        change=RUNTIME_CONTAINER, max_length=64,
         access=loosens("runtime", "a token added: its holder acts on its pools' sessions", {},
                        {"tenant": {"secret": "tenantToken", "pools": ["agent"]}}))
 
@@ -260,8 +264,10 @@ class Host(StrictModel):
     ingress: Ingress | None = field(
         None, description="URLs for the sandboxes' `exposure: url` ports, served by a reverse proxy on this host.",
         # No sandbox has a url port before its host has an ingress (validation), so none learns anything new.
+        # Beside a runtime, the runtime listens on the ingress's network too and holds the wake token: it restarts.
         change=Effect(host=frozenset({"ingress", "guard"}),
-                      when=((RUNTIME_HOST, Effect(host=frozenset({"ingress", "guard", "runtime"}))),)),
+                      when=((RUNTIME_HOST, Effect(host=frozenset({"ingress", "guard", "runtime"}),
+                                                  restarts=frozenset({"runtime"}))),)),
         access=AS_FIELDS)
     runtime: RuntimeService | None = field(
         None, description="The sandbox runtime service on this host (claims, exec, files, snapshots); beside an "
@@ -303,7 +309,8 @@ class Host(StrictModel):
         # The gateway's own resolver is on its egress network: its container changes with that network.
         change=Effect(sandboxes="replace", host=NETWORK_ROLES, restarts=frozenset({"gateway"}), scope="host",
                       when=((URL_PORTS, Effect(sandboxes="replace", host=NETWORK_ROLES | {"ingress", "runtime"},
-                                               restarts=frozenset({"gateway", "ingress"}), scope="host")),)),
+                                               restarts=frozenset({"gateway", "ingress", "runtime"}),
+                                               scope="host")),)),
         access=NEVER,
     )
     infra_image: ImageRef | None = field(
