@@ -18,6 +18,7 @@ from sandstack.spec.models.base import (
     EnvName,
     ImageRef,
     Name,
+    Platform,
     SecretRef,
     Size,
     StrictModel,
@@ -366,6 +367,12 @@ class TemplateDefaults(StrictModel):
         None, description="Image the snapshot starts from; pin with '@sha256:…' for reproducible builds. A template "
                           "without one takes its `extends`' or the defaults'.", change="rebuild",
                           access=NEVER)
+    platform: Platform | None = field(  # type: ignore[valid-type]
+        None, description="The OS and architecture the snapshot image is built for and the sandboxes run as: "
+        "'linux/amd64' or 'linux/arm64' (the builds' and containers' `platform`). Every host of a pool of the template "
+        "must offer it in its `platforms`, natively or under emulation (rule `platform`; docs/design/platforms.md). "
+        "Default: none, each host's own architecture (the base image's variant for it), as before this field.",
+        change="rebuild", access=NEVER)
     snapshot: Snapshot | None = field(
         None, description="Build steps baked into the snapshot image; a template's own replaces the inherited one "
                           "whole.", change="rebuild",
