@@ -255,6 +255,8 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
          ["stack.yaml:52:9: $.pools.web.hosts[0]: pool 'web' places template 'web' (platform 'linux/arm64') on host "
           "'local', which offers 'linux/amd64' only; hosts offering it: 'arm': place the pool on them, or add it to "
           "`hosts.local.platforms` if that host runs it (natively or under emulation)"]),
+        ("listed-twice", change("    capacity:\n", "    platforms: [linux/amd64, linux/amd64]\n    capacity:\n"),
+         ["stack.yaml:6:30: $.hosts.local.platforms[1]: 'linux/amd64' is listed twice"]),
         ("from-the-defaults", change("  limits: small\n", "  limits: small\n  platform: linux/arm64\n"),
          ["stack.yaml:48:9: $.pools.web.hosts[0]: pool 'web' places template 'web' (platform 'linux/arm64') on host "
           "'local', which offers 'linux/amd64' only; no host of the stack offers it: add it to "

@@ -13,6 +13,10 @@ from sandstack.spec.rules.context import Context, rule
 def platforms_offered(ctx: Context) -> Iterator[Diagnostic]:
     """A pool places its template's platform on each of its hosts: a host that does not offer it would build an image
     it cannot run, so it is refused before anything is made."""
+    for name, host in ctx.stack.hosts.items():
+        for i, platform in enumerate(host.platforms):
+            if platform in host.platforms[:i]:
+                yield ctx.error(("hosts", name, "platforms", i), f"{platform!r} is listed twice", "platform")
     for pool_name, pool in ctx.stack.pools.items():
         template = ctx.stack.templates.get(pool.template)
         if template is None:
