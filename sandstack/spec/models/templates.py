@@ -353,7 +353,9 @@ class TemplateDefaults(StrictModel):
                         "secret (`*PASSWORD*`, `*SECRET*`, `*_TOKEN`, `*_KEY`, `*_APIKEY`, `*_PAT`, `*_CREDENTIALS`, "
                         "`*_AUTH`…, also with a part marker such as `_A` or `_2`; not `*_FILE`, `*_PATH`, `*_ID`, "
                         "`*_NAME`… nor `PUBLIC_*`) is never printed by any command, and `check` wants it as "
-                        "`{secret: KEY}` (SBX-SEC-005).", change="replace",
+                        "`{secret: KEY}` (SBX-SEC-005). A value may refer to the sandbox's own public host name and "
+                        "URLs, `${SANDSTACK_PUBLIC_HOSTNAME}` and `${SANDSTACK_URL_<NAME>}`, rendered per sandbox "
+                        "(`$${…}` for the literal text; docs/design/ingress.md).", change="replace",
         access=loosens("secrets", "a secret added to the environment", {}, {"TOKEN": {"secret": "apiToken"}})
     )
     user: User | None = field(
