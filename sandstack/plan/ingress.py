@@ -23,6 +23,7 @@ from sandstack.plan.container import LogRotation, RunSettings, host_role
 from sandstack.plan.naming import bridge_name, infra_name
 from sandstack.plan.reload import SERVICE_SH, ConfigSet, Join
 from sandstack.plan.runtime import ENV_WAKE_TOKEN
+from sandstack.spec.envrefs import PUBLIC_HOSTNAME, url_variable
 from sandstack.spec.models.hosts import Ingress
 
 USER = "65534:65534"  # nobody: Caddy needs no privilege to listen on its high ports inside the container
@@ -256,9 +257,8 @@ def url_env(ingress: Ingress | None, pool: str, index: int, ports) -> dict[str, 
     A sandbox without one has no URL, and learns nothing: an ingress added to its host leaves it running."""
     if ingress is None or not any(p.exposure == "url" for p in ports):
         return {}
-    env = {"SANDSTACK_PUBLIC_HOSTNAME": public_hostname(pool, index, ingress.domain)}
+    env = {PUBLIC_HOSTNAME: public_hostname(pool, index, ingress.domain)}
     for p in ports:
         if p.exposure == "url":
-            env[f"SANDSTACK_URL_{(p.name or str(p.port)).upper().replace('-', '_')}"] = url_of(ingress, pool, index,
-                                                                                               p.port)
+            env[url_variable(p.port, p.name)] = url_of(ingress, pool, index, p.port)
     return env

@@ -20,6 +20,7 @@ from sandstack.plan.network import PoolNetwork
 from sandstack.plan.secrets import session_secrets_mode
 from sandstack.plan.snapshot import SUPERVISOR_PATH
 from sandstack.plan.workspace import WorkspaceVolume, plan_workspaces
+from sandstack.spec.envrefs import render
 from sandstack.spec.models import Port, SecretRef
 from sandstack.spec.models.hosts import Ingress
 from sandstack.spec.resolve import ResolvedTemplate
@@ -102,6 +103,7 @@ class SandboxPlan:
     wait_timeout: int | None
     restart: str
     max_retry_count: int | None
+    platform: str | None = None  # the template's `platform` (the image's); None: the host's own
 
     @property
     def run(self) -> RunSettings:
@@ -137,7 +139,10 @@ def plan_sandbox(*, stack: str, pool: str, host: str, template: ResolvedTemplate
                  gpu_device_ids: tuple[str, ...] = (), ingress: Ingress | None = None) -> SandboxPlan:
     t = template
     name = sandbox_name(stack, pool, index)
-    env = {**t.env, **url_env(ingress, pool, index, t.ports)}
+    urls = url_env(ingress, pool, index, t.ports)
+    # `${SANDSTACK_PUBLIC_HOSTNAME}`, `${SANDSTACK_URL_<NAME>}`: this sandbox's own (the rules refused any other).
+    env = {**{k: render(v, urls) if isinstance(v, str) and "${SANDSTACK_" in v else v for k, v in t.env.items()},
+           **urls}
     if network.proxy_url:
         proxy = network.proxy_url
         env.update(HTTP_PROXY=proxy, HTTPS_PROXY=proxy, http_proxy=proxy, https_proxy=proxy,
@@ -197,4 +202,5 @@ def plan_sandbox(*, stack: str, pool: str, host: str, template: ResolvedTemplate
         wait_timeout=wait_timeout,
         restart=RESTART_POLICY[t.lifecycle.on_expiry],
         max_retry_count=CRASH_RETRIES if t.lifecycle.on_expiry == "stop" else None,
+        platform=t.platform,
     )

@@ -343,6 +343,8 @@ def _snapshot_changes(old: ResolvedStack, new: ResolvedStack, changes: list[Reso
             why.append("files changed")
         if a["base_image"] != b["base_image"]:
             why.append(f"base image {a['base_image']} → {b['base_image']}")
+        if a.get("platform") != b.get("platform"):
+            why.append(f"platform {a.get('platform') or '(the host’s own)'} → {b.get('platform') or '(the host’s own)'}")
         if a["supervisor"] != b["supervisor"] or a["format"] != b["format"]:
             why.append("sandstack's supervisor or build format changed")
         unbumped = a["version"] == b["version"] and any(w in why for w in ("setup changed", "files changed")) \

@@ -56,6 +56,8 @@ def _sandbox(p: dict[str, Any]) -> list[str]:
         + (f"; allow {', '.join(egress['allow'])}" if egress["allow"] else "")
         + (f"; deny {', '.join(egress['deny'])}" if egress["deny"] else ""),
     ]
+    if p.get("platform"):
+        lines.append(f"platform {p['platform']}")
     if p["capability_adds"]:
         lines.append("capabilities " + ", ".join(p["capability_adds"]))
     for port in p["ports"]:
@@ -125,7 +127,8 @@ def _pool(p: dict[str, Any]) -> list[str]:
 SUMMARY: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "sandbox": _sandbox,
     "snapshot": lambda p: [f"{p['image']} (version {p['version'] or '-'}, digest {p['digest'][:12]})",
-                           f"from {p['base_image']}, {len(p['setup'])} setup steps, {len(p['files'])} files"],
+                           f"from {p['base_image']}, {len(p['setup'])} setup steps, {len(p['files'])} files"
+                           + (f", for {p['platform']}" if p.get("platform") else "")],
     "disk workspace": lambda p: [f"{p['name']}: {p['size'] / 2**20:g}MiB at {p['path']}"
                                  + (", seeded from the image" if p["seed"] else "")],
     "data loader": lambda p: [f"{len(p['files'])} files"],

@@ -214,7 +214,8 @@ def _template_props(kind: str, node_key: str, plan: StackPlan) -> dict[str, Any]
         template = plan.build_contexts[node_key]
         return {"image": snap.image, "version": template.snapshot_version, "digest": snap.digest,
                 "base_image": template.base_image, "setup": list(template.setup),
-                "files": [{"path": f.path, "mode": f.mode, "source": f.source.name} for f in template.files]}
+                "files": [{"path": f.path, "mode": f.mode, "source": f.source.name} for f in template.files],
+                **({"platform": template.platform} if template.platform else {})}
     if kind == "snapshot push":
         return {"image": snap.image}
     return {}
@@ -238,6 +239,8 @@ def _pool_props(kind: str, node_key: str, pool: PoolPlan, plan: StackPlan) -> di
     index = pool.sandboxes.index(node_key)
     sandbox = pool.sandbox_plans[index]
     props = _jsonable(asdict(sandbox))
+    if props["platform"] is None:  # only where declared: a sandbox without one reads as before the field
+        del props["platform"]
     props["env"] = {k: _secret_or_value(v) for k, v in sandbox.env.items()}
     image = plan.nodes[pool.image].inputs["name"]  # the shared image of identical snapshots
     props.update(image=image, network=pool.network.name, egress=_egress(template),

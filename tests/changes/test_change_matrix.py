@@ -322,6 +322,7 @@ CASES: list[Case] = [
     Case("hosts.*.overcommit.memory", 2),
     Case("hosts.*.overcommit.disk", 2),
     Case("hosts.*.storage_quota", True),
+    Case("hosts.*.platforms", ["linux/amd64", "linux/arm64"]),
     Case("hosts.*.disk_workspaces", "2GiB"),
     Case("hosts.*.dns_upstream", ["10.0.0.53"]),
     Case("hosts.*.runtime", {"token": {"secret": "runtimeToken"}}),
@@ -442,6 +443,7 @@ CASES: list[Case] = [
     Case("defaults.env.*.secret", "sharedToken2", pools=("agent", "free")),
     Case("defaults.user", "20001:20001"),
     Case("defaults.base_image", "busybox:1.37", prepare=FREE_BASE_FROM_DEFAULTS),
+    Case("defaults.platform", "linux/amd64", prepare=setting(templates__agent__platform="linux/amd64")),
     Case("defaults.snapshot", {"version": "2", "setup": ["true"]}),
     Case("defaults.snapshot.version", "3", prepare=setting(defaults__snapshot={"version": "2"})),
     Case("defaults.snapshot.setup", ["true"], prepare=setting(defaults__snapshot={"version": "2"})),
@@ -498,6 +500,7 @@ CASES: list[Case] = [
            prepare=setting(templates__agent__network={"egress": "allow-all", "protocols": "any"}))
       for field, value in CONNECTION_CHANGES),
     Case("templates.*.runtime", "runsc"),
+    Case("templates.*.platform", "linux/amd64"),
     Case("templates.*.lifecycle", {"max_lifetime": "6h", "idle_timeout": "10m", "on_expiry": "restart"},
     ),
     Case("templates.*.lifecycle.max_lifetime", "6h"),

@@ -9,7 +9,7 @@ from pydantic import StringConstraints
 from sandstack.spec.access import AS_FIELDS, NEVER, loosens
 from sandstack.spec import changes
 from sandstack.spec.changes import IN_INGRESS_TLS, INGRESS_HOST, PROVIDER, RUNTIME_HOST, URL_PORTS, Effect
-from sandstack.spec.models.base import (ConfigKey, Cpus, ImageRef, LabelKey, Name, Size, StrictModel,
+from sandstack.spec.models.base import (ConfigKey, Cpus, ImageRef, LabelKey, Name, Platform, Size, StrictModel,
                                          field, text)
 from sandstack.spec.models.network import NETWORK_ROLES
 from sandstack.spec.roles import HOST_ROLES
@@ -260,6 +260,18 @@ class Host(StrictModel):
         ),
         change="none",
         access=NEVER,
+    )
+    platforms: list[Platform] = field(  # type: ignore[valid-type]
+        ["linux/amd64"],
+        description=(
+            "The platforms this host's Docker daemon runs: its own architecture, and any it runs under emulation "
+            "(qemu-user-static registered with binfmt_misc; docs/design/platforms.md). A template with a `platform` "
+            "runs only on hosts that list it (rule `platform`). Default ['linux/amd64']: what a host declared before "
+            "this field ran (templates without a `platform` run on any host). Checked, not applied: a change alone "
+            "changes no sandbox."
+        ),
+        change="none",
+        access=NEVER, min_length=1, max_length=2,
     )
     ingress: Ingress | None = field(
         None, description="URLs for the sandboxes' `exposure: url` ports, served by a reverse proxy on this host.",
