@@ -76,13 +76,13 @@ def test_env_references_are_rendered_per_sandbox(tmp_path):
     assert "SANDSTACK_URL_APP=https://8080-web-1.sbx.example.com:8443" in sandbox.inputs["envs"]
 
 
-def test_on_demand_slots_render_their_own_names(tmp_path):
+def test_on_demand_places_render_their_own_names(tmp_path):
     template = {"base_image": "busybox:1.36", "env": {"ORIGIN": "https://${SANDSTACK_PUBLIC_HOSTNAME}"}}
     data = spec({"web": template}, pools={"web": {"template": "web", "hosts": ["local"], "replicas": 1, "max": 3}},
                 hosts={"local": {**INGRESS, "runtime": {"token": {"secret": "runtimeToken"}}}})
     plan = plan_stack(load_stack(write_spec(tmp_path, data)), "t")
     ondemand = plan.hosts["local"].runtime.config.pools["web"].ondemand
-    bodies = {name: ondemand.body(name) for name in ondemand.slots}
+    bodies = {name: ondemand.body(name) for name in ondemand.places}
     assert {name: [e for e in b["Env"] if e.startswith("ORIGIN=")] for name, b in bodies.items()} == {
         "sandstack-t-web-1": ["ORIGIN=https://web-1.sbx.example.com"],
         "sandstack-t-web-2": ["ORIGIN=https://web-2.sbx.example.com"]}
