@@ -14,7 +14,8 @@ from sandstack.components import lean
 from sandstack.components.secrets import secret_value
 from sandstack.plan.snapshot import prepare_build
 from sandstack.plan.stack import StackPlan
-from sandstack.plan.tree import CONTAINER, NETWORK, PROVIDER, REGISTRY_IMAGE, REMOTE_IMAGE, VOLUME, Node, Ref, Secret
+from sandstack.plan.tree import (CONTAINER, NETWORK, PROVIDER, REGISTRY_IMAGE, REMOTE_IMAGE, VOLUME, After, Node, Ref,
+                                 Secret)
 
 RESOURCES: dict[str, type[pulumi.CustomResource]] = {
     CONTAINER: docker.Container, NETWORK: docker.Network, VOLUME: docker.Volume, REMOTE_IMAGE: docker.RemoteImage,
@@ -24,13 +25,19 @@ COMPONENTS: dict[str, type["Planned"]] = {}  # by type token, filled by each com
 
 
 def _checked(seeder: docker.Container, what: str, missing: str) -> pulumi.Output[docker.Container]:
-    """The seeder, once it exited 0: the provider records a failed run-once container's exit code without
-    failing; we fail, so no sandbox starts without what it was seeded with."""
-    def check(code: int | None) -> docker.Container:
+    """The seeder (or a host service's reload container), once it exited 0: the provider records a failed run-once
+    container's exit code without failing; we fail, with the end of its log (what a reload's service refused), so no
+    sandbox starts without what it was seeded with."""
+    def check(args: list) -> docker.Container:
+        code, logs = args
         if code not in (None, 0):
-            raise pulumi.RunError(f"{what} exited with {code}: its sandboxes would start without {missing}")
+            said = " | ".join(line for line in (logs or "").splitlines()[-LOG_LINES:] if line.strip())
+            raise pulumi.RunError(f"{what} exited with {code}: {missing}" + (f"; its log: {said}" if said else ""))
         return seeder
-    return seeder.exit_code.apply(check)
+    return pulumi.Output.all(seeder.exit_code, seeder.container_logs).apply(check)
+
+
+LOG_LINES = 5  # of a failed seeder's or reload container's log, in the apply's error
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,11 @@ class Registry:
         self.resources: dict[str, pulumi.Resource] = {}
         self.waits: dict[str, Any] = {}  # what depends_on uses, where it is not the resource itself
         self.components: list[Planned] = []  # in registration order
-        self.seeders = {key: (what, missing) for pool in plan.pools.values() for key, what, missing in pool.seeders}
+        self.seeders = {key: (what, f"its sandboxes would start without {missing}")
+                        for pool in plan.pools.values() for key, what, missing in pool.seeders}
+        self.seeders.update({key: (f"the {role} configuration reload on host '{host}'",
+                                   "the previous configuration stays in force")
+                             for host, keys in plan.host_keys.items() for key, role in keys.reloads.items()})
 
     def value(self, value: Any, found: set | None = None) -> Any:
         """A plan value as a Pulumi input; `found` collects the resources of the carried values it holds."""
@@ -61,6 +72,8 @@ class Registry:
             return self.carry(value, found)
         if isinstance(value, Ref):
             return getattr(self.resources[value.node], value.attr)
+        if isinstance(value, After):  # the text, with the nodes as its dependencies
+            return pulumi.Output.all(*(self.resources[n].urn for n in value.nodes)).apply(lambda _: value.text)
         if isinstance(value, Secret):
             plain = value.text == "{}" and not value.derive
             return secret_value(value.key) if plain else secret_value(value.key).apply(value.render)

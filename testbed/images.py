@@ -11,6 +11,9 @@ Images:
   ``httpd``, ``nslookup``, ``ping`` work. Its ``nc`` is the small variant: TCP only, no ``-z``/``-u``
   (port check: ``nc -w 1 HOST PORT </dev/null``, exit 0 when open); use the debian image for UDP.
   Has a non-root user ``sandbox`` (1000:1000).
+- busybox-arm64: the busybox image for linux/arm64, from Debian's arm64 busybox-static package (apt's lists and
+  cache for arm64 kept apart from the system's, under /var/tmp), built with the build's platform linux/arm64; its
+  RUN step runs under qemu-user-static (testbed/emulation.py: built only where arm64 programs run here).
 - debian: ``debootstrap --variant=minbase`` bookworm with squid, python3, firewall, HTTP/TCP/UDP/DNS
   tools, then ``docker import`` (about a minute, needs root and the Debian package mirror).
 """
@@ -103,6 +106,10 @@ class Recipe:
 
 BUSYBOX = Recipe("busybox", {"dockerfile": BUSYBOX_DOCKERFILE, "passwd": BUSYBOX_PASSWD,
                              "group": BUSYBOX_GROUP, "package": "busybox-static"})
+BUSYBOX_ARM64 = Recipe("busybox-arm64", {**BUSYBOX.fields, "package": "busybox-static:arm64",
+                                          "platform": "linux/arm64"})
+# apt's package lists and downloads for arm64, apart from the system's (its dpkg stays amd64 only).
+ARM64_APT = Path("/var/tmp/sandstack-apt-arm64")
 DEBIAN = Recipe("debian", {"suite": DEBIAN_SUITE, "variant": "minbase", "packages": list(DEBIAN_PACKAGES),
                            "prune": list(DEBIAN_PRUNE), "changes": list(DEBIAN_CHANGES)})
 
@@ -190,6 +197,41 @@ def _build_busybox(client, recipe: Recipe, work: Path, progress: _Progress) -> N
                         labels={"org.sandstack.test-image": recipe.name})
 
 
+def _arm64_busybox(work: Path, progress: _Progress) -> Path:
+    options = ["-o", f"Dir::State::Lists={ARM64_APT}/lists", "-o", f"Dir::Cache={ARM64_APT}/cache",
+               "-o", "APT::Architecture=arm64", "-o", "APT::Architectures::=arm64"]
+    for folder in ("lists/partial", "cache/archives/partial"):
+        (ARM64_APT / folder).mkdir(parents=True, exist_ok=True)
+    try:
+        _run(["apt-get", *options, "download", "busybox-static:arm64"], cwd=work)
+    except RuntimeError:
+        progress("apt-get update (arm64 lists)")
+        _run(["apt-get", *options, "update", "-q"])
+        _run(["apt-get", *options, "download", "busybox-static:arm64"], cwd=work)
+    deb = next(work.glob("busybox-static_*_arm64.deb"))
+    _run(["dpkg", "-x", str(deb), str(work / "pkg")])
+    progress(f"using {deb.name}")
+    return work / "pkg" / "bin" / "busybox"
+
+
+def _build_busybox_arm64(client, recipe: Recipe, work: Path, progress: _Progress) -> None:
+    from testbed import emulation
+
+    reason = emulation.arm64()
+    if reason is not None:
+        raise RuntimeError(f"cannot build {recipe.tag}: {reason}")
+    context = work / "context"
+    context.mkdir()
+    shutil.copy(_arm64_busybox(work, progress), context / "busybox")
+    (context / "busybox").chmod(0o755)
+    (context / "passwd").write_text(BUSYBOX_PASSWD)
+    (context / "group").write_text(BUSYBOX_GROUP)
+    (context / "Dockerfile").write_text(BUSYBOX_DOCKERFILE)
+    progress("docker build --platform linux/arm64 (its RUN under qemu-user-static)")
+    client.images.build(path=str(context), tag=recipe.tag, rm=True, forcerm=True, platform="linux/arm64",
+                        labels={"org.sandstack.test-image": recipe.name})
+
+
 def _build_debian(client, recipe: Recipe, work: Path, progress: _Progress) -> None:
     if shutil.which("debootstrap") is None:
         raise RuntimeError("debootstrap is not installed (apt-get install debootstrap)")
@@ -235,6 +277,11 @@ def _build_debian(client, recipe: Recipe, work: Path, progress: _Progress) -> No
 def busybox_image(client) -> str:
     """Tag of the busybox test image, built if missing."""
     return _ensure(client, BUSYBOX, _build_busybox)
+
+
+def busybox_arm64_image(client) -> str:
+    """Tag of the linux/arm64 busybox image, built if missing (needs arm64 emulation: testbed/emulation.py)."""
+    return _ensure(client, BUSYBOX_ARM64, _build_busybox_arm64)
 
 
 def debian_image(client) -> str:

@@ -33,6 +33,7 @@ SECTIONS = {s.name: s for s in (
     Section("concurrency", True, "issue 22"),
     Section("hosts", True, "issue 24"),
     Section("streams", True, "issue 23"),
+    Section("live", True, "issue 36"),
 )}
 WITHOUT_DOCKER = [s.name for s in SECTIONS.values() if not s.docker]
 

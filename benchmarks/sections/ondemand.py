@@ -7,7 +7,7 @@ claims are timed alone (each followed by an untimed release, which retires the s
 them, so both see the same machine: `docker run -d` with the template's probe, then the same wait as the runtime's
 (Docker's `healthy`, or the probe's command exec'd as soon as the container runs: sandstack.runtime.readiness);
 a second raw run waits for Docker's first scheduled check alone, for reference. A third creates the very container
-the runtime creates (the create body of the pool's slot, read from the runtime's own configuration; sandstack's
+the runtime creates (the create body of the pool's place, read from the runtime's own configuration; sandstack's
 labels replaced, so neither the runtime nor the host guard takes it for theirs) with the same wait: the runtime's own
 cost, which the goal is held against (a bare `docker run` has no sandbox settings: no network of its own, tmpfs
 paths, capabilities, pids parent...). Both ratios are reported.
@@ -94,14 +94,14 @@ def _same_body(client, body: dict) -> float:
 
 
 def _slot_body(client, deployment) -> dict:
-    """The create body of the pool's on-demand slot, from the configuration the runtime reads."""
+    """The create body of the pool's on-demand place, from the configuration the runtime reads."""
     from sandstack.plan.runtime import RuntimeConfig
     from sandstack.plan.runtime_host import CONFIG_FILE
 
     runtime = client.containers.get(deployment.name("runtime"))
     config = RuntimeConfig.from_json(runtime.exec_run(["cat", CONFIG_FILE]).output.decode())
     ondemand = config.pools["agent"].ondemand
-    return ondemand.body(next(iter(ondemand.slots)))
+    return ondemand.body(next(iter(ondemand.places)))
 
 
 def _memory(client, name: str) -> float:
@@ -141,7 +141,7 @@ def run(ctx: Context) -> SectionResult:
                 box.release()
                 raw.append(_raw_run(client, imgs.debian, probe_here=True))
                 raw_docker.append(_raw_run(client, imgs.debian, probe_here=False))
-                same.append(_same_body(client, body))  # after the release: the slot's container is gone
+                same.append(_same_body(client, body))  # after the release: the place's container is gone
             for i in range(count):
                 warm.exec(["sh", "-c", "nohup python3 -c 'x = bytearray(96 * 2**20); import time; "
                                        "time.sleep(10**6)' >/dev/null 2>&1 &"])

@@ -9,20 +9,31 @@
 # would skip Docker's own isolation rules further down the chain). Why a queue and not NFLOG, and what it costs:
 # docs/design/egress-log.md.
 #
-# It also rotates the logs it and the resolvers write: past SANDSTACK_LOG_MAX_BYTES a log becomes `<log>.1`
-# (older ones shift up to SANDSTACK_LOG_KEEP; the oldest goes), and a resolver reopens its file on SIGUSR2.
+# It also runs the logging resolvers: a dnsmasq per logged pool, on the pool's bridge address, one query a log line
+# (their options: sandstack/plan/resolver.py). They and the pools' sources are its configuration, which its reload
+# container delivers into SANDSTACK_CONFIG_DIR (the protocol: sandstack/plan/reload.py): a new set is taken in place,
+# restarting only the resolvers whose options changed (a pool's resolver a few ms away; the others and the queue keep
+# running), and reported in force; a set a resolver refuses (it exits at once) is reported refused and the resolvers
+# in force are started again. If a resolver ends by itself, the container ends and Docker's restart policy brings all
+# back. It rotates the logs it and the resolvers write: past SANDSTACK_LOG_MAX_BYTES a log becomes `<log>.1` (older
+# ones shift up to SANDSTACK_LOG_KEEP; the oldest goes), and a resolver reopens its file on SIGUSR2.
 #   SANDSTACK_QUEUE            the NFQUEUE queue number (the stack's)
 #   SANDSTACK_LOGGED_MARK      the mark bit of a packet already logged (hex)
 #   SANDSTACK_CONNECTION_LOG   the connection log file
-#   SANDSTACK_SOURCES          one "pool cidr" a line: which pool a source address belongs to
 #   SANDSTACK_DNS_LOG_DIR      the resolvers' logs, `<pool>.log`, their pid files /tmp/dnsmasq-<pool>.pid
 #   SANDSTACK_LOG_MAX_BYTES, SANDSTACK_LOG_KEEP  the rotation's bounds
+#   SANDSTACK_CONFIG_DIR       its configuration volume; a set's items:
+#     SOURCES      one "pool cidr" a line: which pool a source address belongs to
+#     RESOLVERS    one "pool address option..." a line: each logged pool's resolver; @UPSTREAM@ in an option stands
+#                  for each upstream server
+#     DNS_UPSTREAM the host's upstream servers, space-separated (empty: /etc/resolv.conf's nameservers)
 import errno
 import ipaddress
 import os
 import signal
 import socket
 import struct
+import subprocess
 import sys
 import time
 
@@ -47,9 +58,12 @@ log_path = os.environ["SANDSTACK_CONNECTION_LOG"]
 dns_dir = os.environ["SANDSTACK_DNS_LOG_DIR"]
 max_bytes = int(os.environ["SANDSTACK_LOG_MAX_BYTES"])
 keep = int(os.environ["SANDSTACK_LOG_KEEP"])
-sources = [(ipaddress.ip_network(cidr), pool) for pool, cidr in
-           (line.split() for line in os.environ.get("SANDSTACK_SOURCES", "").splitlines() if line.strip())]
+config_dir = os.environ["SANDSTACK_CONFIG_DIR"]
+sources = []  # (network, pool), from the configuration in force
 host = socket.gethostname()
+UPSTREAM = "@UPSTREAM@"
+STARTED = 0.3  # seconds a new resolver must keep running to count as started (a bad option ends it at once)
+ERRORS = "/tmp"  # each resolver's stderr, read when it refuses to start (the container's own tmpfs)
 
 
 def attr(kind, data):
@@ -150,8 +164,128 @@ def reopen_resolver(pool):
     return signal_it
 
 
+# --- the configuration: the resolvers and the sources, taken in place -------------------------------------------------
+
+def parse_sources(text):
+    return [(ipaddress.ip_network(cidr), pool) for pool, cidr in
+            (line.split() for line in text.splitlines() if line.strip())]
+
+
+def upstream_servers(configured):
+    if configured.split():
+        return configured.split()
+    with open("/etc/resolv.conf") as f:
+        return [p[1] for p in (line.split() for line in f) if len(p) > 1 and p[0] == "nameserver"]
+
+
+def resolver_args(text, upstreams):
+    """pool -> the dnsmasq command line of its resolver (an option with @UPSTREAM@ once per upstream server)."""
+    out = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        pool, address, *options = line.split()
+        args = []
+        for option in options:
+            args += [option.replace(UPSTREAM, u) for u in upstreams] if option.endswith(UPSTREAM) else [option]
+        # Each keeps its ids (empty --user/--group: it holds no capability to change them), on its bridge's address
+        # as the bridge appears.
+        out[pool] = ["dnsmasq", "--keep-in-foreground", "--user=", "--group=", f"--pid-file=/tmp/dnsmasq-{pool}.pid",
+                     "--bind-dynamic", "--no-hosts", "--no-resolv", "--except-interface=lo",
+                     f"--listen-address={address}", "--log-queries=extra",
+                     f"--log-facility={os.path.join(dns_dir, pool + '.log')}", *args]
+    return out
+
+
+class Resolvers:
+    """The running resolvers, by pool: (command line, process)."""
+
+    def __init__(self):
+        self.running = {}
+
+    def start(self, pool, args):
+        err = open(os.path.join(ERRORS, f"dnsmasq-{pool}.err"), "w+")
+        self.running[pool] = (args, subprocess.Popen(args, stdin=subprocess.DEVNULL, stderr=err), err)
+
+    def stop(self, pool):
+        _, process, err = self.running.pop(pool)
+        process.terminate()
+        process.wait()
+        err.close()
+
+    def apply(self, wanted):
+        """Starts, stops and restarts resolvers to match `wanted`; on a refusal puts back what ran and returns why."""
+        before = {pool: args for pool, (args, _, _) in self.running.items()}
+        changed = [pool for pool in set(before) | set(wanted) if before.get(pool) != wanted.get(pool)]
+        for pool in changed:
+            if pool in self.running:
+                self.stop(pool)
+        for pool in changed:
+            if pool in wanted:
+                self.start(pool, wanted[pool])
+        time.sleep(STARTED if changed else 0)
+        died = [pool for pool in changed if pool in self.running and self.running[pool][1].poll() is not None]
+        if not died:
+            return None
+        err = self.running[died[0]][2]
+        err.seek(0)
+        why = f"the resolver of {died[0]} did not start: " + (err.read().strip().splitlines() or ["no message"])[-1]
+        for pool in changed:  # back to what ran
+            if pool in self.running:
+                self.stop(pool)
+            if pool in before:
+                self.start(pool, before[pool])
+        return why
+
+    def ended(self):
+        return [pool for pool, (_, process, _) in self.running.items() if process.poll() is not None]
+
+
+def report(name, text):
+    tmp = os.path.join(config_dir, "status", f".{name}.{os.getpid()}")
+    with open(tmp, "w") as f:
+        f.write(text + "\n")
+    os.replace(tmp, os.path.join(config_dir, "status", name))
+
+
+class Config:
+    """Which set is in force, and taking a new one."""
+
+    def __init__(self, resolvers):
+        self.resolvers, self.loaded, self.refused = resolvers, None, None
+
+    def check(self):
+        global sources
+        try:
+            want = os.path.basename(os.readlink(os.path.join(config_dir, "want")))
+        except OSError:
+            return
+        if want in (self.loaded, self.refused):
+            return
+        items = {}
+        for name in ("SOURCES", "RESOLVERS", "DNS_UPSTREAM"):
+            try:
+                with open(os.path.join(config_dir, "sets", want, name)) as f:
+                    items[name] = f.read()
+            except OSError:
+                self.refused = want
+                report("refused", f"{want} its item {name} cannot be read")
+                return
+        why = self.resolvers.apply(resolver_args(items["RESOLVERS"], upstream_servers(items["DNS_UPSTREAM"])))
+        if why:
+            self.refused = want
+            report("refused", f"{want} {why}")
+            print(f"sandstack-logger: refused configuration {want}: {why}", file=sys.stderr, flush=True)
+            return
+        sources = parse_sources(items["SOURCES"])
+        self.loaded = want
+        report("have", want)
+        print(f"sandstack-logger: configuration {want} in force", file=sys.stderr, flush=True)
+
+
 def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # PID 1 has no default action for it
+    os.makedirs(dns_dir, exist_ok=True)
     sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12)  # NETLINK_NETFILTER
     sock.setsockopt(socket.SOL_SOCKET, 33, 4 << 20)  # SO_RCVBUFFORCE (NET_ADMIN): room for bursts
     sock.bind((0, 0))
@@ -160,8 +294,11 @@ def main():
     configure(sock, attr(CFG_QUEUE_MAXLEN, struct.pack("!I", QUEUE_MAXLEN)))
     print(f"sandstack-logger: queue {queue} bound", file=sys.stderr, flush=True)
     log = open(log_path, "a", buffering=1 << 16)
-    sock.settimeout(1.0)
-    checked = 0.0
+    resolvers = Resolvers()
+    config = Config(resolvers)
+    config.check()
+    sock.settimeout(0.25)
+    checked = looked = 0.0
     while True:
         try:
             data = sock.recv(1 << 20)
@@ -190,6 +327,11 @@ def main():
             for verdict in verdicts:
                 sock.send(verdict)
         now = time.monotonic()
+        if now - looked >= 0.25:
+            looked = now
+            config.check()
+            if resolvers.ended():  # a resolver ended by itself: the container ends, Docker starts it all again
+                sys.exit(f"sandstack-logger: the resolver of {resolvers.ended()[0]} ended")
         if now - checked >= 1:
             checked = now
             if rotate(log_path):

@@ -1,16 +1,21 @@
 # sandstack host guard: keeps the host closed to its sandboxes. Runs in the host's network namespace
 # with NET_ADMIN (firewall), NET_RAW (legacy iptables) and DAC_OVERRIDE (cgroup root) only.
 #   SANDSTACK_STACK  stack name, tagged on every rule as a comment
-#   SANDSTACK_RULES  one iptables rule per line: CHAIN MATCH... -j TARGET
-#   SANDSTACK_PIDS   one "cgroup-name max-pids" per line, the sandboxes' cgroup parents
-#   SANDSTACK_BRIDGES  the bridges the rules protect, space-separated
-#   SANDSTACK_LIFECYCLE  one "cgroup-name max-lifetime-s idle-timeout-s on-expiry idle-us-per-s idle-burst-us"
-#                      per line, for sandboxes with a limit (0 = off)
 #   SANDSTACK_EXIT_LIFETIME, SANDSTACK_EXIT_IDLE  the exit statuses of a sandbox ended at its max lifetime
 #                      or idle timeout (sandstack.spec.models.limits: a documented contract, kept in one place)
 #   SANDSTACK_GUARD_CGROUP  where the host's cgroup tree is mounted; SANDSTACK_GUARD_CGROUP_ROOT  the subtree
 #                      sandboxes' cgroup parents live in; SANDSTACK_GUARD_STATE  the state volume sandboxes read
 #                      (the host/sandbox contract, sandstack/plan/contract.py; tests point them at a temporary tree)
+#   SANDSTACK_GUARD_WORKSPACES  where the stack's workspace images and loop device links are kept
+#   SANDSTACK_CONFIG_DIR  its configuration volume (the cfg_* functions before this script: sandstack/plan/reload.py)
+# Its configuration is a set of items in that volume, which its reload container points `want` at; the guard loads a
+# new set at its next pass (load_config below), applies it at once, and reports its digest once every rule, limit
+# and workspace of it is in place. Its items:
+#   SANDSTACK_RULES  one iptables rule per line: CHAIN MATCH... -j TARGET
+#   SANDSTACK_PIDS   one "cgroup-name max-pids" per line, the sandboxes' cgroup parents
+#   SANDSTACK_BRIDGES  the bridges the rules protect, space-separated
+#   SANDSTACK_LIFECYCLE  one "cgroup-name max-lifetime-s idle-timeout-s on-expiry idle-us-per-s idle-burst-us"
+#                      per line, for sandboxes with a limit (0 = off)
 #   SANDSTACK_WORKSPACES  one "volume-name size-bytes seed|empty" per line, each sandbox's disk workspaces,
 #                      whose filesystem images and loop device links are kept in SANDSTACK_GUARD_WORKSPACES
 #                      (keep_workspaces below; docs/design/workspaces.md)
@@ -44,6 +49,12 @@ signal=${SANDSTACK_GUARD_KILL:-kill}
 passes=${SANDSTACK_GUARD_PASSES:-}
 
 log() { echo "sandstack-guard: $*" >&2; }
+
+# What it enforces: nothing until its first configuration is loaded (no sandbox starts before: each waits for the
+# guard's reload container, which waits for the guard).
+SANDSTACK_RULES="" SANDSTACK_PIDS="" SANDSTACK_BRIDGES="" SANDSTACK_LIFECYCLE="" SANDSTACK_WORKSPACES=""
+CONFIG_ITEMS="SANDSTACK_RULES SANDSTACK_PIDS SANDSTACK_BRIDGES SANDSTACK_LIFECYCLE SANDSTACK_WORKSPACES"
+cfg_loaded="" cfg_refused="" cfg_pending=""
 
 # Docker made its DOCKER-USER chain with the host's iptables backend; use the same one, or the rules
 # would sit in a table the host never evaluates.
@@ -349,8 +360,7 @@ loop_node() {  # $1: /dev/loopN; the guard's /dev has only the nodes this contai
     [ -e "$1" ] || mknod "$1" b 7 "${1#/dev/loop}"
 }
 
-keep_workspaces() {
-    [ -n "${SANDSTACK_WORKSPACES:-}" ] || return 0
+keep_workspaces() {  # also with none: the images of workspaces its configuration no longer names are dropped
     failed=0
     while read -r vol size fill; do
         [ -n "$vol" ] || continue
@@ -384,12 +394,68 @@ WORKSPACES
     return $failed
 }
 
+# --- Its configuration, reloaded in place ------------------------------------------------------------------
+read_set() {  # $1: digest; sets new_<ITEM> for each item, fails when one is missing
+    for item in $CONFIG_ITEMS; do
+        [ -f "$cfg_dir/sets/$1/$item" ] || return 1
+        eval "new_$item=\$(cfg_item \"\$1\" $item)"
+    done
+}
+
+bad_rule() {  # $1: rules; prints the first one iptables cannot parse (-C answers 2 for a bad rule, 1 for an absent one)
+    while IFS= read -r rule; do
+        [ -n "$rule" ] || continue
+        $ipt -w -C ${rule%% *} ${rule#* } -m comment --comment "$tag" 2>/dev/null
+        [ $? -ne 2 ] || { printf '%s\n' "$rule"; return 0; }
+    done <<RULES
+$1
+RULES
+}
+
+drop_rules() {  # $1: the rules in force, $2: the new set's; removes those of $1 not in $2
+    while IFS= read -r rule; do
+        [ -n "$rule" ] || continue
+        printf '%s\n' "$2" | grep -qxF -- "$rule" && continue
+        chain=${rule%% *}
+        spec=${rule#* }
+        while $ipt -w -D "$chain" $spec -m comment --comment "$tag" 2>/dev/null; do :; done
+        [ "$chain" = INPUT ] && while $ip6t -w -D INPUT $spec -m comment --comment "$tag" 2>/dev/null; do :; done
+    done <<RULES
+$1
+RULES
+}
+
+load_config() {  # a new wanted set replaces the one in force at once; a bad one is refused and changes nothing
+    want=$(cfg_want) || return 0
+    [ "$want" != "$cfg_loaded" ] && [ "$want" != "$cfg_refused" ] || return 0
+    if ! read_set "$want"; then
+        cfg_refused=$want; cfg_report refused "$want its items are incomplete"; log "refused configuration $want"
+        return 0
+    fi
+    bad=$(bad_rule "$new_SANDSTACK_RULES")
+    if [ -n "$bad" ]; then
+        cfg_refused=$want; cfg_report refused "$want iptables cannot parse the rule: $bad"
+        log "refused configuration $want (a rule iptables cannot parse: $bad)"
+        return 0
+    fi
+    if [ -z "$cfg_loaded" ] && have=$(cat "$cfg_dir/status/have" 2>/dev/null) && [ "$have" != "$want" ] \
+            && read_old=$(cfg_item "$have" SANDSTACK_RULES 2>/dev/null); then
+        SANDSTACK_RULES=$read_old  # restarted: the set in force before is what the new one replaces
+    fi
+    drop_rules "$SANDSTACK_RULES" "$new_SANDSTACK_RULES"
+    for item in $CONFIG_ITEMS; do eval "$item=\$new_$item"; done
+    log "loaded configuration $want"
+    cfg_loaded=$want cfg_pending=$want  # applied at this pass, not up to 3 s later
+}
+
 trap on_stop TERM INT
 pass=0
 while :; do
-    if [ $((pass % 3)) -eq 0 ]; then
+    load_config
+    if [ $((pass % 3)) -eq 0 ] || [ -n "$cfg_pending" ]; then
         if apply_rules && apply_pids && keep_workspaces; then
             cat "$proc/sys/kernel/random/boot_id" >"$statedir/ready.tmp" && mv "$statedir/ready.tmp" "$statedir/ready"
+            if [ -n "$cfg_pending" ]; then cfg_report have "$cfg_pending"; cfg_pending=""; fi
         else
             rm -f "$statedir/ready"
         fi

@@ -5,7 +5,7 @@ docker:index/container:Container of the program (the rule logic is sandstack.pol
 `sandstack check`), so sandboxes made outside sandstack's components are held to the same rules. sandstack's own
 host containers are exempt by their place in its component tree (the URN's parent types), never by a label; a url
 port its public ingress serves is public, as in `sandstack check`; the sandboxes the runtime creates on demand are
-judged from the recipes in its configuration, slot by slot. Configure it with `--policy-pack-config`
+judged from the recipes in its configuration, place by place. Configure it with `--policy-pack-config`
 (capabilities, publicPorts, writableRoot, untrusted, maxGpus, sudo). Its environment: requirements.txt.
 """
 

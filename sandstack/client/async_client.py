@@ -28,6 +28,7 @@ from sandstack.client.endpoints import (
     exec_result,
     file_content,
     refuse_directory,
+    session_endpoint,
 )
 from sandstack.client.errors import Conflict, HostUnavailable, NoCapacity, SandstackError, host_lost
 from sandstack.client.pieces import PIECE
@@ -116,11 +117,25 @@ class AsyncHostClient(Endpoints):
 class AsyncSandbox(Handle):
     host: AsyncHostClient
 
+    @classmethod
+    async def connect(cls, url: str, session: str, token: str, *, host: str = "runtime", timeout: float = 120,
+                      actor: str | None = None, http_factory: AsyncHttpFactory = _default_http,
+                      retry: Retry = Retry()) -> AsyncSandbox:
+        """Sandbox.connect's twin."""
+        client = AsyncHostClient(session_endpoint(url, token, host), timeout=timeout, actor=actor,
+                                 http_factory=http_factory, retry=retry)
+        sandbox = cls(client, {**await client.get_session(session), "token": token})
+        sandbox.connected = True
+        return sandbox
+
     async def __aenter__(self) -> AsyncSandbox:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.release()
+        if self.connected:  # as Sandbox's
+            await self.host.close()
+        else:
+            await self.release()
 
     async def exec(self, command: list[str] | None = None, *, script: str | None = None, lang: str = "bash",
                    cwd: str | None = None, env: Mapping[str, str] | None = None, timeout: int | None = None,

@@ -30,6 +30,7 @@ from sandstack.client.endpoints import (
     file_content,
     parse_outputs,
     refuse_directory,
+    session_endpoint,
 )
 from sandstack.client.process import Process
 from sandstack.client.pieces import in_pieces
@@ -142,11 +143,27 @@ class Sandbox(Handle):
 
     host: HostClient
 
+    @classmethod
+    def connect(cls, url: str, session: str, token: str, *, host: str = "runtime", timeout: float = 120,
+                actor: str | None = None, http_factory: HttpFactory = _default_http,
+                retry: Retry = Retry()) -> Sandbox:
+        """The handle of session `session`'s sandbox from its runtime's URL and the session's token alone (a claim's
+        `sandbox.url`, `.session`, `.token`): it acts on that sandbox only; the pool's operations (claim, release,
+        listings) answer Forbidden. `host` names the runtime in errors."""
+        client = HostClient(session_endpoint(url, token, host), timeout=timeout, actor=actor,
+                            http_factory=http_factory, retry=retry)
+        sandbox = cls(client, {**client.get_session(session), "token": token})
+        sandbox.connected = True
+        return sandbox
+
     def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.release()
+        if self.connected:  # a session's token cannot release its session (the platform's token does): closed
+            self.host.close()
+        else:
+            self.release()
 
     def exec(self, command: list[str] | None = None, *, script: str | None = None, lang: str = "bash",
              cwd: str | None = None, env: Mapping[str, str] | None = None, timeout: int | None = None,
@@ -305,9 +322,10 @@ class Client(Stack):
         """A claim of a session another claim is creating on demand answers 'creating': wait for it (the claim that
         creates it answers only once it is ready), within the client's timeout."""
         deadline = time.monotonic() + self.timeout
+        token = {k: info[k] for k in ("token", "token_expires_at") if k in info}  # shown once, in the claim's answer
         while info.get("status") == "creating" and time.monotonic() < deadline:
             time.sleep(CREATING_POLL)
-            info = host.get_session(info["session"])
+            info = {**host.get_session(info["session"]), **token}
         return info
 
     def sandbox(self, ref: str) -> Sandbox:

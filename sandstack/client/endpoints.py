@@ -231,18 +231,41 @@ class Endpoints:
 # What the sync and async sandbox handles make of the answers (sandstack.client.client.Sandbox, AsyncSandbox).
 
 class Handle:
-    """A claimed sandbox on `host`, from a claim's (or a status') answer."""
+    """A claimed sandbox on `host`, from a claim's (or a status') answer. A claim's answer carries the session's own
+    token (`token`, shown once by the runtime): hand (`url`, `session`, `token`) to an agent or a browser's backend,
+    which rebuilds the handle with `Sandbox.connect` and reaches this session's sandbox and nothing else."""
 
     def __init__(self, host: Any, info: Mapping[str, Any]):
         self.host = host
         self.name: str = info["sandbox"]
         self.pool: str = info["pool"]
         self.session: str = info["session"]
-        self.info = dict(info)
+        self.token: str | None = info.get("token")  # None: a handle made from a status, not from a claim
+        self.token_expires_at: float | None = info.get("token_expires_at")
+        self.info = {k: v for k, v in info.items() if k != "token"}  # the token is not a status field to print
+        self.connected = False  # made by `connect` from a session's token: closed, not released, by `with`
 
     @property
     def ref(self) -> str:
         return f"{self.host.name}/{self.name}"
+
+    @property
+    def url(self) -> str:
+        """The runtime's URL that holds this sandbox (with `session` and `token`: what `connect` needs)."""
+        return self.host.endpoint.url
+
+    def __repr__(self) -> str:  # never the token
+        return f"<{type(self).__name__} {self.ref} session={self.session!r}>"
+
+
+def session_endpoint(url: str, token: str, host: str) -> HostEndpoint:
+    """The endpoint a session's token reaches its sandbox by (`Sandbox.connect`); a ValueError names what is wrong,
+    never the token's value."""
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"url: expected the runtime's URL, 'http://…' or 'https://…', got {url[:60]!r}")
+    if not isinstance(token, str) or not token:
+        raise ValueError("token: expected the session's token of a claim's answer, a non-empty string")
+    return HostEndpoint(host, url, token)
 
 
 def exec_result(answer: Mapping[str, Any], check: bool, host: str) -> ExecResult:

@@ -44,16 +44,18 @@ class RunSettings:
     restart: str = ALWAYS
     max_retry_count: int | None = None  # with restart 'on-failure' only
     destroy_grace_seconds: int | None = None  # time for a stop handler; None: Docker's default
+    # False for a service that is healthy only once configured: its reload container waits for it instead.
+    wait_for_health: bool = True
 
     @property
     def wait(self) -> bool:
         """`pulumi up` waits for health only where there is a health check to wait for."""
-        return self.healthcheck is not None
+        return self.healthcheck is not None and self.wait_for_health
 
 
 def host_role(tests: tuple[str, ...], logs: LogRotation, *, retries: int = 5, timeout: str = "2s",
-              start_period: str = "1s", wait_timeout: int = 60, destroy_grace_seconds: int | None = None
-              ) -> RunSettings:
+              start_period: str = "1s", wait_timeout: int = 60, destroy_grace_seconds: int | None = None,
+              wait: bool = True) -> RunSettings:
     """A host role's settings: probed every 2 s, so a host is ready within seconds of its last container."""
-    return RunSettings(Healthcheck(tests, "2s", timeout, retries, start_period), wait_timeout, logs,
-                       destroy_grace_seconds=destroy_grace_seconds)
+    return RunSettings(Healthcheck(tests, "2s", timeout, retries, start_period), wait_timeout if wait else None, logs,
+                       destroy_grace_seconds=destroy_grace_seconds, wait_for_health=wait)

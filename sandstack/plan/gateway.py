@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sandstack.plan.container import LogRotation, RunSettings, host_role
-from sandstack.plan.contract import cgroup_parent
+from sandstack.plan.contract import CONFIG_DIR, cgroup_parent
 from sandstack.plan.naming import infra_name
+from sandstack.plan.network import GATEWAY_ALIAS
+from sandstack.plan.reload import SERVICE_SH, ConfigSet, Join
 from sandstack.plan.squid import ACCESS_LOG, ERROR_DIRECTORY, SELF_ADDRESSES, GatewayPool, render
 
 # Debian's squid error templates, one file per error name (a symlink into squid-langpack).
@@ -15,15 +17,11 @@ SQUID_TEMPLATES = "/usr/share/squid/errors/templates"
 # Squid's own pages name the sandbox's address, the gateway's host name and squid's version; this one
 # names only the error (`%c`, e.g. ERR_ACCESS_DENIED).
 ERROR_PAGE = "The sandstack gateway refused this request or could not complete it: %c"
-# Before squid starts: its config; its own addresses, which Docker picks (`hostname -I`: all but
-# loopback, refused apart, and IPv6 link-local), one a line for the `sandstack_self` acl; and an error
-# page for every template name squid may load (one it does not find here it loads from the stock
-# templates). Every step must succeed: an empty address list or a missing page would quietly undo a
-# refusal, so the gateway does not start instead.
+# Once, before squid starts: an error page for every template name squid may load (one it does not find here it
+# loads from the stock templates). Every step must succeed: a missing page would quietly undo a refusal, so the
+# gateway does not start instead.
 PREPARE = (
-    'printf "%s\\n" "$SANDSTACK_SQUID_CONF" > /tmp/squid.conf'
-    f" && hostname -I | tr -s ' ' '\\n' > {SELF_ADDRESSES} && grep -q . {SELF_ADDRESSES}"
-    f" && mkdir -p {ERROR_DIRECTORY}"
+    f"mkdir -p {ERROR_DIRECTORY}"
     f" && for t in {SQUID_TEMPLATES}/ERR_*; do printf '%s\\n' '{ERROR_PAGE}' > {ERROR_DIRECTORY}/${{t##*/}}"
     " || exit 1; done"
     f" && test -s {ERROR_DIRECTORY}/ERR_ACCESS_DENIED"
@@ -35,23 +33,57 @@ PREPARE = (
 # Processes and threads of the gateway (squid, its helpers, `tail`): written by the host guard into the
 # gateway's cgroup parent, as for sandboxes (pulumi-docker has no pids-limit input).
 GATEWAY_PIDS = 512
-# Squid runs in the foreground as the container's main process; `tail` copies the access log to
-# stdout so `docker logs` shows it (squid cannot reopen /dev/stdout once it is not root).
-ENTRYPOINT = (
-    PREPARE
-    + f" && touch {ACCESS_LOG} && {{ tail -n 0 -F {ACCESS_LOG} & }}"
-    + " && exec squid -N -f /tmp/squid.conf"
-)
+LOG_DIR = "/var/log/squid"
+CACHE_LOG = f"{LOG_DIR}/cache.log"
+# Squid runs as a child of this loop, which applies each configuration its reload container points `want` at
+# (sandstack/plan/reload.py): written beside the one in force, checked by `squid -k parse`, then swapped in and
+# squid told to reconfigure (SIGHUP; it keeps its connections), reported once squid has reopened every listening port
+# (its cache log says so, one line per port). Before each: its own addresses, which Docker picks and the reload
+# container's network joins change (`hostname -I`: all but loopback), one a line for the `sandstack_self` acl; an
+# empty list would quietly undo a refusal, so it is a refusal. `tail` copies the access log to stdout so `docker logs`
+# shows it (squid cannot reopen /dev/stdout once it is not root). If squid ends, so does the container.
+LOOP = r"""
+set -u
+touch @ACCESS_LOG@ @CACHE_LOG@ && { tail -n 0 -F @ACCESS_LOG@ & }
+squid_pid="" applied="" refused=""
+accepting() { grep -c 'Accepting HTTP Socket connections' @CACHE_LOG@; }
+take() {  # $1: digest; squid runs with it afterwards, or the digest is refused and nothing changed
+  cfg_item "$1" SQUID_CONF >/tmp/squid.conf.new || { why="its squid.conf cannot be read"; return 1; }
+  hostname -I | tr -s ' ' '
+' | grep . >@SELF@.new || { why="the gateway has no address"; return 1; }
+  mv -f @SELF@.new @SELF@
+  if ! out=$(squid -k parse -f /tmp/squid.conf.new 2>&1); then
+    why=$(printf '%s
+' "$out" | grep -m 1 -E 'FATAL|ERROR|Bungled' || printf '%s
+' "$out" | tail -n 1); return 1
+  fi
+  ports=$(grep -c '^http_port ' /tmp/squid.conf.new)
+  before=$(accepting)
+  mv -f /tmp/squid.conf.new /tmp/squid.conf
+  if [ -z "$squid_pid" ]; then squid -N -f /tmp/squid.conf & squid_pid=$!; else kill -HUP "$squid_pid"; fi
+  for _ in $(seq 100); do [ "$(accepting)" -ge $((before + ports)) ] && return 0; sleep 0.1; done
+  why="squid did not reopen its ports"; return 1
+}
+while :; do
+  if want=$(cfg_want) && [ "$want" != "$applied" ] && [ "$want" != "$refused" ]; then
+    if take "$want"; then applied=$want; cfg_report have "$want"
+    else refused=$want; cfg_report refused "$want $why"; echo "sandstack-gateway: refused $want: $why" >&2; fi
+  fi
+  [ -z "$squid_pid" ] || kill -0 "$squid_pid" 2>/dev/null || exit 1
+  sleep 0.2
+done
+""".replace("@ACCESS_LOG@", ACCESS_LOG).replace("@CACHE_LOG@", CACHE_LOG).replace("@SELF@", SELF_ADDRESSES)
+ENTRYPOINT = SERVICE_SH + PREPARE + " || exit 1\n" + LOOP
 USER = "proxy"
 MEMORY_MB = 256
 CPUS = "1"
 TMPFS = {"/tmp": "rw,nosuid,nodev,size=16m"}
-LOG_DIR = "/var/log/squid"
 HEALTH_TEST = ("CMD", "squid", "-k", "check", "-f", "/tmp/squid.conf")
 # Engine API 1.48+ picks a container's default route by this priority; the egress network gets it.
 OUTBOUND_GW_PRIORITY = 1000
-# `docker logs` shows the access log too: it keeps more of it than the guard and logger keep of theirs.
-RUN = host_role(HEALTH_TEST, LogRotation("10m", 5), destroy_grace_seconds=10)
+# `docker logs` shows the access log too: it keeps more of it than the guard and logger keep of theirs. Healthy only
+# once it has a configuration: `pulumi up` waits for its reload container instead.
+RUN = host_role(HEALTH_TEST, LogRotation("10m", 5), destroy_grace_seconds=10, wait=False)
 
 
 @dataclass(frozen=True)
@@ -80,12 +112,19 @@ class GatewayPlan:
         return cgroup_parent(self.container_name)
 
     @property
-    def config(self) -> str:
+    def squid_conf(self) -> str:
         return render(self.stack, self.host, list(self.pools))
 
     @property
     def env(self) -> list[str]:
-        return [f"SANDSTACK_SQUID_CONF={self.config}"]
+        return [f"SANDSTACK_CONFIG_DIR={CONFIG_DIR}"]
+
+    @property
+    def config(self) -> ConfigSet:
+        """Its squid.conf, and the pool networks the reload container joins it to (at the address the guard opens,
+        with the alias its sandboxes name their proxy by)."""
+        return ConfigSet("gateway", (("SQUID_CONF", self.squid_conf),),
+                         tuple(Join(p.network_name, p.address, (GATEWAY_ALIAS,)) for p in self.pools))
 
 
 def plan_gateway(stack: str, host: str, pools: list[GatewayPool], resolver: str | None = None) -> GatewayPlan | None:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sandstack.plan.contract import (CGROUP_ROOT_NAME, EXIT_IDLE, EXIT_LIFETIME, GUARD_CGROUP_MOUNT, GUARD_STATE_DIR,
+from sandstack.plan.contract import (CGROUP_ROOT_NAME, CONFIG_DIR, EXIT_IDLE, EXIT_LIFETIME, GUARD_CGROUP_MOUNT, GUARD_STATE_DIR,
                                      GUARD_WORKSPACES_MOUNT, IDLE_CPU_MS_PER_S, workspace_dir)
 from sandstack.plan.container import LogRotation, RunSettings, host_role
 from sandstack.plan.naming import infra_name
+from sandstack.plan.reload import ConfigSet
 from sandstack.spec.resolve import ResolvedTemplate
 
 # CPU a sandbox may use and still be idle: 20 ms per second, plus what its readiness probe may cost
@@ -28,8 +29,9 @@ HEALTH_TEST = (
 # Host network namespace for the firewall, the host's PID namespace and KILL to end sandboxes at their
 # limits from outside; DAC_OVERRIDE to write cgroup files owned by root of the host.
 CAPABILITIES = ("NET_ADMIN", "NET_RAW", "DAC_OVERRIDE", "KILL")
-# Only on a host with disk workspaces: the loop devices that hold their filesystems. MKNOD to make a loop
-# device's node in the guard's own /dev (the kernel makes new ones on the host only); block major 7 is loop.
+# The loop devices that hold disk workspaces' filesystems: MKNOD to make a loop device's node in the guard's own /dev
+# (the kernel makes new ones on the host only); block major 7 is loop. On every host, workspaces or not, so that the
+# first disk workspace (or the last one gone) is a configuration the guard takes in place, not a new guard.
 WORKSPACE_CAPABILITIES = ("MKNOD",)
 LOOP_CONTROL = "/dev/loop-control"
 LOOP_DEVICE_RULES = ("b 7:* rwm",)
@@ -64,12 +66,12 @@ class GuardPlan:
 
     @property
     def capabilities(self) -> tuple[str, ...]:
-        return CAPABILITIES + (WORKSPACE_CAPABILITIES if self.workspaces else ())
+        return CAPABILITIES + WORKSPACE_CAPABILITIES
 
     @property
-    def workspaces_mount(self) -> tuple[str, str] | None:
+    def workspaces_mount(self) -> tuple[str, str]:
         """(host directory, where the guard sees it): the stack's directory of workspace images and links."""
-        return (workspace_dir(self.stack), GUARD_WORKSPACES_MOUNT) if self.workspaces else None
+        return workspace_dir(self.stack), GUARD_WORKSPACES_MOUNT
 
     @property
     def container_name(self) -> str:
@@ -85,23 +87,29 @@ class GuardPlan:
 
     @property
     def env(self) -> list[str]:
-        """The guard's whole configuration, in a fixed order (a change of any line renews the guard)."""
+        """What the guard is told at its start: the contract, nothing that changes with pools or sandboxes."""
         env = [
             f"SANDSTACK_STACK={self.stack}",
-            "SANDSTACK_RULES=" + "\n".join(self.rules),
-            "SANDSTACK_PIDS=" + "\n".join(f"{name} {limit}" for name, limit in self.pids),
-            "SANDSTACK_BRIDGES=" + " ".join(self.bridges),
-            "SANDSTACK_LIFECYCLE=" + "\n".join(self.lifecycle),
             f"SANDSTACK_EXIT_LIFETIME={EXIT_LIFETIME}",
             f"SANDSTACK_EXIT_IDLE={EXIT_IDLE}",
             f"SANDSTACK_GUARD_CGROUP={GUARD_CGROUP_MOUNT}",
             f"SANDSTACK_GUARD_CGROUP_ROOT={CGROUP_ROOT_NAME}",
             f"SANDSTACK_GUARD_STATE={GUARD_STATE_DIR}",
+            f"SANDSTACK_CONFIG_DIR={CONFIG_DIR}",
+            f"SANDSTACK_GUARD_WORKSPACES={GUARD_WORKSPACES_MOUNT}",
         ]
-        if self.workspaces:
-            env += ["SANDSTACK_WORKSPACES=" + "\n".join(self.workspaces),
-                    f"SANDSTACK_GUARD_WORKSPACES={GUARD_WORKSPACES_MOUNT}"]
         return env
+
+    @property
+    def config(self) -> ConfigSet:
+        """What it enforces, reloaded in place (components/assets/guard.sh `load_config`), in a fixed order."""
+        return ConfigSet("guard", (
+            ("SANDSTACK_RULES", "\n".join(self.rules)),
+            ("SANDSTACK_PIDS", "\n".join(f"{name} {limit}" for name, limit in self.pids)),
+            ("SANDSTACK_BRIDGES", " ".join(self.bridges)),
+            ("SANDSTACK_LIFECYCLE", "\n".join(self.lifecycle)),
+            ("SANDSTACK_WORKSPACES", "\n".join(self.workspaces)),
+        ))
 
 
 def plan_guard(stack: str, rules: list[str], bridges: list[str], pids: dict[str, int],

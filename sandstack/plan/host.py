@@ -133,7 +133,7 @@ def assign_gpus(spec: Host, placements: list[Placement]) -> dict[str, tuple[tupl
         if request is None:
             continue
         replicas = []
-        for _ in range(p.slots):  # on-demand slots too: each has its devices, as the ceiling was counted
+        for _ in range(p.ceiling):  # on-demand places too: each has its devices, as the ceiling was counted
             picked = [device for kind, device in free if request.type in (None, kind)][:request.count]
             free = [(kind, device) for kind, device in free if device not in picked]
             replicas.append(tuple(picked))
@@ -155,16 +155,17 @@ def plan_ingress(stack: str, spec: Host, placements: list[Placement],
     `wake` (a runtime on the host), a site without upstream wakes its sandbox."""
     if spec.ingress is None:
         return None
-    sites, pools = [], []
+    sites, pools, joins = [], [], []
     for p in placements:
         net = networks[p.pool]
         if not net.url_ports:
             continue
         pools.append((p.pool, net.ingress_ip))
-        for i in range(p.slots):  # an on-demand slot's site answers once the runtime made it
+        joins.append((net.name, net.ingress_ip))
+        for i in range(p.ceiling):  # an on-demand place's site answers once the runtime made it
             sites += [Site(f"{port}-{p.pool}-{i}.{spec.ingress.domain}", sandbox_name(stack, p.pool, i), port)
                       for port in net.url_ports]
-    return IngressPlan(stack, spec.ingress, tuple(pools), tuple(sites), wake)
+    return IngressPlan(stack, spec.ingress, tuple(pools), tuple(sites), wake, tuple(joins))
 
 
 def plan_logger(stack: str, spec: Host, networks: dict[str, PoolNetwork],
@@ -218,12 +219,13 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement],
                      else [spec.subnet_pool])
     gateway = plan_gateway(stack, host, [
         GatewayPool(pool, ports[pool], by_pool[pool].template.network, str(networks[pool].subnet),
-                    networks[pool].gateway_ip, gateway_refused(by_pool[pool].template, host_networks))
+                    networks[pool].gateway_ip, gateway_refused(by_pool[pool].template, host_networks),
+                    networks[pool].name)
         for pool in gateway_pools
     ], resolver=str(egress[1]) if egress else None)
-    # Every slot up to the ceiling: the guard holds an on-demand sandbox's pids limit, lifecycle and disk workspaces
+    # Every place up to the ceiling: the guard holds an on-demand sandbox's pids limit, lifecycle and disk workspaces
     # by its name before the runtime creates it, so it gets the same enforcement as a warm one.
-    sandboxes = [(sandbox_name(stack, p.pool, i), p.template) for p in placements for i in range(p.slots)]
+    sandboxes = [(sandbox_name(stack, p.pool, i), p.template) for p in placements for i in range(p.ceiling)]
     workspaces = tuple(w for name, template in sandboxes for w in plan_workspaces(stack, name, template))
     pids = {name: template.limits.pids for name, template in sandboxes}
     if gateway:
@@ -232,10 +234,10 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement],
     guard = plan_guard(stack, rules, bridges, pids, sandboxes, [w.guard_line for w in workspaces])
     gpus = assign_gpus(spec, placements)
     ondemand = {p.pool: plan_ondemand(
-        stack=stack, pool=p.pool, host=host, template=p.template, replicas=p.replicas, ceiling=p.slots,
+        stack=stack, pool=p.pool, host=host, template=p.template, replicas=p.replicas, ceiling=p.ceiling,
         network=networks[p.pool], digest=plan_snapshot(p.template, stack).digest, image=(images or {})[p.pool],
         labels=host_labels, guard_state=guard.state_volume, gpus=gpus.get(p.pool, ()),
-        ingress=spec.ingress) for p in placements if p.slots > p.replicas}
+        ingress=spec.ingress) for p in placements if p.ceiling > p.replicas}
     return HostPlan(
         stack=stack, host=host, labels=host_labels, address=host_address(spec.endpoint),
         infra=plan_infra_image(stack, spec), networks=networks, egress_bridge=egress_bridge,

@@ -17,30 +17,69 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+from sandstack.plan.contract import CONFIG_DIR as RELOAD_DIR
 from sandstack.plan.contract import RUN_DIR
 from sandstack.plan.container import LogRotation, RunSettings, host_role
 from sandstack.plan.naming import bridge_name, infra_name
+from sandstack.plan.reload import SERVICE_SH, ConfigSet, Join
 from sandstack.plan.runtime import ENV_WAKE_TOKEN
+from sandstack.spec.envrefs import PUBLIC_HOSTNAME, url_variable
 from sandstack.spec.models.hosts import Ingress
 
 USER = "65534:65534"  # nobody: Caddy needs no privilege to listen on its high ports inside the container
 HTTPS_PORT = 8443  # inside the container; published on the host's `ingress.port`
 HTTP_PORT = 8080  # inside; published on the host's port 80 only for ACME's HTTP challenge
-CONFIG_DIR = "/config"  # tmpfs: the Caddyfile, written from the environment at start
+CONFIG_DIR = "/config"  # tmpfs: Caddy's own files and the Caddyfile in force
+ADMIN = "unix//tmp/caddy-admin.sock"  # Caddy's admin API, on a socket only this container reaches: reloads go there
 # Caddy's certificates and local CA: a volume with ACME (the infra image makes the directory nobody's, and Docker
 # gives a new volume its owner), else a tmpfs (the local CA signs again after a restart).
 DATA_DIR = "/data"
 TLS_DIR = f"{RUN_DIR}/tls"  # the uploaded certificate and key
 MEMORY_MB = 128
 CPUS = "0.5"
-CADDYFILE_ENV = "SANDSTACK_CADDYFILE"  # the Caddyfile, in the container's environment (the CrossGuard pack reads it)
-ENTRYPOINT = (f'printf "%s" "${CADDYFILE_ENV}" > {CONFIG_DIR}/Caddyfile && '
-              f"exec caddy run --config {CONFIG_DIR}/Caddyfile --adapter caddyfile")
+CADDYFILE_ENV = "SANDSTACK_CADDYFILE"  # the Caddyfile's item in its configuration (the CrossGuard pack reads it)
+LISTEN_ITEM = "SANDSTACK_LISTEN"  # where it listens on the host (`<address>:<port>`): what the pack calls public
+# Caddy runs as a child of this loop, which applies each configuration its reload container points `want` at
+# (sandstack/plan/reload.py): the Caddyfile written beside the one in force and checked by Caddy's adapter, then
+# swapped in and loaded through the admin socket (`caddy reload`: Caddy's zero-downtime config change, open
+# connections kept), reported once Caddy took it. If Caddy ends, so does the container.
+LOOP = r"""
+set -u
+caddy_pid="" applied="" refused=""
+take() {  # $1: digest; Caddy runs with it afterwards, or the digest is refused and nothing changed
+  cfg_item "$1" @ITEM@ >@DIR@/Caddyfile.new || { why="its Caddyfile cannot be read"; return 1; }
+  if ! out=$(caddy adapt --config @DIR@/Caddyfile.new --adapter caddyfile 2>&1 >/dev/null); then
+    why=$(printf '%s
+' "$out" | grep -m 1 -i error || printf '%s
+' "$out" | tail -n 1); return 1
+  fi
+  mv -f @DIR@/Caddyfile.new @DIR@/Caddyfile
+  if [ -z "$caddy_pid" ]; then
+    caddy run --config @DIR@/Caddyfile --adapter caddyfile & caddy_pid=$!
+    for _ in $(seq 100); do [ -S /tmp/caddy-admin.sock ] && return 0; sleep 0.1; done
+    why="Caddy did not start"; return 1
+  fi
+  out=$(caddy reload --config @DIR@/Caddyfile --adapter caddyfile --address @ADMIN@ 2>&1) && return 0
+  why=$(printf '%s
+' "$out" | grep -m 1 -i error || printf '%s
+' "$out" | tail -n 1); return 1
+}
+while :; do
+  if want=$(cfg_want) && [ "$want" != "$applied" ] && [ "$want" != "$refused" ]; then
+    if take "$want"; then applied=$want; cfg_report have "$want"
+    else refused=$want; cfg_report refused "$want $why"; echo "sandstack-ingress: refused $want: $why" >&2; fi
+  fi
+  [ -z "$caddy_pid" ] || kill -0 "$caddy_pid" 2>/dev/null || exit 1
+  sleep 0.2
+done
+""".replace("@ITEM@", CADDYFILE_ENV).replace("@DIR@", CONFIG_DIR).replace("@ADMIN@", ADMIN)
+ENTRYPOINT = SERVICE_SH + LOOP
 # Healthy once Caddy listens on its HTTPS port (a config it cannot load never gets there): 0A is LISTEN.
 HEALTH_TEST = ("CMD-SHELL", f"awk '$4 == \"0A\" && $2 ~ /:{HTTPS_PORT:04X}$/' /proc/net/tcp /proc/net/tcp6 | grep -q .")
 TMPFS = {CONFIG_DIR: "rw,nosuid,nodev,noexec,size=4m,uid=65534,gid=65534", "/tmp": "rw,nosuid,nodev,noexec,size=8m"}
 DATA_TMPFS = "rw,nosuid,nodev,noexec,size=16m,uid=65534,gid=65534"
-RUN = host_role(HEALTH_TEST, LogRotation("10m", 5))
+# Healthy only once it has a configuration: `pulumi up` waits for its reload container instead.
+RUN = host_role(HEALTH_TEST, LogRotation("10m", 5), wait=False)
 # After a wake, how long Caddy keeps trying the sandbox's port (its service may start a little after the readiness
 # probe passed), and how often.
 RETRY_DURATION = "10s"
@@ -95,6 +134,7 @@ class IngressPlan:
     pools: tuple[tuple[str, str], ...]  # (pool, the ingress's fixed address on its network)
     sites: tuple[Site, ...]
     wake: Wake | None = None  # with a runtime on the host: a site without upstream wakes its sandbox
+    joins: tuple[tuple[str, str], ...] = ()  # (Docker name, its address) of each url pool's network
 
     @property
     def container_name(self) -> str:
@@ -129,7 +169,8 @@ class IngressPlan:
     def caddyfile(self) -> str:
         tls = ("" if self.spec.acme_email else
                f"\ttls {TLS_DIR}/cert.pem {TLS_DIR}/key.pem\n" if self.spec.tls else "\ttls internal\n")
-        lines = ["{", "\tadmin off", f"\thttps_port {HTTPS_PORT}", f"\thttp_port {HTTP_PORT}", "\tskip_install_trust"]
+        lines = ["{", f"\tadmin {ADMIN}", f"\thttps_port {HTTPS_PORT}", f"\thttp_port {HTTP_PORT}",
+                 "\tskip_install_trust"]
         if self.spec.acme_email:
             lines.append(f"\temail {self.spec.acme_email}")
         else:
@@ -191,8 +232,15 @@ class IngressPlan:
 
     @property
     def env(self) -> list[str]:
-        return [f"{CADDYFILE_ENV}={self.caddyfile}", f"XDG_DATA_HOME={DATA_DIR}", f"XDG_CONFIG_HOME={CONFIG_DIR}",
-                f"HOME={CONFIG_DIR}"]
+        return [f"XDG_DATA_HOME={DATA_DIR}", f"XDG_CONFIG_HOME={CONFIG_DIR}", f"HOME={CONFIG_DIR}",
+                f"SANDSTACK_CONFIG_DIR={RELOAD_DIR}"]
+
+    @property
+    def config(self) -> ConfigSet:
+        """Its Caddyfile and where it listens, and the url pools' networks its reload container joins it to (at the
+        address the guard opens to their url ports)."""
+        return ConfigSet("ingress", ((CADDYFILE_ENV, self.caddyfile), (LISTEN_ITEM, f"{self.bind_ip}:{self.spec.port}")),
+                         tuple(Join(network, address) for network, address in self.joins))
 
 
 def public_hostname(pool: str, index: int, domain: str) -> str:
@@ -205,12 +253,12 @@ def url_of(ingress: Ingress, pool: str, index: int, port: int) -> str:
 
 
 def url_env(ingress: Ingress | None, pool: str, index: int, ports) -> dict[str, str]:
-    """What a sandbox learns of its URLs: its public host name, and SANDSTACK_URL_<NAME> per url port."""
-    if ingress is None:
+    """What a sandbox with url ports learns of its URLs: its public host name, and SANDSTACK_URL_<NAME> per url port.
+    A sandbox without one has no URL, and learns nothing: an ingress added to its host leaves it running."""
+    if ingress is None or not any(p.exposure == "url" for p in ports):
         return {}
-    env = {"SANDSTACK_PUBLIC_HOSTNAME": public_hostname(pool, index, ingress.domain)}
+    env = {PUBLIC_HOSTNAME: public_hostname(pool, index, ingress.domain)}
     for p in ports:
         if p.exposure == "url":
-            env[f"SANDSTACK_URL_{(p.name or str(p.port)).upper().replace('-', '_')}"] = url_of(ingress, pool, index,
-                                                                                               p.port)
+            env[url_variable(p.port, p.name)] = url_of(ingress, pool, index, p.port)
     return env

@@ -1,14 +1,17 @@
 """The host's connection logger and logging resolver, as plain values, in the host's network namespace: a small
 program (components/assets/connlog.py, on the infra image's Python) takes every new outbound connection of a
 `protocols: any` pool from the NFQUEUE queue the guard's rules hold it in, writes its line and only then lets it
-pass (fail closed); a dnsmasq per logged pool answers its lookups on its bridge's address as
-sandstack/plan/resolver.py says, one line per query (docs/design/egress-log.md). Both logs rotate by size."""
+pass (fail closed); a dnsmasq per logged pool, which it runs, answers its lookups on its bridge's address as
+sandstack/plan/resolver.py says, one line per query (docs/design/egress-log.md). Both logs rotate by size. The
+resolvers and the pools' sources are its configuration, taken in place (sandstack/plan/reload.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from sandstack.plan.container import LogRotation, RunSettings, host_role
+from sandstack.plan.contract import CONFIG_DIR
+from sandstack.plan.reload import ConfigSet
 from sandstack.plan.naming import infra_name
 from sandstack.plan.network import LOGGED_MARK
 from sandstack.plan.package_files import CONNECTION_LOGGER_SOURCE
@@ -26,36 +29,8 @@ LOGS = LogRotation("1m", 2)
 # Rotation of the connection log and of each resolver's log (size-bounded: at most KEEP older files beside each).
 LOG_MAX_BYTES = 16 * 1024 * 1024
 LOG_KEEP = 3
-# The connection log's writer and rotator (components/assets/connlog.py), PID 1 once the resolvers run.
+# The connection log's writer and rotator, and the resolvers' keeper (components/assets/connlog.py): PID 1.
 PROGRAM = CONNECTION_LOGGER_SOURCE.read_text()
-ENTRYPOINT = r"""
-set -e
-touch "$SANDSTACK_CONNECTION_LOG"
-mkdir -p "$SANDSTACK_DNS_LOG_DIR"
-# The logging resolvers: one dnsmasq per logged pool (a line "<pool> <address> <option>..." each), on the pool's
-# bridge address as its bridge appears, one query a log line. Each keeps its ids (empty --user/--group: it holds no
-# capability to change them); if one ends, the container ends (PID 1 is the connection logger) and Docker's restart
-# policy brings all back. @UPSTREAM@ in an option stands for each upstream server: the host's declared ones, or its own.
-upstreams=${SANDSTACK_DNS_UPSTREAM:-$(awk '$1 == "nameserver" { print $2 }' /etc/resolv.conf)}
-set -f  # options hold '*' and '#', never file names
-while read -r pool address options; do
-  [ -n "$pool" ] || continue
-  args=""
-  for o in $options; do
-    case $o in
-      *@UPSTREAM@) for u in $upstreams; do args="$args ${o%@UPSTREAM@}$u"; done ;;
-      *) args="$args $o" ;;
-    esac
-  done
-  ( dnsmasq --keep-in-foreground --user= --group= --pid-file="/tmp/dnsmasq-$pool.pid" --bind-dynamic --no-hosts \
-      --no-resolv --except-interface=lo --listen-address="$address" --log-queries=extra \
-      --log-facility="$SANDSTACK_DNS_LOG_DIR/$pool.log" $args
-    kill -TERM 1 ) &
-done <<RESOLVERS
-$SANDSTACK_RESOLVERS
-RESOLVERS
-exec python3 -c "$1"
-"""
 
 
 @dataclass(frozen=True)
@@ -84,16 +59,24 @@ class LoggerPlan:
 
     @property
     def env(self) -> list[str]:
-        lines = "\n".join(" ".join((r.pool, r.address, *r.options)) for r in self.resolvers)
+        """What it is told at its start: nothing that changes with pools (those are its configuration)."""
         return [f"SANDSTACK_QUEUE={self.group}", f"SANDSTACK_LOGGED_MARK={LOGGED_MARK.split('/')[0]}",
                 f"SANDSTACK_CONNECTION_LOG={LOG_FILE}", f"SANDSTACK_DNS_LOG_DIR={DNS_LOG_DIR}",
                 f"SANDSTACK_LOG_MAX_BYTES={LOG_MAX_BYTES}", f"SANDSTACK_LOG_KEEP={LOG_KEEP}",
-                "SANDSTACK_SOURCES=" + "\n".join(f"{pool} {subnet}" for pool, subnet in self.sources),
-                f"SANDSTACK_RESOLVERS={lines}", "SANDSTACK_DNS_UPSTREAM=" + " ".join(self.upstream)]
+                f"SANDSTACK_CONFIG_DIR={CONFIG_DIR}"]
+
+    @property
+    def config(self) -> ConfigSet:
+        """Its resolvers and the pools' sources, taken in place (components/assets/connlog.py `Config`)."""
+        return ConfigSet("logger", (
+            ("SOURCES", "\n".join(f"{pool} {subnet}" for pool, subnet in self.sources)),
+            ("RESOLVERS", "\n".join(" ".join((r.pool, r.address, *r.options)) for r in self.resolvers)),
+            ("DNS_UPSTREAM", " ".join(self.upstream)),
+        ))
 
     @property
     def command(self) -> list[str]:
-        return ["sh", "-c", ENTRYPOINT, "sandstack-logger", PROGRAM]
+        return ["python3", "-c", PROGRAM]
 
     @property
     def run(self) -> RunSettings:
@@ -101,7 +84,6 @@ class LoggerPlan:
 
     @property
     def health_test(self) -> tuple[str, ...]:
-        """Healthy: the connection log exists, the logger holds its queue (the kernel's list of bound queues,
-        the queue number right-aligned) and every pool's resolver runs."""
-        return ("CMD-SHELL", f"test -f {LOG_FILE} && grep -Eq '^ *{self.group} ' /proc/net/netfilter/nfnetlink_queue"
-                             f" && [ \"$(pgrep -xc dnsmasq)\" -ge {len(self.resolvers)} ]")
+        """Healthy: the connection log exists and the logger holds its queue (the kernel's list of bound queues, the
+        queue number right-aligned). Its resolvers are its configuration's: its reload container waits for them."""
+        return ("CMD-SHELL", f"test -f {LOG_FILE} && grep -Eq '^ *{self.group} ' /proc/net/netfilter/nfnetlink_queue")

@@ -1,10 +1,10 @@
-"""A pool's on-demand slots as the runtime's recipe (sandstack.plan.recipe): for each replica between the pool's warm
+"""A pool's on-demand places as the runtime's recipe (sandstack.plan.recipe): for each replica between the pool's warm
 count and its ceiling, the Engine API body of the container its component would make for that replica.
 
 Each body comes from the same `plan_sandbox` and the same mounts as the warm sandboxes (plan/stack.py
 `_sandbox_inputs`), with the other objects it refers to by their names (which the plan fixes) instead of Pulumi
 references: the snapshot image by its tag, the pool network, the guard's state volume, the pool's secrets and
-data volumes, the slot's disk workspace volumes (Pulumi makes them with the warm ones', so the guard attaches their
+data volumes, the place's disk workspace volumes (Pulumi makes them with the warm ones', so the guard attaches their
 filesystems). tests/plan/test_ondemand_plan.py holds each body to what the provider model makes of the warm node's
 inputs for the same replica.
 """
@@ -114,9 +114,9 @@ def plan_ondemand(*, stack: str, pool: str, host: str, template: ResolvedTemplat
                           ingress=ingress) for i in range(replicas, ceiling)]
     bodies = {p.name: create_body(p, image=image, network=network.name, mounts=mounts) for p in plans}
     first = next(iter(bodies.values()))
-    # The digest label differs per slot (names are in the body): kept per slot, not shared.
+    # The digest label differs per place (names are in the body): kept per place, not shared.
     common = {key: value for key, value in first.items()
               if all(body.get(key) == value for body in bodies.values())}
     common = {**common, **{k: first[k] for k in first if k not in common and isinstance(first[k], dict)}}
-    slots = {name: difference(common, body) for name, body in bodies.items()}
-    return OnDemand(ceiling=ceiling, common=common, slots=slots, wait_seconds=plans[0].wait_timeout or 60)
+    places = {name: difference(common, body) for name, body in bodies.items()}
+    return OnDemand(ceiling=ceiling, common=common, places=places, wait_seconds=plans[0].wait_timeout or 60)

@@ -10,5 +10,6 @@ ASSETS = Path(str(files("sandstack.components") / "assets"))
 GUARD_SCRIPT_FILE = ASSETS / "guard.sh"
 SUPERVISOR_SOURCE = ASSETS / "supervise.sh"
 CONNECTION_LOGGER_SOURCE = ASSETS / "connlog.py"
+RELOAD_SOURCE = ASSETS / "reload.py"  # a host service's reload container (sandstack/plan/reload.py)
 # The build context of sandstack's gateway/guard/seeder image (one Dockerfile).
 INFRA_CONTEXT = ASSETS / "infra"

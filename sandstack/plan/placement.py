@@ -14,12 +14,12 @@ class Placement:
     pool: str
     template: ResolvedTemplate
     replicas: int
-    ceiling: int = 0  # warm and on-demand sandboxes at most (the pool's `max`); 0: `replicas`
+    # Sandboxes at most (the pool's `max`, never below `replicas`; 0 given: `replicas`): the warm ones, then the
+    # on-demand ones. The guard holds a place for each (its name, limits and workspaces) before any exists.
+    ceiling: int = 0
 
-    @property
-    def slots(self) -> int:
-        """Sandbox names the pool may use on the host: the warm ones, then the on-demand ones."""
-        return max(self.ceiling, self.replicas)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ceiling", max(self.ceiling, self.replicas))
 
 
 def placements_by_host(spec: ResolvedStack) -> dict[str, list[Placement]]:

@@ -1,8 +1,8 @@
 """What the runtime is told to create a pool's on-demand sandboxes from (docs/design/ondemand.md), as plain values.
 
-The plan computes, for each slot between the pool's warm count and its ceiling, the Docker Engine API's
+The plan computes, for each place between the pool's warm count and its ceiling, the Docker Engine API's
 `POST /containers/create` body of exactly the container the pool's component would make for that replica
-(sandstack.plan.ondemand, from the same `plan_sandbox`); this keeps the slots' common body once and, per slot,
+(sandstack.plan.ondemand, from the same `plan_sandbox`); this keeps the places' common body once and, per place,
 only what differs (its name, hostname, replica label, cgroup parent, workspace volumes...), so the configuration
 stays small. The runtime ships this module with plan/runtime.py: it imports nothing but the standard library.
 """
@@ -32,7 +32,7 @@ def difference(base: Any, other: Any) -> Any:
     """What `merge(base, ·)` needs to give `other` (dicts compared key by key; only added or changed keys)."""
     if isinstance(base, dict) and isinstance(other, dict):
         if set(base) - set(other):
-            raise ValueError(f"a slot's body lacks {sorted(set(base) - set(other))}: slots differ only in values")
+            raise ValueError(f"a place's body lacks {sorted(set(base) - set(other))}: places differ only in values")
         return {key: difference(base[key], value) if key in base and isinstance(value, dict) else value
                 for key, value in other.items() if key not in base or base[key] != value}
     return other
@@ -40,21 +40,21 @@ def difference(base: Any, other: Any) -> Any:
 
 @dataclass(frozen=True)
 class OnDemand:
-    """A pool's ceiling on this host and how to make each slot above its warm sandboxes."""
+    """A pool's ceiling on this host and how to make each place above its warm sandboxes."""
 
     ceiling: int  # sandboxes of the pool on this host at most, warm ones included
-    common: dict[str, Any]  # the create body all slots share
-    slots: dict[str, dict[str, Any]] = field(default_factory=dict)  # container name → what differs from `common`
+    common: dict[str, Any]  # the create body all places share
+    places: dict[str, dict[str, Any]] = field(default_factory=dict)  # container name → what differs from `common`
     wait_seconds: int = 120  # how long a creation may wait for the readiness probe (the plan's wait_timeout)
 
     def __post_init__(self) -> None:
         if isinstance(self.ceiling, bool) or not isinstance(self.ceiling, int) or self.ceiling < 1:
             raise ValueError(f"ondemand.ceiling: {self.ceiling!r} must be an integer >= 1")
-        if not self.slots:
-            raise ValueError("ondemand.slots: a pool with an on-demand ceiling lists at least one slot")
+        if not self.places:
+            raise ValueError("ondemand.places: a pool with an on-demand ceiling lists at least one place")
 
     def body(self, name: str) -> dict[str, Any]:
-        return merge(self.common, self.slots[name])
+        return merge(self.common, self.places[name])
 
 
 def ondemand_of(data: dict[str, Any] | None) -> OnDemand | None:

@@ -20,8 +20,13 @@ FORMAT_VERSION = 1
 
 # The runtime's process contract: where it finds its configuration, token and state.
 ENV_CONFIG = "SANDSTACK_RUNTIME_CONFIG"  # path of the JSON written by RuntimeConfig.to_json()
+# The same JSON as text: the container's environment variable (written to ENV_CONFIG's file at start), and the
+# name of the runtime's item in a configuration set (sandstack.runtime.reload).
+ENV_CONFIG_TEXT = "SANDSTACK_RUNTIME_CONFIG_TEXT"
+# The runtime's configuration volume (sandstack.spec.contract CONFIG_DIR), where its reload container delivers sets.
+ENV_CONFIG_DIR = "SANDSTACK_CONFIG_DIR"
 ENV_TOKEN = "SANDSTACK_RUNTIME_TOKEN"  # the bearer token every request must carry (a Pulumi secret)
-# The ingress's own token (sandstack.runtime.wake): it may wake a site's sandbox and do nothing else.
+# The ingress's own token (sandstack.runtime.routes.wake): it may wake a site's sandbox and do nothing else.
 ENV_WAKE_TOKEN = "SANDSTACK_RUNTIME_WAKE_TOKEN"
 ENV_STATE_DIR = "SANDSTACK_RUNTIME_STATE"  # SQLite, snapshots and the audit log; a host volume
 DEFAULT_STATE_DIR = "/var/lib/sandstack-runtime"
@@ -118,17 +123,17 @@ class PoolRuntime:
     # The template's root is writable (`read_only_root: false`): a release resets it to the image and a snapshot
     # holds it too (sandstack.runtime.rootfs).
     writable_root: bool = False
-    # The ceiling and the recipe of each slot above the warm `sandboxes` (None: no on demand).
+    # The ceiling and the recipe of each place above the warm `sandboxes` (None: no on demand).
     ondemand: OnDemand | None = None
 
     @property
-    def slots(self) -> tuple[str, ...]:
-        """Every sandbox name of the pool on this host: the warm ones, then the on-demand slots."""
-        return self.sandboxes + (tuple(self.ondemand.slots) if self.ondemand else ())
+    def places(self) -> tuple[str, ...]:
+        """Every sandbox name of the pool on this host: the warm ones, then the on-demand places."""
+        return self.sandboxes + (tuple(self.ondemand.places) if self.ondemand else ())
 
     def __post_init__(self) -> None:
-        if not self.slots or len(set(self.slots)) != len(self.slots):
-            raise ValueError(f"sandboxes: {list(self.slots)!r} must be a non-empty list of distinct names")
+        if not self.places or len(set(self.places)) != len(self.places):
+            raise ValueError(f"sandboxes: {list(self.places)!r} must be a non-empty list of distinct names")
         _abs_path(self.workspace_root, "workspace_root")
         paths = [w.path for w in self.writable]
         if len(set(paths)) != len(paths):
@@ -187,7 +192,7 @@ class RuntimeConfig:
             _positive(getattr(self, name), name)
         owners: dict[str, str] = {}
         for pool, spec in self.pools.items():
-            for sandbox in spec.slots:
+            for sandbox in spec.places:
                 if sandbox in owners:
                     raise ValueError(f"pools.{pool}.sandboxes: {sandbox!r} is also in pool {owners[sandbox]!r}")
                 owners[sandbox] = pool
@@ -200,7 +205,7 @@ class RuntimeConfig:
                 raise ValueError(f"tokens.{scope}.pools: {unknown!r} are not pools of this host")
 
     def pool_of(self, sandbox: str) -> str | None:
-        return next((pool for pool, spec in self.pools.items() if sandbox in spec.slots), None)
+        return next((pool for pool, spec in self.pools.items() if sandbox in spec.places), None)
 
     def to_json(self) -> str:
         """Stable text (sorted keys): a changed config is a changed file, an unchanged one is byte-equal."""

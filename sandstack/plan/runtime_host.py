@@ -17,44 +17,62 @@ import tarfile
 from dataclasses import dataclass
 from importlib.resources import files
 from sandstack.plan.container import LogRotation, RunSettings, host_role
-from sandstack.plan.contract import EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S, LABEL_HOST, LABEL_STACK, RUN_DIR
+from sandstack.plan.contract import (CONFIG_DIR, CONFIG_WANT, EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S, LABEL_HOST,
+                                     LABEL_STACK, RUN_DIR)
 from sandstack.plan.naming import infra_name
 from sandstack.plan.placement import Placement
 from sandstack.plan.recipe import OnDemand
-from sandstack.plan.runtime import (DEFAULT_STATE_DIR, ENV_CONFIG, ENV_STATE_DIR, IdlePolicy, PoolRuntime, Retention,
-                                    RuntimeConfig, TokenScope, WritablePath, token_env)
+from sandstack.plan.reload import ConfigSet
+from sandstack.plan.runtime import (DEFAULT_STATE_DIR, ENV_CONFIG_DIR, ENV_CONFIG_TEXT, ENV_STATE_DIR, IdlePolicy,
+                                    PoolRuntime, Retention, RuntimeConfig, TokenScope, WritablePath, token_env)
 from sandstack.plan.sandbox import sandbox_name
 from sandstack.spec.models.hosts import RuntimeService
 from sandstack.spec.resolve import ResolvedTemplate
 
-# RUN_DIR is a tmpfs here: the code (PYTHONPATH) and the configuration, unpacked at start.
+# RUN_DIR is a tmpfs here: the code (PYTHONPATH), unpacked at start.
 CODE_DIR = f"{RUN_DIR}/code"
-CONFIG_FILE = f"{RUN_DIR}/runtime.json"
-# The configuration's JSON in the container's environment, written to CONFIG_FILE at start: where a policy pack reads
-# the on-demand recipes the runtime creates sandboxes from (sandstack.policy.crossguard).
-ENV_CONFIG_TEXT = "SANDSTACK_RUNTIME_CONFIG_TEXT"
 # The code's archive (base64) goes in up to CODE_PARTS variables of at most CODE_PART characters: the kernel refuses
 # a process any one environment string past 128 KiB (MAX_ARG_STRLEN), and the container then never starts (the
 # archive passed that size at 130 KiB: the runtime's deployment failed its health check, nothing logged).
 CODE_ENV, CODE_PARTS, CODE_PART = "SANDSTACK_RUNTIME_CODE", 4, 96 * 1024
 _CODE = " ".join(f'"${CODE_ENV}_{i}"' for i in range(CODE_PARTS))
+# Its configuration is a set in its configuration volume (docs/design/live-changes.md), delivered by its reload
+# container, which runs after it: a first start waits for one.
 ENTRYPOINT = (f'mkdir -p {CODE_DIR} && printf "%s" {_CODE} | base64 -d | tar -xz -C {CODE_DIR} '
-              f'&& printf "%s" "${ENV_CONFIG_TEXT}" > {CONFIG_FILE} && exec python3 -m sandstack.runtime')
+              f'&& until [ -L "${ENV_CONFIG_DIR}/{CONFIG_WANT}" ]; do sleep 0.2; done '
+              f'&& exec python3 -m sandstack.runtime')
+# Where it serves (address, port, and the wake address beside an ingress): in its environment, not only its
+# configuration, because it binds them at start: a change renews the container (its reload would be refused).
+ENV_LISTEN = "SANDSTACK_RUNTIME_LISTEN"
+# A first start on a loaded host (unpacking, imports, SQLite) can take several seconds: its reload waits as long.
+RELOAD_WAIT_SECONDS = 120
 DOCKER_SOCKET = "/var/run/docker.sock"  # the host daemon's socket, where Docker puts it by default
 MEMORY_MB = 256
 CPUS = "1"
 TMPFS = {"/tmp": "rw,nosuid,nodev,noexec,size=64m",  # upload spooling beyond memory goes to the state volume
          RUN_DIR: "rw,nosuid,nodev,noexec,size=16m"}
 LOGS = LogRotation("10m", 5)
-ONDEMAND_STOP_GRACE = 120  # seconds: a stop hibernates each bound on-demand sandbox (its tmpfs paths copied out)
+# Seconds: a stop hibernates each bound on-demand sandbox (its tmpfs paths copied out). Set with or without on-demand
+# pools (a stop without them ends at once): a first `max` would otherwise renew the runtime for this input alone.
+ONDEMAND_STOP_GRACE = 120
 
 
 def code_files() -> tuple[str, ...]:
-    """The package files the service imports: the runtime package and its one contract module (listed when the
-    runtime is planned, not when this module is imported by every command)."""
-    runtime = sorted(f.name for f in files("sandstack").joinpath("runtime").iterdir() if f.name.endswith(".py"))
-    return ("__init__.py", "plan/__init__.py", "plan/recipe.py", "plan/runtime.py",
-            *(f"runtime/{name}" for name in runtime))
+    """The package files the service imports: the runtime package (its routes' too) and its contract modules
+    (listed when the runtime is planned, not when this module is imported by every command)."""
+    shipped = []
+    for package in ("runtime", "runtime/routes"):
+        folder = files("sandstack").joinpath(package)
+        shipped += [f"{package}/{f.name}" for f in sorted(folder.iterdir(), key=lambda f: f.name)
+                    if f.name.endswith(".py")]
+    return ("__init__.py", "plan/__init__.py", "plan/recipe.py", "plan/runtime.py", "spec/__init__.py",
+            "spec/contract.py", *shipped)
+
+
+# The spec layer's package file imports its models; the runtime needs only its leaf contract module
+# (sandstack.spec.contract: the configuration volume's paths), so its container gets a package file that imports
+# nothing in its place.
+STUBS = {"spec/__init__.py": b'"""sandstack.spec.contract alone: the runtime\'s container (sandstack.plan.runtime_host)."""\n'}
 
 
 def workspace_root(template: ResolvedTemplate) -> str:
@@ -66,7 +84,7 @@ def workspace_root(template: ResolvedTemplate) -> str:
 def pool_runtime(stack: str, placement: Placement, ondemand: OnDemand | None = None) -> PoolRuntime:
     t, session = placement.template, placement.template.session
     # Each sandbox's fair part of the pool's storage, unless declared: no session fills it for the others.
-    slots = max(ondemand.ceiling if ondemand else placement.replicas, 1)
+    ceiling = max(ondemand.ceiling if ondemand else placement.replicas, 1)
     return PoolRuntime(
         sandboxes=tuple(sandbox_name(stack, placement.pool, i) for i in range(placement.replicas)),
         workspace_root=workspace_root(t),
@@ -76,7 +94,7 @@ def pool_runtime(stack: str, placement: Placement, ondemand: OnDemand | None = N
         upload_limit_bytes=session.upload_limit,
         download_limit_bytes=session.download_limit,
         snapshot_storage_bytes=session.snapshot_storage,
-        session_snapshot_storage_bytes=session.session_snapshot_storage or max(session.snapshot_storage // slots, 1),
+        session_snapshot_storage_bytes=session.session_snapshot_storage or max(session.snapshot_storage // ceiling, 1),
         session_retention=(Retention(session.session_snapshots or session.snapshots,
                                      session.session_snapshot_max_age or session.snapshot_max_age)
                            if session.session_snapshots or session.session_snapshot_max_age else None),
@@ -104,17 +122,26 @@ class RuntimeHostPlan:
     @property
     def env(self) -> list[str]:
         """Everything but the token, which the component adds from its secret."""
-        return [f"PYTHONPATH={CODE_DIR}", "PYTHONDONTWRITEBYTECODE=1", f"{ENV_CONFIG}={CONFIG_FILE}",
+        c = self.config
+        return [f"PYTHONPATH={CODE_DIR}", "PYTHONDONTWRITEBYTECODE=1", f"{ENV_CONFIG_DIR}={CONFIG_DIR}",
                 f"{ENV_STATE_DIR}={DEFAULT_STATE_DIR}", *code_env(),
-                f"{ENV_CONFIG_TEXT}={self.config.to_json()}"]
+                f"{ENV_LISTEN}={' '.join(a for a in (c.listen, c.wake_listen) if a)} {c.port}"]
+
+    @property
+    def config_set(self) -> ConfigSet:
+        """Its configuration (pools, ceilings, idle policies, sites, token scopes' pools): the JSON the runtime reads,
+        taken in place (sandstack.runtime.reload)."""
+        return ConfigSet("runtime", ((ENV_CONFIG_TEXT, self.config.to_json()),), wait_seconds=RELOAD_WAIT_SECONDS)
 
     @property
     def run(self) -> RunSettings:
         # Generous: on a loaded host the first start (unpacking, imports, SQLite) can take several seconds.
         # With on-demand pools, time at its stop to hibernate or retire them (sandstack.runtime.ondemand.shutdown).
-        grace = ONDEMAND_STOP_GRACE if self.ondemand else None
-        return host_role(self.health_test, LOGS, retries=20, timeout="5s", start_period="10s", wait_timeout=120,
-                         destroy_grace_seconds=grace)
+        grace = ONDEMAND_STOP_GRACE
+        # Not waited for at create: it serves once its reload container delivered a configuration, and that
+        # container waits until the runtime has it in force (RELOAD_WAIT_SECONDS).
+        return host_role(self.health_test, LOGS, retries=20, timeout="5s", start_period="10s",
+                         destroy_grace_seconds=grace, wait=False)
 
     @property
     def ondemand(self) -> bool:
@@ -143,7 +170,7 @@ def code_archive() -> str:
     package, raw = files("sandstack"), io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for relative in code_files():
-            data = package.joinpath(relative).read_bytes()
+            data = STUBS.get(relative) or package.joinpath(relative).read_bytes()
             info = tarfile.TarInfo(f"sandstack/{relative}")
             info.size, info.mode, info.mtime = len(data), 0o444, 0
             tar.addfile(info, io.BytesIO(data))
@@ -159,7 +186,7 @@ def plan_runtime(stack: str, host: str, spec: RuntimeService | None, placements:
     if spec is None:
         return None
     ondemand = ondemand or {}
-    pools = {p.pool: pool_runtime(stack, p, ondemand.get(p.pool)) for p in placements if p.slots > 0}
+    pools = {p.pool: pool_runtime(stack, p, ondemand.get(p.pool)) for p in placements if p.ceiling > 0}
     listen = "0.0.0.0" if spec.exposure == "public" else "127.0.0.1"
     config = RuntimeConfig(host=host, pools=pools, port=spec.port, idle_cpu_ms_per_s=IDLE_CPU_MS_PER_S,
                            exit_lifetime=EXIT_LIFETIME, exit_idle=EXIT_IDLE,

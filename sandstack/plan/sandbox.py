@@ -14,12 +14,13 @@ from sandstack.plan.container import Healthcheck, LogRotation, RunSettings
 from sandstack.plan.contract import (CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME, LABEL_DIGEST, LABEL_HOST, LABEL_POOL,
                                      LABEL_REPLICA, LABEL_ROLE, LABEL_SUBNET, LABEL_TEMPLATE, LABEL_VERSION,
                                      SESSION_SECRETS_DIR, STATE_MOUNT, cgroup_parent)
-from sandstack.plan.ingress import url_env, url_of
+from sandstack.plan.ingress import public_hostname, url_env, url_of
 from sandstack.plan.naming import docker_name
 from sandstack.plan.network import PoolNetwork
 from sandstack.plan.secrets import session_secrets_mode
 from sandstack.plan.snapshot import SUPERVISOR_PATH
 from sandstack.plan.workspace import WorkspaceVolume, plan_workspaces
+from sandstack.spec.envrefs import PUBLIC_HOSTNAME, render
 from sandstack.spec.models import Port, SecretRef
 from sandstack.spec.models.hosts import Ingress
 from sandstack.spec.resolve import ResolvedTemplate
@@ -102,6 +103,7 @@ class SandboxPlan:
     wait_timeout: int | None
     restart: str
     max_retry_count: int | None
+    platform: str | None = None  # the template's `platform` (the image's); None: the host's own
 
     @property
     def run(self) -> RunSettings:
@@ -137,7 +139,13 @@ def plan_sandbox(*, stack: str, pool: str, host: str, template: ResolvedTemplate
                  gpu_device_ids: tuple[str, ...] = (), ingress: Ingress | None = None) -> SandboxPlan:
     t = template
     name = sandbox_name(stack, pool, index)
-    env = {**t.env, **url_env(ingress, pool, index, t.ports)}
+    urls = url_env(ingress, pool, index, t.ports)
+    # `${SANDSTACK_PUBLIC_HOSTNAME}`, `${SANDSTACK_URL_<NAME>}`: this sandbox's own (the rules refused any other). The
+    # public host name is there to refer to on any host with an ingress; only a sandbox with url ports is given the
+    # variables themselves (so an ingress added to a host leaves the others running).
+    values = {**({PUBLIC_HOSTNAME: public_hostname(pool, index, ingress.domain)} if ingress else {}), **urls}
+    env = {**{k: render(v, values) if isinstance(v, str) and "${SANDSTACK_" in v else v for k, v in t.env.items()},
+           **urls}
     if network.proxy_url:
         proxy = network.proxy_url
         env.update(HTTP_PROXY=proxy, HTTPS_PROXY=proxy, http_proxy=proxy, https_proxy=proxy,
@@ -197,4 +205,5 @@ def plan_sandbox(*, stack: str, pool: str, host: str, template: ResolvedTemplate
         wait_timeout=wait_timeout,
         restart=RESTART_POLICY[t.lifecycle.on_expiry],
         max_retry_count=CRASH_RETRIES if t.lifecycle.on_expiry == "stop" else None,
+        platform=t.platform,
     )

@@ -50,6 +50,8 @@ def build_inputs(template: ResolvedTemplate) -> dict[str, object]:
         ],
         "supervisor": _sha256(SUPERVISOR_SOURCE.read_bytes()),
         **({"sudo": template.user} if template.sudo else {}),
+        # Only where declared: a template without one keeps the digest (and image) it had before the field.
+        **({"platform": template.platform} if template.platform else {}),
     }
 
 

@@ -75,6 +75,7 @@ class GatewayPool:
     # Networks this pool must never reach through the gateway, whatever its policy says (link-local
     # unless the template opts in, the host's sandbox subnets); the caller decides which.
     blocked: tuple[str, ...] = ()
+    network_name: str = ""  # the pool network's Docker name, which the gateway's reload container joins it to
 
 
 def _acl_name(pool: str, kind: str, index: int) -> str:

@@ -113,7 +113,10 @@ def _template(out: StackPlan, keys: HostKeys, component: str, stack: str, host: 
         name=snapshot.image, build={"context": str(build_context(build_root, template, snapshot.digest)),
                                     "dockerfile": "Dockerfile",
                                     "labels": image_labels(template, stack, plan.labels, snapshot.digest),
-                                    "no_cache": True},
+                                    "no_cache": True,
+                                    # The build's platform: FROM takes the base image's variant for it, and
+                                    # RUN steps run as it (under emulation where the host is not it).
+                                    **({"platform": template.platform} if template.platform else {})},
         triggers={"digest": snapshot.digest}, keep_locally=False)), About("snapshot", host, template=t))
     out.build_contexts[image.key] = template
     out.snapshots[image.key] = snapshot
@@ -221,7 +224,7 @@ def _sandbox_inputs(plan: SandboxPlan, keys: HostKeys, pool: str, image: str, mo
         cpus=plan.cpus,
         # Open files per process, hard limit too: with the pids limit, this bounds the sockets a sandbox holds.
         ulimits=[{"name": "nofile", "soft": plan.open_files, "hard": plan.open_files}],
-        cgroup_parent=plan.cgroup_parent,
+        cgroup_parent=plan.cgroup_parent, platform=plan.platform,
         # The host's own devices of the requested model, by id (placement: sandstack/plan/host.py).
         device_requests=[{"driver": "nvidia", "device_ids": list(plan.gpu_device_ids), "capabilities": ["gpu"]}]
         if plan.gpu_device_ids else None,

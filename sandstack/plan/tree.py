@@ -50,6 +50,17 @@ class Secret:
 
 
 @dataclass(frozen=True)
+class After:
+    """A value known now that depends on other nodes all the same (Pulumi records the dependency): adding or removing
+    one of them changes no value, but one of them replaced delete-before-replace renews the node holding it, where the
+    input forces a new resource (Pulumi's dependent rule). A reload container names its service so, and the gateway
+    and the ingress the pool networks their reload container joins them to (sandstack.plan.reload)."""
+
+    text: str
+    nodes: tuple[str, ...]  # node keys
+
+
+@dataclass(frozen=True)
 class Options:
     delete_before_replace: bool = False
     replace_on_changes: tuple[str, ...] = ()

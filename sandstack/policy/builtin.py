@@ -151,7 +151,7 @@ def public_url_ports(spec: ResolvedStack, template: str) -> tuple[int, ...]:
 
 def check_containers(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
     """The container-level rules on each template's containers, once per template: its first pool's first warm
-    sandbox (the plan's node the components register) and, for a pool that may grow on demand, the first slot's
+    sandbox (the plan's node the components register) and, for a pool that may grow on demand, the first place's
     recipe (the Engine API body the runtime sends), on that pool's first host. A pool of no warm sandboxes is
     judged by its recipe alone: every container the runtime may create is held to the rules."""
     # Each pool on its first host only: the rest of the stack's pools are not read.
@@ -172,13 +172,13 @@ def check_containers(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]
 
 
 def _pool_facts(plan, pool) -> Iterator[ContainerFacts]:
-    """What a pool's containers are on its host: its first warm sandbox, its first on-demand slot's recipe."""
+    """What a pool's containers are on its host: its first warm sandbox, its first on-demand place's recipe."""
     if pool.sandbox_plans:
         yield facts_of_plan(pool.sandbox_plans[0])
     runtime = plan.hosts[pool.host].runtime
     ondemand = runtime.config.pools[pool.pool].ondemand if runtime and pool.pool in runtime.config.pools else None
     if ondemand:
-        yield facts_of_body(ondemand.body(next(iter(ondemand.slots))))
+        yield facts_of_body(ondemand.body(next(iter(ondemand.places))))
 
 
 def check_sudo(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:

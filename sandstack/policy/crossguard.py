@@ -11,7 +11,7 @@ import re
 from typing import Any, Callable, Mapping
 
 from sandstack.plan import types
-from sandstack.plan.ingress import CADDYFILE_ENV
+from sandstack.plan.ingress import CADDYFILE_ENV, LISTEN_ITEM
 from sandstack.plan.recipe import merge
 from sandstack.plan.runtime_host import ENV_CONFIG_TEXT
 from sandstack.plan.sandbox import EXPOSURE_BIND
@@ -66,21 +66,20 @@ def host_component(urn: str, name: str) -> str | None:
 
 
 def served_url_ports(props: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
-    """What an ingress container serves publicly: each sandbox (its Docker name) and the ports its URLs reach,
-    from the Caddyfile in the container's environment; {} when the ingress listens on the host's loopback only."""
-    if not any(p.get("ip", "0.0.0.0") == EXPOSURE_BIND["public"] for p in props.get("ports") or []):
+    """What an ingress serves publicly: each sandbox (its Docker name) and the ports its URLs reach, from the
+    Caddyfile and the listen address its reload container delivers (the ingress's configuration,
+    sandstack.plan.ingress); {} when the ingress listens on the host's loopback only."""
+    items = dict(str(item).partition("=")[::2] for item in props.get("envs") or [])
+    if not items.get(LISTEN_ITEM, "").startswith(EXPOSURE_BIND["public"] + ":"):
         return {}
     served: dict[str, tuple[int, ...]] = {}
-    for item in props.get("envs") or []:
-        key, _, value = str(item).partition("=")
-        if key == CADDYFILE_ENV:
-            for upstream, port in _SITE.findall(value):
-                served[upstream] = (*served.get(upstream, ()), int(port))
+    for upstream, port in _SITE.findall(items.get(CADDYFILE_ENV, "")):
+        served[upstream] = (*served.get(upstream, ()), int(port))
     return served
 
 
 def ondemand_bodies(props: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """What a runtime container may create: each on-demand slot (its Docker name) and the Engine API body of its
+    """What a runtime container may create: each on-demand place (its Docker name) and the Engine API body of its
     create call, from the recipes in the runtime's configuration (its environment, sandstack.plan.runtime_host).
     Read as plain JSON: a pack checks what is there, and a configuration the runtime would refuse is no excuse."""
     for item in props.get("envs") or []:
@@ -94,8 +93,8 @@ def ondemand_bodies(props: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         bodies: dict[str, dict[str, Any]] = {}
         for pool in pools.values():
             ondemand = (pool or {}).get("ondemand") or {}
-            for name, slot in (ondemand.get("slots") or {}).items():
-                bodies[name] = merge(ondemand.get("common") or {}, slot or {})
+            for name, place in (ondemand.get("places") or {}).items():
+                bodies[name] = merge(ondemand.get("common") or {}, place or {})
         return bodies
     return {}
 
@@ -127,11 +126,11 @@ def validator(rule_id: str) -> Callable[[Any, Callable[[str, str | None], None]]
             return
         if component == types.RUNTIME_SERVICE:
             # Exempt itself (it needs the Docker socket), but what it creates on demand is a sandbox like the warm
-            # ones, and its recipe is in its configuration: judged slot by slot, as `sandstack check` judges it.
-            for slot, body in sorted(ondemand_bodies(args.props).items()):
+            # ones, and its recipe is in its configuration: judged place by place, as `sandstack check` judges it.
+            for place, body in sorted(ondemand_bodies(args.props).items()):
                 for rule, _, message, fix in container_violations(facts_of_body(body), policy):
                     if rule == rule_id:
-                        report_violation(f"Container '{slot}' (created on demand by the runtime, from its recipe) "
+                        report_violation(f"Container '{place}' (created on demand by the runtime, from its recipe) "
                                          f"{message}. {fix or RULES[rule].remediation}", None)
             return
         if component is not None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from sandstack.plan.provider_table import REPLACE, change_of
 from sandstack.plan.stack import StackPlan
-from sandstack.plan.tree import PROVIDER, Node, Ref
+from sandstack.plan.tree import CONTAINER, PROVIDER, After, Node, Ref
 
 
 @dataclass(frozen=True)
@@ -41,14 +41,39 @@ def camel(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def _decide(before: Node, after: Node, renewed: dict[str, bool]) -> Action | None:
+def _afters(value: Any) -> set[str]:
+    if isinstance(value, After):
+        return set(value.nodes)
+    if isinstance(value, dict):
+        return set().union(*(_afters(v) for v in value.values())) if value else set()
+    if isinstance(value, (list, tuple)):
+        return set().union(*(_afters(v) for v in value)) if value else set()
+    return set()
+
+
+def _rendered(value: Any) -> Any:
+    """The value the provider sees: an `After` is its text (its dependencies are no part of it)."""
+    if isinstance(value, After):
+        return value.text
+    if isinstance(value, dict):
+        return {k: _rendered(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rendered(v) for v in value]
+    return value
+
+
+def _decide(before: Node, after: Node, renewed: dict[str, bool], first: set[str]) -> Action | None:
     changed, causes = [], set()
     for name in dict.fromkeys([*after.inputs, *before.inputs]):
         old, new = before.inputs.get(name), after.inputs.get(name)
         # A renewed node's output differs, except the explicit `name` of one created before the old is deleted:
         # `pulumi up` registers the dependent with the same name again. Delete-before-replace always renews it.
         moved = {r.node for r in _refs(new) if r.node in renewed and (r.attr != "name" or renewed[r.node])}
-        if old != new or moved:
+        # A dependency alone (`After`) changes nothing, unless its node is replaced delete-before-replace: Pulumi's
+        # dependent rule reads the dependencies the last run recorded (step_generator.go,
+        # calculateDependentReplacements), so the old value's.
+        moved |= _afters(old) & first
+        if _rendered(old) != _rendered(new) or moved:
             changed.append(name)
             causes |= moved
     if not changed:
@@ -64,6 +89,7 @@ def planned_actions(old: StackPlan, new: StackPlan) -> dict[str, Action]:
     """Every custom node's action, by key (unchanged nodes are left out)."""
     out: dict[str, Action] = {}
     renewed: dict[str, bool] = {}  # replaced or created node → whether dependents see it renewed by name too
+    first: set[str] = set()  # nodes replaced delete-before-replace
     for key, node in new.nodes.items():
         if not node.custom:
             continue
@@ -71,12 +97,14 @@ def planned_actions(old: StackPlan, new: StackPlan) -> dict[str, Action]:
             out[key] = Action("create")
             renewed[key] = True
             continue
-        action = _decide(old.nodes[key], node, renewed)
+        action = _decide(old.nodes[key], node, renewed, first)
         if action is None:
             continue
         out[key] = action
         if action.action == "replace":
             renewed[key] = node.options.delete_before_replace or "name" in action.changed
+            if node.options.delete_before_replace or node.type == CONTAINER:  # pulumi-docker's containers too
+                first.add(key)
     for key, node in old.nodes.items():
         if node.custom and key not in new.nodes:
             out[key] = Action("delete")

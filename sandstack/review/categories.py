@@ -165,6 +165,8 @@ def _finding_paths(f: Finding, fields: list[FieldChange], pools: dict[str, tuple
 
 def _disrupts(c: ResourceChange) -> bool:
     kind = c.resource.kind
+    if c.reload:  # a role taking a configuration in place interrupts nothing
+        return False
     return (c.action in ("replace", "delete") and kind in ("sandbox", *INTERRUPTS, *HOLDS)) or (
         c.action == "update" and kind in INTERRUPTS)
 
@@ -198,9 +200,9 @@ def review(diff: Diff, acceptances: list[Acceptance], bounds: list[Item] | None 
         if c.resource.type.startswith(COMPONENT_TYPE):
             continue
         paths = tuple(dict.fromkeys(r.path for r in c.reasons))
-        text = f"{c.resource.kind} {c.resource.name} {c.action}"
+        text = f"{c.resource.kind} {c.resource.name} {c.shown}"
         kinds = []
-        if c.action in ("replace", "delete"):
+        if c.shown in ("replace", "delete"):
             kinds.append("replace")
         if _disrupts(c):
             kinds.append("disruption")

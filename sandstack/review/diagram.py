@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from sandstack.plan.tree import Ref
+from sandstack.plan.tree import After, Ref
 from sandstack.review.reasons import COMPONENT_KINDS
 from sandstack.spec.roles import HOST_ROLES, HostRoleInfo, check_complete, parts_of
 
@@ -62,9 +62,10 @@ RANK = {element: rank for element, (rank, _, _) in ELEMENTS.items()}
 CONTEXT = {element for element, (_, context, _) in ELEMENTS.items() if context}
 WORDS = {element: words for element, (_, _, words) in ELEMENTS.items()}
 # The class of each action and how the label says it (a marker as terraform's, for readers without colour).
-CLASS = {"replace": "replaced", "delete": "deleted", "create": "created", "update": "updated"}
-MARK = {"replace": "-/+ replaced", "delete": "- deleted", "create": "+ created", "update": "~ updated"}
-SEVERITY = ("replace", "delete", "create", "update")
+CLASS = {"replace": "replaced", "delete": "deleted", "create": "created", "update": "updated", "reload": "updated"}
+MARK = {"replace": "-/+ replaced", "delete": "- deleted", "create": "+ created", "update": "~ updated",
+        "reload": "~ reloaded"}
+SEVERITY = ("replace", "delete", "create", "update", "reload")
 CLASS_DEFS = {
     "replaced": "fill:#ffe0e0,stroke:#cf222e,stroke-width:2px,color:#000",
     "deleted": "fill:#eeeeee,stroke:#6e7781,stroke-width:2px,stroke-dasharray:5 3,color:#000",
@@ -106,8 +107,12 @@ def _element(about: Any) -> Element | None:
 
 
 def _refs(value: Any) -> Iterable[Ref]:
+    """What a node refers to: its inputs' references, and the nodes an input depends on without a value (`After`: the
+    pool networks a reload container joins the gateway to are the gateway's networks all the same)."""
     if isinstance(value, Ref):
         yield value
+    elif isinstance(value, After):
+        yield from (Ref(node, "") for node in value.nodes)
     elif isinstance(value, dict):
         for v in value.values():
             yield from _refs(v)
@@ -188,7 +193,7 @@ def boxes(diff: Any) -> list[Box]:
         role = ROLE[r.kind]
         element = (role, (r.pool if role in PER_POOL else r.template if role == "snapshot" else "") or "")
         count = touched.setdefault(r.host, {}).setdefault(element, {})
-        count[change.action] = count.get(change.action, 0) + 1
+        count[change.shown] = count.get(change.shown, 0) + 1
         if r.kind == "sandbox":
             per = sandboxes.setdefault((r.host, element), {})
             per[change.action] = per.get(change.action, 0) + 1
@@ -203,7 +208,8 @@ def boxes(diff: Any) -> list[Box]:
             elif element not in after:
                 classes[element] = "delete"
             else:  # on both sides: resized (some sandboxes created or deleted) reads as updated
-                classes[element] = "replace" if "replace" in actions else "update"
+                classes[element] = "replace" if "replace" in actions else "reload" if set(actions) == {"reload"} \
+                    else "update"
         for a, b in sorted(arrows):  # context: unchanged neighbours of a changed element
             for one, other in ((a, b), (b, a)):
                 if one in touched[host] and other not in classes and other[0] in CONTEXT:

@@ -31,8 +31,11 @@ from sandstack.spec.changes import Effect
 from sandstack.spec.models import Stack
 from sandstack.spec.models.base import change_of
 from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
-from sandstack.spec.roles import HOST_ROLES, PACKAGE
+from sandstack.spec.roles import HOST_ROLES, PACKAGE, reload_kinds
 from sandstack.spec.walk import model_fields
+
+# A host role's reload container: its replacement is the role taking a configuration in place.
+RELOAD_KINDS = reload_kinds()
 
 # Settings shown for a reviewer that are not inputs of their own (each reaches Docker through another one).
 # public_urls: the plan's record of which url ports are public; no container input. logged_pools: whose
@@ -40,8 +43,14 @@ from sandstack.spec.walk import model_fields
 INFORMATIVE = {"egress", "lifecycle", "secret_files", "replace_on_changes", "pids", "data", "urls", "public_urls",
                "logged_pools"}
 # Per kind of resource: a volume's mount path and user are its sandbox's inputs, not the volume's.
+# The connection logger shows what it serves, which is its configuration (its reload container's inputs).
 INFORMATIVE_OF = {"sandbox": INFORMATIVE, "disk workspace": {"path", "sandbox"}, "data volume": {"path"},
-                  HOST_ROLES["logger"].part("container").kind: {"logged_pools"}}
+                  HOST_ROLES["logger"].part("container").kind: {"logged_pools", "resolvers", "upstream"},
+                  HOST_ROLES["logger"].part("container", config=True).kind: {"logged_pools"},
+                  # So does the ingress: its sites and their domain are its Caddyfile.
+                  HOST_ROLES["ingress"].part("container").kind: {"sites", "domain"},
+                  # And the runtime: its pools and what each token scope acts on are its configuration set.
+                  HOST_ROLES["runtime"].part("container").kind: {"pools", "token_pools"}}
 COMPONENT_TYPE = PACKAGE
 
 
@@ -79,10 +88,21 @@ class ResourceChange:
     # spec field's declared effect reaches it (Pulumi replaces what depends on a resource replaced delete-first).
     renewed_with: tuple[str, ...] = ()
 
+    @property
+    def reload(self) -> bool:
+        """A host role's reload container run again: the role takes a new configuration in place (for the engine
+        a replacement of that container; nothing the role serves is interrupted)."""
+        return self.action == "replace" and self.resource.kind in RELOAD_KINDS
+
+    @property
+    def shown(self) -> str:
+        """What a reviewer is told happens: the engine's action, or `reload`."""
+        return "reload" if self.reload else self.action
+
     def to_json(self) -> dict:
         r = self.resource
         return {"name": r.name, "type": r.type, "kind": r.kind, "host": r.host, "pool": r.pool,
-                "template": r.template, "action": self.action,
+                "template": r.template, "action": self.action, "reload": self.reload,
                 "changed": {k: {"old": o, "new": n} for k, (o, n) in sorted(self.changed.items())},
                 "reasons": [{"path": c.path, "old": c.old, "new": c.new, "effect": c.label}
                             for c in self.reasons],
@@ -116,10 +136,11 @@ class Diff:
     plans: tuple[StackPlan, StackPlan] | None = field(default=None, repr=False, compare=False)
 
     def counts(self) -> dict[str, int]:
-        out = {"create": 0, "update": 0, "replace": 0, "delete": 0}
+        """Resources by what a reviewer is told happens (`reload`: a reload container the engine replaces)."""
+        out = {"create": 0, "update": 0, "replace": 0, "reload": 0, "delete": 0}
         for c in self.changes:
             if not c.resource.type.startswith(COMPONENT_TYPE):
-                out[c.action] += 1
+                out[c.shown] += 1
         return out
 
     def loosens(self) -> bool:
@@ -322,6 +343,8 @@ def _snapshot_changes(old: ResolvedStack, new: ResolvedStack, changes: list[Reso
             why.append("files changed")
         if a["base_image"] != b["base_image"]:
             why.append(f"base image {a['base_image']} → {b['base_image']}")
+        if a.get("platform") != b.get("platform"):
+            why.append(f"platform {a.get('platform') or '(the host’s own)'} → {b.get('platform') or '(the host’s own)'}")
         if a["supervisor"] != b["supervisor"] or a["format"] != b["format"]:
             why.append("sandstack's supervisor or build format changed")
         unbumped = a["version"] == b["version"] and any(w in why for w in ("setup changed", "files changed")) \
@@ -349,8 +372,10 @@ def diff(old: ResolvedStack, new: ResolvedStack, stack: str) -> Diff:
         elif b is None:
             change = ResourceChange(r, "delete")
         else:
+            # A reload's configuration digest differs with every change of what it shows (and per host): the
+            # settings say what changed, and alike hosts still read alike.
             changed = {k: (a.props.get(k), b.props.get(k)) for k in set(a.props) | set(b.props)
-                       if a.props.get(k) != b.props.get(k)}
+                       if a.props.get(k) != b.props.get(k) and not (k == "configuration" and r.kind in RELOAD_KINDS)}
             act = engine.get(r.key)
             if act is not None and not (set(changed) - INFORMATIVE_OF.get(r.kind, set())):
                 # Nothing a reviewer reads changed, but the engine renews it: an input it takes from the host

@@ -34,9 +34,9 @@ from sandstack.spec.changes import MEANING
 # GitHub refuses a comment over 65,536 characters: the markdown stays under this, with room for a header.
 MARKDOWN_BUDGET = 60_000
 LOCALLY = "run `sandstack diff` locally for everything"
-MARK = {"create": "+", "update": "!", "replace": "-/+", "delete": "-"}  # `!`: GitHub's diff colour for "changed"
-ACTION = {"create": "+ create", "update": "~ update", "replace": "-/+ replace", "delete": "- delete",
-          "none": "none"}
+MARK = {"create": "+", "update": "!", "replace": "-/+", "reload": "!", "delete": "-"}  # `!`: GitHub's diff colour for "changed"
+ACTION = {"create": "+ create", "update": "~ update", "replace": "-/+ replace", "reload": "~ reload",
+          "delete": "- delete", "none": "none"}
 TABLE_HEAD = ["| pool | hosts | action | sandboxes restarting | cause |", "|---|---|---|--:|---|"]
 CAPACITY_FIRST = "reserved"  # the capacity table's first column: pool, host or the stack
 MAX_CAUSES = 3  # spec paths named in a table row; more are counted
@@ -278,7 +278,7 @@ def _what(c: ResourceChange, count: int) -> str:
 
 def _entry(c: ResourceChange, count: int) -> list[str]:
     lost = " (processes and writable paths lost)" if c.resource.kind == "sandbox" and c.action == "replace" else ""
-    lines = [f"{MARK[c.action]} {_what(c, count)}: {VERB[c.action]}{lost}"]
+    lines = [f"{MARK[c.shown]} {_what(c, count)}: {VERB[c.shown]}{lost}"]
     for key in sorted(c.changed):
         lines += _setting_lines(key, *c.changed[key])
     if c.reasons or c.action in ("update", "replace"):

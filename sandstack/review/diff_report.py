@@ -70,7 +70,7 @@ def _entries(diff: Diff) -> dict[str, list[tuple[str, list[str], int]]]:
         elif r.kind == "sandbox":
             head = f"sandbox `{r.name}` of pool `{r.pool}` {VERB[first.action]}{lost}"
         else:
-            head = f"{r.kind} `{r.name}` {VERB[first.action]}"
+            head = f"{r.kind} `{r.name}` {VERB[first.shown]}"
         details = [describe(k, o, n) for k, (o, n) in sorted(first.changed.items())]
         details += [f"because {f.text()}" for f in first.reasons] or (
             [f"because it refers to {', '.join(f'`{n}`' for n in first.renewed_with)}, renewed by this change "

@@ -15,7 +15,7 @@ from sandstack.review.impact import SANDBOX_LOSES, impact
 from sandstack.review.reasons import UNDECLARED, Reason
 from sandstack.spec.changes import MEANING
 
-MARK = {"create": "+", "update": "~", "replace": "-/+", "delete": "-"}
+MARK = {"create": "+", "update": "~", "replace": "-/+", "reload": "~", "delete": "-"}
 FORCES = "  # forces replacement"
 
 
@@ -31,9 +31,9 @@ def _because(c: ResourceChange) -> list[str]:
     if not c.reasons:
         if c.renewed_with:
             return [f"because it refers to {', '.join(c.renewed_with)}, renewed by this change (Pulumi renews what "
-                    "depends on a resource it replaces)" + (FORCES if c.action == "replace" else "")]
+                    "depends on a resource it replaces)" + (FORCES if c.shown == "replace" else "")]
         return [UNDECLARED]
-    out, marked = [], c.action != "replace"
+    out, marked = [], c.shown != "replace"
     for reason in c.reasons:
         mark = not marked and _forces(reason, c.resource.kind)
         marked = marked or mark
@@ -62,9 +62,11 @@ def _host_blocks(diff: Diff) -> dict[str, list[str]]:
             head = f"{len(items)} sandboxes of pool {r.pool}: {shown}{lost}"
         elif r.kind == "sandbox":
             head = f"sandbox {r.name} of pool {r.pool}{lost}"
+        elif first.reload:  # the role takes its new configuration in place
+            head = f"reload {r.kind.removesuffix(' reload')} {r.name}"
         else:
             head = f"{r.kind} {r.name}"
-        lines = [f"{MARK[first.action]:>3} {head}"]
+        lines = [f"{MARK[first.shown]:>3} {head}"]
         lines += [f"      {describe(k, o, n)}" for k, (o, n) in sorted(first.changed.items())]
         lines += [f"      {line}" for line in _because(first)]
         out.setdefault(r.host or "(stack)", []).extend(lines)
@@ -100,8 +102,9 @@ def _legend(diff: Diff) -> list[str]:
 
 def plan_line(diff: Diff) -> str:
     counts = diff.counts()
+    reload = f"{counts['reload']} to reload in place, " if counts["reload"] else ""
     return (f"Plan: {counts['create']} to create, {counts['update']} to update in place, {counts['replace']} to "
-            f"replace, {counts['delete']} to delete, {diff.unchanged} unchanged.")
+            f"replace, {reload}{counts['delete']} to delete, {diff.unchanged} unchanged.")
 
 
 def security_lines(diff: Diff, review: Review | None) -> list[str]:

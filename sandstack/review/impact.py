@@ -21,13 +21,18 @@ from sandstack.spec.roles import HOST_ROLES, parts_of
 # What a renewed host service interrupts while its container is replaced (or updated), by resource kind: each host
 # role's words (sandstack.spec.roles, `Part.interrupts`). `{pools}` is the pools the service serves on that host
 # (from the resource's own settings), `{sites}` the ingress URLs, `{resolved}` and `{logged}` the logger's pools.
-INTERRUPTS = {kind: part.interrupts for kind, part in parts_of().items() if part.interrupts}
+INTERRUPTS = {kind: part.interrupts for kind, part in parts_of().items() if part.interrupts and not part.config}
+# A role taking a new configuration in place (its reload container run again), by that container's kind: the role,
+# and what the reload interrupts (its descriptor's words: nothing).
+RELOADS = {part.kind: (role.name, f"interrupts {role.reload_interrupts} — it {role.reload_words}")
+           for role in HOST_ROLES.values() for part in role.parts if part.config and part.resource == "container"}
 # Volumes whose contents a replace or delete throws away, and what they held: each host role's volume
 # (`Part.holds`) and a sandbox's disk workspaces. A secrets volume is re-seeded and a data volume reloaded from the
 # spec's files: nothing written by a user is in them.
 HOLDS = {"disk workspace": "files written to the disk workspace",
          **{kind: part.holds for kind, part in parts_of().items() if part.holds}}
 LOGGER = HOST_ROLES["logger"].part("container").kind
+ROLE_OF = {role.container.kind: role.name for role in HOST_ROLES.values() if role.container}  # a service's kind
 SANDBOX_LOSES = "processes and writable paths lost"
 
 
@@ -102,6 +107,14 @@ class Impact:
         return sum(p.restart for p in self.pools)
 
     @property
+    def renewed(self) -> tuple[ServiceImpact, ...]:
+        return tuple(s for s in self.services if s.action != "reload")
+
+    @property
+    def reloaded(self) -> tuple[ServiceImpact, ...]:
+        return tuple(s for s in self.services if s.action == "reload")
+
+    @property
     def create(self) -> int:
         return sum(p.create for p in self.pools)
 
@@ -114,8 +127,12 @@ class Impact:
         parts = [f"{self.restart} sandbox{'es' if self.restart != 1 else ''} restart"
                  + (f" ({SANDBOX_LOSES})" if self.restart else ""),
                  f"{self.create} created", f"{self.destroy} destroyed"]
-        services = sum(len(s.hosts) for s in self.services)
+        services = sum(len(s.hosts) for s in self.renewed)
         parts.append(f"{services} host service{'s' if services != 1 else ''} renewed")
+        reloaded = sum(len(s.hosts) for s in self.reloaded)
+        if reloaded:
+            quiet = all(s.interrupts.startswith("interrupts nothing ") for s in self.reloaded)
+            parts.append(f"{reloaded} reloaded in place" + (" (no interruption)" if quiet else ""))
         lost = sum(d.count for d in self.data)
         parts.append(f"{lost} volume{'s' if lost != 1 else ''} of data lost" if lost else "no data lost")
         parts.append(f"{self.looser} change{'s' if self.looser != 1 else ''} less safe" if self.looser
@@ -144,7 +161,8 @@ class Impact:
                 "capacity": self.capacity, "cost": self.cost}
 
 
-VERB = {"create": "created", "update": "updated in place", "replace": "replaced", "delete": "deleted"}
+VERB = {"create": "created", "update": "updated in place", "replace": "replaced", "reload": "reloaded in place",
+        "delete": "deleted"}
 
 
 def _causes(changes: list[ResourceChange]) -> tuple[str, ...]:
@@ -191,6 +209,9 @@ def impact(diff: Diff) -> Impact:
         kind = c.resource.kind
         if kind == "sandbox":
             pools.setdefault(c.resource.pool or "", []).append(c)
+        elif c.reload:
+            role, words = RELOADS[kind]
+            services.setdefault((role, "reload", words), []).append(c)
         elif kind in INTERRUPTS and c.action != "create":
             services.setdefault((kind, c.action, _interrupts(c)), []).append(c)
         elif kind in HOLDS and c.action in ("replace", "delete"):
@@ -201,6 +222,11 @@ def impact(diff: Diff) -> Impact:
         count = {a: sum(1 for c in group if c.action == a) for a in VERB}
         pool_rows.append(PoolImpact(name, tuple(sorted({c.resource.host or "" for c in group})), count["replace"],
                                     count["update"], count["create"], count["delete"], _causes(group)))
+    # A reload that follows its renewed service (it names it) is part of that renewal, not news of its own.
+    renewed = {(ROLE_OF[c.resource.kind], c.resource.host) for c in changes
+               if c.resource.kind in ROLE_OF and c.action != "update" and not c.reload}
+    services = {key: kept for key, group in services.items()
+                if (kept := [c for c in group if not (c.reload and (key[0], c.resource.host) in renewed)])}
     service_rows = [ServiceImpact(kind, action, hosts, words, _causes(group))
                     for (kind, action, words), (hosts, group) in sorted(_fold(services).items())]
     data_rows = [DataLoss(kind, action, hosts, len(group), HOLDS[kind])

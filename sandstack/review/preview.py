@@ -56,6 +56,8 @@ def _sandbox(p: dict[str, Any]) -> list[str]:
         + (f"; allow {', '.join(egress['allow'])}" if egress["allow"] else "")
         + (f"; deny {', '.join(egress['deny'])}" if egress["deny"] else ""),
     ]
+    if p.get("platform"):
+        lines.append(f"platform {p['platform']}")
     if p["capability_adds"]:
         lines.append("capabilities " + ", ".join(p["capability_adds"]))
     for port in p["ports"]:
@@ -97,7 +99,7 @@ def _logger(p: dict[str, Any]) -> list[str]:
 def _runtime(p: dict[str, Any]) -> list[str]:
     return [f"sessions API on {p['listen']} (token from secret {p['token']['secret']}), pools "
             + ", ".join(f"{k} ({v['sandboxes']})" for k, v in p["pools"].items())] + [
-        f"token '{scope}' (secret {t['secret']}) acts only on pools {', '.join(t['pools'])}"
+        f"token '{scope}' (secret {t['secret']}) acts only on pools {', '.join(p['token_pools'][scope])}"
         for scope, t in p.get("tokens", {}).items()]
 
 
@@ -125,7 +127,8 @@ def _pool(p: dict[str, Any]) -> list[str]:
 SUMMARY: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "sandbox": _sandbox,
     "snapshot": lambda p: [f"{p['image']} (version {p['version'] or '-'}, digest {p['digest'][:12]})",
-                           f"from {p['base_image']}, {len(p['setup'])} setup steps, {len(p['files'])} files"],
+                           f"from {p['base_image']}, {len(p['setup'])} setup steps, {len(p['files'])} files"
+                           + (f", for {p['platform']}" if p.get("platform") else "")],
     "disk workspace": lambda p: [f"{p['name']}: {p['size'] / 2**20:g}MiB at {p['path']}"
                                  + (", seeded from the image" if p["seed"] else "")],
     "data loader": lambda p: [f"{len(p['files'])} files"],
@@ -133,13 +136,20 @@ SUMMARY: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "pool": _pool,
     "host": lambda p: [f"address {p['address']}"],
     "connection logger": _logger,
+    "logger reload": lambda p: [f"configuration {p['configuration']}: resolvers of "
+                                f"{', '.join(p.get('resolvers') or ()) or 'no pool'}"],
     "runtime": _runtime,
+    "runtime reload": lambda p: [f"configuration {p['configuration']}: pools "
+                                 + ", ".join(f"{k} ({v['sandboxes']})" for k, v in p["pools"].items())],
     "ingress": _ingress,
-    "guard": lambda p: [
-        f"{len(p['rules'])} firewall rules on {len(p['bridges'])} bridges, {len(p['pids'])} pids limits, "
-        f"{len(p['lifecycle'])} lifecycle lines"],
-    "gateway": lambda p: [
-        "pools " + ", ".join(f"{k} on :{v['port']}" for k, v in p["pools"].items())],
+    "ingress reload": lambda p: [f"configuration {p['configuration']}: {len(p.get('sites') or ())} sites"],
+    "guard": _name,
+    "guard reload": lambda p: [
+        f"configuration {p['configuration']}: {len(p['rules'])} firewall rules on {len(p['bridges'])} bridges, "
+        f"{len(p['pids'])} pids limits, {len(p['lifecycle'])} lifecycle lines"],
+    "gateway": _name,
+    "gateway reload": lambda p: [
+        f"configuration {p['configuration']}: pools " + ", ".join(f"{k} on :{v['port']}" for k, v in p["pools"].items())],
     "network": lambda p: [
         f"{p['name']} {p['subnet']} ({'internal' if p['internal'] else 'routed'}, outbound {p['outbound']}"
         + (f", gateway port {p['gateway_port']}" if p["gateway_port"] else "") + ")"],
@@ -147,7 +157,8 @@ SUMMARY: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "infra image": lambda p: [
         p["image"] + (" (declared)" if p["declared"] else " (built from the package)")],
     # The host roles' volumes and their other networks: their Docker names.
-    "guard state": _name, "gateway log": _name, "connection log": _name, "runtime state": _name, "ingress data": _name,
+    "guard state": _name, "gateway log": _name, "guard configuration": _name, "gateway configuration": _name,
+    "logger configuration": _name, "ingress configuration": _name, "runtime configuration": _name, "connection log": _name, "runtime state": _name, "ingress data": _name,
     "egress network": _name,
     "ingress network": _name,
 }

@@ -171,11 +171,15 @@ ROLE_OF_KIND = role_of_kind()
 # Containers on the infra image: every host role's container and a pool's run-once seeders (sandstack.plan.stack);
 # a new infra image renews them.
 POOL_SEEDERS = {"secrets seeder", "data loader"}
-ON_INFRA = {role.container.kind for role in HOST_ROLES.values() if role.container} | POOL_SEEDERS
+ON_INFRA = {p.kind for role in HOST_ROLES.values() for p in role.parts if p.resource == "container"} | POOL_SEEDERS
+# A host role's reload container: what a change the role takes in place renews (sandstack.plan.reload).
+RELOAD_KINDS = {p.kind for role in HOST_ROLES.values() for p in role.parts if p.config and p.resource == "container"}
 # The components that hold other resources and no setting an effect reaches (their children change instead).
 COMPONENT_KINDS = {"stack", "host", "template", "pool"}
 # The host containers the change table's cascades replace (sandstack.spec.changes.CASCADES).
-CASCADE_KINDS = {HOST_ROLES[r].part("container").kind for c in table.CASCADES for r in c.renews}
+# (and their reload containers, which run again for the new container they name).
+CASCADE_KINDS = {p.kind for c in table.CASCADES for r in c.renews for p in HOST_ROLES[r].parts
+                 if p.resource == "container"}
 
 
 def reaches(effect: Effect, r: Resource, action: str, changed: set[str], moved: bool = False) -> bool:
@@ -204,14 +208,19 @@ def reaches(effect: Effect, r: Resource, action: str, changed: set[str], moved: 
     if by_value:
         return True
     if moved and action == "replace" and kind in CASCADE_KINDS and (
-            by_value or ROLE_OF_KIND[kind] in table.cascaded(roles)):  # type: ignore[arg-type]
+            by_value or ROLE_OF_KIND[kind] in table.cascaded(roles | effect.restarts)):  # type: ignore[operator]
         return True  # the change table's cascade: a pool network on its host replaced under it
     if kind in COMPONENT_KINDS:
         return False
     if kind not in ROLE_OF_KIND:
         raise LookupError(f"resource kind {kind!r} is neither a host role's (sandstack.spec.roles) nor a pool's, "
                           "a template's or a component's")
-    return ROLE_OF_KIND[kind] in roles or (kind in ON_INFRA and infra)  # type: ignore[operator]
+    role = ROLE_OF_KIND[kind]
+    if role in effect.renews:
+        return True
+    if role in effect.reloads:
+        return kind in RELOAD_KINDS  # the role takes it in place: only its reload container runs again
+    return kind in ON_INFRA and infra
 
 
 # --- which spec changes concern which resource ----------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from sandstack.plan.host import HostPlan
 from sandstack.plan.ingress import url_of
+from sandstack.plan.naming import infra_name
 from sandstack.plan.stack import COMPONENT, PoolPlan, StackPlan, plan_stack
 from sandstack.plan.tree import CONTAINER, NETWORK, PROVIDER, REGISTRY_IMAGE, REMOTE_IMAGE, VOLUME
 from sandstack.spec.models import SecretRef
@@ -80,6 +81,10 @@ def _ingress_network(plan: HostPlan, spec, node_key: str, keys) -> dict[str, Any
             **({"subnet": str(wake.subnet)} if wake else {})}
 
 
+def _config_volume(role: str) -> Callable[..., dict[str, Any]]:
+    return lambda plan, spec, key, keys: {"name": infra_name(plan.stack, f"{role}-config")}
+
+
 # By kind: the host's own node and its disk workspaces, and every host role's node but its container (checked
 # complete against sandstack.spec.roles below).
 HOST_PROPS: dict[str, Callable[..., dict[str, Any]]] = {
@@ -98,6 +103,11 @@ HOST_PROPS: dict[str, Callable[..., dict[str, Any]]] = {
     "runtime state": lambda plan, spec, key, keys: {"name": plan.runtime.state_volume},
     "ingress network": _ingress_network,
     "ingress data": lambda plan, spec, key, keys: {"name": plan.ingress.data_volume},
+    "guard configuration": _config_volume("guard"),
+    "gateway configuration": _config_volume("gateway"),
+    "logger configuration": _config_volume("logger"),
+    "ingress configuration": _config_volume("ingress"),
+    "runtime configuration": _config_volume("runtime"),
 }
 
 
@@ -106,17 +116,21 @@ def _container_props(kind: str, plan: HostPlan) -> dict[str, Any]:
     return CONTAINER_PROPS[kind](plan)
 
 
-def _guard(plan: HostPlan) -> dict[str, Any]:
+def _guard_config(plan: HostPlan) -> dict[str, Any]:
+    """What the guard enforces: its reload container delivers it (the guard takes it in place)."""
     g = plan.guard
-    return {"name": g.container_name, "rules": list(g.rules), "bridges": list(g.bridges),
-            "pids": {name: limit for name, limit in g.pids}, "lifecycle": list(g.lifecycle)}
+    return {"name": infra_name(plan.stack, "guard-reload"), "configuration": g.config.digest, "rules": list(g.rules),
+            "bridges": list(g.bridges), "pids": {name: limit for name, limit in g.pids},
+            "lifecycle": list(g.lifecycle)}
 
 
-def _gateway(plan: HostPlan) -> dict[str, Any]:
+def _gateway_config(plan: HostPlan) -> dict[str, Any]:
+    """The gateway's pools and squid.conf: its reload container delivers them (the gateway takes them in place)."""
     assert plan.gateway is not None
-    return {"name": plan.gateway.container_name,
+    return {"name": infra_name(plan.stack, "gateway-reload"), "configuration": plan.gateway.config.digest,
             "pools": {p.pool: {"port": p.port, "address": p.address} for p in plan.gateway.pools},
-            "squid_conf": plan.gateway.config}
+            "squid_conf": plan.gateway.squid_conf}
+
 
 
 def _logger(plan: HostPlan) -> dict[str, Any]:
@@ -133,8 +147,10 @@ def _runtime(plan: HostPlan) -> dict[str, Any]:
     return {"name": plan.runtime.container_name, "listen": f"{config.listen}:{config.port}",
             **({"wake_listen": f"{config.wake_listen}:{config.port}"} if config.wake_listen else {}),
             "token": {"secret": plan.runtime.spec.token.secret},
-            **({"tokens": {scope: {"secret": t.secret, "pools": list(t.pools)}
-                           for scope, t in plan.runtime.spec.tokens.items()}} if plan.runtime.spec.tokens else {}),
+            # A scope's secret is in the container's environment; the pools it acts on are its configuration.
+            **({"tokens": {scope: {"secret": t.secret} for scope, t in plan.runtime.spec.tokens.items()},
+                "token_pools": {scope: list(t.pools) for scope, t in plan.runtime.spec.tokens.items()}}
+               if plan.runtime.spec.tokens else {}),
             "pools": {pool: {"sandboxes": len(p.sandboxes), **({"max": p.ondemand.ceiling} if p.ondemand else {}),
                              "workspace": p.workspace_root,
                              "idle": f"{p.idle.action} after {p.idle.after_seconds}s" if p.idle else None}
@@ -158,11 +174,22 @@ def _ingress(plan: HostPlan) -> dict[str, Any]:
 
 # By kind: every host role's container (checked complete against sandstack.spec.roles below).
 CONTAINER_PROPS: dict[str, Callable[[HostPlan], dict[str, Any]]] = {
-    "guard": _guard,
-    "gateway": _gateway,
+    "guard": lambda plan: {"name": plan.guard.container_name},
+    "guard reload": _guard_config,
+    "gateway": lambda plan: {"name": plan.gateway.container_name},  # type: ignore[union-attr]
+    "gateway reload": _gateway_config,
     "connection logger": _logger,
+    # What it serves, as its reload container delivers it (the container above shows the same: what a restart stops).
+    "logger reload": lambda plan: {**_logger(plan), "name": infra_name(plan.stack, "logger-reload"),
+                                   "configuration": plan.logger.config.digest},  # type: ignore[union-attr]
     "runtime": _runtime,
+    # Its pools and token scopes, as its reload container delivers them (the container above shows them: what it serves).
+    "runtime reload": lambda plan: {**_runtime(plan), "name": infra_name(plan.stack, "runtime-reload"),
+                                    "configuration": plan.runtime.config_set.digest},  # type: ignore[union-attr]
     "ingress": _ingress,
+    # Its sites and domain, as its reload container delivers them (the container above shows them: what it serves).
+    "ingress reload": lambda plan: {**_ingress(plan), "name": infra_name(plan.stack, "ingress-reload"),
+                                    "configuration": plan.ingress.config.digest},  # type: ignore[union-attr]
 }
 
 
@@ -187,7 +214,8 @@ def _template_props(kind: str, node_key: str, plan: StackPlan) -> dict[str, Any]
         template = plan.build_contexts[node_key]
         return {"image": snap.image, "version": template.snapshot_version, "digest": snap.digest,
                 "base_image": template.base_image, "setup": list(template.setup),
-                "files": [{"path": f.path, "mode": f.mode, "source": f.source.name} for f in template.files]}
+                "files": [{"path": f.path, "mode": f.mode, "source": f.source.name} for f in template.files],
+                **({"platform": template.platform} if template.platform else {})}
     if kind == "snapshot push":
         return {"image": snap.image}
     return {}
@@ -211,6 +239,8 @@ def _pool_props(kind: str, node_key: str, pool: PoolPlan, plan: StackPlan) -> di
     index = pool.sandboxes.index(node_key)
     sandbox = pool.sandbox_plans[index]
     props = _jsonable(asdict(sandbox))
+    if props["platform"] is None:  # only where declared: a sandbox without one reads as before the field
+        del props["platform"]
     props["env"] = {k: _secret_or_value(v) for k, v in sandbox.env.items()}
     image = plan.nodes[pool.image].inputs["name"]  # the shared image of identical snapshots
     props.update(image=image, network=pool.network.name, egress=_egress(template),

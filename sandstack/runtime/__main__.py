@@ -1,6 +1,7 @@
 """`python -m sandstack.runtime`: serve one host's runtime.
 
-Reads its configuration from the file named by SANDSTACK_RUNTIME_CONFIG, its bearer token from
+Reads its configuration from the set its configuration volume's `want` names (SANDSTACK_CONFIG_DIR; new sets are
+taken in place: sandstack.runtime.reload), else from the file named by SANDSTACK_RUNTIME_CONFIG; its bearer token from
 SANDSTACK_RUNTIME_TOKEN and keeps its state under SANDSTACK_RUNTIME_STATE (default
 /var/lib/sandstack-runtime); talks to the host's daemon through DOCKER_HOST or the default socket.
 """
@@ -10,16 +11,19 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from sandstack.plan.runtime import (
     AUDIT_FILE,
     DEFAULT_STATE_DIR,
     ENV_CONFIG,
+    ENV_CONFIG_DIR,
     ENV_STATE_DIR,
     ENV_TOKEN,
     RuntimeConfig,
 )
+from sandstack.runtime.reload import ConfigSets, initial
 
 MIN_TOKEN = 16
 # Seconds a thread that wants the GIL waits before the one running Python is made to give it up (CPython's default is
@@ -29,28 +33,45 @@ MIN_TOKEN = 16
 SWITCH_INTERVAL = 0.001
 
 
-def load(environ: dict[str, str]) -> tuple[RuntimeConfig, str, Path]:
-    """The config, token and state dir from the environment; ValueError names what is missing or wrong."""
-    path = environ.get(ENV_CONFIG)
-    if not path:
-        raise ValueError(f"{ENV_CONFIG} is not set: it names the runtime's JSON configuration file")
-    try:
-        config = RuntimeConfig.from_json(Path(path).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ValueError(f"{ENV_CONFIG}={path}: {error.strerror}") from error
+@dataclass(frozen=True)
+class Start:
+    config: RuntimeConfig
+    digest: str | None  # the configuration set's; None: the configuration file's
+    token: str
+    state_dir: Path
+    config_dir: Path | None  # the configuration volume, watched for new sets (sandstack.runtime.reload)
+
+
+def load(environ: dict[str, str]) -> Start:
+    """The config (the set `want` names in the configuration volume, else the file ENV_CONFIG names), token and
+    state dir from the environment; ValueError names what is missing or wrong."""
+    config_dir = Path(environ[ENV_CONFIG_DIR]) if environ.get(ENV_CONFIG_DIR) else None
+    wanted = initial(config_dir)
+    if wanted is not None:
+        config, digest = wanted.config, wanted.digest
+    else:
+        path = environ.get(ENV_CONFIG)
+        if not path:
+            raise ValueError(f"{ENV_CONFIG} is not set: it names the runtime's JSON configuration file (or a "
+                             f"configuration set in {ENV_CONFIG_DIR})")
+        try:
+            config, digest = RuntimeConfig.from_json(Path(path).read_text(encoding="utf-8")), None
+        except OSError as error:
+            raise ValueError(f"{ENV_CONFIG}={path}: {error.strerror}") from error
     token = environ.get(ENV_TOKEN, "")
     if len(token) < MIN_TOKEN:
         raise ValueError(f"{ENV_TOKEN} must hold a token of at least {MIN_TOKEN} characters")
-    return config, token, Path(environ.get(ENV_STATE_DIR) or DEFAULT_STATE_DIR)
+    return Start(config, digest, token, Path(environ.get(ENV_STATE_DIR) or DEFAULT_STATE_DIR), config_dir)
 
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        config, token, state_dir = load(dict(os.environ))
-    except ValueError as error:
+        start = load(dict(os.environ))
+    except ValueError as error:  # a set `want` names that is not valid too (Refused): nothing to serve with
         print(f"sandstack runtime: {error}", file=sys.stderr)
         return 2
+    config, token, state_dir = start.config, start.token, start.state_dir
     import uvicorn
 
     from sandstack.runtime.app import create_app
@@ -65,8 +86,13 @@ def main() -> int:
     except ValueError as error:  # names the scope and its variable, never a token
         print(f"sandstack runtime: {error}", file=sys.stderr)
         return 2
-    runtime = Runtime(config, DockerBackend(), state_dir)
-    app = create_app(runtime, token=token, audit=AuditLog(state_dir / AUDIT_FILE), tokens=tokens)
+    runtime = Runtime(config, DockerBackend(), state_dir, digest=start.digest)
+    if start.config_dir is not None and start.digest is not None:
+        ConfigSets(start.config_dir).report(start.digest)  # in force again after a restart: a reload waiting sees it
+    environ = dict(os.environ)
+    app = create_app(runtime, token=token, audit=AuditLog(state_dir / AUDIT_FILE), tokens=tokens,
+                     config_dir=start.config_dir,
+                     tokens_for=lambda new: Tokens.from_environment(token, new, environ))
     from sandstack.runtime.listen import sockets
 
     try:  # its own address, and the host's address on the ingress's network when the ingress may wake sandboxes

@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sandstack.runtime.answers import error_response
 from sandstack.runtime.audit import AuditLog
-from sandstack.runtime.routing import ACTOR_HEADER
+from sandstack.runtime.routes.common import ACTOR_HEADER
 
 log = logging.getLogger("sandstack.runtime")
 

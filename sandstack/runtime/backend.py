@@ -41,6 +41,9 @@ class ContainerState:
     status: ContainerStatus
     exit_code: int | None = None
     started_at: str | None = None  # Docker's StartedAt; changes on every (re)start
+    # Docker's Id and Created: a new container in the sandbox's name (an apply recreated it) has others.
+    container_id: str | None = None
+    created: str | None = None
 
     @property
     def running(self) -> bool:

@@ -14,31 +14,21 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any
-
-from sandstack.runtime.store import SandboxRow
+from sandstack.runtime.interfaces import Sandboxes, Taken
 
 RESCAN_SECONDS = 0.5  # a claim waiting on others' checks looks again at least this often (rows change elsewhere)
 
 
-@dataclass(frozen=True)
-class Taken:
-    row: SandboxRow
-    created: bool  # False: the session already had this sandbox
-    needs_start: bool = False  # idle but stopped (an idle 'stop'): the claim starts it
-
-
 class WarmClaims:
-    def __init__(self, runtime: Any):
-        self.runtime = runtime
+    def __init__(self, sandboxes: Sandboxes):
+        self.sandboxes, self.store, self.backend = sandboxes, sandboxes.store, sandboxes.backend
         self._checking: set[str] = set()  # sandboxes a claim is asking Docker about now
         self._changed = threading.Condition()
 
     def take(self, pool: str, session: str, from_snapshot: str | None) -> Taken | None:
         """The session's sandbox (any pool: the caller checks), or an idle one of the pool bound to it now; None
         when no idle sandbox of the pool is usable."""
-        runtime, store = self.runtime, self.runtime.store
+        store = self.store
         tried: set[str] = set()
         while True:
             existing = store.by_session(session)
@@ -56,10 +46,10 @@ class WarmClaims:
                 return taken
 
     def _bind(self, name: str, session: str, from_snapshot: str | None) -> Taken | None:
-        runtime, store = self.runtime, self.runtime.store
-        state = runtime.backend.state(name)  # no lock held; DaemonUnavailable: nothing was written
+        store, sandboxes = self.store, self.sandboxes
+        state = self.backend.state(name)  # no lock held; DaemonUnavailable: nothing was written
         idle = {"status": "idle", "session": None}
-        why = runtime._expired(state)
+        why = sandboxes.expired(state)
         if why:  # ended for good by the host guard: a start would end at once (or run past its limit)
             store.update_if(name, idle, status="expired", detail=why)
             return None
@@ -70,26 +60,31 @@ class WarmClaims:
             existing = store.by_session(session)
             if existing:  # a concurrent claim of the same session bound one meanwhile
                 return Taken(existing, created=False)
-            runtime._enter(name)  # before the binding is visible: the monitor must not judge it yet
+            sandboxes.begin(name)  # before the binding is visible: the monitor must not judge it yet
             now = time.time()
             try:
                 bound = store.update_if(name, idle, db, status="bound", session=session, bound_at=now,
                                         from_snapshot=from_snapshot, paused_by=None, last_activity=now, detail=None)
             except BaseException:
-                runtime._leave(name)
+                sandboxes.finish(name)
                 raise
             if not bound:
-                runtime._leave(name)  # changed since it was picked (the monitor judged it): the next one
+                sandboxes.finish(name)  # changed since it was picked (the monitor judged it): the next one
                 return None
-            runtime._started.pop(name, None)
+            sandboxes.forget_run(name)
             row = store.sandbox(name)
         return Taken(row, created=True, needs_start=not state.running)  # stopped by an idle 'stop': started fresh
+
+    def reserved(self) -> set[str]:
+        """The sandboxes claims are checking now."""
+        with self._changed:
+            return set(self._checking)
 
     def _reserve(self, pool: str, tried: set[str]) -> str | None:
         """An idle sandbox of the pool no other claim is checking, reserved; None when none is idle."""
         with self._changed:
             while True:
-                idle = [name for name in self.runtime.store.idle(pool) if name not in tried]
+                idle = [name for name in self.store.idle(pool) if name not in tried]
                 free = [name for name in idle if name not in self._checking]
                 if free:
                     self._checking.add(free[0])

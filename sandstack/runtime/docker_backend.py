@@ -14,7 +14,7 @@ import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime
-from typing import BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterator
 
 import docker
 import requests
@@ -30,6 +30,7 @@ from sandstack.runtime.backend import (
     Sink,
     WorkspaceReset,
 )
+from sandstack.plan.recipe import LABEL_RECIPE
 from sandstack.runtime import rootfs
 from sandstack.runtime.container_states import ContainerStates
 from sandstack.runtime.docker_stream import DockerStream
@@ -38,10 +39,11 @@ from sandstack.runtime.docker_exec import (
     STDERR,
     STDOUT,
     DockerHandle,
-    _copy_frames,
-    _docker_errors,
+    copy_frames,
+    docker_errors,
     shut,
 )
+from sandstack.runtime.readiness import Probe, probe_of
 from sandstack.runtime.scripts import CLEAN
 
 SEND = 1024 * 1024  # bytes of stdin read and sent at a time (an upload: fewer, larger sends)
@@ -66,12 +68,13 @@ class DockerBackend(SandboxBackend):
         self.states = ContainerStates(self._inspect_state)
         self._events: threading.Thread | None = None
         self._stop = threading.Event()
+        self.provisioner = DockerProvisioner(self)  # what the on-demand places create and remove with
 
     @property
     def api(self) -> docker.APIClient:
         with self._lock:
             if self._api is None:
-                with _docker_errors("-"):
+                with docker_errors("-"):
                     if self._base_url:
                         self._api = docker.APIClient(base_url=self._base_url, version="auto", timeout=API_TIMEOUT)
                     else:
@@ -110,16 +113,18 @@ class DockerBackend(SandboxBackend):
 
     def _inspect_state(self, name: str) -> ContainerState:
         try:
-            with _docker_errors(name):
-                info = self.api.inspect_container(name)["State"]
+            with docker_errors(name):
+                found = self.api.inspect_container(name)
         except SandboxGone:
             return ContainerState("missing")
-        return ContainerState(info["Status"], info.get("ExitCode"), info.get("StartedAt"))
+        info = found["State"]
+        return ContainerState(info["Status"], info.get("ExitCode"), info.get("StartedAt"), found.get("Id"),
+                              found.get("Created"))
 
     def last_exit(self, name: str, since: str | None) -> int | None:
         # Docker's past events (the live stream is not needed): its `die` events since then, with their exit codes.
         start = docker_time(since) if since else time.time() - 3600
-        with _docker_errors(name):
+        with docker_errors(name):
             events = self.api.events(since=start, until=time.time(), decode=True,
                                      filters={"container": name, "event": "die"})
             codes = [((event.get("Actor") or {}).get("Attributes") or {}).get("exitCode") for event in events]
@@ -127,7 +132,7 @@ class DockerBackend(SandboxBackend):
         return codes[-1] if codes else None
 
     def tmpfs_sizes(self, name: str) -> dict[str, int]:
-        with _docker_errors(name):
+        with docker_errors(name):
             tmpfs = (self.api.inspect_container(name).get("HostConfig") or {}).get("Tmpfs") or {}
         sizes = {path: tmpfs_size(options) for path, options in tmpfs.items()}
         return {path: size for path, size in sizes.items() if size is not None}
@@ -137,7 +142,7 @@ class DockerBackend(SandboxBackend):
              timeout: float | None = None) -> ExecStatus:
         started = time.monotonic()
         deadline = started + timeout if timeout else None
-        with _docker_errors(name):
+        with docker_errors(name):
             exec_id = self.api.exec_create(name, argv, stdin=stdin is not None, environment=env or None,
                                            workdir=workdir)["Id"]
             raw = self.api.exec_start(exec_id, socket=True)
@@ -146,7 +151,7 @@ class DockerBackend(SandboxBackend):
         try:
             if stdin is not None:
                 _send(sock, stdin)
-            finished = _copy_frames(sock, {STDOUT: stdout, STDERR: stderr}, deadline)
+            finished = copy_frames(sock, {STDOUT: stdout, STDERR: stderr}, deadline)
         except OSError as error:
             raise DaemonUnavailable(f"the exec stream of {name!r} broke ({error})") from error
         finally:
@@ -157,7 +162,7 @@ class DockerBackend(SandboxBackend):
         return ExecStatus(self._exit_code(name, exec_id), elapsed())
 
     def _exit_code(self, name: str, exec_id: str) -> int | None:
-        with _docker_errors(name):
+        with docker_errors(name):
             # The stream ends when the process closes its output; its exit code is set a moment later: looked for
             # again after 2 ms, then twice as long each time (was every 20 ms: a file's read or write waited that).
             delay, longest = INSPECT_BACKOFF
@@ -174,7 +179,7 @@ class DockerBackend(SandboxBackend):
                timeout: float | None = None) -> DockerStream:
         """The exec's socket read by the caller's thread (sandstack.runtime.docker_stream): no thread of its own."""
         deadline = time.monotonic() + timeout if timeout else None
-        with _docker_errors(name):
+        with docker_errors(name):
             exec_id = self.api.exec_create(name, argv, stdin=False, environment=env or None, workdir=workdir)["Id"]
             raw = self.api.exec_start(exec_id, socket=True)
         # The SDK hands back the socket's file wrapper on a Unix socket: kept with the stream, which owns it now.
@@ -186,7 +191,7 @@ class DockerBackend(SandboxBackend):
                             stdin=stdin, tty=tty)
 
     def cpu_usage_ns(self, name: str) -> int | None:
-        with _docker_errors(name):
+        with docker_errors(name):
             # The Engine's one-shot stats (API 1.41+) answer at once; the SDK's `one_shot` argument is newer than
             # Debian's python3-docker (5.0), so the request is made with the SDK's own request helpers.
             url = self.api._url("/containers/{0}/stats", name)
@@ -195,23 +200,23 @@ class DockerBackend(SandboxBackend):
         return usage.get("total_usage")
 
     def pause(self, name: str) -> None:
-        with self.changing(name), _docker_errors(name):
+        with self.changing(name), docker_errors(name):
             self.api.pause(name)
 
     def unpause(self, name: str) -> None:
-        with self.changing(name), _docker_errors(name):
+        with self.changing(name), docker_errors(name):
             self.api.unpause(name)
 
     def restart(self, name: str) -> None:
-        with self.changing(name), _docker_errors(name):
+        with self.changing(name), docker_errors(name):
             self.api.restart(name, timeout=STOP_GRACE)
 
     def stop(self, name: str) -> None:
-        with self.changing(name), _docker_errors(name):
+        with self.changing(name), docker_errors(name):
             self.api.stop(name, timeout=STOP_GRACE)
 
     def start(self, name: str) -> None:
-        with self.changing(name), _docker_errors(name):
+        with self.changing(name), docker_errors(name):
             self.api.start(name)
 
     def clean_workspaces(self, name: str, workspaces: list[WorkspaceReset]) -> None:
@@ -219,7 +224,7 @@ class DockerBackend(SandboxBackend):
         can change), as root with DAC_OVERRIDE and FOWNER only; then, for a seeded one, a container that is only
         created with the emptied volume at its path, so that Docker copies the image's content in as it did when
         the sandbox was created. Both are removed at once; they carry the sandbox's labels (role aside)."""
-        with _docker_errors(name):
+        with docker_errors(name):
             info = self.api.inspect_container(name)
         volumes = {m["Destination"]: m["Name"] for m in info["Mounts"] if m.get("Type") == "volume"}
         labels = {key: ("workspace-reset" if key.endswith(".role") else value)
@@ -229,7 +234,7 @@ class DockerBackend(SandboxBackend):
             volume = volumes.get(workspace.path)
             if volume is None:
                 raise BackendError(f"container {name!r} mounts no volume at {workspace.path!r}")
-            with _docker_errors(helper):
+            with docker_errors(helper):
                 self._remove(helper)  # a runtime that stopped mid-reset may have left it
                 mount = docker.types.Mount(CLEAN_MOUNT, volume, type="volume", no_copy=True)
                 config = self.api.create_host_config(
@@ -250,7 +255,7 @@ class DockerBackend(SandboxBackend):
                 raise BackendError(f"the disk workspace {workspace.path!r} of {name!r} could not be emptied "
                                    f"(exit {code}): {err[-500:] or 'no message'}")
             if workspace.seed:
-                with _docker_errors(helper):
+                with docker_errors(helper):
                     config = self.api.create_host_config(
                         mounts=[docker.types.Mount(workspace.path, volume, type="volume")], network_mode="none")
                     try:
@@ -260,19 +265,19 @@ class DockerBackend(SandboxBackend):
                         self._remove(helper)
 
     def reset_root(self, name: str) -> None:
-        with _docker_errors(name):
+        with docker_errors(name):
             info = self.api.inspect_container(name)
             labels = {key: ("root-reset" if key.endswith(".role") else value)
                       for key, value in (info["Config"].get("Labels") or {}).items()}
             rootfs.reset_root(self.api, name, info, labels)
 
     def read_root(self, name: str, out: Sink) -> None:
-        with _docker_errors(name):
+        with docker_errors(name):
             info = self.api.inspect_container(name)
             rootfs.read_root(self.api, name, info, info["Config"].get("Labels") or {}, out)
 
     def write_root(self, name: str, tar: BinaryIO) -> None:
-        with _docker_errors(name):
+        with docker_errors(name):
             info = self.api.inspect_container(name)
             rootfs.write_root(self.api, name, info, info["Config"].get("Labels") or {}, tar, _send)
 
@@ -281,6 +286,43 @@ class DockerBackend(SandboxBackend):
             self.api.remove_container(helper, force=True)
         except docker.errors.NotFound:
             pass
+
+
+class DockerProvisioner:
+    """What the on-demand places need from Docker (sandstack.runtime.ondemand's Provisioner), through the backend's
+    connection and its error mapping."""
+
+    def __init__(self, backend: DockerBackend):
+        self.backend = backend
+
+    def create(self, name: str, body: dict[str, Any]) -> None:
+        api = self.backend.api
+        with self.backend.changing(name), docker_errors(name):
+            # The body as the plan wrote it, in the Engine API's own terms: no SDK translation in between.
+            api._result(api._post_json(api._url("/containers/create"), data=body, params={"name": name}), json=True)
+            api.start(name)
+
+    def health(self, name: str) -> tuple[str, str | None]:
+        with docker_errors(name):
+            state = self.backend.api.inspect_container(name)["State"]
+        return state["Status"], (state.get("Health") or {}).get("Status")
+
+    def probe(self, name: str) -> Probe | None:
+        with docker_errors(name):
+            config = self.backend.api.inspect_container(name)["Config"]
+        return probe_of(config.get("Healthcheck"), config.get("WorkingDir"))
+
+    def remove(self, name: str) -> None:
+        with self.backend.changing(name), docker_errors(name):
+            try:
+                self.backend.api.remove_container(name, force=True)
+            except docker.errors.NotFound:
+                pass
+
+    def listed(self, labels: dict[str, str]) -> dict[str, str]:
+        with docker_errors("-"):
+            found = self.backend.api.containers(all=True, filters={"label": [f"{k}={v}" for k, v in labels.items()]})
+        return {c["Names"][0].lstrip("/"): (c.get("Labels") or {}).get(LABEL_RECIPE, "") for c in found}
 
 
 def _send(sock: socket.socket, stdin: BinaryIO) -> None:

@@ -30,7 +30,7 @@ from sandstack.runtime.backend import (
     Sink,
     StdinClosed,
 )
-from sandstack.runtime.frames import copy_frames as _copy_frames
+from sandstack.runtime.frames import copy_frames
 
 INSPECT_BACKOFF = (0.002, 0.5)  # seconds between exit-code polls once the stream ended: first, most
 STDOUT, STDERR = 1, 2
@@ -38,7 +38,7 @@ CHUNK = 64 * 1024
 
 
 @contextmanager
-def _docker_errors(name: str) -> Iterator[None]:
+def docker_errors(name: str) -> Iterator[None]:
     """Docker's exceptions as the backend's: the API turns these into 404/409/503 answers."""
     try:
         yield
@@ -59,7 +59,7 @@ class DockerHandle(ExecHandle):
                  stdout: Sink, stderr: Sink, stdin: bool, tty: bool):
         super().__init__()
         self.api, self.name, self.tty = api, name, tty
-        with _docker_errors(name):
+        with docker_errors(name):
             self.exec_id = api.exec_create(name, argv, stdin=stdin, tty=tty, environment=env or None,
                                            workdir=workdir)["Id"]
             raw = api.exec_start(self.exec_id, socket=True, tty=tty)
@@ -80,13 +80,13 @@ class DockerHandle(ExecHandle):
                 while chunk := self.sock.recv(CHUNK):
                     stdout.write(chunk)
             else:
-                _copy_frames(self.sock, {STDOUT: stdout, STDERR: stderr}, None)
+                copy_frames(self.sock, {STDOUT: stdout, STDERR: stderr}, None)
         except (OSError, ValueError):
             pass  # closed on this side, or the daemon went away: the exit code below says what it knows
         delay, longest = INSPECT_BACKOFF
         while not self._closed:
             try:
-                with _docker_errors(self.name):
+                with docker_errors(self.name):
                     info = self.api.exec_inspect(self.exec_id)
             except Exception:  # the container or the daemon is gone: no exit code to be had
                 break
@@ -130,7 +130,7 @@ class DockerHandle(ExecHandle):
     def resize(self, rows: int, cols: int) -> None:
         if not self.tty:
             super().resize(rows, cols)
-        with _docker_errors(self.name):
+        with docker_errors(self.name):
             self.api.exec_resize(self.exec_id, height=rows, width=cols)
 
     def wait(self, timeout: float | None) -> bool:

@@ -8,7 +8,7 @@ READ writes a header before anything else: `F SIZE\\n` before a file's bytes, `D
 error is an exit status with nothing written. So the answer is decided (200 with a Content-Length, the listing,
 403/404, or 413 for a file past the pool's download_limit: by ls's apparent size, before a byte is read) before
 a byte of content is sent. Every byte counts against download_limit (plus the header): past it, or when the
-answer ends early (the client gone, the deadline), the script is killed by its marker, as Workspace._run does, and
+answer ends early (the client gone, the deadline), the script is killed by its marker, as Transfers.run does, and
 the answer is cut short (its Content-Length says so). The read holds the sandbox's lease (no pause) and its marker
 (a user's timed-out command's kill leaves it alone) until the last byte is sent.
 """
@@ -24,10 +24,10 @@ from sandstack.runtime import scripts
 from sandstack.runtime.backend import ExecStream, SandboxGone, SandboxNotRunning
 from sandstack.runtime.errors import too_big
 from sandstack.runtime.exec_stream import STEP as CHUNK, PipedStream
+from sandstack.runtime.execs import SCRIPT_TIMEOUT as TIMEOUT
+from sandstack.runtime.files import Files, clean_path, listing
+from sandstack.runtime.interfaces import Sandboxes, Transfers
 from sandstack.runtime.tarcheck import PastBound
-from sandstack.runtime.workspace import Workspace, clean_path, listing
-
-TIMEOUT = 300  # seconds a read may take in all (every runtime script's deadline: service._run_internal)
 
 
 @dataclass
@@ -40,32 +40,34 @@ class Opened:
 class Pulled:
     """The read script's stdout as the runtime's own exec: marked while it runs, each byte counted against `bound`
     (PastBound past it), the header taken apart from what follows; a sandbox that stopped is reported as
-    Workspace._run reports it. `close` kills the script unless its output ended."""
+    Transfers.run reports it. `close` kills the script unless its output ended."""
 
-    def __init__(self, workspace: Workspace, name: str, argv: list[str], workdir: str, bound: int):
-        self.workspace, self.name, self.bound = workspace, name, bound
+    def __init__(self, sandboxes: Sandboxes, transfers: Transfers, name: str, argv: list[str], workdir: str,
+                 bound: int):
+        self.sandboxes, self.transfers, self.name, self.bound = sandboxes, transfers, name, bound
         self.count, self.pending, self.ended = 0, b"", False
-        runtime = workspace.runtime
-        self.row = runtime.sandbox(name)
+        self.row = sandboxes.get(name)
         self.marker = f"internal-{uuid.uuid4().hex}"
-        runtime._mark(self.marker)
+        execs = transfers.execs
+        execs.mark(self.marker)
         try:
             with self._died():
                 env = {scripts.MARKER_ENV: self.marker, "PATH": scripts.SYSTEM_PATH}
-                stream = runtime.backend.stream(name, argv, workdir=workdir, env=env, timeout=TIMEOUT)
-                self.stream: ExecStream = stream or PipedStream(runtime.backend, name, argv, workdir=workdir,
-                                                                env=env, timeout=TIMEOUT)
+                backend = sandboxes.backend
+                stream = backend.stream(name, argv, workdir=workdir, env=env, timeout=TIMEOUT)
+                self.stream: ExecStream = stream or PipedStream(backend, name, argv, workdir=workdir, env=env,
+                                                                timeout=TIMEOUT)
         except BaseException:
-            runtime._unmark(self.marker)
+            execs.unmark(self.marker)
             raise
 
     @contextmanager
     def _died(self) -> Iterator[None]:
-        """A sandbox that stopped under the read, reported as the runtime reports it (Workspace._run)."""
+        """A sandbox that stopped under the read, reported as the runtime reports it (Transfers.run)."""
         try:
             yield
         except (SandboxNotRunning, SandboxGone) as error:
-            raise self.workspace.runtime.died(self.row, error) from error
+            raise self.sandboxes.died(self.row, error) from error
 
     def next(self) -> bytes:
         """The next bytes (b'' at the end)."""
@@ -105,19 +107,19 @@ class Pulled:
     def close(self) -> None:
         try:
             if not self.ended:
-                self.workspace._kill(self.name, self.marker)
+                self.transfers.kill(self.name, self.marker)
         finally:
             self.stream.close()
-            self.workspace.runtime._unmark(self.marker)
+            self.transfers.execs.unmark(self.marker)
 
 
-def open_read(workspace: Workspace, name: str, path: str) -> Opened:
+def open_read(files: Files, name: str, path: str) -> Opened:
     rel = clean_path(path)
-    lease = workspace.leases.use(name)
+    lease = files.leases.use(name)
     lease.__enter__()
     try:
-        limit = workspace.download_limit(name)
-        pulled = Pulled(workspace, name, scripts.sh(scripts.READ, rel or "."), workspace._root(name),
+        limit = files.download_limit(name)
+        pulled = Pulled(files.sandboxes, files.transfers, name, scripts.sh(scripts.READ, rel or "."), files.root(name),
                         limit + scripts.READ_HEADER)
     except BaseException:
         lease.__exit__(None, None, None)
@@ -137,7 +139,7 @@ def open_read(workspace: Workspace, name: str, path: str) -> Opened:
     def outcome() -> None:
         code, stderr = pulled.status()
         if code not in (0, scripts.IS_DIRECTORY):
-            raise workspace._fail(code, stderr, path, name, "reading")
+            raise files.transfers.fail(code, stderr, path, name, "reading")
 
     try:
         kind = pulled.take(1)

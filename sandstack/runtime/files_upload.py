@@ -20,6 +20,7 @@ from starlette.requests import ClientDisconnect, Request
 
 from sandstack.runtime import scripts
 from sandstack.runtime.errors import ApiError
+from sandstack.runtime.files import Files, Incomplete
 
 HELD = 4 * 1024 * 1024  # bytes of a body held between the request and the exec at most
 # bytes the exec's side waits for before it takes what came (unless the body ended): the server reads a body in
@@ -98,9 +99,9 @@ class Feed:
             return b"".join(parts)
 
 
-async def upload(request: Request, runtime, sandbox: str, path: str) -> None:
+async def upload(request: Request, files: Files, sandbox: str, path: str) -> None:
     """Streams the request's body into the file at `path`; 413 past the pool's upload_limit (nothing written)."""
-    limit = runtime.workspace.upload_limit(sandbox)
+    limit = files.upload_limit(sandbox)
     too_big = ApiError(413, f"upload to {path!r} exceeds the limit of {limit} bytes", path=path, limit=limit)
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -109,7 +110,7 @@ async def upload(request: Request, runtime, sandbox: str, path: str) -> None:
 
     def write() -> None:
         try:
-            runtime.workspace.write(sandbox, path, feed, nonce=feed.nonce)
+            files.write(sandbox, path, feed, nonce=feed.nonce)
         finally:
             feed.gone()  # the script ended (or never started): the request's side stops waiting on it
 
@@ -144,7 +145,3 @@ async def upload(request: Request, runtime, sandbox: str, path: str) -> None:
             raise
     if failure is not None:
         raise failure
-
-
-class Incomplete(Exception):
-    """WRITE's stream ended without its trailer: the runtime cut it short, and nothing was kept."""

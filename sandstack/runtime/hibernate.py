@@ -5,8 +5,8 @@ A hibernate (`POST /v1/sessions/{session}/hibernate`, or the idle action 'hibern
 writable paths onto the runtime's state volume (checked as a snapshot is: sandstack.runtime.tarcheck) and stops
 the container: its processes end and its memory and CPU are the host's again. Its disk workspaces keep their files
 on their volumes. The sandbox stays the session's ('hibernated'): no other session is given it, and for an
-on-demand slot it still counts toward the pool's ceiling (its disk is still held), and its container is removed
-(made again from the slot's recipe at resume). A resume (`POST .../resume`, any
+on-demand place it still counts toward the pool's ceiling (its disk is still held), and its container is removed
+(made again from the place's recipe at resume). A resume (`POST .../resume`, any
 exec, file, archive or snapshot call on the sandbox, or a request to one of its URLs through the ingress, which
 calls the runtime) starts the container, writes the tmpfs paths back and waits for its readiness probe. Processes
 are not kept: `docker checkpoint` (CRIU) needs the daemon's experimental mode, which this project's engine does not
@@ -21,73 +21,68 @@ import shutil
 import tarfile
 import time
 from pathlib import Path
-from typing import Any
 
+from sandstack.plan.runtime import PoolRuntime
 from sandstack.runtime import scripts, secret_files
-from sandstack.runtime.backend import BackendError, DaemonUnavailable
+from sandstack.runtime.backend import BackendError, DaemonUnavailable, SandboxBackend
 from sandstack.runtime.errors import ApiError, conflict
-from sandstack.runtime.readiness import STARTING, wait_ready
-from sandstack.runtime.storage import Room
+from sandstack.runtime.interfaces import (Copies, Credentials, Execs, Leases, Places, Readiness, Sandboxes, Storage,
+                                          Transfers)
+from sandstack.runtime.room import Room
 from sandstack.runtime.store import SandboxRow
 from sandstack.runtime.tarcheck import Checked, Forged, PastBound, TooDeep, write_tar
 
 log = logging.getLogger("sandstack.runtime")
 
-HIBERNATE_DIR = "hibernated"  # under the state dir: <sandbox>/<index of the writable path>.tar
-READY_POLL = 0.05
-
 
 class Hibernation:
-    def __init__(self, runtime: Any):
-        self.runtime = runtime
-        self.dir = runtime.state_dir / HIBERNATE_DIR
-        self.dir.mkdir(parents=True, exist_ok=True)
-
-    def _saved(self, name: str) -> Path:
-        return self.dir / name
+    def __init__(self, sandboxes: Sandboxes, transfers: Transfers, execs: Execs, credentials: Credentials,
+                 places: Places, storage: Storage, copies: Copies, leases: Leases, backend: SandboxBackend,
+                 readiness: Readiness):
+        self.sandboxes, self.transfers, self.execs, self.credentials = sandboxes, transfers, execs, credentials
+        self.places, self.storage, self.copies, self.leases = places, storage, copies, leases
+        self.backend, self.readiness = backend, readiness
 
     def hibernate(self, name: str, by: str = "api") -> SandboxRow:
-        runtime = self.runtime
-        row = runtime.sandbox(name)
+        sandboxes = self.sandboxes
+        row = sandboxes.get(name)
         if row.status == "hibernated":
             return self._hibernated(row, by)
         if row.status == "paused":
-            runtime.resume(name)
+            sandboxes.resume(name)
         elif row.status != "bound":
             raise conflict(f"sandbox {name!r} is {row.status}; only a bound sandbox can hibernate", sandbox=name,
                            status=row.status)
-        with runtime.leases.pause(name), runtime.transition(name):  # 409 while an exec or a transfer runs
-            row = runtime.sandbox(name)  # as it is now: the monitor's idle hibernation may have come first
+        with self.leases.pause(name), sandboxes.transition(name):  # 409 while an exec or a transfer runs
+            row = sandboxes.get(name)  # as it is now: the monitor's idle hibernation may have come first
             if row.status == "hibernated":
                 return self._hibernated(row, by)
             if row.status != "bound":
                 raise conflict(f"sandbox {name!r} is {row.status}; only a bound sandbox can hibernate", sandbox=name,
                                status=row.status)
-            spec = runtime.pool(row.pool)
-            target = self._saved(name)
+            spec = sandboxes.pool(row.pool)
+            target = self.copies.path(name)
             shutil.rmtree(target, ignore_errors=True)
             # Counted against the pool's snapshot_storage and the session's share, reserved while it is copied
             # (sandstack.runtime.storage): it was counted nowhere.
-            with runtime.workspace.storage.room(row.pool, row.session) as room:
+            with self.storage.room(row.pool, row.session) as room:
                 target.mkdir()
                 try:
                     self._copy(name, spec, target, room)
                 except OSError as error:
                     shutil.rmtree(target, ignore_errors=True)
-                    raise runtime.workspace.storage_error(error, f"hibernating sandbox {name!r}") from error
+                    raise self.transfers.storage_error(error, f"hibernating sandbox {name!r}") from error
                 except BaseException:
                     shutil.rmtree(target, ignore_errors=True)
                     raise
                 self._stop(name)
-                runtime._cpu.pop(name, None)
-                runtime.store.update(name, status="hibernated", paused_by=by, detail=None)
-        return runtime.sandbox(name)
+                sandboxes.store.update(name, status="hibernated", paused_by=by, detail=None)
+        return sandboxes.get(name)
 
-    def _copy(self, name: str, spec: Any, target: Path, room: Room) -> None:
+    def _copy(self, name: str, spec: PoolRuntime, target: Path, room: Room) -> None:
         """The tmpfs paths' files into `target`, within the room and each path's declared size; sparse files stay
         sparse (a 1,000 MB sparse file in a 16 MiB /tmp was copied at its full length)."""
-        runtime = self.runtime
-        declared = runtime.backend.tmpfs_sizes(name)  # path → its size as the container was made (Docker's)
+        declared = self.backend.tmpfs_sizes(name)  # path → its size as the container was made (Docker's)
         left = room.bound
         for index, writable in enumerate(spec.writable):
             if writable.kind != "tmpfs":
@@ -96,8 +91,8 @@ class Hibernation:
             stored = target / f"{index}.tar"
             with open(stored, "wb") as out:
                 try:
-                    runtime.workspace._relay(name, writable.path, left, lambda entries: write_tar(entries, out),
-                                             "hibernating", skip=writable.keep, sparse=True, data_limit=size)
+                    self.transfers.relay(name, writable.path, left, lambda entries: write_tar(entries, out),
+                                         "hibernating", skip=writable.keep, sparse=True, data_limit=size)
                 except PastBound as error:
                     if size is not None and error.limit == size < left:
                         raise conflict(f"hibernating sandbox {name!r}: the files at {writable.path!r} take more than "
@@ -112,67 +107,59 @@ class Hibernation:
                                 sandbox=name)
 
     def _stop(self, name: str) -> None:
-        runtime = self.runtime
-        if runtime.ondemand.is_slot(name):
+        if self.places.is_place(name):
             # Removed, not only stopped: its disk workspaces stay on their volumes (the stack's), and no container of
             # it is left to keep a network or a volume of the stack from being deleted.
-            runtime.ondemand.provisioner.remove(name)
+            self.places.remove(name)
         else:
-            runtime.backend.stop(name)
-
-    def copy_size(self, name: str) -> int:
-        """Bytes of a sandbox's hibernation copy on the state volume (0: none)."""
-        try:
-            return sum(f.stat().st_size for f in self._saved(name).iterdir())
-        except OSError:
-            return 0
+            self.backend.stop(name)
 
     def _hibernated(self, row: SandboxRow, by: str) -> SandboxRow:
         """A sandbox hibernated already (by the idle policy, or the runtime's stop): a request of the API's own is
         answered as its own, `paused_by: api`; the runtime's own hibernations change nothing."""
         if by == "api" and row.paused_by != "api":
-            self.runtime.store.update_if(row.name, {"status": "hibernated", "session": row.session}, paused_by="api")
-            return self.runtime.sandbox(row.name)
+            self.sandboxes.store.update_if(row.name, {"status": "hibernated", "session": row.session},
+                                           paused_by="api")
+            return self.sandboxes.get(row.name)
         return row
 
     def resume(self, name: str) -> SandboxRow:
-        runtime = self.runtime
-        row = runtime.sandbox(name)
+        sandboxes = self.sandboxes
+        row = sandboxes.get(name)
         if row.status in ("bound", "paused"):
-            return runtime.resume(name) if row.status == "paused" else row
+            return sandboxes.resume(name) if row.status == "paused" else row
         if row.status != "hibernated":
             raise conflict(f"sandbox {name!r} is {row.status}; only a hibernated or paused sandbox can be resumed",
                            sandbox=name, status=row.status)
-        spec = runtime.pool(row.pool)
-        with runtime.transition(name):
-            runtime._started.pop(name, None)  # started again by the session's own resume, not a crash's restart
-            if runtime.ondemand.is_slot(name) and runtime.backend.state(name).status == "missing":
-                runtime.ondemand.recreate(name)  # from its recipe, onto its kept disk workspaces
+        spec = sandboxes.pool(row.pool)
+        with sandboxes.transition(name):
+            sandboxes.forget_run(name)  # started again by the session's own resume, not a crash's restart
+            if self.places.is_place(name) and self.backend.state(name).status == "missing":
+                self.places.recreate(name)  # from its recipe, onto its kept disk workspaces
             else:
-                runtime.backend.start(name)
+                self.backend.start(name)
             try:
-                self._wait_ready(name, spec)
+                self.readiness.started(name, spec)
                 self._write_back(name, spec)
-                files = runtime.credentials.files(name)
+                files = self.credentials.files(name)
                 if files:  # the tmpfs is new with the container: the session's secret files, from memory again
-                    secret_files.write(runtime, name, files)
+                    secret_files.write(self.execs, name, files)
             except (ApiError, BackendError) as error:
                 failed = self._failed(name, error)
                 if isinstance(error, DaemonUnavailable):
                     raise  # 503, as every call while Docker does not answer; the detail says what was done
                 raise failed from error
-            runtime.store.update(name, status="bound", paused_by=None, last_activity=time.time(), detail=None)
-            shutil.rmtree(self._saved(name), ignore_errors=True)
-        return runtime.sandbox(name)
+            sandboxes.store.update(name, status="bound", paused_by=None, last_activity=time.time(), detail=None)
+            self.copies.discard(name)
+        return sandboxes.get(name)
 
-    def _write_back(self, name: str, spec: Any) -> None:
-        runtime = self.runtime
-        saved = self._saved(name)
+    def _write_back(self, name: str, spec: PoolRuntime) -> None:
+        saved = self.copies.path(name)
         for index, writable in enumerate(spec.writable):
             stored = saved / f"{index}.tar"
             if writable.kind != "tmpfs" or not stored.exists():
                 continue
-            with open(stored, "rb") as raw, runtime.workspace.spool() as tar:
+            with open(stored, "rb") as raw, self.transfers.spool() as tar:
                 try:
                     with tarfile.open(fileobj=raw, mode="r|") as entries:
                         write_tar(Checked(entries, stored.stat().st_size, sparse=True), tar)
@@ -180,8 +167,8 @@ class Hibernation:
                     raise ApiError(502, f"its copy of {writable.path!r} is not a tar this runtime wrote ({error})",
                                    sandbox=name) from error
                 tar.seek(0)
-                code, stderr = runtime._run_internal(name, scripts.sh(scripts.RESTORE, *writable.keep),
-                                                     writable.path, stdin=tar)
+                code, stderr = self.execs.run(name, scripts.sh(scripts.RESTORE, *writable.keep), writable.path,
+                                              stdin=tar)
             if code != 0:
                 raise ApiError(502, f"its files at {writable.path!r} could not be written back (exit {code}): "
                                     f"{stderr[-300:]}", sandbox=name)
@@ -196,7 +183,7 @@ class Hibernation:
         except BackendError as stop_error:  # the monitor stops it at its next pass (tend)
             stopped = f"stopping it failed too ({stop_error}), and the monitor stops it"
         detail = f"its last resume failed ({why}); {stopped}; it keeps its files: resume again, or release"
-        self.runtime.store.update(name, detail=detail)
+        self.sandboxes.store.update(name, detail=detail)
         log.warning("sandbox %s: %s", name, detail)
         return ApiError(502, f"resuming sandbox {name!r} failed: {why}; {stopped} and it stays hibernated with its "
                              "files (resume again, or release the session)", sandbox=name, status="hibernated")
@@ -204,28 +191,12 @@ class Hibernation:
     def tend(self, row: SandboxRow) -> None:
         """The monitor's pass over a hibernated sandbox: a container left running under `hibernated` (a resume that
         failed, then could not stop it) is stopped again."""
-        if self.runtime.backend.state(row.name).status in ("running", "restarting", "paused"):
+        if self.backend.state(row.name).status in ("running", "restarting", "paused"):
             log.warning("monitor: sandbox %s is hibernated but its container runs: stopping it", row.name)
-            if self.runtime.backend.state(row.name).status == "paused":
-                self.runtime.backend.unpause(row.name)
+            if self.backend.state(row.name).status == "paused":
+                self.backend.unpause(row.name)
             self._stop(row.name)
-
-    def _wait_ready(self, name: str, spec: Any) -> None:
-        """Running, and healthy where the template has a readiness probe: as a new sandbox is handed out
-        (sandstack.runtime.readiness: the probe is run here as soon as the container runs)."""
-        runtime = self.runtime
-        wait = spec.ondemand.wait_seconds if spec.ondemand else 120
-        if runtime.ondemand.provisioner is not None:
-            # Unhealthy is not final here: Docker's retries may still see the service come up within the wait.
-            wait_ready(runtime.ondemand.provisioner, runtime.backend, name, wait, fail_unhealthy=False)
-            return
-        deadline = time.monotonic() + wait
-        while (status := runtime.backend.state(name).status) != "running":
-            if status not in STARTING or time.monotonic() > deadline:
-                raise BackendError(f"container {name!r} did not come back ({status})")
-            time.sleep(READY_POLL)
 
     def discard(self, name: str) -> None:
         """What a hibernation kept, once the session has ended (released, reset, retired)."""
-        shutil.rmtree(self._saved(name), ignore_errors=True)
-
+        self.copies.discard(name)

@@ -13,7 +13,8 @@ counted by the state gauge whatever its name.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import Iterator
 
 try:
     from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -21,7 +22,10 @@ try:
 except ImportError:  # an infra image built before it listed python3-prometheus-client: serve without metrics
     CollectorRegistry = None  # type: ignore[assignment,misc]
 
+from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError
+from sandstack.runtime.interfaces import Storage
+from sandstack.runtime.store import Store
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PREFIX = "sandstack_runtime"
@@ -40,8 +44,17 @@ def error_kind(status: int) -> str:
             504: "timeout", 507: "no_space"}.get(status, "internal" if status >= 500 else "other")
 
 
-def make_metrics(runtime: Any | None) -> Metrics | NoMetrics:
-    return Metrics(runtime) if CollectorRegistry is not None else NoMetrics()
+@dataclass(frozen=True)
+class Source:
+    """What a scrape reads: the configuration in force, the store, the pools' storage."""
+
+    live: Live
+    store: Store
+    storage: Storage
+
+
+def make_metrics(source: Source | None) -> Metrics | NoMetrics:
+    return Metrics(source) if CollectorRegistry is not None else NoMetrics()
 
 
 class NoMetrics:
@@ -58,8 +71,8 @@ class NoMetrics:
 
 
 class Metrics:
-    def __init__(self, runtime: Any | None):  # the service's Runtime (not imported: service imports this module)
-        self.runtime = runtime
+    def __init__(self, source: Source | None):  # None: the app rendered for its API document only
+        self.source = source
         self.registry = CollectorRegistry(auto_describe=True)
         self.claims = Counter(f"{PREFIX}_claims", "Claims answered, by pool and outcome ('bound': a sandbox was "
                               "bound; 'existing': the session had one; 'refused': an error).",
@@ -98,7 +111,7 @@ class Metrics:
     # What the app records of each call
 
     def call(self, operation: str, status: int, seconds: float, *, pool: str | None, outcome: str | None) -> None:
-        if pool is not None and (self.runtime is None or pool not in self.runtime.config.pools):
+        if pool is not None and (self.source is None or pool not in self.source.live.config.pools):
             pool = UNDECLARED  # label values only from the configuration: a bounded set of series
         if operation == "claim" and pool is not None:
             label = "refused" if status >= 400 else "bound" if status == 201 else "existing"
@@ -127,7 +140,7 @@ class _StateCollector:
         return []  # collected only at a scrape, never at registration (the store may not be there yet)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        runtime = self.metrics.runtime
+        source = self.metrics.source
         sandboxes = GaugeMetricFamily(f"{PREFIX}_sandboxes", "Sandboxes of each pool on this host, by status.",
                                       labels=["pool", "status"])
         snapshots = GaugeMetricFamily(f"{PREFIX}_snapshots", "Snapshots kept per pool on this host.",
@@ -137,20 +150,21 @@ class _StateCollector:
         hibernated_bytes = GaugeMetricFamily(f"{PREFIX}_hibernated_bytes", "Bytes the pool's hibernated sessions' "
                                              "copies take (counted with its snapshots against snapshot_storage).",
                                              labels=["pool"])
-        if runtime is not None:
+        if source is not None:
             counts: dict[tuple[str, str], int] = {}
-            for pool in runtime.config.pools:
+            pools = source.live.config.pools
+            for pool in pools:
                 for status in self.STATUSES:
                     counts[(pool, status)] = 0
-            for row in runtime.store.sandboxes():
+            for row in source.store.sandboxes():
                 counts[(row.pool, row.status)] = counts.get((row.pool, row.status), 0) + 1
             for (pool, status), count in sorted(counts.items()):
                 sandboxes.add_metric([pool, status], count)
-            for pool in runtime.config.pools:
-                snaps = runtime.store.snapshots(pool=pool)
+            for pool in pools:
+                snaps = source.store.snapshots(pool=pool)
                 snapshots.add_metric([pool], len(snaps))
                 snapshot_bytes.add_metric([pool], sum(s.size for s in snaps))
-                hibernated_bytes.add_metric([pool], runtime.workspace.storage.copies(pool))
+                hibernated_bytes.add_metric([pool], source.storage.hibernated_bytes(pool))
         yield sandboxes
         yield snapshots
         yield snapshot_bytes

@@ -107,6 +107,9 @@ class ClaimRequest(Strict):
                                                         "snapshot (of the same pool).", **pattern(SNAPSHOT_PATTERN))
     secrets: SessionSecrets | None = Field(None, description="Run-scoped credentials for this session only; a claim "
                                                              "of a session that has a sandbox replaces them.")
+    token_lifetime: int = Field(86400, ge=1, le=30 * 86400, description="Seconds the session token of this "
+                                "claim's answer acts for at most (it ends at the session's release before): default a "
+                                "day, at most 30 days.")
 
 
 class SandboxStatus(BaseModel):
@@ -118,7 +121,7 @@ class SandboxStatus(BaseModel):
         description="'quarantined': its reset failed (detail says why); the monitor retries it, and it is never "
                     "handed out until a reset succeeds. 'expired': the host guard ended it for good at its max "
                     "lifetime or idle timeout (on_expiry 'stop'); it is not handed out again. 'absent': an "
-                    "on-demand slot with no container; 'creating': a claim is making it; 'hibernated': stopped with "
+                    "on-demand place with no container; 'creating': a claim is making it; 'hibernated': stopped with "
                     "its files kept, resumed by the session's next call.")
     session: str | None
     bound_at: float | None = Field(description="When the session claimed it (Unix time).")
@@ -130,6 +133,15 @@ class SandboxStatus(BaseModel):
     detail: str | None = Field(description="Why it is unhealthy, quarantined or expired, or what ended its last "
                                            "session.")
     container: str = Field(description="Docker's state of the container ('unknown' when the daemon does not answer).")
+
+
+class ClaimAnswer(SandboxStatus):
+    token: str = Field(description="The session's own token (shown once; the runtime keeps only its digest): it acts "
+                                   "on this session's sandbox alone (exec, processes, terminals, files, snapshots of "
+                                   "this session, pause, hibernate, resume), never on a pool or another session, and "
+                                   "ends at the session's release or `token_expires_at`. Each claim answers with a "
+                                   "new one.")
+    token_expires_at: float = Field(description="When the token stops acting (Unix time).")
 
 
 class CommandFields(Strict):
@@ -235,3 +247,5 @@ class Error(BaseModel):
 class Health(BaseModel):
     status: Literal["ok"]
     host: str | None
+    config: str | None = Field(None, description="The digest of the configuration set in force (its "
+                                                 "configuration volume's `want`); null: the one from its environment.")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import sqlite3
 import threading
 import time
 import uuid
@@ -24,30 +23,29 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from pathlib import Path
+
 from sandstack.runtime import scripts
-from sandstack.runtime.backend import BackendError, SandboxGone, SandboxNotRunning, Sink
+from sandstack.runtime.backend import BackendError, ExecHandle, SandboxGone, SandboxNotRunning, Sink, StdinClosed
 from sandstack.runtime.errors import ApiError, conflict
-from sandstack.runtime.backend import ExecHandle, StdinClosed
+from sandstack.runtime.interfaces import Access, Credentials, Execs, Leases, Sandboxes
+from sandstack.runtime.leases import holding
 from sandstack.runtime.models import ENV_NAME_PATTERN
 from sandstack.runtime.output import OutputLog
+from sandstack.runtime.process_records import ProcessRecords
+from sandstack.runtime.session_keys import shown
 from sandstack.runtime.stdin import StdinWriter
 
 log = logging.getLogger("sandstack.runtime")
 ENV_NAME = re.compile(ENV_NAME_PATTERN.removeprefix("^").removesuffix("$"))
 INTERPRETERS = {"bash": ["bash", "-c"], "python": ["python3", "-c"]}
-KILL_TIMEOUT = 15  # seconds for the exec that kills a command's processes
 KILL_WAIT = 10  # seconds a kill waits for the stream to end once the processes are dead
+CLOSE_WAIT = 5  # seconds a closed terminal waits for its stream to end once its processes are killed
 EXIT_KILLED = 137  # 128 + SIGKILL
 MAX_RUNNING = 32  # processes running at once in one sandbox, its open terminals included
 MAX_KEPT = 32  # ended processes (their output) kept per sandbox; older ones are forgotten
 RESTARTED = ("the runtime restarted while it ran: it was ended (an exec's output stream cannot be attached again)")
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS processes (
-    id TEXT PRIMARY KEY, sandbox TEXT NOT NULL, session TEXT NOT NULL, marker TEXT NOT NULL,
-    started_at REAL NOT NULL, status TEXT NOT NULL, exit_code INTEGER, ended_at REAL, message TEXT
-);
-"""
 
 
 @dataclass(frozen=True)
@@ -84,7 +82,7 @@ class Process:
 
     def info(self) -> dict[str, object]:
         duration = None if self.handle is None else self.handle.duration_ms
-        return {"id": self.id, "sandbox": self.sandbox, "session": self.session, "command": self.argv,
+        return {"id": self.id, "sandbox": self.sandbox, "session": shown(self.session), "command": self.argv,
                 "status": self.status, "exit_code": self.exit_code, "started_at": self.started_at,
                 "ended_at": self.ended_at, "duration_ms": duration, "stdin": self.stdin_open and self.status == "running",
                 "stdin_pending": len(self.held),
@@ -95,15 +93,16 @@ class Process:
 
 
 class Processes:
-    def __init__(self, runtime: Any):  # sandstack.runtime.service.Runtime, which creates it
-        self.runtime = runtime
+    def __init__(self, sandboxes: Sandboxes, access: Access, execs: Execs, credentials: Credentials, leases: Leases,
+                 state_dir: Path):
+        self.sandboxes, self.access, self.execs, self.credentials = sandboxes, access, execs, credentials
+        self.leases = leases
+        self.backend, self.store = sandboxes.backend, sandboxes.store
         self._lock = threading.Lock()
         self._procs: dict[str, Process] = {}
         self._unlisted: Counter[str] = Counter()  # sandbox → its counted processes that are not listed (terminals)
         self.stdin = StdinWriter()
-        self._db = _Db(sqlite3.connect(runtime.state_dir / "processes.sqlite3", check_same_thread=False,
-                                       isolation_level=None))
-        self._db.executescript(SCHEMA)
+        self.records = ProcessRecords(state_dir / "processes.sqlite3")
         self._recover()
 
     # Commands
@@ -120,18 +119,18 @@ class Processes:
         bad = [key for key in env if not ENV_NAME.fullmatch(key) or key == scripts.MARKER_ENV]
         if bad:
             raise ApiError(422, f"env names {bad!r} are not allowed", names=bad)
-        row = self.runtime.sandbox(name)
-        root = self.runtime.pool(row.pool).workspace_root
+        row = self.sandboxes.get(name)
+        root = self.sandboxes.pool(row.pool).workspace_root
         workdir = root if not cwd else cwd if cwd.startswith("/") else f"{root}/{cwd}"
         # The session's run-scoped secrets (sandstack.runtime.credentials), under what the request itself sets.
-        secrets = self.runtime.credentials.env(name, row.session)
+        secrets = self.credentials.env(name, row.session)
         return Command(list(command) if command is not None else [*INTERPRETERS[lang], script], workdir,
                        {**secrets, **env})
 
     def timeout(self, name: str, timeout: int | None, default: int | None) -> int | None:
         """A request's timeout within the pool's declared bound (`session.exec_max_timeout`); `default` when it
         gives none (capped by the bound too)."""
-        limit = self.runtime.pool(self.runtime.sandbox(name).pool).exec_max_timeout_seconds
+        limit = self.sandboxes.pool(self.sandboxes.get(name).pool).exec_max_timeout_seconds
         if timeout is None:
             return None if default is None else min(default, limit)
         if not 1 <= timeout <= limit:
@@ -141,7 +140,7 @@ class Processes:
 
     def output_limit(self, name: str, declared: int | None) -> int:
         """Bytes of output kept per stream: the pool's declared `session.exec_output_limit`, or less if asked."""
-        cap = self.runtime.pool(self.runtime.sandbox(name).pool).output_limit_bytes
+        cap = self.sandboxes.pool(self.sandboxes.get(name).pool).output_limit_bytes
         if declared is not None and not 1 <= declared <= cap:
             raise ApiError(422, f"'output_limit' {declared} must be 1-{cap} bytes (the pool's "
                                 "session.exec_output_limit)")
@@ -155,7 +154,7 @@ class Processes:
         server thread and an exec while it is open); `sink`: where a terminal's output goes (its bytes as they are,
         instead of the kept text); `rolling`: its output keeps the last `limit` characters, not the first
         (sandstack.runtime.output)."""
-        row = self.runtime.usable(name)
+        row = self.access.usable(name)
         counted = counted and not keep
         with self._lock:
             running = [p for p in self._procs.values() if p.sandbox == name and p.status == "running"]
@@ -171,24 +170,23 @@ class Processes:
                        started_cs=str(int(time.clock_gettime(time.CLOCK_BOOTTIME) * 100)),
                        log=OutputLog(limit, rolling), tty=tty, timeout=timeout, stdin=stdin, stdin_open=stdin,
                        counted=counted)
-        self.runtime._mark(marker)
+        self.execs.mark(marker)
         try:
-            proc.handle = self.runtime.backend.spawn(
+            proc.handle = self.backend.spawn(
                 name, list(cmd.argv), workdir=cmd.workdir, env={**cmd.env, scripts.MARKER_ENV: marker},
                 stdout=sink or proc.log.sink("stdout"), stderr=proc.log.sink("stderr"), stdin=stdin, tty=tty)
         except (SandboxNotRunning, SandboxGone) as error:
-            self.runtime._unmark(marker)
+            self.execs.unmark(marker)
             self.release(proc)
-            raise self.runtime.died(row, error) from error
+            raise self.sandboxes.died(row, error) from error
         except BaseException:
-            self.runtime._unmark(marker)
+            self.execs.unmark(marker)
             self.release(proc)
             raise
         if keep:
             with self._lock:
                 self._procs[proc.id] = proc
-            self._db.execute("INSERT INTO processes VALUES (?, ?, ?, ?, ?, 'running', NULL, NULL, NULL)",
-                             (proc.id, name, proc.session, marker, proc.started_at))
+            self.records.started(proc.id, name, proc.session, marker, proc.started_at)
             threading.Thread(target=self._follow, args=(proc,), daemon=True, name=f"sandstack-{proc.id}").start()
         return proc
 
@@ -200,6 +198,21 @@ class Processes:
                 self._unlisted[proc.sandbox] -= 1
                 if self._unlisted[proc.sandbox] <= 0:
                     del self._unlisted[proc.sandbox]
+
+    def close(self, proc: Process) -> None:
+        """A counted process that is not kept (a terminal) is done with: what it started is killed (its shell's
+        children included), its stream released, and it no longer counts toward MAX_RUNNING."""
+        assert proc.handle is not None
+        try:
+            if not proc.handle.wait(0):
+                self._kill(proc)
+                proc.handle.wait(CLOSE_WAIT)
+        except BackendError:
+            pass  # the sandbox is gone or stopped: nothing it started runs on
+        finally:
+            proc.handle.close()
+            self.execs.unmark(proc.marker)
+            self.release(proc)
 
     def _follow(self, proc: Process) -> None:
         """Waits for a background process to end (or its timeout: then it is killed) and records how it ended."""
@@ -223,13 +236,11 @@ class Processes:
         code = handle.exit_code if handle is not None else None
         proc.exit_code = EXIT_KILLED if code is None and status != "exited" else code
         proc.status, proc.message, proc.ended_at = status, message, time.time()
-        self.runtime._unmark(proc.marker)
+        self.execs.unmark(proc.marker)
         proc.done.set()  # before the log closes: a follower woken by the close finds it ended
         proc.log.close()
         # Only a row still running: a final status (a restarted runtime's 'ended') is never written over.
-        self._db.execute("UPDATE processes SET status = ?, exit_code = ?, ended_at = ?, message = ? "
-                         "WHERE id = ? AND status = 'running'",
-                         (proc.status, proc.exit_code, proc.ended_at, proc.message, proc.id))
+        self.records.ended(proc.id, proc.status, proc.exit_code, proc.ended_at, proc.message)
         self._forget_old(proc.sandbox)
 
     def _forget_old(self, name: str) -> None:
@@ -237,18 +248,24 @@ class Processes:
             ended = [p for p in self._procs.values() if p.sandbox == name and p.done.is_set()]
             for old in sorted(ended, key=lambda p: p.started_at)[:max(len(ended) - MAX_KEPT, 0)]:
                 del self._procs[old.id]
-                self._db.execute("DELETE FROM processes WHERE id = ?", (old.id,))
+                self.records.forget(old.id)
 
     def _kill(self, proc: Process, since: str = "") -> None:
         """SIGKILL to every process carrying its marker and their descendants (with `since`, also what was
         orphaned since it began: scripts.KILL_EXEC)."""
-        argv = scripts.sh(scripts.KILL_EXEC, proc.marker, since, *self.runtime.live_markers())
-        self.runtime._run_internal(proc.sandbox, argv, "/", timeout=KILL_TIMEOUT)
+        self.execs.kill(proc.sandbox, proc.marker, since)
 
     # The blocking exec: a process run to its end in the request
 
+    @holding  # no pause while it runs
+    def exec(self, name: str, *, command: list[str] | None, script: str | None, lang: str, cwd: str | None,
+             env: dict[str, str], timeout: int | None) -> dict[str, object]:
+        """A command run to its end in the request (its session's secrets added: `command`)."""
+        cmd = self.command(name, command=command, script=script, lang=lang, cwd=cwd, env=env)
+        return self.run(name, cmd, self.timeout(name, timeout, self.sandboxes.live.config.exec_timeout_seconds))
+
     def run(self, name: str, cmd: Command, timeout: int) -> dict[str, object]:
-        row = self.runtime.sandbox(name)
+        row = self.sandboxes.get(name)
         proc = self.spawn(name, cmd, limit=self.output_limit(name, None), keep=False)
         assert proc.handle is not None
         try:
@@ -258,16 +275,16 @@ class Processes:
                 self._kill(proc, since=proc.started_cs)
                 proc.handle.wait(KILL_WAIT)
         except (SandboxNotRunning, SandboxGone) as error:
-            raise self.runtime.died(row, error) from error
+            raise self.sandboxes.died(row, error) from error
         finally:
             proc.handle.close()
-            self.runtime._unmark(proc.marker)
+            self.execs.unmark(proc.marker)
             proc.log.close()
         if not timed_out and proc.handle.exit_code is None:  # the stream ended because the container did
-            state = self.runtime.backend.state(name)
+            state = self.backend.state(name)
             if not state.running:
-                raise self.runtime.died(row, SandboxNotRunning(f"container {name!r} is {state.status}"))
-        self.runtime.store.touch(name)  # its end is the session's activity too (the idle policy reads it)
+                raise self.sandboxes.died(row, SandboxNotRunning(f"container {name!r} is {state.status}"))
+        self.store.touch(name)  # its end is the session's activity too (the idle policy reads it)
         result: dict[str, object] = {
             "stdout": _text(proc.log, "stdout"), "stderr": _text(proc.log, "stderr"),
             "exit_code": EXIT_KILLED if timed_out else proc.handle.exit_code, "duration_ms": proc.handle.duration_ms,
@@ -283,12 +300,12 @@ class Processes:
     def get(self, name: str, process: str) -> Process | dict[str, object]:
         """The process of the sandbox's current session (in memory), or its recorded row (ended before a restart
         of the runtime); 404 for any other id, another session's included."""
-        session = self.runtime.sandbox(name).session
+        session = self.sandboxes.get(name).session
         with self._lock:
             proc = self._procs.get(process)
         if proc is not None and proc.sandbox == name and proc.session == session:
             return proc
-        rows = self._rows("id = ? AND sandbox = ? AND session = ?", (process, name, session or ""))
+        rows = self.records.rows(name, session or "", process)
         if rows:
             return rows[0]
         raise ApiError(404, f"process {process!r} is not in sandbox {name!r}", process=process, sandbox=name)
@@ -300,10 +317,10 @@ class Processes:
         raise conflict(f"process {process!r} has ended and its output is no longer kept", process=process)
 
     def list(self, name: str) -> list[dict[str, object]]:
-        session = self.runtime.sandbox(name).session or ""
+        session = self.sandboxes.get(name).session or ""
         with self._lock:
             procs = {p.id: p.info() for p in self._procs.values() if p.sandbox == name and p.session == session}
-        rows = {r["id"]: r for r in self._rows("sandbox = ? AND session = ?", (name, session))}
+        rows = {r["id"]: r for r in self.records.rows(name, session)}
         return sorted({**rows, **procs}.values(), key=lambda p: (p["started_at"], p["id"]))
 
     def write(self, name: str, process: str, data: bytes, close: bool) -> dict[str, object]:
@@ -339,56 +356,24 @@ class Processes:
         for proc in procs:
             if proc.status == "running":
                 proc.reason = proc.reason or ("ended", why)
-        self._db.execute("DELETE FROM processes WHERE sandbox = ?", (name,))
+        self.records.forget_sandbox(name)
 
     # A restart of the runtime
-
-    def _rows(self, where: str, args: tuple) -> list[dict[str, object]]:
-        cursor = self._db.execute(f"SELECT id, sandbox, session, started_at, status, exit_code, ended_at, message "
-                                  f"FROM processes WHERE {where} ORDER BY started_at", args)
-        return [{"id": r[0], "sandbox": r[1], "session": r[2], "command": None, "status": r[4], "exit_code": r[5],
-                 "started_at": r[3], "ended_at": r[6], "duration_ms": None, "stdin": False, "stdin_pending": 0,
-                 "tty": False,
-                 "timeout": None, "output_end": 0, "stdout_bytes": 0, "stderr_bytes": 0, "stdout_dropped": 0,
-                 "stderr_dropped": 0, "message": r[7]} for r in cursor.fetchall()]
 
     def _recover(self) -> None:
         """The processes a previous run of the runtime started and did not see end: each is ended (its
         sandbox still bound to its session) and reported as ended with RESTARTED."""
-        rows = self._db.execute("SELECT id, sandbox, session, marker FROM processes WHERE status = 'running'")
-        for pid, name, session, marker in rows.fetchall():
+        for pid, name, session, marker in self.records.running():
             message = RESTARTED
-            self._db.execute("UPDATE processes SET status = 'ended', ended_at = ?, message = ? WHERE id = ?",
-                             (time.time(), message, pid))
+            self.records.ended(pid, "ended", None, time.time(), message)
             try:
-                row = self.runtime.store.sandbox(name)
-                if row is not None and row.session == session and self.runtime.backend.state(name).running:
-                    argv = scripts.sh(scripts.KILL_EXEC, marker, "")
-                    self.runtime._run_internal(name, argv, "/", timeout=KILL_TIMEOUT)
+                row = self.store.sandbox(name)
+                if row is not None and row.session == session and self.backend.state(name).running:
+                    self.execs.kill(name, marker, spare_running=False)
             except BackendError as error:
                 message = f"{RESTARTED}; ending it failed ({error}): the release of its session ends it"
-                self._db.execute("UPDATE processes SET message = ? WHERE id = ?", (message, pid))
+                self.records.note(pid, message)
             log.warning("process %s of sandbox %s: %s", pid, name, message)
-
-
-class _Db:
-    """The connection, used by one thread at a time (request threads and the processes' followers share it)."""
-
-    def __init__(self, connection: sqlite3.Connection):
-        self._connection, self._lock = connection, threading.Lock()
-
-    def execute(self, query: str, args: tuple = ()) -> "_Rows":
-        with self._lock:
-            return _Rows(self._connection.execute(query, args).fetchall())
-
-    def executescript(self, script: str) -> None:
-        with self._lock:
-            self._connection.executescript(script)
-
-
-class _Rows(list):
-    def fetchall(self) -> list:
-        return list(self)
 
 
 def _text(output: OutputLog, stream: str) -> str:

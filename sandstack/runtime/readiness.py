@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from sandstack.runtime.backend import BackendError, CappedBuffer
+from sandstack.plan.runtime import PoolRuntime
+from sandstack.runtime.backend import BackendError, CappedBuffer, SandboxBackend
 
 POLL = 0.05  # seconds between looks at Docker's state
 PROBE_EVERY = 0.1  # seconds between the runtime's own runs of the probe while Docker says 'starting'
 STARTING = ("running", "created", "restarting")
+RESUME_WAIT = 120  # seconds a warm sandbox started again (a resume, a restore) may take to be ready
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,17 @@ def probe_of(healthcheck: dict[str, Any] | None, workdir: str | None) -> Probe |
     return Probe(argv, workdir or "/", timeout)
 
 
-def passes(backend: Any, name: str, probe: Probe) -> bool:
+class Health(Protocol):
+    """What the wait reads of a container beside the backend (sandstack.runtime.ondemand's Provisioner)."""
+
+    def health(self, name: str) -> tuple[str, str | None]:
+        """(Docker's status, its health check's status or None when it has none)."""
+
+    def probe(self, name: str) -> Probe | None:
+        """Its readiness probe as Docker holds it, None when it has none."""
+
+
+def passes(backend: SandboxBackend, name: str, probe: Probe) -> bool:
     """The probe run once in the container: True on exit 0 within its timeout."""
     try:
         status = backend.exec(name, probe.argv, workdir=probe.workdir, stdout=CappedBuffer(4096),
@@ -52,7 +64,7 @@ def passes(backend: Any, name: str, probe: Probe) -> bool:
     return status.exit_code == 0
 
 
-def wait_ready(provisioner: Any, backend: Any, name: str, wait_seconds: float, *,
+def wait_ready(provisioner: Health, backend: SandboxBackend, name: str, wait_seconds: float, *,
                fail_unhealthy: bool = True) -> None:
     """Return once the container runs and is healthy (by Docker's check or its probe run here); BackendError
     when it stops, turns unhealthy (`fail_unhealthy`) or is not ready within `wait_seconds`."""
@@ -73,3 +85,31 @@ def wait_ready(provisioner: Any, backend: Any, name: str, wait_seconds: float, *
         if time.monotonic() > deadline:
             raise BackendError(f"container {name!r} was not ready within {wait_seconds:g}s")
         time.sleep(POLL)
+
+
+class Readiness:
+    """The waits of the runtime's own starts: a new on-demand sandbox's (`ready`), and a warm or on-demand sandbox
+    started again by a resume or a restore (`started`)."""
+
+    def __init__(self, health: Health | None, backend: SandboxBackend):
+        self.health, self.backend = health, backend
+
+    def ready(self, name: str, wait_seconds: float) -> None:
+        """A new sandbox: running and healthy, unhealthy is final (wait_ready)."""
+        if self.health is None:
+            raise BackendError(f"container {name!r}: this runtime cannot read Docker's health checks")
+        wait_ready(self.health, self.backend, name, wait_seconds)
+
+    def started(self, name: str, spec: PoolRuntime) -> None:
+        """Running, and healthy where the template has a readiness probe: as a new sandbox is handed out (the probe
+        is run here as soon as the container runs). Unhealthy is not final here: Docker's retries may still see the
+        service come up within the wait."""
+        wait = spec.ondemand.wait_seconds if spec.ondemand else RESUME_WAIT
+        if self.health is not None:
+            wait_ready(self.health, self.backend, name, wait, fail_unhealthy=False)
+            return
+        deadline = time.monotonic() + wait
+        while (status := self.backend.state(name).status) != "running":
+            if status not in STARTING or time.monotonic() > deadline:
+                raise BackendError(f"container {name!r} did not come back ({status})")
+            time.sleep(POLL)

@@ -9,14 +9,21 @@ from typing import Callable
 
 from sandstack.plan.runtime import RuntimeConfig
 from sandstack.runtime.errors import conflict
+from sandstack.runtime.session_keys import owner, shown
 from sandstack.runtime.store import SnapshotRow, Store
 
 
 def own_session(snap: SnapshotRow, session: str | None) -> None:
-    """A sandbox restores its own session's snapshots; another session's is a branch (a claim's from_snapshot)."""
-    if snap.session is not None and session is not None and snap.session != session:
-        raise conflict(f"snapshot {snap.id!r} is of session {snap.session!r}, not {session!r}: start a session from "
-                       "it instead (POST /v1/sessions with from_snapshot)", snapshot=snap.id, session=session)
+    """A sandbox restores its own session's snapshots; another session's is a branch (a claim's from_snapshot). A
+    snapshot written before sessions were kept per scope (its session without one: sandstack.runtime.session_keys)
+    is of the session of the same id on its pool's sandbox."""
+    if snap.session is None or session is None:
+        return
+    legacy = owner(snap.session) is None and snap.session == shown(session)
+    if snap.session != session and not legacy:
+        raise conflict(f"snapshot {snap.id!r} is of session {shown(snap.session)!r}, not {shown(session)!r}: start a "
+                       "session from it instead (POST /v1/sessions with from_snapshot)", snapshot=snap.id,
+                       session=shown(session))
 
 
 def per_session(config: RuntimeConfig, store: Store, now: float, delete: Callable[[str], None]) -> list[str]:

@@ -36,7 +36,8 @@ import docker
 import requests
 
 from sandstack.runtime.backend import BackendError, CappedBuffer, Sink
-from sandstack.runtime.docker_exec import STDERR, STDOUT, _copy_frames, shut
+from sandstack.runtime.docker_exec import STDERR, STDOUT, shut
+from sandstack.runtime.frames import copy_frames
 from sandstack.runtime.scripts import CLEAN
 
 MOUNT = "/sandstack-root"
@@ -132,7 +133,7 @@ def _stream(api: docker.APIClient, name: str, info: dict[str, Any], labels: dict
             api.start(helper)
             if stdin is not None and send is not None:
                 send(sock, stdin)
-            finished = _copy_frames(sock, {STDOUT: out, STDERR: err}, time.monotonic() + TIMEOUT)
+            finished = copy_frames(sock, {STDOUT: out, STDERR: err}, time.monotonic() + TIMEOUT)
         finally:
             shut(sock)
         if finished:

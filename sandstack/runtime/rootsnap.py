@@ -15,8 +15,8 @@ A restore into a writable-root template stops the container (the session's proce
 image (the backend's `reset_root`), writes the snapshot's root back if it has one (one without gives the image's
 root: the session sees the snapshot's state, not the one before), starts it and waits for it to run; the writable
 paths are restored after, as always. A failure from the stop on leaves nothing half-done: a claim fails and its
-sandbox is reset (sandstack.runtime.service.Runtime.claim); an API restore releases the session (its sandbox reset,
-or quarantined if that fails) and answers 502 saying so.
+sandbox is reset (sandstack.runtime.sessions), an API restore releases the session (its sandbox reset, or quarantined
+if that fails: sandstack.runtime.sessions, on `RootRestoreFailed`) and answers 502 saying so.
 """
 
 from __future__ import annotations
@@ -24,11 +24,12 @@ from __future__ import annotations
 import tarfile
 from contextlib import nullcontext
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from sandstack.runtime import secret_files
-from sandstack.runtime.backend import BackendError
+from sandstack.runtime.backend import BackendError, SandboxBackend
 from sandstack.runtime.errors import ApiError, conflict
+from sandstack.runtime.interfaces import Credentials, Execs, Leases, Processes, Readiness, Sandboxes, Transfers
 from sandstack.runtime.tarcheck import Bounded, Checked, Forged, PastBound, SinkFailed, TooDeep, relay_tar, write_tar
 
 ROOT_PART = "/"  # among a snapshot row's paths: it holds the root's changes too
@@ -46,17 +47,25 @@ class RootChecked(Checked):
     """The entries of a root's tar stream; see the module's text. Beside a workspace's entries: fifos, symlinks
     wherever they point (the root's own, read as the sandbox reads them), and overlay's whiteouts."""
 
-    def _keeps(self, member: tarfile.TarInfo, name: str, files: set[str]) -> bool:
+    def keeps(self, member: tarfile.TarInfo, name: str, files: set[str]) -> bool:
         if member.isfifo() or member.issym():
             return True
         if member.ischr() and member.devmajor == 0 and member.devminor == 0:
             return True  # a whiteout: the image's file at this name was removed
-        return super()._keeps(member, name, files)
+        return super().keeps(member, name, files)
 
 
-def read(runtime: Any, name: str, limit: int, out: IO[bytes]) -> None:
+class RootRestoreFailed(Exception):
+    """An API restore failed from the stop of the container on: the session must end (its sandbox reset)."""
+
+    def __init__(self, error: ApiError | BackendError, session: str | None):
+        super().__init__(str(error))
+        self.error, self.session = error, session
+
+
+def read(backend: SandboxBackend, name: str, limit: int, out: IO[bytes]) -> None:
     """The root's changes of sandbox `name`, checked, as a tar on `out`; PastBound past `limit` bytes."""
-    relayed = relay_tar(lambda writer: runtime.backend.read_root(name, Bounded(writer, limit)),
+    relayed = relay_tar(lambda writer: backend.read_root(name, Bounded(writer, limit)),
                         lambda tar: write_tar(RootChecked(tar, limit), out),  # type: ignore[arg-type]
                         f"sandstack-root-{name}")
     error, failure = relayed.error, relayed.failure
@@ -76,51 +85,52 @@ def read(runtime: Any, name: str, limit: int, out: IO[bytes]) -> None:
         raise failure
 
 
-def restore(runtime: Any, name: str, snapshot_id: str, stored: Path | None, *, claiming: bool) -> None:
-    """The root of bound sandbox `name` as in `stored` (a snapshot's root.tar), or as in its image when None; the
-    container is stopped and started again. `claiming`: the caller (a claim) resets the sandbox on a failure."""
-    with runtime.workspace.spool() as tar:
-        if stored is not None:
-            # Checked before anything changes: a snapshot that fails the check leaves the session as it was.
-            with open(stored, "rb") as raw:
+class RootSnapshots:
+    def __init__(self, sandboxes: Sandboxes, transfers: Transfers, processes: Processes, credentials: Credentials,
+                 execs: Execs, readiness: Readiness, leases: Leases):
+        self.sandboxes, self.transfers, self.processes = sandboxes, transfers, processes
+        self.credentials, self.execs, self.readiness, self.leases = credentials, execs, readiness, leases
+
+    def read(self, name: str, limit: int, out: IO[bytes]) -> None:
+        read(self.sandboxes.backend, name, limit, out)
+
+    def restore(self, name: str, snapshot_id: str, stored: Path | None, *, claiming: bool) -> None:
+        """The root of bound sandbox `name` as in `stored` (a snapshot's root.tar), or as in its image when None;
+        the container is stopped and started again. `claiming`: the caller (a claim) resets the sandbox on a
+        failure; else RootRestoreFailed once the container was stopped (the caller ends the session)."""
+        with self.transfers.spool() as tar:
+            if stored is not None:
+                # Checked before anything changes: a snapshot that fails the check leaves the session as it was.
+                with open(stored, "rb") as raw:
+                    try:
+                        with tarfile.open(fileobj=raw, mode="r|") as entries:
+                            write_tar(RootChecked(entries, stored.stat().st_size), tar)  # type: ignore[arg-type]
+                    except (Forged, TooDeep, tarfile.TarError) as error:
+                        raise conflict(f"snapshot {snapshot_id!r} cannot be restored: its tar of the root is not a "
+                                       f"root's changes ({error})", snapshot=snapshot_id) from error
+                tar.seek(0)
+            session = self.sandboxes.get(name).session
+            # No exec or transfer runs while the container is stopped (one would end the session as a crash): 409.
+            with (nullcontext() if claiming else self.leases.restoring(name)), self.sandboxes.transition(name):
                 try:
-                    with tarfile.open(fileobj=raw, mode="r|") as entries:
-                        write_tar(RootChecked(entries, stored.stat().st_size), tar)  # type: ignore[arg-type]
-                except (Forged, TooDeep, tarfile.TarError) as error:
-                    raise conflict(f"snapshot {snapshot_id!r} cannot be restored: its tar of the root is not a "
-                                   f"root's changes ({error})", snapshot=snapshot_id) from error
-            tar.seek(0)
-        session = runtime.sandbox(name).session
-        # No exec or transfer runs while the container is stopped (one would end the session as a crash): 409.
-        with (nullcontext() if claiming else runtime.leases.restoring(name)), runtime.transition(name):
-            try:
-                _rewrite(runtime, name, tar if stored is not None else None)
-            except (ApiError, BackendError) as error:
-                if claiming:
-                    raise
-                failure = error
-            else:
-                return
-    try:
-        runtime.release(session)
-    except BackendError:
-        pass  # the daemon is gone: the session keeps its stopped sandbox, which the monitor judges
-    raise ApiError(502, f"restoring snapshot {snapshot_id!r} into sandbox {name!r} failed while its root was "
-                        f"written back ({failure}); the sandbox was reset and session {session!r} has ended",
-                   sandbox=name, snapshot=snapshot_id) from failure
+                    self._rewrite(name, tar if stored is not None else None)
+                except (ApiError, BackendError) as error:
+                    if claiming:
+                        raise
+                    raise RootRestoreFailed(error, session) from error
 
-
-def _rewrite(runtime: Any, name: str, tar: IO[bytes] | None) -> None:
-    spec = runtime.pool(runtime.sandbox(name).pool)
-    runtime.processes.end_session(name, STOPPED_WHY)
-    if runtime.backend.state(name).status in ("running", "restarting"):
-        runtime.backend.stop(name)
-    runtime.backend.reset_root(name)
-    if tar is not None:
-        runtime.backend.write_root(name, tar)
-    runtime._started.pop(name, None)  # started again by this restore, not by a crash's restart policy
-    runtime.backend.start(name)
-    runtime.hibernation._wait_ready(name, spec)
-    files = runtime.credentials.files(name)
-    if files:  # the tmpfs is new with the start: the session's secret files, from memory again
-        secret_files.write(runtime, name, files)
+    def _rewrite(self, name: str, tar: IO[bytes] | None) -> None:
+        sandboxes, backend = self.sandboxes, self.sandboxes.backend
+        spec = sandboxes.pool(sandboxes.get(name).pool)
+        self.processes.end_session(name, STOPPED_WHY)
+        if backend.state(name).status in ("running", "restarting"):
+            backend.stop(name)
+        backend.reset_root(name)
+        if tar is not None:
+            backend.write_root(name, tar)
+        sandboxes.forget_run(name)  # started again by this restore, not by a crash's restart policy
+        backend.start(name)
+        self.readiness.started(name, spec)
+        files = self.credentials.files(name)
+        if files:  # the tmpfs is new with the start: the session's secret files, from memory again
+            secret_files.write(self.execs, name, files)

@@ -290,3 +290,33 @@ for f in * .[!.]* ..?*; do
     exit 1
 done
 """
+
+
+# A watch's check of its directory (as every file operation checks a path), then its poll of it.
+IS_DIR = _CHECK + rf"""
+[ -z "$missing" ] || exit {NOT_FOUND}
+[ -d "$real" ] || exit {NOT_DIRECTORY}
+"""
+
+# $1: the directory, relative to the workspace root (the working directory); $2: seconds between passes.
+WATCH = r"""
+dir=$1 interval=$2
+snap() { find "$dir" -mindepth 1 -exec stat -c '%Y %s %i %n' {} + 2>/dev/null | sort -k4; }
+prev=$(snap)
+printf 'ready\t.\n'
+while :; do
+    sleep "$interval"
+    cur=$(snap)
+    [ "$cur" = "$prev" ] && continue
+    { printf '%s\n' "$prev"; echo '//sandstack//'; printf '%s\n' "$cur"; } | awk '
+        $0 == "//sandstack//" { now = 1; next }
+        $0 == "" { next }
+        { name = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ /, "", name); sub(/^\.\//, "", name); meta = $1 " " $2 " " $3
+          if (now) new[name] = meta; else old[name] = meta }
+        END {
+            for (n in new) if (!(n in old)) printf "created\t%s\n", n; else if (old[n] != new[n]) printf "modified\t%s\n", n
+            for (n in old) if (!(n in new)) printf "deleted\t%s\n", n
+        }'
+    prev=$cur
+done
+"""

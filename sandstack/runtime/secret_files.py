@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import io
 import tarfile
-from typing import Any
 
 from sandstack.runtime import scripts
 from sandstack.runtime.errors import ApiError
+from sandstack.runtime.execs import Execs
 
 # sandstack.spec.contract's SESSION_SECRETS_DIR, which the runtime's shipped code cannot import (it ships only
 # sandstack.runtime and two plan modules: sandstack.plan.runtime_host `code_files`); a test keeps the two equal.
@@ -39,10 +39,9 @@ def archive(files: dict[str, str]) -> io.BytesIO:
     return raw
 
 
-def write(runtime: Any, sandbox: str, files: dict[str, str]) -> None:
+def write(execs: Execs, sandbox: str, files: dict[str, str]) -> None:
     """Replace the sandbox's session secret files with `files` (none: the directory is emptied)."""
-    code, stderr = runtime._run_internal(sandbox, scripts.sh(scripts.RESTORE), SESSION_SECRETS_DIR,
-                                         stdin=archive(files))
+    code, stderr = execs.run(sandbox, scripts.sh(scripts.RESTORE), SESSION_SECRETS_DIR, stdin=archive(files))
     if code != 0:
         # stderr is tar's or sh's about names and the directory, never a file's content; cut short anyway.
         raise ApiError(502, f"the session's secret files could not be written to {SESSION_SECRETS_DIR} in sandbox "

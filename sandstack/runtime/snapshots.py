@@ -1,7 +1,7 @@
 """Snapshots of a bound sandbox's writable paths: a tar of each, stored under the runtime's state dir, counted
-against the pool's snapshot_storage, restored through the same tar check as an upload. The snapshot half of
-sandstack.runtime.workspace.Workspace, which it is mixed into: it moves the bytes with the workspace's relay and
-scripts, run as the sandbox's own user."""
+against the pool's snapshot_storage (sandstack.runtime.storage), restored through the same tar check as an upload; a
+writable root's changes too (sandstack.runtime.rootsnap). The bytes move as every transfer's do
+(sandstack.runtime.transfer), run as the sandbox's own user."""
 
 from __future__ import annotations
 
@@ -10,40 +10,49 @@ import shutil
 import tarfile
 import time
 import uuid
+from pathlib import Path
 
+from sandstack.plan.runtime import SNAPSHOT_DIR
 from sandstack.runtime import rootsnap, scripts
+from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError, conflict
+from sandstack.runtime.interfaces import Access, Leases, RootSnapshots, Sandboxes, Storage, Transfers
 from sandstack.runtime.leases import holding
 from sandstack.runtime.models import SNAPSHOT_PATTERN
 from sandstack.runtime.retention import per_session
-from sandstack.runtime.store import SnapshotRow
+from sandstack.runtime.store import SnapshotRow, Store
 from sandstack.runtime.tarcheck import Checked, Forged, PastBound, TooDeep, write_tar
 
 SNAPSHOT_ID = re.compile(SNAPSHOT_PATTERN.removeprefix("^").removesuffix("$"))
 
 
 class Snapshots:
-    """Needs the workspace's `runtime`, `snapshot_dir`, `spool`, `_relay`, `_run`, `_fail`, `storage_error` and
-    `storage` (sandstack.runtime.workspace.Workspace sets them)."""
+    def __init__(self, live: Live, sandboxes: Sandboxes, access: Access, transfers: Transfers, storage: Storage,
+                 store: Store, root: RootSnapshots, leases: Leases, state_dir: Path):
+        self.live, self.sandboxes, self.access, self.transfers = live, sandboxes, access, transfers
+        self.storage, self.store, self.root, self.leases = storage, store, root, leases
+        self.dir = state_dir / SNAPSHOT_DIR
+        self.dir.mkdir(parents=True, exist_ok=True)
 
-    def snapshot_row(self, snapshot_id: str, pool: str | None = None) -> SnapshotRow:
-        row = self.runtime.store.snapshot(snapshot_id) if SNAPSHOT_ID.fullmatch(snapshot_id) else None
+    def row(self, snapshot_id: str, pool: str | None = None) -> SnapshotRow:
+        """The snapshot (of `pool`: 409 for another pool's); 404 naming it when it is not on this host."""
+        row = self.store.snapshot(snapshot_id) if SNAPSHOT_ID.fullmatch(snapshot_id) else None
         if row is None:
-            raise ApiError(404, f"snapshot {snapshot_id!r} is not on host {self.runtime.host!r}",
-                           snapshot=snapshot_id, host=self.runtime.host)
+            host = self.sandboxes.host
+            raise ApiError(404, f"snapshot {snapshot_id!r} is not on host {host!r}", snapshot=snapshot_id, host=host)
         if pool is not None and row.pool != pool:
             raise conflict(f"snapshot {snapshot_id!r} is of pool {row.pool!r}, not {pool!r}",
                            snapshot=snapshot_id, pool=row.pool)
         return row
 
     @holding  # no pause while it runs
-    def snapshot(self, name: str) -> SnapshotRow:
-        sandbox = self.runtime.usable(name)
-        spec = self.runtime.pool(sandbox.pool)
+    def take(self, name: str) -> SnapshotRow:
+        sandbox = self.access.usable(name)
+        spec = self.sandboxes.pool(sandbox.pool)
         if not spec.writable and not spec.writable_root:
             raise conflict(f"pool {sandbox.pool!r} has no writable paths to snapshot", pool=sandbox.pool)
         snapshot_id = f"snap-{uuid.uuid4().hex}"
-        target = self.snapshot_dir / snapshot_id
+        target = self.dir / snapshot_id
         # Within what is left of the pool's snapshot_storage and the session's share (sandstack.runtime.storage).
         with self.storage.room(sandbox.pool, sandbox.session) as room:
             bound = left = room.bound
@@ -53,15 +62,15 @@ class Snapshots:
                     stored = target / f"{index}.tar"
                     with open(stored, "wb") as out:
                         # Sparse files stay sparse: their holes take no room (tarcheck).
-                        self._relay(name, writable.path, left, lambda entries: write_tar(entries, out),
-                                    "snapshotting", skip=writable.keep, sparse=True)
+                        self.transfers.relay(name, writable.path, left, lambda entries: write_tar(entries, out),
+                                             "snapshotting", skip=writable.keep, sparse=True)
                     left -= stored.stat().st_size
                     if left < 0:
                         raise PastBound(bound)
                 if spec.writable_root:  # the root's changes too (sandstack.runtime.rootsnap), within what is left
                     stored = target / rootsnap.ROOT_TAR
                     with open(stored, "wb") as out:
-                        rootsnap.read(self.runtime, name, left, out)
+                        self.root.read(name, left, out)
                     if stored.stat().st_size > left:
                         raise PastBound(bound)
             except PastBound as error:
@@ -69,24 +78,24 @@ class Snapshots:
                 raise room.past(f"the snapshot of sandbox {name!r}", error, sandbox=name) from error
             except OSError as error:
                 shutil.rmtree(target, ignore_errors=True)
-                raise self.storage_error(error, f"snapshotting sandbox {name!r}") from error
+                raise self.transfers.storage_error(error, f"snapshotting sandbox {name!r}") from error
             except BaseException:
                 shutil.rmtree(target, ignore_errors=True)
                 raise
             size = sum(f.stat().st_size for f in target.iterdir())
             paths = [w.path for w in spec.writable] + ([rootsnap.ROOT_PART] if spec.writable_root else [])
             row = SnapshotRow(snapshot_id, sandbox.pool, name, sandbox.session, time.time(), size, "\n".join(paths))
-            self.runtime.store.add_snapshot(row)  # counted from here on: the room is let go after
+            self.store.add_snapshot(row)  # counted from here on: the room is let go after
         self.apply_retention(time.time())
         return row
 
     def restore(self, name: str, snapshot_id: str, *, claiming: bool = False) -> SnapshotRow:
         """A writable root first, the container stopped and started (sandstack.runtime.rootsnap; `claiming`: a
         claim's, which resets the sandbox itself on a failure), then the writable paths."""
-        sandbox = self.runtime.usable(name)
-        snap = self.snapshot_row(snapshot_id, sandbox.pool)
+        sandbox = self.access.usable(name)
+        snap = self.row(snapshot_id, sandbox.pool)
         paths, has_root = rootsnap.parts(snap.paths)
-        spec = self.runtime.pool(sandbox.pool)
+        spec = self.sandboxes.pool(sandbox.pool)
         declared = [w.path for w in spec.writable]
         if paths != declared:
             raise conflict(f"snapshot {snapshot_id!r} holds writable paths {paths}, but pool {sandbox.pool!r} now "
@@ -95,18 +104,18 @@ class Snapshots:
             raise conflict(f"snapshot {snapshot_id!r} holds a writable root, but pool {sandbox.pool!r} now has a "
                            "read-only one", snapshot=snapshot_id)
         if spec.writable_root:
-            stored = self.snapshot_dir / snapshot_id / rootsnap.ROOT_TAR if has_root else None
-            rootsnap.restore(self.runtime, name, snapshot_id, stored, claiming=claiming)
+            stored = self.dir / snapshot_id / rootsnap.ROOT_TAR if has_root else None
+            self.root.restore(name, snapshot_id, stored, claiming=claiming)
         return self._restore_paths(name, snap)
 
     @holding  # no pause while it runs
     def _restore_paths(self, name: str, snap: SnapshotRow) -> SnapshotRow:
         snapshot_id = snap.id
-        sandbox = self.runtime.sandbox(name)
-        for index, writable in enumerate(self.runtime.pool(sandbox.pool).writable):
+        sandbox = self.sandboxes.get(name)
+        for index, writable in enumerate(self.sandboxes.pool(sandbox.pool).writable):
             path = writable.path
             # Only what passes the check goes back (a snapshot stored before the check existed included).
-            with open(self.snapshot_dir / snapshot_id / f"{index}.tar", "rb") as stored, self.spool() as tar:
+            with open(self.dir / snapshot_id / f"{index}.tar", "rb") as stored, self.transfers.spool() as tar:
                 try:
                     with tarfile.open(fileobj=stored, mode="r|") as entries:
                         write_tar(Checked(entries, snap.size, sparse=True), tar)
@@ -114,25 +123,25 @@ class Snapshots:
                     raise conflict(f"snapshot {snapshot_id!r} cannot be restored: its tar of {path!r} is not a "
                                    f"workspace's ({error})", snapshot=snapshot_id) from error
                 tar.seek(0)
-                code, stderr = self._run(name, scripts.sh(scripts.RESTORE, *writable.keep), path, stdin=tar)
+                code, stderr = self.transfers.run(name, scripts.sh(scripts.RESTORE, *writable.keep), path, stdin=tar)
             if code != 0:
-                raise self._fail(code, stderr, path, name, "restoring")
+                raise self.transfers.fail(code, stderr, path, name, "restoring")
         return snap
 
-    def delete_snapshot(self, snapshot_id: str) -> None:
-        self.snapshot_row(snapshot_id)
-        self.runtime.store.delete_snapshot(snapshot_id)
-        shutil.rmtree(self.snapshot_dir / snapshot_id, ignore_errors=True)
+    def delete(self, snapshot_id: str) -> None:
+        self.row(snapshot_id)
+        self.store.delete_snapshot(snapshot_id)
+        shutil.rmtree(self.dir / snapshot_id, ignore_errors=True)
 
     def apply_retention(self, now: float) -> list[str]:
         """Deletes each session's snapshots beyond its own bound (sandstack.runtime.retention), then each pool's
         beyond its count or older than its max age; returns their ids."""
-        removed = per_session(self.runtime.config, self.runtime.store, now, self.delete_snapshot)
-        for pool, spec in self.runtime.config.pools.items():
-            for index, snap in enumerate(self.runtime.store.snapshots(pool=pool)):
+        removed = per_session(self.live.config, self.store, now, self.delete)
+        for pool, spec in self.live.config.pools.items():
+            for index, snap in enumerate(self.store.snapshots(pool=pool)):
                 too_many = index >= spec.retention.count
                 too_old = now - snap.created_at > spec.retention.max_age_seconds
                 if too_many or too_old:
-                    self.delete_snapshot(snap.id)
+                    self.delete(snap.id)
                     removed.append(snap.id)
         return removed

@@ -9,91 +9,82 @@ A hibernation's copy was not counted at all: three sessions wrote 3 GB beside a 
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Iterator
+from pathlib import Path
+from typing import Iterator
 
-from sandstack.runtime.errors import ApiError, no_space, too_big
-from sandstack.runtime.tarcheck import PastBound
+from sandstack.runtime.errors import no_space
+from sandstack.runtime.interfaces import Sandboxes
+from sandstack.runtime.room import Room
+from sandstack.runtime.session_keys import shown
+from sandstack.runtime.store import Store
+
+HIBERNATE_DIR = "hibernated"  # under the state dir: <sandbox>/<index of the writable path>.tar
 
 
-@dataclass(frozen=True)
-class Room:
-    """The bytes one copy may take (`bound`) and what bounds it."""
+class Copies:
+    """The hibernated sessions' copies of their tmpfs paths on the state volume, one directory per sandbox
+    (sandstack.runtime.hibernate writes and reads them)."""
 
-    host: str
-    pool: str
-    session: str | None
-    download_limit: int
-    total: int  # the pool's snapshot_storage
-    used: int  # of it, by the pool's copies and the reservations of those under way
-    share: int | None  # the session's share of it (None: no share)
-    session_used: int
+    def __init__(self, state_dir: Path):
+        self.dir = state_dir / HIBERNATE_DIR
+        self.dir.mkdir(parents=True, exist_ok=True)
 
-    @property
-    def bound(self) -> int:
-        return min(self.download_limit, self.total - self.used, *self._share_left())
+    def path(self, name: str) -> Path:
+        return self.dir / name
 
-    def _share_left(self) -> tuple[int, ...]:
-        return () if self.share is None else (self.share - self.session_used,)
+    def size(self, name: str) -> int:
+        """Bytes of a sandbox's copy (0: none)."""
+        try:
+            return sum(f.stat().st_size for f in self.path(name).iterdir())
+        except OSError:
+            return 0
 
-    def past(self, what: str, error: PastBound, **fields: object) -> ApiError:
-        """The answer for a copy `what` ('the snapshot of sandbox X') cut at its bound: which bound it was."""
-        bound = self.bound
-        if self.share is not None and bound == self.share - self.session_used and bound < self.total - self.used:
-            return no_space(f"{what} passed the {bound} bytes left of session {self.session!r}'s share of pool "
-                            f"{self.pool!r}'s snapshot_storage ({self.share} bytes: session.session_snapshot_storage; "
-                            f"{self.session_used} used on host {self.host!r}); it was stopped there and nothing was "
-                            "kept", pool=self.pool, session=self.session, used=self.session_used, limit=self.share)
-        if bound < self.download_limit:
-            return no_space(f"{what} passed the {bound} bytes left of pool {self.pool!r}'s snapshot_storage of "
-                            f"{self.total} bytes ({self.used} used on host {self.host!r}); it was stopped there and "
-                            "nothing was kept", pool=self.pool, used=self.used, limit=self.total)
-        return too_big(what, bound, **fields)
+    def discard(self, name: str) -> None:
+        shutil.rmtree(self.path(name), ignore_errors=True)
 
 
 class Storage:
-    def __init__(self, runtime: Any):  # sandstack.runtime.service.Runtime (its store, config and hibernation)
-        self.runtime = runtime
+    def __init__(self, sandboxes: Sandboxes, store: Store, copies: Copies):
+        self.sandboxes, self.store, self.copies = sandboxes, store, copies
         self._lock = threading.Lock()
         self._reserved: Counter[str] = Counter()  # pool → bytes that copies under way may still take
         self._reserved_by: Counter[tuple[str, str | None]] = Counter()  # (pool, session) → the same
 
     def usage(self, pool: str, session: str | None = None) -> int:
         """Bytes the pool's snapshots and hibernation copies take on this host (one session's, when given)."""
-        runtime = self.runtime
-        snaps = sum(snap.size for snap in runtime.store.snapshots(pool=pool, session=session))
-        copies = sum(runtime.hibernation.copy_size(row.name) for row in runtime.store.sandboxes(pool)
+        snaps = sum(snap.size for snap in self.store.snapshots(pool=pool, session=session))
+        copies = sum(self.copies.size(row.name) for row in self.store.sandboxes(pool)
                      if session is None or row.session == session)
         return snaps + copies
 
-    def copies(self, pool: str) -> int:
+    def hibernated_bytes(self, pool: str) -> int:
         """Bytes the pool's hibernated sessions' copies take on this host."""
-        return sum(self.runtime.hibernation.copy_size(row.name) for row in self.runtime.store.sandboxes(pool))
+        return sum(self.copies.size(row.name) for row in self.store.sandboxes(pool))
 
     @contextmanager
     def room(self, pool: str, session: str | None) -> Iterator[Room]:
         """Room for one copy of a session of the pool, reserved while the block runs; 507 when the pool's storage
         or the session's share is used up already."""
-        runtime = self.runtime
-        spec = runtime.pool(pool)
+        spec, host = self.sandboxes.pool(pool), self.sandboxes.host
         share = spec.session_snapshot_storage_bytes
         with self._lock:
-            room = Room(runtime.host, pool, session, spec.download_limit_bytes, spec.snapshot_storage_bytes,
+            room = Room(host, pool, session, spec.download_limit_bytes, spec.snapshot_storage_bytes,
                         self.usage(pool) + self._reserved[pool], share,
                         self.usage(pool, session) + self._reserved_by[(pool, session)] if share is not None else 0)
             if room.used >= room.total:
                 raise no_space(f"pool {pool!r} has used {room.used} of its snapshot_storage of {room.total} bytes on "
-                               f"host {runtime.host!r} (its snapshots and its hibernated sessions' copies); delete "
+                               f"host {host!r} (its snapshots and its hibernated sessions' copies); delete "
                                "snapshots (DELETE /v1/snapshots/ID) to make room", pool=pool, used=room.used,
                                limit=room.total)
             if share is not None and room.session_used >= share:
-                raise no_space(f"session {session!r} has used {room.session_used} of its share of pool {pool!r}'s "
+                raise no_space(f"session {shown(session)!r} has used {room.session_used} of its share of pool {pool!r}'s "
                                f"snapshot_storage ({share} bytes: session.session_snapshot_storage) on host "
-                               f"{runtime.host!r}; delete its snapshots (DELETE /v1/snapshots/ID) to make room",
-                               pool=pool, session=session, used=room.session_used, limit=share)
+                               f"{host!r}; delete its snapshots (DELETE /v1/snapshots/ID) to make room",
+                               pool=pool, session=shown(session), used=room.session_used, limit=share)
             bound = room.bound
             self._reserved[pool] += bound
             self._reserved_by[(pool, session)] += bound

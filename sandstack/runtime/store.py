@@ -36,6 +36,31 @@ CREATE TABLE IF NOT EXISTS sandboxes (
     cpu_ns INTEGER,
     detail TEXT
 );
+CREATE TABLE IF NOT EXISTS session_tokens (
+    digest TEXT PRIMARY KEY,
+    session TEXT NOT NULL,
+    sandbox TEXT NOT NULL,
+    pool TEXT NOT NULL,
+    bound_at REAL,
+    expires_at REAL NOT NULL
+);
+-- The container a session's binding was seen on (Docker's id and create time), so that a container recreated while
+-- the session was bound (an apply that renewed it, while the runtime ran or was down) ends the session with a cause
+-- instead of leaving it bound to a new, empty container. A row stands for the binding (session, bound_at) it names.
+CREATE TABLE IF NOT EXISTS bindings (
+    sandbox TEXT PRIMARY KEY,
+    session TEXT NOT NULL,
+    bound_at REAL,
+    container TEXT NOT NULL,
+    created TEXT
+);
+-- Sessions the runtime ended on its own (not released), with why: a lookup of one answers the cause.
+CREATE TABLE IF NOT EXISTS ended (
+    session TEXT PRIMARY KEY,
+    sandbox TEXT NOT NULL,
+    at REAL NOT NULL,
+    cause TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS snapshots (
     id TEXT PRIMARY KEY,
     pool TEXT NOT NULL,
@@ -60,6 +85,29 @@ class SandboxRow:
     last_activity: float | None
     cpu_ns: int | None
     detail: str | None  # why it is unhealthy, quarantined or expired, or what happened to its last session
+
+
+@dataclass(frozen=True)
+class Binding:
+    """The container a session's binding was first seen on (Docker's Id and Created)."""
+
+    sandbox: str
+    session: str
+    bound_at: float | None
+    container: str
+    created: str | None
+
+
+@dataclass(frozen=True)
+class TokenRow:
+    """A session's token, as stored: its SHA-256 digest (the token itself is never stored), the binding it is for."""
+
+    digest: str
+    session: str
+    sandbox: str
+    pool: str
+    bound_at: float | None
+    expires_at: float
 
 
 @dataclass(frozen=True)
@@ -107,6 +155,12 @@ class Store:
         return logged, copied
 
     @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """No other thread commits meanwhile (a claim's binding waits): reads and writes inside see one state."""
+        with self._lock:
+            yield
+
+    @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One atomic change: commits when the block ends, rolls back on any exception."""
         with self._lock:
@@ -150,6 +204,22 @@ class Store:
         with self._lock:
             row = self._db.execute("SELECT * FROM sandboxes WHERE session = ?", (session,)).fetchone()
         return SandboxRow(**row) if row else None
+
+    def with_session_id(self, session: str) -> list[SandboxRow]:
+        """The rows whose session has this id, in any scope (sandstack.runtime.session_keys), or none."""
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM sandboxes WHERE session = ? OR (instr(session, '/') > 0 AND "
+                                    "substr(session, instr(session, '/') + 1) = ?) ORDER BY name",
+                                    (session, session)).fetchall()
+        return [SandboxRow(**row) for row in rows]
+
+    def rename_session(self, old: str, new: str) -> bool:
+        """A session (and its snapshots) under another key; False when `old` no longer holds a sandbox."""
+        with self.transaction() as db:
+            if db.execute("UPDATE sandboxes SET session = ? WHERE session = ?", (new, old)).rowcount != 1:
+                return False
+            db.execute("UPDATE snapshots SET session = ? WHERE session = ?", (new, old))
+            return True
 
     def update(self, name: str, db: sqlite3.Connection | None = None, **fields: object) -> None:
         self.update_if(name, {}, db, **fields)
@@ -199,6 +269,54 @@ class Store:
                 "SELECT * FROM snapshots WHERE (? IS NULL OR pool = ?) AND (? IS NULL OR session = ?) "
                 "ORDER BY created_at DESC, id", (pool, pool, session, session)).fetchall()
         return [SnapshotRow(**row) for row in rows]
+
+    # The container of a binding, and sessions ended by the runtime
+
+    def binding(self, sandbox: str) -> Binding | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM bindings WHERE sandbox = ?", (sandbox,)).fetchone()
+        return Binding(**row) if row else None
+
+    def bind_container(self, binding: Binding) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO bindings VALUES (?, ?, ?, ?, ?)",
+                       (binding.sandbox, binding.session, binding.bound_at, binding.container, binding.created))
+
+    def forget_binding(self, sandbox: str) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM bindings WHERE sandbox = ?", (sandbox,))
+
+    def end_session(self, session: str, sandbox: str, at: float, cause: str, keep: float) -> None:
+        """Records why the runtime ended `session`; forgets records older than `keep` seconds."""
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO ended VALUES (?, ?, ?, ?)", (session, sandbox, at, cause))
+            db.execute("DELETE FROM ended WHERE at < ?", (at - keep,))
+
+    def forget_ended(self, session: str) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM ended WHERE session = ?", (session,))
+
+    def ended(self, session: str) -> tuple[str, float, str] | None:
+        """(sandbox, when, why) of a session the runtime ended, or None."""
+        with self._lock:
+            row = self._db.execute("SELECT sandbox, at, cause FROM ended WHERE session = ?", (session,)).fetchone()
+        return (row[0], row[1], row[2]) if row else None
+
+    # Session tokens
+
+    def add_token(self, row: TokenRow) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT INTO session_tokens VALUES (?, ?, ?, ?, ?, ?)",
+                       (row.digest, row.session, row.sandbox, row.pool, row.bound_at, row.expires_at))
+
+    def tokens(self) -> list[TokenRow]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM session_tokens").fetchall()
+        return [TokenRow(**row) for row in rows]
+
+    def drop_tokens(self, digests: list[str]) -> None:
+        with self.transaction() as db:
+            db.executemany("DELETE FROM session_tokens WHERE digest = ?", [(digest,) for digest in digests])
 
     def delete_snapshot(self, snapshot_id: str) -> None:
         with self.transaction() as db:

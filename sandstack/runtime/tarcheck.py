@@ -36,7 +36,7 @@ from typing import IO, Any, Callable, Iterator
 CHUNK = 1024 * 1024
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # the oldest time a zip entry can hold
 # What a name in an archive, a snapshot or a hibernation's copy may be (and a file path of the API,
-# sandstack.runtime.workspace.clean_path): no deeper, no longer. The kernel's PATH_MAX (4096 with its NUL) bounds
+# sandstack.runtime.files.clean_path): no deeper, no longer. The kernel's PATH_MAX (4096 with its NUL) bounds
 # what one call can open; a deeper tree can be made by walking down, but nothing the runtime does needs one.
 MAX_DEPTH = 1024
 MAX_NAME = 4095
@@ -163,7 +163,7 @@ def _inside(base: str, target: str) -> str | None:
 
 class Checked:
     """The entries of a tar stream that a workspace can hold, as (member, file or None), normalised names;
-    counts what it leaves out. What else than files a kind of tree may hold is `_keeps` (rootsnap.RootChecked)."""
+    counts what it leaves out. What else than files a kind of tree may hold is `keeps`, the hook a kind of tree overrides (rootsnap.RootChecked)."""
 
     def __init__(self, tar: tarfile.TarFile, limit: int, deadline: float | None = None, *, sparse: bool = False):
         """`limit`: bytes of file data (a sparse file's stored data only); `deadline`: time.monotonic()'s value past
@@ -209,7 +209,7 @@ class Checked:
                     raise PastBound(self.limit)
                 files.add(name)
                 yield member, _Stored(self.tar, member.offset_data, stored)
-            elif self._keeps(member, name, files):
+            elif self.keeps(member, name, files):
                 if member.issym():
                     names.add(parts, link=True)
                 elif member.islnk():
@@ -238,7 +238,7 @@ class Checked:
         member.sparse = regions
         return stored
 
-    def _keeps(self, member: tarfile.TarInfo, name: str, files: set[str]) -> bool:
+    def keeps(self, member: tarfile.TarInfo, name: str, files: set[str]) -> bool:
         """Whether an entry that is not a regular file is kept: a directory, a symlink that stays inside the tree,
         a hard link to a file of the same stream."""
         if member.isdir():

@@ -116,7 +116,11 @@ class Effect:
     secrets: bool = False  # the secrets volume is re-seeded (its seeder runs again)
     data: bool = False  # the pool's read-only data volumes are reloaded (their seeder runs again)
     workspaces: bool = False  # the pool's disk workspaces are made anew, empty: what was written there is lost
-    host: frozenset[str] = frozenset()  # the host roles renewed (HostRole), where the host has them
+    # The host roles whose configuration or container the field changes (HostRole), where the host has them: a role
+    # that takes its configuration in place (sandstack.spec.roles, `reload`) is reloaded, any other renewed.
+    host: frozenset[str] = frozenset()
+    # Roles that take their configuration in place, renewed all the same: the field changes their container's inputs.
+    restarts: frozenset[str] = frozenset()
     scope: Literal["pools", "host", "gpu", "placement"] = "pools"
     when: tuple[tuple[Condition, Effect], ...] = ()  # (condition, the effect under it)
     forces: tuple[str, ...] = ()  # sandbox container settings this field feeds that only a replace applies
@@ -125,8 +129,21 @@ class Effect:
     def __post_init__(self) -> None:
         if not isinstance(self.host, frozenset) or not self.host <= set(HOST_ROLE_WORDS):
             raise ValueError(f"an Effect's host is a frozenset of {sorted(HOST_ROLE_WORDS)}, not {self.host!r}")
+        if not isinstance(self.restarts, frozenset) or not self.restarts <= {
+                r for r in self.host if HOST_ROLES[r].reload == "in place"}:
+            raise ValueError(f"an Effect's restarts are roles of its host that reload in place, not {self.restarts!r}")
         if not all(isinstance(cond, Condition) for cond, _ in self.when):
             raise ValueError(f"an Effect's conditions are sandstack.spec.changes.Condition objects: {self.when!r}")
+
+    @property
+    def renews(self) -> frozenset[str]:
+        """The host roles whose containers (and every object of theirs) this change replaces."""
+        return frozenset(r for r in self.host if HOST_ROLES[r].reload == "restart") | self.restarts
+
+    @property
+    def reloads(self) -> frozenset[str]:
+        """The host roles that take this change in place: only their reload container is replaced."""
+        return self.host - self.renews
 
     @property
     def label(self) -> str:
@@ -145,7 +162,8 @@ class Effect:
                 "reseed" if self.secrets else None,
                 "reload" if self.data else None,
                 "new workspaces" if self.workspaces else None,
-                *sorted(self.host),
+                *sorted(self.renews),
+                *(f"reload {role}" for role in sorted(self.reloads)),
             ) if part]
             if self.scope == "host":
                 parts.append("all pools")
@@ -194,6 +212,9 @@ MEANING: dict[str, str] = {
     "switch": "the pool moves to another template's snapshot image; an image no pool uses is deleted",
     **{role: f"also renews {words}" + "".join(f"; {c.words}" for c in CASCADES if c.role == role)
        for role, words in HOST_ROLE_WORDS.items()},
+    **{f"reload {name}": f"the {name} takes its new configuration in place: it {role.reload_words} (its reload "
+                         "container is run again; nothing it serves is interrupted)"
+       for name, role in HOST_ROLES.items() if role.reload == "in place"},
     "all pools": "for every pool on the host, not only the field's own",
     "gpu pools": "for the host's pools that request GPUs (their device ids move)",
     "X; cond: Y": "X, except under the condition, where Y",

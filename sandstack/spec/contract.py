@@ -19,6 +19,18 @@ SESSION_SECRETS_DIR = f"{SECRETS_DIR}/session"
 RUN_DIR = "/run/sandstack"
 STATE_MOUNT = f"{RUN_DIR}/guard"  # where sandboxes see the guard's state, read-only
 
+# --- A host service's configuration, apart from its container (docs/design/live-changes.md) ----------------------
+# Its configuration volume, where its reload container and the service itself see it. The reload container writes
+# each configuration as `sets/<digest>/<NAME>` (a file per item) and points `want` at it (a symlink, swapped at once);
+# the service applies what `want` names and writes the digest in force to `status/have`, or `<digest> <why>` to
+# `status/refused` when it refuses one (keeping the one in force).
+CONFIG_DIR = f"{RUN_DIR}/config"
+CONFIG_WANT = "want"
+CONFIG_SETS = "sets"
+CONFIG_STATUS = "status"
+CONFIG_HAVE = f"{CONFIG_STATUS}/have"
+CONFIG_REFUSED = f"{CONFIG_STATUS}/refused"
+
 # --- cgroups --------------------------------------------------------------------------------------------------
 HOST_CGROUP_MOUNT = "/sys/fs/cgroup"  # the host's cgroup tree, bind-mounted into the guard
 CGROUP_ROOT_NAME = "sandstack"  # the guard's cgroup subtree, under every controller

@@ -160,6 +160,7 @@ class ResolvedTemplate:
     no_new_privileges: bool
     sudo: bool = False  # the user may `sudo` (its capabilities and no_new_privileges above already say so)
     session: SessionPolicy = field(default_factory=lambda: SessionPolicy())  # the runtime's, whole block
+    platform: str | None = None  # 'linux/arm64'...; None: each host's own architecture
 
 
 @dataclass(frozen=True)
@@ -326,6 +327,7 @@ def resolve_template(stack: Stack, name: str, source: Path) -> ResolvedTemplate:
         no_new_privileges=field("security", "no_new_privileges") and not field("security", "sudo"),
         sudo=field("security", "sudo"),
         session=t.session or d.session or SessionPolicy(),
+        platform=_pick(t.platform, d.platform),
     )
 
 

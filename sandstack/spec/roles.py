@@ -33,6 +33,9 @@ class Part:
     element: str  # what the review reads and draws as one thing with others (the role's name, or its own)
     holds: str = ""  # a volume: what its replacement or deletion throws away
     interrupts: str = ""  # what its replacement interrupts (review words; `{pools}`, `{sites}`… from its settings)
+    # Its configuration volume or reload container (sandstack.plan.reload): the nodes a configuration change renews
+    # while the role's own container keeps running.
+    config: bool = False
 
     @property
     def per_pool(self) -> bool:
@@ -64,34 +67,63 @@ class HostRoleInfo:
     parts: tuple[Part, ...]
     component: str | None = None  # its component's type token; None: its nodes sit under the host itself
     per_pool: bool = False  # holds per-pool configuration: a pool placed on its host or taken off renews it
-    config: Literal["inputs"] = "inputs"  # how its configuration reaches it
-    reload: Literal["restart"] = "restart"  # how it takes a new configuration
-    reload_interrupts: str = "nothing"  # what taking a new configuration interrupts, when `reload` is not 'restart'
+    # How its configuration reaches it: its nodes' inputs, or a configuration volume its reload container fills.
+    config: Literal["inputs", "volume"] = "inputs"
+    # How it takes a new configuration: restarted (its container replaced), or in place (it watches the volume).
+    reload: Literal["restart", "in place"] = "restart"
+    reload_interrupts: str = "nothing"  # what taking a new configuration in place interrupts (review words)
+    reload_words: str = ""  # how it takes one in place, as the reference and the review say it
 
     def __post_init__(self) -> None:
-        containers = [p for p in self.parts if p.resource == "container"]
+        containers = [p for p in self.parts if p.resource == "container" and not p.config]
         if len(containers) > 1:
             raise ValueError(f"host role {self.name!r}: one container at most, not {len(containers)}")
         if containers and self.component is None:
             raise ValueError(f"host role {self.name!r}: a role with a container has its own component")
+        config = {p.resource for p in self.parts if p.config}
+        if (self.config == "volume") != (config == {"volume", "container"}) or \
+                (self.config == "volume") != (self.reload == "in place") or (self.reload == "in place") != bool(
+                    self.reload_words):
+            raise ValueError(f"host role {self.name!r}: a configuration volume goes with a reload container, a reload "
+                             f"in place and its words, or none of them")
 
     @property
     def container(self) -> Part | None:
         """Its container (a host service, on the infra image), or None."""
-        return next((p for p in self.parts if p.resource == "container"), None)
+        return next((p for p in self.parts if p.resource == "container" and not p.config), None)
 
     @property
     def restart_interrupts(self) -> str:
         """What restarting it interrupts: its container's words ('' for a role without a container)."""
         return self.container.interrupts if self.container else ""
 
-    def part(self, resource: Resource, per_pool: bool | None = None) -> Part:
-        """Its one part of this resource type (its container, its volume, …; one per pool or not, if said)."""
-        found = [p for p in self.parts if p.resource == resource and per_pool in (None, p.per_pool)]
+    def part(self, resource: Resource, per_pool: bool | None = None, config: bool = False) -> Part:
+        """Its one part of this resource type (its container, its volume, …; one per pool or not, if said; its
+        configuration volume or reload container with `config`)."""
+        found = [p for p in self.parts if p.resource == resource and per_pool in (None, p.per_pool)
+                 and p.config == config]
         if len(found) != 1:
             raise KeyError(f"host role {self.name!r} has {len(found)} {resource} parts, not one")
         return found[0]
 
+
+def _config(role: str, words: str, interrupts: str = "nothing") -> tuple[Part, Part]:
+    """A role's configuration volume and its reload container (sandstack.plan.reload): `words` say how it takes a
+    new configuration in place, `interrupts` what that interrupts."""
+    return (Part(f"{role} configuration", f"{role}-config", "volume", role, config=True,
+                 holds=f"the {role}'s configuration sets (its reload container writes the one in force again)"),
+            Part(f"{role} reload", f"{role}-reload", "container", role, config=True,
+                 interrupts=f"{interrupts}: the {role} {words}"))
+
+
+GUARD_RELOAD = "applies the new rules, pids limits and lifetimes at its next pass; its clocks keep running"
+GATEWAY_RELOAD = "re-reads its squid config (a new pool's network joined first) and keeps its connections"
+INGRESS_RELOAD = "loads its new Caddyfile through its admin API (a url pool's network joined first) and keeps its connections"
+LOGGER_RELOAD = ("restarts only the resolvers whose options changed (or of pools added or taken off) and keeps its "
+                 "connection queue and every other resolver running")
+LOGGER_INTERRUPTS = "the name lookups of a pool whose resolver changed, for milliseconds"
+RUNTIME_RELOAD = ("swaps in its new pools, ceilings, idle policies, sites and token scopes; its sessions, running "
+                  "processes, streams and terminals go on (a pool taken off keeps its bound sessions until they end)")
 
 _ROLES = (
     HostRoleInfo(
@@ -104,14 +136,18 @@ _ROLES = (
         "guard", "the host guard container (its rules, pids limits and lifecycle lines)",
         (Part("guard state", "guard-state", "volume", "guard", holds="the guard's lifetime and idle clocks"),
          Part("guard", "guard-container", "container", "guard",
-              interrupts="the host guard restarts: it applies the firewall rules, pids limits and lifetimes again")),
-        component=f"{PACKAGE}HostGuard", per_pool=True),
+              interrupts="the host guard restarts: it applies the firewall rules, pids limits and lifetimes again"),
+         *_config("guard", GUARD_RELOAD)),
+        component=f"{PACKAGE}HostGuard", per_pool=True, config="volume", reload="in place",
+        reload_words=GUARD_RELOAD),
     HostRoleInfo(
         "gateway", "the egress gateway container (its squid config)",
         (Part("gateway log", "gateway-log", "volume", "gateway", holds="the gateway's egress request log"),
          Part("gateway", "gateway-container", "container", "gateway",
-              interrupts="egress of pools {pools} stops until the new gateway runs (HTTP(S) goes through it)")),
-        component=f"{PACKAGE}EgressGateway", per_pool=True),
+              interrupts="egress of pools {pools} stops until the new gateway runs (HTTP(S) goes through it)"),
+         *_config("gateway", GATEWAY_RELOAD)),
+        component=f"{PACKAGE}EgressGateway", per_pool=True, config="volume", reload="in place",
+        reload_words=GATEWAY_RELOAD),
     HostRoleInfo(
         "networks", "the pool networks and the egress network",
         (Part("network", "net.{pool}", "network", "network"),
@@ -125,8 +161,10 @@ _ROLES = (
          Part("ingress data", "ingress-data", "volume", "ingress",
               holds="the ingress's TLS certificates (issued again)"),
          Part("ingress", "ingress-container", "container", "ingress",
-              interrupts="its {sites} are unreachable while it restarts")),
-        component=f"{PACKAGE}IngressProxy", per_pool=True),
+              interrupts="its {sites} are unreachable while it restarts"),
+         *_config("ingress", INGRESS_RELOAD)),
+        component=f"{PACKAGE}IngressProxy", per_pool=True, config="volume", reload="in place",
+        reload_words=INGRESS_RELOAD),
     HostRoleInfo(
         "runtime", "the runtime service container (its configuration); its state volume keeps sessions and snapshots",
         (Part("runtime state", "runtime-state", "volume", "runtime", holds="the runtime's sessions and snapshots"),
@@ -134,14 +172,18 @@ _ROLES = (
          # exec streams it holds does not (docs/design/runtime.md, "State and faults").
          Part("runtime", "runtime-container", "container", "runtime",
               interrupts="its sessions API for pools {pools} is down while it restarts: running processes, their "
-                         "output streams and terminals end; sessions and snapshots are kept")),
-        component=f"{PACKAGE}RuntimeService", per_pool=True),
+                         "output streams and terminals end; sessions and snapshots are kept"),
+         *_config("runtime", RUNTIME_RELOAD)),
+        component=f"{PACKAGE}RuntimeService", per_pool=True, config="volume", reload="in place",
+        reload_words=RUNTIME_RELOAD),
     HostRoleInfo(
         "logger", "the connection logger container (its queue and logging resolvers); its log volume is kept",
         (Part("connection log", "logger-log", "volume", "logger", holds="the connection log"),
          Part("connection logger", "logger-container", "container", "logger",
-              interrupts="name lookups of pools {resolved}{logged} stop while it restarts")),
-        component=f"{PACKAGE}ConnectionLogger", per_pool=True),
+              interrupts="name lookups of pools {resolved}{logged} stop while it restarts"),
+         *_config("logger", LOGGER_RELOAD, LOGGER_INTERRUPTS)),
+        component=f"{PACKAGE}ConnectionLogger", per_pool=True, config="volume", reload="in place",
+        reload_words=LOGGER_RELOAD, reload_interrupts=LOGGER_INTERRUPTS),
 )
 
 
@@ -170,6 +212,12 @@ def host_role(name: str) -> HostRoleInfo:
         return HOST_ROLES[name]
     except KeyError:
         raise KeyError(f"no host role {name!r}; one of {sorted(HOST_ROLES)}") from None
+
+
+def reload_kinds(roles: dict[str, HostRoleInfo] | None = None) -> frozenset[str]:
+    """The kinds of the roles' reload containers: renewing one is the role taking a configuration in place."""
+    return frozenset(p.kind for r in (roles or HOST_ROLES).values() for p in r.parts
+                     if p.config and p.resource == "container")
 
 
 def role_of_kind(roles: dict[str, HostRoleInfo] | None = None) -> dict[str, str]:

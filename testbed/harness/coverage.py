@@ -119,10 +119,12 @@ def write(root: Path) -> Path | None:
 def plan_fields(plan) -> dict[str, set[str]]:
     """"Title.path" -> the node keys setting it, for every mapped input a StackPlan's nodes set (what the program
     registers: the differential test holds them equal)."""
-    from sandstack.plan.tree import Ref, Secret
+    from sandstack.plan.tree import After, Ref, Secret
     from testbed.provider.wire import to_wire
 
     def leaf(value):
+        if isinstance(value, After):
+            return value.text
         return "<known after apply>" if isinstance(value, Ref) else "<secret>" if isinstance(value, Secret) else value
 
     out: dict[str, set[str]] = {}

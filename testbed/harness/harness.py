@@ -181,12 +181,15 @@ class Harness:
         if kind in ("same", "update"):
             autoname = entry.outputs.get("name") if mapping.autoname else None
             reg.plan, reg.unknown_fields = mapping.translate(backend.ctx(mapping, reg.urn, reg.inputs, autoname))
-            if kind == "same":
+            if kind == "same":  # Pulumi's same step records the new registration's dependencies
+                self.state.put(StateEntry(**{**entry.__dict__, "dependencies": tuple(info.dependencies),
+                                             "property_dependencies": _property_deps(info)}))
                 self._record(kind, reg)
                 return entry.id, entry.outputs
             outputs = backend.update(reg, mapping, entry, changed, start_again)
             self.state.put(StateEntry(**{**entry.__dict__, "inputs": reg.inputs, "outputs": outputs,
-                                         "dependencies": tuple(info.dependencies)}))
+                                         "dependencies": tuple(info.dependencies),
+                                         "property_dependencies": _property_deps(info)}))
             self._record(kind, reg, changed)
             return entry.id, outputs
         detail = ""
@@ -207,7 +210,7 @@ class Harness:
         built = mapping.title == "RemoteImage" and getattr(reg.plan, "build", None) is not None
         new = StateEntry(reg.urn, reg.typ, reg.name, "", reg.inputs, {}, host, self.state.next_seq(), generation,
                          built, False, info.delete_before_replace, info.protect, info.retain_on_delete,
-                         info.replacement_trigger, tuple(info.dependencies))
+                         info.replacement_trigger, tuple(info.dependencies), _property_deps(info))
         try:
             new.id, new.outputs = backend.create(reg, mapping, autoname)
         except Exception as failure:
@@ -232,8 +235,10 @@ class Harness:
             return "replace", {"<tainted>"}, False
         changed = changed_fields(entry.inputs, reg.inputs)
         # Pulumi's dependent rule (step_generator.go, calculateDependentReplacements): a resource replaced
-        # delete-before-replace replaces the dependents whose ForceNew inputs took a value from it.
-        changed |= {prop for prop, urns in reg.request.property_dependencies
+        # delete-before-replace replaces the dependents whose ForceNew inputs took a value from it, as the last
+        # snapshot records them (the dependent's old property dependencies: a dependency the program dropped in
+        # this run counts all the same).
+        changed |= {prop for prop, urns in entry.property_dependencies
                     if set(urns) & self._renewed_first and mapping.classify({prop}) == "replace"}
         kind = mapping.classify(changed, reg.request.replace_on_changes)
         if host != entry.provider_host:
@@ -324,6 +329,10 @@ class Harness:
         if failures:
             raise failures[0]
         return swept
+
+
+def _property_deps(info) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return tuple((prop, tuple(urns)) for prop, urns in info.property_dependencies)
 
 
 def replace_protect(entry: StateEntry) -> StateEntry:

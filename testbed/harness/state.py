@@ -42,6 +42,9 @@ class StateEntry:
     retain_on_delete: bool = False
     replacement_trigger: str | None = None
     dependencies: tuple[str, ...] = ()  # URNs this resource depends on (Pulumi's `dependencies`)
+    # Each input → the URNs its value came from (Pulumi's `propertyDependencies`), as last applied: what the dependent
+    # rule reads (from the last snapshot, not from the new registration).
+    property_dependencies: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def title(self) -> str:

@@ -15,8 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from sandstack.plan.stack_host import GUARD_SCRIPT
+import importlib.util
+
 from sandstack.plan.contract import CGROUP_ROOT_NAME
+from sandstack.plan.guard import GuardPlan
+from sandstack.plan.package_files import RELOAD_SOURCE
+from sandstack.plan.reload import ConfigSet
+from sandstack.plan.stack_host import GUARD_PROGRAM
 from sandstack.spec.contract import EXIT_IDLE, EXIT_LIFETIME
 
 # dash on Debian and Ubuntu; SANDSTACK_TEST_SHELL=/path/to/busybox-sh-link runs the same tests under busybox.
@@ -27,13 +32,25 @@ SHELL = os.environ.get("SANDSTACK_TEST_SHELL", "/bin/sh")
 needs_path_stubs = pytest.mark.skipif(Path(SHELL).resolve().name == "busybox",
                                       reason="busybox sh runs its date/sleep/rmdir applets, not the stubs on PATH")
 T0 = 1_700_000_000  # the fake clock's start (epoch seconds)
+
+
+def reload_program():
+    """components/assets/reload.py as a module: the reload container's own delivery of a configuration."""
+    spec = importlib.util.spec_from_file_location("sandstack_reload", RELOAD_SOURCE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+RELOAD = reload_program()
 BOOT_ID = "4f7c3a52-8d1e-4a36-9b0e-0123456789ab"
 IPTABLES = ("iptables-nft", "ip6tables-nft", "iptables-legacy", "ip6tables-legacy")
 REAL_SLEEP, REAL_RMDIR = shutil.which("sleep"), shutil.which("rmdir")
 
 # iptables stub: logs its arguments; `-L` succeeds when <name>.present exists (that backend has Docker's
-# chain), `-C` answers from <name>.rules, `-I` appends to it unless <name>.refuse exists, `-D` removes one
-# copy and fails when there is none (as iptables does).
+# chain), `-C` answers from <name>.rules (2, as iptables does for a rule it cannot parse, when the rule has an
+# option `--bogus`), `-I` appends to it unless <name>.refuse exists, `-D` removes one copy and fails when there is
+# none (as iptables does).
 IPTABLES_STUB = r"""#!/bin/sh
 name=${0##*/}
 dir=@DIR@
@@ -45,7 +62,8 @@ rules=$dir/$name.rules
 touch "$rules"
 case "$op" in
     -n) [ -e "$dir/$name.present" ] ;;
-    -C) grep -qxF -- "$*" "$rules" ;;
+    -C) case " $* " in *" --bogus "*) echo 'iptables: unknown option "--bogus"' >&2; exit 2 ;; esac
+        grep -qxF -- "$*" "$rules" ;;
     -I) [ ! -e "$dir/$name.refuse" ] || { echo "iptables: refused" >&2; exit 4; }
         echo "$*" >>"$rules" ;;
     -D) grep -qxF -- "$*" "$rules" || exit 1
@@ -99,7 +117,9 @@ class FakeHost:
         self.bin, self.stub = root / "bin", root / "stub"
         self.cgroup, self.state, self.proc = root / "cgroup", root / "state", root / "proc"
         self.net, self.tmp = root / "net", root / "tmp"
-        for d in (self.bin, self.stub, self.cgroup, self.state, self.proc / "sys/kernel/random", self.net, self.tmp):
+        self.config, self.workspaces = root / "config", root / "workspaces"
+        for d in (self.bin, self.stub, self.cgroup, self.state, self.proc / "sys/kernel/random", self.net, self.tmp,
+                  self.config, self.workspaces):
             d.mkdir(parents=True)
         self.cgroup_v2 = cgroup_v2
         if cgroup_v2:
@@ -135,19 +155,19 @@ class FakeHost:
     # --- the guard's environment -------------------------------------------------------------------
     def env(self, *, rules: list[str] = (), pids: dict[str, int] | None = None, bridges: list[str] = (),
             lifecycle: list[str] = (), passes: int | None = None) -> dict[str, str]:
+        """The guard's environment, its configuration delivered as its reload container delivers it."""
+        self.deliver(GuardPlan("t", tuple(rules), tuple(bridges), tuple((pids or {}).items()), tuple(lifecycle)).config)
         env = {
             "PATH": f"{self.bin}:{os.environ['PATH']}",
             "SANDSTACK_STACK": "t",
-            "SANDSTACK_RULES": "\n".join(rules),
-            "SANDSTACK_PIDS": "\n".join(f"{n} {m}" for n, m in (pids or {}).items()),
-            "SANDSTACK_BRIDGES": " ".join(bridges),
-            "SANDSTACK_LIFECYCLE": "\n".join(lifecycle),
             # As the guard's plan (sandstack/plan/guard.py) passes them.
             "SANDSTACK_EXIT_LIFETIME": str(EXIT_LIFETIME),
             "SANDSTACK_EXIT_IDLE": str(EXIT_IDLE),
             "SANDSTACK_GUARD_CGROUP": str(self.cgroup),
             "SANDSTACK_GUARD_CGROUP_ROOT": CGROUP_ROOT_NAME,
             "SANDSTACK_GUARD_STATE": str(self.state),
+            "SANDSTACK_GUARD_WORKSPACES": str(self.workspaces),
+            "SANDSTACK_CONFIG_DIR": str(self.config),
             "SANDSTACK_GUARD_PROC": str(self.proc),
             "SANDSTACK_GUARD_NET": str(self.net),
             # The container's tmpfs, which a restart of the guard wipes (`restart_guard`): nothing may live there.
@@ -158,6 +178,17 @@ class FakeHost:
             env["SANDSTACK_GUARD_PASSES"] = str(passes)
         return env
 
+    def deliver(self, config: ConfigSet) -> str:
+        """Writes `config` into the guard's configuration volume and points `want` at it, as its reload container
+        does (components/assets/reload.py); returns its digest."""
+        RELOAD.deliver(str(self.config), config.digest, dict(config.items))
+        RELOAD.point_want(str(self.config), config.digest)
+        return config.digest
+
+    def in_force(self) -> str:
+        """The digest the guard reports in force ('' before any)."""
+        return RELOAD.read_status(str(self.config), "have")
+
     def restart_guard(self) -> None:
         """What a restart or renewal of the guard's container does to it: a new, empty /tmp (a tmpfs)."""
         shutil.rmtree(self.tmp)
@@ -165,13 +196,13 @@ class FakeHost:
 
     def run_guard(self, passes: int, **kwargs) -> subprocess.CompletedProcess:
         """The guard for `passes` passes, as components/host_guard.py runs it: `sh -c SCRIPT sandstack-guard`."""
-        return subprocess.run([SHELL, "-c", GUARD_SCRIPT, "sandstack-guard"], env=self.env(passes=passes, **kwargs),
+        return subprocess.run([SHELL, "-c", GUARD_PROGRAM, "sandstack-guard"], env=self.env(passes=passes, **kwargs),
                               capture_output=True, text=True, timeout=60)
 
     def start_guard(self, **kwargs) -> subprocess.Popen:
         """The guard running until stopped; its clock still advances a second per pass, 20 ms apart."""
         (self.stub / "real-sleep").write_text("0.02\n")
-        return subprocess.Popen([SHELL, "-c", GUARD_SCRIPT, "sandstack-guard"], env=self.env(**kwargs),
+        return subprocess.Popen([SHELL, "-c", GUARD_PROGRAM, "sandstack-guard"], env=self.env(**kwargs),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def stop_guard(self, guard: subprocess.Popen) -> tuple[int, str]:

@@ -5,12 +5,14 @@ sandboxes at their max lifetime and idle timeout. No Docker, no root: the real h
 from __future__ import annotations
 
 import subprocess
+import time
 
 import pytest
 
-from sandstack.plan.stack_host import GUARD_SCRIPT
+from sandstack.plan.guard import GuardPlan
+from sandstack.plan.stack_host import GUARD_PROGRAM
 from sandstack.spec.contract import EXIT_IDLE, EXIT_LIFETIME
-from tests.assets.fakes import BOOT_ID, SHELL, T0, FakeHost, Proc, needs_path_stubs
+from tests.assets.fakes import BOOT_ID, RELOAD, SHELL, T0, FakeHost, Proc, needs_path_stubs
 
 TAG = "-m comment --comment sandstack:t"
 INPUT = "INPUT -i br-a -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP"
@@ -39,15 +41,17 @@ def _checks_and_inserts(cmd: str, op: str, rule: str) -> str:
 
 def test_each_rule_is_inserted_once_tagged_with_the_stack_and_input_rules_for_ipv6_too(host):
     # Four passes: rules are applied on the first and the fourth (every 3 s); the second application only checks.
+    # The configuration's rules are checked once when it is loaded (one iptables cannot parse refuses it whole).
     result = host.run_guard(4, rules=RULES)
     assert result.returncode == 0, result.stderr
+    loaded = [_checks_and_inserts("iptables-nft", "-C", INPUT), _checks_and_inserts("iptables-nft", "-C", FORWARD)]
     first = [
         _checks_and_inserts("iptables-nft", "-C", INPUT), _checks_and_inserts("iptables-nft", "-I", INPUT),
         _checks_and_inserts("ip6tables-nft", "-C", INPUT), _checks_and_inserts("ip6tables-nft", "-I", INPUT),
         _checks_and_inserts("iptables-nft", "-C", FORWARD), _checks_and_inserts("iptables-nft", "-I", FORWARD),
     ]
     again = [line for line in first if " -C " in line]
-    assert host.iptables_log() == ["iptables-nft -w -n -L DOCKER-USER", *first, *again]
+    assert host.iptables_log() == ["iptables-nft -w -n -L DOCKER-USER", *loaded, *first, *again]
     assert host.rules("iptables-nft") == [f"{INPUT} {TAG}", f"{FORWARD} {TAG}"]
     assert host.rules("ip6tables-nft") == [f"{INPUT} {TAG}"]
     assert "sandstack-guard: using iptables-nft" in result.stderr
@@ -55,10 +59,11 @@ def test_each_rule_is_inserted_once_tagged_with_the_stack_and_input_rules_for_ip
 
 def test_the_legacy_backend_is_used_when_dockers_chain_is_there(tmp_path):
     host = FakeHost(tmp_path, backend="legacy")
-    result = host.run_guard(1, rules=[INPUT])
+    result = host.run_guard(1, rules=[INPUT], bridges=["br-a"])
     assert result.returncode == 0, result.stderr
     assert host.iptables_log() == [
         "iptables-nft -w -n -L DOCKER-USER", "iptables-legacy -w -n -L DOCKER-USER",
+        _checks_and_inserts("iptables-legacy", "-C", INPUT),  # the configuration's rule checked as it is loaded
         _checks_and_inserts("iptables-legacy", "-C", INPUT), _checks_and_inserts("iptables-legacy", "-I", INPUT),
         _checks_and_inserts("ip6tables-legacy", "-C", INPUT), _checks_and_inserts("ip6tables-legacy", "-I", INPUT),
     ]
@@ -77,7 +82,7 @@ def test_without_dockers_chain_in_either_backend_the_guard_refuses_to_start(host
 def test_without_the_expiry_statuses_the_guard_does_not_start(host):
     env = host.env(rules=RULES, passes=1)
     del env["SANDSTACK_EXIT_IDLE"]
-    result = subprocess.run([SHELL, "-c", GUARD_SCRIPT, "sandstack-guard"], env=env, capture_output=True, text=True,
+    result = subprocess.run([SHELL, "-c", GUARD_PROGRAM, "sandstack-guard"], env=env, capture_output=True, text=True,
                             timeout=60)
     assert result.returncode != 0 and "SANDSTACK_EXIT_IDLE" in result.stderr
     assert host.iptables_log() == []
@@ -346,3 +351,63 @@ def test_on_cgroup_v2_the_sandbox_is_frozen_through_cgroup_freeze(tmp_path):
     assert result.returncode == 0, result.stderr
     assert host.kill_log() == [line.replace("FROZEN", "1") for line in _expiry("USR1")]
     assert (host.cgroup / "sandstack" / NAME / CID / "cgroup.freeze").read_text() == "0\n"
+
+
+# --- its configuration, taken in place (sandstack/plan/reload.py) ------------------------------------------------
+
+OTHER = "DOCKER-USER -i br-b -o br-b -d 10.213.97.254/32 -p tcp --dport 3129 -j ACCEPT"
+
+
+def _config(rules: list[str], pids: dict[str, int] | None = None, lifecycle: list[str] = ()):
+    return GuardPlan("t", tuple(rules), ("br-a",), tuple((pids or {}).items()), tuple(lifecycle)).config
+
+
+def _wait_for(predicate, what: str, guard) -> None:
+    deadline = time.monotonic() + 20
+    while not predicate():
+        assert guard.poll() is None and time.monotonic() < deadline, (what, guard.communicate()[1])
+        time.sleep(0.02)
+
+
+@needs_path_stubs
+def test_a_new_configuration_is_taken_at_the_next_pass_and_reported_and_the_rules_it_drops_are_removed(host):
+    guard = host.start_guard(rules=RULES, pids={NAME: 64}, bridges=["br-a"])
+    first = host.in_force
+    _wait_for(lambda: first() == _config(RULES, {NAME: 64}).digest, "the first configuration in force", guard)
+    new = _config([INPUT, OTHER], {NAME: 128})
+    host.deliver(new)
+    _wait_for(lambda: host.in_force() == new.digest, "the new configuration in force", guard)
+    # In force means applied: the dropped rule gone, the new one in, the new pids limit written.
+    assert host.rules("iptables-nft") == [f"{INPUT} {TAG}", f"{OTHER} {TAG}"]
+    assert (host.cgroup / "pids" / "sandstack" / NAME / "pids.max").read_text() == "128\n"
+    code, err = host.stop_guard(guard)
+    assert code == 0 and f"sandstack-guard: loaded configuration {new.digest}" in err
+
+
+@needs_path_stubs
+def test_a_configuration_with_a_rule_iptables_cannot_parse_is_refused_and_the_one_in_force_stays(host):
+    guard = host.start_guard(rules=RULES, pids={NAME: 64}, bridges=["br-a"])
+    old = _config(RULES, {NAME: 64})
+    _wait_for(lambda: host.in_force() == old.digest, "the first configuration in force", guard)
+    bad = _config([INPUT, "DOCKER-USER -i br-a --bogus -j ACCEPT"], {NAME: 8})
+    host.deliver(bad)
+    _wait_for(lambda: RELOAD.read_status(str(host.config), "refused").startswith(bad.digest), "a refusal", guard)
+    assert RELOAD.read_status(str(host.config), "refused") == \
+        f"{bad.digest} iptables cannot parse the rule: DOCKER-USER -i br-a --bogus -j ACCEPT"
+    time.sleep(0.2)  # several passes later: nothing of it applied
+    assert host.in_force() == old.digest
+    assert host.rules("iptables-nft") == [f"{INPUT} {TAG}", f"{FORWARD} {TAG}"]
+    assert (host.cgroup / "pids" / "sandstack" / NAME / "pids.max").read_text() == "64\n"
+    host.stop_guard(guard)
+
+
+def test_a_guard_restarted_with_a_new_configuration_removes_the_rules_of_the_one_in_force_before(host):
+    assert host.run_guard(1, rules=RULES, bridges=["br-a"]).returncode == 0
+    assert host.in_force() == _config(RULES).digest
+    host.restart_guard()
+    # Its reload container delivered a set without FORWARD while it was down: the set in force before is the one
+    # whose rules the new set replaces.
+    result = host.run_guard(1, rules=[INPUT], bridges=["br-a"])
+    assert result.returncode == 0, result.stderr
+    assert host.rules("iptables-nft") == [f"{INPUT} {TAG}"]
+    assert host.in_force() == _config([INPUT]).digest

@@ -23,7 +23,7 @@ def test_only_refuses_unknown_names_naming_the_known_ones():
 
 def test_docker_sections_are_the_engine_items():
     assert [s.name for s in SECTIONS.values() if s.docker] == ["start", "gateway", "deploy", "runtime", "ondemand",
-                                                               "concurrency", "hosts", "streams"]
+                                                               "concurrency", "hosts", "streams", "live"]
 
 
 def test_non_docker_sections_import_nothing_from_tests():
@@ -51,7 +51,8 @@ def test_mock_program_registers_one_container_per_sandbox_plus_guard_gateway_and
     out = subprocess.run([sys.executable, "-m", "benchmarks.mock_program", str(spec)], cwd=REPO,
                          capture_output=True, text=True, check=True)
     counts = json.loads(out.stdout.splitlines()[-1])
-    assert counts["by_type"]["Container"] == 10 + 3  # and the guard, the gateway, the logging resolvers
+    # and the guard, the gateway, the logging resolvers, each with its reload container (docs/design/live-changes.md)
+    assert counts["by_type"]["Container"] == 10 + 3 + 3
     assert counts["registrations"] == sum(counts["by_type"].values())
 
 

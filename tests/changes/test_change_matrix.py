@@ -322,6 +322,7 @@ CASES: list[Case] = [
     Case("hosts.*.overcommit.memory", 2),
     Case("hosts.*.overcommit.disk", 2),
     Case("hosts.*.storage_quota", True),
+    Case("hosts.*.platforms", ["linux/amd64", "linux/arm64"]),
     Case("hosts.*.disk_workspaces", "2GiB"),
     Case("hosts.*.dns_upstream", ["10.0.0.53"]),
     Case("hosts.*.runtime", {"token": {"secret": "runtimeToken"}}),
@@ -442,6 +443,7 @@ CASES: list[Case] = [
     Case("defaults.env.*.secret", "sharedToken2", pools=("agent", "free")),
     Case("defaults.user", "20001:20001"),
     Case("defaults.base_image", "busybox:1.37", prepare=FREE_BASE_FROM_DEFAULTS),
+    Case("defaults.platform", "linux/amd64", prepare=setting(templates__agent__platform="linux/amd64")),
     Case("defaults.snapshot", {"version": "2", "setup": ["true"]}),
     Case("defaults.snapshot.version", "3", prepare=setting(defaults__snapshot={"version": "2"})),
     Case("defaults.snapshot.setup", ["true"], prepare=setting(defaults__snapshot={"version": "2"})),
@@ -498,6 +500,7 @@ CASES: list[Case] = [
            prepare=setting(templates__agent__network={"egress": "allow-all", "protocols": "any"}))
       for field, value in CONNECTION_CHANGES),
     Case("templates.*.runtime", "runsc"),
+    Case("templates.*.platform", "linux/amd64"),
     Case("templates.*.lifecycle", {"max_lifetime": "6h", "idle_timeout": "10m", "on_expiry": "restart"},
     ),
     Case("templates.*.lifecycle.max_lifetime", "6h"),
@@ -643,6 +646,19 @@ IMAGE = re.compile(rf"^sandstack-(?P<template>[a-z0-9-]+)\.{HOST}-image$")
 ELSEWHERE = re.compile(rf"^sandstack-(?!{HOST}\b)[a-z0-9-]+$|^sandstack-[a-z0-9-]+\.(?!{HOST}-)")
 
 
+def is_reload(name: str, host: str = HOST) -> bool:
+    """Whether a host-level object is a host role's reload container (sandstack.plan.reload)."""
+    prefix = f"sandstack-{host}-"
+    return name.startswith(prefix) and any(p.config and p.resource == "container" and p.matches(name[len(prefix):])
+                                           for role in HOST_ROLES.values() for p in role.parts)
+
+
+# Each reload container of HOST → its service container (which it names, so it follows its renewal).
+SERVICE_OF_RELOAD = {f"sandstack-{HOST}-{role.part('container', config=True).name}":
+                     (f"sandstack-{HOST}-{role.container.name}",)
+                     for role in HOST_ROLES.values() if role.reload == "in place" and role.container}
+
+
 def role_of(name: str, host: str = HOST) -> str | None:
     """The host role of a host-level object of `host` (a pool's network belongs to 'networks'), else None."""
     prefix = f"sandstack-{host}-"
@@ -728,10 +744,14 @@ def expected_changes(effect: Effect, case: Case, runs, specs) -> tuple[set[str],
         expected |= {k for k in changes if ELSEWHERE.search(name := k.split(" ", 1)[1])
                      and not any(role_of(name, host) for host in hosts)}
     # The declared host roles: each one the host has (an object of the role before or after) changes, and no
-    # other host object does.
+    # other host object does. A role that takes its configuration in place changes only its reload container, unless
+    # the change creates or deletes the role itself.
     for host in hosts:
         for role in sorted(effect.host):
             found = {k for k in changes if role_of(k.split(" ", 1)[1], host) == role}
+            service = f"sandstack-{host}-{HOST_ROLES[role].container.name}" if HOST_ROLES[role].container else None
+            if role in effect.reloads and service in _names(before) and service in _names(after):
+                found = {k for k in found if is_reload(k.split(" ", 1)[1], host)}
             expected |= found
             if not found and any(role_of(n, host) == role for n in names):
                 required.append(f"the {role} of host {host!r}")
@@ -747,11 +767,19 @@ def expected_changes(effect: Effect, case: Case, runs, specs) -> tuple[set[str],
             expected.add(key)
         # The change table's cascades (Pulumi's dependent rule): a pool network replaced delete-before-replace
         # replaces the host containers that join it by name, whatever the field's declaration names.
-        if moved and fields == ("networksAdvanced",) and role_of(name, HOST) in table.cascaded({"networks"}) \
+        # (The gateway refers to the networks its reload container joins it to by a label that depends on them.)
+        if moved and fields in (("networksAdvanced",), ("labels",)) and role_of(name, HOST) in table.cascaded({"networks"}) \
                 and any(f"replace sandstack-{HOST}-net.{pool}" in expected for pool in moved):
             expected.add(key)
         seeder = SECRETS_OBJECT.match(name) or DATA_OBJECT.match(name)
         if seeder and fields == ("image",) and f"replace sandstack-{HOST}-infra" in expected:
+            expected.add(key)
+
+    # A renewed host service's reload container runs again for the new service (it names it: `After`).
+    for key in changes:
+        name = key.split(" ", 1)[1]
+        if key.startswith("replace ") and any(f"replace {service}" in expected
+                                              for service in SERVICE_OF_RELOAD.get(name, ())):
             expected.add(key)
     for key in list(changes):
         if key.startswith("delete ") and f"replace {key[7:]}" in expected:

@@ -22,8 +22,8 @@ BASE = spec(
     pools={"agent": {"template": "agent", "hosts": ["local"], "replicas": 2},
            "other": {"template": "other", "hosts": ["local"]}},
 )
-EVERYTHING = 15  # infra image, 2 snapshot images, guard, gateway and logger (volume + container each),
-#                  3 networks (agent, other, egress), 3 sandboxes
+EVERYTHING = 21  # infra image, 2 snapshot images, guard, gateway and logger (volume + container each, and a
+#                  configuration volume and a reload container each), 3 networks (agent, other, egress), 3 sandboxes
 
 
 def _changes(result) -> dict[str, tuple[str, tuple[str, ...]]]:
@@ -35,10 +35,11 @@ def test_the_dev_stack_run_twice_changes_nothing_the_second_time(dry_harness, tm
     program = stack_program(tmp_path / "stacks" / "dev.yaml", stack="dev")
     first = dry_harness.run(program, secret_config=DEV_SECRETS)
     # 4 images (infra + 3 snapshots: builder extends preview and shares its image), guard, gateway, runtime and
-    # connection logger (volume + container each), 5 networks, 6 sandboxes
-    assert first.summary() == {"create": 23, "update": 0, "replace": 0, "delete": 0, "same": 0, "build": 4}
+    # connection logger (volume + container each; the guard, the gateway and the logger a configuration volume and a
+    # reload container too), 5 networks, 6 sandboxes
+    assert first.summary() == {"create": 31, "update": 0, "replace": 0, "delete": 0, "same": 0, "build": 4}
     again = dry_harness.run(program, secret_config=DEV_SECRETS)
-    assert again.summary() == {"create": 0, "update": 0, "replace": 0, "delete": 0, "same": 23, "build": 0}
+    assert again.summary() == {"create": 0, "update": 0, "replace": 0, "delete": 0, "same": 31, "build": 0}
     assert again.outputs == first.outputs
 
 
@@ -99,16 +100,16 @@ def test_inputs_the_provider_would_not_apply_replace_instead_of_a_silent_update(
 def test_one_more_replica_creates_one_sandbox_and_renews_the_guards_pids_list(up):
     up(BASE)
     result = up(changed(BASE, "pools.agent.replicas", 3))
-    # The guard holds every sandbox's pids limit in its env, so it is replaced (delete-before-replace; its
-    # rules stay on the host meanwhile, see guard.sh) before the new sandbox starts under its cgroup parent.
+    # The guard's configuration holds every sandbox's pids limit: its reload container runs again and the guard takes
+    # it in place (its rules and clocks untouched) before the new sandbox starts under its cgroup parent.
     assert _changes(result) == {"create sandstack-agent.local-2": (),
-                                "replace sandstack-local-guard-container": ("envs",)}
+                                "replace sandstack-local-guard-reload": ("envs",)}
 
 
 def test_one_replica_less_deletes_the_last_sandbox_only(up):
     up(BASE)
     result = up(changed(BASE, "pools.agent.replicas", 1))
-    assert _changes(result) == {"replace sandstack-local-guard-container": ("envs",),
+    assert _changes(result) == {"replace sandstack-local-guard-reload": ("envs",),
                                 "delete sandstack-agent.local-1": ()}
 
 
@@ -120,11 +121,11 @@ def test_adding_a_gateway_pool_adds_its_objects_and_renews_guard_gateway_and_res
     # `logged` has the snapshot content of `other` (busybox, no setup): it runs on other's image, nothing is built.
     assert _changes(result) == {
         "create sandstack-local-net.logged": (), "create sandstack-logged.local-0": (),
-        "replace sandstack-local-guard-container": ("envs",),  # rules, pids and bridges of the new pool
-        # its squid.conf and the new pool's network
-        "replace sandstack-local-gateway-container": ("envs", "networksAdvanced"),
-        # a logging resolver for the new pool (and one more to wait for in its health check)
-        "replace sandstack-local-logger-container": ("envs", "healthcheck"),
+        "replace sandstack-local-guard-reload": ("envs",),  # rules, pids and bridges of the new pool, in place
+        # its squid.conf and the new pool's network, joined by its reload container: the gateway keeps running
+        "replace sandstack-local-gateway-reload": ("envs",),
+        # a logging resolver for the new pool, started by the logger in place
+        "replace sandstack-local-logger-reload": ("envs",),
     }
 
 
@@ -138,16 +139,18 @@ def test_the_first_gateway_pool_brings_the_gateway_and_leaves_other_sandboxes_al
     assert _changes(result) == {  # agent runs on other's image (the same snapshot content)
         "create sandstack-local-net.agent": (), "create sandstack-local-egress-net": (), "create sandstack-local-gateway-log": (),
         "create sandstack-local-gateway-container": (), "create sandstack-agent.local-0": (),
+        "create sandstack-local-gateway-config": (), "create sandstack-local-gateway-reload": (),
         "create sandstack-local-logger-log": (), "create sandstack-local-logger-container": (),  # its resolver
-        "replace sandstack-local-guard-container": ("envs",),
+        "create sandstack-local-logger-config": (), "create sandstack-local-logger-reload": (),
+        "replace sandstack-local-guard-reload": ("envs",),
     }
 
 
 def test_changing_an_allow_entry_renews_only_the_gateway_and_the_resolver(up):
     up(BASE)
     result = up(changed(BASE, "templates.agent.network.allow", ["example.com", "example.org"]))
-    assert _changes(result) == {"replace sandstack-local-gateway-container": ("envs",),
-                                "replace sandstack-local-logger-container": ("envs",)}
+    assert _changes(result) == {"replace sandstack-local-gateway-reload": ("envs",),  # taken in place
+                                "replace sandstack-local-logger-reload": ("envs",)}
 
 
 def test_changing_the_subnet_pool_moves_the_pools_network_and_its_sandboxes(up):

@@ -71,3 +71,17 @@ def label_map(reg: Registration) -> dict[str, str]:
 
 def env_map(reg: Registration) -> dict[str, str]:
     return dict(e.split("=", 1) for e in reg.inputs["envs"])
+
+
+def role_config(built: "Built", role: str, host: str = "local") -> dict[str, str]:
+    """A host role's configuration, as its reload container delivers it (sandstack/plan/reload.py): item → text."""
+    return env_map(built.container(f"sandstack-{host}-{role}-reload"))
+
+
+def gateway_networks(built: "Built", host: str = "local") -> list[dict[str, Any]]:
+    """Every network the gateway is on: its own (its container's inputs) and the pool networks its reload container
+    joins it to, in the wire's shape of `networks_advanced`."""
+    own = built.container(f"sandstack-{host}-gateway-container").inputs["networksAdvanced"]
+    joins = [line.split() for line in role_config(built, "gateway", host).get("SANDSTACK_CONFIG_JOIN", "").split("\n")
+             if line.strip()]
+    return own + [{"name": name, "aliases": aliases, "ipv4Address": address} for name, address, *aliases in joins]

@@ -3,15 +3,20 @@ file-descriptor budget and its route out. The rendered squid.conf is tests/compo
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from sandstack.plan.gateway import ENTRYPOINT, ERROR_PAGE, PREPARE, SQUID_TEMPLATES
-from sandstack.plan.squid import ERROR_DIRECTORY, SELF_ADDRESSES
+from sandstack.plan.gateway import CACHE_LOG, ENTRYPOINT, ERROR_PAGE, LOOP, PREPARE, SQUID_TEMPLATES
+from sandstack.plan.reload import SERVICE_SH, ConfigSet
+from sandstack.plan.squid import ACCESS_LOG, ERROR_DIRECTORY, SELF_ADDRESSES
+from tests.assets.fakes import RELOAD
 from tests.components.helpers import env_map
 from testbed.specs import spec
 
@@ -23,19 +28,16 @@ def gateway(build):
     return build(spec({"listed": LISTED})).container("sandstack-local-gateway-container")
 
 
-def test_the_entrypoint_prepares_addresses_and_error_pages_then_runs_squid_in_the_foreground():
-    assert ENTRYPOINT == (
-        'printf "%s\\n" "$SANDSTACK_SQUID_CONF" > /tmp/squid.conf'
-        " && hostname -I | tr -s ' ' '\\n' > /tmp/sandstack-self && grep -q . /tmp/sandstack-self"
-        " && mkdir -p /tmp/sandstack-errors"
+def test_the_entrypoint_prepares_the_error_pages_then_takes_each_configuration_in_place():
+    assert ENTRYPOINT == SERVICE_SH + PREPARE + " || exit 1\n" + LOOP
+    assert PREPARE == (
+        "mkdir -p /tmp/sandstack-errors"
         " && for t in /usr/share/squid/errors/templates/ERR_*;"
         " do printf '%s\\n' 'The sandstack gateway refused this request or could not complete it: %c'"
         " > /tmp/sandstack-errors/${t##*/} || exit 1; done"
         " && test -s /tmp/sandstack-errors/ERR_ACCESS_DENIED"
         " && { [ ! -e /usr/share/squid/errors/templates/error-details.txt ]"
         " || cp /usr/share/squid/errors/templates/error-details.txt /tmp/sandstack-errors/; }"
-        " && touch /var/log/squid/access.log && { tail -n 0 -F /var/log/squid/access.log & }"
-        " && exec squid -N -f /tmp/squid.conf"
     )
 
 
@@ -44,30 +46,19 @@ def test_the_error_page_names_only_the_error_code():
     assert re.findall(r"%.", ERROR_PAGE) == ["%c"]
 
 
-def _prepare(tmp_path: Path, templates: list[str], addresses: str) -> tuple[subprocess.CompletedProcess, Path]:
-    """Runs PREPARE in a plain shell with its paths moved under tmp_path and `hostname` a stub that prints
-    `addresses` (what `hostname -I` prints: addresses and a trailing space)."""
+def _prepare(tmp_path: Path, templates: list[str]) -> tuple[subprocess.CompletedProcess, Path]:
+    """Runs PREPARE in a plain shell with its paths moved under tmp_path."""
     root = tmp_path / "root"
     (root / "templates").mkdir(parents=True)
     for name in templates:
         (root / "templates" / name).write_text("<html>stock page naming %i, %h and %s</html>\n")
-    (root / "bin").mkdir()
-    stub = root / "bin" / "hostname"
-    stub.write_text(f"#!/bin/sh\n[ \"$1\" = -I ] && printf '%s\\n' '{addresses}'\n")
-    stub.chmod(0o755)
-    script = (PREPARE.replace(SQUID_TEMPLATES, str(root / "templates"))
-              .replace(SELF_ADDRESSES, str(root / "self")).replace(ERROR_DIRECTORY, str(root / "errors"))
-              .replace("/tmp/squid.conf", str(root / "squid.conf")))
-    env = {"PATH": f"{root / 'bin'}:{os.environ['PATH']}", "SANDSTACK_SQUID_CONF": "http_port 3128\nvia off"}
-    return subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, timeout=30), root
+    script = PREPARE.replace(SQUID_TEMPLATES, str(root / "templates")).replace(ERROR_DIRECTORY, str(root / "errors"))
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30), root
 
 
-def test_preparation_writes_the_config_the_addresses_one_a_line_and_one_page_per_template(tmp_path):
-    result, root = _prepare(tmp_path, ["ERR_ACCESS_DENIED", "ERR_DNS_FAIL", "error-details.txt", "generic"],
-                            "172.18.0.3 10.213.1.254 fd00::3 ")
+def test_preparation_writes_one_page_per_template(tmp_path):
+    result, root = _prepare(tmp_path, ["ERR_ACCESS_DENIED", "ERR_DNS_FAIL", "error-details.txt", "generic"])
     assert result.returncode == 0, result.stderr
-    assert (root / "squid.conf").read_text() == "http_port 3128\nvia off\n"
-    assert (root / "self").read_text() == "172.18.0.3\n10.213.1.254\nfd00::3\n"
     # One page per ERR_ template; the TLS error descriptions copied; squid's translation source left out.
     assert sorted(p.name for p in (root / "errors").iterdir()) == ["ERR_ACCESS_DENIED", "ERR_DNS_FAIL",
                                                                     "error-details.txt"]
@@ -75,33 +66,158 @@ def test_preparation_writes_the_config_the_addresses_one_a_line_and_one_page_per
         assert (root / "errors" / name).read_text() == ERROR_PAGE + "\n"
 
 
-@pytest.mark.parametrize("templates, addresses, why", [
-    (["ERR_ACCESS_DENIED", "error-details.txt"], "", "no address of its own: `sandstack_self` would match nothing"),
-    ([], "172.18.0.3 ", "no templates found: squid would fall back to its own pages"),
-])
-def test_preparation_fails_rather_than_start_squid_with_a_refusal_undone(tmp_path, templates, addresses, why):
-    result, _ = _prepare(tmp_path, templates, addresses)
-    assert result.returncode != 0, why
+def test_preparation_fails_rather_than_start_squid_with_its_own_pages(tmp_path):
+    result, _ = _prepare(tmp_path, [])  # no templates found: squid would fall back to its own pages
+    assert result.returncode != 0
 
 
 def test_preparation_without_tls_error_descriptions_still_succeeds(tmp_path):
     # squid-openssl only logs an error without them; they serve TLS error details, no refusal.
-    result, root = _prepare(tmp_path, ["ERR_ACCESS_DENIED"], "172.18.0.3 ")
+    result, root = _prepare(tmp_path, ["ERR_ACCESS_DENIED"])
     assert result.returncode == 0, result.stderr
     assert [p.name for p in (root / "errors").iterdir()] == ["ERR_ACCESS_DENIED"]
 
 
-def test_squid_is_told_its_file_descriptor_budget_and_the_container_keeps_the_daemons_limit(gateway):
-    assert "\nmax_filedescriptors 16384\n" in env_map(gateway)["SANDSTACK_SQUID_CONF"]
+# --- taking a configuration in place: the entrypoint's loop, with squid and hostname stubs ---------------------
+
+# squid: `-k parse` refuses a configuration holding `bogus_directive` as squid does; `-N` logs one "Accepting" line
+# per http_port (and again on each SIGHUP, re-reading its file), and records each start and reconfigure.
+SQUID_STUB = r"""#!/bin/sh
+log=@ROOT@/squid.log
+if [ "$1" = -k ] && [ "$2" = parse ]; then
+  grep -q bogus_directive "$4" && { echo "FATAL: Bungled $4 line 2: bogus_directive on" >&2; exit 1; }
+  exit 0
+fi
+accept() { grep '^http_port ' "$3" | while read -r _ port _; do
+  echo "Accepting HTTP Socket connections at conn1 local=[::]:$port" >>@CACHE_LOG@; done; }
+echo "start $*" >>"$log"
+trap 'echo reconfigure >>"$log"; accept "$@"' HUP
+accept "$@"
+while :; do sleep 0.05; done
+"""
+
+
+class Gateway:
+    """The gateway's entrypoint running in a plain shell, its paths under one folder, given sets as its reload
+    container gives them."""
+
+    def __init__(self, root: Path, addresses: str = "172.18.0.3 10.213.1.254 "):
+        self.root, self.config = root, root / "config"
+        (root / "bin").mkdir(parents=True)
+        (root / "log").mkdir()
+        self.config.mkdir()
+        self.stub("squid", SQUID_STUB.replace("@ROOT@", str(root)).replace("@CACHE_LOG@", str(root / "log/cache.log")))
+        self.stub("hostname", f"#!/bin/sh\n[ \"$1\" = -I ] && printf '%s\\n' '{addresses}'\n")
+        script = (ENTRYPOINT.replace(SQUID_TEMPLATES, str(root / "templates"))
+                  .replace(ERROR_DIRECTORY, str(root / "errors")).replace(SELF_ADDRESSES, str(root / "self"))
+                  .replace("/tmp/squid.conf", str(root / "squid.conf")).replace(ACCESS_LOG, str(root / "log/access.log"))
+                  .replace(CACHE_LOG, str(root / "log/cache.log")))
+        (root / "templates").mkdir()
+        (root / "templates" / "ERR_ACCESS_DENIED").write_text("stock\n")
+        env = {"PATH": f"{root / 'bin'}:{os.environ['PATH']}", "SANDSTACK_CONFIG_DIR": str(self.config)}
+        self.process = subprocess.Popen(["sh", "-c", script], env=env, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    def stub(self, name: str, text: str) -> None:
+        (self.root / "bin" / name).write_text(text)
+        (self.root / "bin" / name).chmod(0o755)
+
+    def give(self, conf: str) -> str:
+        config = ConfigSet("gateway", (("SQUID_CONF", conf),))
+        RELOAD.deliver(str(self.config), config.digest, dict(config.items))
+        RELOAD.point_want(str(self.config), config.digest)
+        return config.digest
+
+    def status(self, name: str) -> str:
+        return RELOAD.read_status(str(self.config), name)
+
+    def wait(self, predicate, what: str) -> None:
+        deadline = time.monotonic() + 20
+        while not predicate():
+            assert self.process.poll() is None and time.monotonic() < deadline, (what, self.squid_log())
+            time.sleep(0.02)
+
+    def squid_log(self) -> list[str]:
+        path = self.root / "squid.log"
+        return path.read_text().splitlines() if path.exists() else []
+
+    def stop(self) -> None:
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def running(tmp_path):
+    gateway = Gateway(tmp_path / "gw")
+    yield gateway
+    gateway.stop()
+
+
+CONF_A = "http_port 3128 name=a\nvia off\n"
+CONF_AB = "http_port 3128 name=a\nhttp_port 3129 name=b\nvia off\n"
+
+
+def test_squid_starts_with_the_first_configuration_and_reports_it_once_listening(running):
+    time.sleep(0.3)
+    assert running.squid_log() == []  # no configuration yet: no squid
+    first = running.give(CONF_A)
+    running.wait(lambda: running.status("have") == first, "the first configuration in force")
+    assert (running.root / "squid.conf").read_text() == CONF_A
+    assert (running.root / "self").read_text() == "172.18.0.3\n10.213.1.254\n"
+    assert running.squid_log() == [f"start -N -f {running.root / 'squid.conf'}"]
+
+
+def test_a_new_configuration_reconfigures_the_running_squid_instead_of_restarting_it(running):
+    first = running.give(CONF_A)
+    running.wait(lambda: running.status("have") == first, "the first configuration in force")
+    second = running.give(CONF_AB)
+    running.wait(lambda: running.status("have") == second, "the second configuration in force")
+    assert (running.root / "squid.conf").read_text() == CONF_AB
+    assert running.squid_log() == [f"start -N -f {running.root / 'squid.conf'}", "reconfigure"]
+
+
+def test_a_configuration_squid_refuses_is_reported_and_the_one_in_force_stays(running):
+    first = running.give(CONF_A)
+    running.wait(lambda: running.status("have") == first, "the first configuration in force")
+    bad = running.give("http_port 3128 name=a\nbogus_directive on\n")
+    running.wait(lambda: running.status("refused").startswith(bad), "the refusal")
+    assert running.status("refused") == \
+        f"{bad} FATAL: Bungled {running.root / 'squid.conf.new'} line 2: bogus_directive on"
+    assert running.status("have") == first
+    assert (running.root / "squid.conf").read_text() == CONF_A
+    assert running.squid_log() == [f"start -N -f {running.root / 'squid.conf'}"]  # never told to reconfigure
+
+
+def test_a_gateway_without_an_address_of_its_own_refuses_rather_than_undo_the_self_refusal(tmp_path):
+    gateway = Gateway(tmp_path / "gw", addresses="")
+    try:
+        digest = gateway.give(CONF_A)
+        gateway.wait(lambda: gateway.status("refused").startswith(digest), "the refusal")
+        assert gateway.status("refused") == f"{digest} the gateway has no address"
+        assert gateway.squid_log() == []
+    finally:
+        gateway.stop()
+
+
+def test_squid_is_told_its_file_descriptor_budget_and_the_container_keeps_the_daemons_limit(build):
+    built = build(spec({"listed": LISTED}))
+    gateway = built.container("sandstack-local-gateway-container")
+    assert "\nmax_filedescriptors 16384\n" in env_map(built.container("sandstack-local-gateway-reload"))["SQUID_CONF"]
     # A nofile ulimit above the daemon's own fails the container's start; squid takes the lower of the two.
     assert "ulimits" not in gateway.inputs
 
 
-def test_the_egress_network_is_the_gateways_default_route(build):
+def test_the_egress_network_is_the_gateways_default_route_and_its_reload_joins_it_to_the_pools(build):
     built = build(spec({"listed": LISTED}))
     networks = built.container("sandstack-local-gateway-container").inputs["networksAdvanced"]
-    assert networks[0] == {"name": built.reg("sandstack-local-egress-net").inputs["name"], "gwPriority": 1000}
-    assert [n.get("gwPriority") for n in networks[1:]] == [None]  # the pool's network: no route out
+    assert networks == [{"name": built.reg("sandstack-local-egress-net").inputs["name"], "gwPriority": 1000}]
+    # The pool's network (no route out) is joined at the address the guard opens, with the proxy's alias, by the
+    # reload container, which leaves every other pool network of the stack on this host.
+    reload = env_map(built.container("sandstack-local-gateway-reload"))
+    pool_net = built.reg("sandstack-local-net.listed").inputs
+    address = ipaddress.ip_network(pool_net["ipamConfigs"][0]["subnet"])[-2]  # its last usable address
+    assert reload["SANDSTACK_CONFIG_JOIN"] == f"{pool_net['name']} {address} sandstack-gateway"
+    assert reload["SANDSTACK_CONFIG_LEAVE"] == "sandstack.stack=t sandstack.host=local sandstack.pool"
 
 
 def test_the_gateway_runs_the_entrypoint(gateway):

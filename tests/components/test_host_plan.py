@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sandstack.plan.host import plan_hosts
 from sandstack.spec import load_stack
-from tests.components.helpers import Built, env_map
+from tests.components.helpers import Built, env_map, role_config
 from testbed.specs import spec, write_spec
 
 TEMPLATES = {
@@ -28,6 +28,9 @@ def test_the_host_plan_is_what_the_components_register(tmp_path: Path):
     guard = built.container("sandstack-local-guard-container")
     assert guard.inputs["name"] == plan.guard.container_name
     assert [f"{k}={v}" for k, v in env_map(guard).items()] == plan.guard.env
+    assert role_config(built, "guard") == {**dict(plan.guard.config.items), **{
+        k: v for k, v in role_config(built, "guard").items() if k.startswith("SANDSTACK_CONFIG_")}}
+    assert role_config(built, "guard")["SANDSTACK_CONFIG_DIGEST"] == plan.guard.config.digest
     assert plan.guard.pids == (("sandstack-t-closed-0", 64), ("sandstack-t-closed-1", 64),
                                ("sandstack-t-listed-0", 256), ("sandstack-t_gateway", 512))
     # 1 h lifetime, 10 min idle, stop; 20 ms/s idle CPU plus the 5 s probe's share (100 ms / 5 s) and burst.
@@ -36,7 +39,9 @@ def test_the_host_plan_is_what_the_components_register(tmp_path: Path):
     assert plan.gateway is not None and [p.pool for p in plan.gateway.pools] == ["listed"]
     gateway = built.container("sandstack-local-gateway-container")
     assert gateway.inputs["name"] == plan.gateway.container_name
-    assert env_map(gateway) == {"SANDSTACK_SQUID_CONF": plan.gateway.config}
+    assert env_map(gateway) == {"SANDSTACK_CONFIG_DIR": "/run/sandstack/config"}
+    assert role_config(built, "gateway")["SQUID_CONF"] == plan.gateway.squid_conf
+    assert role_config(built, "gateway")["SANDSTACK_CONFIG_DIGEST"] == plan.gateway.config.digest
     assert gateway.inputs["cgroupParent"] == plan.gateway.cgroup_parent == "/sandstack/sandstack-t_gateway"
     assert {n.name for n in plan.networks.values()} == {built.reg(f"sandstack-local-net.{p}").inputs["name"]
                                                         for p in ("listed", "closed")}

@@ -11,7 +11,7 @@ from sandstack.plan.naming import bridge_name, docker_name, egress_network_name
 from sandstack.plan.network import gateway_ports, pool_subnets
 from sandstack.spec import SpecError
 from sandstack.spec.models.stack import Pool
-from tests.components.helpers import NETWORK, env_map
+from tests.components.helpers import NETWORK, env_map, gateway_networks, role_config
 from testbed.specs import host, spec
 
 DROP_INPUT = "INPUT -i {br} -m conntrack ! --ctstate ESTABLISHED,RELATED -j DROP"
@@ -95,7 +95,7 @@ def test_network_guard_rules_gateway_and_proxy_per_egress_mode(build, network, p
     }
     assert net.plan["Internal"] is internal
 
-    guard = env_map(built.reg("sandstack-local-guard-container"))
+    guard = role_config(built, "guard")
     limit = hashlib.sha256(br.encode()).hexdigest()[:12]
     expected_rules = [r.format(br=br, port=port, gw=P_GATEWAY, limit=limit) for r in rules]
     sandbox = built.container("sandstack-p.local-0")
@@ -108,14 +108,14 @@ def test_network_guard_rules_gateway_and_proxy_per_egress_mode(build, network, p
         ] + [NO_METADATA.format(br=egress_br)]
         assert guard["SANDSTACK_BRIDGES"] == " ".join(sorted([br, egress_br]))
         gateway = built.container("sandstack-local-gateway-container")
-        assert gateway.inputs["networksAdvanced"] == [
+        assert gateway_networks(built) == [
             {"name": "sandstack-t-_egress", "gwPriority": 1000},
             {"name": "sandstack-t-p", "aliases": ["sandstack-gateway"], "ipv4Address": P_GATEWAY}]
-        assert f"\nhttp_port {port} name=p\n" in env_map(gateway)["SANDSTACK_SQUID_CONF"]
+        assert f"\nhttp_port {port} name=p\n" in role_config(built, "gateway")["SQUID_CONF"]
         assert gateway.inputs["dns"] == [EGRESS_BRIDGE]  # Docker's resolver in it forwards there
         # Squid refuses the host's own networks: the subnet_pool but the egress network (carved from it too), and
         # the host's address on the egress network.
-        blocked = next(line for line in env_map(gateway)["SANDSTACK_SQUID_CONF"].split("\n")
+        blocked = next(line for line in role_config(built, "gateway")["SQUID_CONF"].split("\n")
                        if line.startswith("acl p_blocked dst "))
         rest = ipaddress.IPv4Network("10.213.0.0/16").address_exclude(ipaddress.IPv4Network(EGRESS_SUBNET))
         assert blocked.endswith(" " + " ".join([*sorted(map(str, rest)), f"{EGRESS_BRIDGE}/32"])), blocked
@@ -159,10 +159,9 @@ def test_one_gateway_serves_every_gateway_pool_each_on_its_own_port(build):
     built = build(spec(templates))
     ports = gateway_ports("t", ["listed", "logged"])
     assert ports["listed"] != ports["logged"]
-    gateway = built.container("sandstack-local-gateway-container")
     # On each gateway pool's network the gateway holds that /23's last usable address (listed: 10.213.98.0/23,
     # logged: 10.213.190.0/23); it does not join the networks of the other pools.
-    assert gateway.inputs["networksAdvanced"] == [
+    assert gateway_networks(built) == [
         {"name": "sandstack-t-_egress", "gwPriority": 1000},
         {"name": "sandstack-t-listed", "aliases": ["sandstack-gateway"], "ipv4Address": "10.213.99.254"},
         {"name": "sandstack-t-logged", "aliases": ["sandstack-gateway"], "ipv4Address": "10.213.191.254"},
@@ -237,15 +236,14 @@ def test_each_pool_network_gets_its_own_23_of_the_hosts_subnet_pool(build):
 
 def test_the_gateway_has_the_last_usable_address_of_each_gateway_pool_network(build):
     built = build(spec(FOUR_POOLS, hosts={"local": host(subnet_pool="172.30.0.0/20")}))
-    gateway = built.container("sandstack-local-gateway-container")
     # Outside the sandboxes' /24, so no sandbox can hold it; the guard's rules name it (below).
-    assert gateway.inputs["networksAdvanced"] == [
+    assert gateway_networks(built) == [
         {"name": "sandstack-t-_egress", "gwPriority": 1000},
         {"name": "sandstack-t-listed", "aliases": ["sandstack-gateway"], "ipv4Address": "172.30.3.254"},
         {"name": "sandstack-t-logged", "aliases": ["sandstack-gateway"], "ipv4Address": "172.30.15.254"},
     ]
     # squid refuses a pool's port to any source outside that pool's /23.
-    conf = env_map(gateway)["SANDSTACK_SQUID_CONF"].split("\n")
+    conf = role_config(built, "gateway")["SQUID_CONF"].split("\n")
     assert [line for line in conf if " src " in line or "_src" in line] == [
         "acl listed_src src 172.30.2.0/23", "http_access deny listed_from !listed_src",
         "acl logged_src src 172.30.14.0/23", "http_access deny logged_from !logged_src",
@@ -257,7 +255,7 @@ def test_the_guard_opens_each_gateway_pool_bridge_to_its_gateway_address_and_por
     ports = gateway_ports("t", ["listed", "logged"])
     listed, logged = bridge_name("t", "listed", "gateway-internal"), bridge_name("t", "logged", "gateway-internal")
     back = "-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT"
-    rules = env_map(built.reg("sandstack-local-guard-container"))["SANDSTACK_RULES"].split("\n")
+    rules = role_config(built, "guard")["SANDSTACK_RULES"].split("\n")
     assert [r for r in rules if " -o " in r and " ! -o " not in r and "connlimit" not in r] == [
         f"DOCKER-USER -i {listed} -o {listed} -d 172.30.3.254/32 -p tcp --dport {ports['listed']} -j ACCEPT",
         f"DOCKER-USER -i {listed} -o {listed} -s 172.30.3.254/32 -p tcp --sport {ports['listed']} {back}",
@@ -277,7 +275,7 @@ def test_the_sandboxes_range_holds_the_most_replicas_a_pool_may_have_and_never_t
     free = set(sandbox_range.hosts()) - {ipaddress.IPv4Address(ipam["gateway"])}
     assert (len(free), Pool.model_fields["replicas"].metadata[-1].le) == (253, 250)
     assert len([r for r in built.mocks.by_type("Container") if r.name.startswith("sandstack-p.local-")]) == 250
-    pool_net = built.container("sandstack-local-gateway-container").inputs["networksAdvanced"][1]
+    pool_net = gateway_networks(built)[1]
     gateway_ip = ipaddress.IPv4Address(pool_net["ipv4Address"])
     assert gateway_ip in ipaddress.IPv4Network(ipam["subnet"]) and gateway_ip not in sandbox_range
 
@@ -358,8 +356,8 @@ def test_adding_a_gateway_pool_keeps_the_existing_pools_proxy_and_rules(build, t
     assert first.container("sandstack-a.local-0").inputs["envs"] == \
         second.container("sandstack-a.local-0").inputs["envs"]
     assert first.reg("sandstack-local-net.a").inputs == second.reg("sandstack-local-net.a").inputs
-    a_rules = env_map(first.reg("sandstack-local-guard-container"))["SANDSTACK_RULES"].split("\n")
-    assert set(a_rules) <= set(env_map(second.reg("sandstack-local-guard-container"))["SANDSTACK_RULES"].split("\n"))
+    a_rules = role_config(first, "guard")["SANDSTACK_RULES"].split("\n")
+    assert set(a_rules) <= set(role_config(second, "guard")["SANDSTACK_RULES"].split("\n"))
 
 
 @pytest.mark.parametrize("pool", ["a", "web", "z9", "a-b"])
@@ -372,7 +370,7 @@ def test_direct_egress_denies_metadata_and_its_deny_cidrs_in_the_guard(build):
     network = {"egress": "allow-all", "log": False, "deny": ["10.9.0.0/16", "192.0.2.7:5432", "2001:db8::/32"]}
     built = build(spec({"p": {"base_image": "busybox:1.36", "network": network}}))
     br = bridge_name("t", "p", "direct-routed")
-    rules = env_map(built.reg("sandstack-local-guard-container"))["SANDSTACK_RULES"].split("\n")
+    rules = role_config(built, "guard")["SANDSTACK_RULES"].split("\n")
     # IPv6 entries need no rule: sandbox networks have no IPv6 route.
     assert [r for r in rules if r.endswith("-j DROP") and " ! -o " in r] == [
         f"DOCKER-USER -i {br} ! -o {br} -d 169.254.0.0/16 -j DROP",
@@ -385,4 +383,4 @@ def test_direct_egress_denies_metadata_and_its_deny_cidrs_in_the_guard(build):
 def test_an_explicit_metadata_opt_in_drops_the_link_local_rule(build):
     network = {"egress": "allow-all", "log": False, "allow_metadata": True}
     built = build(spec({"p": {"base_image": "busybox:1.36", "network": network}}))
-    assert "169.254.0.0/16" not in env_map(built.reg("sandstack-local-guard-container"))["SANDSTACK_RULES"]
+    assert "169.254.0.0/16" not in role_config(built, "guard")["SANDSTACK_RULES"]

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from sandstack.plan.logger import ENTRYPOINT, LoggerPlan, Resolver
+from sandstack.plan.logger import LoggerPlan, Resolver
 from sandstack.plan.package_files import CONNECTION_LOGGER_SOURCE
 from sandstack.plan.resolver import gateway_options, name_options
 from sandstack.spec.egress import parse_entry
 from sandstack.spec.resolve import EffectiveNetwork
+from tests.components.helpers import role_config
 from testbed.specs import spec
 
 UP = "@UPSTREAM@"
@@ -62,17 +63,18 @@ def test_the_logger_passes_a_line_per_resolver_and_the_declared_upstream():
         "SANDSTACK_QUEUE=2000", "SANDSTACK_LOGGED_MARK=0x20000000",
         "SANDSTACK_CONNECTION_LOG=/var/log/sandstack/connections.log", "SANDSTACK_DNS_LOG_DIR=/var/log/sandstack/dns",
         f"SANDSTACK_LOG_MAX_BYTES={16 * 1024 * 1024}", "SANDSTACK_LOG_KEEP=3",
-        "SANDSTACK_SOURCES=any 10.213.64.0/23",
-        f"SANDSTACK_RESOLVERS=listed 10.213.98.1 --address=/#/\nany 10.213.64.1 --server={UP}",
-        "SANDSTACK_DNS_UPSTREAM=10.0.0.53",
+        "SANDSTACK_CONFIG_DIR=/run/sandstack/config",
     ]
-    # Healthy only while the logger holds its queue (the kernel's list, queue number right-aligned).
+    # Its resolvers and the pools' sources are its configuration, which it takes in place.
+    assert plan.config.items == (
+        ("SOURCES", "any 10.213.64.0/23"),
+        ("RESOLVERS", f"listed 10.213.98.1 --address=/#/\nany 10.213.64.1 --server={UP}"),
+        ("DNS_UPSTREAM", "10.0.0.53"),
+    )
+    # Healthy while the logger holds its queue (the kernel's list, queue number right-aligned), whatever its pools.
     assert plan.health_test[1] == (
-        "test -f /var/log/sandstack/connections.log && grep -Eq '^ *2000 ' /proc/net/netfilter/nfnetlink_queue && "
-        '[ "$(pgrep -xc dnsmasq)" -ge 2 ]')
-    assert plan.command[:4] == ["sh", "-c", ENTRYPOINT, "sandstack-logger"]
-    assert plan.command[4] == CONNECTION_LOGGER_SOURCE.read_text()
-    assert ENTRYPOINT.rstrip().endswith('exec python3 -c "$1"')
+        "test -f /var/log/sandstack/connections.log && grep -Eq '^ *2000 ' /proc/net/netfilter/nfnetlink_queue")
+    assert plan.command == ["python3", "-c", CONNECTION_LOGGER_SOURCE.read_text()]
 
 
 def test_the_gateways_resolver_forwards_what_any_of_its_pools_may_reach():
@@ -100,8 +102,7 @@ def test_the_gateway_resolves_through_its_logging_resolver_on_the_egress_bridge(
     network = next(r for r in built.mocks.by_type("docker:index/network:Network") if r.name.endswith("egress-net"))
     ipam = network.inputs["ipamConfigs"][0]
     assert gateway["dns"] == [ipam["gateway"]]
-    logger = built.container("sandstack-local-logger-container").inputs
-    resolvers = next(e for e in logger["envs"] if e.startswith("SANDSTACK_RESOLVERS="))
+    resolvers = "\n" + role_config(built, "logger")["RESOLVERS"]
     assert f"\n_gateway {ipam['gateway']} --server=/example.com/{UP} --address=/#/ " in resolvers + " ", resolvers
 
 
@@ -113,4 +114,4 @@ def test_which_pools_get_a_resolver(build, egress, expected):
     assert ("dns" in built.container("sandstack-p.local-0").inputs) is expected
     assert "dns" not in built.container("sandstack-direct.local-0").inputs
     loggers = [r.name for r in built.mocks.by_type("docker:index/container:Container") if "logger" in r.name]
-    assert loggers == (["sandstack-local-logger-container"] if expected else [])
+    assert loggers == (["sandstack-local-logger-container", "sandstack-local-logger-reload"] if expected else [])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sandstack.plan.snapshot import SUPERVISOR_PATH
-from tests.components.helpers import env_map, label_map
+from tests.components.helpers import env_map, label_map, role_config
 from testbed.specs import changed, host, spec
 
 MiB = 1024**2
@@ -111,7 +111,7 @@ def test_restart_policy_follows_on_expiry(build, on_expiry, restart):
 def test_lifetimes_go_to_the_guard_not_the_supervisor(build):
     result, c = _sandbox(build, {**BASE, "lifecycle": {"max_lifetime": "90m"}})
     assert c.inputs["entrypoints"] == SUPERVISOR
-    guard_env = dict(e.split("=", 1) for e in result.container("sandstack-local-guard-container").inputs["envs"])
+    guard_env = role_config(result, "guard")
     assert guard_env["SANDSTACK_LIFECYCLE"] == "sandstack-t-t-0 5400 0 stop 20000 0"
 
 
@@ -119,7 +119,7 @@ def test_a_readiness_probe_raises_the_idle_threshold_by_its_budget(build):
     template = {**BASE, "lifecycle": {"idle_timeout": "10m", "on_expiry": "restart"},
                 "readiness": {"command": ["true"], "interval": "4s"}}
     result, _ = _sandbox(build, template)
-    guard_env = dict(e.split("=", 1) for e in result.container("sandstack-local-guard-container").inputs["envs"])
+    guard_env = role_config(result, "guard")
     # 20 ms/s of its own, plus a 100 ms probe budget spread over the 4 s interval, and one run's worth.
     assert guard_env["SANDSTACK_LIFECYCLE"] == "sandstack-t-t-0 86400 600 restart 45000 100000"
 

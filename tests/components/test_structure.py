@@ -6,7 +6,7 @@ import pulumi
 import pytest
 
 from sandstack.program import build_stack
-from tests.components.helpers import CONTAINER, NETWORK, REMOTE_IMAGE, STACKS, VOLUME, Built
+from tests.components.helpers import CONTAINER, NETWORK, REMOTE_IMAGE, STACKS, VOLUME, Built, gateway_networks
 from testbed.specs import DEV_SECRETS, host, spec, write_spec
 from testbed.provider.mocks import RecordingMocks, run_program
 
@@ -99,8 +99,8 @@ def test_children_of_the_host_are_named_after_it(dev):
 
 
 @pytest.mark.parametrize("component, roles", [
-    ("sandstack-local-guard", ["container", "state"]),
-    ("sandstack-local-gateway", ["container", "log"]),
+    ("sandstack-local-guard", ["container", "state", "config", "reload"]),
+    ("sandstack-local-gateway", ["container", "log", "config", "reload"]),
     ("sandstack-python.local", ["image", "0", "1"]),
     ("sandstack-shell.local", ["image", "0", "1"]),
 ])
@@ -169,9 +169,13 @@ def test_names_are_deterministic_docker_names(dev):
     containers = {r.name: r.inputs["name"] for r in dev.mocks.by_type(CONTAINER)}
     assert containers == {
         "sandstack-local-guard-container": "sandstack-dev_guard",
+        "sandstack-local-guard-reload": "sandstack-dev_guard-reload",
         "sandstack-local-runtime-container": "sandstack-dev_runtime",
+        "sandstack-local-runtime-reload": "sandstack-dev_runtime-reload",
         "sandstack-local-logger-container": "sandstack-dev_logger",
+        "sandstack-local-logger-reload": "sandstack-dev_logger-reload",
         "sandstack-local-gateway-container": "sandstack-dev_gateway",
+        "sandstack-local-gateway-reload": "sandstack-dev_gateway-reload",
         "sandstack-shell.local-0": "sandstack-dev-shell-0", "sandstack-shell.local-1": "sandstack-dev-shell-1",
         "sandstack-python.local-0": "sandstack-dev-python-0", "sandstack-python.local-1": "sandstack-dev-python-1",
         "sandstack-preview.local-0": "sandstack-dev-preview-0", "sandstack-builder.local-0": "sandstack-dev-builder-0",
@@ -193,8 +197,7 @@ def test_a_gateway_pool_named_egress_builds(build):
     # The pool's network and the gateway's egress network: apart in logical name and in Docker name.
     assert {r.name: r.inputs["name"] for r in built.mocks.by_type(NETWORK)} == {
         "sandstack-local-net.egress": "sandstack-t-egress", "sandstack-local-egress-net": "sandstack-t-_egress"}
-    gateway = built.container("sandstack-local-gateway-container")
-    assert [n["name"] for n in gateway.inputs["networksAdvanced"]] == ["sandstack-t-_egress", "sandstack-t-egress"]
+    assert [n["name"] for n in gateway_networks(built)] == ["sandstack-t-_egress", "sandstack-t-egress"]
     assert built.container("sandstack-egress.local-0").inputs["networksAdvanced"] == [{"name": "sandstack-t-egress"}]
 
 
@@ -213,15 +216,18 @@ def test_pool_and_host_names_with_dashes_never_collide(build):
 
 def test_pools_named_after_host_level_objects_keep_their_own_docker_names(build):
     listed = {"base_image": "busybox:1.36", "network": {"egress": "allow-list", "allow": ["a.example"]}}
-    roles = ["egress", "gateway", "gateway-log", "guard", "guard-state", "infra", "logger", "connections"]
+    roles = ["egress", "gateway", "gateway-log", "gateway-config", "gateway-reload", "guard", "guard-state",
+             "guard-config", "guard-reload", "infra", "logger", "logger-config", "logger-reload", "connections"]
     built = build(spec({r: {**listed, "snapshot": {"version": r}} for r in roles}))  # one image each
     docker_names = {typ: sorted(r.inputs["name"] for r in built.mocks.by_type(typ))
                     for typ in (CONTAINER, NETWORK, VOLUME)}
     assert docker_names == {
-        CONTAINER: sorted(["sandstack-t_guard", "sandstack-t_gateway", "sandstack-t_logger"]
+        CONTAINER: sorted(["sandstack-t_guard", "sandstack-t_gateway", "sandstack-t_logger", "sandstack-t_guard-reload",
+                           "sandstack-t_gateway-reload", "sandstack-t_logger-reload"]
                           + [f"sandstack-t-{r}-0" for r in roles]),
         NETWORK: sorted(["sandstack-t-_egress"] + [f"sandstack-t-{r}" for r in roles]),
-        VOLUME: ["sandstack-t_connections", "sandstack-t_gateway-log", "sandstack-t_guard-state"],
+        VOLUME: ["sandstack-t_connections", "sandstack-t_gateway-config", "sandstack-t_gateway-log",
+                 "sandstack-t_guard-config", "sandstack-t_guard-state", "sandstack-t_logger-config"],
     }
     # The infra image and a template named 'infra' are different repositories on the host.
     images = {r.name: r.inputs["name"].split(":")[0] for r in built.mocks.by_type(REMOTE_IMAGE)}
@@ -259,10 +265,13 @@ def test_two_sandbox_stacks_from_two_specs_share_one_program_each_with_its_own_s
         if reg.typ == CONTAINER:
             mine[chain[0].name][reg.name] = reg.inputs["name"]
     assert mine == {
-        "a": {"a-local-guard-container": "sandstack-one_guard",
+        "a": {"a-local-guard-container": "sandstack-one_guard", "a-local-guard-reload": "sandstack-one_guard-reload",
               "a-t.local-0": "sandstack-one-t-0", "a-t.local-1": "sandstack-one-t-1"},
         "b": {"b-local-guard-container": "sandstack-two_guard", "b-local-gateway-container": "sandstack-two_gateway",
+              "b-local-guard-reload": "sandstack-two_guard-reload",
+              "b-local-gateway-reload": "sandstack-two_gateway-reload",
               "b-local-logger-container": "sandstack-two_logger",
+              "b-local-logger-reload": "sandstack-two_logger-reload",
               "b-t.local-0": "sandstack-two-t-0", "b-web.local-0": "sandstack-two-web-0"},
     }
     assert {k: [(s["name"], s["container"]) for s in v] for k, v in built.result.outputs.items()} == {

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from sandstack.plan.stack import StackPlan
-from sandstack.plan.tree import Node, Ref, Secret
+from sandstack.plan.tree import After, Node, Ref, Secret
 from testbed.provider.mocks import RecordingMocks, Registration
 from testbed.provider.wire import MAPS, camel, to_wire  # noqa: F401 (MAPS: re-exported for the recipe test)
 
@@ -29,6 +29,9 @@ class Expected:
                 return self.by_key[v.node].outputs[camel(v.attr)]
             if isinstance(v, Secret):
                 return v.render(self.secrets[v.key])
+            if isinstance(v, After):
+                refs.update(v.nodes)
+                return v.text
             return v
         return to_wire(value, leaf)
 

@@ -1,4 +1,4 @@
-"""Each on-demand slot's recipe (sandstack/plan/ondemand.py) is the Engine API body the provider would send for the
+"""Each on-demand place's recipe (sandstack/plan/ondemand.py) is the Engine API body the provider would send for the
 warm container of the same replica (the provider model, testbed/provider), field for field."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def test_each_slot_is_the_container_the_component_makes_for_that_replica(tmp_pat
     ondemand = _plan(tmp_path, 1, 3)
     config = ondemand.hosts["local"].runtime.config.pools["t"]
     assert config.sandboxes == ("sandstack-t-t-0",)
-    assert config.ondemand.ceiling == 3 and tuple(config.ondemand.slots) == ("sandstack-t-t-1", "sandstack-t-t-2")
+    assert config.ondemand.ceiling == 3 and tuple(config.ondemand.places) == ("sandstack-t-t-1", "sandstack-t-t-2")
     for index in (1, 2):
         name = f"sandstack-t-t-{index}"
         mine = config.ondemand.body(name)

@@ -32,9 +32,10 @@ def _data(ingress: dict | None = None) -> dict:
                 hosts={"local": host(runtime=RUNTIME, ingress=ingress or {"domain": "sbx.example.com"})})
 
 
-def _envs(mocks: RecordingMocks, role: str) -> dict[str, str]:
-    reg = mocks.by_name(f"sandstack-local-{role}-container")
-    assert "envs" in reg.secret_paths, f"the {role}'s environment is not a secret"
+def _envs(mocks: RecordingMocks, role: str, part: str = "container") -> dict[str, str]:
+    reg = mocks.by_name(f"sandstack-local-{role}-{part}")
+    if part == "container":
+        assert "envs" in reg.secret_paths, f"the {role}'s environment is not a secret"
     return dict(item.split("=", 1) for item in reg.inputs["envs"])
 
 
@@ -47,7 +48,7 @@ def test_the_runtime_and_the_ingress_get_the_same_derived_token_as_a_secret(tmp_
     assert runtime[ENV_WAKE_TOKEN] == ingress[ENV_WAKE_TOKEN] == expected
     assert expected not in (TOKEN, TENANT)
     # The Caddyfile (which the policy pack reads) names the variable and holds no token.
-    caddyfile = ingress["SANDSTACK_CADDYFILE"]
+    caddyfile = _envs(mocks, "ingress", "reload")["SANDSTACK_CADDYFILE"]  # its configuration
     assert f"{{env.{ENV_WAKE_TOKEN}}}" in caddyfile
     assert not any(value in caddyfile for value in (TOKEN, TENANT, expected))
     # And the ingress holds no other token of the runtime's.

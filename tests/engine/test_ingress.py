@@ -46,7 +46,8 @@ def stack(debian_image, harness_sweep_orphans, tmp_path_factory):
 
 
 def test_each_url_reaches_its_own_sandbox_and_port_and_nothing_else(stack):
-    stack.proves("Container.networksAdvanced.ipv4Address", "Container.ports.ip")
+    # (The ingress joins the pool networks at its fixed addresses through its reload container, not a provider field.)
+    stack.proves("Container.ports.ip")
 
     def answered(name: str) -> bool:
         return _get(name)[0] == 200

@@ -126,7 +126,7 @@ def test_a_request_with_a_body_wakes_the_sandbox_and_is_asked_again_then_served_
 
 
 def test_a_site_without_a_session_wakes_nothing_and_gets_a_502_at_once(stack, client, docker_client):
-    # Slot 1 is on demand and absent: no container to serve, no session to wake.
+    # Place 1 is on demand and absent: no container to serve, no session to wake.
     code, body, took = _get(f"8080-web-1.{DOMAIN}")
     assert (code, body) == (502, "sandbox not running")
     assert took < 10, f"took {took:.1f}s"  # the runtime's 409 ends it: no retry for the retry duration
@@ -144,7 +144,11 @@ def test_the_wake_token_is_the_same_in_runtime_and_ingress_and_not_in_the_caddyf
             for role in ("runtime", "ingress")}
     token = envs["runtime"][ENV_WAKE_TOKEN]
     assert envs["ingress"][ENV_WAKE_TOKEN] == token and len(token) == 64 and token != TOKEN
-    assert token not in envs["ingress"]["SANDSTACK_CADDYFILE"] and TOKEN not in str(envs["ingress"])
+    # The Caddyfile is the ingress's configuration, delivered by its reload container (docs/design/live-changes.md).
+    reload = dict(line.split("=", 1) for line in docker_client.containers.get(
+        infra_name(stack.stack, "ingress-reload")).attrs["Config"]["Env"])
+    assert "/v1/wake" in reload["SANDSTACK_CADDYFILE"]
+    assert token not in reload["SANDSTACK_CADDYFILE"] and TOKEN not in str(envs["ingress"]) + str(reload)
 
 
 def test_no_sandbox_reaches_the_runtime_on_the_ingress_network(stack, docker_client):

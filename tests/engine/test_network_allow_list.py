@@ -50,7 +50,7 @@ def requests_seen(web, since: int) -> list[str]:
 
 
 def test_allow_list_allowed_exact_domain_and_wildcard_subdomain_answer_through_gateway(net):
-    net.proves("Container.envs", "Container.networksAdvanced.aliases", "Network.internal")
+    net.proves("Container.envs", "Network.internal")
     web, sandbox = net.extra["web"], net.sandbox("listed")
     since = mark(web, net.ip(web, "egress"), 80)
     for url, host in [("http://allowed.test/", "allowed.test"), ("http://a.wild.test/", "a.wild.test"),
@@ -119,7 +119,7 @@ def test_allow_list_every_request_is_in_the_egress_log(net):
 
 
 def test_allow_list_sandbox_cannot_use_another_pools_gateway_port(net):
-    net.proves("Network.options", "Container.networksAdvanced.aliases")
+    net.proves("Network.options")
     listed, other = net.sandbox("listed"), net.sandbox("other")
     other_port = net.gateway_port("other")
     # Control: pool `other` gets other.test through its own port (and that is logged).

@@ -169,7 +169,7 @@ def test_the_session_secrets_directory_is_the_users_alone(stack, client):
 def test_an_on_demand_sandbox_the_guard_ended_at_its_lifetime_is_reported_so(stack, client):
     sandbox = client.claim("short", "brief")
     # The guard ends it at its lifetime (exit 124); Docker's restart policy runs it again and its supervisor ends each
-    # retry at once. The monitor (every 5 s) reports it, then retires the slot: the reason is kept.
+    # retry at once. The monitor (every 5 s) reports it, then retires the place: the reason is kept.
     wait_until(lambda: client.host("local").status(sandbox.name)["status"] == "absent", 120,
                what="the expired on-demand sandbox to be retired")
     detail = client.host("local").status(sandbox.name)["detail"]

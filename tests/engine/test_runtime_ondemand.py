@@ -86,7 +86,7 @@ def test_a_claim_past_the_warm_sandbox_creates_one_with_the_warm_ones_settings(s
     assert {k: v for k, v in b["Config"]["Labels"].items() if k not in own and not k.startswith("sandstack.harness")} \
         == {k: v for k, v in a["Config"]["Labels"].items() if k not in own and not k.startswith("sandstack.harness")}
     assert extra.exec(["sh", "-c", "echo ok > /data/f && cat /data/f"])["stdout"] == "ok\n"
-    # The guard holds its pids limit on its cgroup parent, as a warm one's (it registered the slot by name).
+    # The guard holds its pids limit on its cgroup parent, as a warm one's (it registered the place by name).
     wait_until(lambda: _pids_max(b) == _pids_max(a) == "64", 15, what="the guard's pids limit on both")
 
 
@@ -115,7 +115,7 @@ def test_a_release_retires_the_on_demand_sandbox(stack, client, docker_client):
     assert extra.release()["status"] == "absent"
     assert docker_client.containers.list(all=True, filters={"name": f"^{extra.name}$"}) == []
     extra_disk = extra.name
-    again = client.claim("od", "two-again")  # "one" holds the warm one: the slot is made anew
+    again = client.claim("od", "two-again")  # "one" holds the warm one: the place is made anew
     assert again.name == extra_disk
     # Nothing of the last session: a new tmpfs, and the disk workspace emptied before the container was removed.
     assert again.exec(["ls", "-A", "/workspace", "/data"])["stdout"] == "/data:\nlost+found\n\n/workspace:\n"

@@ -65,13 +65,13 @@ def test_a_claims_files_are_0400_the_users_and_gone_for_the_next_session(stack, 
     mounts = _sh(warm, f"awk '$2 == \"/run/secrets\" || $2 == \"{DIR}\" {{print $2, $3, $4}}' /proc/mounts")
     options = {line.split()[0]: (line.split()[1], line.split()[2].split(",")[0]) for line in mounts.splitlines()}
     assert options == {"/run/secrets": (options["/run/secrets"][0], "ro"), DIR: ("tmpfs", "rw")}
-    # A second session takes the on-demand slot with its own files; each sees only its own.
+    # A second session takes the on-demand place with its own files; each sees only its own.
     extra = client.claim("sf", "second", secrets={"files": {"other": "x"}})
     assert extra.name == stack.name("sf", "1")
     assert _sh(extra, f"ls -A {DIR}") == "other\n"
     assert warm.release()["status"] == "idle"
     assert extra.release()["status"] == "absent"
-    for session in ("third", "fourth"):  # the warm sandbox again, then the on-demand slot made again
+    for session in ("third", "fourth"):  # the warm sandbox again, then the on-demand place made again
         nxt = client.claim("sf", session)
         assert _sh(nxt, f"ls -A {DIR}") == ""
     assert client.host("local").get_session("third")["sandbox"] == warm.name

@@ -8,7 +8,7 @@ import ipaddress
 import pytest
 
 from sandstack.plan.gateway import PREPARE
-from sandstack.plan.squid import GatewayPool, render
+from sandstack.plan.squid import SELF_ADDRESSES, GatewayPool, render
 from sandstack.spec.egress import parse_entry
 from sandstack.spec.resolve import EffectiveNetwork
 from testbed import images
@@ -29,8 +29,12 @@ def _parse_pools() -> list[GatewayPool]:
 
 @pytest.mark.docker
 def test_squid_parses_the_rendered_config_after_the_gateways_own_preparation(docker_client):
-    # The gateway's own preparation first: squid reads the address file and the error pages it writes.
-    script = PREPARE + " && squid -k parse -f /tmp/squid.conf && cat /tmp/sandstack-errors/ERR_ACCESS_DENIED"
+    # The gateway's own preparation first: squid reads the error pages it writes. The configuration is written where
+    # the gateway's loop writes a set's SQUID_CONF item (sandstack.plan.gateway.LOOP).
+    # Its own addresses too, as the loop writes them before each parse (the `sandstack_self` acl's file).
+    script = ('printf "%s" "$SANDSTACK_SQUID_CONF" > /tmp/squid.conf && '
+              f"hostname -I | tr -s ' ' '\\n' | grep . > {SELF_ADDRESSES} && " + PREPARE
+              + " && squid -k parse -f /tmp/squid.conf && cat /tmp/sandstack-errors/ERR_ACCESS_DENIED")
     result = docker_client.containers.run(
         images.debian_image(docker_client), ["sh", "-c", script], user="proxy",
         environment={"SANDSTACK_SQUID_CONF": render("t", "h1", _parse_pools())},

@@ -162,3 +162,136 @@ def test_validate_imports_the_spec_layer_and_nothing_it_does_not_run(tmp_path):
                "sandstack.tooling.helptext", "sandstack.schemas",  # helptext: the parsers' help (argparse, textwrap)
                "sandstack.files"}  # the one reader of a named file (the standard library only)
     assert sorted(m for m in loaded if not m.startswith("sandstack.spec") and m not in tooling) == []
+
+
+# The runtime's parts (docs/design/runtime.md, "The parts"): no module reaches into another's private members, no
+# part takes anything typed Any, and each part offers what its Protocol in sandstack.runtime.interfaces says.
+
+RUNTIME = REPO / "sandstack" / "runtime"
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_names(tree: ast.AST) -> set[str]:
+    """The private names a module defines: its functions, classes and variables, its classes' methods and the
+    attributes it assigns (`self._x = ...`)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return {name for name in names if _private(name)}
+
+
+def private_reaches(sources: dict[str, str]) -> list[str]:
+    """Where a module of `sources` (path → text) touches a private member another module of them defines: imports
+    it, or reads it off anything (`x._y`, `super()._y`, `self._y` it does not define itself: a mixin's reach into
+    the class it is mixed into). A private of a library (the Docker SDK's raw request helpers) is not counted."""
+    trees = {path: ast.parse(text, path) for path, text in sources.items()}
+    own = {path: private_names(tree) for path, tree in trees.items()}
+    anyone = set().union(*own.values()) if own else set()
+    found = []
+    for path, tree in trees.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sandstack."):
+                found += [f"{path}:{node.lineno}: imports {alias.name}" for alias in node.names
+                          if _private(alias.name)]
+            if isinstance(node, ast.Attribute) and _private(node.attr):
+                base = node.value
+                mine = isinstance(base, ast.Name) and base.id in ("self", "cls")
+                if isinstance(base, ast.Call) and ast.unparse(base.func) == "super":
+                    found.append(f"{path}:{node.lineno}: {ast.unparse(node)} is a base class's private member")
+                elif mine and node.attr not in own[path]:
+                    found.append(f"{path}:{node.lineno}: {ast.unparse(node)} is not defined in this module")
+                elif not mine and node.attr in anyone - own[path]:
+                    found.append(f"{path}:{node.lineno}: {ast.unparse(node)} is another module's private member")
+    return found
+
+
+def runtime_sources() -> dict[str, str]:
+    return {str(path.relative_to(REPO)): path.read_text() for path in sorted(RUNTIME.rglob("*.py"))}
+
+
+def test_no_runtime_module_touches_another_modules_private_members():
+    assert private_reaches(runtime_sources()) == []
+
+
+def test_a_reach_into_another_modules_private_member_is_found():
+    """The check finds each way: an import, an attribute of another object, a mixin's `self`, a base's `super()`."""
+    sources = {
+        "hub.py": "class Hub:\n    def __init__(self):\n        self._live = {}\n    def _run(self):\n        pass\n",
+        "part.py": "from sandstack.hub import _helper\nclass Part:\n    def go(self, hub):\n        hub._run()\n",
+        "mixin.py": "class Mixin:\n    def go(self):\n        return self._live\n",
+        "child.py": "class Child(Hub):\n    def _run(self):\n        return super()._run()\n",
+        "fine.py": "class Fine:\n    def __init__(self):\n        self._mine = 1\n    def go(self, api):\n"
+                   "        return self._mine, api._result\n",
+    }
+    assert private_reaches(sources) == [
+        "part.py:1: imports _helper", "part.py:4: hub._run is another module's private member",
+        "mixin.py:3: self._live is not defined in this module",
+        "child.py:3: super()._run is a base class's private member"]
+
+
+def test_no_runtime_part_takes_anything_typed_any():
+    """A part receives the parts it uses typed (sandstack.runtime.interfaces), never `Any`."""
+    found = []
+    for path, text in runtime_sources().items():
+        for node in ast.walk(ast.parse(text, path)):
+            if isinstance(node, ast.FunctionDef) and node.name == "__init__":
+                for arg in [*node.args.args, *node.args.kwonlyargs]:
+                    if arg.annotation is not None and "Any" in ast.unparse(arg.annotation).replace("|", " ").split():
+                        found.append(f"{path}:{node.lineno}: {arg.arg}: {ast.unparse(arg.annotation)}")
+    assert found == []
+
+
+# Each Protocol of sandstack.runtime.interfaces and the class that implements it.
+PARTS = {"Leases": "leases.Leases", "Execs": "execs.Execs", "Credentials": "credentials.Credentials",
+         "Sandboxes": "sandboxes.Sandboxes", "Readiness": "readiness.Readiness", "Places": "ondemand.OnDemandPlaces",
+         "Copies": "storage.Copies", "Storage": "storage.Storage", "Transfers": "transfer.Transfers",
+         "Hibernation": "hibernate.Hibernation", "Access": "access.Access", "Processes": "processes.Processes",
+         "RootSnapshots": "rootsnap.RootSnapshots", "Snapshots": "snapshots.Snapshots",
+         "WarmClaims": "claims.WarmClaims", "SessionTokens": "session_tokens.SessionTokens"}
+
+
+def test_each_part_offers_what_its_protocol_says():
+    """Every method of a part's Protocol exists on its class with the same parameters (names, kinds, defaults), and
+    every attribute the Protocol shares is set by the class's constructor."""
+    import importlib
+    import inspect
+    from typing import Protocol
+
+    from sandstack.runtime import interfaces
+
+    protocols = {name: value for name, value in vars(interfaces).items()
+                 if inspect.isclass(value) and Protocol in getattr(value, "__mro__", ()) and value is not Protocol
+                 and value.__module__ == interfaces.__name__}
+    assert sorted(protocols) == sorted(PARTS)
+    problems = []
+    for name, protocol in protocols.items():
+        module, cls_name = PARTS[name].rsplit(".", 1)
+        cls = getattr(importlib.import_module(f"sandstack.runtime.{module}"), cls_name)
+        init = ast.unparse(ast.parse(inspect.getsource(cls)))
+        for member in protocol.__annotations__:
+            if f"self.{member}" not in init and f"self.{member}," not in init:
+                problems.append(f"{name}.{member}: not set by {PARTS[name]}")
+        for member, wanted in vars(protocol).items():
+            if member.startswith("_") or not (inspect.isfunction(wanted) or isinstance(wanted, property)):
+                continue
+            given = getattr(cls, member, None)
+            if isinstance(wanted, property):
+                if not isinstance(given, property):
+                    problems.append(f"{name}.{member}: not a property of {PARTS[name]}")
+                continue
+            if given is None:
+                problems.append(f"{name}.{member}: missing from {PARTS[name]}")
+                continue
+            shape = [(p.name, p.kind, p.default) for p in inspect.signature(wanted).parameters.values()]
+            found = [(p.name, p.kind, p.default) for p in inspect.signature(given).parameters.values()]
+            if shape != found:
+                problems.append(f"{name}.{member}: {found} is not the Protocol's {shape}")
+    assert problems == []

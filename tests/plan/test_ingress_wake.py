@@ -113,7 +113,7 @@ def test_each_site_asks_the_runtime_then_retries_the_sandbox(tmp_path):
         "\t\t}\n"
         "\t}\n"
         "}\n")
-    assert text.count("\thandle_errors {") == 2  # the warm sandbox's site and the on-demand slot's
+    assert text.count("\thandle_errors {") == 2  # the warm sandbox's site and the on-demand place's
     # The catch-all for unknown names wakes nothing.
     assert text.endswith('https://*.sbx.example.com {\n\ttls internal\n\trespond "no such sandbox port" 404\n}\n')
 
@@ -148,7 +148,7 @@ def test_both_containers_get_the_same_derived_token_and_the_caddyfile_only_names
     for role in ("runtime", "ingress"):
         envs = _node(plan, f"-local-{role}-container").inputs["envs"]
         assert [e for e in envs if isinstance(e, Secret) and e.derive] == [expected], role
-    caddy = next(e for e in _node(plan, "-local-ingress-container").inputs["envs"]
+    caddy = next(e for e in _node(plan, "-local-ingress-reload").inputs["envs"]  # its configuration
                  if isinstance(e, str) and e.startswith("SANDSTACK_CADDYFILE="))
     assert f"{{env.{ENV_WAKE_TOKEN}}}" in caddy and "runtimeToken" not in caddy
 

@@ -1,4 +1,4 @@
-"""On-demand slots in the plan (docs/design/ondemand.md): the guard holds every slot's limits, the runtime's
+"""On-demand places in the plan (docs/design/ondemand.md): the guard holds every place's limits, the runtime's
 configuration carries the recipes and round-trips, and the runtime is deleted before what its sandboxes use. That
 each recipe is the container the component would make: tests/differential/test_ondemand_recipe.py."""
 
@@ -38,7 +38,7 @@ def test_the_guard_holds_every_slot_and_the_runtime_config_round_trips(tmp_path)
     names = [f"sandstack-t-t-{i}" for i in range(3)]
     assert [name for name, _ in plan.guard.pids] == names
     assert [line.split()[0] for line in plan.guard.lifecycle] == names
-    assert [w.sandbox for w in plan.workspaces] == names  # Pulumi makes each slot's disk workspace volume
+    assert [w.sandbox for w in plan.workspaces] == names  # Pulumi makes each place's disk workspace volume
     config = plan.runtime.config
     assert RuntimeConfig.from_json(config.to_json()) == config
     assert config.ondemand_labels == {"sandstack.stack": "t", "sandstack.host": "local"}
@@ -52,7 +52,7 @@ def test_no_ceiling_no_recipe(tmp_path):
 
 def test_a_pool_of_no_warm_sandboxes_may_still_grow_on_demand(tmp_path):
     config = _plan(tmp_path, 0, 2).hosts["local"].runtime.config.pools["t"]
-    assert (config.sandboxes, tuple(config.ondemand.slots)) == ((), ("sandstack-t-t-0", "sandstack-t-t-1"))
+    assert (config.sandboxes, tuple(config.ondemand.places)) == ((), ("sandstack-t-t-0", "sandstack-t-t-1"))
 
 
 @pytest.mark.parametrize(("base", "other"), [
@@ -74,4 +74,4 @@ def test_with_on_demand_the_runtime_is_deleted_first_and_given_time_to_remove_it
     assert node.inputs.get("destroy_grace_seconds") == 120
     plain = runtime_node(_plan(tmp_path, 3, None))
     assert ([plan.nodes[k].inputs["name"] for k in plain.options.depends_on],
-            plain.inputs.get("destroy_grace_seconds")) == (["sandstack-t_guard"], None)
+            plain.inputs.get("destroy_grace_seconds")) == (["sandstack-t_guard"], 120)  # a `max` added renews nothing

@@ -34,20 +34,27 @@ def prod():
 def test_the_guard_and_gateway_get_time_to_stop_and_the_guard_fewer_retries(dev):
     assert dev.guard.run == RunSettings(Healthcheck(("CMD-SHELL", GUARD_HEALTH), "2s", "2s", 3, "1s"), 60,
                                         LogRotation("1m", 2), "unless-stopped", None, 10)
-    assert dev.gateway.run == RunSettings(Healthcheck(GATEWAY_HEALTH, "2s", "2s", 5, "1s"), 60,
-                                          LogRotation("10m", 5), "unless-stopped", None, 10)
+    # The gateway is healthy only once configured: `pulumi up` waits for its reload container instead of for it.
+    assert dev.gateway.run == RunSettings(Healthcheck(GATEWAY_HEALTH, "2s", "2s", 5, "1s"), None,
+                                          LogRotation("10m", 5), "unless-stopped", None, 10, wait_for_health=False)
+    assert not dev.gateway.run.wait
 
 
 def test_the_logger_ingress_and_runtime_stop_in_dockers_default_time(dev, prod):
     assert dev.logger.run == RunSettings(Healthcheck(dev.logger.health_test, "2s", "2s", 5, "1s"), 60,
                                          LogRotation("1m", 2))
-    assert prod.ingress.run == RunSettings(Healthcheck(INGRESS_HEALTH, "2s", "2s", 5, "1s"), 60,
-                                           LogRotation("10m", 5))
-    # A slow first start is allowed for: 20 retries of 5 s timeouts after 10 s, and two minutes' wait.
-    assert dev.runtime.run == RunSettings(Healthcheck(dev.runtime.health_test, "2s", "5s", 20, "10s"), 120,
-                                          LogRotation("10m", 5))
-    for run in (dev.logger.run, prod.ingress.run, dev.runtime.run):
-        assert (run.destroy_grace_seconds, run.restart, run.wait) == (None, "unless-stopped", True)
+    # The ingress is healthy only once configured: `pulumi up` waits for its reload container instead.
+    assert prod.ingress.run == RunSettings(Healthcheck(INGRESS_HEALTH, "2s", "2s", 5, "1s"), None,
+                                           LogRotation("10m", 5), wait_for_health=False)
+    # A slow first start is allowed for: 20 retries of 5 s timeouts after 10 s. It serves once configured, like the
+    # ingress: its reload container waits for it (two minutes) instead.
+    # Its stop may hibernate on-demand sandboxes: two minutes, with or without them (a `max` added renews nothing).
+    assert dev.runtime.run == RunSettings(Healthcheck(dev.runtime.health_test, "2s", "5s", 20, "10s"), None,
+                                          LogRotation("10m", 5), destroy_grace_seconds=120, wait_for_health=False)
+    assert dev.runtime.config_set.wait_seconds == 120
+    assert [(run.restart, run.wait) for run in (dev.logger.run, prod.ingress.run, dev.runtime.run)] == [
+        ("unless-stopped", True), ("unless-stopped", False), ("unless-stopped", False)]
+    assert (dev.logger.run.destroy_grace_seconds, prod.ingress.run.destroy_grace_seconds) == (None, None)
 
 
 def test_log_rotation_is_dockers_json_file_with_string_options():

@@ -88,11 +88,13 @@ def test_sandstack_s_own_sandboxes_pass_and_its_host_containers_are_exempt_by_th
         "$docker:index/container:Container::sandstack-local-guard-container")
     assert sorted(containers) == [
         "sandstack-agent.local-0", "sandstack-agent.local-data-seeder", "sandstack-agent.local-secrets-seeder",
-        "sandstack-local-gateway-container", "sandstack-local-guard-container", "sandstack-local-ingress-container",
-        "sandstack-local-logger-container", "sandstack-local-runtime-container"]
+        "sandstack-local-gateway-container", "sandstack-local-gateway-reload", "sandstack-local-guard-container",
+        "sandstack-local-guard-reload", "sandstack-local-ingress-container", "sandstack-local-ingress-reload",
+        "sandstack-local-logger-container", "sandstack-local-logger-reload", "sandstack-local-runtime-container",
+        "sandstack-local-runtime-reload"]
     # The same guard container outside sandstack's tree is held to every rule.
     assert _violations(containers["sandstack-local-guard-container"][0], "g", config) == [
-        "Container 'g' must not add capabilities outside the allowed set: DAC_OVERRIDE, KILL, NET_ADMIN, NET_RAW. "
+        "Container 'g' must not add capabilities outside the allowed set: DAC_OVERRIDE, KILL, MKNOD, NET_ADMIN, NET_RAW. "
         "Drop the capability, or add it to `policy.capabilities` after review.",
         "Container 'g' must not run as root (user unset). Set `user` to an unprivileged uid:gid such as '10001:10001'.",
         "Container 'g' must use the runsc runtime for untrusted code, not runc. Set `runtime: runsc` (gVisor must be "
@@ -221,8 +223,9 @@ def test_check_and_the_pack_agree_a_url_port_is_public_when_its_ingress_is(expos
     built = Built.from_spec(tmp_path / "spec", data, secret_config={"githubToken": "t"})
     containers = _containers(built)
     config = {"publicPorts": [8080], "untrusted": True}
+    # The routes are the ingress's configuration: its reload container holds them.
     assert {name: _violations(props, name, config, urn) for name, (props, urn) in containers.items()} == {
-        name: pack if name == "sandstack-local-ingress-container" else [] for name in containers}
+        name: pack if name == "sandstack-local-ingress-reload" else [] for name in containers}
     report = check([str(write_spec(tmp_path / "check", data))], [])
     assert [(f.message, f.remediation) for f in report.active() if f.rule == "SBX-PORT-001"] == check_messages
 
@@ -232,5 +235,9 @@ def test_the_pack_reads_the_ingress_s_routes_as_the_plan_writes_them():
              "sandstack-t-a-0", 8000), Site("3000-b-1.sb.example.com", "sandstack-t-b-1", 3000))
     for exposure, served in (("public", {"sandstack-t-a-0": (3000, 8000), "sandstack-t-b-1": (3000,)}), ("host", {})):
         plan = IngressPlan("t", Ingress(domain="sb.example.com", exposure=exposure), (), sites)
-        props = {"envs": plan.env, "ports": [{"internal": i, "external": e, "ip": plan.bind_ip} for i, e in plan.ports]}
+        # Its reload container's environment: its configuration, the Caddyfile and where it listens.
+        props = {"envs": plan.config.env("sandstack-t_ingress")}
         assert served_url_ports(props) == served
+        # The ingress container itself holds no route: what it serves is its configuration.
+        assert served_url_ports({"envs": plan.env, "ports": [{"internal": i, "external": e, "ip": plan.bind_ip}
+                                                             for i, e in plan.ports]}) == {}

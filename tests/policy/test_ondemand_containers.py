@@ -52,9 +52,9 @@ def test_the_recipe_reads_as_the_warm_sandbox_of_the_same_replica(template, tmp_
     recipe = ondemand.hosts["local"].runtime.config.pools["bad"].ondemand
     plans = next(iter(warm.pools.values())).sandbox_plans
     for index in (1, 2):
-        slot = f"sandstack-t-bad-{index}"
+        place = f"sandstack-t-bad-{index}"
         # url ports are the ingress's to serve, not the container's: the pack reads them from the ingress.
-        assert facts_of_body(recipe.body(slot)) == replace(facts_of_plan(plans[index]), url_ports=())
+        assert facts_of_body(recipe.body(place)) == replace(facts_of_plan(plans[index]), url_ports=())
 
 
 def test_the_pack_judges_each_on_demand_slot_from_the_runtime_s_configuration(tmp_path):
@@ -62,10 +62,11 @@ def test_the_pack_judges_each_on_demand_slot_from_the_runtime_s_configuration(tm
                             secret_config={"runtimeToken": "r" * 20})
     containers = _containers(built)
     assert "sandstack-t-bad-0" not in containers  # no warm sandbox: only the runtime makes them
-    props, urn = containers["sandstack-local-runtime-container"]
+    # The recipes are the runtime's configuration, which its reload container delivers (docs/design/live-changes.md).
+    props, urn = containers["sandstack-local-runtime-reload"]
     fixes = {"privileged": "Remove `security.privileged`; add only the capabilities the workload needs.",
              "root": "Set `user` to an unprivileged uid:gid such as '10001:10001'."}
-    assert _violations(props, "sandstack-local-runtime-container", None, urn) == [
+    assert _violations(props, "sandstack-local-runtime-reload", None, urn) == [
         f"Container 'sandstack-t-bad-{i}' (created on demand by the runtime, from its recipe) {message}"
         for message in (f"must not run privileged. {fixes['privileged']}",
                         f"must not run as root (user 0:0). {fixes['root']}") for i in (0, 1)]
@@ -73,13 +74,13 @@ def test_the_pack_judges_each_on_demand_slot_from_the_runtime_s_configuration(tm
     safe = {**UNSAFE, "user": "10001:10001", "security": {}}
     built = Built.from_spec(tmp_path / "safe", _data(safe, 0, 2), secret_config={"runtimeToken": "r" * 20})
     props, urn = _containers(built)["sandstack-local-runtime-container"]
-    assert _violations(props, "sandstack-local-runtime-container", None, urn) == []
+    assert _violations(props, "sandstack-local-runtime-reload", None, urn) == []
 
 
 def test_a_runtime_s_configuration_outside_sandstack_s_tree_is_not_read_as_its_exemption(tmp_path):
     # The same container outside sandstack's component tree is a container like any other: judged on its own
     # inputs (root, the Docker socket's runc...), never excused by what its environment says it would create.
     built = Built.from_spec(tmp_path / "spec", _data(UNSAFE, 0, 2), secret_config={"runtimeToken": "r" * 20})
-    props, _ = _containers(built)["sandstack-local-runtime-container"]
+    props, _ = _containers(built)["sandstack-local-runtime-reload"]
     found = _violations(props, "r")
     assert found and all(message.startswith("Container 'r' ") for message in found)

@@ -78,7 +78,7 @@ def test_a_row_the_engine_renews_through_a_replaced_network_gives_the_change_tab
     assert gateway.action == "replace"
     assert [(f.path, f.label) for f in gateway.reasons] == [
         ("templates.agent.ports.0.exposure",
-         "url ports change, the network turns internal or routed: replace + guard + ingress + networks")]
+         "url ports change, the network turns internal or routed: replace + networks + reload guard + reload ingress")]
     assert gateway.renewed_with == ("sandstack-gpu-1-net.agent",)
     assert gateway.to_json()["renewed_with"] == ["sandstack-gpu-1-net.agent"]
     text = to_text(result, "base.yaml", "head.yaml")

@@ -115,11 +115,11 @@ def test_a_diff_between_revisions_reads_each_sides_lock_so_a_colliding_new_pool_
     assert main(["diff", "git:main~1:stacks/stack.yaml", "git:main:stacks/stack.yaml", "--stack", "t",
                  "--format", "json"]) == 0
     actions = {r["name"]: r["action"] for r in json.loads(capsys.readouterr().out)["resources"]}
-    # The new pool's objects, and the host services a pool placed on the host renews (its `placement` effect):
-    # web's network, gateway port and sandbox, and db's, are as they were.
+    # The new pool's objects, and the host services a pool placed on the host renews or reloads (its `placement`
+    # effect): web's network, gateway port and sandbox, and db's, are as they were.
     assert actions == {f"sandstack-local-net.{new}": "create", f"sandstack-{new}.local": "create",
-                       f"sandstack-{new}.local-0": "create", "sandstack-local-guard-container": "replace",
-                       "sandstack-local-gateway-container": "replace", "sandstack-local-logger-container": "replace"}
+                       f"sandstack-{new}.local-0": "create", "sandstack-local-guard-reload": "replace",
+                       "sandstack-local-gateway-reload": "replace", "sandstack-local-logger-reload": "replace"}
     # Without the head's lock (the same spec in the work tree, its lock gone), web's network and sandbox move.
     (repo / "stacks" / "stack.lock").unlink()
     assert main(["diff", "git:main~1:stacks/stack.yaml", "stacks/stack.yaml", "--stack", "t", "--format", "json"]) == 0

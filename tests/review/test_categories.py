@@ -58,24 +58,26 @@ HEADLINES = {
                  "services renewed, no data lost, nothing less safe.",
                  "  pool python on local: 2 restart (processes and writable paths lost) — "
                  "templates.python.snapshot.version"],
-    "allow": ["Impact: 0 sandboxes restart, 0 created, 0 destroyed, 2 host services renewed, no data lost, 1 change "
-              "less safe.",
-              "  connection logger replaced on local: name lookups of pools builder, preview, python and of the "
-              "gateway, and the connection log of pools builder, stop while it restarts",
-              "  gateway replaced on local: egress of pools preview, python stops until the new gateway runs "
-              "(HTTP(S) goes through it)"],
+    # The gateway and the logger take the new allow entry in place; egress keeps flowing.
+    "allow": ["Impact: 0 sandboxes restart, 0 created, 0 destroyed, 0 host services renewed, 2 reloaded in place, no "
+              "data lost, 1 change less safe.",
+              "  gateway reloaded in place on local: interrupts nothing — it re-reads its squid config (a new pool's "
+              "network joined first) and keeps its connections",
+              "  logger reloaded in place on local: interrupts the name lookups of a pool whose resolver changed, for "
+              "milliseconds — it restarts only the resolvers whose options changed (or of pools added or taken off) "
+              "and keeps its connection queue and every other resolver running"],
     "port": ["Impact: 1 sandbox restart (processes and writable paths lost), 0 created, 0 destroyed, 0 host services "
              "renewed, no data lost, 1 change less safe.",
              "  pool preview on local: 1 restart (processes and writable paths lost) — templates.preview.ports.1"],
-    "replicas": ["Impact: 0 sandboxes restart, 2 created, 0 destroyed, 2 host services renewed, no data lost, "
-                 "nothing less safe. Capacity: +2 sandboxes, +2 CPUs, +2GiB memory, +2GiB disk reserved; host local "
-                 "at 6 of 8 CPUs.",
+    "replicas": ["Impact: 0 sandboxes restart, 2 created, 0 destroyed, 0 host services renewed, 2 reloaded in place "
+                 "(no interruption), no data lost, nothing less safe. Capacity: +2 sandboxes, +2 CPUs, +2GiB memory, "
+                 "+2GiB disk reserved; host local at 6 of 8 CPUs.",
                  "  pool python on local: 2 created — pools.python.replicas",
-                 "  guard replaced on local: the host guard restarts: it applies the firewall rules, pids limits and "
-                 "lifetimes again",
-                 "  runtime replaced on local: its sessions API for pools builder, preview, python, shell is down "
-                 "while it restarts: running processes, their output streams and terminals end; sessions and "
-                 "snapshots are kept"],
+                 "  guard reloaded in place on local: interrupts nothing — it applies the new rules, pids limits and "
+                 "lifetimes at its next pass; its clocks keep running",
+                 "  runtime reloaded in place on local: interrupts nothing — it swaps in its new pools, ceilings, idle "
+                 "policies, sites and token scopes; its sessions, running processes, streams and terminals go on (a "
+                 "pool taken off keeps its bound sessions until they end)"],
     "memory": ["Impact: 0 sandboxes restart, 0 created, 0 destroyed, 0 host services renewed, no data lost, nothing "
                "less safe. Capacity: +2GiB memory reserved; host local at 5GiB of 8GiB memory.",
                "  pool python on local: 2 updated in place — templates.python.limits.memory"],
@@ -98,7 +100,7 @@ def test_the_snapshot_bump_reads_in_the_reviewers_conventions(stacks, capsys):
             "        image: sandstack-dev/python:1-89e64fc1f8d5 → sandstack-dev/python:2-3caf66f2a53e\n"
             "        version: 1 → 2\n"
             "        because templates.python.snapshot.version: 1 → 2 [rebuild]  # forces replacement\n") in out
-    assert out.endswith("\nPlan: 0 to create, 0 to update in place, 3 to replace, 0 to delete, 21 unchanged.\n")
+    assert out.endswith("\nPlan: 0 to create, 0 to update in place, 3 to replace, 0 to delete, 29 unchanged.\n")
 
 
 def test_the_memory_raise_is_capacity_in_spec_units(stacks, capsys):
@@ -110,7 +112,7 @@ def test_the_memory_raise_is_capacity_in_spec_units(stacks, capsys):
             # The value the template inherited and the layer that set it, not `(unset)` (issue 38, item 7).
             "        because templates.python.limits.memory: (inherited 1GiB from profiles.medium.memory) → 2GiB "
             "[in-place]\n") in out
-    assert out.endswith("\nPlan: 0 to create, 2 to update in place, 0 to replace, 0 to delete, 22 unchanged.\n")
+    assert out.endswith("\nPlan: 0 to create, 2 to update in place, 0 to replace, 0 to delete, 30 unchanged.\n")
 
 
 def test_more_replicas_are_capacity_counted_in_sandboxes(stacks, capsys):
@@ -132,9 +134,9 @@ def test_a_port_list_reads_as_ports_and_a_squid_line_is_not_cut(stacks, capsys):
 # Which categories each pull request fails (exit 3) without acceptances.
 FAILS = {
     "snapshot": {"disruption", "replace"},
-    "allow": {"security", "disruption", "replace"},
+    "allow": {"security"},  # the gateway and the logger take the new entry in place: nothing restarts
     "port": {"security", "disruption", "replace"},
-    "replicas": {"capacity", "disruption", "replace"},
+    "replicas": {"capacity"},  # the guard and the runtime take the new sandboxes in place: nothing restarts
     "memory": {"capacity"},
 }
 
@@ -157,14 +159,15 @@ def test_identical_hosts_fold_and_a_host_taken_out_loses_its_volumes(stacks, cap
     assert code == 0
     assert "\nhosts sbx-a, sbx-b (the same on each; names of sbx-a):\n" in out, out
     assert out.splitlines()[2:8] == [
-        "Impact: 0 sandboxes restart, 0 created, 28 destroyed, 4 host services renewed, no data lost, nothing less "
-        "safe. Capacity: -28 sandboxes, -21 CPUs, -68GiB memory, -84GiB disk reserved; host sbx-a at 30GiB of 128GiB "
-        "memory.",
+        "Impact: 0 sandboxes restart, 0 created, 28 destroyed, 0 host services renewed, 4 reloaded in place (no "
+        "interruption), no data lost, nothing less safe. Capacity: -28 sandboxes, -21 CPUs, -68GiB memory, -84GiB "
+        "disk reserved; host sbx-a at 30GiB of 128GiB memory.",
         "  pool browser-warm on sbx-a, sbx-b: 2 destroyed — pools.browser-warm.replicas",
         "  pool python-warm on sbx-a, sbx-b: 26 destroyed — pools.python-warm.replicas",
-        "  guard replaced on sbx-a, sbx-b: the host guard restarts: it applies the firewall rules, pids limits and "
-        "lifetimes again",
-        "  ingress replaced on sbx-a, sbx-b: its 3 URLs are unreachable while it restarts",
+        "  guard reloaded in place on sbx-a, sbx-b: interrupts nothing — it applies the new rules, pids limits and "
+        "lifetimes at its next pass; its clocks keep running",
+        "  ingress reloaded in place on sbx-a, sbx-b: interrupts nothing — it loads its new Caddyfile through its "
+        "admin API (a url pool's network joined first) and keeps its connections",
         ""]
     assert ("    - 13 sandboxes of pool python-warm: sandstack-python-warm.sbx-a-3, sandstack-python-warm.sbx-a-4, … "
             "sandstack-python-warm.sbx-a-15 (processes and writable paths lost)\n") in out
@@ -209,7 +212,7 @@ def test_json_format_2_carries_categories_impact_and_review(stacks, capsys):
                                  "category": "capacity",
                                  "inherited": {"old": {"value": 1073741824, "from": "profiles.medium.memory"},
                                                "new": None}}]
-    assert report["impact"]["pools"][0]["update"] == 2 and report["unchanged"] == 22
+    assert report["impact"]["pools"][0]["update"] == 2 and report["unchanged"] == 30
 
 
 # --- accepted changes ----------------------------------------------------------------------------------------
@@ -220,25 +223,26 @@ def _accept(text: str) -> None:
 
 
 def test_an_accepted_change_is_shown_with_its_reason_and_does_not_fail(stacks, capsys):
-    _accept("accept:\n"
-            "  - change: templates.python.network.allow\n    category: security\n"
-            "    reason: pypi.org for pip installs, reviewed by the platform team\n"
-            "  - change: templates.python.network.allow\n    category: disruption\n"
-            "    reason: the gateway restarts in a quiet hour\n")
-    code, out, err = _diff("allow", capsys, "--fail-on", "security", "--fail-on", "disruption")
+    Path("stacks/review").mkdir(exist_ok=True)
+    Path("stacks/review/port.yaml").write_text(
+        "accept:\n"
+        "  - change: templates.preview.ports\n    category: security\n    reason: the preview is public by design\n"
+        "  - change: templates.preview.ports\n    category: disruption\n"
+        "    reason: the preview restarts in a quiet hour\n")
+    code, out, err = _diff("port", capsys, "--fail-on", "security", "--fail-on", "disruption")
     assert (code, err) == (0, "")
-    assert ("  LOOSER  pool python: allow entry added: pypi.org  (accepted: pypi.org for pip installs, reviewed by "
-            "the platform team)\n") in out
+    assert ("  LOOSER  pool preview: port 8081/tcp made public (was none)  (accepted: the preview is public by "
+            "design)\n") in out
     assert ("\nAccepted:\n"
-            "  security: pool python: allow entry added: pypi.org — pypi.org for pip installs, reviewed by the platform "
-            "team (stacks/review/allow.yaml:2:5)\n"
-            "  disruption: gateway sandstack-local-gateway-container replace and 1 more — the gateway restarts in a "
-            "quiet hour (stacks/review/allow.yaml:5:5)\n"
+            "  security: pool preview: port 8081/tcp made public (was none) — the preview is public by design "
+            "(stacks/review/port.yaml:2:5)\n"
+            "  disruption: sandbox sandstack-preview.local-0 replace — the preview restarts in a quiet hour "
+            "(stacks/review/port.yaml:5:5)\n"
             # One change, accepted for two of its three categories: the review says which one remains.
-            "  templates.python.network.allow (stacks/review/allow.yaml:2:5, stacks/review/allow.yaml:5:5): accepted "
-            "for security, disruption; still not accepted: replace\n\n") in out
-    code, _, err = _diff("allow", capsys, "--fail-on", "replace")  # not accepted for `replace`
-    assert code == 3 and "sandstack: --fail-on replace: gateway sandstack-local-gateway-container replace\n" in err
+            "  templates.preview.ports (stacks/review/port.yaml:2:5, stacks/review/port.yaml:5:5): accepted for "
+            "security, disruption; still not accepted: replace\n\n") in out
+    code, _, err = _diff("port", capsys, "--fail-on", "replace")  # not accepted for `replace`
+    assert code == 3 and "sandstack: --fail-on replace: sandbox sandstack-preview.local-0 replace\n" in err
 
 
 def test_a_stale_acceptance_is_a_warning_and_an_error_when_strict(stacks, capsys):

@@ -43,7 +43,7 @@ AGENTS = [f"sandstack-agent.gpu-1-{i}" for i in range(3)]
 def test_nothing_changed_says_so_and_exits_0(tmp_path, monkeypatch, capsys):
     code, out, err = _diff(tmp_path, monkeypatch, capsys, BASE, BASE, "--fail-on", "replace", "--fail-on", "security")
     assert (code, err) == (0, "")
-    assert "no security-relevant change" in out and "No changes: `pulumi up` would change nothing (18 unchanged)." in out
+    assert "no security-relevant change" in out and "No changes: `pulumi up` would change nothing (24 unchanged)." in out
 
 
 def test_a_bumped_version_rebuilds_the_snapshot_and_replaces_its_sandboxes(tmp_path, monkeypatch, capsys):
@@ -60,7 +60,8 @@ def test_setup_changed_without_a_bump_is_called_out(tmp_path, monkeypatch, capsy
     assert [(r["path"], r["effect"]) for r in sandbox["reasons"]] == [("templates.agent.snapshot.setup", "rebuild")]
 
 
-LISTS = {"sandstack-gpu-1-gateway-container": "replace", "sandstack-gpu-1-logger-container": "replace"}
+# The gateway takes its new squid config in place: only its reload container runs again.
+LISTS = {"sandstack-gpu-1-gateway-reload": "replace", "sandstack-gpu-1-logger-reload": "replace"}
 
 
 def test_a_widened_allow_list_renews_only_the_gateway_and_the_logging_resolver_and_is_looser(tmp_path, monkeypatch,
@@ -97,20 +98,21 @@ def test_a_port_made_public_replaces_the_sandboxes_and_is_looser(tmp_path, monke
 
 def test_a_resized_pool_creates_sandboxes_and_renews_the_guard(tmp_path, monkeypatch, capsys):
     data = _case("pool-resized", tmp_path, monkeypatch, capsys)
-    assert _actions(data) == {"sandstack-gpu-1-guard-container": "replace", "sandstack-agent.gpu-1-3": "create",
+    assert _actions(data) == {"sandstack-gpu-1-guard-reload": "replace", "sandstack-agent.gpu-1-3": "create",
                               "sandstack-agent.gpu-1-4": "create"}
 
 
 def test_replicas_down_to_zero_delete_the_pools_sandboxes(tmp_path, monkeypatch, capsys):
     data = _case("replicas-zero", tmp_path, monkeypatch, capsys)
-    assert _actions(data) == {"sandstack-gpu-1-guard-container": "replace", "sandstack-shell.gpu-1-0": "delete",
+    assert _actions(data) == {"sandstack-gpu-1-guard-reload": "replace", "sandstack-shell.gpu-1-0": "delete",
                               "sandstack-shell.gpu-1-1": "delete"}
 
 
 def test_a_host_added_creates_its_objects_and_removed_deletes_them(tmp_path, monkeypatch, capsys):
     added = _case("host-added", tmp_path, monkeypatch, capsys)
     objects = {"sandstack-gpu-2-provider", "sandstack-gpu-2-infra", "sandstack-gpu-2-guard-state",
-               "sandstack-gpu-2-guard-container", "sandstack-gpu-2-net.shell", "sandstack-shell.gpu-2-image",
+               "sandstack-gpu-2-guard-container", "sandstack-gpu-2-guard-config", "sandstack-gpu-2-guard-reload",
+               "sandstack-gpu-2-net.shell", "sandstack-shell.gpu-2-image",
                "sandstack-shell.gpu-2-0", "sandstack-shell.gpu-2-1"}
     assert _actions(added) == {name: "create" for name in objects}
     removed = _case("host-removed", tmp_path / "r", monkeypatch, capsys)
@@ -148,8 +150,11 @@ def test_runsc_to_runc_is_looser(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize(("case", "fail_on", "code"), [
-    ("allow-widened", "security", 3), ("allow-widened", "replace", 3), ("limits-raised", "replace", 0),
-    ("version-bumped", "security", 0), ("version-bumped", "replace", 3), ("pool-resized", "replace", 3),
+    # A widened allow-list is taken in place by the gateway and the logger: it replaces nothing.
+    ("allow-widened", "security", 3), ("allow-widened", "replace", 0), ("limits-raised", "replace", 0),
+    ("version-bumped", "security", 0), ("version-bumped", "replace", 3),
+    # A resized pool creates sandboxes and the guard takes the new pids and rules in place: nothing is replaced.
+    ("pool-resized", "replace", 0),
 ])
 def test_fail_on_gates_exit_3(case, fail_on, code, tmp_path, monkeypatch, capsys):
     assert _diff(tmp_path, monkeypatch, capsys, *pair(case), "--fail-on", fail_on)[0] == code
@@ -239,7 +244,7 @@ def test_a_reason_is_listed_only_where_its_effect_under_its_condition_reaches(tm
     code, data, err = _diff(tmp_path, monkeypatch, capsys, base, head, "--format", "json")
     assert (code, err) == (0, "")
     assert _reasons(data) == {
-        "sandstack-gpu-1-guard-container": ["pools.shell.replicas"],
+        "sandstack-gpu-1-guard-reload": ["pools.shell.replicas"],
         **{s: ["templates.agent.ports.0.exposure"] for s in AGENTS},
         "sandstack-shell.gpu-1-2": ["pools.shell.replicas"],
     }
@@ -260,18 +265,19 @@ def test_created_objects_name_only_their_placement_and_own_entries(tmp_path, mon
     assert {name for name, why in reasons.items() if "defaults.base_image" in why} == set()
 
 
-def test_more_replicas_renew_the_runtime_service_whose_configuration_counts_them(tmp_path, monkeypatch, capsys):
-    # The runtime service's configuration counts each pool's sandboxes: `replicas` declares the runtime's renewal
-    # for a host that runs one, and the diff gives that reason (it said "not declared" before the table did).
+def test_more_replicas_reload_the_runtime_service_whose_configuration_counts_them(tmp_path, monkeypatch, capsys):
+    # The runtime service's configuration counts each pool's sandboxes: `replicas` declares the runtime's reload
+    # for a host that runs one (its configuration set; the container stays), and the diff gives that reason.
     base, head = pair("pool-resized")
     for data in (base, head):
         data["hosts"]["gpu-1"]["runtime"] = {"token": {"secret": "runtimeToken"}}
     code, out, err = _diff(tmp_path, monkeypatch, capsys, base, head)
     assert (code, err) == (0, "")
-    assert ("  -/+ runtime sandstack-gpu-1-runtime-container\n"
+    assert ("    ~ reload runtime sandstack-gpu-1-runtime-reload\n"
             "        pools: agent: {sandboxes=3, workspace=/tmp, idle=pause after 900s} → "
             "{sandboxes=5, workspace=/tmp, idle=pause after 900s}\n"
             "        because pools.agent.replicas: 3 → 5 [") in out
+    assert "runtime sandstack-gpu-1-runtime-container" not in out
     assert "reason not declared" not in out
 
 
@@ -346,5 +352,5 @@ def test_raising_a_direct_routes_connection_bound_is_looser_and_lowering_one_tig
     assert (code, err) == (0, "")
     assert _security(data) == [("shell", True, "new connections a second per sandbox 100 → 300"),
                                ("shell", False, "open connections per sandbox 1024 → 64")]
-    # Only the guard's rules carry the bounds.
-    assert _actions(data) == {"sandstack-gpu-1-guard-container": "replace"}
+    # Only the guard's rules carry the bounds: it takes them in place.
+    assert _actions(data) == {"sandstack-gpu-1-guard-reload": "replace"}

@@ -41,7 +41,8 @@ CASES: dict[str, tuple[str, Callable[[dict], None], tuple[str, ...], int]] = {
     "new-pool": ("dev", _new_pool, (), 0),
     "memory-two-hosts": ("prod", _memory_two_hosts, (), 0),
     "priced": ("prod", _priced, ("--prices", "policies/prices.yaml"), 0),
-    "red-fail-on": ("dev", PRS["allow"], ("--fail-on", "security", "--fail-on", "disruption", "--fail-on",
+    # A public port: looser and a sandbox restarts (an allow entry no longer disrupts: it is taken in place).
+    "red-fail-on": ("dev", PRS["port"], ("--fail-on", "security", "--fail-on", "disruption", "--fail-on",
                                           "capacity"), 3),
 }
 EXT = {"text": "txt", "markdown": "md", "json": "json"}

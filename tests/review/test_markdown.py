@@ -231,30 +231,30 @@ def test_every_picture_parses_with_mermaid_and_marks_what_changed(tmp_path: Path
         for v in (v for v in got["vertices"] if v["id"] in ids):
             (cls,) = v["classes"]
             assert cls in got["classes"]
-            marks = {"replaced": "-/+ replaced", "deleted": "- deleted", "created": "+ created",
-                     "updated": "~ updated"}
+            marks = {"replaced": ("-/+ replaced",), "deleted": ("- deleted",), "created": ("+ created",),
+                     "updated": ("~ updated", "~ reloaded")}  # a role reloaded in place is drawn as updated
             assert v["text"].endswith(marks[cls]) if cls in marks else not any(
-                v["text"].endswith(m) for m in marks.values())
+                v["text"].endswith(m) for ms in marks.values() for m in ms)
 
 
 def test_accepted_changes_and_stale_acceptances_are_shown_with_their_reasons(tmp_path: Path):
     from sandstack.review.accept import load_acceptances
     from sandstack.review.categories import review
 
-    result = _case("allow-widened", tmp_path)
+    result = _case("protocols-any", tmp_path)
     accept = tmp_path / "prod.review.yaml"
     accept.write_text("accept:\n"
-                      "  - change: templates.agent.network.allow\n    category: security\n"
-                      "    reason: pypi.org for pip installs\n"
-                      "  - change: templates.agent.network.allow\n    category: replace\n"
-                      "    reason: the gateway restarts at night\n"
+                      "  - change: templates.shell.network.protocols\n    category: security\n"
+                      "    reason: the build tools speak git over ssh\n"
+                      "  - change: templates.shell.network.protocols\n    category: replace\n"
+                      "    reason: the shells restart at night\n"
                       "  - change: templates.shell.limits.memory\n    category: disruption\n"
                       "    reason: no longer true\n")
     doc = parse(to_markdown(result, "base", "head", review(result, load_acceptances(accept))))
     where = f"{accept}:2:5"
-    assert (f"✅ accepted — pool `agent`: allow entry added: pypi.org — pypi.org for pip installs ({where})"
-            in doc.paragraphs)
-    assert any(p.startswith("✅ replace: ") and p.endswith(f"— the gateway restarts at night ({accept}:5:5)")
+    assert (f"✅ accepted — pool `shell`: egress of template shell made direct for any protocol (every connection "
+            f"logged) — the build tools speak git over ssh ({where})" in doc.paragraphs)
+    assert any(p.startswith("✅ replace: ") and p.endswith(f"— the shells restart at night ({accept}:5:5)")
                for p in doc.paragraphs)
     assert f"{accept}:8:5: disruption `templates.shell.limits.memory`" in doc.paragraphs
 

@@ -37,8 +37,8 @@ def test_a_reason_names_the_one_condition_that_held_not_every_branch(tmp_path):
     base, head = pair("port-url")
     reasons = _reasons_of(tmp_path, base, head)
     held = ("templates.agent.ports.0.exposure: host → url [url ports change, the network turns internal or "
-            "routed: replace + guard + ingress + networks]")
-    assert reasons["sandstack-gpu-1-guard-container"][1:] == [held]
+            "routed: replace + networks + reload guard + reload ingress]")
+    assert reasons["sandstack-gpu-1-guard-reload"][1:] == [held]
     assert held in reasons["sandstack-agent.gpu-1-0"]
     base, head = pair("limits-raised")
     # 1GiB → 4GiB: not under 256MiB, so the base effect (in-place) held, without the condition it did not meet.
@@ -84,7 +84,7 @@ def test_a_profile_named_by_a_template_s_limits_explains_what_its_change_renews(
     """`limits: small` sets none of the profile's fields itself: the profile's pids reach the guard (this said
     'reason not declared in the change table')."""
     reasons = _reasons_of(tmp_path, _shared(), _shared(profiles__small={"pids": 200}))
-    assert reasons["sandstack-gpu-1-guard-container"] == ["profiles.small.pids: 100 → 200 [guard]"]
+    assert reasons["sandstack-gpu-1-guard-reload"] == ["profiles.small.pids: 100 → 200 [reload guard]"]
 
 
 def test_a_default_base_image_is_the_reason_at_its_own_path(tmp_path):

@@ -49,10 +49,12 @@ def test_a_review_table_refuses_a_registry_with_a_role_it_lacks(check):
 
 
 STALE = {
-    resources.check_roles: "sandstack.review.resources.CONTAINER_PROPS has entries for 'connection logger', which no "
-                           "host role (sandstack.spec.roles) has; known: gateway, guard, ingress, runtime",
+    resources.check_roles: "sandstack.review.resources.CONTAINER_PROPS has entries for 'connection logger', 'logger "
+                           "reload', which no host role (sandstack.spec.roles) has; known: gateway, gateway reload, "
+                           "guard, guard reload, ingress, ingress reload, runtime",
     preview.check_roles: "sandstack.review.preview.SUMMARY has entries for 'connection log', 'connection logger', "
-                         "which no host role (sandstack.spec.roles) has; known: ",
+                         "'logger configuration', 'logger reload', which no host role (sandstack.spec.roles) has; "
+                         "known: ",
     diagram.check_roles: "sandstack.review.diagram.ELEMENTS has entries for 'logger', which no host role "
                          "(sandstack.spec.roles) has; known: ",
 }
@@ -78,6 +80,10 @@ def test_every_table_read_from_the_registry_has_every_role(name):
     assert changes.HOST_ROLE_WORDS[name] == role.words
     assert (name in PLACEMENT.host) == role.per_pool
     for part in role.parts:
+        if part.config and part.resource == "container":  # its reload container: the role taking a configuration
+            assert impact.RELOADS[part.kind] == (name, f"interrupts {role.reload_interrupts} — it {role.reload_words}")
+            assert part.kind in reasons.RELOAD_KINDS
+            continue
         assert impact.INTERRUPTS.get(part.kind) == (part.interrupts or None)
         assert impact.HOLDS.get(part.kind) == (part.holds or None)
         assert diagram.ROLE[part.kind] == part.element and part.element in diagram.RANK
@@ -123,9 +129,12 @@ def test_the_runtimes_restart_says_what_it_ends_and_what_it_keeps():
     assert runtime.restart_interrupts == ("its sessions API for pools {pools} is down while it restarts: running "
                                           "processes, their output streams and terminals end; sessions and snapshots "
                                           "are kept")
-    # Room for reloading in place; today every role takes a new configuration by restarting.
-    assert {(r.config, r.reload, r.reload_interrupts) for r in HOST_ROLES.values()} == {
-        ("inputs", "restart", "nothing")}
+    # A role takes a new configuration by restarting, or in place from its configuration volume (interrupting nothing).
+    assert {r.name: (r.config, r.reload, r.reload_interrupts) for r in HOST_ROLES.values() if r.reload != "restart"} == {
+        "guard": ("volume", "in place", "nothing"), "gateway": ("volume", "in place", "nothing"),
+        "ingress": ("volume", "in place", "nothing"), "runtime": ("volume", "in place", "nothing"),
+        "logger": ("volume", "in place", "the name lookups of a pool whose resolver changed, for milliseconds")}
+    assert {r.config for r in HOST_ROLES.values() if r.reload == "restart"} == {"inputs"}
 
 
 @pytest.mark.parametrize(("roles", "message"), [

@@ -17,8 +17,10 @@ def test_the_preview_names_each_scoped_tokens_secret_key_and_pools(tmp_path, cap
     path = write_spec(tmp_path / "spec", DATA)
     assert main(["preview", str(path)]) == 0
     text = capsys.readouterr().out
-    assert "│       └── token 'tenant' (secret tenantToken) acts only on pools agent\n" in text
+    assert "└── token 'tenant' (secret tenantToken) acts only on pools agent\n" in text
     assert main(["preview", str(path), "--format", "json"]) == 0
     resources = json.loads(capsys.readouterr().out)["resources"]
     runtime = next(r for r in resources if r["kind"] == "runtime" and "tokens" in r["props"])
-    assert runtime["props"]["tokens"] == {"tenant": {"secret": "tenantToken", "pools": ["agent"]}}
+    # The secret's key is the container's (its environment); the pools are its configuration's.
+    assert runtime["props"]["tokens"] == {"tenant": {"secret": "tenantToken"}}
+    assert runtime["props"]["token_pools"] == {"tenant": ["agent"]}

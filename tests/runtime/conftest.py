@@ -13,12 +13,19 @@ from sandstack.plan.runtime import IdlePolicy, PoolRuntime, Retention, RuntimeCo
 from sandstack.runtime.app import create_app
 from sandstack.runtime.audit import AuditLog
 from sandstack.runtime.service import Runtime
+from sandstack.runtime.session_keys import key
+from sandstack.runtime.tokens import OPERATOR
 from tests.runtime.fake_backend import FakeBackend
 
 TOKEN = "test-token-0123456789abcdef"
 PY = [f"sandstack-t-py-{i}" for i in range(4)]
 WEB = ["sandstack-t-web-0"]
 WRITABLE = (WritablePath("/workspace"), WritablePath("/tmp"))
+
+
+def hk(session: str) -> str:
+    """The store's key of session `session` as the host's token names it (sandstack.runtime.session_keys)."""
+    return key(OPERATOR, session)
 
 
 def make_config(output_limit_bytes: int = 64, **overrides) -> RuntimeConfig:

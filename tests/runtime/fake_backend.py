@@ -59,6 +59,7 @@ class FakeBackend(SandboxBackend):
         self.written_roots: list[tuple[str, bytes]] = []  # what write_root was given, in order
         self.tmpfs_size: dict[str, int] = {}  # container path → its tmpfs's size (Docker's HostConfig.Tmpfs)
         self.died: dict[str, int] = {}  # sandbox → the exit status of its last `die` (Docker's past events)
+        self.generation = {name: 1 for name in sandboxes}  # Docker's Id is f"{name}-{generation}": a new container
         for name in sandboxes:
             for path in writable:
                 self.path(name, path).mkdir(parents=True, exist_ok=True)
@@ -78,6 +79,18 @@ class FakeBackend(SandboxBackend):
         self._kill(name)
         self.status[name] = "missing"
 
+    def recreate(self, name: str) -> None:
+        """A new container in the sandbox's name (an apply renewed it): a new Id, running, its writable paths
+        empty, nothing of the old one's processes."""
+        self._kill(name)
+        for path in self.writable:
+            target = self.path(name, path)
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir(parents=True)
+        self.status[name], self.exit_codes[name] = "running", None
+        self.starts[name] = self.starts.get(name, 0) + 1
+        self.generation[name] = self.generation.get(name, 0) + 1
+
     # The interface
 
     def _check(self, operation: str, name: str) -> str:
@@ -93,7 +106,10 @@ class FakeBackend(SandboxBackend):
         if self.daemon_down:
             raise DaemonUnavailable("the Docker daemon does not answer (ConnectionError)")
         status = self.status.get(name, "missing")
-        return ContainerState(status, self.exit_codes.get(name), f"start-{self.starts.get(name)}")
+        generation = self.generation.get(name, 1)
+        return ContainerState(status, self.exit_codes.get(name), f"start-{self.starts.get(name)}",
+                              *((None, None) if status == "missing" else (f"{name}-{generation}",
+                                                                          f"created-{generation}")))
 
     def exec(self, name: str, argv: list[str], *, workdir: str, env: dict[str, str] | None = None,
              stdin: BinaryIO | None = None, stdout: Sink, stderr: Sink, timeout: float | None = None) -> ExecStatus:

@@ -1,5 +1,5 @@
-"""A pool with on-demand slots over the fake backend: pool 'od' on host 'local', 1 warm sandbox and a ceiling of
-3 (2 slots); `FakeProvisioner` creates and removes the fake containers as Docker would, and keeps each body."""
+"""A pool with on-demand places over the fake backend: pool 'od' on host 'local', 1 warm sandbox and a ceiling of
+3 (2 places); `FakeProvisioner` creates and removes the fake containers as Docker would, and keeps each body."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tests.runtime.conftest import TOKEN, Env
 from tests.runtime.fake_backend import FakeBackend
 
 WARM = "sandstack-t-od-0"
-SLOTS = ("sandstack-t-od-1", "sandstack-t-od-2")
+PLACES = ("sandstack-t-od-1", "sandstack-t-od-2")
 OWNED = {"sandstack.stack": "t", "sandstack.host": "local"}
 COMMON = {"Image": "sandstack-t/od:1", "Labels": {**OWNED, "sandstack.pool": "od", LABEL_ONDEMAND: "true",
                                                   LABEL_RECIPE: "r1"},
@@ -27,8 +27,8 @@ COMMON = {"Image": "sandstack-t/od:1", "Labels": {**OWNED, "sandstack.pool": "od
 
 def recipe(digest: str = "r1") -> OnDemand:
     return OnDemand(ceiling=3, common={**COMMON, "Labels": {**COMMON["Labels"], LABEL_RECIPE: digest}},
-                    slots={name: {"Hostname": f"od-{i + 1}", "HostConfig": {"CgroupParent": f"sandstack/{name}"}}
-                           for i, name in enumerate(SLOTS)}, wait_seconds=5)
+                    places={name: {"Hostname": f"od-{i + 1}", "HostConfig": {"CgroupParent": f"sandstack/{name}"}}
+                           for i, name in enumerate(PLACES)}, wait_seconds=5)
 
 
 class FakeProvisioner:
@@ -52,6 +52,7 @@ class FakeProvisioner:
             b.path(name, path).mkdir(parents=True, exist_ok=True)
         b.status[name], b.exit_codes[name] = "running", None
         b.starts[name] = b.starts.get(name, 0) + 1
+        b.generation[name] = b.generation.get(name, 0) + 1  # a new container: a new Docker Id
         b.cpu.setdefault(name, 0)
         b.procs.setdefault(name, [])
         b.calls.append(("create", name))

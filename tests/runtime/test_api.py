@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from sandstack.spec.models.base import NAME_PATTERN
 from sandstack.runtime.openapi import PATH, REGENERATE, render_openapi
-from tests.runtime.conftest import PY, make_config, make_env
+from tests.runtime.conftest import PY, hk, make_config, make_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,8 +22,8 @@ def test_a_wrong_or_missing_token_is_401_with_nothing_else(env):
         response = bare.post("/v1/sessions", json={"pool": "py", "session": "x"}, headers=headers)
         assert (response.status_code, response.json()) == (401, {"error": "unauthorized"})
         assert response.headers["www-authenticate"] == "Bearer"
-    assert env.runtime.store.by_session("x") is None
-    assert bare.get("/healthz").json() == {"status": "ok", "host": "local"}
+    assert env.runtime.store.by_session(hk("x")) is None
+    assert bare.get("/healthz").json() == {"status": "ok", "host": "local", "config": None}
 
 
 def test_every_call_is_one_audit_line(env):

@@ -15,9 +15,9 @@ import pytest
 from sandstack.runtime.backend import DaemonUnavailable
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.service import Runtime
-from tests.runtime.conftest import PY, WEB, make_config
+from tests.runtime.conftest import PY, WEB, hk, make_config
 from tests.runtime.fake_backend import FakeBackend
-from tests.runtime.ondemand_helpers import SLOTS, WARM, FakeProvisioner, od_config
+from tests.runtime.ondemand_helpers import PLACES, WARM, FakeProvisioner, od_config
 
 
 class SlowDocker(FakeBackend):
@@ -122,7 +122,7 @@ def test_many_threads_never_get_one_sandbox_twice_with_the_monitor_running(slow)
     bound = [r for r in results if isinstance(r, tuple)]
     assert sorted(name for name, _ in bound) == PY  # each sandbox once
     assert [r for r in results if not isinstance(r, tuple)] == [503] * (64 - len(PY))
-    assert {runtime.sandbox(name).session for name, _ in bound} == {session for _, session in bound}
+    assert {runtime.sandbox(name).session for name, _ in bound} == {hk(session) for _, session in bound}
     assert backend.most_in_flight > 1
 
 
@@ -131,10 +131,10 @@ def test_a_candidate_changed_while_docker_was_asked_is_not_bound_and_the_claim_t
     # The monitor (or anything else) takes PY[0] out of service while the claim's inspect of it is running.
     backend.meanwhile[PY[0]] = lambda: runtime.store.update(PY[0], status="unhealthy", detail="judged meanwhile")
     row, created = runtime.claim("py", "chat-1")
-    assert (row.name, created, row.session) == (PY[1], True, "chat-1")
+    assert (row.name, created, row.session) == (PY[1], True, hk("chat-1"))
     first = runtime.sandbox(PY[0])
     assert (first.status, first.session, first.detail) == ("unhealthy", None, "judged meanwhile")
-    assert not runtime.busy(PY[0]) and not runtime.busy(PY[1])
+    assert not runtime.sandboxes.busy(PY[0]) and not runtime.sandboxes.busy(PY[1])
 
 
 def test_a_docker_failure_during_the_check_binds_nothing(slow):
@@ -150,7 +150,7 @@ def test_a_docker_failure_during_the_check_binds_nothing(slow):
     backend.daemon_down = False
     assert [(r.status, r.session) for r in runtime.store.sandboxes("py")] == \
         [("unhealthy", None)] + [("idle", None)] * 3
-    assert runtime.claims._checking == set()
+    assert runtime.claims.reserved() == set()
 
 
 def test_the_monitor_does_not_end_a_session_bound_while_it_asked_docker(slow):
@@ -169,11 +169,11 @@ def test_the_monitor_does_not_end_a_session_bound_while_it_asked_docker(slow):
     backend.meanwhile[last] = created_and_claimed
     runtime.monitor_once()
     row = runtime.sandbox(last)
-    assert (row.status, row.session, row.detail) == ("bound", "late", None)
+    assert (row.status, row.session, row.detail) == ("bound", hk("late"), None)
 
 
 def od_runtime(tmp_path: Path) -> tuple[SlowDocker, FakeProvisioner, Runtime]:
-    """A runtime over a slow Docker with one warm sandbox and pool 'od''s on-demand slots."""
+    """A runtime over a slow Docker with one warm sandbox and pool 'od''s on-demand places."""
     backend = SlowDocker(tmp_path / "containers", [WARM], {"/workspace": "tmpfs", "/tmp": "tmpfs"})
     provisioner = backend.provisioner = FakeProvisioner(backend)
     return backend, provisioner, Runtime(od_config(), backend, tmp_path / "state")
@@ -183,16 +183,16 @@ def test_the_monitor_does_not_retire_an_on_demand_slot_bound_after_its_list(tmp_
     backend, _, runtime = od_runtime(tmp_path)
     try:
         runtime.claim("od", "warm-session")
-        # A slot left idle (a failed claim's reset leaves one so until the monitor retires it).
-        slot = SLOTS[0]
-        backend.provisioner.create(slot, runtime.config.pools["od"].ondemand.body(slot))
-        runtime.store.update(slot, status="idle")
-        # While the pass asks Docker about the warm sandbox, a claim binds the idle slot the pass listed as idle.
+        # A place left idle (a failed claim's reset leaves one so until the monitor retires it).
+        place = PLACES[0]
+        backend.provisioner.create(place, runtime.config.pools["od"].ondemand.body(place))
+        runtime.store.update(place, status="idle")
+        # While the pass asks Docker about the warm sandbox, a claim binds the idle place the pass listed as idle.
         backend.meanwhile[WARM] = lambda: runtime.claim("od", "late")
         runtime.monitor_once()
-        row = runtime.sandbox(slot)
-        assert (row.status, row.session) == ("bound", "late")
-        assert backend.status[slot] == "running"
+        row = runtime.sandbox(place)
+        assert (row.status, row.session) == ("bound", hk("late"))
+        assert backend.status[place] == "running"
     finally:
         backend.close()
 
@@ -217,7 +217,7 @@ def test_a_warm_claim_does_not_wait_for_an_on_demand_creation(tmp_path: Path):
         row, created = runtime.claim("od", "c")  # while "b"'s container is still being created
         assert (row.name, created, pending.done()) == (WARM, True, False)
         go_on.set()
-        assert pending.result(timeout=10)[0].name == SLOTS[0]
+        assert pending.result(timeout=10)[0].name == PLACES[0]
         creator.shutdown()
     finally:
         go_on.set()
@@ -291,14 +291,14 @@ def test_an_on_demand_creation_removes_only_a_leftover_container(tmp_path: Path)
     backend, provisioner, runtime = od_runtime(tmp_path)
     try:
         runtime.claim("od", "warm")
-        runtime.claim("od", "a")  # no container of the slot: created at once, nothing removed first
-        assert [call for call in backend.calls if call[0] in ("create", "remove")] == [("create", SLOTS[0])]
-        backend.status[SLOTS[1]] = "exited"  # one a runtime stopped mid-creation left under the slot's name
+        runtime.claim("od", "a")  # no container of the place: created at once, nothing removed first
+        assert [call for call in backend.calls if call[0] in ("create", "remove")] == [("create", PLACES[0])]
+        backend.status[PLACES[1]] = "exited"  # one a runtime stopped mid-creation left under the place's name
         backend.calls.clear()
         row, created = runtime.claim("od", "b")
-        assert (row.name, created, row.status) == (SLOTS[1], True, "bound")
-        assert [call for call in backend.calls if call[0] in ("create", "remove")] == [("remove", SLOTS[1]),
-                                                                                       ("create", SLOTS[1])]
+        assert (row.name, created, row.status) == (PLACES[1], True, "bound")
+        assert [call for call in backend.calls if call[0] in ("create", "remove")] == [("remove", PLACES[1]),
+                                                                                       ("create", PLACES[1])]
     finally:
         backend.close()
 

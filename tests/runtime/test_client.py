@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from sandstack.client import Client, HostUnavailable, NoCapacity
 from sandstack.plan.runtime import PoolRuntime, RuntimeConfig
 from sandstack.tooling.sandbox_cli import add_sandbox_commands
-from tests.runtime.conftest import PY, TOKEN, WRITABLE, make_env
+from tests.runtime.conftest import PY, TOKEN, WRITABLE, hk, make_env
 
 OUTPUTS = {"runtime": {"hosts": {"a": {"url": "http://a.test", "token": TOKEN},
                                  "b": {"url": "http://b.test", "token": TOKEN}},
@@ -67,7 +67,7 @@ def test_a_claim_fails_over_to_the_next_host_when_one_does_not_answer(two_hosts)
     client = Client.from_outputs(OUTPUTS, http_factory=factory)
     sandbox = client.claim("py", "chat-1")
     assert sandbox.host.name != first
-    assert envs[sandbox.host.name].runtime.store.by_session("chat-1").name == sandbox.name
+    assert envs[sandbox.host.name].runtime.store.by_session(hk("chat-1")).name == sandbox.name
 
 
 def test_a_claim_moves_on_when_a_host_has_no_capacity_and_fails_when_none_has(two_hosts):

@@ -36,7 +36,7 @@ from sandstack.client import (
     Unauthorized,
     Unavailable,
 )
-from tests.runtime.conftest import PY, TOKEN
+from tests.runtime.conftest import PY, TOKEN, hk
 from tests.runtime.served import serve
 from tests.runtime.test_client import run_cli
 
@@ -353,7 +353,7 @@ def test_a_claim_whose_answer_was_lost_is_sent_again_and_gets_the_same_sandbox_s
         base_url=e.url, headers=h, timeout=t, transport=lost))
     sandbox = client.claim("py", session)
     assert lost.claims == ["201", "200"]  # bound once, answered twice
-    assert [row.name for row in env.runtime.store.sandboxes() if row.session == session] == [sandbox.name]
+    assert [row.name for row in env.runtime.store.sandboxes() if row.session == hk(session)] == [sandbox.name]
 
     lost = _AnswerLost()
     async def claim():
@@ -362,4 +362,4 @@ def test_a_claim_whose_answer_was_lost_is_sent_again_and_gets_the_same_sandbox_s
             return await aclient.claim("py", session + "-a")
     asandbox = asyncio.run(claim())
     assert lost.claims == ["201", "200"]
-    assert [row.name for row in env.runtime.store.sandboxes() if row.session == session + "-a"] == [asandbox.name]
+    assert [row.name for row in env.runtime.store.sandboxes() if row.session == hk(session + "-a")] == [asandbox.name]

@@ -8,8 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sandstack.client import Client, NoCapacity
-from tests.runtime.conftest import TOKEN
-from tests.runtime.ondemand_helpers import SLOTS, WARM, od_env
+from tests.runtime.conftest import TOKEN, hk
+from tests.runtime.ondemand_helpers import PLACES, WARM, od_env
 
 OUTPUTS = {"runtime": {"hosts": {"a": {"url": "http://a.test", "token": TOKEN},
                                  "b": {"url": "http://b.test", "token": TOKEN}},
@@ -33,7 +33,7 @@ def test_claims_create_on_demand_then_fail_over_then_refuse_past_every_ceiling(t
     envs, client = two
     sandboxes = [client.claim("od", f"chat-{i}") for i in range(6)]
     by_host = {name: sorted(s.name for s in sandboxes if s.host.name == name) for name in envs}
-    assert by_host == {"a": [WARM, *SLOTS], "b": [WARM, *SLOTS]}
+    assert by_host == {"a": [WARM, *PLACES], "b": [WARM, *PLACES]}
     with pytest.raises(NoCapacity) as refused:
         client.claim("od", "chat-7")
     assert "is at its ceiling of 3 sandboxes" in str(refused.value)
@@ -57,19 +57,19 @@ def test_a_claim_of_a_session_being_created_waits_for_it(two):
     env = envs[host]
     assert env.claim("taken", pool="od")["sandbox"] == WARM
     provisioner, release = env.backend.provisioner, threading.Event()
-    provisioner.health_of[SLOTS[0]] = "starting"
+    provisioner.health_of[PLACES[0]] = "starting"
 
     def ready_later() -> None:
         release.wait(5)
-        provisioner.health_of[SLOTS[0]] = "healthy"
+        provisioner.health_of[PLACES[0]] = "healthy"
 
     first = threading.Thread(target=lambda: env.api.post("/v1/sessions", json={"pool": "od", "session": "slow"}))
     first.start()
-    while env.runtime.store.by_session("slow") is None:
+    while env.runtime.store.by_session(hk("slow")) is None:
         release.wait(0.01)
-    assert env.runtime.store.by_session("slow").status == "creating"
+    assert env.runtime.store.by_session(hk("slow")).status == "creating"
     threading.Timer(0.3, release.set).start()
     threading.Thread(target=ready_later).start()
     sandbox = client.claim("od", "slow")
     first.join()
-    assert (sandbox.name, sandbox.info["status"]) == (SLOTS[0], "bound")
+    assert (sandbox.name, sandbox.info["status"]) == (PLACES[0], "bound")

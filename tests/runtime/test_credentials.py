@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from tests.runtime.conftest import hk
+
 SECRET = "tok-" + "5f3a9c" * 6  # built here, so that finding it anywhere is the test's own planting
 
 
@@ -49,8 +51,8 @@ def test_the_next_session_on_the_sandbox_sees_none_of_them(env):
 def test_an_idle_reset_drops_them_too(env):
     sandbox = env.api.post("/v1/sessions", json={"pool": "web", "session": "run-1",
                                                  "secrets": {"env": {"API_TOKEN": SECRET}}}).json()["sandbox"]
-    env.runtime.reset(sandbox)  # what the monitor's idle 'reset' and a repair call
-    assert env.runtime.credentials.env(sandbox, "run-1") == {}
+    env.runtime.sandboxes.reset(sandbox)  # what the monitor's idle 'reset' and a repair call
+    assert env.runtime.credentials.env(sandbox, hk("run-1")) == {}
 
 
 def test_a_claim_again_replaces_them_and_a_bad_one_changes_nothing(env):
@@ -58,7 +60,7 @@ def test_a_claim_again_replaces_them_and_a_bad_one_changes_nothing(env):
                                                  "secrets": {"env": {"A": "1"}}}).json()["sandbox"]
     again = env.api.post("/v1/sessions", json={"pool": "web", "session": "run-1", "secrets": {"env": {"B": "2"}}})
     assert again.status_code == 200
-    assert env.runtime.credentials.env(sandbox, "run-1") == {"B": "2"}
+    assert env.runtime.credentials.env(sandbox, hk("run-1")) == {"B": "2"}
     for secrets, message in [
         ({"env": {"1BAD": "x"}}, "invalid request: body.secrets.env.1BAD.[key]: '1BAD' must be letters, digits "
                                  "and '_', not starting with a digit, at most 128 characters"),
@@ -70,10 +72,10 @@ def test_a_claim_again_replaces_them_and_a_bad_one_changes_nothing(env):
         bad = env.api.post("/v1/sessions", json={"pool": "web", "session": "run-1", "secrets": secrets})
         assert (bad.status_code, bad.json()) == (422, {"error": message})
         assert SECRET not in bad.text
-    assert env.runtime.credentials.env(sandbox, "run-1") == {"B": "2"}
+    assert env.runtime.credentials.env(sandbox, hk("run-1")) == {"B": "2"}
     # The marker of the runtime's own kill is not a name a session may set.
     marker = env.api.post("/v1/sessions", json={"pool": "web", "session": "run-1",
                                                 "secrets": {"env": {"SANDSTACK_EXEC_ID": "x"}}})
     assert (marker.status_code, marker.json()["error"]) == (422, "secret names ['SANDSTACK_EXEC_ID'] are not "
                                                                  "allowed")
-    assert env.runtime.credentials.env(sandbox, "run-1") == {"B": "2"}
+    assert env.runtime.credentials.env(sandbox, hk("run-1")) == {"B": "2"}

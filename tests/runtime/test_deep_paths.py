@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from sandstack.runtime import workspace as workspace_module
+from sandstack.runtime import transfer as transfer_module
 from sandstack.runtime.tarcheck import MAX_DEPTH, Checked, DeadlinePassed, TooDeep, write_tar
 
 DEEP = "import os\nfor _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')"  # walking down: past PATH_MAX
@@ -108,7 +108,7 @@ def test_a_check_past_its_deadline_stops_and_the_answer_is_504(env, sandbox, mon
     with tarfile.open(fileobj=_nested(3), mode="r|") as tar, pytest.raises(DeadlinePassed):
         write_tar(Checked(tar, 1 << 20, deadline=time.monotonic() - 1), io.BytesIO())
     (env.backend.path(sandbox, "/workspace") / "a.txt").write_bytes(b"a")
-    monkeypatch.setattr(workspace_module, "TRANSFER_TIMEOUT", 0)
+    monkeypatch.setattr(transfer_module, "TRANSFER_TIMEOUT", 0)
     archive = env.api.get(f"/v1/sandboxes/{sandbox}/archive")
     assert (archive.status_code, archive.json()["error"]) == (
         504, f"archiving '/workspace' in sandbox {sandbox!r} did not finish within 0 s; it was stopped there and "

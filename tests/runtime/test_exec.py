@@ -101,6 +101,6 @@ def test_a_paused_sandbox_freezes_its_processes_and_refuses_exec_until_resumed(e
 
 
 def test_a_sandbox_paused_by_the_idle_policy_resumes_on_the_next_exec(env, sandbox):
-    env.runtime.pause(sandbox, by="idle")
+    env.runtime.sandboxes.pause(sandbox, by="idle")
     assert run(env, sandbox, command=["echo", "back"])["stdout"] == "back\n"
     assert env.runtime.sandbox(sandbox).status == "bound"

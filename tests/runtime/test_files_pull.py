@@ -116,8 +116,8 @@ def endless(env, monkeypatch) -> list[str]:
     # The fake backend has no direct reader: its exec is piped (exec_stream.PipedStream), here with the swapped script.
     monkeypatch.setattr(files_stream, "PipedStream", lambda backend, name, argv, **kw: PipedStream(
         backend, name, ["sh", "-c", 'printf "F 10\\n"; exec yes'], **kw))
-    kill = env.runtime.workspace._kill
-    monkeypatch.setattr(env.runtime.workspace, "_kill", lambda name, marker: (kills.append(marker),
+    kill = env.runtime.transfers.kill
+    monkeypatch.setattr(env.runtime.transfers, "kill", lambda name, marker: (kills.append(marker),
                                                                              kill(name, marker)))
     return kills
 
@@ -125,7 +125,7 @@ def endless(env, monkeypatch) -> list[str]:
 def test_a_stream_past_the_download_limit_is_cut_there_and_its_script_killed(small, monkeypatch):
     env, sandbox = small
     kills = endless(env, monkeypatch)
-    opened = open_read(env.runtime.workspace, sandbox, "any")
+    opened = open_read(env.runtime.files, sandbox, "any")
     assert opened.size == 10
     with pytest.raises(PastBound):
         for _ in opened.chunks:
@@ -138,7 +138,7 @@ def test_a_stream_past_the_download_limit_is_cut_there_and_its_script_killed(sma
 def test_an_answer_left_early_kills_its_script_and_releases_the_sandbox(small, monkeypatch):
     env, sandbox = small
     kills = endless(env, monkeypatch)
-    opened = open_read(env.runtime.workspace, sandbox, "any")
+    opened = open_read(env.runtime.files, sandbox, "any")
     next(opened.chunks)
     opened.chunks.close()  # the client went away
     assert len(kills) == 1
@@ -149,9 +149,9 @@ def test_an_answer_left_early_kills_its_script_and_releases_the_sandbox(small, m
 def test_a_read_to_the_end_kills_nothing_and_keeps_no_marker(small, monkeypatch):
     env, sandbox = small
     kills: list[str] = []
-    monkeypatch.setattr(env.runtime.workspace, "_kill", lambda name, marker: kills.append(marker))
+    monkeypatch.setattr(env.runtime.transfers, "kill", lambda name, marker: kills.append(marker))
     (env.backend.path(sandbox, "/workspace") / "f.txt").write_bytes(b"content")
-    opened = open_read(env.runtime.workspace, sandbox, "f.txt")
+    opened = open_read(env.runtime.files, sandbox, "f.txt")
     assert (opened.size, b"".join(opened.chunks), kills) == (7, b"content", [])
     assert (env.runtime.live_markers(), env.runtime.leases.in_use(sandbox)) == ([], False)
     # A missing file: its exit status says 404, and nothing is held after it.

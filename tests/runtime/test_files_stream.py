@@ -17,7 +17,7 @@ def test_a_download_streams_as_the_sandbox_reads_it_with_its_length_and_spools_n
         sandbox = env.claim("chat-1")["sandbox"]
         data = os.urandom(3 * 1024 * 1024 + 7)
         (env.backend.path(sandbox, "/workspace") / "big.bin").write_bytes(data)
-        monkeypatch.setattr(env.runtime.workspace, "spool", lambda: (_ for _ in ()).throw(AssertionError("spooled")))
+        monkeypatch.setattr(env.runtime.transfers, "spool", lambda: (_ for _ in ()).throw(AssertionError("spooled")))
         with serve(env.api.app) as url, httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}) as http:
             with http.stream("GET", f"/v1/sandboxes/{sandbox}/files/big.bin") as response:
                 assert response.headers["content-length"] == str(len(data))

@@ -51,7 +51,7 @@ def _wait_for(predicate, what: str) -> None:
 
 def test_an_upload_reaches_the_sandbox_while_it_is_still_sent_and_spools_nothing(tmp_path, monkeypatch):
     with _served(tmp_path, 64 * MIB) as (env, sandbox, workspace, http):
-        monkeypatch.setattr(env.runtime.workspace, "spool", lambda: (_ for _ in ()).throw(AssertionError("spooled")))
+        monkeypatch.setattr(env.runtime.transfers, "spool", lambda: (_ for _ in ()).throw(AssertionError("spooled")))
         data = os.urandom(24 * MIB + 5)
         seen_while_sending: list[int] = []
 

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from tests.runtime.conftest import PY
+from tests.runtime.conftest import PY, hk
 from testbed.waiting import wait_until
 
 NOT_UNICODE = ("is not valid Unicode text: it holds a lone surrogate (a \\ud800-\\udfff escape without its pair), "
@@ -101,7 +101,7 @@ def test_pause_while_an_exec_runs_is_409_and_the_session_keeps_its_sandbox(env, 
                  "pause it when that has finished", "sandbox": sandbox, "status": "bound"})
     assert (result["exec"].status_code, result["exec"].json()["exit_code"]) == (200, 0)
     row = env.runtime.sandbox(sandbox)
-    assert (row.status, row.session, env.backend.status[sandbox]) == ("bound", "chat-1", "running")
+    assert (row.status, row.session, env.backend.status[sandbox]) == ("bound", hk("chat-1"), "running")
     assert env.api.post(f"/v1/sandboxes/{sandbox}/pause").json()["status"] == "paused"
 
 
@@ -113,7 +113,7 @@ def test_a_snapshot_while_a_pause_is_under_way_is_409(env, sandbox):
         env.runtime.leases.pausing.discard(sandbox)
     assert (response.status_code, response.json()["error"]) == (
         409, f"sandbox {sandbox!r} is being paused; resume it, then try again")
-    assert env.runtime.sandbox(sandbox).session == "chat-1"
+    assert env.runtime.sandbox(sandbox).session == hk("chat-1")
 
 
 def test_the_idle_pause_leaves_a_sandbox_an_exec_just_started_in_bound(env, sandbox):
@@ -123,7 +123,7 @@ def test_the_idle_pause_leaves_a_sandbox_an_exec_just_started_in_bound(env, sand
         env.runtime.leases.in_use = lambda name: False
         env.runtime.monitor_once(now=since + 60)
     row = env.runtime.sandbox(sandbox)
-    assert (row.status, row.session, row.detail, env.backend.status[sandbox]) == ("bound", "chat-1", None, "running")
+    assert (row.status, row.session, row.detail, env.backend.status[sandbox]) == ("bound", hk("chat-1"), None, "running")
 
 
 def test_an_exec_finding_the_container_paused_outside_the_api_is_409_and_keeps_the_session(env, sandbox):
@@ -132,7 +132,7 @@ def test_an_exec_finding_the_container_paused_outside_the_api_is_409_and_keeps_t
     assert (response.status_code, response.json()["error"]) == (
         409, f"sandbox {sandbox!r} is paused; resume it first (POST /v1/sandboxes/{sandbox}/resume)")
     row = env.runtime.sandbox(sandbox)
-    assert (row.status, row.session) == ("bound", "chat-1")
+    assert (row.status, row.session) == ("bound", hk("chat-1"))
 
 
 def test_one_sandboxs_unexpected_error_does_not_stop_the_monitor_pass(env):
@@ -197,7 +197,7 @@ def test_a_command_that_cannot_start_is_an_exec_result_as_docker_answers_it(tmp_
         response = env.api.post(f"/v1/sandboxes/{name}/exec", json=body)
         assert response.status_code == 200, response.text
         assert (response.json()["stdout"], response.json()["exit_code"]) == (stdout, exit_code)
-        assert env.runtime.sandbox(name).session == "chat-1"
+        assert env.runtime.sandbox(name).session == hk("chat-1")
     finally:
         env.backend.close()
         env.audit.close()

@@ -6,9 +6,10 @@ import dataclasses
 
 import pytest
 
-from tests.runtime.ondemand_helpers import SLOTS, WARM, FakeProvisioner, od_config, od_env, recipe
+from tests.runtime.ondemand_helpers import PLACES, WARM, FakeProvisioner, od_config, od_env, recipe
 from sandstack.plan.recipe import LABEL_ONDEMAND
 from sandstack.plan.runtime import IdlePolicy, RuntimeConfig
+from tests.runtime.conftest import hk
 
 
 @pytest.fixture
@@ -22,14 +23,14 @@ def od(tmp_path):
 def test_a_claim_past_the_warm_sandbox_creates_one_from_its_slots_recipe(od):
     assert od.claim("s-warm", pool="od")["sandbox"] == WARM
     answer = od.claim("s-new", pool="od")
-    assert (answer["sandbox"], answer["status"]) == (SLOTS[0], "bound")
-    assert od.backend.provisioner.bodies[SLOTS[0]] == recipe().body(SLOTS[0])
-    assert od.backend.provisioner.bodies[SLOTS[0]]["HostConfig"] == {
-        "Memory": 268435456, "NanoCpus": 1000000000, "CgroupParent": f"sandstack/{SLOTS[0]}"}
+    assert (answer["sandbox"], answer["status"]) == (PLACES[0], "bound")
+    assert od.backend.provisioner.bodies[PLACES[0]] == recipe().body(PLACES[0])
+    assert od.backend.provisioner.bodies[PLACES[0]]["HostConfig"] == {
+        "Memory": 268435456, "NanoCpus": 1000000000, "CgroupParent": f"sandstack/{PLACES[0]}"}
     # The same session again: the same sandbox, nothing created.
     again = od.api.post("/v1/sessions", json={"pool": "od", "session": "s-new"})
-    assert (again.status_code, again.json()["sandbox"]) == (200, SLOTS[0])
-    assert [c for c in od.backend.calls if c[0] == "create"] == [("create", SLOTS[0])]
+    assert (again.status_code, again.json()["sandbox"]) == (200, PLACES[0])
+    assert [c for c in od.backend.calls if c[0] == "create"] == [("create", PLACES[0])]
 
 
 def test_a_claim_past_the_ceiling_is_503_naming_pool_host_and_ceiling_and_changes_nothing(od):
@@ -53,42 +54,42 @@ def test_an_unknown_pool_is_404_and_creates_nothing(od):
 def test_a_release_retires_the_on_demand_sandbox_and_frees_its_slot(od):
     od.claim("a", pool="od")
     od.claim("b", pool="od")
-    od.api.put(f"/v1/sandboxes/{SLOTS[0]}/files/left.txt", content=b"of b")
+    od.api.put(f"/v1/sandboxes/{PLACES[0]}/files/left.txt", content=b"of b")
     released = od.api.delete("/v1/sessions/b")
     assert (released.status_code, released.json()["status"], released.json()["container"]) == (200, "absent",
                                                                                                 "missing")
-    assert SLOTS[0] not in od.backend.provisioner.bodies
+    assert PLACES[0] not in od.backend.provisioner.bodies
     # The warm one stays, idle, after its release.
     assert od.api.delete("/v1/sessions/a").json()["status"] == "idle"
-    # The slot is made again for the next claim past the warm one, with nothing of b's.
+    # The place is made again for the next claim past the warm one, with nothing of b's.
     od.claim("c", pool="od")
     answer = od.claim("d", pool="od")
-    assert answer["sandbox"] == SLOTS[0]
-    assert od.api.get(f"/v1/sandboxes/{SLOTS[0]}/files/left.txt").status_code == 404
+    assert answer["sandbox"] == PLACES[0]
+    assert od.api.get(f"/v1/sandboxes/{PLACES[0]}/files/left.txt").status_code == 404
 
 
 def test_a_failed_creation_is_503_and_leaves_the_slot_absent(od):
     od.claim("a", pool="od")
-    od.backend.provisioner.health_of[SLOTS[0]] = "unhealthy"
+    od.backend.provisioner.health_of[PLACES[0]] = "unhealthy"
     response = od.api.post("/v1/sessions", json={"pool": "od", "session": "b"})
     assert response.status_code == 503
     assert response.json()["error"] == (f"no capacity: a sandbox of pool 'od' on host 'local' could not be created "
-                                        f"on demand: container '{SLOTS[0]}' is running (unhealthy)")
-    row = od.runtime.store.sandbox(SLOTS[0])
-    assert (row.status, row.session, od.backend.status[SLOTS[0]]) == ("absent", None, "missing")
+                                        f"on demand: container '{PLACES[0]}' is running (unhealthy)")
+    row = od.runtime.store.sandbox(PLACES[0])
+    assert (row.status, row.session, od.backend.status[PLACES[0]]) == ("absent", None, "missing")
 
 
 def test_a_restarted_runtime_keeps_bound_on_demand_sandboxes_and_reconciles_the_rest(od):
     od.claim("a", pool="od")
     od.claim("b", pool="od")
     od.claim("c", pool="od")
-    od.api.put(f"/v1/sandboxes/{SLOTS[0]}/files/kept.txt", content=b"kept")
-    od.backend.remove(SLOTS[1])  # gone while the runtime was down
+    od.api.put(f"/v1/sandboxes/{PLACES[0]}/files/kept.txt", content=b"kept")
+    od.backend.remove(PLACES[1])  # gone while the runtime was down
     restarted = od.restarted()
-    assert restarted.api.get("/v1/sessions/b").json()["sandbox"] == SLOTS[0]
-    assert restarted.api.get(f"/v1/sandboxes/{SLOTS[0]}/files/kept.txt").content == b"kept"
+    assert restarted.api.get("/v1/sessions/b").json()["sandbox"] == PLACES[0]
+    assert restarted.api.get(f"/v1/sandboxes/{PLACES[0]}/files/kept.txt").content == b"kept"
     assert restarted.api.get("/v1/sessions/c").status_code == 404
-    row = restarted.runtime.store.sandbox(SLOTS[1])
+    row = restarted.runtime.store.sandbox(PLACES[1])
     assert (row.status, row.detail) == ("absent", "its container was gone, or not yet ready, when the runtime "
                                                   "started; session 'c' has ended")
 
@@ -98,13 +99,13 @@ def test_a_changed_pool_removes_idle_old_containers_and_keeps_bound_ones_until_r
     env.claim("a", pool="od")
     env.claim("b", pool="od")
     # A container of an older recipe, bound to no session (left by a runtime that stopped mid-release).
-    env.backend.provisioner.create(SLOTS[1], recipe("old").body(SLOTS[1]))
-    env.backend.provisioner.bodies[SLOTS[0]] = recipe("old").body(SLOTS[0])
+    env.backend.provisioner.create(PLACES[1], recipe("old").body(PLACES[1]))
+    env.backend.provisioner.bodies[PLACES[0]] = recipe("old").body(PLACES[0])
     changed = od_env(tmp_path, config=od_config(digest="r2"), backend=env.backend)
-    assert env.backend.status[SLOTS[1]] == "missing"
-    assert env.backend.status[SLOTS[0]] == "running"  # still session b's
+    assert env.backend.status[PLACES[1]] == "missing"
+    assert env.backend.status[PLACES[0]] == "running"  # still session b's
     assert changed.api.delete("/v1/sessions/b").json()["status"] == "absent"
-    assert env.backend.status[SLOTS[0]] == "missing"
+    assert env.backend.status[PLACES[0]] == "missing"
     env.backend.close()
 
 
@@ -113,14 +114,14 @@ def test_a_configuration_without_its_labels_removes_no_other_stack_s_on_demand_c
     # every on-demand container on the daemon as "no longer declared": another stack's included.
     env = od_env(tmp_path)
     foreign = "sandstack-other-od-1"
-    env.backend.provisioner.create(foreign, {**recipe("theirs").body(SLOTS[0]),
+    env.backend.provisioner.create(foreign, {**recipe("theirs").body(PLACES[0]),
                                              "Labels": {"sandstack.stack": "other", "sandstack.host": "local",
                                                         "sandstack.pool": "od", LABEL_ONDEMAND: "true"}})
-    env.backend.provisioner.create(SLOTS[1], recipe("old").body(SLOTS[1]))  # its own slot, of an older recipe
+    env.backend.provisioner.create(PLACES[1], recipe("old").body(PLACES[1]))  # its own place, of an older recipe
     bare = RuntimeConfig(host="local", pools=od_config(digest="r2").pools)  # ondemand_labels: none
     od_env(tmp_path, config=bare, backend=env.backend)
     assert env.backend.status[foreign] == "running"
-    assert env.backend.status[SLOTS[1]] == "missing"  # its own, by name: reconciled as before
+    assert env.backend.status[PLACES[1]] == "missing"  # its own, by name: reconciled as before
     env.backend.close()
 
 
@@ -205,7 +206,7 @@ def test_a_second_hibernate_while_one_is_under_way_is_409(od):
 def test_an_on_demand_sandbox_ended_at_its_lifetime_while_bound_is_reported_so_not_as_a_restart(tmp_path,
                                                                                              docker_status):
     """The guard ends a sandbox at its max lifetime (exit 124); Docker's restart policy runs it again (its supervisor
-    ends each retry at once). That was reported "container restarted while bound", for an on-demand slot too."""
+    ends each retry at once). That was reported "container restarted while bound", for an on-demand place too."""
     config = dataclasses.replace(od_config(), exit_lifetime=124, exit_idle=123)
     env = od_env(tmp_path, config=config)
     env.claim("a", pool="od")
@@ -219,7 +220,7 @@ def test_an_on_demand_sandbox_ended_at_its_lifetime_while_bound_is_reported_so_n
     why = "its max lifetime was reached (exit 124) while bound to session 'b': the host guard ended it, and the " \
           "session with it"
     assert (env.runtime.store.sandbox(sandbox).status, env.runtime.store.sandbox(sandbox).detail) == ("unhealthy", why)
-    env.runtime.monitor_once()  # retired, as any broken slot: the reason stays
+    env.runtime.monitor_once()  # retired, as any broken place: the reason stays
     row = env.runtime.store.sandbox(sandbox)
     assert (row.status, row.session, row.detail) == ("absent", None, why)
     env.backend.close()
@@ -243,11 +244,11 @@ def test_a_stopping_runtime_hibernates_bound_on_demand_sandboxes_and_the_next_ca
     od.claim("a", pool="od")
     sandbox = od.claim("b", pool="od")["sandbox"]
     od.api.put(f"/v1/sandboxes/{sandbox}/files/notes.txt", content=b"across")
-    od.runtime.ondemand.shutdown()
+    od.runtime.shutdown()
     assert od.backend.status[sandbox] == "missing"  # nothing left to hold the stack's networks or volumes
     assert od.backend.status[WARM] == "running"  # a warm sandbox is the stack's: left as it is
     row = od.runtime.store.sandbox(sandbox)
-    assert (row.status, row.session, row.paused_by) == ("hibernated", "b", "shutdown")
+    assert (row.status, row.session, row.paused_by) == ("hibernated", hk("b"), "shutdown")
     restarted = od.restarted()
     answer = restarted.api.post(f"/v1/sandboxes/{sandbox}/exec", json={"command": ["cat", "notes.txt"]})
     assert (answer.status_code, answer.json().get("stdout")) == (200, "across"), answer.json()
@@ -266,7 +267,7 @@ def test_the_monitor_takes_a_resumed_or_recreated_sandbox_for_the_sessions_own(o
     od.api.post("/v1/sessions/b/resume")
     od.runtime.monitor_once()
     assert [(r.name, r.status, r.session) for r in od.runtime.store.sandboxes()] == [
-        (WARM, "bound", "a"), (sandbox, "bound", "b"), (SLOTS[1], "absent", None)]
+        (WARM, "bound", hk("a")), (sandbox, "bound", hk("b")), (PLACES[1], "absent", None)]
     od.api.delete("/v1/sessions/b")
     assert od.claim("c", pool="od")["sandbox"] == sandbox
     od.runtime.monitor_once()

@@ -11,21 +11,21 @@ import pytest
 
 from sandstack.plan.recipe import OnDemand
 from sandstack.runtime.readiness import Probe, probe_of
-from tests.runtime.ondemand_helpers import COMMON, SLOTS, WARM, od_config, od_env, recipe
+from tests.runtime.ondemand_helpers import COMMON, PLACES, WARM, od_config, od_env, recipe
 
 
 def _with_probe(test: list[str], wait_seconds: int = 5) -> OnDemand:
     base = recipe()
     common = {**COMMON, "WorkingDir": "/workspace", "Healthcheck": {"Test": test, "Timeout": 2_000_000_000}}
-    return OnDemand(ceiling=base.ceiling, common=common, slots=base.slots, wait_seconds=wait_seconds)
+    return OnDemand(ceiling=base.ceiling, common=common, places=base.places, wait_seconds=wait_seconds)
 
 
 def _env(tmp_path, test: list[str], wait_seconds: int = 5):
     config = od_config()
     pools = {"od": replace(config.pools["od"], ondemand=_with_probe(test, wait_seconds))}
     env = od_env(tmp_path, config=replace(config, pools=pools))
-    for slot in SLOTS:  # Docker's first scheduled check has not run yet: it says 'starting' throughout
-        env.backend.provisioner.health_of[slot] = "starting"
+    for place in PLACES:  # Docker's first scheduled check has not run yet: it says 'starting' throughout
+        env.backend.provisioner.health_of[place] = "starting"
     return env
 
 
@@ -49,11 +49,11 @@ def test_a_claim_is_handed_back_as_soon_as_the_probe_passes_before_dockers_first
     od.claim("warm", pool="od")
     before = len(od.backend.calls)
     answer = od.claim("new", pool="od")
-    assert (answer["sandbox"], answer["status"]) == (SLOTS[0], "bound")
+    assert (answer["sandbox"], answer["status"]) == (PLACES[0], "bound")
     # Docker still says 'starting' (it does throughout): the probe run here decided, and the claim answered at its
     # first pass: created, probed once, nothing after. The runtime's own record, not a time a busy machine stretches.
-    assert od.backend.provisioner.probed == [SLOTS[0]]
-    assert [c for c in od.backend.calls[before:] if c[1] == SLOTS[0]][-2:] == [("create", SLOTS[0]), ("exec", SLOTS[0])]
+    assert od.backend.provisioner.probed == [PLACES[0]]
+    assert [c for c in od.backend.calls[before:] if c[1] == PLACES[0]][-2:] == [("create", PLACES[0]), ("exec", PLACES[0])]
     od.backend.close()
 
 
@@ -63,11 +63,11 @@ def test_a_failing_probe_hands_back_nothing_and_the_claim_fails_at_its_wait(tmp_
     response = od.api.post("/v1/sessions", json={"pool": "od", "session": "new"})
     assert response.status_code == 503
     assert response.json()["error"] == (f"no capacity: a sandbox of pool 'od' on host 'local' could not be created "
-                                        f"on demand: container '{SLOTS[0]}' was not ready within 1s")
+                                        f"on demand: container '{PLACES[0]}' was not ready within 1s")
     # Run while Docker said 'starting', and its failure never taken for ready. (How many times it ran in the second
     # is the machine's speed; that a failed run is run again is the next test's.)
-    assert ("exec", SLOTS[0]) in od.backend.calls
-    row = od.runtime.store.sandbox(SLOTS[0])
+    assert ("exec", PLACES[0]) in od.backend.calls
+    row = od.runtime.store.sandbox(PLACES[0])
     assert (row.status, row.session) == ("absent", None)
     od.backend.close()
 
@@ -79,9 +79,9 @@ def test_a_probe_that_failed_is_run_again_while_docker_says_starting(tmp_path):
     od = _env(tmp_path, ["CMD-SHELL", "test -e tried || { touch tried; exit 1; }"], wait_seconds=60)
     od.claim("warm", pool="od")
     answer = od.claim("new", pool="od")
-    assert (answer["sandbox"], answer["status"]) == (SLOTS[0], "bound")
-    assert od.backend.provisioner.health_of[SLOTS[0]] == "starting"
-    assert len([c for c in od.backend.calls if c == ("exec", SLOTS[0])]) == 2
+    assert (answer["sandbox"], answer["status"]) == (PLACES[0], "bound")
+    assert od.backend.provisioner.health_of[PLACES[0]] == "starting"
+    assert len([c for c in od.backend.calls if c == ("exec", PLACES[0])]) == 2
     od.backend.close()
 
 

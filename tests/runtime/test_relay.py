@@ -83,7 +83,7 @@ def test_a_downloaded_file_comes_in_full_1_mib_steps(tmp_path):
         sandbox = env.claim("chat-1")["sandbox"]
         data = os.urandom(3 * MIB + 5)
         (env.backend.path(sandbox, "/workspace") / "big.bin").write_bytes(data)
-        opened = open_read(env.runtime.workspace, sandbox, "big.bin")
+        opened = open_read(env.runtime.files, sandbox, "big.bin")
         chunks = list(opened.chunks)
         # The fake backend writes its pipe in 64 KiB pieces, as Docker's frames come: read1 answered each. The
         # first step is what followed the header in the first MiB read.

@@ -17,7 +17,7 @@ from sandstack.runtime.backend import BackendError
 from sandstack.runtime.rootsnap import RootChecked
 from sandstack.runtime.store import SnapshotRow
 from sandstack.runtime.tarcheck import Forged, write_tar
-from tests.runtime.conftest import make_config, make_env
+from tests.runtime.conftest import hk, make_config, make_env
 
 
 def root_env(tmp_path, **web):
@@ -97,7 +97,7 @@ def test_an_api_restore_rolls_the_root_back_and_ends_the_sessions_processes(env)
     # The restore's own start is not a crash's restart: the monitor keeps the session.
     env.runtime.monitor_once()
     row = env.runtime.sandbox(sandbox)
-    assert (row.status, row.session) == ("bound", "s1")
+    assert (row.status, row.session) == ("bound", hk("s1"))
     assert env.api.post(f"/v1/sandboxes/{sandbox}/exec", json={"command": ["true"]}).status_code == 200
 
 
@@ -141,7 +141,7 @@ def test_retention_drops_the_root_part_with_its_snapshot(env):
     install(env, sandbox, "/opt/x")
     snap = env.api.post(f"/v1/sandboxes/{sandbox}/snapshots").json()["id"]
     assert (env.state_dir / "snapshots" / snap / "root.tar").exists()
-    assert env.runtime.workspace.apply_retention(time.time() + 10 * 365 * 86400) == [snap]
+    assert env.runtime.snapshots.apply_retention(time.time() + 10 * 365 * 86400) == [snap]
     assert not (env.state_dir / "snapshots" / snap).exists()
 
 
@@ -221,7 +221,7 @@ def test_a_snapshot_with_a_root_into_a_read_only_root_pool_is_409(env):
     snap = env.api.post(f"/v1/sandboxes/{sandbox}/snapshots").json()["id"]
     pools = dict(env.runtime.config.pools)
     pools["web"] = replace(pools["web"], writable_root=False)
-    env.runtime.config = replace(env.runtime.config, pools=pools)
+    env.runtime.live.swap(replace(env.runtime.config, pools=pools), None, set())
     answer = env.api.post(f"/v1/sandboxes/{sandbox}/restore", json={"snapshot": snap})
     assert (answer.status_code, answer.json()["error"]) == (
         409, f"snapshot {snap!r} holds a writable root, but pool 'web' now has a read-only one")

@@ -28,7 +28,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from sandstack.runtime.openapi import PATH
-from tests.runtime.conftest import PY, TOKEN, make_env
+from tests.runtime.conftest import PY, TOKEN, hk, make_env
 from tests.runtime.fake_backend import FakeBackend
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,14 +70,14 @@ def _bound_again(env) -> None:
     of that session under the fixed id PROCESS (so the process routes are exercised beyond their 404s)."""
     row = env.runtime.sandbox(PY[0])
     if row.status == "paused":
-        env.runtime.resume(PY[0])
-    elif row.session != "fuzz":
+        env.runtime.sandboxes.resume(PY[0])
+    elif row.session != hk("fuzz"):
         if row.session is not None:
-            env.runtime.release(row.session)
+            env.runtime.sessions.release(row.session)
         env.runtime.claim("py", "fuzz")
     processes = env.runtime.processes
     known = processes._procs.get(PROCESS)
-    if known is None or known.session != "fuzz":
+    if known is None or known.session != hk("fuzz"):
         cmd = processes.command(PY[0], command=["cat"], script=None, lang="bash", cwd=None, env={})
         proc = processes.spawn(PY[0], cmd, limit=1000, stdin=True)
         with processes._lock:

@@ -45,7 +45,7 @@ def test_a_sessions_snapshots_past_their_age_go_even_after_the_session_ended(tmp
         old = snap(env, a)
         assert env.api.delete("/v1/sessions/chat-a").status_code == 200
         fresh = snap(env, env.claim("chat-b")["sandbox"])
-        removed = env.runtime.workspace.apply_retention(env.runtime.store.snapshot(old).created_at + 61)
+        removed = env.runtime.snapshots.apply_retention(env.runtime.store.snapshot(old).created_at + 61)
         assert sorted(removed) == sorted([old, fresh])  # both older than 60 s at that time
         assert env.runtime.store.snapshots() == []
         assert not (env.state_dir / "snapshots" / old).exists()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from tests.runtime.conftest import PY
+from tests.runtime.conftest import PY, hk
 
 
 def test_claim_binds_the_first_idle_sandbox_and_is_idempotent_per_session(env):
@@ -83,7 +83,7 @@ def test_daemon_unreachable_is_503_and_changes_nothing(env):
     assert released.status_code == 503
     env.backend.daemon_down = False
     assert [(r.status, r.session) for r in env.runtime.store.sandboxes("py")] == \
-        [("bound", "chat-1"), ("idle", None), ("idle", None), ("idle", None)]
+        [("bound", hk("chat-1")), ("idle", None), ("idle", None), ("idle", None)]
 
 
 def test_a_sandbox_that_died_while_bound_is_reported_unhealthy_then_reset(env):

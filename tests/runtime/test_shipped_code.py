@@ -17,7 +17,10 @@ from sandstack.plan.runtime_host import code_archive
 def test_the_service_imports_from_the_shipped_files_alone(tmp_path):
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(base64.b64decode(code_archive())))) as tar:
         tar.extractall(tmp_path, filter="data")
-    modules = sorted(f"sandstack.runtime.{p.stem}" for p in (tmp_path / "sandstack" / "runtime").glob("*.py"))
+    root = tmp_path / "sandstack" / "runtime"
+    modules = sorted(".".join(("sandstack", "runtime", *p.relative_to(root).with_suffix("").parts))
+                     for p in root.rglob("*.py"))
+    assert "sandstack.runtime.routes.sessions" in modules
     code = ("import importlib, sys\n"
             f"for name in {modules!r}:\n"
             "    importlib.import_module(name)\n"

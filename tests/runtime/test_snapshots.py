@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from tests.runtime.conftest import hk
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def test_branching_from_another_pools_or_an_unknown_snapshot_fails_without_bindi
     unknown = env.api.post("/v1/sessions", json={"pool": "py", "session": "b", "from_snapshot": "snap-" + "0" * 32})
     assert (unknown.status_code, unknown.json()["error"]) == (
         404, f"snapshot 'snap-{'0' * 32}' is not on host 'local'")
-    assert env.runtime.store.by_session("b") is None
+    assert env.runtime.store.by_session(hk("b")) is None
 
 
 def test_retention_keeps_the_newest_count_per_pool_and_drops_old_ones(env, sandbox):
@@ -64,7 +65,7 @@ def test_retention_keeps_the_newest_count_per_pool_and_drops_old_ones(env, sandb
     listed = [s["id"] for s in env.api.get("/v1/snapshots", params={"pool": "py"}).json()]
     assert sorted(listed) == sorted(ids[1:])
     assert not (env.state_dir / "snapshots" / ids[0]).exists()
-    removed = env.runtime.workspace.apply_retention(time.time() + 3601)
+    removed = env.runtime.snapshots.apply_retention(time.time() + 3601)
     assert sorted(removed) == sorted(ids[1:])
     assert env.api.get("/v1/snapshots").json() == []
 

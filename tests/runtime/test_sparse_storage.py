@@ -12,7 +12,7 @@ import tarfile
 import pytest
 
 from sandstack.runtime.tarcheck import Checked, Forged, write_tar
-from tests.runtime.conftest import make_config, make_env
+from tests.runtime.conftest import hk, make_config, make_env
 
 MIB = 1024 * 1024
 
@@ -169,7 +169,7 @@ def test_a_resume_that_fails_stops_the_sandbox_again_and_it_stays_hibernated(sma
     assert failed.json()["error"].endswith("; it was stopped again and it stays hibernated with its files (resume "
                                            "again, or release the session)")
     row = env.runtime.sandbox(sandbox)
-    assert (row.status, row.session, env.backend.status[sandbox]) == ("hibernated", "chat-1", "exited")
+    assert (row.status, row.session, env.backend.status[sandbox]) == ("hibernated", hk("chat-1"), "exited")
     assert row.detail.startswith("its last resume failed (its copy of '/tmp' is not a tar this runtime wrote (")
     assert env.api.get("/v1/sessions/chat-1").json()["container"] == "exited"
     # A container started under it anyway (by hand) is stopped by the monitor; a release ends the session cleanly.

@@ -205,7 +205,7 @@ def test_a_full_state_volume_is_507_not_a_server_error(env, monkeypatch):
         def write(self, data):
             raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(env.runtime.workspace, "spool", Full)
+    monkeypatch.setattr(env.runtime.transfers, "spool", Full)
     full = "the runtime's state volume on host 'local' is full"
     upload = env.api.put(f"/v1/sandboxes/{sandbox}/files/b.txt", content=b"B")  # streamed too: no spool
     assert (upload.status_code, (env.backend.path(sandbox, "/workspace") / "b.txt").read_bytes()) == (204, b"B")

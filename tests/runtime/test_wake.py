@@ -1,4 +1,4 @@
-"""The ingress's wake of a site's sandbox (`GET /v1/wake`, sandstack/runtime/wake.py) over the fake backend: the
+"""The ingress's wake of a site's sandbox (`GET /v1/wake`, sandstack/runtime/routes/wake.py) over the fake backend: the
 ingress's token wakes a hibernated or paused session's sandbox and can do nothing else."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from sandstack.plan.runtime import ENV_WAKE_TOKEN, TokenScope
 from sandstack.runtime.app import create_app
 from sandstack.runtime.tokens import Tokens
 from tests.runtime.conftest import TOKEN
-from tests.runtime.ondemand_helpers import SLOTS, WARM, od_config, od_env
+from tests.runtime.ondemand_helpers import PLACES, WARM, od_config, od_env
 
 WAKE_TOKEN = "ingress-wake-" + "5c1d" * 6
 SITE_WARM = "8080-od-0.sandbox.test"
-SITE_SLOT = "8080-od-1.sandbox.test"
+SITE_PLACE = "8080-od-1.sandbox.test"
 
 
 def _config():
-    return replace(od_config(), sites={SITE_WARM: WARM, SITE_SLOT: SLOTS[0], "8080-od-2.sandbox.test": SLOTS[1]})
+    return replace(od_config(), sites={SITE_WARM: WARM, SITE_PLACE: PLACES[0], "8080-od-2.sandbox.test": PLACES[1]})
 
 
 @pytest.fixture
@@ -38,19 +38,19 @@ def woke(tmp_path):
 def test_the_ingress_wakes_a_hibernated_sandbox_of_a_site_files_and_all(woke):
     env, ingress = woke
     env.claim("a", pool="od")
-    assert env.claim("b", pool="od")["sandbox"] == SLOTS[0]
-    env.api.put(f"/v1/sandboxes/{SLOTS[0]}/files/notes.txt", content=b"kept")
+    assert env.claim("b", pool="od")["sandbox"] == PLACES[0]
+    env.api.put(f"/v1/sandboxes/{PLACES[0]}/files/notes.txt", content=b"kept")
     env.api.post("/v1/sessions/b/hibernate")
-    answer = ingress.get("/v1/wake", params={"site": SITE_SLOT})
-    assert (answer.status_code, answer.json()) == (200, {"site": SITE_SLOT, "status": "bound", "woke": True})
+    answer = ingress.get("/v1/wake", params={"site": SITE_PLACE})
+    assert (answer.status_code, answer.json()) == (200, {"site": SITE_PLACE, "status": "bound", "woke": True})
     assert env.api.get("/v1/sessions/b").json()["status"] == "bound"
-    assert env.api.get(f"/v1/sandboxes/{SLOTS[0]}/files/notes.txt").content == b"kept"
+    assert env.api.get(f"/v1/sandboxes/{PLACES[0]}/files/notes.txt").content == b"kept"
     # Again: nothing to do, the same answer but for `woke`.
-    assert ingress.get("/v1/wake", params={"site": SITE_SLOT}).json() == {"site": SITE_SLOT, "status": "bound",
+    assert ingress.get("/v1/wake", params={"site": SITE_PLACE}).json() == {"site": SITE_PLACE, "status": "bound",
                                                                            "woke": False}
     line = env.audit.tail(1)[0]
     assert (line["operation"], line["scope"], line["sandbox"], line["session"]) == ("wake", "ingress-wake",
-                                                                                    SLOTS[0], "b")
+                                                                                    PLACES[0], "b")
 
 
 def test_a_paused_sandbox_is_unpaused(woke):
@@ -68,8 +68,8 @@ def test_a_site_with_no_session_is_409_and_an_unknown_site_404_and_neither_chang
     idle = ingress.get("/v1/wake", params={"site": SITE_WARM})
     assert (idle.status_code, idle.json()) == (409, {"error": f"site {SITE_WARM!r}: its sandbox has no session to "
                                                               "wake (idle)", "site": SITE_WARM, "status": "idle"})
-    absent = ingress.get("/v1/wake", params={"site": SITE_SLOT})
-    assert (absent.status_code, absent.json()["error"]) == (409, f"site {SITE_SLOT!r}: its sandbox has no session "
+    absent = ingress.get("/v1/wake", params={"site": SITE_PLACE})
+    assert (absent.status_code, absent.json()["error"]) == (409, f"site {SITE_PLACE!r}: its sandbox has no session "
                                                                  "to wake (absent)")
     unknown = ingress.get("/v1/wake", params={"site": "8081-od-0.sandbox.test"})
     assert (unknown.status_code, unknown.json()) == (404, {"error": "site '8081-od-0.sandbox.test' is not on host "

@@ -33,9 +33,9 @@ def test_lifecycle_descriptions_quote_the_contract() -> None:
 
 
 @pytest.mark.parametrize(("model", "name", "change"), [
-    ("NetworkPolicy", "allow_metadata", "gateway + guard; a direct route: guard"),  # squid.conf and guard rules
+    ("NetworkPolicy", "allow_metadata", "reload gateway + reload guard; a direct route: reload guard"),  # squid.conf and guard rules
     ("Filesystem", "shm_size", "replace"),
-    ("WritablePath", "exec", "replace; a disk workspace: replace + new workspaces + guard"),
+    ("WritablePath", "exec", "replace; a disk workspace: replace + new workspaces + reload guard"),
     ("Limits", "open_files", "replace"),  # ulimits are not updated in place by the provider
 ])
 def test_hardening_fields_declare_their_change_effect(model: str, name: str, change: str) -> None:

@@ -240,6 +240,51 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
         ("tls-and-acme", change("    capacity:\n", "    ingress: {domain: sbx.example.com, acme_email: ops@example.com, "
                                 "tls: {cert: {secret: c}, key: {secret: k}}}\n    capacity:\n"), ["stack.yaml:6:52: $.hosts.local.ingress.acme_email: an ingress gets its certificate either from `tls` (secrets) or from ACME (`acme_email`), not both: remove one"]),
     ],
+    "platform": [
+        ("a-platform-no-host-offers", change("    base_image: python:3.12-slim\n",
+                                             "    base_image: python:3.12-slim\n    platform: linux/arm64\n"),
+         ["stack.yaml:48:9: $.pools.web.hosts[0]: pool 'web' places template 'web' (platform 'linux/arm64') on host "
+          "'local', which offers 'linux/amd64' only; no host of the stack offers it: add it to "
+          "`hosts.local.platforms` if that host runs it (natively or under emulation), or build the template for "
+          "'linux/amd64'"]),
+        ("another-host-offers-it", change("    base_image: python:3.12-slim\n",
+                                          "    base_image: python:3.12-slim\n    platform: linux/arm64\n",
+                                          "profiles:\n", "  arm:\n    endpoint: ssh://deploy@arm.example.com\n"
+                                          "    platforms: [linux/arm64]\n    capacity: {cpus: 4, memory: 8GiB, disk: "
+                                          "20GiB}\nprofiles:\n"),
+         ["stack.yaml:52:9: $.pools.web.hosts[0]: pool 'web' places template 'web' (platform 'linux/arm64') on host "
+          "'local', which offers 'linux/amd64' only; hosts offering it: 'arm': place the pool on them, or add it to "
+          "`hosts.local.platforms` if that host runs it (natively or under emulation)"]),
+        ("listed-twice", change("    capacity:\n", "    platforms: [linux/amd64, linux/amd64]\n    capacity:\n"),
+         ["stack.yaml:6:30: $.hosts.local.platforms[1]: 'linux/amd64' is listed twice"]),
+        ("from-the-defaults", change("  limits: small\n", "  limits: small\n  platform: linux/arm64\n"),
+         ["stack.yaml:48:9: $.pools.web.hosts[0]: pool 'web' places template 'web' (platform 'linux/arm64') on host "
+          "'local', which offers 'linux/amd64' only; no host of the stack offers it: add it to "
+          "`hosts.local.platforms` if that host runs it (natively or under emulation), or build the template for "
+          "'linux/amd64'"]),
+    ],
+    "env-reference": [
+        ("no-url-port", change("    ports:\n", "    env:\n      PUBLIC_URL: https://${SANDSTACK_URL_APP}/\n    ports:\n"),
+         ["stack.yaml:33:19: $.templates.web.env.PUBLIC_URL: `${SANDSTACK_URL_APP}` in `PUBLIC_URL` names no variable "
+          "sandstack gives template 'web''s sandboxes (it has no `exposure: url` port, so no SANDSTACK_URL_…); use one "
+          "of `${SANDSTACK_PUBLIC_HOSTNAME}` (`$${…}` for the literal text)"]),
+        ("a-typo", change("    ports:\n", "    env:\n      ALLOWED: ${SANDSTACK_PUBLIC_HOST},x\n    ports:\n",
+                          "        exposure: host\n        host_port: 18080\n", "        exposure: url\n        name: app\n",
+                          "    capacity:\n", "    ingress: {domain: sbx.example.com}\n    capacity:\n"),
+         ["stack.yaml:34:16: $.templates.web.env.ALLOWED: `${SANDSTACK_PUBLIC_HOST}` in `ALLOWED` names no variable "
+          "sandstack gives template 'web''s sandboxes; use one of `${SANDSTACK_PUBLIC_HOSTNAME}`, "
+          "`${SANDSTACK_URL_APP}` (`$${…}` for the literal text)"]),
+    ],
+    "env-reference-ingress": [
+        ("host-without-ingress", change("    ports:\n", "    env:\n      ALLOWED: ${SANDSTACK_PUBLIC_HOSTNAME}\n    ports:\n"),
+         ["stack.yaml:33:16: $.templates.web.env.ALLOWED: `${SANDSTACK_PUBLIC_HOSTNAME}` in `ALLOWED` (template 'web') "
+          "needs the public host name an ingress gives, but pool 'web' runs on host 'local', which declares no "
+          "`ingress`: declare `hosts.local.ingress` or remove the reference"]),
+        ("in-the-defaults", change("  limits: small\n", "  limits: small\n  env:\n    ORIGIN: ${SANDSTACK_PUBLIC_HOSTNAME}\n"),
+         ["stack.yaml:18:13: $.defaults.env.ORIGIN: `${SANDSTACK_PUBLIC_HOSTNAME}` in `ORIGIN` (template 'web') needs "
+          "the public host name an ingress gives, but pool 'web' runs on host 'local', which declares no `ingress`: "
+          "declare `hosts.local.ingress` or remove the reference"]),
+    ],
     "gpu-ids": [
         ("fewer-ids-than-count",
          change("      disk: 20GiB\n", "      disk: 20GiB\n      gpus: [{type: nvidia-l4, count: 2, ids: ['0']}]\n"),

@@ -6,7 +6,7 @@ published schema, the editor completion and the Python validation accept the sam
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, WithJsonSchema
 from pydantic.fields import FieldInfo
@@ -150,6 +150,11 @@ ConfigKey = text(CONFIG_KEY_PATTERN, "config key", CONFIG_KEY_HINT)
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 ENV_NAME_HINT = "letters, digits and '_', not starting with a digit"
 EnvName = text(ENV_NAME_PATTERN, "variable name", ENV_NAME_HINT)
+
+# The platforms a template may be built for and a host may run (Docker's `os/arch`): a closed set, an enum in the
+# schema. docs/design/platforms.md says why these two and how a host runs the one it is not (emulation).
+PLATFORMS = ("linux/amd64", "linux/arm64")
+Platform = Literal[PLATFORMS]  # type: ignore[valid-type]
 
 LABEL_KEY_PATTERN = r"^[a-z0-9]([a-z0-9._/-]{0,62}[a-z0-9])?$"
 LabelKey = text(

@@ -9,7 +9,7 @@ from pydantic import StringConstraints
 from sandstack.spec.access import AS_FIELDS, NEVER, loosens
 from sandstack.spec import changes
 from sandstack.spec.changes import IN_INGRESS_TLS, INGRESS_HOST, PROVIDER, RUNTIME_HOST, URL_PORTS, Effect
-from sandstack.spec.models.base import (ConfigKey, Cpus, ImageRef, LabelKey, Name, Size, StrictModel,
+from sandstack.spec.models.base import (ConfigKey, Cpus, ImageRef, LabelKey, Name, Platform, Size, StrictModel,
                                          field, text)
 from sandstack.spec.models.network import NETWORK_ROLES
 from sandstack.spec.roles import HOST_ROLES
@@ -36,21 +36,25 @@ GpuType = text(GPU_TYPE_PATTERN, "GPU type", "a lowercase GPU model name such as
 
 
 
+# The ingress's container itself changes (its published port, certificate files, data volume or wake token): it
+# restarts, its sites unreachable meanwhile; everything else about it (its sites, the domain) reloads in place.
+INGRESS_CONTAINER = Effect(host=frozenset({"ingress"}), restarts=frozenset({"ingress"}))
+
+
 class TlsSecretRef(StrictModel):
     """A Pulumi secret holding PEM text for the provider or the ingress: unlike a sandbox's secrets, a change renews
     the host's provider (endpoint TLS) or its ingress (the ingress's certificate)."""
 
     secret: ConfigKey = field(
         description="Pulumi config key holding the PEM text.",
-        change=Effect(host=frozenset({"provider"}), when=((IN_INGRESS_TLS, Effect(host=frozenset({"ingress"}))),)),
+        change=Effect(host=frozenset({"provider"}), when=((IN_INGRESS_TLS, INGRESS_CONTAINER),)),
         access=NEVER)
 
 
-INGRESS = Effect(host=frozenset({"ingress"}))
 # The infra image and the host's containers that run it (the secrets and data seeders run again with it).
 ON_INFRA = frozenset({"infra"} | {name for name, role in HOST_ROLES.items() if role.container})
-# Every sandbox on a host with an ingress has SANDSTACK_PUBLIC_HOSTNAME in its environment.
-INGRESS_AND_ALL_POOLS = Effect(sandboxes="replace", host=frozenset({"ingress"}), scope="host")
+# Those of them that take their configuration in place are renewed all the same: their container changes.
+IN_PLACE = frozenset(name for name in ON_INFRA if HOST_ROLES[name].reload == "in place")
 DomainName = text(r"^(?=.{1,200}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$", "domain",
                   "a lower-case DNS name such as 'sandboxes.example.com'")
 Email = text(r"^[^@\s]{1,64}@[a-z0-9.-]{1,200}$", "email address", "an address such as 'ops@example.com'")
@@ -59,9 +63,9 @@ Email = text(r"^[^@\s]{1,64}@[a-z0-9.-]{1,200}$", "email address", "an address s
 class IngressTls(StrictModel):
     """The ingress's certificate: PEM text from Pulumi secrets, for `*.<domain>` (a wildcard covers every URL)."""
 
-    cert: TlsSecretRef = field(description="Certificate chain (PEM) for the URLs' names.", change=INGRESS,
+    cert: TlsSecretRef = field(description="Certificate chain (PEM) for the URLs' names.", change=INGRESS_CONTAINER,
                                access=NEVER)
-    key: TlsSecretRef = field(description="Its private key (PEM).", change=INGRESS,
+    key: TlsSecretRef = field(description="Its private key (PEM).", change=INGRESS_CONTAINER,
                               access=NEVER)
 
 
@@ -71,36 +75,46 @@ class Ingress(StrictModel):
     no sandbox port is published (docs/design/ingress.md)."""
 
     domain: DomainName = field(
-        description="The URLs' parent domain; its wildcard `*.<domain>` must resolve to this host. Every sandbox on "
-                    "the host gets SANDSTACK_PUBLIC_HOSTNAME=<pool>-<replica>.<domain>, so a change replaces them all.",
-        change=INGRESS_AND_ALL_POOLS,
+        description="The URLs' parent domain; its wildcard `*.<domain>` must resolve to this host. Every sandbox with "
+                    "a url port gets SANDSTACK_PUBLIC_HOSTNAME=<pool>-<replica>.<domain>, so a change replaces those "
+                    "(a sandbox without one has no URL and keeps running).",
+        change=Effect(sandboxes="replace", host=frozenset({"ingress"})),
         access=NEVER)
     port: int = field(443, description="Host port the proxy listens on (HTTPS). Default 443; another port is part "
                       "of every URL, so a change replaces the sandboxes with url ports.",
-                      change=Effect(sandboxes="replace", host=frozenset({"ingress"})),
+                      change=Effect(sandboxes="replace", host=frozenset({"ingress"}), restarts=frozenset({"ingress"})),
                       access=NEVER, ge=1, le=65535)
     exposure: Literal["host", "public"] = field(
         "public", description="'public' (default): the proxy's port on all the host's interfaces; 'host': on its "
-        "loopback only (behind another proxy or a tunnel).", change=INGRESS,
+        "loopback only (behind another proxy or a tunnel).", change=INGRESS_CONTAINER,
         access=loosens("ingress", "to 'public': every url port on the host reachable from every network",
                        "host", "public"))
     tls: IngressTls | None = field(
         None, description="The certificate, from secrets. Without it and without `acme_email`, Caddy's own local CA "
-        "signs the URLs (for development: clients must trust that CA).", change=INGRESS,
+        "signs the URLs (for development: clients must trust that CA).", change=INGRESS_CONTAINER,
         access=NEVER)
     acme_email: Email | None = field(
         None, description="Get certificates from an ACME CA (Caddy's automatic HTTPS) with this contact address; "
         "needs the names to resolve publicly to the host and port 80 reachable for the challenge. Exclusive with "
-        "`tls`.", change=INGRESS,
+        "`tls`.", change=INGRESS_CONTAINER,
         access=NEVER)
 
 
 RUNTIME = Effect(host=frozenset({"runtime"}))
+# What the runtime binds or reads at start stays in its container's environment (where it listens, its tokens'
+# secrets: sandstack.plan.runtime_host): a change restarts it. The rest is its configuration, taken in place.
+RUNTIME_CONTAINER = Effect(host=frozenset({"runtime"}), restarts=frozenset({"runtime"}))
 # Beside an ingress, which wakes sites through the runtime: its port is in the Caddyfile and the guard's opening,
 # its token is what the ingress's wake token derives from (sandstack.plan.ingress `Wake`).
-RUNTIME_PORT = Effect(host=frozenset({"runtime"}),
-                      when=((INGRESS_HOST, Effect(host=frozenset({"runtime", "ingress", "guard"}))),))
-RUNTIME_TOKEN = Effect(host=frozenset({"runtime"}), when=((INGRESS_HOST, Effect(host=frozenset({"runtime", "ingress"}))),))
+RUNTIME_PORT = Effect(host=frozenset({"runtime"}), restarts=frozenset({"runtime"}),
+                      when=((INGRESS_HOST, Effect(host=frozenset({"runtime", "ingress", "guard"}),
+                                                  restarts=frozenset({"runtime"}))),))
+# The ingress's wake token is in its container's environment: a new runtime token restarts it.
+RUNTIME_TOKEN = Effect(host=frozenset({"runtime"}), restarts=frozenset({"runtime"}), when=((INGRESS_HOST, Effect(
+    host=frozenset({"runtime", "ingress"}), restarts=frozenset({"ingress", "runtime"}))),))
+# A runtime added beside an ingress gives the ingress's network its fixed subnet and the ingress its wake token.
+RUNTIME_ADDED = Effect(host=frozenset({"runtime"}), when=((INGRESS_HOST, Effect(
+    host=frozenset({"runtime", "ingress", "guard"}), restarts=frozenset({"ingress"}))),))
 
 
 class TokenRef(StrictModel):
@@ -115,7 +129,7 @@ class ScopedToken(StrictModel):
     """A bearer token, from a Pulumi secret, that acts only on its pools on this host."""
 
     secret: ConfigKey = field(description="Pulumi config key holding the token (at least 16 characters, not the "
-                              "host's `token`).", change=RUNTIME, access=NEVER)
+                              "host's `token`).", change=RUNTIME_CONTAINER, access=NEVER)
     pools: list[Name] = field(description="The pools it acts on, each placed on this host.", change=RUNTIME,
                               min_length=1, max_length=64,
                               access=loosens("runtime", "a pool added: its holder acts on that pool's sessions too",
@@ -131,7 +145,7 @@ class RuntimeService(StrictModel):
                       access=NEVER, ge=1, le=65535)
     exposure: Literal["host", "public"] = field(
         "host", description="'host' (default): on the host's loopback only (an agent platform on the host, or a "
-        "tunnel); 'public': on all its interfaces (use TLS in front of it).", change=RUNTIME,
+        "tunnel); 'public': on all its interfaces (use TLS in front of it).", change=RUNTIME_CONTAINER,
         access=loosens("runtime", "to 'public': the runtime API on all the host's interfaces", "host", "public"))
     token: TokenRef = field(description="The bearer token every call must carry.", change=RUNTIME_TOKEN,
                             access=NEVER)
@@ -139,7 +153,7 @@ class RuntimeService(StrictModel):
         {}, description="Scoped tokens, by scope name (a pool, or a tenant's set of pools): each acts only on the "
         "sessions, sandboxes and snapshots of its pools (404 for any other) and on nothing host-wide (audit log, "
         "metrics); `token` stays the operators'. The audit log names the scope, never the token. Default none.",
-        change=RUNTIME, max_length=64,
+        change=RUNTIME_CONTAINER, max_length=64,
         access=loosens("runtime", "a token added: its holder acts on its pools' sessions", {},
                        {"tenant": {"secret": "tenantToken", "pools": ["agent"]}}))
 
@@ -247,16 +261,30 @@ class Host(StrictModel):
         change="none",
         access=NEVER,
     )
+    platforms: list[Platform] = field(  # type: ignore[valid-type]
+        ["linux/amd64"],
+        description=(
+            "The platforms this host's Docker daemon runs: its own architecture, and any it runs under emulation "
+            "(qemu-user-static registered with binfmt_misc; docs/design/platforms.md). A template with a `platform` "
+            "runs only on hosts that list it (rule `platform`). Default ['linux/amd64']: what a host declared before "
+            "this field ran (templates without a `platform` run on any host). Checked, not applied: a change alone "
+            "changes no sandbox."
+        ),
+        change="none",
+        access=NEVER, min_length=1, max_length=2,
+    )
     ingress: Ingress | None = field(
         None, description="URLs for the sandboxes' `exposure: url` ports, served by a reverse proxy on this host.",
-        change=Effect(sandboxes="replace", host=frozenset({"ingress", "guard"}), scope="host",
-                      when=((RUNTIME_HOST, Effect(sandboxes="replace", host=frozenset({"ingress", "guard", "runtime"}),
-                                                  scope="host")),)),
+        # No sandbox has a url port before its host has an ingress (validation), so none learns anything new.
+        # Beside a runtime, the runtime listens on the ingress's network too and holds the wake token: it restarts.
+        change=Effect(host=frozenset({"ingress", "guard"}),
+                      when=((RUNTIME_HOST, Effect(host=frozenset({"ingress", "guard", "runtime"}),
+                                                  restarts=frozenset({"runtime"}))),)),
         access=AS_FIELDS)
     runtime: RuntimeService | None = field(
         None, description="The sandbox runtime service on this host (claims, exec, files, snapshots); beside an "
         "`ingress`, a request to a URL of a hibernated session's sandbox wakes it through the runtime.",
-        change=RUNTIME_PORT,
+        change=RUNTIME_ADDED,
         access=loosens("runtime", "added with `exposure: public`",
                        None, {"exposure": "public", "token": {"secret": "runtimeToken"}}))
     dns_upstream: list[DnsServer] = field(
@@ -290,8 +318,10 @@ class Host(StrictModel):
             "gateway, the logging resolvers and, for url ports, the ingress (its address on each network) and the "
             "runtime (its address on the ingress's network)."
         ),
-        change=Effect(sandboxes="replace", host=NETWORK_ROLES, scope="host",
+        # The gateway's own resolver is on its egress network: its container changes with that network.
+        change=Effect(sandboxes="replace", host=NETWORK_ROLES, restarts=frozenset({"gateway"}), scope="host",
                       when=((URL_PORTS, Effect(sandboxes="replace", host=NETWORK_ROLES | {"ingress", "runtime"},
+                                               restarts=frozenset({"gateway", "ingress", "runtime"}),
                                                scope="host")),)),
         access=NEVER,
     )
@@ -302,7 +332,7 @@ class Host(StrictModel):
             "builds its bundled infra Dockerfile (`components/assets/infra`) on the host. A change renews the "
             "host's containers that run it (guard, gateway, logger, ingress, runtime; the seeders run again)."
         ),
-        change=Effect(host=ON_INFRA),
+        change=Effect(host=ON_INFRA, restarts=IN_PLACE),
         access=NEVER,
     )
     labels: dict[LabelKey, Annotated[str, StringConstraints(max_length=256)]] = field(
@@ -313,6 +343,6 @@ class Host(StrictModel):
         ),
         # Every object on the host but its provider: each role's objects carry the labels.
         change=changes.Effect(sandboxes="replace", snapshot="rebuild", secrets=True, data=True, workspaces=True,
-                              host=frozenset(changes.HOST_ROLE_WORDS) - {"provider"}, scope="host"),
+                              host=frozenset(changes.HOST_ROLE_WORDS) - {"provider"}, restarts=IN_PLACE, scope="host"),
         access=NEVER,
     )

@@ -53,8 +53,8 @@ class Pool(StrictModel):
         None, description="The ceiling per host: sandboxes the runtime may add on demand at claim time, warm ones "
                           "included, from the same template and settings (docs/design/ondemand.md). Unset: "
                           "`replicas` (no on demand). At least `replicas`; above it the host needs a runtime. "
-                          "Capacity rules count the ceiling. The guard holds each slot's limits and the runtime "
-                          "its recipe, so both are renewed; so is the ingress (a site per slot) where it serves "
+                          "Capacity rules count the ceiling. The guard holds each place's limits and the runtime "
+                          "its recipe, so both are renewed; so is the ingress (a site per place) where it serves "
                           "url ports.",
         change=Effect(sandboxes="none", host=frozenset({"guard", "runtime"}), when=(
             (URL_PORTS, Effect(sandboxes="none", host=frozenset({"guard", "runtime", "ingress"}))),)),

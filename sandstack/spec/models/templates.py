@@ -18,6 +18,7 @@ from sandstack.spec.models.base import (
     EnvName,
     ImageRef,
     Name,
+    Platform,
     SecretRef,
     Size,
     StrictModel,
@@ -352,7 +353,9 @@ class TemplateDefaults(StrictModel):
                         "secret (`*PASSWORD*`, `*SECRET*`, `*_TOKEN`, `*_KEY`, `*_APIKEY`, `*_PAT`, `*_CREDENTIALS`, "
                         "`*_AUTH`…, also with a part marker such as `_A` or `_2`; not `*_FILE`, `*_PATH`, `*_ID`, "
                         "`*_NAME`… nor `PUBLIC_*`) is never printed by any command, and `check` wants it as "
-                        "`{secret: KEY}` (SBX-SEC-005).", change="replace",
+                        "`{secret: KEY}` (SBX-SEC-005). A value may refer to the sandbox's own public host name and "
+                        "URLs, `${SANDSTACK_PUBLIC_HOSTNAME}` and `${SANDSTACK_URL_<NAME>}`, rendered per sandbox "
+                        "(`$${…}` for the literal text; docs/design/ingress.md).", change="replace",
         access=loosens("secrets", "a secret added to the environment", {}, {"TOKEN": {"secret": "apiToken"}})
     )
     user: User | None = field(
@@ -366,6 +369,12 @@ class TemplateDefaults(StrictModel):
         None, description="Image the snapshot starts from; pin with '@sha256:…' for reproducible builds. A template "
                           "without one takes its `extends`' or the defaults'.", change="rebuild",
                           access=NEVER)
+    platform: Platform | None = field(  # type: ignore[valid-type]
+        None, description="The OS and architecture the snapshot image is built for and the sandboxes run as: "
+        "'linux/amd64' or 'linux/arm64' (the builds' and containers' `platform`). Every host of a pool of the template "
+        "must offer it in its `platforms`, natively or under emulation (rule `platform`; docs/design/platforms.md). "
+        "Default: none, each host's own architecture (the base image's variant for it), as before this field.",
+        change="rebuild", access=NEVER)
     snapshot: Snapshot | None = field(
         None, description="Build steps baked into the snapshot image; a template's own replaces the inherited one "
                           "whole.", change="rebuild",

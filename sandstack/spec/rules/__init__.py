@@ -19,6 +19,7 @@ from sandstack.spec.rules import (
     ingress,
     memory,
     ondemand,
+    platform,
     ports,
     privileges,
     references,
@@ -28,7 +29,7 @@ from sandstack.spec.rules import (
 from sandstack.spec.rules.context import Context, Rule
 
 MODULES = (references, egress, images, ports, capacity, filesystem, privileges, memory, disk, ingress, runtime, ondemand,
-           storage)
+           storage, platform)
 # rule id → rule, in the order they run (their diagnostics are sorted by place afterwards).
 RULES: dict[str, Rule] = {fn.rule_id: fn for module in MODULES for fn in module.RULES}  # type: ignore[attr-defined]
 

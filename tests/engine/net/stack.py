@@ -76,11 +76,12 @@ class NetStack(SharedDeployment):
 
 @contextlib.contextmanager
 def deployed(module_file: str, tag: str, workdir: Path, spec_text: str, client, image: str,
-             pools: dict[str, int]) -> Iterator[NetStack]:
+             pools: dict[str, int], secret_config: dict | None = None) -> Iterator[NetStack]:
     """Deploys `spec_text` once for a test module (stack name `n<tag><pid>`), yields it with a fresh Lab,
     and always removes the Lab first, then the stack, then checks the host is clean."""
     sweep_dead_labs(client)
-    with shared_deployment(module_file, workdir, spec_text, stack=f"n{tag}{os.getpid() % 10000}") as shared:
+    with shared_deployment(module_file, workdir, spec_text, stack=f"n{tag}{os.getpid() % 10000}",
+                           secret_config=secret_config) as shared:
         lab = Lab(client, image)
         try:
             net = NetStack(shared.harness, shared.deployment, shared.result, shared.label, lab, client)

@@ -20,39 +20,11 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import Field
 
 from sandstack.runtime import scripts
-from sandstack.runtime.routing import ERRORS, _bound, _sandbox, require_token
+from sandstack.runtime.files import clean_path
 from sandstack.runtime.models import NO_NUL, PATH_MAX, Strict, pattern
 from sandstack.runtime.process_models import ProcessInfo
 from sandstack.runtime.processes import Command
-from sandstack.runtime.workspace import clean_path
-
-IS_DIR = scripts._CHECK + rf"""
-[ -z "$missing" ] || exit {scripts.NOT_FOUND}
-[ -d "$real" ] || exit {scripts.NOT_DIRECTORY}
-"""
-
-# $1: the directory, relative to the workspace root (the working directory); $2: seconds between passes.
-WATCH = r"""
-dir=$1 interval=$2
-snap() { find "$dir" -mindepth 1 -exec stat -c '%Y %s %i %n' {} + 2>/dev/null | sort -k4; }
-prev=$(snap)
-printf 'ready\t.\n'
-while :; do
-    sleep "$interval"
-    cur=$(snap)
-    [ "$cur" = "$prev" ] && continue
-    { printf '%s\n' "$prev"; echo '//sandstack//'; printf '%s\n' "$cur"; } | awk '
-        $0 == "//sandstack//" { now = 1; next }
-        $0 == "" { next }
-        { name = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ /, "", name); sub(/^\.\//, "", name); meta = $1 " " $2 " " $3
-          if (now) new[name] = meta; else old[name] = meta }
-        END {
-            for (n in new) if (!(n in old)) printf "created\t%s\n", n; else if (old[n] != new[n]) printf "modified\t%s\n", n
-            for (n in old) if (!(n in new)) printf "deleted\t%s\n", n
-        }'
-    prev=$cur
-done
-"""
+from sandstack.runtime.routes.common import ERRORS, bound, require_token, sandbox_param
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], responses=ERRORS)
 
@@ -65,16 +37,16 @@ class WatchRequest(Strict):
 
 @router.post("/sandboxes/{sandbox}/watch", response_model=ProcessInfo, status_code=201, operation_id="watch",
              name="watch")
-def watch(body: WatchRequest, request: Request, sandbox: str = _sandbox()) -> Any:
+def watch(body: WatchRequest, request: Request, sandbox: str = sandbox_param()) -> Any:
     """Watch a directory: a process whose output lines are `created|modified|deleted<TAB>path` (follow it with
     GET .../processes/{id}/output; kill it to stop)."""
-    runtime = _bound(request, sandbox)
+    runtime = bound(request, sandbox)
     rel = clean_path(body.path) or "."
-    root = runtime.pool(runtime.usable(sandbox).pool).workspace_root
-    code, stderr = runtime.workspace._run(sandbox, scripts.sh(IS_DIR, rel), root)
+    root = runtime.files.root(sandbox)
+    code, stderr = runtime.transfers.run(sandbox, scripts.sh(scripts.IS_DIR, rel), root)
     if code != 0:
-        raise runtime.workspace._fail(code, stderr, body.path, sandbox, "watching")
-    cmd = Command(scripts.sh(WATCH, rel, f"{body.interval:g}"), root, {"PATH": scripts.SYSTEM_PATH})
+        raise runtime.transfers.fail(code, stderr, body.path, sandbox, "watching")
+    cmd = Command(scripts.sh(scripts.WATCH, rel, f"{body.interval:g}"), root, {"PATH": scripts.SYSTEM_PATH})
     processes = runtime.processes
     # Rolling: a watch runs as long as the session may, and reports on past the output limit (the last
     # `limit` characters are kept for a follower that reconnects).

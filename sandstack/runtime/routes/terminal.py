@@ -29,11 +29,13 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, WebSocket, WebSocketDisconnect
 from fastapi.concurrency import run_in_threadpool
 
-from sandstack.runtime.tokens import check_sandbox
-from sandstack.runtime.routing import ACTOR_HEADER, ERRORS, _sandbox, require_token
 from sandstack.runtime.backend import STDIN_TIMEOUT, BackendError, StdinBlocked
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.processes import Command, Process
+from sandstack.runtime.routes.common import ACTOR_HEADER, ERRORS, authenticate, require_token, sandbox_param
+from sandstack.runtime.service import Runtime
+from sandstack.runtime.session_keys import shown
+from sandstack.runtime.tokens import check_sandbox
 
 OUTPUT_WINDOW = 256 * 1024  # bytes of output read from the sandbox but not yet sent to the client
 SHELL = ["sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -i; exec sh -i"]
@@ -52,7 +54,7 @@ COMMAND = Query(None, description="argv to run instead of the login shell (bash,
                                                                           "messages are the terminal's bytes; see the "
                                                                           "runtime's design notes for the control "
                                                                           "messages."}})
-def terminal_http(sandbox: str = _sandbox(), rows: int = ROWS, cols: int = COLS,
+def terminal_http(sandbox: str = sandbox_param(), rows: int = ROWS, cols: int = COLS,
                   command: list[str] | None = COMMAND) -> Any:
     """A terminal (a pseudo-terminal running a shell as the sandbox's user, in the workspace): open this path
     as a WebSocket. A plain GET is answered 426."""
@@ -106,11 +108,12 @@ def _query_size(name: str, text: str | None, default: int) -> int:
 @router.websocket("/v1/sandboxes/{sandbox}/terminal", name="terminal")
 async def terminal(websocket: WebSocket, sandbox: str) -> None:
     app = websocket.app
-    runtime, audit = app.state.runtime, app.state.audit
+    runtime: Runtime = app.state.runtime
+    audit = app.state.audit
     given = websocket.headers.get("authorization", "")
     token = given[7:] if given[:7].lower() == "bearer " else ""
     # The same check as every route (constant time; a scoped token acts only on its pools' sandboxes).
-    scope = app.state.tokens.scope(token)
+    scope = authenticate(app, token)
     if scope is None:
         await websocket.accept()
         await websocket.close(code=4401, reason="unauthorized")
@@ -138,10 +141,10 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
 
     def start() -> Process:
         nonlocal session
-        row = runtime.sandbox(sandbox)
-        check_sandbox(scope, sandbox, row.pool, runtime.host)  # another pool's sandbox: 404, as for every route
-        session = row.session
-        root = runtime.pool(row.pool).workspace_root
+        row = runtime.sandboxes.get(sandbox)
+        check_sandbox(scope, row, runtime.host)  # another pool's (or session's) sandbox: 404, as for every route
+        session = shown(row.session)
+        root = runtime.sandboxes.pool(row.pool).workspace_root
         # The session's run-scoped secrets, as for every command of the session.
         cmd = Command(list(command) if command else SHELL, root,
                       {**runtime.credentials.env(sandbox, row.session), "TERM": TERM})
@@ -151,7 +154,7 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
         try:
             proc.handle.resize(rows, cols)
         except BaseException:
-            _end(runtime, proc)
+            runtime.processes.close(proc)
             raise
         return proc
 
@@ -195,7 +198,7 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
     finally:
         window.close()
         pump.cancel()
-        await run_in_threadpool(_end, runtime, proc)
+        await run_in_threadpool(runtime.processes.close, proc)
         record(f"terminal closed (exit {code})" if code is not None else "terminal closed by the client", 200)
 
 
@@ -237,17 +240,3 @@ async def _drain(window: _Window, pump: asyncio.Task) -> None:
         if window.queue.empty():
             break
         await asyncio.sleep(0.01)
-
-
-def _end(runtime, proc: Process) -> None:
-    """Kills what the terminal started (its shell's children included) and releases the stream."""
-    try:
-        if not proc.handle.wait(0):
-            runtime.processes._kill(proc)
-            proc.handle.wait(5)
-    except BackendError:
-        pass  # the sandbox is gone or stopped: nothing of the terminal runs on
-    finally:
-        proc.handle.close()
-        runtime._unmark(proc.marker)
-        runtime.processes.release(proc)

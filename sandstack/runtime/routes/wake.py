@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
 from sandstack.runtime.errors import ApiError, conflict
 from sandstack.runtime.models import pattern
-from sandstack.runtime.routing import _note, _runtime, _scope
+from sandstack.runtime.routes.common import ERRORS, note, require_token, runtime_of, scope_of
+from sandstack.runtime.tokens import pool_level
 
 SITE_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$"  # a DNS host name, as the ingress's Host header carries it
 WAKES = ("hibernated", "paused", "bound")
@@ -38,26 +39,29 @@ class WakeAnswer(BaseModel):
     woke: bool = Field(description="Whether it was hibernated or paused (false: it was bound already).")
 
 
-def add_routes(router: APIRouter) -> None:
-    @router.get("/wake", response_model=WakeAnswer, operation_id="wake")
-    def wake(request: Request, site: str = Query(..., description="The site's host name, without a port.",
-                                                 **pattern(SITE_PATTERN))) -> Any:
-        """Bring a site's sandbox back if its session hibernated (or paused) it; the ingress calls this when a
-        request to the site finds no upstream, then sends the request again."""
-        runtime, scope = _runtime(request), _scope(request)
-        site = site.lower()
-        sandbox = runtime.config.sites.get(site)
-        pool = runtime.config.pool_of(sandbox) if sandbox else None
-        if sandbox is None or not (scope.wake or scope.allows(pool)):
-            raise ApiError(404, f"site {site!r} is not on host {runtime.host!r}", site=site, host=runtime.host)
-        row = runtime.sandbox(sandbox)
-        _note(request, sandbox=sandbox, session=row.session)
-        request.state.pool = pool
-        if row.session is None or row.status not in WAKES:
-            raise conflict(f"site {site!r}: its sandbox has no session to wake ({row.status})", site=site,
-                           status=row.status)
-        if row.status == "hibernated":
-            runtime.hibernation.resume(sandbox)
-        elif row.status == "paused":
-            runtime.resume(sandbox)
-        return {"site": site, "status": "bound", "woke": row.status != "bound"}
+router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], responses=ERRORS)
+
+
+@router.get("/wake", response_model=WakeAnswer, operation_id="wake")
+def wake(request: Request, site: str = Query(..., description="The site's host name, without a port.",
+                                             **pattern(SITE_PATTERN))) -> Any:
+    """Bring a site's sandbox back if its session hibernated (or paused) it; the ingress calls this when a
+    request to the site finds no upstream, then sends the request again."""
+    runtime, scope = runtime_of(request), scope_of(request)
+    pool_level(scope, "a wake")
+    site = site.lower()
+    sandbox = runtime.config.sites.get(site)
+    pool = runtime.config.pool_of(sandbox) if sandbox else None
+    if sandbox is None or not (scope.wake or scope.allows(pool)):
+        raise ApiError(404, f"site {site!r} is not on host {runtime.host!r}", site=site, host=runtime.host)
+    row = runtime.sandboxes.get(sandbox)
+    note(request, sandbox=sandbox, session=row.session)
+    request.state.pool = pool
+    if row.session is None or row.status not in WAKES:
+        raise conflict(f"site {site!r}: its sandbox has no session to wake ({row.status})", site=site,
+                       status=row.status)
+    if row.status == "hibernated":
+        runtime.hibernation.resume(sandbox)
+    elif row.status == "paused":
+        runtime.sandboxes.resume(sandbox)
+    return {"site": site, "status": "bound", "woke": row.status != "bound"}

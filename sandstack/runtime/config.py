@@ -1,0 +1,64 @@
+"""The configuration in force (sandstack.plan.runtime's `RuntimeConfig`), held in one place every part reads at each
+use: a reload (sandstack.runtime.reload) swaps it whole, without a restart, and no part keeps a pool's settings
+across calls.
+
+A pool a reload removed while some of its sandboxes were bound is *retired*: its settings are kept here for those
+sessions (their exec, files, snapshots and release go on as before) until the last of them ends; it takes no new
+claim (404, as a pool the host never had) and is not listed. docs/design/runtime.md, "Live configuration".
+"""
+
+from __future__ import annotations
+
+import threading
+
+from sandstack.plan.runtime import PoolRuntime, RuntimeConfig
+
+
+class Live:
+    def __init__(self, config: RuntimeConfig, digest: str | None = None):
+        self._config = config
+        self._lock = threading.Lock()
+        self.digest = digest  # the configuration set's (None: the environment's, at start)
+        self._retired: dict[str, PoolRuntime] = {}
+
+    @property
+    def config(self) -> RuntimeConfig:
+        return self._config
+
+    @property
+    def host(self) -> str:
+        return self._config.host
+
+    def declared(self, pool: str) -> PoolRuntime | None:
+        """The pool's settings if the configuration in force declares it."""
+        return self._config.pools.get(pool)
+
+    def settings(self, pool: str) -> PoolRuntime | None:
+        """A declared pool's settings, or a retired one's (its bound sessions still use them)."""
+        with self._lock:
+            return self._config.pools.get(pool) or self._retired.get(pool)
+
+    def retired(self) -> dict[str, PoolRuntime]:
+        with self._lock:
+            return dict(self._retired)
+
+    def pool_of(self, sandbox: str) -> str | None:
+        """The pool a sandbox name belongs to (a retired pool's too)."""
+        found = self._config.pool_of(sandbox)
+        if found is not None:
+            return found
+        with self._lock:
+            return next((pool for pool, spec in self._retired.items() if sandbox in spec.places), None)
+
+    def swap(self, config: RuntimeConfig, digest: str | None, keep: set[str]) -> None:
+        """`config` in force from now on; of the pools it no longer declares, those in `keep` (their sandboxes still
+        bound) are retired, the others forgotten."""
+        with self._lock:
+            old = {**self._retired, **self._config.pools}
+            self._retired = {pool: spec for pool, spec in old.items() if pool in keep and pool not in config.pools}
+            self._config, self.digest = config, digest
+
+    def forget(self, pool: str) -> None:
+        """A retired pool whose last session ended."""
+        with self._lock:
+            self._retired.pop(pool, None)
