@@ -185,3 +185,33 @@ def test_a_resume_that_recreates_an_on_demand_sandbox_keeps_its_session(tmp_path
     od.runtime.monitor_once()
     row = od.runtime.sandbox(sandbox)
     assert (row.status, row.session, row.detail) == ("bound", hk("b"), None)
+
+
+def test_a_new_token_scope_acts_after_the_swap_and_one_without_its_secret_is_refused(tmp_path):
+    """Token scopes are part of the configuration: a set naming a new scope whose secret the container's
+    environment holds is taken with it; one whose secret is missing is refused naming the scope and its variable
+    (never a value), and the tokens in force stay."""
+    from sandstack.plan.runtime import TokenScope
+    from sandstack.runtime.tokens import Tokens
+
+    backend = FakeBackend(tmp_path / "containers", PY + WEB, {"/workspace": "tmpfs", "/tmp": "tmpfs"})
+    runtime = Runtime(make_config(), backend, tmp_path / "state")
+    secret = "tenant-web-" + "3b9a" * 6
+    environ = {"SANDSTACK_RUNTIME_TOKEN_WEB": secret}
+    app = create_app(runtime, token=TOKEN, monitor=False)
+    watch = reloader(app, runtime, tmp_path / "config", lambda config: Tokens.from_environment(TOKEN, config, environ))
+    tenant = TestClient(app, headers={"Authorization": f"Bearer {secret}"})
+    assert tenant.get("/v1/pools").status_code == 401
+    scoped = dataclasses.replace(make_config(), tokens={"web": TokenScope(("web",), "SANDSTACK_RUNTIME_TOKEN_WEB")})
+    digest = write_set(tmp_path / "config", scoped)
+    assert watch.once() == f"have {digest}"
+    assert [p["pool"] for p in tenant.get("/v1/pools").json()] == ["web"]
+    missing = dataclasses.replace(scoped, tokens={**scoped.tokens,
+                                                  "py": TokenScope(("py",), "SANDSTACK_RUNTIME_TOKEN_PY")})
+    bad = write_set(tmp_path / "config", missing)
+    assert watch.once() == f"refused {bad}"
+    assert (tmp_path / "config" / CONFIG_REFUSED).read_text() == (
+        f"{bad} SANDSTACK_RUNTIME_TOKEN_PY must hold scope 'py''s token of at least 16 characters\n")
+    assert [p["pool"] for p in tenant.get("/v1/pools").json()] == ["web"]
+    assert secret not in (tmp_path / "config" / CONFIG_REFUSED).read_text()
+    backend.close()
