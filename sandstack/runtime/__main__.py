@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,7 +93,11 @@ def main() -> int:
     environ = dict(os.environ)
     app = create_app(runtime, token=token, audit=AuditLog(state_dir / AUDIT_FILE), tokens=tokens,
                      config_dir=start.config_dir,
-                     tokens_for=lambda new: Tokens.from_environment(token, new, environ))
+                     tokens_for=lambda new: Tokens.from_environment(token, new, environ),
+                     # A set with another address or port to serve on: uvicorn stops on SIGTERM as at any stop
+                     # (bound on-demand sandboxes hibernate), Docker's `always` policy starts the container again,
+                     # and the new process serves what `want` names (docs/design/runtime.md, "Live configuration").
+                     restart=lambda digest: os.kill(os.getpid(), signal.SIGTERM))
     from sandstack.runtime.listen import sockets
 
     try:  # its own address, and the host's address on the ingress's network when the ingress may wake sandboxes

@@ -24,7 +24,7 @@ from sandstack.runtime.monitor import Monitor
 from sandstack.runtime.ondemand import OnDemandPlaces, Provisioner
 from sandstack.runtime.processes import Processes
 from sandstack.runtime.readiness import Readiness
-from sandstack.runtime.reload import Refused
+from sandstack.runtime.reload import NeedsRestart, Refused
 from sandstack.runtime.rootsnap import RootSnapshots
 from sandstack.runtime.sandboxes import Sandboxes
 from sandstack.runtime.session_keys import key
@@ -128,7 +128,8 @@ class Runtime:
         moved = [f"{field} {getattr(now, field)!r} -> {getattr(config, field)!r}" for field in served
                  if getattr(now, field) != getattr(config, field)]
         if moved:
-            raise Refused(f"the runtime serves on what it started with ({'; '.join(moved)}): a restart applies it")
+            raise NeedsRestart(f"the runtime serves on what it started with ({'; '.join(moved)}): a restart applies "
+                               "it")
 
     def reconfigure(self, config: RuntimeConfig, digest: str | None) -> None:
         """`config` in force from now on, without a restart: a new pool is claimable at once; a changed ceiling,

@@ -215,3 +215,18 @@ def test_a_new_token_scope_acts_after_the_swap_and_one_without_its_secret_is_ref
     assert [p["pool"] for p in tenant.get("/v1/pools").json()] == ["web"]
     assert secret not in (tmp_path / "config" / CONFIG_REFUSED).read_text()
     backend.close()
+
+
+def test_a_set_with_another_port_restarts_the_runtime_to_take_it(live):
+    """A process cannot move its sockets: with a way to restart (the container's: it ends, Docker starts it again
+    from `want`), such a set ends the process instead of being refused; nothing is reported by this process."""
+    env, volume, _ = live
+    restarted: list[str] = []
+    app = create_app(env.runtime, token=TOKEN, monitor=False)
+    watch = reloader(app, env.runtime, volume, None, restarted.append)
+    digest = write_set(volume, dataclasses.replace(make_config(), port=9999))
+    assert watch.once() == f"restart {digest}"
+    assert restarted == [digest]
+    assert not (volume / CONFIG_REFUSED).exists() and not (volume / CONFIG_HAVE).exists()
+    assert watch.once() is None
+    assert env.runtime.config.port != 9999  # this process keeps serving what it had until it ends
