@@ -230,3 +230,30 @@ def test_a_set_with_another_port_restarts_the_runtime_to_take_it(live):
     assert not (volume / CONFIG_REFUSED).exists() and not (volume / CONFIG_HAVE).exists()
     assert watch.once() is None
     assert env.runtime.config.port != 9999  # this process keeps serving what it had until it ends
+
+
+def test_a_lowered_ceiling_keeps_a_bound_place_above_it_until_its_session_ends(tmp_path):
+    """An on-demand place the new ceiling no longer has, while a session holds it: the session goes on (its row
+    kept, never silently dropped), and its release retires the place (its container removed) and forgets it."""
+    from tests.runtime.ondemand_helpers import PLACES, od_env
+
+    od = od_env(tmp_path)
+    od.claim("a", pool="od")
+    od.claim("b", pool="od")
+    assert od.claim("c", pool="od")["sandbox"] == PLACES[1]
+    config = od.runtime.config
+    lowered = dataclasses.replace(config.pools["od"].ondemand, ceiling=2,
+                                  places={PLACES[0]: config.pools["od"].ondemand.places[PLACES[0]]})
+    pools = {"od": dataclasses.replace(config.pools["od"], ondemand=lowered)}
+    watch = reloader(od.api.app, od.runtime, tmp_path / "config", None)
+    digest = write_set(tmp_path / "config", dataclasses.replace(config, pools=pools))
+    assert watch.once() == f"have {digest}"
+    od.runtime.monitor_once()
+    assert od.api.get("/v1/sessions/c").json()["status"] == "bound"
+    ran = od.api.post(f"/v1/sandboxes/{PLACES[1]}/exec", json={"command": ["echo", "on"]}).json()
+    assert ran.get("stdout") == "on\n", ran
+    assert od.api.delete("/v1/sessions/c").status_code == 200
+    assert od.backend.status[PLACES[1]] == "missing"  # retired: removed, as a place's release does
+    od.runtime.monitor_once()
+    assert PLACES[1] not in [r.name for r in od.runtime.store.sandboxes()]
+    assert od.runtime.live.retired_places() == {}
