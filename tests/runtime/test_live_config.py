@@ -257,3 +257,24 @@ def test_a_lowered_ceiling_keeps_a_bound_place_above_it_until_its_session_ends(t
     od.runtime.monitor_once()
     assert PLACES[1] not in [r.name for r in od.runtime.store.sandboxes()]
     assert od.runtime.live.retired_places() == {}
+
+
+def test_at_a_first_deployment_the_runtime_waits_for_its_first_set(tmp_path):
+    """The runtime starts before its reload container delivers a set (that container waits for the service): with a
+    configuration volume and an empty configuration file (the environment holds none), it waits for `want`."""
+    volume, file = tmp_path / "config", tmp_path / "runtime.json"
+    file.write_text("", encoding="utf-8")  # what the entrypoint writes when the environment has no configuration
+    environ = {ENV_CONFIG: str(file), ENV_TOKEN: TOKEN, ENV_CONFIG_DIR: str(volume)}
+    waits: list[float] = []
+    delivered: list[str] = []
+
+    def wait(seconds: float) -> None:  # the reload container delivers the set meanwhile
+        waits.append(seconds)
+        if len(waits) == 3:
+            delivered.append(write_set(volume, make_config()))
+
+    start = load(environ, wait=wait)
+    assert (start.digest, len(waits)) == (delivered[0], 3)
+    without_volume = {ENV_CONFIG: str(file), ENV_TOKEN: TOKEN}
+    with pytest.raises(ValueError):  # no volume to wait on: the empty file is an error, as before
+        load(without_volume)
