@@ -6,6 +6,7 @@ results, retries, the failover order) is shared with the sync client."""
 from __future__ import annotations
 
 import asyncio
+import time
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable, Mapping
 
@@ -13,6 +14,7 @@ import httpx
 
 from sandstack.client.client import (
     ACTOR_HEADER,
+    CREATING_POLL,
     HostEndpoint,
     SnapshotRef,
     _snapshot_ref,
@@ -314,6 +316,7 @@ class AsyncClient(Stack):
         if unknown:
             raise ValueError(f"pools name hosts without a runtime endpoint: {', '.join(unknown)}")
         self.pools = {pool: list(names) for pool, names in pools.items()}
+        self.timeout = timeout
         self.hosts = {name: AsyncHostClient(endpoint, timeout=timeout, actor=actor, http_factory=http_factory,
                                             retry=retry) for name, endpoint in hosts.items()}
 
@@ -331,7 +334,7 @@ class AsyncClient(Stack):
         for name in self.hosts_for(pool, session):
             host = self.hosts[name]
             try:
-                return AsyncSandbox(host, await host.claim(pool, session, secrets=secrets))
+                return AsyncSandbox(host, await self._ready(host, await host.claim(pool, session, secrets=secrets)))
             except httpx.TransportError as error:
                 refused.append(f"{name}: does not answer ({type(error).__name__})")
             except SandstackError as error:
@@ -342,6 +345,15 @@ class AsyncClient(Stack):
         kind = NoCapacity if isinstance(last, NoCapacity) else HostUnavailable
         raise kind(503, f"no host of pool {pool!r} could take session {session!r}: " + "; ".join(refused),
                    {"pool": pool, "hosts": refused})
+
+    async def _ready(self, host: AsyncHostClient, info: dict[str, Any]) -> dict[str, Any]:
+        """Client._ready's twin: a session another claim is creating on demand is waited for."""
+        deadline = time.monotonic() + self.timeout
+        token = {k: info[k] for k in ("token", "token_expires_at") if k in info}
+        while info.get("status") == "creating" and time.monotonic() < deadline:
+            await asyncio.sleep(CREATING_POLL)
+            info = {**await host.get_session(info["session"]), **token}
+        return info
 
     async def sandbox(self, ref: str) -> AsyncSandbox:
         host_name, name = self.sandbox_ref(ref)

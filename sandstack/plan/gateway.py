@@ -65,10 +65,7 @@ take() {  # $1: digest; squid runs with it afterwards, or the digest is refused 
   why="squid did not reopen its ports"; return 1
 }
 while :; do
-  if want=$(cfg_want) && [ "$want" != "$applied" ] && [ "$want" != "$refused" ]; then
-    if take "$want"; then applied=$want; cfg_report have "$want"
-    else refused=$want; cfg_report refused "$want $why"; echo "sandstack-gateway: refused $want: $why" >&2; fi
-  fi
+  cfg_follow sandstack-gateway
   [ -z "$squid_pid" ] || kill -0 "$squid_pid" 2>/dev/null || exit 1
   sleep 0.2
 done

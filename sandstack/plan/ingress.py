@@ -65,10 +65,7 @@ take() {  # $1: digest; Caddy runs with it afterwards, or the digest is refused 
 ' "$out" | tail -n 1); return 1
 }
 while :; do
-  if want=$(cfg_want) && [ "$want" != "$applied" ] && [ "$want" != "$refused" ]; then
-    if take "$want"; then applied=$want; cfg_report have "$want"
-    else refused=$want; cfg_report refused "$want $why"; echo "sandstack-ingress: refused $want: $why" >&2; fi
-  fi
+  cfg_follow sandstack-ingress
   [ -z "$caddy_pid" ] || kill -0 "$caddy_pid" 2>/dev/null || exit 1
   sleep 0.2
 done

@@ -46,6 +46,14 @@ cfg_want() { cfg_link=$(readlink "$cfg_dir/want" 2>/dev/null) || return 1; print
 cfg_item() { cat "$cfg_dir/sets/$1/$2"; }
 # $1: have or refused, $2: what to report (the digest in force; a refused one's digest and why).
 cfg_report() { printf '%s\n' "$2" >"$cfg_dir/status/.$1.$$" && mv -f "$cfg_dir/status/.$1.$$" "$cfg_dir/status/$1"; }
+# One look at `want` for a service that runs one program under a loop: a new set is given to its `take` (which sets
+# `why` when it refuses), then reported; $1 names the service in its log. Keeps `applied` and `refused`.
+cfg_follow() {
+  if want=$(cfg_want) && [ "$want" != "$applied" ] && [ "$want" != "$refused" ]; then
+    if take "$want"; then applied=$want; cfg_report have "$want"
+    else refused=$want; cfg_report refused "$want $why"; echo "$1: refused $want: $why" >&2; fi
+  fi
+}
 """
 
 

@@ -17,7 +17,7 @@ import tarfile
 from dataclasses import dataclass
 from importlib.resources import files
 from sandstack.plan.container import LogRotation, RunSettings, host_role
-from sandstack.plan.contract import (CONFIG_DIR, CONFIG_WANT, EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S, LABEL_HOST,
+from sandstack.plan.contract import (CONFIG_DIR, EXIT_IDLE, EXIT_LIFETIME, IDLE_CPU_MS_PER_S, LABEL_HOST,
                                      LABEL_STACK, RUN_DIR)
 from sandstack.plan.naming import infra_name
 from sandstack.plan.placement import Placement
@@ -37,9 +37,8 @@ CODE_DIR = f"{RUN_DIR}/code"
 CODE_ENV, CODE_PARTS, CODE_PART = "SANDSTACK_RUNTIME_CODE", 4, 96 * 1024
 _CODE = " ".join(f'"${CODE_ENV}_{i}"' for i in range(CODE_PARTS))
 # Its configuration is a set in its configuration volume (docs/design/live-changes.md), delivered by its reload
-# container, which runs after it: a first start waits for one.
+# container, which runs after it: a first start waits for one (sandstack.runtime.__main__ `load`).
 ENTRYPOINT = (f'mkdir -p {CODE_DIR} && printf "%s" {_CODE} | base64 -d | tar -xz -C {CODE_DIR} '
-              f'&& until [ -L "${ENV_CONFIG_DIR}/{CONFIG_WANT}" ]; do sleep 0.2; done '
               f'&& exec python3 -m sandstack.runtime')
 # Where it serves (address, port, and the wake address beside an ingress): in its environment, not only its
 # configuration, because it binds them at start: a change renews the container (its reload would be refused).

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from sandstack.plan.runtime import (
     AUDIT_FILE,
@@ -23,7 +26,7 @@ from sandstack.plan.runtime import (
     ENV_TOKEN,
     RuntimeConfig,
 )
-from sandstack.runtime.reload import ConfigSets, initial
+from sandstack.runtime.reload import POLL_SECONDS, ConfigSets, initial
 
 MIN_TOKEN = 16
 # Seconds a thread that wants the GIL waits before the one running Python is made to give it up (CPython's default is
@@ -42,11 +45,18 @@ class Start:
     config_dir: Path | None  # the configuration volume, watched for new sets (sandstack.runtime.reload)
 
 
-def load(environ: dict[str, str]) -> Start:
+def load(environ: dict[str, str], wait: Callable[[float], object] = time.sleep) -> Start:
     """The config (the set `want` names in the configuration volume, else the file ENV_CONFIG names), token and
-    state dir from the environment; ValueError names what is missing or wrong."""
+    state dir from the environment; ValueError names what is missing or wrong. With a configuration volume and no
+    configuration file (or an empty one: the entrypoint writes what the environment holds), it waits for the first
+    set: at a first deployment the runtime starts before its reload container delivers one (that container waits for
+    the service), as the ingress waits for its first Caddyfile."""
     config_dir = Path(environ[ENV_CONFIG_DIR]) if environ.get(ENV_CONFIG_DIR) else None
     wanted = initial(config_dir)
+    if wanted is None and config_dir is not None and not _has_file(environ.get(ENV_CONFIG)):
+        print(f"sandstack runtime: waiting for the first configuration set in {config_dir}", file=sys.stderr)
+        while (wanted := initial(config_dir)) is None:
+            wait(POLL_SECONDS)
     if wanted is not None:
         config, digest = wanted.config, wanted.digest
     else:
@@ -62,6 +72,13 @@ def load(environ: dict[str, str]) -> Start:
     if len(token) < MIN_TOKEN:
         raise ValueError(f"{ENV_TOKEN} must hold a token of at least {MIN_TOKEN} characters")
     return Start(config, digest, token, Path(environ.get(ENV_STATE_DIR) or DEFAULT_STATE_DIR), config_dir)
+
+
+def _has_file(path: str | None) -> bool:
+    try:
+        return bool(path) and Path(path).stat().st_size > 0
+    except OSError:
+        return False
 
 
 def main() -> int:
@@ -92,7 +109,11 @@ def main() -> int:
     environ = dict(os.environ)
     app = create_app(runtime, token=token, audit=AuditLog(state_dir / AUDIT_FILE), tokens=tokens,
                      config_dir=start.config_dir,
-                     tokens_for=lambda new: Tokens.from_environment(token, new, environ))
+                     tokens_for=lambda new: Tokens.from_environment(token, new, environ),
+                     # A set with another address or port to serve on: uvicorn stops on SIGTERM as at any stop
+                     # (bound on-demand sandboxes hibernate), Docker's `always` policy starts the container again,
+                     # and the new process serves what `want` names (docs/design/runtime.md, "Live configuration").
+                     restart=lambda digest: os.kill(os.getpid(), signal.SIGTERM))
     from sandstack.runtime.listen import sockets
 
     try:  # its own address, and the host's address on the ingress's network when the ingress may wake sandboxes

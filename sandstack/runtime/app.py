@@ -30,11 +30,13 @@ VERSION = "1"
 
 def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | None = None,
                monitor: bool = True, tokens: Tokens | None = None, config_dir: Path | None = None,
-               tokens_for: Callable[[RuntimeConfig], Tokens] | None = None) -> FastAPI:
+               tokens_for: Callable[[RuntimeConfig], Tokens] | None = None,
+               restart: Callable[[str], None] | None = None) -> FastAPI:
     """The API over `runtime` (None only to render the OpenAPI document); `tokens`: the host's and the scoped
     ones (default: `token` alone). `config_dir`: the configuration volume whose sets are taken in place
     (sandstack.runtime.reload); `tokens_for`: the tokens a new configuration's scopes give (ValueError when one's
-    secret is missing), else the tokens stay as they are."""
+    secret is missing), else the tokens stay as they are; `restart(digest)`: ends this process for a set only a new
+    one can take (another address or port), else such a set is refused."""
     stop = threading.Event()
     threads: list[threading.Thread] = []
 
@@ -44,8 +46,8 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
                                             daemon=True))
             threads[-1].start()
         if runtime is not None and config_dir is not None:
-            threads.append(threading.Thread(target=reloader(app, runtime, config_dir, tokens_for).run, args=(stop,),
-                                            name="sandstack-config", daemon=True))
+            watch = reloader(app, runtime, config_dir, tokens_for, restart)
+            threads.append(threading.Thread(target=watch.run, args=(stop,), name="sandstack-config", daemon=True))
             threads[-1].start()
 
     def stop_monitor() -> None:
@@ -93,7 +95,8 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
 
 
 def reloader(app: FastAPI, runtime: Runtime, config_dir: Path,
-             tokens_for: Callable[[RuntimeConfig], Tokens] | None) -> Reloader:
+             tokens_for: Callable[[RuntimeConfig], Tokens] | None,
+             restart: Callable[[str], None] | None = None) -> Reloader:
     """The watch of the configuration volume: a set is checked as at start (the runtime's own checks, every token
     scope's secret), then swapped in with the tokens its scopes give."""
     def check(config: RuntimeConfig) -> None:
@@ -107,7 +110,7 @@ def reloader(app: FastAPI, runtime: Runtime, config_dir: Path,
         if scoped is not None:
             app.state.tokens = scoped
 
-    return Reloader(ConfigSets(config_dir), lambda: runtime.live.digest, check, apply)
+    return Reloader(ConfigSets(config_dir), lambda: runtime.live.digest, check, apply, restart)
 
 
 def _monitor(runtime: Runtime, stop: threading.Event) -> None:

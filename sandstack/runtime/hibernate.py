@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tarfile
+import threading
 import time
 from pathlib import Path
 
@@ -42,6 +43,12 @@ class Hibernation:
         self.sandboxes, self.transfers, self.execs, self.credentials = sandboxes, transfers, execs, credentials
         self.places, self.storage, self.copies, self.leases = places, storage, copies, leases
         self.backend, self.readiness = backend, readiness
+        # One resume of a sandbox at a time: the wakes of a site's first requests (the ingress asks one per request),
+        # an API call and the session's own resume arrive together; the first brings the sandbox back, the others
+        # wait on it and find it bound. Concurrent resumes each started or created the container (Docker's 409 for
+        # the name, a second container removing the first's): 60 first requests waited up to 47 s on the engine.
+        self._resuming: dict[str, threading.Lock] = {}
+        self._resuming_lock = threading.Lock()
 
     def hibernate(self, name: str, by: str = "api") -> SandboxRow:
         sandboxes = self.sandboxes
@@ -124,8 +131,25 @@ class Hibernation:
         return row
 
     def resume(self, name: str) -> SandboxRow:
+        with self._resuming_lock:
+            lock = self._resuming.setdefault(name, threading.Lock())
+        with lock:
+            return self._resume(name)
+
+    def wake(self, name: str) -> bool:
+        """A site's wake (sandstack.runtime.routes.wake): its hibernated or paused sandbox back; whether this call
+        woke it (False: it was bound already, or a wake it waited on brought it back)."""
+        with self._resuming_lock:
+            lock = self._resuming.setdefault(name, threading.Lock())
+        with lock:
+            status = self.sandboxes.get(name).status
+            if status in ("hibernated", "paused"):
+                self._resume(name)
+            return status in ("hibernated", "paused")
+
+    def _resume(self, name: str) -> SandboxRow:
         sandboxes = self.sandboxes
-        row = sandboxes.get(name)
+        row = sandboxes.get(name)  # as it is now: a resume this one waited on may have brought it back
         if row.status in ("bound", "paused"):
             return sandboxes.resume(name) if row.status == "paused" else row
         if row.status != "hibernated":

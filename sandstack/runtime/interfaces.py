@@ -20,6 +20,7 @@ from sandstack.runtime.backend import BackendError, CappedBuffer, ContainerState
 from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.room import Room
+from sandstack.runtime.session_tokens import DEFAULT_LIFETIME
 from sandstack.runtime.store import SandboxRow, SnapshotRow, Store, TokenRow
 from sandstack.runtime.tarcheck import Bounded, Checked
 from sandstack.runtime.tokens import Scope
@@ -182,7 +183,7 @@ class Snapshots(Protocol):
 class SessionTokens(Protocol):
     """Each session's own tokens (sandstack.runtime.session_tokens)."""
 
-    def mint(self, row: SandboxRow, lifetime: int = 86400) -> tuple[str, float]: ...
+    def mint(self, row: SandboxRow, lifetime: int = DEFAULT_LIFETIME) -> tuple[str, float]: ...
     def scope(self, given: str) -> Scope | None: ...
     def end(self, session: str) -> None: ...
     def prune(self, holds: Callable[[TokenRow], bool]) -> int: ...

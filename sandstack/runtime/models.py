@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import VERSION, BaseModel, Field, constr
 
+from sandstack.runtime.session_tokens import DEFAULT_LIFETIME, MAX_LIFETIME
+
 PYDANTIC_2 = VERSION.startswith("2.")
 
 # The pool name rule of the spec (sandstack.spec.models.base.NAME_PATTERN, which needs pydantic 2 to import;
@@ -107,9 +109,9 @@ class ClaimRequest(Strict):
                                                         "snapshot (of the same pool).", **pattern(SNAPSHOT_PATTERN))
     secrets: SessionSecrets | None = Field(None, description="Run-scoped credentials for this session only; a claim "
                                                              "of a session that has a sandbox replaces them.")
-    token_lifetime: int = Field(86400, ge=1, le=30 * 86400, description="Seconds the session token of this "
-                                "claim's answer acts for at most (it ends at the session's release before): default a "
-                                "day, at most 30 days.")
+    token_lifetime: int = Field(DEFAULT_LIFETIME, ge=1, le=MAX_LIFETIME,
+                                description="Seconds the session token of this claim's answer acts for at most (it "
+                                "ends at the session's release before): default a day, at most 30 days.")
 
 
 class SandboxStatus(BaseModel):

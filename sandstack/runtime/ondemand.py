@@ -60,7 +60,7 @@ class OnDemandPlaces:
         """Whether `name` is an on-demand place (above its pool's warm sandboxes)."""
         row = self.store.sandbox(name)
         spec = self.live.settings(row.pool) if row else None
-        return bool(spec and spec.ondemand and name in spec.ondemand.places)
+        return bool(spec and spec.ondemand and name in spec.ondemand.places) or self.live.retired_place(name)
 
     def _recipes(self) -> dict[str, tuple[str, dict[str, Any]]]:
         """place → (pool, body) of every on-demand place of this host."""

@@ -37,6 +37,11 @@ class Refused(ValueError):
     """A set the runtime does not take; its message says why (never a token's value)."""
 
 
+class NeedsRestart(Refused):
+    """A set this process cannot take in place (another address or port to serve on): a new process can, so the
+    runtime with a `restart` stops to be started again from it (Docker's `always` policy); without one, refused."""
+
+
 @dataclass(frozen=True)
 class Wanted:
     digest: str
@@ -93,8 +98,9 @@ class Reloader:
     take, `apply(config, digest)` swaps it in; `current()` is the digest in force."""
 
     def __init__(self, sets: ConfigSets, current: Callable[[], str | None],
-                 check: Callable[[RuntimeConfig], object], apply: Callable[[RuntimeConfig, str], None]):
-        self.sets, self.current, self.check, self.apply = sets, current, check, apply
+                 check: Callable[[RuntimeConfig], object], apply: Callable[[RuntimeConfig, str], None],
+                 restart: Callable[[str], None] | None = None):
+        self.sets, self.current, self.check, self.apply, self.restart = sets, current, check, apply, restart
         self.refused: str | None = None  # the last digest refused: not read again until `want` moves
 
     def once(self) -> str | None:
@@ -105,16 +111,26 @@ class Reloader:
         try:
             config = self.sets.read(digest)
             self.check(config)
+        except NeedsRestart as error:
+            if self.restart is None:
+                return self._refuse(digest, error)
+            log.warning("configuration %s: %s; restarting to take it", digest, error)
+            self.refused = digest  # looked at once: the process ends, the next one starts from `want`
+            self.restart(digest)
+            return f"restart {digest}"
         except ValueError as error:  # Refused, or a check's own ValueError (a token scope's variable missing)
-            self.refused = digest
-            self.sets.report(digest, str(error))
-            log.warning("configuration %s refused: %s; keeping %s", digest, error, self.current())
-            return f"refused {digest}"
+            return self._refuse(digest, error)
         self.apply(config, digest)
         self.refused = None
         self.sets.report(digest)
         log.info("configuration %s in force", digest)
         return f"have {digest}"
+
+    def _refuse(self, digest: str, error: ValueError) -> str:
+        self.refused = digest
+        self.sets.report(digest, str(error))
+        log.warning("configuration %s refused: %s; keeping %s", digest, error, self.current())
+        return f"refused {digest}"
 
     def run(self, stop: threading.Event, interval: float = POLL_SECONDS) -> None:
         while not stop.wait(interval):

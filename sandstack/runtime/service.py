@@ -24,7 +24,7 @@ from sandstack.runtime.monitor import Monitor
 from sandstack.runtime.ondemand import OnDemandPlaces, Provisioner
 from sandstack.runtime.processes import Processes
 from sandstack.runtime.readiness import Readiness
-from sandstack.runtime.reload import Refused
+from sandstack.runtime.reload import NeedsRestart, Refused
 from sandstack.runtime.rootsnap import RootSnapshots
 from sandstack.runtime.sandboxes import Sandboxes
 from sandstack.runtime.session_keys import key
@@ -128,7 +128,8 @@ class Runtime:
         moved = [f"{field} {getattr(now, field)!r} -> {getattr(config, field)!r}" for field in served
                  if getattr(now, field) != getattr(config, field)]
         if moved:
-            raise Refused(f"the runtime serves on what it started with ({'; '.join(moved)}): a restart applies it")
+            raise NeedsRestart(f"the runtime serves on what it started with ({'; '.join(moved)}): a restart applies "
+                               "it")
 
     def reconfigure(self, config: RuntimeConfig, digest: str | None) -> None:
         """`config` in force from now on, without a restart: a new pool is claimable at once; a changed ceiling,
@@ -138,30 +139,37 @@ class Runtime:
         until each is released or ends (the stack deleting their containers ends them with that cause), and its idle
         sandboxes are forgotten."""
         self.check_config(config)
-        with self.store.exclusive():  # no claim binds meanwhile: `held` is every pool a session holds
-            held = {row.pool for row in self.store.sandboxes() if row.session is not None
-                    and row.pool not in config.pools}
-            self.live.swap(config, digest, keep=held)
+        with self.store.exclusive():  # no claim binds meanwhile: `held` is every sandbox a session holds
+            held = {row.name: row.pool for row in self.store.sandboxes() if row.session is not None}
+            self.live.swap(config, digest, held)
             self._sync_rows()
+        kept = sorted(set(self.live.retired()) | set(self.live.retired_places()))
         log.info("configuration %s in force: pools %s%s", digest, ", ".join(sorted(config.pools)) or "none",
-                 f"; retired while sessions hold them: {', '.join(sorted(held))}" if held else "")
+                 f"; kept while sessions hold them: {', '.join(kept)}" if kept else "")
 
     def forget_retired(self) -> None:
-        """A retired pool whose last session ended is forgotten, with its sandboxes' rows."""
-        retired = self.live.retired()
-        if not retired:
+        """A retired pool whose last session ended is forgotten, with its sandboxes' rows; so is a retired place."""
+        retired, places = self.live.retired(), self.live.retired_places()
+        if not retired and not places:
             return
         with self.store.exclusive():
-            holding = {row.pool for row in self.store.sandboxes() if row.session is not None}
+            rows = self.store.sandboxes()
+            holding = {row.pool for row in rows if row.session is not None}
+            bound = {row.name for row in rows if row.session is not None}
             for pool in retired:
                 if pool not in holding:
                     self.live.forget(pool)
+            for name in places:
+                if name not in bound:
+                    self.live.forget_place(name)
             self._sync_rows()
 
     def _sync_rows(self) -> None:
         declared = {pool: spec.places for pool, spec in self.live.config.pools.items()}
         for pool in self.live.retired():  # only the sandboxes still bound: the others are gone with the pool
             declared[pool] = tuple(row.name for row in self.store.sandboxes(pool) if row.session is not None)
+        for name, (pool, _) in self.live.retired_places().items():
+            declared[pool] = (*declared.get(pool, ()), name)
         self.store.sync_declared(declared)
 
     def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> tuple[SandboxRow, bool]:

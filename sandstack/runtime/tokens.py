@@ -64,6 +64,9 @@ class Tokens:
         scoped: dict[str, tuple[str, frozenset[str]]] = {}
         seen = {host_token: OPERATOR}
         for name, scope in config.tokens.items():
+            if name in (OPERATOR, WAKE):  # the audit log's and the session keys' names of those tokens
+                raise ValueError(f"scope {name!r} has the name of the {'host' if name == OPERATOR else 'ingress'}'s "
+                                 f"own token: give it another (the audit log and session ids tell scopes by name)")
             token = environ.get(scope.env, "")
             if len(token) < MIN_TOKEN:
                 raise ValueError(f"{scope.env} must hold scope {name!r}'s token of at least {MIN_TOKEN} characters")

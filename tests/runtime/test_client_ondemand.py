@@ -73,3 +73,33 @@ def test_a_claim_of_a_session_being_created_waits_for_it(two):
     sandbox = client.claim("od", "slow")
     first.join()
     assert (sandbox.name, sandbox.info["status"]) == (PLACES[0], "bound")
+
+
+def test_the_async_client_waits_for_a_session_being_created_too(two, tmp_path):
+    """AsyncClient.claim answered 'creating' at once (only the sync client waited): a handle of a sandbox still
+    being made."""
+    import asyncio
+
+    from sandstack.client import AsyncClient
+    from tests.runtime.served import serve
+
+    envs, client = two
+    host = client.hosts_for("od", "slow")[0]
+    env = envs[host]
+    assert env.claim("taken", pool="od")["sandbox"] == WARM
+    provisioner, release = env.backend.provisioner, threading.Event()
+    provisioner.health_of[PLACES[0]] = "starting"
+    first = threading.Thread(target=lambda: env.api.post("/v1/sessions", json={"pool": "od", "session": "slow"}))
+    first.start()
+    while env.runtime.store.by_session(hk("slow")) is None:
+        release.wait(0.01)
+    threading.Timer(0.5, lambda: provisioner.health_of.__setitem__(PLACES[0], "healthy")).start()
+    with serve(env.api.app) as url:
+        outputs = {"hosts": {host: {"url": url, "token": TOKEN}}, "pools": {"od": [host]}}
+
+        async def claim() -> tuple[str, str, bool]:
+            async with AsyncClient.from_outputs(outputs) as aclient:
+                sandbox = await aclient.claim("od", "slow")
+                return sandbox.name, sandbox.info["status"], bool(sandbox.token)
+        assert asyncio.run(claim()) == (PLACES[0], "bound", True)
+    first.join()

@@ -185,3 +185,96 @@ def test_a_resume_that_recreates_an_on_demand_sandbox_keeps_its_session(tmp_path
     od.runtime.monitor_once()
     row = od.runtime.sandbox(sandbox)
     assert (row.status, row.session, row.detail) == ("bound", hk("b"), None)
+
+
+def test_a_new_token_scope_acts_after_the_swap_and_one_without_its_secret_is_refused(tmp_path):
+    """Token scopes are part of the configuration: a set naming a new scope whose secret the container's
+    environment holds is taken with it; one whose secret is missing is refused naming the scope and its variable
+    (never a value), and the tokens in force stay."""
+    from sandstack.plan.runtime import TokenScope
+    from sandstack.runtime.tokens import Tokens
+
+    backend = FakeBackend(tmp_path / "containers", PY + WEB, {"/workspace": "tmpfs", "/tmp": "tmpfs"})
+    runtime = Runtime(make_config(), backend, tmp_path / "state")
+    secret = "tenant-web-" + "3b9a" * 6
+    environ = {"SANDSTACK_RUNTIME_TOKEN_WEB": secret}
+    app = create_app(runtime, token=TOKEN, monitor=False)
+    watch = reloader(app, runtime, tmp_path / "config", lambda config: Tokens.from_environment(TOKEN, config, environ))
+    tenant = TestClient(app, headers={"Authorization": f"Bearer {secret}"})
+    assert tenant.get("/v1/pools").status_code == 401
+    scoped = dataclasses.replace(make_config(), tokens={"web": TokenScope(("web",), "SANDSTACK_RUNTIME_TOKEN_WEB")})
+    digest = write_set(tmp_path / "config", scoped)
+    assert watch.once() == f"have {digest}"
+    assert [p["pool"] for p in tenant.get("/v1/pools").json()] == ["web"]
+    missing = dataclasses.replace(scoped, tokens={**scoped.tokens,
+                                                  "py": TokenScope(("py",), "SANDSTACK_RUNTIME_TOKEN_PY")})
+    bad = write_set(tmp_path / "config", missing)
+    assert watch.once() == f"refused {bad}"
+    assert (tmp_path / "config" / CONFIG_REFUSED).read_text() == (
+        f"{bad} SANDSTACK_RUNTIME_TOKEN_PY must hold scope 'py''s token of at least 16 characters\n")
+    assert [p["pool"] for p in tenant.get("/v1/pools").json()] == ["web"]
+    assert secret not in (tmp_path / "config" / CONFIG_REFUSED).read_text()
+    backend.close()
+
+
+def test_a_set_with_another_port_restarts_the_runtime_to_take_it(live):
+    """A process cannot move its sockets: with a way to restart (the container's: it ends, Docker starts it again
+    from `want`), such a set ends the process instead of being refused; nothing is reported by this process."""
+    env, volume, _ = live
+    restarted: list[str] = []
+    app = create_app(env.runtime, token=TOKEN, monitor=False)
+    watch = reloader(app, env.runtime, volume, None, restarted.append)
+    digest = write_set(volume, dataclasses.replace(make_config(), port=9999))
+    assert watch.once() == f"restart {digest}"
+    assert restarted == [digest]
+    assert not (volume / CONFIG_REFUSED).exists() and not (volume / CONFIG_HAVE).exists()
+    assert watch.once() is None
+    assert env.runtime.config.port != 9999  # this process keeps serving what it had until it ends
+
+
+def test_a_lowered_ceiling_keeps_a_bound_place_above_it_until_its_session_ends(tmp_path):
+    """An on-demand place the new ceiling no longer has, while a session holds it: the session goes on (its row
+    kept, never silently dropped), and its release retires the place (its container removed) and forgets it."""
+    from tests.runtime.ondemand_helpers import PLACES, od_env
+
+    od = od_env(tmp_path)
+    od.claim("a", pool="od")
+    od.claim("b", pool="od")
+    assert od.claim("c", pool="od")["sandbox"] == PLACES[1]
+    config = od.runtime.config
+    lowered = dataclasses.replace(config.pools["od"].ondemand, ceiling=2,
+                                  places={PLACES[0]: config.pools["od"].ondemand.places[PLACES[0]]})
+    pools = {"od": dataclasses.replace(config.pools["od"], ondemand=lowered)}
+    watch = reloader(od.api.app, od.runtime, tmp_path / "config", None)
+    digest = write_set(tmp_path / "config", dataclasses.replace(config, pools=pools))
+    assert watch.once() == f"have {digest}"
+    od.runtime.monitor_once()
+    assert od.api.get("/v1/sessions/c").json()["status"] == "bound"
+    ran = od.api.post(f"/v1/sandboxes/{PLACES[1]}/exec", json={"command": ["echo", "on"]}).json()
+    assert ran.get("stdout") == "on\n", ran
+    assert od.api.delete("/v1/sessions/c").status_code == 200
+    assert od.backend.status[PLACES[1]] == "missing"  # retired: removed, as a place's release does
+    od.runtime.monitor_once()
+    assert PLACES[1] not in [r.name for r in od.runtime.store.sandboxes()]
+    assert od.runtime.live.retired_places() == {}
+
+
+def test_at_a_first_deployment_the_runtime_waits_for_its_first_set(tmp_path):
+    """The runtime starts before its reload container delivers a set (that container waits for the service): with a
+    configuration volume and an empty configuration file (the environment holds none), it waits for `want`."""
+    volume, file = tmp_path / "config", tmp_path / "runtime.json"
+    file.write_text("", encoding="utf-8")  # what the entrypoint writes when the environment has no configuration
+    environ = {ENV_CONFIG: str(file), ENV_TOKEN: TOKEN, ENV_CONFIG_DIR: str(volume)}
+    waits: list[float] = []
+    delivered: list[str] = []
+
+    def wait(seconds: float) -> None:  # the reload container delivers the set meanwhile
+        waits.append(seconds)
+        if len(waits) == 3:
+            delivered.append(write_set(volume, make_config()))
+
+    start = load(environ, wait=wait)
+    assert (start.digest, len(waits)) == (delivered[0], 3)
+    without_volume = {ENV_CONFIG: str(file), ENV_TOKEN: TOKEN}
+    with pytest.raises(ValueError):  # no volume to wait on: the empty file is an error, as before
+        load(without_volume)

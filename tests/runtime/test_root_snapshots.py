@@ -221,7 +221,7 @@ def test_a_snapshot_with_a_root_into_a_read_only_root_pool_is_409(env):
     snap = env.api.post(f"/v1/sandboxes/{sandbox}/snapshots").json()["id"]
     pools = dict(env.runtime.config.pools)
     pools["web"] = replace(pools["web"], writable_root=False)
-    env.runtime.live.swap(replace(env.runtime.config, pools=pools), None, set())
+    env.runtime.live.swap(replace(env.runtime.config, pools=pools), None, {})
     answer = env.api.post(f"/v1/sandboxes/{sandbox}/restore", json={"snapshot": snap})
     assert (answer.status_code, answer.json()["error"]) == (
         409, f"snapshot {snap!r} holds a writable root, but pool 'web' now has a read-only one")

@@ -231,3 +231,24 @@ def test_the_client_claims_a_session_handle_and_a_sandbox_is_rebuilt_from_url_se
             Sandbox.connect(claimed.url, claimed.session, claimed.token, host="local")
         assert refused.value.status == 401
     assert PY  # the fixture's pool
+
+
+def test_the_async_sandbox_is_rebuilt_from_url_session_and_token_too(two):
+    import asyncio
+
+    from sandstack.client import AsyncSandbox
+
+    env, s1, _ = two
+
+    async def agent(url: str) -> tuple[str, str, int]:
+        async with await AsyncSandbox.connect(url, "s1", s1["token"], host="local") as sandbox:
+            result = await sandbox.exec(["echo", "async"])
+            try:
+                await sandbox.release()
+            except Forbidden as refused:
+                return sandbox.name, result.stdout, refused.status
+        return sandbox.name, result.stdout, 0
+
+    with serve(env.api.app) as url:
+        assert asyncio.run(agent(url)) == (s1["sandbox"], "async\n", 403)
+    assert env.api.get("/v1/sessions/s1").json()["status"] == "bound"

@@ -118,3 +118,14 @@ def test_tokens_come_from_the_environment_and_errors_never_show_them():
         RuntimeConfig(host="local", pools=make_config().pools, tokens={"t": TokenScope(("nope",), "X")})
     assert RuntimeConfig.from_json(config.to_json()) == config
     assert PY and WEB  # the conftest's pools: py (4), web (1)
+
+
+@pytest.mark.parametrize("name", ["host", "ingress-wake"])
+def test_a_scope_named_as_the_hosts_or_the_ingresss_own_token_is_refused(name):
+    """Session ids are kept per scope name (sandstack.runtime.session_keys) and the audit log names scopes: a scope
+    named 'host' would share the host token's sessions."""
+    config = make_config(tokens={name: TokenScope(("web",), "SANDSTACK_RUNTIME_TOKEN_X")})
+    with pytest.raises(ValueError) as error:
+        Tokens.from_environment(TOKEN, config, {"SANDSTACK_RUNTIME_TOKEN_X": "x" * 24})
+    assert str(error.value).startswith(f"scope {name!r} has the name of the ")
+    assert "x" * 24 not in str(error.value)

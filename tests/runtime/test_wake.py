@@ -142,3 +142,32 @@ def test_a_site_must_name_a_sandbox_of_the_host():
     with pytest.raises(ValueError) as error:
         replace(od_config(), sites={"8080-x-0.sandbox.test": "sandstack-t-x-0"})
     assert str(error.value) == "sites: ['8080-x-0.sandbox.test'] name sandboxes of no pool of this host"
+
+
+def test_many_first_requests_at_once_make_one_wake_and_the_others_wait_on_it(woke):
+    """60 first requests to a hibernated site's URL at once (issue 37: they waited up to 47 s on the engine): the
+    ingress asks a wake for each; one resume brings the sandbox back (one container made), the others wait on it
+    and answer as it did, none fails."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    env, ingress = woke
+    env.claim("a", pool="od")
+    assert env.claim("b", pool="od")["sandbox"] == PLACES[0]
+    env.api.put(f"/v1/sandboxes/{PLACES[0]}/files/notes.txt", content=b"kept")
+    env.api.post("/v1/sessions/b/hibernate")
+    provisioner, made, started = env.backend.provisioner, [], threading.Event()
+    create = provisioner.create
+
+    def slow_create(name, body):  # a container's creation takes a while: the other wakes arrive meanwhile
+        made.append(name)
+        started.set()
+        threading.Event().wait(0.3)
+        create(name, body)
+    provisioner.create = slow_create
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        answers = list(pool.map(lambda _: ingress.get("/v1/wake", params={"site": SITE_PLACE}), range(60)))
+    assert [a.status_code for a in answers] == [200] * 60, {a.text for a in answers if a.status_code != 200}
+    assert sorted(a.json()["woke"] for a in answers) == [False] * 59 + [True]
+    assert made == [PLACES[0]]
+    assert env.api.get(f"/v1/sandboxes/{PLACES[0]}/files/notes.txt").content == b"kept"

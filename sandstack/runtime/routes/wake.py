@@ -60,8 +60,5 @@ def wake(request: Request, site: str = Query(..., description="The site's host n
     if row.session is None or row.status not in WAKES:
         raise conflict(f"site {site!r}: its sandbox has no session to wake ({row.status})", site=site,
                        status=row.status)
-    if row.status == "hibernated":
-        runtime.hibernation.resume(sandbox)
-    elif row.status == "paused":
-        runtime.sandboxes.resume(sandbox)
-    return {"site": site, "status": "bound", "woke": row.status != "bound"}
+    # One wake at a time per sandbox: the others wait on it and answer woke=false (sandstack.runtime.hibernate).
+    return {"site": site, "status": "bound", "woke": runtime.hibernation.wake(sandbox)}
