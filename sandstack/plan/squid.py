@@ -45,7 +45,8 @@ LOOPBACK = ("127.0.0.0/8", "0.0.0.0/32", "::1", "::/128")
 # bounds each pool to network.GATEWAY_CONNECTIONS_PER_POOL connections, so one pool cannot take all.
 MAX_FILEDESCRIPTORS = 16384
 VISIBLE_HOSTNAME = "sandstack-gateway"
-# One line per request: the sandbox (reverse DNS of its address on the pool network), its address,
+# One line per request: the sandbox (reverse DNS of its address on the pool network, as squid's cache holds it when
+# the request ends: a sandbox's first request may show its address instead, until the lookup answers), its address,
 # the pool, the destination, squid's verdict (TCP_DENIED = refused) and the status sent back.
 LOG_FORMAT = (
     "logformat sandstack %{{%Y-%m-%dT%H:%M:%S}}tg.%03tuZ host={host} pool=%{{sandstack_pool}}note "

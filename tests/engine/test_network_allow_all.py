@@ -19,7 +19,7 @@ from testbed.deploy import engine_spec
 from tests.engine.net.lab import log_lines, mark
 from tests.engine.net.probes import (SANDBOX_PORT, SANDBOX_UDP_PORT, answered, curl, http, probe, stable_host_addresses,
                                      tcp, template, udp)
-from tests.engine.net.stack import access_log, deployed
+from tests.engine.net.stack import access_log, deployed, logged_sandbox, wait_logged_by_name
 from testbed.waiting import wait_until
 
 pytestmark = pytest.mark.docker
@@ -57,9 +57,11 @@ def test_allow_all_logged_reaches_any_host_through_the_gateway_and_logs_it(net):
                        what="three access-log lines")
     expected = [("internet.test", "TCP_MISS", 200), (netns.ip, "TCP_MISS", 200), ("blocked.test", "TCP_DENIED", 403)]
     for line, (dest, verdict, status) in zip(lines, expected, strict=True):
-        assert re.search(rf"host=local pool=open sandbox={re.escape(sandbox.name)}\S* client={net.ip(sandbox)} "
-                         rf"method=GET dest={re.escape(dest)}:80 verdict={verdict} status={status} ", line), line
+        assert re.search(rf"host=local pool=open sandbox={logged_sandbox(sandbox.name, net.ip(sandbox))} "
+                         rf"client={net.ip(sandbox)} method=GET dest={re.escape(dest)}:80 verdict={verdict} "
+                         rf"status={status} ", line), line
     wait_until(lambda: all(line in net.gateway.logs().decode() for line in lines), 10, what="docker logs lines")
+    wait_logged_by_name(net, sandbox, "http://internet.test/")
 
 
 def test_allow_all_logged_has_no_direct_route(net):

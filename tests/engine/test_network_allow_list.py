@@ -16,7 +16,7 @@ import pytest
 from testbed.deploy import engine_spec
 from tests.engine.net.lab import log_lines, mark, peers_in
 from tests.engine.net.probes import SANDBOX_PORT, answered, curl, probe, stable_host_addresses, tcp, template, udp
-from tests.engine.net.stack import access_log, deployed
+from tests.engine.net.stack import access_log, deployed, logged_sandbox, wait_logged_by_name
 from testbed.waiting import wait_until
 
 pytestmark = pytest.mark.docker
@@ -108,12 +108,14 @@ def test_allow_list_every_request_is_in_the_egress_log(net):
     assert curl(sandbox, "http://blocked.test/").status == 403
     lines = wait_until(lambda: access_log(net)[since:] if len(access_log(net)) >= since + 2 else None, 10,
                        what="two access-log lines")
-    pattern = (r"host=local pool=listed sandbox={name}\S* client={ip} method=GET dest={dest}:80 "
+    pattern = (r"host=local pool=listed sandbox={name} client={ip} method=GET dest={dest}:80 "
                r"verdict={verdict} status={status} ")
     expected = [("allowed.test", "TCP_MISS", 200), ("blocked.test", "TCP_DENIED", 403)]
     for line, (dest, verdict, status) in zip(lines, expected, strict=True):
-        assert re.search(pattern.format(name=re.escape(sandbox.name), ip=re.escape(net.ip(sandbox)),
-                                        dest=re.escape(dest), verdict=verdict, status=status), line), line
+        assert re.search(pattern.format(name=logged_sandbox(sandbox.name, net.ip(sandbox)),
+                                        ip=re.escape(net.ip(sandbox)), dest=re.escape(dest), verdict=verdict,
+                                        status=status), line), line
+    wait_logged_by_name(net, sandbox, "http://allowed.test/")
     # The same lines reach `docker logs` of the gateway.
     wait_until(lambda: all(line in net.gateway.logs().decode() for line in lines), 10, what="docker logs lines")
 

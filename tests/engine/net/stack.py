@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -96,3 +97,20 @@ def access_log(net: NetStack) -> list[str]:
     code, out = net.gateway.exec_run(["cat", "/var/log/squid/access.log"])
     assert code == 0, out
     return out.decode().splitlines()
+
+
+def logged_sandbox(name: str, ip: str) -> str:
+    """A pattern of the access log's `sandbox=` field: the reverse name of the client's address once squid's cache
+    holds it, else the address itself (squid logs what its FQDN cache has when the request ends: a sandbox's first
+    request may end before the lookup of its address does; docs/design/egress-log.md)."""
+    return rf"(?:{re.escape(name)}\S*|{re.escape(ip)})"
+
+
+def wait_logged_by_name(net: NetStack, sandbox, url: str) -> None:
+    """Requests of `sandbox` to `url` until one is logged under its name (the reverse lookup answered)."""
+    from tests.engine.net.probes import curl
+
+    def named() -> bool:
+        curl(sandbox, url)
+        return any(f" sandbox={sandbox.name}" in line for line in access_log(net)[-3:])
+    wait_until(named, 20, what=f"a request of {sandbox.name} logged under its name")
