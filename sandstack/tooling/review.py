@@ -41,14 +41,7 @@ def _load(stack: ExitStack, source: str) -> ResolvedStack:
     except SourceError as error:
         print(f"sandstack: {error}", file=sys.stderr)
         raise _Stop(EXIT_UNREADABLE) from None
-    try:
-        return load_stack(path)
-    except SpecError as error:
-        print(f"{source} is not a valid sandstack spec:\n{error}", file=sys.stderr)
-        raise _Stop(EXIT_INVALID) from None
-    except OSError as error:
-        print(f"sandstack: {source}: {error.strerror or error}", file=sys.stderr)
-        raise _Stop(EXIT_UNREADABLE) from None
+    return _read("sandstack spec", path, load_stack, shown=source)
 
 
 def _stack_name(explicit: str | None, source: str) -> str:
@@ -106,15 +99,17 @@ def _acceptances(args: argparse.Namespace) -> list:
         raise _Stop(EXIT_UNREADABLE) from None
 
 
-def _read(what: str, path: str, loader):
-    """A policy file or price list, its located errors printed (exit 1) or its unreadable path named (exit 2)."""
+def _read(what: str, path: str, loader, shown: str | None = None):
+    """A spec, policy file or price list, its located errors printed (exit 1) or its unreadable path named (exit 2);
+    `shown`: how the user named it (a `git:REF:PATH` source read from a temporary file), else `path`."""
+    shown = shown or path
     try:
         return loader(path)
     except SpecError as error:
-        print(f"{path} is not a valid {what}:\n{error}", file=sys.stderr)
+        print(f"{shown} is not a valid {what}:\n{error}", file=sys.stderr)
         raise _Stop(EXIT_INVALID) from None
     except OSError as error:
-        print(f"sandstack: {path}: {error.strerror or error}", file=sys.stderr)
+        print(f"sandstack: {shown}: {error.strerror or error}", file=sys.stderr)
         raise _Stop(EXIT_UNREADABLE) from None
 
 
