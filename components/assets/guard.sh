@@ -127,19 +127,33 @@ remove_all() {
     done <<RULES
 $SANDSTACK_RULES
 RULES
+    tries=0
+    until remove_cgroups || [ "$tries" -ge 10 ]; do
+        tries=$((tries + 1))
+        sleep 0.5
+    done
+    release_workspaces
+    rm -f "$statedir/ready"
+}
+
+# runc made the sandbox's parent in every controller; all are empty once the stack is gone. A container's own
+# cgroup may outlive the container for a moment (or be left behind by runc, empty): empty ones go first (the kernel
+# refuses a cgroup that still has tasks), and the whole removal is tried again for up to 5 s. Fails while any stays.
+remove_cgroups() {
+    left=0
     while read -r name max; do
         [ -n "$name" ] || continue
-        # runc made the sandbox's parent in every controller; all are empty once the stack is gone.
         set +f
         for dir in "$cgroot"/*/"$subtree"/"$name" "$cgroot/$subtree/$name"; do
-            [ -d "$dir" ] && rmdir "$dir" 2>/dev/null
+            [ -d "$dir" ] || continue
+            find "$dir" -mindepth 1 -depth -type d -exec rmdir {} \; 2>/dev/null
+            rmdir "$dir" 2>/dev/null || left=1
         done
         set -f
     done <<PIDS
 $SANDSTACK_PIDS
 PIDS
-    release_workspaces
-    rm -f "$statedir/ready"
+    [ "$left" = 0 ]
 }
 
 release_workspaces() {  # the stack is gone: its workspaces' data goes with its volumes

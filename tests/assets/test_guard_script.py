@@ -177,6 +177,22 @@ def test_stopped_with_every_bridge_gone_the_guard_deletes_every_copy_of_its_rule
     assert not (host.state / "ready").exists()
 
 
+@needs_path_stubs
+def test_a_container_cgroup_left_under_a_sandbox_parent_is_removed_before_the_parent(host):
+    # runc may leave a container's cgroup behind, empty, for a moment after the container is gone (seen on the
+    # engine: the parent stayed, a teardown found it): the guard removes the child first, then the parent.
+    guard = host.start_guard(rules=RULES, pids={NAME: 64}, bridges=["br-a"])
+    dirs = _runc_made_the_parents(host)
+    left = host.cgroup / "cpuacct" / "sandstack" / NAME / CID
+    left.mkdir()
+    (left / "cpuacct.usage").write_text("0\n")
+    code, err = host.stop_guard(guard)
+    assert code == 0, err
+    assert not any(d.exists() for d in dirs)
+    log = (host.stub / "rmdir.log").read_text().splitlines()
+    assert log.index(f"rmdir {left}") < log.index(f"rmdir {dirs[1]}")
+
+
 # --- lifetimes and idle timeouts -----------------------------------------------------------------------
 
 def _sandbox(host: FakeHost, *, age: int = 0, usage_us: int = 0) -> None:
