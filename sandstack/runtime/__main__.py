@@ -123,7 +123,11 @@ def main() -> int:
         return 2
     sys.setswitchinterval(SWITCH_INTERVAL)
     # One process: the SQLite lock and the monitor thread assume a single runtime per host.
-    server = uvicorn.Server(uvicorn.Config(app, workers=1, log_level="info", server_header=False))
+    from sandstack.runtime.connections import bounded_protocol
+
+    # Request heads within a deadline, connections per source bounded (uvicorn bounds neither).
+    server = uvicorn.Server(uvicorn.Config(app, workers=1, log_level="info", server_header=False,
+                                           http=bounded_protocol()))
     server.run(sockets=listening)
     return 0
 

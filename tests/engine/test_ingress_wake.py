@@ -8,6 +8,7 @@ the Caddyfile only names; and no sandbox reaches the runtime's address on the in
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -159,3 +160,97 @@ def test_no_sandbox_reaches_the_runtime_on_the_ingress_network(stack, docker_cli
              "except OSError as e:\n    print(type(e).__name__)\n")
     code, out = sh(stack.container("web", 0), f"python3 -c \"{probe}\" {address} {PORT}")
     assert code == 0 and "connected" not in out, out
+
+
+PROBE_CONNECT = ("import socket, sys\ns = socket.socket(); s.settimeout(3)\n"
+                 "try:\n    s.connect((sys.argv[1], int(sys.argv[2]))); print('connected')\n"
+                 "except OSError as e:\n    print(type(e).__name__)\n")
+NETNS, VETH = "sswake", "sswake"  # a machine that routes the ingress's subnet through this host
+
+
+def _run(*cmd: str) -> str:
+    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+
+
+def test_the_runtimes_address_on_the_ingress_network_answers_neither_docker_bridge_nor_a_routed_machine(
+        stack, debian_image, docker_client):
+    # That address is the host's: without the guard's rule Linux answers on it whatever way a packet comes in
+    # (issue 34 item 9). Only the ingress, on its bridge, may reach the runtime there.
+    network = docker_client.networks.get(infra_name(stack.stack, "ingress-net"))
+    address, subnet = network.attrs["IPAM"]["Config"][0]["Gateway"], network.attrs["IPAM"]["Config"][0]["Subnet"]
+    out = docker_client.containers.run(debian_image, ["python3", "-c", PROBE_CONNECT, address, str(PORT)],
+                                       network="bridge", remove=True, network_disabled=False).decode()
+    assert out.strip() == "TimeoutError", out  # dropped, not refused: nothing tells what listens there
+    _run("ip", "netns", "add", NETNS)
+    try:
+        _run("ip", "link", "add", f"{VETH}-h", "type", "veth", "peer", "name", f"{VETH}-n", "netns", NETNS)
+        _run("ip", "addr", "add", "10.250.250.1/30", "dev", f"{VETH}-h")
+        _run("ip", "link", "set", f"{VETH}-h", "up")
+        for cmd in (["ip", "addr", "add", "10.250.250.2/30", "dev", f"{VETH}-n"], ["ip", "link", "set", "lo", "up"],
+                    ["ip", "link", "set", f"{VETH}-n", "up"], ["ip", "route", "add", subnet, "via", "10.250.250.1"]):
+            _run("ip", "netns", "exec", NETNS, *cmd)
+        # The way there works (the host's other address answers a ping), so a timeout is the rule's.
+        _run("ip", "netns", "exec", NETNS, "ping", "-c", "1", "-W", "3", "10.250.250.1")
+        routed = _run("ip", "netns", "exec", NETNS, "python3", "-c", PROBE_CONNECT, address, str(PORT))
+        assert routed.strip() == "TimeoutError", routed
+    finally:
+        subprocess.run(["ip", "netns", "del", NETNS], capture_output=True)
+        subprocess.run(["ip", "link", "del", f"{VETH}-h"], capture_output=True)
+
+
+# Opens as many connections as the process may from 127.0.0.2, each with a request head that never ends, holds them
+# for argv[3] seconds and prints how many the server closed and how many it still holds.
+SLOW_LORIS = r"""
+import resource, socket, sys, time
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+port, count, hold = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+held = []
+for _ in range(count):
+    s = socket.socket()
+    s.bind(("127.0.0.2", 0))
+    s.setblocking(False)
+    s.connect_ex(("127.0.0.1", port))
+    held.append(s)
+print("opened", len(held), flush=True)
+time.sleep(2)
+for s in held:
+    try:
+        s.send(b"GET /healthz HTTP/1.1\r\nHost: runtime\r\n")
+    except OSError:
+        pass
+time.sleep(hold)
+closed = 0
+for s in held:
+    try:
+        closed += s.recv(1) == b""
+    except BlockingIOError:
+        pass
+    except OSError:
+        closed += 1
+print("closed", closed, "held", len(held) - closed, flush=True)
+"""
+
+
+def test_a_slow_loris_from_one_source_leaves_platform_calls_answering(stack, client):
+    # 19,995 stalled heads filled the runtime's 20,000 descriptors and every platform call failed for ~43 s.
+    count = min(resource_limit() - 200, 19_000)
+    loris = subprocess.Popen([sys.executable, "-c", SLOW_LORIS, str(PORT), str(count), "25"],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert loris.stdout.readline().split() == ["opened", str(count)]
+        for _ in range(10):  # while they are held: the platform's calls, from 127.0.0.1, answer
+            assert stack.name("web", "0") in [s["sandbox"] for s in client.host("local").sandboxes("web")]
+            time.sleep(1)
+        out, _ = loris.communicate(timeout=120)
+    finally:
+        loris.kill()
+    closed = int(out.split()[1])
+    # Past its share a source's connections are closed at once, and the stalled heads it kept are closed too.
+    assert closed == count, out
+    assert stack.name("web", "0") in [s["sandbox"] for s in client.host("local").sandboxes("web")]
+
+
+def resource_limit() -> int:
+    import resource
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[1]

@@ -78,6 +78,10 @@ def test_the_guard_opens_the_runtime_port_to_the_ingress_only_above_the_bridge_d
     assert mine == [f"INPUT -i {bridge} {NOT_ESTABLISHED} -j DROP",
                     f"INPUT -i {bridge} -s {wake.ingress_address}/32 -d {wake.runtime_address}/32 -p tcp "
                     f"--dport 7480 -j ACCEPT"]
+    # The runtime's address there is the host's: reached by any other way in (a machine routing the subnet through
+    # the host, Docker's default bridge, a local process), it is dropped.
+    assert [r for r in host.guard.rules if r.startswith(f"INPUT ! -i {bridge} ")] == [
+        f"INPUT ! -i {bridge} -d {wake.runtime_address}/32 -p tcp --dport 7480 -j DROP"]
 
 
 def test_each_site_asks_the_runtime_then_retries_the_sandbox(tmp_path):

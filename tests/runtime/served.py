@@ -12,9 +12,11 @@ import uvicorn
 
 
 @contextmanager
-def serve(app) -> Iterator[str]:
-    """Yields the base URL (http://127.0.0.1:PORT) while the server runs; stops it after."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off"))
+def serve(app, **config) -> Iterator[str]:
+    """Yields the base URL (http://127.0.0.1:PORT) while the server runs; stops it after. `config`: more of
+    uvicorn's settings (the runtime's `http` protocol class)."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off",
+                                           **config))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
