@@ -163,7 +163,8 @@ def plan_ingress(stack: str, spec: Host, placements: list[Placement],
         pools.append((p.pool, net.ingress_ip))
         joins.append((net.name, net.ingress_ip))
         for i in range(p.ceiling):  # an on-demand place's site answers once the runtime made it
-            sites += [Site(f"{port}-{p.pool}-{i}.{spec.ingress.domain}", sandbox_name(stack, p.pool, i), port)
+            sites += [Site(f"{port}-{p.pool}-{i}.{spec.ingress.domain}", sandbox_name(stack, p.pool, i), port,
+                           auth=p.template.url_auth == "session" and wake is not None)
                       for port in net.url_ports]
     return IngressPlan(stack, spec.ingress, tuple(pools), tuple(sites), wake, tuple(joins))
 

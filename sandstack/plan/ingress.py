@@ -25,6 +25,7 @@ from sandstack.plan.reload import SERVICE_SH, ConfigSet, Join
 from sandstack.plan.runtime import ENV_WAKE_TOKEN
 from sandstack.spec.envrefs import PUBLIC_HOSTNAME, url_variable
 from sandstack.spec.models.hosts import Ingress
+from sandstack.spec.contract import URL_AUTH_COOKIE, URL_AUTH_HEADER
 
 USER = "65534:65534"  # nobody: Caddy needs no privilege to listen on its high ports inside the container
 HTTPS_PORT = 8443  # inside the container; published on the host's `ingress.port`
@@ -122,6 +123,7 @@ class Site:
     host_name: str  # `<port>-<pool>-<replica>.<domain>`
     upstream: str  # the sandbox's container name, which Docker's DNS answers on the pool network
     port: int
+    auth: bool = False  # `urls.auth: session`: the runtime checks the visitor's session token first
 
 
 @dataclass(frozen=True)
@@ -174,13 +176,41 @@ class IngressPlan:
             lines.append("\tauto_https disable_redirects")
         lines.append("}")
         for site in self.sites:
-            lines += [f"https://{site.host_name} {{", tls + f"\treverse_proxy {site.upstream}:{site.port}",
-                      *self._wake_lines(site), "}"]
+            first, *rest = [*self._auth_lines(site), *self._proxy_lines(site)]
+            lines += [f"https://{site.host_name} {{", tls + first, *rest, *self._wake_lines(site), "}"]
         if not self.spec.acme_email:
             # Any other name under the domain (an undeclared port, a sandbox that does not exist) gets a 404 here,
             # never a guess at an upstream. ACME cannot sign a wildcard over HTTP, so it has no such site.
             lines += [f"https://*.{self.spec.domain} {{", tls + '\trespond "no such sandbox port" 404', "}"]
         return "\n".join(lines) + "\n"
+
+    def _auth_lines(self, site: Site) -> list[str]:
+        """`urls.auth: session`: before anything else, the runtime is asked whether the visitor holds the token of the
+        session bound to the site's sandbox (`GET /v1/url-auth`, sandstack.runtime.routes.url_auth; Caddy's
+        `forward_auth` sends the visitor's headers, X-Forwarded-Uri among them, and no body). A 2xx lets the request
+        through; any other answer (401, or the 303 that swaps a URL's token for a cookie) is the visitor's answer.
+        The ingress's own token rides in Authorization, the visitor's own in a header, cookie or query parameter of
+        its own. Before a wake, so no visitor without the token wakes a session."""
+        if not site.auth or self.wake is None:
+            return []
+        return [f"\tforward_auth {self.wake.runtime_address}:{self.wake.port} {{",
+                "\t\turi /v1/url-auth?site={host}",
+                f'\t\theader_up Authorization "Bearer {{env.{ENV_WAKE_TOKEN}}}"',
+                "\t}"]
+
+    @staticmethod
+    def _proxy_lines(site: Site) -> list[str]:
+        """The sandbox's port; behind `urls.auth: session` the app never sees the visitor's token: its header goes,
+        and the cookie is cut out of the Cookie header (the app's own cookies stay)."""
+        if not site.auth:
+            return [f"\treverse_proxy {site.upstream}:{site.port}"]
+        return [f"\treverse_proxy {site.upstream}:{site.port} {{", *IngressPlan._strip_lines(site), "\t}"]
+
+    @staticmethod
+    def _strip_lines(site: Site) -> list[str]:
+        if not site.auth:
+            return []
+        return [f"\t\theader_up -{URL_AUTH_HEADER}", f'\t\theader_up Cookie "(^|;\\s*){URL_AUTH_COOKIE}=[^;]*" ""']
 
     def _wake_lines(self, site: Site) -> list[str]:
         """A site's error route when the proxy found no upstream (the sandbox stopped, hibernated, or not made):
@@ -206,6 +236,7 @@ class IngressPlan:
                 "				header @sent Retry-After 1",
                 f'				respond @sent "{WOKE_RETRY}" 503',
                 f"				reverse_proxy {site.upstream}:{site.port} {{",
+                *["	" + line for line in self._strip_lines(site)],
                 f"					lb_try_duration {RETRY_DURATION}",
                 f"					lb_try_interval {RETRY_INTERVAL}",
                 "				}",

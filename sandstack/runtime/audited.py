@@ -61,7 +61,7 @@ class Audited:
         self.metrics.call(operation if route else "unrouted", status, took,
                           pool=getattr(request.state, "pool", None),
                           outcome=getattr(request.state, "exec_outcome", None))
-        if self.audit is not None:
+        if self.audit is not None and not (getattr(request.state, "quiet", False) and status < 300):
             actor = request.headers.get(ACTOR_HEADER, "")[:64]
             peer = request.client.host if request.client else "-"
             scope = getattr(request.state, "scope", None)

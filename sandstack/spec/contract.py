@@ -80,3 +80,9 @@ LABEL_SUBNET = f"{LABEL_PREFIX}subnet"  # a sandbox's pool subnet (a new subnet 
 def label_key(field: str) -> str:
     """`sandstack.<field>`, with '_' written '-' (`managed_by` → `sandstack.managed-by`)."""
     return f"{LABEL_PREFIX}{field.replace('_', '-')}"
+
+# `urls.auth: session` (the ingress asks the runtime before each request; sandstack.runtime.routes.url_auth): where a
+# visitor's session token travels, apart from the app's own Authorization header.
+URL_AUTH_COOKIE = "sandstack_session"  # the cookie a browser keeps it in, for that site only
+URL_AUTH_QUERY = "sandstack_token"  # a first visit's token in the URL, swapped for the cookie at once
+URL_AUTH_HEADER = "X-Sandstack-Token"  # a program's

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from sandstack.spec.egress import EgressRule, parse_entry
-from sandstack.spec.models.network import ConnectionBounds
+from sandstack.spec.models.network import ConnectionBounds, Urls
 from sandstack.spec.models import (
     BUILTIN_LIMITS,
     GpuRequest,
@@ -161,6 +161,7 @@ class ResolvedTemplate:
     sudo: bool = False  # the user may `sudo` (its capabilities and no_new_privileges above already say so)
     session: SessionPolicy = field(default_factory=lambda: SessionPolicy())  # the runtime's, whole block
     platform: str | None = None  # 'linux/arm64'...; None: each host's own architecture
+    url_auth: str = "none"  # who may open its URLs (`urls.auth`)
 
 
 @dataclass(frozen=True)
@@ -328,6 +329,7 @@ def resolve_template(stack: Stack, name: str, source: Path) -> ResolvedTemplate:
         sudo=field("security", "sudo"),
         session=t.session or d.session or SessionPolicy(),
         platform=_pick(t.platform, d.platform),
+        url_auth=(t.urls or d.urls or Urls()).auth,
     )
 
 

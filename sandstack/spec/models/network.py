@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import StringConstraints, WithJsonSchema
 
 from sandstack.spec.access import AS_FIELDS, NEVER, loosens
+from sandstack.spec.contract import URL_AUTH_COOKIE, URL_AUTH_HEADER, URL_AUTH_QUERY
 from sandstack.spec.egress import METADATA_RANGES
 from sandstack.spec.changes import (DIRECT_ROUTE, NONE, ROUTE_KEPT, ROUTING, UNLOGGED_ALLOW_ALL, URL_AND_ROUTING, URL_PORT,
                                      URL_PORTS_CHANGE, Effect)
@@ -230,4 +231,28 @@ class Port(StrictModel):
         None, description="Optional name for the port in stack outputs, e.g. 'http'; a url port's env var is "
         "named after it.", change=Effect(when=((URL_PORT, Effect(sandboxes="replace")),)),
         access=NEVER
+    )
+
+
+# The ingress's Caddyfile holds the check (its site's `forward_auth` to the runtime); nothing else changes.
+URL_AUTH = Effect(host=frozenset({"ingress"}))
+
+
+class Urls(StrictModel):
+    """Who may open the URLs of the template's `exposure: url` ports."""
+
+    auth: Literal["none", "session"] = field(
+        "none",
+        description=(
+            "'none' (default): anyone who knows a URL's host name reaches the sandbox's port. 'session': only a "
+            "holder of the token of the session bound to the sandbox (the claim's answer): the ingress asks the "
+            f"host's runtime before each request. A program sends it in the `{URL_AUTH_HEADER}` header; a browser "
+            f"opens the URL once with `?{URL_AUTH_QUERY}=<token>`, is sent on to the same URL without it and keeps "
+            f"it in an HttpOnly cookie `{URL_AUTH_COOKIE}` of that site, which the sandbox's app never receives. "
+            "Anything else — no token, another session's, a released or expired one, a site with no session — gets "
+            "the same 401. Needs a runtime on every host of the template's pools (rule `url-auth`). A change "
+            "reloads the ingress's configuration."),
+        change=URL_AUTH,
+        access=loosens("ports", "to 'none': a session's URLs open to anyone who knows their host name",
+                       "session", "none"),
     )

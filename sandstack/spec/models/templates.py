@@ -26,7 +26,7 @@ from sandstack.spec.models.base import (
     text,
 )
 from sandstack.spec.models.limits import Lifecycle, LimitsOverride
-from sandstack.spec.models.network import NETWORK_BLOCK, NETWORK_ROLES, PORTS, NetworkPolicy, Port
+from sandstack.spec.models.network import URL_AUTH, NETWORK_BLOCK, NETWORK_ROLES, PORTS, NetworkPolicy, Port, Urls
 from sandstack.spec.units import MIB
 
 CAPABILITIES = (
@@ -383,6 +383,9 @@ class TemplateDefaults(StrictModel):
         None, description="The runtime's session policy; a template's own replaces the inherited one whole.",
         change=RUNTIME,
         access=NEVER)
+    urls: Urls | None = field(
+        None, description="Who may open the sandbox's URLs (its `exposure: url` ports); a template's own replaces the "
+                          "inherited one whole.", change=URL_AUTH, access=AS_FIELDS)
 
 
 class Template(TemplateDefaults):

@@ -76,5 +76,31 @@ def hibernation_needs_runtime(ctx: Context) -> Iterator[Diagnostic]:
                             "`session.idle`", "session-runtime")
 
 
+
+
+@rule("url-auth")
+def url_auth_needs_runtime(ctx: Context) -> Iterator[Diagnostic]:
+    """`urls.auth: session` is checked by the host's runtime (it holds the session tokens): every host of a pool of
+    such a template must run one, and the template must have a url port for it to guard."""
+    for name, pool in ctx.stack.pools.items():
+        template = ctx.stack.templates.get(pool.template)
+        urls = template and (template.urls or ctx.stack.defaults.urls)
+        if urls is None or urls.auth != "session":
+            continue
+        where = (("templates", pool.template, "urls", "auth") if template.urls is not None
+                 else ("defaults", "urls", "auth"))
+        if not any(p.exposure == "url" for p in template.ports):
+            yield ctx.error(where, f"template {pool.template!r} (pool {name!r}) asks for session tokens on its URLs, "
+                            "but has no port with `exposure: url`: nothing to guard; add a url port or remove "
+                            "`urls.auth`", "url-auth")
+            continue
+        bare = [h for h in pool.hosts if h in ctx.stack.hosts and ctx.stack.hosts[h].runtime is None]
+        if bare:
+            yield ctx.error(("pools", name, "hosts"), f"template {pool.template!r} asks for session tokens on its "
+                            f"URLs (`{'.'.join(where)}: session`), but host(s) " + ", ".join(bare) + f" of pool "
+                            f"{name!r} declare no runtime, which holds the session tokens the ingress checks; add "
+                            "`runtime` to them, or set `urls.auth: none`", "url-auth")
+
+
 # This module's rules, in the order they run (the registry, sandstack.spec.rules.RULES, lists each module).
-RULES = (exec_limits_are_bounded, scoped_tokens_name_placed_pools, hibernation_needs_runtime,)
+RULES = (exec_limits_are_bounded, scoped_tokens_name_placed_pools, hibernation_needs_runtime, url_auth_needs_runtime)
