@@ -102,6 +102,11 @@ def compare_templates(pool: str, old: ResolvedTemplate, new: ResolvedTemplate) -
             add(True, "ports", f"port {p.port}/{p.protocol} {EXPOSED[p.exposure]} (was {before})")
         elif EXPOSURE_ORDER[p.exposure] < EXPOSURE_ORDER[before]:
             add(False, "ports", f"port {p.port}/{p.protocol} exposure {before} → {p.exposure}")
+    # Who may open its URLs: 'none' opens them to anyone who knows their host names.
+    if old.url_auth != new.url_auth and any(p.exposure == "url" for p in new.ports):
+        opened = new.url_auth == "none"
+        add(opened, "ports", "URLs open to anyone who knows their host name (was: the session's token only)" if opened
+            else "URLs need the session's token (urls.auth: session)")
     # Privileges.
     for cap in sorted(set(new.capabilities) - set(old.capabilities)):
         add(True, "privileges", f"capability {cap} added")

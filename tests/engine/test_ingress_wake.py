@@ -7,6 +7,7 @@ the Caddyfile only names; and no sandbox reaches the runtime's address on the in
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -38,7 +39,7 @@ class Echo(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
     def do_GET(self):
-        self.answer(socket.gethostname().encode())
+        self.answer(str(self.headers).encode() if self.path == "/headers" else socket.gethostname().encode())
     def do_POST(self):
         self.answer(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
 http.server.ThreadingHTTPServer(("", 8080), Echo).serve_forever()
@@ -50,23 +51,27 @@ def _spec(image: str) -> str:
     template = {"base_image": image, "command": ["python3", "-c", SERVE], "limits": {"memory": "128MiB"},
                 "readiness": {"command": PROBE, "interval": "1s"},
                 "ports": [{"port": 8080, "exposure": "url", "name": "app"}], "session": {"idle": "never"}}
-    data = yaml.safe_load(engine_spec(image, {"web": template},
-                                      {"web": {"template": "web", "hosts": ["local"], "replicas": 1, "max": 2}}))
+    # The same app behind `urls.auth: session` (docs/design/ingress.md, "Who may open a URL").
+    authed = {**template, "urls": {"auth": "session"}}
+    data = yaml.safe_load(engine_spec(image, {"web": template, "authed": authed},
+                                      {"web": {"template": "web", "hosts": ["local"], "replicas": 1, "max": 2},
+                                       "authed": {"template": "authed", "hosts": ["local"], "replicas": 1}}))
     data["hosts"]["local"]["ingress"] = {"domain": DOMAIN, "port": INGRESS_PORT, "exposure": "host"}
     data["hosts"]["local"]["runtime"] = {"port": PORT, "token": {"secret": "runtimeToken"}}
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def _get(name: str, max_time: int = 60, *, data: Path | None = None, headers: Path | None = None) \
-        -> tuple[int, str, float]:
+def _get(name: str, max_time: int = 60, *, data: Path | None = None, headers: Path | None = None,
+         path: str = "/who", send: tuple[str, ...] = ()) -> tuple[int, str, float]:
     """An HTTPS request from this machine to the ingress for `name` (a POST of the file `data` if given; the
     answer's headers written to `headers` if given): status, body, seconds it took."""
     start = time.monotonic()
     post = ["--data-binary", f"@{data}", "-H", "Content-Type: application/octet-stream"] if data else []
     post += ["-D", str(headers)] if headers else []
+    post += [arg for header in send for arg in ("-H", header)]
     out = subprocess.run(["curl", "-sk", "--max-time", str(max_time), "--resolve",
                           f"{name}:{INGRESS_PORT}:127.0.0.1", "-w", "\n%{http_code}", *post,
-                          f"https://{name}:{INGRESS_PORT}/who"], capture_output=True, text=True)
+                          f"https://{name}:{INGRESS_PORT}{path}"], capture_output=True, text=True)
     body, _, code = out.stdout.rpartition("\n")
     return int(code or 0), body.strip(), time.monotonic() - start
 
@@ -81,7 +86,7 @@ def stack(debian_image, harness_sweep_orphans, tmp_path_factory):
 
 @pytest.fixture
 def client(stack):
-    with local_client(PORT, TOKEN, ["web"], timeout=120) as c:
+    with local_client(PORT, TOKEN, ["web", "authed"], timeout=120) as c:
         yield c
 
 
@@ -254,3 +259,32 @@ def test_a_slow_loris_from_one_source_leaves_platform_calls_answering(stack, cli
 def resource_limit() -> int:
     import resource
     return resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+
+
+def _refused(site: str, *send: str) -> tuple[int, str]:
+    code, body, _ = _get(site, send=send)
+    return code, json.loads(body or "{}").get("error", body)
+
+
+def test_a_session_url_answers_only_its_sessions_token_and_the_app_never_sees_it(stack, client, tmp_path):
+    site = f"8080-authed-0.{DOMAIN}"
+    refused = (401, "a session token for this site is required")
+    assert _refused(site) == refused  # no session, no token
+    sandbox = client.claim("authed", "url-auth-1")
+    other = client.claim("web", "url-auth-2")
+    assert _refused(site) == refused
+    assert _refused(site, f"X-Sandstack-Token: {other.token}") == refused  # another session's
+    code, body, _ = _get(site, path="/headers", send=(f"X-Sandstack-Token: {sandbox.token}", "Cookie: theme=dark"))
+    assert code == 200 and "theme=dark" in body and sandbox.token not in body and "X-Sandstack-Token" not in body
+    # A browser's first visit: the token in the URL is swapped for a cookie, and the cookie then opens the site.
+    headers = tmp_path / "headers"
+    code, _, _ = _get(site, path=f"/headers?x=1&sandstack_token={sandbox.token}", headers=headers)
+    seen = headers.read_text().lower()
+    assert code == 303 and "location: /headers?x=1\r\n" in seen
+    assert f"set-cookie: sandstack_session={sandbox.token.lower()};" in seen and "httponly" in seen
+    code, body, _ = _get(site, path="/headers", send=(f"Cookie: theme=dark; sandstack_session={sandbox.token}",))
+    assert code == 200 and "theme=dark" in body and "sandstack_session" not in body, body
+    sandbox.release()
+    assert _refused(site, f"X-Sandstack-Token: {sandbox.token}") == refused  # released: its token ended
+    # The unauthenticated web pool is as open as before.
+    assert _get(f"8080-web-0.{DOMAIN}")[0] == 200

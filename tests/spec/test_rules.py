@@ -454,6 +454,11 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
           "hibernate`), but no host of pool 'web' (local) declares a runtime, which binds sessions and hibernates "
           "them: its sandboxes would never hibernate; add `runtime` to a host, or set another `session.idle`"]),
     ],
+    "url-auth": [
+        ("session-auth-without-a-url-port", change("    secrets:\n", "    urls: {auth: session}\n    secrets:\n"),
+         ["stack.yaml:40:18: $.templates.web.urls.auth: template 'web' (pool 'web') asks for session tokens on its "
+          "URLs, but has no port with `exposure: url`: nothing to guard; add a url port or remove `urls.auth`"]),
+    ],
     "connection-bounds": [
         ("rate-above-the-default-pool-rate",
          change("      egress: allow-list\n      allow:\n        - api.example.com\n",

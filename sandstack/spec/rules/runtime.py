@@ -90,6 +90,8 @@ def url_auth_needs_runtime(ctx: Context) -> Iterator[Diagnostic]:
         where = (("templates", pool.template, "urls", "auth") if template.urls is not None
                  else ("defaults", "urls", "auth"))
         if not any(p.exposure == "url" for p in template.ports):
+            if template.urls is None:
+                continue  # the stack's defaults ask it of every template: one without URLs has none to guard
             yield ctx.error(where, f"template {pool.template!r} (pool {name!r}) asks for session tokens on its URLs, "
                             "but has no port with `exposure: url`: nothing to guard; add a url port or remove "
                             "`urls.auth`", "url-auth")
