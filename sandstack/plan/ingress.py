@@ -87,6 +87,10 @@ RETRY_INTERVAL = "250ms"
 SENT = ('!({http.request.method} in ["GET", "HEAD", "OPTIONS"]) || '
         '!({http.request.header.Content-Length} in ["", "0"])')
 WOKE_RETRY = "sandbox woke: send the request again"
+# One answer for every name that serves nothing now: a name under the domain no site has, a site whose sandbox is
+# stopped or not made, a site whose session cannot be woken. Site names are predictable
+# (`<port>-<pool>-<replica>.<domain>`): distinct answers told pools, replicas and live sessions apart.
+NOT_RUNNING = "sandbox not running"
 
 
 @dataclass(frozen=True)
@@ -179,9 +183,10 @@ class IngressPlan:
             first, *rest = [*self._auth_lines(site), *self._proxy_lines(site)]
             lines += [f"https://{site.host_name} {{", tls + first, *rest, *self._wake_lines(site), "}"]
         if not self.spec.acme_email:
-            # Any other name under the domain (an undeclared port, a sandbox that does not exist) gets a 404 here,
-            # never a guess at an upstream. ACME cannot sign a wildcard over HTTP, so it has no such site.
-            lines += [f"https://*.{self.spec.domain} {{", tls + '\trespond "no such sandbox port" 404', "}"]
+            # Any other name under the domain (an undeclared port, a sandbox that does not exist) gets the answer of a
+            # site that serves nothing now, never a guess at an upstream. ACME cannot sign a wildcard over HTTP, so it
+            # has no such site.
+            lines += [f"https://*.{self.spec.domain} {{", tls + f'\trespond "{NOT_RUNNING}" 502', "}"]
         return "\n".join(lines) + "\n"
 
     def _auth_lines(self, site: Site) -> list[str]:
@@ -222,8 +227,8 @@ class IngressPlan:
         Retry-After: its body is gone (the failed first try at the sandbox closed it: Go's transport closes a
         request's body when a round trip fails, dial errors included), and sent on empty it would reach the
         sandbox truncated. Every error of this site is the proxy's (nothing else here fails), so no status matcher."""
-        if self.wake is None:
-            return []
+        if self.wake is None:  # nothing to wake: the same answer as a name no site has
+            return ["	handle_errors {", f'		respond "{NOT_RUNNING}" 502', "	}"]
         return ["	handle_errors {",
                 f"		reverse_proxy {self.wake.runtime_address}:{self.wake.port} {{",
                 "			method GET",  # sent without the visitor's body, which is closed by now (wake.py)
@@ -242,7 +247,7 @@ class IngressPlan:
                 "				}",
                 "			}",
                 "			handle_response {",
-                '				respond "sandbox not running" 502',
+                f'				respond "{NOT_RUNNING}" 502',
                 "			}",
                 "		}",
                 "	}"]

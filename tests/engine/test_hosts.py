@@ -104,7 +104,7 @@ def test_each_host_kind_serves_its_sandboxes_urls(fleet, host):
     address = fleet.hosts[host].address
     wait_until(lambda: _get(address, name)[0] == 200, timeout=60, what=f"{host}: its ingress serving {name}")
     assert _get(address, name) == (200, host)
-    assert _get(address, f"8080-web-1.{DOMAIN}") == (404, "no such sandbox port")
+    assert _get(address, f"8080-web-1.{DOMAIN}") == (502, "sandbox not running")
 
 
 def _guard_records(fleet, host: str, sandbox) -> list[dict]:

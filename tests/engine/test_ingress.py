@@ -57,9 +57,10 @@ def test_each_url_reaches_its_own_sandbox_and_port_and_nothing_else(stack):
     for index in (0, 1):
         for port in (8080, 8081):
             assert _get(f"{port}-web-{index}.{DOMAIN}") == (200, f"web-{index}:{port}")
-    # Names no sandbox port has: a 404 from the proxy, never a guess at an upstream.
+    # Names no sandbox port has: the proxy's answer of a site that serves nothing now (a stopped sandbox's too), never
+    # a guess at an upstream.
     for name in (f"9999-web-0.{DOMAIN}", f"8080-web-2.{DOMAIN}", f"8080-other-0.{DOMAIN}", f"web-0.{DOMAIN}"):
-        assert _get(name) == (404, "no such sandbox port"), name
+        assert _get(name) == (502, "sandbox not running"), name
 
 
 def test_a_sandbox_knows_its_urls_and_its_ports_are_not_published(stack, docker_client):

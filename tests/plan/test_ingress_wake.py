@@ -119,13 +119,15 @@ def test_each_site_asks_the_runtime_then_retries_the_sandbox(tmp_path):
         "}\n")
     assert text.count("\thandle_errors {") == 2  # the warm sandbox's site and the on-demand place's
     # The catch-all for unknown names wakes nothing.
-    assert text.endswith('https://*.sbx.example.com {\n\ttls internal\n\trespond "no such sandbox port" 404\n}\n')
+    assert text.endswith('https://*.sbx.example.com {\n\ttls internal\n\trespond "sandbox not running" 502\n}\n')
 
 
 def test_without_a_runtime_the_ingress_is_as_before(tmp_path):
     plan = _plan(tmp_path, runtime=None, max_=1)
     ingress = plan.hosts["local"].ingress
-    assert ingress.wake is None and "handle_errors" not in ingress.caddyfile
+    assert ingress.wake is None and "/v1/wake" not in ingress.caddyfile
+    # A stopped sandbox's site answers as a name no site has.
+    assert ingress.caddyfile.count('\thandle_errors {\n\t\trespond "sandbox not running" 502\n\t}\n') == 1
     assert "ipam_configs" not in _node(plan, "-local-ingress-net").inputs
     container = _node(plan, "-local-ingress-container")
     assert container.inputs["networks_advanced"][0].keys() == {"name"} and "dns" not in container.inputs
