@@ -125,6 +125,7 @@ class PoolRuntime:
     writable_root: bool = False
     # The ceiling and the recipe of each place above the warm `sandboxes` (None: no on demand).
     ondemand: OnDemand | None = None
+    wakes_per_hour: int = 60  # per URL site (`session.wakes_per_hour`): past it a wake is refused (429)
 
     @property
     def places(self) -> tuple[str, ...]:

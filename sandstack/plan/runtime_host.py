@@ -101,6 +101,7 @@ def pool_runtime(stack: str, placement: Placement, ondemand: OnDemand | None = N
         output_limit_bytes=session.exec_output_limit,
         writable_root=not t.read_only_root,
         ondemand=ondemand,
+        wakes_per_hour=session.wakes_per_hour,
     )
 
 

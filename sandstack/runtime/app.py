@@ -23,6 +23,7 @@ from sandstack.runtime.service import Runtime
 from sandstack.runtime.session_keys import owner, shown
 from sandstack.runtime.threads import widen_threads
 from sandstack.runtime.tokens import Tokens
+from sandstack.runtime.wake_rate import WakeRate
 
 log = logging.getLogger("sandstack.runtime")
 VERSION = "1"
@@ -78,6 +79,7 @@ def create_app(runtime: Runtime | None, *, token: str = "", audit: AuditLog | No
         app.router.on_startup.append(start_monitor)
         app.router.on_shutdown.append(stop_monitor)
     app.state.runtime, app.state.audit = runtime, audit
+    app.state.wakes = WakeRate()  # per URL site (routes.wake)
     app.state.tokens = tokens or Tokens(token)
     source = None if runtime is None else Source(runtime.live, runtime.store, runtime.storage)
     metrics = app.state.metrics = make_metrics(source)

@@ -171,3 +171,25 @@ def test_many_first_requests_at_once_make_one_wake_and_the_others_wait_on_it(wok
     assert sorted(a.json()["woke"] for a in answers) == [False] * 59 + [True]
     assert made == [PLACES[0]]
     assert env.api.get(f"/v1/sandboxes/{PLACES[0]}/files/notes.txt").content == b"kept"
+
+
+def test_a_site_past_its_wakes_per_hour_is_refused_until_the_hour_has_passed(woke):
+    env, ingress = woke
+    env.runtime.reconfigure(replace(env.runtime.config, pools={
+        name: replace(pool, wakes_per_hour=2) for name, pool in env.runtime.config.pools.items()}),
+        "wakes-2")
+    clock = [1000.0]
+    ingress.app.state.wakes.clock = lambda: clock[0]
+    env.claim("a", pool="od")
+    for _ in range(2):
+        env.api.post(f"/v1/sandboxes/{WARM}/pause")
+        assert ingress.get("/v1/wake", params={"site": SITE_WARM}).json()["woke"] is True
+    # A running sandbox's wake resumes nothing and counts nothing.
+    assert ingress.get("/v1/wake", params={"site": SITE_WARM}).json()["woke"] is False
+    env.api.post(f"/v1/sandboxes/{WARM}/pause")
+    refused = ingress.get("/v1/wake", params={"site": SITE_WARM})
+    assert (refused.status_code, refused.json()["error"]) == (
+        429, f"site {SITE_WARM!r} woke its sandbox 2 times in the last hour (`session.wakes_per_hour`)")
+    assert env.api.get("/v1/sessions/a").json()["status"] == "paused"  # nothing changed
+    clock[0] += 3600
+    assert ingress.get("/v1/wake", params={"site": SITE_WARM}).json()["woke"] is True

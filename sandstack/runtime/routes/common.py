@@ -19,7 +19,7 @@ ACTOR_HEADER = "X-Sandstack-Actor"  # who the caller acts for (a user, an agent 
 bearer = HTTPBearer(auto_error=False, description="The host's runtime token, a scoped token of some of its pools "
                                                   "(Pulumi secrets), or a session's own token (a claim's answer).")
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Error}
-                                           for code in (400, 401, 403, 404, 409, 413, 422, 502, 503, 504, 507)}
+                                           for code in (400, 401, 403, 404, 409, 413, 422, 429, 502, 503, 504, 507)}
 BINARY = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
 
 

@@ -10,7 +10,8 @@ The site is one of the host's ingress sites (the plan gives the runtime each one
 `RuntimeConfig.sites`, from sandstack.plan.ingress `Site`). A hibernated sandbox is resumed (started, its files
 written back, its readiness probe passed), a paused one unpaused, a bound one left as it is; the answer says
 which status it has now, and nothing else of the session (the ingress needs no session id). A sandbox with no
-session (idle, absent, creating) has nothing to wake: 409.
+session (idle, absent, creating) has nothing to wake: 409. A site that woke its sandbox `session.wakes_per_hour`
+times in the last hour is refused (429; sandstack.runtime.wake_rate); the ingress answers every refusal alike.
 
 The ingress's token (`SANDSTACK_RUNTIME_WAKE_TOKEN`, scope 'ingress-wake') has no pool: every other route treats
 it as a token of no pools (404 for every session, sandbox, snapshot and pool, 403 for the operators' reads), so
@@ -60,5 +61,9 @@ def wake(request: Request, site: str = Query(..., description="The site's host n
     if row.session is None or row.status not in WAKES:
         raise conflict(f"site {site!r}: its sandbox has no session to wake ({row.status})", site=site,
                        status=row.status)
+    limit = runtime.config.pools[pool].wakes_per_hour
+    if row.status != "bound" and not request.app.state.wakes.take(site, limit):
+        raise ApiError(429, f"site {site!r} woke its sandbox {limit} times in the last hour "
+                            "(`session.wakes_per_hour`)", site=site, wakes_per_hour=limit)
     # One wake at a time per sandbox: the others wait on it and answer woke=false (sandstack.runtime.hibernate).
     return {"site": site, "status": "bound", "woke": runtime.hibernation.wake(sandbox)}

@@ -277,6 +277,11 @@ class SessionPolicy(StrictModel):
         access=NEVER)
     idle_after: Duration = field("15m", description="Idle time before `idle` applies. Default '15m'.", change=RUNTIME,
                                  access=NEVER)
+    wakes_per_hour: int = field(
+        60, description="Wakes one URL site may cause in an hour (a request to a hibernated or paused session's URL "
+        "resumes it: docs/design/ondemand.md); past it the site answers as a stopped one (502) until the hour's count "
+        "falls, so requests at a sandbox that hibernates again and again cannot keep the host resuming it. Default "
+        "60.", change=RUNTIME, access=NEVER, ge=1, le=3600)
     snapshots: int = field(10, description="Workspace snapshots kept per pool and host (the newest). Default 10.",
                            change=RUNTIME,
                            access=NEVER, ge=1, le=1000)
