@@ -126,6 +126,7 @@ class PoolRuntime:
     # The ceiling and the recipe of each place above the warm `sandboxes` (None: no on demand).
     ondemand: OnDemand | None = None
     wakes_per_hour: int = 60  # per URL site (`session.wakes_per_hour`): past it a wake is refused (429)
+    terminal_idle_seconds: int | None = None  # a terminal without input or output this long is closed (None: never)
 
     @property
     def places(self) -> tuple[str, ...]:

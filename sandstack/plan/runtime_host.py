@@ -102,6 +102,7 @@ def pool_runtime(stack: str, placement: Placement, ondemand: OnDemand | None = N
         writable_root=not t.read_only_root,
         ondemand=ondemand,
         wakes_per_hour=session.wakes_per_hour,
+        terminal_idle_seconds=session.terminal_idle,
     )
 
 

@@ -167,3 +167,30 @@ def test_terminals_count_toward_the_sandboxs_processes(env, url):
         while env.runtime.processes._unlisted and time.monotonic() < deadline:
             time.sleep(0.05)
         assert sandbox.start(["sleep", "300"]).info.status == "running"
+
+
+def test_a_terminal_without_input_or_output_for_the_pools_terminal_idle_is_closed_with_4408(env, url):
+    from dataclasses import replace
+
+    from sandstack.client import SandstackError
+
+    config = env.runtime.config
+    env.runtime.reconfigure(replace(config, pools={**config.pools, "py": replace(config.pools["py"],
+                                                                                 terminal_idle_seconds=1)}), "idle-1")
+    with Client.from_outputs(outputs(url)) as client:
+        sandbox = client.claim("py", "term-idle")
+        with sandbox.terminal(command=["sh", "-i"]) as term:
+            # Output keeps it open: a line every 0.4 s for 2 s, past the 1 s bound.
+            term.send("for i in 1 2 3 4 5; do sleep 0.4; echo tick-$i; done; echo done-$((6 * 7))\n")
+            term.read_until("done-42", timeout=30)
+            started = time.monotonic()
+            with pytest.raises(SandstackError) as closed:
+                while True:
+                    term.recv(timeout=30)
+            assert time.monotonic() - started >= 0.9  # not before the bound
+        assert (closed.value.status, closed.value.message) == (
+            408, "closed after 1 s without input or output (session.terminal_idle)")
+        line = [line for line in env.audit.tail(20) if line["operation"] == "terminal"][-1]
+        assert (line["status"], line["outcome"]) == (408, closed.value.message)
+        # Its slot is free again: the sandbox's processes do not count it.
+        assert sandbox.exec(script="echo ok").stdout == "ok\n"

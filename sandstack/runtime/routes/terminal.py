@@ -14,6 +14,9 @@ or at the sandbox's 32 processes, 4422 a query value out of bounds) and the mess
 accept would reach the client as a bare 403 on uvicorn, which is why the query is checked here, not by FastAPI).
 A terminal counts toward the sandbox's processes (sandstack.runtime.processes.MAX_RUNNING) while it is open.
 
+A pool's `session.terminal_idle` closes a terminal with neither input nor output for that long (4408, the reason
+naming it; the audit line says so), freeing the process slot an abandoned one holds.
+
 Output waits for the client: past OUTPUT_WINDOW bytes not yet sent, the reader stops, and the process blocks on
 its writes, so a slow client costs the runtime no more than that window. The audit log records a terminal's
 opening and closing (who, sandbox, session, exit code), never its input or output.
@@ -24,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, WebSocket, WebSocketDisconnect
@@ -67,8 +71,10 @@ class _Window:
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop, self.queue = loop, asyncio.Queue()
         self.pending, self.cond, self.closed = 0, threading.Condition(), False
+        self.active = time.monotonic()  # the last output or input (`session.terminal_idle`)
 
     def write(self, data: bytes) -> int:
+        self.active = time.monotonic()
         with self.cond:
             self.cond.wait_for(lambda: self.pending < OUTPUT_WINDOW or self.closed)
             if self.closed:
@@ -132,7 +138,7 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
     who = f"{actor}@{peer}" if actor else peer
     loop = asyncio.get_running_loop()
     window = _Window(loop)
-    session = None
+    session, idle = None, None
 
     def record(outcome: str, status: int) -> None:
         if audit is not None:
@@ -140,11 +146,12 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
                          sandbox=sandbox, scope=scope.name)
 
     def start() -> Process:
-        nonlocal session
+        nonlocal session, idle
         row = runtime.sandboxes.get(sandbox)
         check_sandbox(scope, row, runtime.host)  # another pool's (or session's) sandbox: 404, as for every route
         session = shown(row.session)
-        root = runtime.sandboxes.pool(row.pool).workspace_root
+        pool = runtime.sandboxes.pool(row.pool)
+        root, idle = pool.workspace_root, pool.terminal_idle_seconds
         # The session's run-scoped secrets, as for every command of the session.
         cmd = Command(list(command) if command else SHELL, root,
                       {**runtime.credentials.env(sandbox, row.session), "TERM": TERM})
@@ -172,14 +179,26 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
     ended = loop.create_task(run_in_threadpool(proc.handle.wait, None))
     pump = loop.create_task(_send_output(websocket, window))
     code = None
+    receive: asyncio.Task | None = None
     try:
         while True:
-            receive = loop.create_task(websocket.receive())
-            done, _ = await asyncio.wait({receive, ended}, return_when=asyncio.FIRST_COMPLETED)
+            receive = receive or loop.create_task(websocket.receive())
+            left = None if idle is None else max(window.active + idle - time.monotonic(), 0.05)
+            done, _ = await asyncio.wait({receive, ended}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
             if ended in done:
                 receive.cancel()
                 break
-            message = receive.result()
+            if not done:  # the idle deadline passed, unless output came meanwhile
+                if time.monotonic() - window.active >= idle:
+                    receive.cancel()
+                    reason = f"closed after {idle} s without input or output (session.terminal_idle)"
+                    record(reason, 408)
+                    await websocket.close(code=4408, reason=reason)
+                    code = "idle"
+                    break
+                continue
+            message, receive = receive.result(), None
+            window.active = time.monotonic()
             if message["type"] == "websocket.disconnect":
                 break
             if message.get("bytes"):
@@ -188,7 +207,7 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
                 refused = await run_in_threadpool(_control, proc, message["text"])
                 if refused:
                     await websocket.send_text(json.dumps({"type": "error", "error": refused}))
-        if ended.done():
+        if code is None and ended.done():
             code = proc.handle.exit_code
             await _drain(window, pump)
             await websocket.send_text(json.dumps({"type": "exit", "exit_code": code}))
@@ -199,7 +218,8 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
         window.close()
         pump.cancel()
         await run_in_threadpool(runtime.processes.close, proc)
-        record(f"terminal closed (exit {code})" if code is not None else "terminal closed by the client", 200)
+        if code != "idle":
+            record(f"terminal closed (exit {code})" if code is not None else "terminal closed by the client", 200)
 
 
 def _type(proc: Process, keys: bytes) -> None:

@@ -277,6 +277,11 @@ class SessionPolicy(StrictModel):
         access=NEVER)
     idle_after: Duration = field("15m", description="Idle time before `idle` applies. Default '15m'.", change=RUNTIME,
                                  access=NEVER)
+    terminal_idle: Duration | None = field(
+        None, description="A terminal (the runtime's WebSocket) with neither input nor output for this long is closed: "
+        "its shell and everything it started end, the client gets close code 4408 with the reason, and the audit log "
+        "says why. Frees the process slot an abandoned terminal holds. Default: none (open until the client or the "
+        "shell ends it).", change=RUNTIME, access=NEVER)
     wakes_per_hour: int = field(
         60, description="Wakes one URL site may cause in an hour (a request to a hibernated or paused session's URL "
         "resumes it: docs/design/ondemand.md); past it the site answers as a stopped one (502) until the hour's count "
