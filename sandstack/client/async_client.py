@@ -166,11 +166,11 @@ class AsyncSandbox(Handle):
         return await AsyncWatch(AsyncProcess(self, ProcessInfo.of(await self.host.watch(self.name, path,
                                                                                         interval)))).ready()
 
-    def terminal(self, rows: int = 24, cols: int = 80, command: list[str] | None = None):
-        """An async context manager: a terminal (sandstack.client.terminal.AsyncTerminal)."""
+    def terminal(self, rows: int = 24, cols: int = 80, command: list[str] | None = None, mode: str = "raw"):
+        """An async context manager: a terminal (sandstack.client.terminal.AsyncTerminal); `mode` as the sync one's."""
         from sandstack.client.terminal import aopen_terminal
 
-        return aopen_terminal(self.host, self.name, rows, cols, command)
+        return aopen_terminal(self.host, self.name, rows, cols, command, mode)
 
     async def read_file(self, path: str) -> bytes:
         return file_content(await self.host.read_file(self.name, path), path, self.host.name)

@@ -193,11 +193,12 @@ class Sandbox(Handle):
 
         return Watch(Process(self, ProcessInfo.of(self.host.watch(self.name, path, interval))))
 
-    def terminal(self, rows: int = 24, cols: int = 80, command: list[str] | None = None):
-        """A context manager: a terminal (sandstack.client.terminal.Terminal) running a shell, or `command`."""
+    def terminal(self, rows: int = 24, cols: int = 80, command: list[str] | None = None, mode: str = "raw"):
+        """A context manager: a terminal (sandstack.client.terminal.Terminal) running a shell, or `command`;
+        `mode="command"`: `Terminal.run(...)` returns each command's output and exit status apart."""
         from sandstack.client.terminal import open_terminal
 
-        return open_terminal(self.host, self.name, rows, cols, command)
+        return open_terminal(self.host, self.name, rows, cols, command, mode)
 
     def read_file(self, path: str) -> bytes:
         return file_content(self.host.read_file(self.name, path), path, self.host.name)

@@ -4,6 +4,9 @@ client): keystrokes in, the terminal's bytes out, resize; the shell and all it s
     with sandbox.terminal(rows=24, cols=80) as term:
         term.send("echo hi\\n")
         print(term.read_until(b"hi", timeout=5))
+
+    with sandbox.terminal(mode="command") as term:  # each command's output and exit status apart
+        result = term.run("ls /work")  # {"output": ..., "exit_code": 0, ...}
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ def _refused(error: WebSocketDisconnect, host: str) -> SandstackError:
     return SandstackError(502, f"the terminal closed ({error.code}: {error.reason or 'no reason'})", {}, host)
 
 
-def _params(rows: int, cols: int, command: list[str] | None) -> dict[str, Any]:
-    return {"rows": rows, "cols": cols, **({"command": command} if command else {})}
+def _params(rows: int, cols: int, command: list[str] | None, mode: str = "raw") -> dict[str, Any]:
+    return {"rows": rows, "cols": cols, **({"command": command} if command else {}),
+            **({"mode": mode} if mode != "raw" else {})}
 
 
 class _Screen:
@@ -36,6 +40,8 @@ class _Screen:
     def __init__(self) -> None:
         self.output, self.exit_code, self.closed = bytearray(), None, False
         self.errors: list[str] = []
+        self.results: dict[int, dict] = {}  # command mode: each command's result by its id
+        self.commands = 0  # command mode: the runtime numbers commands 1, 2... as they are sent
 
     def take(self, event: Any) -> bytes:
         data = getattr(event, "data", None)  # httpx-ws gives wsproto's messages: bytes or text
@@ -48,7 +54,21 @@ class _Screen:
                 self.exit_code = message.get("exit_code")
             elif message.get("type") == "error":
                 self.errors.append(str(message.get("error")))
+            elif message.get("type") == "result":
+                self.results[int(message["id"])] = message
         return b""
+
+    def run_message(self, command: str, cancel: bool) -> tuple[int, str]:
+        self.commands += 1
+        return self.commands, json.dumps({"type": "run", "command": command, "cancel": cancel})
+
+    def waited(self, number: int, timeout: float, host: str) -> dict | None:
+        """The result of command `number` once it came; raises a refusal the runtime sent instead, or Timeout."""
+        if self.errors and self.errors[-1].startswith("run:"):
+            error = self.errors.pop()
+            self.commands -= 1
+            raise error_for(422, error, {}, host)
+        return self.results.get(number)
 
 
 class Terminal:
@@ -77,6 +97,30 @@ class Terminal:
                 raise _refused(error, self._host) from error
             raise EOFError("the terminal has closed") from error
 
+    def submit(self, command: str, *, cancel: bool = False) -> int:
+        """Command mode: sends `command` without waiting; its number, whose result `wait(number)` returns."""
+        number, message = self.screen.run_message(command, cancel)
+        self._ws.send_text(message)
+        return number
+
+    def run(self, command: str, *, cancel: bool = False, timeout: float = 60) -> dict:
+        """Command mode: runs `command` in the terminal's shell and returns its result (`output`, `exit_code`,
+        `truncated`, `cancelled`); `cancel`: Ctrl-C to the command still running first (its result: exit 130)."""
+        return self.wait(self.submit(command, cancel=cancel), timeout)
+
+    def wait(self, number: int, timeout: float = 60) -> dict:
+        """Command mode: the result of command `number` (a refusal of it raised as the runtime's error)."""
+        deadline = time.monotonic() + timeout
+        while (result := self.screen.waited(number, timeout, self._host)) is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Timeout(504, f"command {number} did not end within {timeout}s", {}, self._host)
+            try:
+                self.recv(timeout=left)
+            except TimeoutError:
+                continue
+        return result
+
     def read_until(self, wanted: bytes | str, timeout: float = 10) -> bytes:
         """Output up to and including `wanted` (all output since the terminal opened is kept in `screen`)."""
         wanted = wanted.encode() if isinstance(wanted, str) else wanted
@@ -94,8 +138,9 @@ class Terminal:
 
 
 @contextmanager
-def open_terminal(host: Any, sandbox: str, rows: int, cols: int, command: list[str] | None) -> Iterator[Terminal]:
-    with connect_ws(f"/v1/sandboxes/{sandbox}/terminal", host.http, params=_params(rows, cols, command)) as ws:
+def open_terminal(host: Any, sandbox: str, rows: int, cols: int, command: list[str] | None,
+                  mode: str = "raw") -> Iterator[Terminal]:
+    with connect_ws(f"/v1/sandboxes/{sandbox}/terminal", host.http, params=_params(rows, cols, command, mode)) as ws:
         terminal = Terminal(ws, host.name)
         yield terminal
 
@@ -125,6 +170,27 @@ class AsyncTerminal:
                 raise _refused(error, self._host) from error
             raise EOFError("the terminal has closed") from error
 
+    async def submit(self, command: str, *, cancel: bool = False) -> int:
+        number, message = self.screen.run_message(command, cancel)
+        await self._ws.send_text(message)
+        return number
+
+    async def run(self, command: str, *, cancel: bool = False, timeout: float = 60) -> dict:
+        """Command mode: as Terminal.run."""
+        return await self.wait(await self.submit(command, cancel=cancel), timeout)
+
+    async def wait(self, number: int, timeout: float = 60) -> dict:
+        deadline = time.monotonic() + timeout
+        while (result := self.screen.waited(number, timeout, self._host)) is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Timeout(504, f"command {number} did not end within {timeout}s", {}, self._host)
+            try:
+                await self.recv(timeout=left)
+            except TimeoutError:
+                continue
+        return result
+
     async def read_until(self, wanted: bytes | str, timeout: float = 10) -> bytes:
         wanted = wanted.encode() if isinstance(wanted, str) else wanted
         start, deadline = len(self.screen.output), time.monotonic() + timeout
@@ -142,7 +208,7 @@ class AsyncTerminal:
 
 @asynccontextmanager
 async def aopen_terminal(host: Any, sandbox: str, rows: int, cols: int,
-                         command: list[str] | None) -> AsyncIterator[AsyncTerminal]:
+                         command: list[str] | None, mode: str = "raw") -> AsyncIterator[AsyncTerminal]:
     async with aconnect_ws(f"/v1/sandboxes/{sandbox}/terminal", host.http,
-                           params=_params(rows, cols, command)) as ws:
+                           params=_params(rows, cols, command, mode)) as ws:
         yield AsyncTerminal(ws, host.name)

@@ -194,3 +194,46 @@ def test_a_terminal_without_input_or_output_for_the_pools_terminal_idle_is_close
         assert (line["status"], line["outcome"]) == (408, closed.value.message)
         # Its slot is free again: the sandbox's processes do not count it.
         assert sandbox.exec(script="echo ok").stdout == "ok\n"
+
+
+def test_command_mode_returns_each_commands_output_and_exit_status_apart(env, url):
+    with Client.from_outputs(outputs(url)) as client:
+        sandbox = client.claim("py", "term-cmd")
+        with sandbox.terminal(command=["sh", "-i"], mode="command") as term:
+            first = term.run("echo one; echo two >&2")
+            assert (first["id"], first["output"], first["exit_code"], first["cancelled"]) == (1, "one\ntwo\n", 0, False)
+            assert term.run("printf 'no newline'; exit_with() { return $1; }; exit_with 7") | {"id": 0} == {
+                "type": "result", "id": 0, "output": "no newline", "exit_code": 7, "truncated": False,
+                "cancelled": False}
+            assert term.run("cd /tmp && pwd")["output"] == "/tmp\n"
+            assert term.run("pwd")["output"] == "/tmp\n"  # one shell: its state carries from command to command
+            # A command that never ends, cancelled by the next one (Ctrl-C first).
+            waiting = term.submit("echo waiting; sleep 300")
+            term.read_until("waiting")
+            after = term.run("echo after", cancel=True)
+            assert (after["output"], after["exit_code"]) == ("after\n", 0)
+            cancelled = term.wait(waiting, timeout=1)
+            assert (cancelled["output"], cancelled["exit_code"], cancelled["cancelled"]) == ("waiting\n", 130, True)
+            # A bad run message is refused and runs nothing.
+            with pytest.raises(InvalidRequest, match="command must not hold Ctrl-C"):
+                term.run("echo \x03")
+            assert term.run("echo still")["output"] == "still\n"
+
+
+def test_an_unknown_mode_closes_with_4422(env, url):
+    with Client.from_outputs(outputs(url)) as client:
+        sandbox = client.claim("py", "term-mode")
+        with pytest.raises(InvalidRequest, match="query mode 'batch' is not one of: raw, command"):
+            with sandbox.terminal(mode="batch") as term:
+                term.recv(timeout=10)
+
+
+def test_the_async_terminals_command_mode(env, url):
+    async def main():
+        async with AsyncClient.from_outputs(outputs(url)) as client:
+            sandbox = await client.claim("py", "term-cmd-async")
+            async with sandbox.terminal(command=["sh", "-i"], mode="command") as term:
+                result = await term.run("echo $((6 * 7)); false")
+                return result["output"], result["exit_code"]
+
+    assert asyncio.run(main()) == ("42\n", 1)

@@ -39,8 +39,11 @@ from sandstack.runtime.processes import Command, Process
 from sandstack.runtime.routes.common import ACTOR_HEADER, ERRORS, authenticate, require_token, sandbox_param
 from sandstack.runtime.service import Runtime
 from sandstack.runtime.session_keys import shown
+from sandstack.runtime.terminal_marks import SETUP, Marks, typed
 from sandstack.runtime.tokens import check_sandbox
 
+MODES = ("raw", "command")  # `?mode=`: the terminal's bytes only, or commands' results too (terminal_marks)
+MAX_COMMAND = 64 * 1024  # characters of one command-mode command
 OUTPUT_WINDOW = 256 * 1024  # bytes of output read from the sandbox but not yet sent to the client
 SHELL = ["sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -i; exec sh -i"]
 TERM = "xterm-256color"
@@ -133,6 +136,12 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
         await websocket.close(code=4000 + error.status, reason=error.message[:120])
         return
     command = query.getlist("command") or None
+    mode = query.get("mode", "raw")
+    if mode not in MODES:
+        await websocket.accept()
+        await websocket.close(code=4422, reason=f"query mode {mode[:40]!r} is not one of: {', '.join(MODES)}")
+        return
+    marks = Marks() if mode == "command" else None
     actor = websocket.headers.get(ACTOR_HEADER, "")[:64]
     peer = websocket.client.host if websocket.client else "-"
     who = f"{actor}@{peer}" if actor else peer
@@ -160,6 +169,8 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
                                        sink=window)
         try:
             proc.handle.resize(rows, cols)
+            if marks is not None:
+                _type(proc, SETUP)
         except BaseException:
             runtime.processes.close(proc)
             raise
@@ -177,7 +188,8 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
     await websocket.accept()
     record("terminal opened", 101)
     ended = loop.create_task(run_in_threadpool(proc.handle.wait, None))
-    pump = loop.create_task(_send_output(websocket, window))
+    pump = loop.create_task(_send_output(websocket, window, marks))
+    commands = 0
     code = None
     receive: asyncio.Task | None = None
     try:
@@ -204,6 +216,18 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
             if message.get("bytes"):
                 await run_in_threadpool(_type, proc, message["bytes"])
             elif message.get("text"):
+                run = _run_message(message["text"]) if marks is not None else None
+                if run is not None:
+                    if isinstance(run, str):
+                        await websocket.send_text(json.dumps({"type": "error", "error": run}))
+                        continue
+                    commands += 1
+                    if run[1] and (cancelled := marks.cancel()) is not None:
+                        await run_in_threadpool(_type, proc, b"\x03")
+                        await websocket.send_text(json.dumps(cancelled))
+                    await run_in_threadpool(_type, proc, typed(commands, run[0]))
+                    await websocket.send_text(json.dumps({"type": "started", "id": commands}))
+                    continue
                 refused = await run_in_threadpool(_control, proc, message["text"])
                 if refused:
                     await websocket.send_text(json.dumps({"type": "error", "error": refused}))
@@ -245,11 +269,35 @@ def _control(proc: Process, text: str) -> str | None:
     return None
 
 
-async def _send_output(websocket: WebSocket, window: _Window) -> None:
+def _run_message(text: str) -> tuple[str, bool] | str | None:
+    """A command mode's `{"type": "run", "command": ..., "cancel": bool}`: (command, cancel), what is wrong with it, or
+    None for any other message."""
+    try:
+        message: Any = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("type") != "run":
+        return None
+    command, cancel = message.get("command"), message.get("cancel", False)
+    if not isinstance(command, str) or not command.strip() or len(command) > MAX_COMMAND:
+        return f"run: command must be a non-empty string of at most {MAX_COMMAND} characters; nothing was run"
+    if "\x03" in command or "\x04" in command:
+        return "run: command must not hold Ctrl-C or Ctrl-D (use cancel: true); nothing was run"
+    if not isinstance(cancel, bool):
+        return "run: cancel must be true or false; nothing was run"
+    return command, cancel
+
+
+async def _send_output(websocket: WebSocket, window: _Window, marks: Marks | None = None) -> None:
     while True:
         data = await window.queue.get()
         try:
+            # Read before sending: a client that saw these bytes may send its next command (a cancel) at once, and
+            # the command they started must be known running by then.
+            results = marks.feed(data) if marks is not None else ()
             await websocket.send_bytes(data)
+            for result in results:
+                await websocket.send_text(json.dumps(result))
         finally:
             window.sent(len(data))
 
