@@ -131,6 +131,19 @@ def test_a_terminal_runs_sh_interactively_with_resize(client):
     assert term.exit_code == 7
 
 
+def test_a_terminal_in_command_mode_gives_each_commands_output_and_status_and_cancels_on_request(client):
+    # The login shell of the real image (bash), on the runtime's own uvicorn and Docker exec.
+    sandbox = client.claim("agent", "tty-commands")
+    with sandbox.terminal(mode="command") as term:
+        assert (term.run("id -u; pwd")["output"], term.run("ls /nope")["exit_code"]) == ("10001\n/workspace\n", 2)
+        waiting = term.submit("echo waiting; sleep 300")
+        term.read_until("waiting", timeout=20)
+        after = term.run("echo after", cancel=True, timeout=20)
+        assert (after["output"], after["exit_code"]) == ("after\n", 0)
+        cancelled = term.wait(waiting, timeout=5)
+        assert (cancelled["exit_code"], cancelled["cancelled"]) == (130, True)
+
+
 def test_the_async_and_sync_clients_give_the_same_results(client):
     sandbox = client.claim("agent", "twins")
     script = "echo out; echo err >&2; printf 'partial'; exit 4"
