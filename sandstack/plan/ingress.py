@@ -215,7 +215,9 @@ class IngressPlan:
     def _strip_lines(site: Site) -> list[str]:
         if not site.auth:
             return []
-        return [f"\t\theader_up -{URL_AUTH_HEADER}", f'\t\theader_up Cookie "(^|;\\s*){URL_AUTH_COOKIE}=[^;]*" ""']
+        # Caddy 2.6 reads an empty replacement as no replacement (the pattern became the header's value): the
+        # separator before the cookie is kept instead ("a=1; " is a valid Cookie header).
+        return [f"\t\theader_up -{URL_AUTH_HEADER}", f'\t\theader_up Cookie "(^|;\\s*){URL_AUTH_COOKIE}=[^;]*" "$1"']
 
     def _wake_lines(self, site: Site) -> list[str]:
         """A site's error route when the proxy found no upstream (the sandbox stopped, hibernated, or not made):

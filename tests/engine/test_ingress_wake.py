@@ -8,6 +8,7 @@ the Caddyfile only names; and no sandbox reaches the runtime's address on the in
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -194,8 +195,13 @@ def test_the_runtimes_address_on_the_ingress_network_answers_neither_docker_brid
         for cmd in (["ip", "addr", "add", "10.250.250.2/30", "dev", f"{VETH}-n"], ["ip", "link", "set", "lo", "up"],
                     ["ip", "link", "set", f"{VETH}-n", "up"], ["ip", "route", "add", subnet, "via", "10.250.250.1"]):
             _run("ip", "netns", "exec", NETNS, *cmd)
-        # The way there works (the host's other address answers a ping), so a timeout is the rule's.
-        _run("ip", "netns", "exec", NETNS, "ping", "-c", "1", "-W", "3", "10.250.250.1")
+        # The way there works (a port of the host's answers on its veth address), so a timeout is the rule's.
+        with socket.socket() as listening:
+            listening.bind(("10.250.250.1", 0))
+            listening.listen()
+            way = _run("ip", "netns", "exec", NETNS, "python3", "-c", PROBE_CONNECT, "10.250.250.1",
+                       str(listening.getsockname()[1]))
+        assert way.strip() == "connected", way
         routed = _run("ip", "netns", "exec", NETNS, "python3", "-c", PROBE_CONNECT, address, str(PORT))
         assert routed.strip() == "TimeoutError", routed
     finally:

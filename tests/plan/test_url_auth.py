@@ -38,10 +38,10 @@ def test_a_session_site_asks_the_runtime_first_and_the_app_never_sees_the_token(
         "\t}\n"
         "\treverse_proxy sandstack-t-web-0:8080 {\n"
         "\t\theader_up -X-Sandstack-Token\n"
-        '\t\theader_up Cookie "(^|;\\s*)sandstack_session=[^;]*" ""\n'
+        '\t\theader_up Cookie "(^|;\\s*)sandstack_session=[^;]*" "$1"\n'
         "\t}")
     # After a wake the request is served by the sandbox the same way.
-    assert text.count('header_up Cookie "(^|;\\s*)sandstack_session=[^;]*" ""') == 2
+    assert text.count('header_up Cookie "(^|;\\s*)sandstack_session=[^;]*" "$1"') == 2
 
 
 @pytest.mark.parametrize("where", ["template", "defaults"])

@@ -46,6 +46,9 @@ MODES = ("raw", "command")  # `?mode=`: the terminal's bytes only, or commands' 
 MAX_COMMAND = 64 * 1024  # characters of one command-mode command
 OUTPUT_WINDOW = 256 * 1024  # bytes of output read from the sandbox but not yet sent to the client
 SHELL = ["sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -i; exec sh -i"]
+# Command mode's: no line editing, whose own output (readline's bracketed-paste switches around every line it reads)
+# would land between a command's marks.
+COMMAND_SHELL = ["sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash --noediting -i; exec sh -i"]
 TERM = "xterm-256color"
 
 router = APIRouter()
@@ -162,7 +165,7 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
         pool = runtime.sandboxes.pool(row.pool)
         root, idle = pool.workspace_root, pool.terminal_idle_seconds
         # The session's run-scoped secrets, as for every command of the session.
-        cmd = Command(list(command) if command else SHELL, root,
+        cmd = Command(list(command) if command else COMMAND_SHELL if marks is not None else SHELL, root,
                       {**runtime.credentials.env(sandbox, row.session), "TERM": TERM})
         # Counted among the sandbox's processes while it is open (MAX_RUNNING), though not listed.
         proc = runtime.processes.spawn(sandbox, cmd, limit=1, stdin=True, tty=True, keep=False, counted=True,
