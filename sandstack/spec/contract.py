@@ -30,6 +30,10 @@ CONFIG_SETS = "sets"
 CONFIG_STATUS = "status"
 CONFIG_HAVE = f"{CONFIG_STATUS}/have"
 CONFIG_REFUSED = f"{CONFIG_STATUS}/refused"
+# In the gateway's configuration volume: one file per sandbox address not in its pool's start network profile,
+# holding `<pool> <profile>`, written by the runtime (through the gateway container) and read by the gateway's
+# profile helper at every request (docs/design/network-profiles.md).
+CONFIG_PROFILES = "profiles"
 
 # --- cgroups --------------------------------------------------------------------------------------------------
 HOST_CGROUP_MOUNT = "/sys/fs/cgroup"  # the host's cgroup tree, bind-mounted into the guard
