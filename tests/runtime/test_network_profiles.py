@@ -1,0 +1,124 @@
+"""A session's network profile over the API (fake backend): switched in place between its template's declared
+profiles, refused for any other with nothing changed, audited, and back to the start profile when the session ends."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.runtime.conftest import PY, TOKEN, make_config, make_env
+
+GATEWAY = "sandstack-t_gateway"
+
+
+def _env(tmp_path: Path):
+    config = make_config()
+    pools = dict(config.pools)
+    pools["py"] = replace(pools["py"], network_profiles=("open", "locked"), start_profile="open")
+    return make_env(tmp_path, replace(config, pools=pools, gateway=GATEWAY))
+
+
+@pytest.fixture
+def env(tmp_path: Path):
+    environment = _env(tmp_path)
+    yield environment
+    environment.backend.close()
+
+
+def _switch(env, session: str, profile: str, **headers):
+    return env.api.post(f"/v1/sessions/{session}/network", json={"profile": profile}, headers=headers)
+
+
+def test_a_switch_records_the_profile_at_the_gateway_and_answers_it(env):
+    sandbox = env.claim("s1")["sandbox"]
+    assert env.api.get("/v1/sessions/s1/network").json() == {
+        "session": "s1", "sandbox": sandbox, "pool": "py", "profile": "open", "previous": None, "start": "open",
+        "profiles": ["open", "locked"]}
+    answer = _switch(env, "s1", "locked")
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"session": "s1", "sandbox": sandbox, "pool": "py", "profile": "locked",
+                             "previous": "open", "start": "open", "profiles": ["open", "locked"]}
+    address = env.backend.addresses[sandbox]
+    assert env.backend.profile_files == {GATEWAY: {address: "py locked"}}
+    assert env.api.get("/v1/sessions/s1/network").json()["profile"] == "locked"
+    # Back to the start profile: the record is removed (the helper's default is the start profile).
+    assert _switch(env, "s1", "open").json()["previous"] == "locked"
+    assert env.backend.profile_files == {GATEWAY: {}}
+
+
+def test_an_undeclared_profile_is_refused_naming_the_declared_ones_and_nothing_changes(env):
+    env.claim("s1")
+    assert _switch(env, "s1", "locked").status_code == 200
+    calls = len(env.backend.calls)
+    answer = _switch(env, "s1", "wide-open")
+    assert answer.status_code == 422
+    assert answer.json() == {"error": "network profile 'wide-open' is not declared for pool 'py'; its profiles: "
+                                      "open, locked", "pool": "py", "profile": "wide-open",
+                             "profiles": ["open", "locked"]}
+    assert env.backend.calls[calls:] == []
+    assert env.api.get("/v1/sessions/s1/network").json()["profile"] == "locked"
+
+
+def test_a_pool_without_profiles_refuses_a_switch(env):
+    env.claim("w1", pool="web")
+    answer = _switch(env, "w1", "open")
+    assert answer.status_code == 409
+    assert answer.json()["error"] == ("pool 'web' declares no network profiles: its template has one `network`, "
+                                      "which no call changes")
+
+
+def test_the_switch_is_audited_with_who_the_scope_and_both_profiles_never_the_token(env):
+    claimed = env.claim("s1")
+    # The session's own token may switch its own session, as it may call the session's other routes.
+    answer = _switch(env, "s1", "locked", Authorization=f"Bearer {claimed['token']}",
+                     **{"X-Sandstack-Actor": "agent-run-7"})
+    assert answer.status_code == 200, answer.text
+    _switch(env, "s1", "nope")
+    lines = [line for line in env.audit.tail(50) if line["operation"] == "switch_network"]
+    assert [(line["who"], line["session"], line["sandbox"], line["status"], line["outcome"]) for line in lines] == [
+        ("agent-run-7@testclient", "s1", claimed["sandbox"], 200, "network profile open -> locked"),
+        ("testclient", "s1", claimed["sandbox"], 422,
+         "network profile 'nope' is not declared for pool 'py'; its profiles: open, locked")]
+    assert lines[0]["scope"] != lines[1]["scope"] == "host"
+    text = (env.state_dir / "audit.log").read_text()
+    assert TOKEN not in text and claimed["token"] not in text
+
+
+def test_a_released_sandbox_is_back_in_the_start_profile(env):
+    sandbox = env.claim("s1")["sandbox"]
+    _switch(env, "s1", "locked")
+    assert env.api.delete("/v1/sessions/s1").status_code == 200
+    assert env.backend.profile_files == {GATEWAY: {}}
+    env.claim("s2")  # the same idle sandbox again
+    assert env.api.get("/v1/sessions/s2/network").json()["profile"] == "open"
+    assert sandbox in PY
+
+
+def test_a_restarted_runtime_knows_the_profile_in_force(env):
+    env.claim("s1")
+    _switch(env, "s1", "locked")
+    again = env.restarted()
+    assert again.api.get("/v1/sessions/s1/network").json()["profile"] == "locked"
+
+
+def test_a_switch_the_gateway_cannot_record_changes_nothing(env):
+    env.claim("s1")
+    env.backend.gateway_down = True
+    answer = _switch(env, "s1", "locked")
+    assert answer.status_code == 502
+    assert "its network profile stays 'open'" in answer.json()["error"]
+    env.backend.gateway_down = False
+    assert env.api.get("/v1/sessions/s1/network").json()["profile"] == "open"
+    assert env.backend.profile_files == {}
+
+
+def test_an_address_that_moved_drops_its_old_record(env):
+    sandbox = env.claim("s1")["sandbox"]
+    _switch(env, "s1", "locked")
+    old = env.backend.addresses[sandbox]
+    env.backend.addresses[sandbox] = "10.213.1.77"  # a restart gave it another address
+    assert _switch(env, "s1", "locked").status_code == 200
+    assert env.backend.profile_files == {GATEWAY: {"10.213.1.77": "py locked"}}
+    assert old not in env.backend.profile_files[GATEWAY]
