@@ -3,12 +3,17 @@ profiles, refused for any other with nothing changed, audited, and back to the s
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from sandstack.client import AsyncClient, Client, InvalidRequest, NetworkProfile, Retry
 from tests.runtime.conftest import PY, TOKEN, make_config, make_env
+from tests.runtime.served import serve
+
+FAST = Retry(attempts=3, backoff=0.001, max_backoff=0.001)
 
 GATEWAY = "sandstack-t_gateway"
 
@@ -122,3 +127,44 @@ def test_an_address_that_moved_drops_its_old_record(env):
     assert _switch(env, "s1", "locked").status_code == 200
     assert env.backend.profile_files == {GATEWAY: {"10.213.1.77": "py locked"}}
     assert old not in env.backend.profile_files[GATEWAY]
+
+
+# The client's sync and async session handles, against the served runtime.
+
+def _outputs(url: str) -> dict:
+    return {"hosts": {"local": {"url": url, "token": TOKEN}}, "pools": {"py": ["local"], "web": ["local"]}}
+
+
+def _sync(url: str) -> list:
+    with Client.from_outputs(_outputs(url), retry=FAST) as client:
+        sandbox = client.claim("py", "c1")
+        seen = [sandbox.network(), sandbox.network("locked"), sandbox.network()]
+        with pytest.raises(InvalidRequest) as refused:
+            sandbox.network("wide")
+        seen.append(str(refused.value))
+        sandbox.release()
+        return seen
+
+
+async def _async(url: str) -> list:
+    async with AsyncClient.from_outputs(_outputs(url), retry=FAST) as client:
+        sandbox = await client.claim("py", "c1")
+        seen = [await sandbox.network(), await sandbox.network("locked"), await sandbox.network()]
+        with pytest.raises(InvalidRequest) as refused:
+            await sandbox.network("wide")
+        seen.append(str(refused.value))
+        await sandbox.release()
+        return seen
+
+
+def test_the_sync_and_async_session_handles_read_and_switch_the_profile(env):
+    with serve(env.api.app) as url:
+        for seen in (_sync(url), asyncio.run(_async(url))):
+            first, switched, now, refused = seen
+            assert isinstance(first, NetworkProfile)
+            assert (first.profile, first.start, first.profiles, first.previous) == ("open", "open", ["open", "locked"],
+                                                                                  None)
+            assert (switched.profile, switched.previous, switched.pool) == ("locked", "open", "py")
+            assert now.profile == "locked"
+            assert "network profile 'wide' is not declared for pool 'py'; its profiles: open, locked" in refused
+            assert env.backend.profile_files == {GATEWAY: {}}  # released: back to the start profile
