@@ -25,6 +25,10 @@ def network_profiles_fit(ctx: Context) -> Iterator[Diagnostic]:
         if profiles.start not in profiles.profiles:
             yield ctx.error(where + ("start",), f"{profiles.start!r} is not a profile of this template; its "
                             f"profiles: {', '.join(names)}", "network-profiles")
+        if all(p.egress == "deny-all" for p in profiles.profiles.values()):
+            yield ctx.error(where + ("profiles",), "every profile is 'deny-all': a switch would change nothing; give "
+                            "one egress ('allow-list' or 'allow-all'), or use `network: {egress: deny-all}`",
+                            "network-profiles")
         first_metadata = None
         for name, policy in profiles.profiles.items():
             outbound, _ = decode_egress(policy.egress, policy.log, policy.protocols)
