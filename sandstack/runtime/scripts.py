@@ -9,7 +9,7 @@ refuses what symlinks would take out of the root, so the check happens where the
 
 from __future__ import annotations
 
-from sandstack.plan.contract import CONFIG_DIR, CONFIG_PROFILES
+from sandstack.spec.contract import CONFIG_DIR, CONFIG_PROFILES
 
 # Exit statuses of the file scripts; anything else is the failing tool's own status (its stderr explains).
 OUTSIDE_ROOT = 65  # → 403
