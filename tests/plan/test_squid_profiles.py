@@ -96,3 +96,27 @@ def test_the_helper_answers_from_the_runtimes_file_else_the_start_profile(tmp_pa
 def test_the_gateway_writes_the_helper_before_squid_starts():
     assert ENTRYPOINT.index("cat >/tmp/sandstack-profile <<'SANDSTACK_PROFILE'") < ENTRYPOINT.index("squid -N")
     assert PROFILE_HELPER_SH in ENTRYPOINT
+
+
+# The host's plan: the gateway's pool and the runtime's configuration carry the profiles.
+
+def test_the_host_plan_gives_the_gateway_and_the_runtime_the_templates_profiles(tmp_path):
+    from sandstack.plan.host import plan_hosts
+    from sandstack.plan.runtime import RuntimeConfig
+    from sandstack.spec import load_stack
+    from testbed.specs import host, spec, write_spec
+
+    data = spec({"agent": {"base_image": "busybox:1.36", "network_profiles": {"start": "open", "profiles": {
+        "open": {"egress": "allow-list", "allow": ["pypi.org"]}, "locked": {"egress": "deny-all"}}}},
+        "plain": {"base_image": "busybox:1.36"}},
+        hosts={"h": host(runtime={"token": {"secret": "runtimeToken"}})},
+        pools={"agent": {"template": "agent", "hosts": ["h"]}, "plain": {"template": "plain", "hosts": ["h"]}})
+    plan = plan_hosts(load_stack(write_spec(tmp_path, data)), "t")["h"]
+    (pool,) = plan.gateway.pools
+    assert (pool.pool, [n for n, _ in pool.profiles], pool.start) == ("agent", ["open", "locked"], "open")
+    config = plan.runtime.config
+    assert config.gateway == "sandstack-t_gateway"
+    assert (config.pools["agent"].network_profiles, config.pools["agent"].start_profile) == (("open", "locked"), "open")
+    assert RuntimeConfig.from_json(config.to_json()) == config
+    # A pool without profiles writes no such keys (its runtime's configuration stays as it was).
+    assert '"start_profile"' in config.to_json() and config.to_json().count('"start_profile"') == 1
