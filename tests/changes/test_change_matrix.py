@@ -514,7 +514,7 @@ CASES: list[Case] = [
          condition=ROUTE_KEPT),
     Case("templates.*.network_profiles.profiles", PROFILE_EDITED, prepare=AGENT_PROFILES,
          condition=table.PROFILE_NAMES_KEPT),
-    Case("templates.*.network_profiles.profiles", PROFILE_ADDED, prepare=AGENT_PROFILES, condition=ROUTE_KEPT),
+    Case("templates.*.network_profiles.profiles", PROFILE_ADDED, prepare=AGENT_PROFILES),
     Case("templates.*.network_profiles.start", "locked", prepare=AGENT_PROFILES),
     Case("templates.*.runtime", "runsc"),
     Case("templates.*.platform", "linux/amd64"),

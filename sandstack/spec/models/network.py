@@ -184,12 +184,15 @@ class NetworkPolicy(StrictModel):
     )
 
 
-# A template's profiles share one route (rule network-profiles): a change of them reaches the gateway's ACLs, the
-# logging resolver's names and, when the names change, the runtime's list of them (its configuration); the
-# sandboxes only when the template's route or logging changes (a template taking profiles from a direct `network`).
+# A template's profiles share one route, through the gateway (rule network-profiles): a change of them reaches the
+# gateway's ACLs, the logging resolver's names and, when the names change, the runtime's list of them (its
+# configuration). The block also replaces the sandboxes when the template's route changes with it (a template taking
+# profiles instead of a `network` of another route).
+PROFILE_EDIT = Effect(host=frozenset({"gateway", "logger", "runtime"}), when=(
+    (PROFILE_NAMES_KEPT, Effect(host=frozenset({"gateway", "logger"}))),))
 PROFILES = Effect(sandboxes="replace", host=NETWORK_ROLES | {"runtime"}, when=(
-    (PROFILE_NAMES_KEPT, Effect(host=frozenset({"gateway", "logger"}))),
-    (ROUTE_KEPT, Effect(host=frozenset({"gateway", "logger", "runtime"}))),
+    (PROFILE_NAMES_KEPT, PROFILE_EDIT.under(PROFILE_NAMES_KEPT)),
+    (ROUTE_KEPT, Effect(host=PROFILE_EDIT.host)),
 ))
 MAX_PROFILES = 16
 
@@ -213,11 +216,12 @@ class NetworkProfiles(StrictModel):
         description="The profiles by name, each a whole network policy (`egress`, `allow`, `deny`, `log`, "
                     "`allow_metadata`) as `network` takes it; at least 2, at most 16. 'deny-all' among them "
                     "means the gateway refuses everything (logged). `allow_metadata` is the same in every profile "
-                    "(the host guard's rules follow it). A change reloads the gateway and the logging resolver (which "
-                    "answers the names of every profile of the pool); one that adds, removes or renames a profile "
-                    "also the runtime's configuration; one that changes the template's route (from or to "
-                    "'deny-all' everywhere) replaces the pool's sandboxes and renews its network.",
-        change=PROFILES,
+                    "(the host guard's rules follow it); not all 'deny-all'. A change reloads the gateway and the "
+                    "logging resolver (which answers the names of every profile of the pool, whichever profile a "
+                    "session is in: the gateway enforces the session's); one that adds, removes or renames a "
+                    "profile also the runtime's configuration. No sandbox is replaced: every profile goes through "
+                    "the gateway, so the route never changes.",
+        change=PROFILE_EDIT,
         access=loosens("egress", "a profile added or loosened (each profile, and the loosest, is judged)",
                        {"locked": {"egress": "deny-all"}, "open": {"egress": "allow-list", "allow": ["pypi.org"]}},
                        {"locked": {"egress": "deny-all"},
