@@ -97,6 +97,24 @@ class NetworkProfiles:
             self._save()
         return Switch(pool, profile, before, start, profiles)
 
+    def follow(self, sandbox: str) -> None:
+        """`sandbox` runs again (a resume): if its address moved, its record moves with it, so the gateway keeps
+        judging it by its profile, never by the start one. Raises BackendError when the record cannot be moved (the
+        resume fails then: a sandbox is never left judged by another profile than the one recorded)."""
+        with self._lock:
+            held = self._held.get(sandbox)
+            gateway = self.live.config.gateway
+            if held is None or gateway is None:
+                return
+            address = self.backend.address(sandbox)
+            if address is None or address == held[1]:
+                return
+            pool = self.live.pool_of(sandbox)
+            self.backend.set_profile(gateway, address, f"{pool} {held[0]}")
+            self.backend.set_profile(gateway, held[1], None)
+            self._held[sandbox] = (held[0], address)
+            self._save()
+
     def reset(self, sandbox: str) -> None:
         """A session on `sandbox` ended: back to the start profile (its gateway record removed). A record that
         cannot be removed now is kept, and removed at the next session's end or switch."""

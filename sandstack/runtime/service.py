@@ -82,6 +82,7 @@ class Runtime:
         # A session's network profile (docs/design/network-profiles.md): its end puts the sandbox back in the start one.
         self.profiles = NetworkProfiles(self.live, backend, state_dir)
         self.sandboxes.on_session_end(self.profiles.reset)
+        self.hibernation.on_resumed.append(self.profiles.follow)  # a resumed container may have another address
         # The runtime's own operations feed the app's registry (sandstack.runtime.metrics; the app sets it).
         self.metrics: Metrics | NoMetrics = NoMetrics()
 

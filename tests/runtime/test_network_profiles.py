@@ -119,6 +119,17 @@ def test_a_switch_the_gateway_cannot_record_changes_nothing(env):
     assert env.backend.profile_files == {}
 
 
+def test_a_hibernated_session_resumed_at_another_address_keeps_its_profile_there(env):
+    sandbox = env.claim("s1")["sandbox"]
+    _switch(env, "s1", "locked")
+    old = env.backend.addresses[sandbox]
+    assert env.api.post("/v1/sessions/s1/hibernate").status_code == 200
+    env.backend.addresses[sandbox] = "10.213.1.88"  # the restarted container got another address
+    assert env.api.post("/v1/sessions/s1/resume").status_code == 200
+    assert env.backend.profile_files == {GATEWAY: {"10.213.1.88": "py locked"}}
+    assert old not in env.backend.profile_files[GATEWAY]
+
+
 def test_an_address_that_moved_drops_its_old_record(env):
     sandbox = env.claim("s1")["sandbox"]
     _switch(env, "s1", "locked")
