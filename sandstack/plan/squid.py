@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sandstack.plan.contract import CONFIG_DIR, CONFIG_PROFILES
+from sandstack.plan.contract import CONFIG_DIR, CONFIG_PROFILES, PROFILE_HELPER
 from sandstack.plan.network import GATEWAY_CONNECTIONS_PER_SANDBOX
 from sandstack.spec.egress import EgressRule
 from sandstack.spec.resolve import EffectiveNetwork
@@ -52,7 +52,6 @@ LOOPBACK = ("127.0.0.0/8", "0.0.0.0/32", "::1", "::/128")
 MAX_FILEDESCRIPTORS = 16384
 VISIBLE_HOSTNAME = "sandstack-gateway"
 # The network profiles' helper (written by the gateway's entrypoint, sandstack.plan.gateway) and the files it reads.
-PROFILE_HELPER = "/tmp/sandstack-profile"
 PROFILES_DIR = f"{CONFIG_DIR}/{CONFIG_PROFILES}"
 PROFILE_ACL_TYPE = "sandstack_profile"
 # Asked at every request (never cached), with the request's source address, then the acl's pool, profile and the

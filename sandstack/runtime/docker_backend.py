@@ -167,12 +167,12 @@ class DockerBackend(SandboxBackend):
         # A sandbox is on its pool's network only.
         return next((n["IPAddress"] for n in networks.values() if n.get("IPAddress")), None)
 
-    def set_profile(self, gateway: str, address: str, line: str | None) -> None:
+    def set_profile(self, gateway: str, address: str, line: str | None, check: str = "") -> None:
         # As root in the gateway (no capabilities: it owns the configuration volume's top, squid's user does not),
         # so the helper, as squid's user, only reads what is written.
         with docker_errors(gateway):
             exec_id = self.api.exec_create(gateway, ["sh", "-c", SET_PROFILE, "sandstack-profile", address,
-                                                     line or ""], user="root")["Id"]
+                                                     line or "", check], user="root")["Id"]
             out = self.api.exec_start(exec_id, stream=False, demux=False)
             code = self.api.exec_inspect(exec_id).get("ExitCode")
         if code != 0:

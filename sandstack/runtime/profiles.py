@@ -86,7 +86,8 @@ class NetworkProfiles:
             try:
                 if held and held[1] != address:  # its address moved (a restart): the old record goes first
                     self.backend.set_profile(gateway, held[1], None)
-                self.backend.set_profile(gateway, address, None if profile == start else f"{pool} {profile}")
+                self.backend.set_profile(gateway, address, None if profile == start else f"{pool} {profile}",
+                                         f"{pool} {profile} {start}")
             except BackendError as error:
                 raise ApiError(502, f"the gateway's record of sandbox {sandbox!r} could not be written ({error}); "
                                     f"its network profile stays {before!r}", sandbox=sandbox, profile=before) from error
@@ -110,7 +111,9 @@ class NetworkProfiles:
             if address is None or address == held[1]:
                 return
             pool = self.live.pool_of(sandbox)
-            self.backend.set_profile(gateway, address, f"{pool} {held[0]}")
+            spec = self.live.settings(pool) if pool else None
+            start = spec.start_profile if spec else None
+            self.backend.set_profile(gateway, address, f"{pool} {held[0]}", f"{pool} {held[0]} {start}")
             self.backend.set_profile(gateway, held[1], None)
             self._held[sandbox] = (held[0], address)
             self._save()

@@ -65,6 +65,7 @@ class FakeBackend(SandboxBackend):
         self.addresses = {name: f"10.213.0.{i + 2}" for i, name in enumerate(sandboxes)}
         self.profile_files: dict[str, dict[str, str]] = {}
         self.gateway_down = False
+        self.profile_checks: list[str] = []  # what each record asked the gateway's helper ('' : nothing)
         for name in sandboxes:
             for path in writable:
                 self.path(name, path).mkdir(parents=True, exist_ok=True)
@@ -73,8 +74,9 @@ class FakeBackend(SandboxBackend):
         self._check("address", name)
         return self.addresses.get(name) if self.status.get(name) == "running" else None
 
-    def set_profile(self, gateway: str, address: str, line: str | None) -> None:
+    def set_profile(self, gateway: str, address: str, line: str | None, check: str = "") -> None:
         self.calls.append(("set_profile", address))
+        self.profile_checks.append(check)
         if self.gateway_down:
             raise BackendError(f"container {gateway!r} is not running")
         files = self.profile_files.setdefault(gateway, {})

@@ -47,6 +47,7 @@ def test_a_switch_records_the_profile_at_the_gateway_and_answers_it(env):
                              "previous": "open", "start": "open", "profiles": ["open", "locked"]}
     address = env.backend.addresses[sandbox]
     assert env.backend.profile_files == {GATEWAY: {address: "py locked"}}
+    assert env.backend.profile_checks == ["py locked open"]  # the gateway's helper asked as squid asks it
     assert env.api.get("/v1/sessions/s1/network").json()["profile"] == "locked"
     # Back to the start profile: the record is removed (the helper's default is the start profile).
     assert _switch(env, "s1", "open").json()["previous"] == "locked"
@@ -179,3 +180,31 @@ def test_the_sync_and_async_session_handles_read_and_switch_the_profile(env):
             assert now.profile == "locked"
             assert "network profile 'wide' is not declared for pool 'py'; its profiles: open, locked" in refused
             assert env.backend.profile_files == {GATEWAY: {}}  # released: back to the start profile
+
+
+def test_the_record_script_writes_whole_asks_the_gateways_helper_and_removes(tmp_path):
+    """SET_PROFILE as the gateway runs it (sh), on this machine's paths: the record, then the helper's answer."""
+    import subprocess
+
+    from sandstack.plan.gateway import PROFILE_HELPER_SH
+    from sandstack.plan.squid import PROFILES_DIR
+    from sandstack.runtime.scripts import SET_PROFILE
+    from sandstack.spec.contract import PROFILE_HELPER
+
+    records, helper = tmp_path / "profiles", tmp_path / "helper.sh"
+    helper.write_text(PROFILE_HELPER_SH.replace(PROFILES_DIR, str(records)))
+    script = SET_PROFILE.replace(PROFILES_DIR, str(records)).replace(PROFILE_HELPER, str(helper))
+
+    def run(*args: str) -> tuple[int, str]:
+        done = subprocess.run(["sh", "-c", script, "sandstack-profile", *args], capture_output=True, text=True,
+                              timeout=10)
+        return done.returncode, done.stdout
+
+    assert run("10.213.0.5", "py locked", "py locked open") == (0, "")
+    assert (records / "10.213.0.5").read_text() == "py locked\n"
+    assert sorted(p.name for p in records.iterdir()) == ["10.213.0.5"]  # no temporary file left
+    # A check the helper does not confirm fails the call (the runtime answers 502, keeping its own record).
+    assert run("10.213.0.5", "py locked", "py open open") == (
+        3, "the gateway's profile helper answers 'ERR' for 10.213.0.5 py open open\n")
+    assert run("10.213.0.5", "", "py open open") == (0, "")
+    assert not (records / "10.213.0.5").exists()
