@@ -71,6 +71,7 @@ def test_a_session_switched_to_locked_is_refused_by_the_gateway_and_back_in_open
     assert curl(sandbox, "http://allowed.test/").status == 200
     # In place: the same containers, never restarted.
     assert (_started(sandbox), _started(gateway)) == before
+    session.release()  # the pool's one sandbox, for the next test
 
 
 def test_an_undeclared_profile_is_refused_and_the_session_keeps_its_own(net):
@@ -82,6 +83,7 @@ def test_an_undeclared_profile_is_refused_and_the_session_keeps_its_own(net):
         refused.value)
     assert session.network().profile == "locked"
     assert curl(net.sandbox("agent"), "http://allowed.test/").status == 403
+    session.release()
 
 
 def test_a_released_session_leaves_its_sandbox_in_the_start_profile(net):
