@@ -21,6 +21,7 @@ import json
 import shutil
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from sandstack.plan.contract import LABEL_POOL, LABEL_ROLE, LABEL_STACK
 from sandstack.spec.roles import HOST_ROLES
@@ -114,9 +115,22 @@ class Drill:
         shutil.copyfile(spec, before_spec)
         self.deployment.write(spec_text)
         report = self.predicted(str(before_spec), str(spec))
+        impact = report["impact"]
+        predicted_renewed = {SERVICE_OF_KIND.get(s["kind"], s["kind"]) for s in impact["services"]
+                             if s["action"] in RENEWING}
+        predicted_restarted = {p["pool"]: p["restart"] for p in impact["pools"] if p["restart"]}
+        return self._measure(self.deployment.up, predicted_renewed, predicted_restarted, report)
+
+    def run(self, change: Callable[[], object]) -> Outcome:
+        """A change made at run time, not by an apply (a session's network profile switched through the runtime):
+        counted as an apply is; nothing is predicted to renew or restart (the diff has nothing to say)."""
+        return self._measure(change, set(), {}, {})
+
+    def _measure(self, change: Callable[[], object], predicted_renewed: set[str],
+                 predicted_restarted: dict[str, int], report: dict) -> Outcome:
         before = self.state()
         start = time.time()
-        self.deployment.up()
+        change()
         end = time.time()
         time.sleep(3 * PERIOD)  # the last request started before the end has answered
         after = self.state()
@@ -139,9 +153,5 @@ class Drill:
                     requests += 1
                     if status != 200:
                         failed.append(f"{name} {at:.3f} {status}")
-        impact = report["impact"]
-        predicted_renewed = {SERVICE_OF_KIND.get(s["kind"], s["kind"]) for s in impact["services"]
-                             if s["action"] in RENEWING}
-        predicted_restarted = {p["pool"]: p["restart"] for p in impact["pools"] if p["restart"]}
         return Outcome(end - start, requests, failed, renewed, restarted, predicted_renewed, predicted_restarted,
                        report)

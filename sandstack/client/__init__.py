@@ -32,10 +32,10 @@ from sandstack.client.errors import (
     Unavailable,
 )
 from sandstack.client.process import Process
-from sandstack.client.results import ExecResult, FileEntry, OutputEvent, ProcessInfo, SandboxInfo
+from sandstack.client.results import ExecResult, FileEntry, NetworkProfile, OutputEvent, ProcessInfo, SandboxInfo
 from sandstack.client.retry import Retry
 
 __all__ = ["AsyncClient", "AsyncHostClient", "AsyncProcess", "AsyncSandbox", "Client", "CommandFailed", "Conflict",
            "ExecResult", "FileEntry", "Forbidden", "HostClient", "HostEndpoint", "HostUnavailable", "InvalidRequest",
            "NoCapacity", "NoSpace", "NotFound", "OutputEvent", "Process", "ProcessInfo", "Retry", "Sandbox",
-           "SandboxInfo", "SandstackError", "SnapshotRef", "Timeout", "TooLarge", "Unauthorized", "Unavailable"]
+           "NetworkProfile", "SandboxInfo", "SandstackError", "SnapshotRef", "Timeout", "TooLarge", "Unauthorized", "Unavailable"]

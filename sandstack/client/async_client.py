@@ -35,7 +35,7 @@ from sandstack.client.endpoints import (
 from sandstack.client.errors import Conflict, HostUnavailable, NoCapacity, SandstackError, host_lost
 from sandstack.client.pieces import PIECE
 from sandstack.client.process import STDIN_WAIT, _timed_out, _waits, broke, held, stdin_retries
-from sandstack.client.results import ExecResult, FileEntry, OutputEvent, ProcessInfo, SandboxInfo
+from sandstack.client.results import ExecResult, FileEntry, NetworkProfile, OutputEvent, ProcessInfo, SandboxInfo
 from sandstack.client.retry import Retry
 from sandstack.client.sse import aevents
 from sandstack.client.transfer import AsyncFileBody, Destination, Progress, Sink, Source, open_source
@@ -231,6 +231,13 @@ class AsyncSandbox(Handle):
     async def resume(self) -> SandboxInfo:
         """Back from a pause or a hibernation (by the session: the runtime knows which)."""
         return SandboxInfo.of(await self.host.resume_session(self.session))
+
+    async def network(self, profile: str | None = None) -> NetworkProfile:
+        """The session's network profile; with `profile`, switched to it first (one its template declares: else
+        SandstackError with the runtime's 422 naming them), in place: the gateway applies it from the next request."""
+        if profile is None:
+            return NetworkProfile.of(await self.host.network(self.session))
+        return NetworkProfile.of(await self.host.switch_network(self.session, profile))
 
     async def hibernate(self) -> SandboxInfo:
         """Stop it and keep its files (memory and CPU freed); any later call resumes it."""

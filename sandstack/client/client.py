@@ -34,7 +34,7 @@ from sandstack.client.endpoints import (
 )
 from sandstack.client.process import Process
 from sandstack.client.pieces import in_pieces
-from sandstack.client.results import ExecResult, FileEntry, ProcessInfo, SandboxInfo
+from sandstack.client.results import ExecResult, FileEntry, NetworkProfile, ProcessInfo, SandboxInfo
 from sandstack.client.retry import Retry
 from sandstack.client.transfer import Destination, FileBody, Progress, Sink, Source, open_source
 
@@ -254,6 +254,13 @@ class Sandbox(Handle):
     def resume(self) -> SandboxInfo:
         """Back from a pause or a hibernation (by the session: the runtime knows which)."""
         return SandboxInfo.of(self.host.resume_session(self.session))
+
+    def network(self, profile: str | None = None) -> NetworkProfile:
+        """The session's network profile; with `profile`, switched to it first (one its template declares: else
+        SandstackError with the runtime's 422 naming them), in place: the gateway applies it from the next request."""
+        if profile is None:
+            return NetworkProfile.of(self.host.network(self.session))
+        return NetworkProfile.of(self.host.switch_network(self.session, profile))
 
     def hibernate(self) -> SandboxInfo:
         """Stop it and keep its files (memory and CPU freed); any later call resumes it."""

@@ -135,6 +135,16 @@ class Endpoints:
         """Bring a hibernated or paused session's sandbox back."""
         return self._send(Call("POST", f"/v1/sessions/{segment(session)}/resume"))
 
+    def network(self, session: str) -> Any:
+        """The session's network profile in force, its start profile and every profile its template declares."""
+        return self._send(Call("GET", f"/v1/sessions/{segment(session)}/network"))
+
+    def switch_network(self, session: str, profile: str) -> Any:
+        """Switch the session's sandbox to another declared network profile, in place; the same switch twice leaves
+        the same state, so a try whose answer was lost is sent again."""
+        return self._send(Call("POST", f"/v1/sessions/{segment(session)}/network",
+                               options={"json": {"profile": profile}}, idempotent=True))
+
     def pools(self) -> Any:
         """Each pool on the host: sandboxes by status, snapshot storage used and declared, transfer limits."""
         return self._send(Call("GET", "/v1/pools"))

@@ -85,6 +85,20 @@ class SandboxInfo(_Fields):
 
 
 @dataclass(frozen=True, eq=False)
+class NetworkProfile(_Fields):
+    """A session's network profile (docs/design/network-profiles.md)."""
+
+    session: str
+    sandbox: str
+    pool: str
+    profile: str  # in force: the gateway applies it to the sandbox's next request
+    start: str  # where a session starts (a released or reset sandbox is back in it)
+    profiles: list[str]  # every profile the template declares, in the spec's order
+    previous: str | None = None  # a switch's: the profile before it
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(frozen=True, eq=False)
 class ProcessInfo(_Fields):
     id: str
     sandbox: str

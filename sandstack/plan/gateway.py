@@ -10,7 +10,8 @@ from sandstack.plan.contract import CONFIG_DIR, cgroup_parent
 from sandstack.plan.naming import infra_name
 from sandstack.plan.network import GATEWAY_ALIAS
 from sandstack.plan.reload import SERVICE_SH, ConfigSet, Join
-from sandstack.plan.squid import ACCESS_LOG, ERROR_DIRECTORY, SELF_ADDRESSES, GatewayPool, render
+from sandstack.plan.squid import (ACCESS_LOG, ERROR_DIRECTORY, PROFILE_HELPER, PROFILES_DIR, SELF_ADDRESSES,
+                                  GatewayPool, render)
 
 # Debian's squid error templates, one file per error name (a symlink into squid-langpack).
 SQUID_TEMPLATES = "/usr/share/squid/errors/templates"
@@ -70,7 +71,18 @@ while :; do
   sleep 0.2
 done
 """.replace("@ACCESS_LOG@", ACCESS_LOG).replace("@CACHE_LOG@", CACHE_LOG).replace("@SELF@", SELF_ADDRESSES)
-ENTRYPOINT = SERVICE_SH + PREPARE + " || exit 1\n" + LOOP
+# The network profiles' external acl helper (sandstack.plan.squid): one line per request, `<source address> <pool>
+# <profile> <start>`; OK when the file the runtime wrote for the address says `<pool> <profile>`, or when there is
+# none and the profile is the start one (an empty file: none). Builtins only: no process per request. A file naming another pool matches
+# no profile of this one, so the request is refused (a stale file never opens anything).
+PROFILE_HELPER_SH = r"""while read -r src pool profile start; do
+  now="$pool $start"
+  [ -r "@DIR@/$src" ] && { read -r now <"@DIR@/$src" || :; }
+  if [ "$now" = "$pool $profile" ]; then echo OK; else echo ERR; fi
+done
+""".replace("@DIR@", PROFILES_DIR)
+WRITE_HELPER = f"cat >{PROFILE_HELPER} <<'SANDSTACK_PROFILE' || exit 1\n{PROFILE_HELPER_SH}SANDSTACK_PROFILE\n"
+ENTRYPOINT = SERVICE_SH + PREPARE + " || exit 1\n" + WRITE_HELPER + LOOP
 USER = "proxy"
 MEMORY_MB = 256
 CPUS = "1"

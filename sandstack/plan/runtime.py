@@ -127,6 +127,10 @@ class PoolRuntime:
     ondemand: OnDemand | None = None
     wakes_per_hour: int = 60  # per URL site (`session.wakes_per_hour`): past it a wake is refused (429)
     terminal_idle_seconds: int | None = None  # a terminal without input or output this long is closed (None: never)
+    # The template's network profiles a session may switch between, and the one it starts in (a released or reset
+    # sandbox is back in it). Empty: none (docs/design/network-profiles.md).
+    network_profiles: tuple[str, ...] = ()
+    start_profile: str | None = None
 
     @property
     def places(self) -> tuple[str, ...]:
@@ -145,6 +149,10 @@ class PoolRuntime:
             _positive(getattr(self, name), name)
         if self.session_snapshot_storage_bytes is not None:
             _positive(self.session_snapshot_storage_bytes, "session_snapshot_storage_bytes")
+        if (self.start_profile is None) != (not self.network_profiles) or (
+                self.network_profiles and self.start_profile not in self.network_profiles):
+            raise ValueError(f"start_profile: {self.start_profile!r} must be one of network_profiles "
+                             f"{list(self.network_profiles)!r} (both unset without profiles)")
 
 
 @dataclass(frozen=True)
@@ -183,6 +191,9 @@ class RuntimeConfig:
     # The host's address on the ingress's network: a second socket, where only the ingress reaches it (the guard's
     # rule), to wake a site's sandbox. None: only `listen`.
     wake_listen: str | None = None
+    # The gateway container whose configuration volume holds each sandbox's network profile, when a pool here has
+    # profiles (None: none has).
+    gateway: str | None = None
     version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -205,6 +216,9 @@ class RuntimeConfig:
             unknown = sorted(set(token.pools) - set(self.pools))
             if unknown:
                 raise ValueError(f"tokens.{scope}.pools: {unknown!r} are not pools of this host")
+        profiled = sorted(pool for pool, spec in self.pools.items() if spec.network_profiles)
+        if profiled and not self.gateway:
+            raise ValueError(f"gateway: pools {profiled!r} have network profiles, which the gateway enforces: name it")
 
     def pool_of(self, sandbox: str) -> str | None:
         return next((pool for pool, spec in self.pools.items() if sandbox in spec.places), None)
@@ -212,8 +226,13 @@ class RuntimeConfig:
     def to_json(self) -> str:
         """Stable text (sorted keys): a changed config is a changed file, an unchanged one is byte-equal."""
         data = asdict(self)
-        if data["wake_listen"] is None:  # absent when unused: a host without ingress keeps its runtime as it was
-            del data["wake_listen"]
+        # Absent when unused: a host without ingress or network profiles keeps its runtime's configuration as it was.
+        for key in ("wake_listen", "gateway"):
+            if data[key] is None:
+                del data[key]
+        for pool in data["pools"].values():
+            if not pool["network_profiles"]:
+                del pool["network_profiles"], pool["start_profile"]
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     @classmethod
@@ -242,5 +261,6 @@ def _pool(data: dict[str, Any]) -> PoolRuntime:
         session_retention=Retention(**data.pop("session_retention")) if data.get("session_retention") else
         data.pop("session_retention", None),
         ondemand=ondemand_of(data.pop("ondemand", None)),
+        network_profiles=tuple(data.pop("network_profiles", ())),
         **data,
     )

@@ -103,6 +103,8 @@ def pool_runtime(stack: str, placement: Placement, ondemand: OnDemand | None = N
         ondemand=ondemand,
         wakes_per_hour=session.wakes_per_hour,
         terminal_idle_seconds=session.terminal_idle,
+        network_profiles=tuple(name for name, _ in t.network_profiles),
+        start_profile=t.start_profile,
     )
 
 
@@ -194,5 +196,8 @@ def plan_runtime(stack: str, host: str, spec: RuntimeService | None, placements:
                            ondemand_labels={LABEL_STACK: stack, LABEL_HOST: host}, sites=dict(sites or {}),
                            listen=listen, wake_listen=wake_listen if listen != "0.0.0.0" else None,
                            tokens={scope: TokenScope(tuple(p for p in t.pools if p in pools), token_env(scope))
-                                   for scope, t in spec.tokens.items()})
+                                   for scope, t in spec.tokens.items()},
+                           # Where a session's network profile is recorded (docs/design/network-profiles.md).
+                           gateway=infra_name(stack, "gateway") if any(p.network_profiles for p in pools.values())
+                           else None)
     return RuntimeHostPlan(stack, spec, config)

@@ -213,23 +213,33 @@ def _private(entry) -> bool:
 
 
 def check_network(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
+    """Every network policy of every template: its one `network`, or each of its network profiles (a session may be
+    switched into any of them; docs/design/network-profiles.md), located where it is written."""
     for name, t in spec.templates.items():
-        n = t.network
-        if policy.production and n.egress == "allow-all":
-            yield Violation("SBX-NET-001", f"template/{name}", template_path(spec, name, "network", "egress"),
-                            f"Template '{name}' must not use allow-all egress in a production stack.")
-        if n.egress != "deny-all" and not n.log:
-            yield Violation("SBX-NET-002", f"template/{name}", template_path(spec, name, "network", "log"),
-                            f"Template '{name}' must log its egress (network.log is false).")
-        if not policy.private_egress:
-            for index, entry in enumerate(n.allow):
-                if _private(entry):
-                    yield Violation("SBX-NET-003", f"template/{name}",
-                                    template_path(spec, name, "network", "allow", index),
-                                    f"Template '{name}' must not allow the private or link-local destination {entry}.")
-        if n.allow_metadata:
-            yield Violation("SBX-NET-004", f"template/{name}", template_path(spec, name, "network", "allow_metadata"),
-                            f"Template '{name}' opts in to the cloud metadata address.")
+        policies = [(("network",), "", t.network)] if not t.network_profiles else [
+            (("network_profiles", "profiles", profile), f" (network profile '{profile}')", n)
+            for profile, n in t.network_profiles]
+        for at, which, n in policies:
+            yield from _network_violations(spec, policy, name, at, which, n)
+
+
+def _network_violations(spec: ResolvedStack, policy: Policy, name: str, at: tuple, which: str,
+                        n) -> Iterator[Violation]:
+    if policy.production and n.egress == "allow-all":
+        yield Violation("SBX-NET-001", f"template/{name}", template_path(spec, name, *at, "egress"),
+                        f"Template '{name}'{which} must not use allow-all egress in a production stack.")
+    if n.egress != "deny-all" and not n.log:
+        yield Violation("SBX-NET-002", f"template/{name}", template_path(spec, name, *at, "log"),
+                        f"Template '{name}'{which} must log its egress (network.log is false).")
+    if not policy.private_egress:
+        for index, entry in enumerate(n.allow):
+            if _private(entry):
+                yield Violation("SBX-NET-003", f"template/{name}", template_path(spec, name, *at, "allow", index),
+                                f"Template '{name}'{which} must not allow the private or link-local destination "
+                                f"{entry}.")
+    if n.allow_metadata:
+        yield Violation("SBX-NET-004", f"template/{name}", template_path(spec, name, *at, "allow_metadata"),
+                        f"Template '{name}'{which} opts in to the cloud metadata address.")
 
 
 def _registry(image: str) -> str:

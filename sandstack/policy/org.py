@@ -58,7 +58,8 @@ VIEW_PATHS: dict[str, dict[str, tuple]] = {
                  "pids": ("limits", "pids"), "open_files": ("limits", "open_files"), "gpus": ("limits", "gpus"),
                  "max_lifetime_s": ("lifecycle", "max_lifetime"), "idle_timeout_s": ("lifecycle", "idle_timeout"),
                  "runtime": ("runtime",), "user": ("user",), "egress": ("network", "egress"),
-                 "log": ("network", "log"), "allow": ("network", "allow"), "public_ports": ("ports",),
+                 "log": ("network", "log"), "allow": ("network", "allow"), "network_profiles": ("network_profiles",),
+                 "public_ports": ("ports",),
                  "host_ports": ("ports",), "url_ports": ("ports",), "privileged": ("security", "privileged"),
                  "capabilities": ("security", "capabilities"), "base_image": ("base_image",),
                  "read_only_root": ("filesystem", "read_only_root"),
@@ -249,13 +250,15 @@ def duplicate_ids(files: list[PolicyFile]) -> list[Diagnostic]:
 def template_view(t: ResolvedTemplate, public_urls: tuple[int, ...] = ()) -> dict[str, Any]:
     """A template as organisation rules see it. `public_ports` are the ports reachable from anywhere: published
     `public`, and the `url` ports a public ingress serves (`public_urls`), as SBX-PORT-001 counts them;
-    `url_ports` are all its url ports."""
+    `url_ports` are all its url ports. With network profiles, `egress`, `log` and `allow` are the loosest of them
+    (the widest mode, every profile's allow entries, logged only if all are): a rule holds for every profile."""
     n = t.network
     return {
         "name": t.name, "cpus": t.limits.cpus, "memory_mib": t.limits.memory // MIB, "disk_mib": t.limits.disk // MIB,
         "pids": t.limits.pids, "open_files": t.limits.open_files, "gpus": t.limits.gpus.count if t.limits.gpus else 0,
         "max_lifetime_s": t.lifecycle.max_lifetime, "idle_timeout_s": t.lifecycle.idle_timeout,
         "runtime": t.runtime, "user": t.user, "egress": n.egress, "log": n.log, "allow": [str(a) for a in n.allow],
+        "network_profiles": [name for name, _ in t.network_profiles],
         "public_ports": [p.port for p in t.ports
                          if p.exposure == "public" or (p.exposure == "url" and p.port in public_urls)],
         "url_ports": [p.port for p in t.ports if p.exposure == "url"],

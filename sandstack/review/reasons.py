@@ -80,6 +80,12 @@ def _route_kept(s: Side) -> bool:
     return s.old is not None and s.new is not None and route(s.old) == route(s.new)
 
 
+def _profile_names_kept(s: Side) -> bool:
+    """The route kept and the same network profile names (the runtime's list of them) before and after."""
+    return _route_kept(s) and s.old is not None and s.new is not None and \
+        [n for n, _ in s.old.network_profiles] == [n for n, _ in s.new.network_profiles]
+
+
 def _url_ports(t: ResolvedTemplate) -> set[int]:
     return {p.port for p in t.ports if p.exposure == "url"}
 
@@ -113,6 +119,7 @@ DECIDE: dict[Condition, Callable[[Side], bool]] = {
     table.ROUTING: _routing_changes,
     table.URL_AND_ROUTING: lambda s: _url_ports_change(s) and _routing_changes(s),
     table.ROUTE_KEPT: _route_kept,
+    table.PROFILE_NAMES_KEPT: _profile_names_kept,
     table.IN_INGRESS_TLS: lambda s: ".ingress.tls." in s.change.path,
     table.UNLOGGED_ALLOW_ALL: _unlogged_allow_all,
     table.DIRECT_ROUTE: lambda s: s.template is not None and s.template.network.outbound == "direct",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sandstack.spec.models import SecretRef
-from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
+from sandstack.spec.resolve import EffectiveNetwork, ResolvedStack, ResolvedTemplate
 
 EGRESS_ORDER = {"deny-all": 0, "allow-list": 1, "allow-all": 2}
 # A url port is reached through the host's ingress, public unless the ingress is on the loopback: ranked as public.
@@ -54,37 +54,24 @@ def compare_templates(pool: str, old: ResolvedTemplate, new: ResolvedTemplate) -
     def add(loosens: bool, area: str, text: str) -> None:
         out.append(Finding(pool, loosens, area, text))
 
-    # Egress: mode, lists, logging, metadata.
-    a, b = old.network, new.network
-    if a.egress != b.egress:
-        add(EGRESS_ORDER[b.egress] > EGRESS_ORDER[a.egress], "egress", f"egress {a.egress} → {b.egress}")
-    allow_a, allow_b = {str(r) for r in a.allow}, {str(r) for r in b.allow}
-    deny_a, deny_b = {str(r) for r in a.deny}, {str(r) for r in b.deny}
-    if b.egress != "deny-all":
-        for entry in sorted(allow_b - allow_a):
-            add(True, "egress", f"allow entry added: {entry}")
-        for entry in sorted(deny_a - deny_b):
-            add(True, "egress", f"deny entry removed: {entry}")
-    for entry in sorted(allow_a - allow_b):
-        add(False, "egress", f"allow entry removed: {entry}")
-    for entry in sorted(deny_b - deny_a):
-        add(False, "egress", f"deny entry added: {entry}")
-    # `protocols: any`: a direct route out for any protocol instead of the gateway, each connection logged.
-    if a.outbound == "gateway" and b.logs_connections:
-        add(True, "egress", f"egress of template {new.name} made direct for any protocol (every connection logged)")
-    elif a.logs_connections and b.outbound == "gateway":
-        add(False, "egress",
-            f"egress of template {new.name} back through the gateway (HTTP only, every request logged)")
-    if a.log != b.log and b.egress != "deny-all":
-        add(not b.log, "egress", "egress logging turned " + ("on" if b.log else "off"))
-    if a.allow_metadata != b.allow_metadata:
-        add(b.allow_metadata, "egress", "metadata addresses " + ("reachable" if b.allow_metadata else "refused again"))
-    # A direct route's connection bounds (the guard's rules): raising one loosens it.
-    if b.outbound == "direct":
-        for name, words in CONNECTION_BOUNDS:
-            x, y = getattr(a.connections, name), getattr(b.connections, name)
-            if x != y:
-                add(y > x, "egress", f"{words} {x} → {y}")
+    # Egress: the one policy, or with network profiles their envelope (the loosest: what any profile reaches), then
+    # each profile by name (docs/design/network-profiles.md).
+    profiled = bool(old.network_profiles or new.network_profiles)
+    for loosens, text in _egress(old.network, new.network, new.name):
+        add(loosens, "egress", f"loosest network profile: {text}" if profiled else text)
+    before, after = dict(old.network_profiles), dict(new.network_profiles)
+    for name, policy in after.items():
+        if name in before:
+            for loosens, text in _egress(before[name], policy, new.name):
+                add(loosens, "egress", f"network profile {name}: {text}")
+            continue
+        # A profile added: judged against everything a sandbox could reach before (the old policy or envelope).
+        found = _egress(old.network, policy, new.name)
+        add(any(loosens for loosens, _ in found), "egress", f"network profile {name} added (egress {policy.egress}"
+            + (f", allow {', '.join(map(str, policy.allow))}" if policy.allow else "") + ")")
+    for name in before:
+        if name not in after:
+            add(False, "egress", f"network profile {name} removed")
     # Limits.
     for name, words in LIMITS:
         x, y = getattr(old.limits, name), getattr(new.limits, name)
@@ -238,4 +225,36 @@ def compare_hosts(old: ResolvedStack, new: ResolvedStack) -> list[Finding]:
                                        f"{host}'s ingress exposure host → public" if after == "public" else
                                        f"url ports {listed} back on host {host}'s loopback: its ingress exposure "
                                        "public → host"))
+    return out
+
+
+
+def _egress(a: EffectiveNetwork, b: EffectiveNetwork, name: str) -> list[tuple[bool, str]]:
+    """What got looser (True) or tighter (False) from policy `a` to `b` of template `name`: mode, lists, logging,
+    metadata, a direct route's bounds."""
+    out: list[tuple[bool, str]] = []
+    if a.egress != b.egress:
+        out.append((EGRESS_ORDER[b.egress] > EGRESS_ORDER[a.egress], f"egress {a.egress} → {b.egress}"))
+    allow_a, allow_b = {str(r) for r in a.allow}, {str(r) for r in b.allow}
+    deny_a, deny_b = {str(r) for r in a.deny}, {str(r) for r in b.deny}
+    if b.egress != "deny-all":
+        out += [(True, f"allow entry added: {entry}") for entry in sorted(allow_b - allow_a)]
+        out += [(True, f"deny entry removed: {entry}") for entry in sorted(deny_a - deny_b)]
+    out += [(False, f"allow entry removed: {entry}") for entry in sorted(allow_a - allow_b)]
+    out += [(False, f"deny entry added: {entry}") for entry in sorted(deny_b - deny_a)]
+    # `protocols: any`: a direct route out for any protocol instead of the gateway, each connection logged.
+    if a.outbound == "gateway" and b.logs_connections:
+        out.append((True, f"egress of template {name} made direct for any protocol (every connection logged)"))
+    elif a.logs_connections and b.outbound == "gateway":
+        out.append((False, f"egress of template {name} back through the gateway (HTTP only, every request logged)"))
+    if a.log != b.log and b.egress != "deny-all":
+        out.append((not b.log, "egress logging turned " + ("on" if b.log else "off")))
+    if a.allow_metadata != b.allow_metadata:
+        out.append((b.allow_metadata, "metadata addresses " + ("reachable" if b.allow_metadata else "refused again")))
+    # A direct route's connection bounds (the guard's rules): raising one loosens it.
+    if b.outbound == "direct":
+        for field, words in CONNECTION_BOUNDS:
+            x, y = getattr(a.connections, field), getattr(b.connections, field)
+            if x != y:
+                out.append((y > x, f"{words} {x} → {y}"))
     return out

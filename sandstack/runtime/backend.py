@@ -163,6 +163,18 @@ class SandboxBackend(ABC):
         its changes are back, owners, modes and whiteouts included. Raises BackendError when it cannot."""
         raise BackendError(f"this backend cannot restore the writable root of {name!r}")
 
+    def address(self, name: str) -> str | None:
+        """The running container's address on its (pool's) network, which the gateway sees as a request's source;
+        None when it has none (stopped, no network)."""
+        raise BackendError(f"this backend cannot tell the address of {name!r}")
+
+    def set_profile(self, gateway: str, address: str, line: str | None, check: str = "") -> None:
+        """Record in the gateway container's configuration volume the network profile of the sandbox at `address`
+        (`line`: '<pool> <profile>'), whole (renamed into place), or remove its record (None: the start profile);
+        then, with `check` ('<pool> <profile> <start>'), ask the gateway's own profile helper, as squid asks it, and
+        require its OK: the gateway answers by the record from now on. Raises BackendError when it cannot."""
+        raise BackendError(f"this backend cannot record a network profile in {gateway!r}")
+
 
 @dataclass(frozen=True)
 class WorkspaceReset:

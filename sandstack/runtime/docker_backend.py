@@ -44,7 +44,7 @@ from sandstack.runtime.docker_exec import (
     shut,
 )
 from sandstack.runtime.readiness import Probe, probe_of
-from sandstack.runtime.scripts import CLEAN
+from sandstack.runtime.scripts import CLEAN, SET_PROFILE
 
 SEND = 1024 * 1024  # bytes of stdin read and sent at a time (an upload: fewer, larger sends)
 INSPECT_WAIT = 1.0  # seconds an ended exec's stream waits for its exit code at most (then it is reported as it is)
@@ -160,6 +160,25 @@ class DockerBackend(SandboxBackend):
         if not finished:
             return ExecStatus(None, elapsed())
         return ExecStatus(self._exit_code(name, exec_id), elapsed())
+
+    def address(self, name: str) -> str | None:
+        with docker_errors(name):
+            networks = self.api.inspect_container(name)["NetworkSettings"].get("Networks") or {}
+        # A sandbox is on its pool's network only.
+        return next((n["IPAddress"] for n in networks.values() if n.get("IPAddress")), None)
+
+    def set_profile(self, gateway: str, address: str, line: str | None, check: str = "") -> None:
+        # As root in the gateway (no capabilities: it owns the configuration volume's top, squid's user does not),
+        # so the helper, as squid's user, only reads what is written.
+        with docker_errors(gateway):
+            exec_id = self.api.exec_create(gateway, ["sh", "-c", SET_PROFILE, "sandstack-profile", address,
+                                                     line or "", check], user="root")["Id"]
+            out = self.api.exec_start(exec_id, stream=False, demux=False)
+            code = self.api.exec_inspect(exec_id).get("ExitCode")
+        if code != 0:
+            text = out.decode(errors="replace").strip() if isinstance(out, bytes) else str(out)
+            raise BackendError(f"recording the network profile of {address} in {gateway!r} failed "
+                               f"(exit {code}): {text[-300:]}")
 
     def _exit_code(self, name: str, exec_id: str) -> int | None:
         with docker_errors(name):

@@ -49,6 +49,9 @@ class Hibernation:
         # the name, a second container removing the first's): 60 first requests waited up to 47 s on the engine.
         self._resuming: dict[str, threading.Lock] = {}
         self._resuming_lock = threading.Lock()
+        # Called with a resumed sandbox's name once it runs again, before it is bound: what follows its container
+        # (its network profile's record, by its address, which a start may change). One that raises fails the resume.
+        self.on_resumed: list = []
 
     def hibernate(self, name: str, by: str = "api") -> SandboxRow:
         sandboxes = self.sandboxes
@@ -168,6 +171,8 @@ class Hibernation:
                 files = self.credentials.files(name)
                 if files:  # the tmpfs is new with the container: the session's secret files, from memory again
                     secret_files.write(self.execs, name, files)
+                for hook in self.on_resumed:
+                    hook(name)
             except (ApiError, BackendError) as error:
                 failed = self._failed(name, error)
                 if isinstance(error, DaemonUnavailable):

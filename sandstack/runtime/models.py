@@ -251,3 +251,18 @@ class Health(BaseModel):
     host: str | None
     config: str | None = Field(None, description="The digest of the configuration set in force (its "
                                                  "configuration volume's `want`); null: the one from its environment.")
+
+
+class NetworkRequest(Strict):
+    profile: str = Field(description="One of the network profiles the pool's template declares.",
+                         **pattern(POOL_PATTERN))
+
+
+class NetworkAnswer(BaseModel):
+    session: str
+    sandbox: str
+    pool: str
+    profile: str = Field(description="The profile in force: the gateway applies it to the sandbox's next request.")
+    previous: str | None = Field(None, description="A switch's: the profile before it.")
+    start: str = Field(description="The profile a session starts in (a released or reset sandbox is back in it).")
+    profiles: list[str] = Field(description="Every profile the template declares, in the spec's order.")

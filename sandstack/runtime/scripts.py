@@ -9,6 +9,8 @@ refuses what symlinks would take out of the root, so the check happens where the
 
 from __future__ import annotations
 
+from sandstack.spec.contract import CONFIG_DIR, CONFIG_PROFILES, PROFILE_HELPER
+
 # Exit statuses of the file scripts; anything else is the failing tool's own status (its stderr explains).
 OUTSIDE_ROOT = 65  # → 403
 NOT_FOUND = 66  # → 404
@@ -319,4 +321,20 @@ while :; do
         }'
     prev=$cur
 done
+"""
+
+# Run as root in the gateway container (sandstack.runtime.docker_backend.set_profile): `$1` a sandbox's address,
+# `$2` '<pool> <profile>' or empty (back to the start profile: the record removed), `$3` (when not empty) '<pool>
+# <profile> <start>' asked of the gateway's own helper, as squid asks it, which must answer OK (exit 3 otherwise).
+# Written whole, then renamed, so the helper reads the old line or the new one, never half of one
+# (sandstack.plan.gateway).
+SET_PROFILE = rf"""
+set -eu
+dir={CONFIG_DIR}/{CONFIG_PROFILES}
+mkdir -p "$dir" && chmod 755 "$dir"
+if [ -z "$2" ]; then rm -f "$dir/$1"
+else printf '%s\n' "$2" >"$dir/.$1.new" && chmod 644 "$dir/.$1.new" && mv -f "$dir/.$1.new" "$dir/$1"; fi
+[ -z "$3" ] && exit 0
+answer=$(printf '%s %s\n' "$1" "$3" | sh {PROFILE_HELPER})
+[ "$answer" = OK ] || {{ echo "the gateway's profile helper answers '$answer' for $1 $3"; exit 3; }}
 """

@@ -22,6 +22,7 @@ from sandstack.runtime.leases import Leases
 from sandstack.runtime.metrics import Metrics, NoMetrics
 from sandstack.runtime.monitor import Monitor
 from sandstack.runtime.ondemand import OnDemandPlaces, Provisioner
+from sandstack.runtime.profiles import NetworkProfiles
 from sandstack.runtime.processes import Processes
 from sandstack.runtime.readiness import Readiness
 from sandstack.runtime.reload import NeedsRestart, Refused
@@ -78,6 +79,10 @@ class Runtime:
         # What a session holds besides the container ends with it: its processes, its run-scoped secrets.
         self.sandboxes.on_session_end(lambda name: self.processes.end_session(name, ENDED))
         self.sandboxes.on_session_end(self.credentials.drop)  # whatever the reset's outcome
+        # A session's network profile (docs/design/network-profiles.md): its end puts the sandbox back in the start one.
+        self.profiles = NetworkProfiles(self.live, backend, state_dir)
+        self.sandboxes.on_session_end(self.profiles.reset)
+        self.hibernation.on_resumed.append(self.profiles.follow)  # a resumed container may have another address
         # The runtime's own operations feed the app's registry (sandstack.runtime.metrics; the app sets it).
         self.metrics: Metrics | NoMetrics = NoMetrics()
 

@@ -95,6 +95,8 @@ URL_AND_ROUTING = Condition("url ports change, the network turns internal or rou
 # The pool's route out (none / gateway / direct) and whether it is logged are the same before and after: a value
 # that means what the default already meant (`log: true` on 'allow-all', `protocols: http`).
 ROUTE_KEPT = Condition("route and logging unchanged")
+# A template's network profiles edited with the same names (and so the same runtime configuration) and the same route.
+PROFILE_NAMES_KEPT = Condition("route and profile names unchanged")
 UNLOGGED_ALLOW_ALL = Condition("unlogged allow-all")
 # Unlogged allow-all or `protocols: any`: no gateway on the way out, so the guard's rules alone refuse destinations.
 DIRECT_ROUTE = Condition("a direct route")

@@ -30,6 +30,12 @@ CONFIG_SETS = "sets"
 CONFIG_STATUS = "status"
 CONFIG_HAVE = f"{CONFIG_STATUS}/have"
 CONFIG_REFUSED = f"{CONFIG_STATUS}/refused"
+# In the gateway's configuration volume: one file per sandbox address not in its pool's start network profile,
+# holding `<pool> <profile>`, written by the runtime (through the gateway container) and read by the gateway's
+# profile helper at every request (docs/design/network-profiles.md).
+CONFIG_PROFILES = "profiles"
+# The gateway's helper that answers squid's external acl from those files (written by its entrypoint).
+PROFILE_HELPER = "/tmp/sandstack-profile"
 
 # --- cgroups --------------------------------------------------------------------------------------------------
 HOST_CGROUP_MOUNT = "/sys/fs/cgroup"  # the host's cgroup tree, bind-mounted into the guard

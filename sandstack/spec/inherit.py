@@ -12,6 +12,9 @@ from sandstack.spec.models import Snapshot, Stack, Template
 
 # Blocks merged field by field from the parent (as from `defaults`); every other field is taken whole.
 MERGED_BLOCKS = ("lifecycle", "filesystem", "security")
+# Fields that say one thing two ways: a template that sets one inherits neither (its own `network` replaces the
+# parent's profiles, its own profiles the parent's `network`).
+ALTERNATIVES = {"network": "network_profiles", "network_profiles": "network"}
 
 
 def extends_diagnostics(doc: Document, stack: Stack) -> Iterator[Diagnostic]:
@@ -51,7 +54,7 @@ def _merged(stack: Stack, name: str) -> Template:
             values[field_name] = _merge_block(inherited, own)
         elif own_set and parent_set and field_name == "env":
             values[field_name] = {**inherited, **own}
-        elif not own_set and parent_set:
+        elif not own_set and parent_set and ALTERNATIVES.get(field_name) not in template.model_fields_set:
             values[field_name] = inherited
             fields_set.add(field_name)
         else:

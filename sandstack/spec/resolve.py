@@ -3,7 +3,9 @@
 Precedence, lowest first: built-ins → stack `defaults` → the template. `limits` merge field by field
 (a profile first, then single fields); `lifecycle`, `filesystem` and `security` merge field by field;
 `env` merges by variable; `network` is taken whole from the template, else from the defaults, so an
-allow-list is never the accidental union of two lists.
+allow-list is never the accidental union of two lists. A template with `network_profiles` has each profile whole, and
+as its `network` their envelope: what any of them reaches (the route, the logging resolver's names, the review's
+loosest profile).
 """
 
 from __future__ import annotations
@@ -162,6 +164,10 @@ class ResolvedTemplate:
     session: SessionPolicy = field(default_factory=lambda: SessionPolicy())  # the runtime's, whole block
     platform: str | None = None  # 'linux/arm64'...; None: each host's own architecture
     url_auth: str = "none"  # who may open its URLs (`urls.auth`)
+    # Its network profiles by name (docs/design/network-profiles.md), in the file's order, and the one a session
+    # starts in; `network` is then their envelope. Empty: no profiles, `network` is the one policy.
+    network_profiles: tuple[tuple[str, EffectiveNetwork], ...] = ()
+    start_profile: str | None = None
 
 
 @dataclass(frozen=True)
@@ -213,7 +219,36 @@ def _profile(stack: Stack, name: str) -> Limits:
 
 
 def effective_network(stack: Stack, template: Template) -> EffectiveNetwork:
-    policy = template.network or stack.defaults.network or NetworkPolicy()
+    if template.network_profiles is not None:
+        return envelope(tuple(policy_network(p) for p in template.network_profiles.profiles.values()))
+    return policy_network(template.network or stack.defaults.network or NetworkPolicy())
+
+
+def effective_profiles(template: Template) -> tuple[tuple[str, EffectiveNetwork], ...]:
+    if template.network_profiles is None:
+        return ()
+    return tuple((name, policy_network(p)) for name, p in template.network_profiles.profiles.items())
+
+
+EGRESS_RANK = {"deny-all": 0, "allow-list": 1, "allow-all": 2}
+
+
+def envelope(profiles: tuple[EffectiveNetwork, ...]) -> EffectiveNetwork:
+    """What any of a template's profiles reaches, as one policy: the widest mode, every allow entry, only the denies
+    every profile with egress has (a deny-all profile denies all). Its route is theirs (they share one: rule
+    network-profiles); it is what the pool's network, the logging resolver and the review's loosest profile read."""
+    widest = max(profiles, key=lambda n: EGRESS_RANK[n.egress])
+    if widest.egress == "deny-all":
+        return widest
+    out = [n for n in profiles if n.egress != "deny-all"]
+    allow = () if widest.egress == "allow-all" else tuple(dict.fromkeys(r for n in out for r in n.allow))
+    deny = tuple(r for r in out[0].deny if all(r in n.deny for n in out[1:]))
+    return EffectiveNetwork(egress=widest.egress, allow=allow, deny=deny, log=all(n.log for n in out),
+                            allow_metadata=any(n.allow_metadata for n in out), protocols=widest.protocols,
+                            connections=widest.connections)
+
+
+def policy_network(policy: NetworkPolicy) -> EffectiveNetwork:
     _, log = decode_egress(policy.egress, policy.log, policy.protocols)
     return EffectiveNetwork(
         egress=policy.egress,
@@ -330,6 +365,8 @@ def resolve_template(stack: Stack, name: str, source: Path) -> ResolvedTemplate:
         session=t.session or d.session or SessionPolicy(),
         platform=_pick(t.platform, d.platform),
         url_auth=(t.urls or d.urls or Urls()).auth,
+        network_profiles=effective_profiles(t),
+        start_profile=t.network_profiles.start if t.network_profiles else None,
     )
 
 

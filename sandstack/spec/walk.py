@@ -1,7 +1,9 @@
 """Every field of the spec models by its path ('templates.*.ports[].port'), walked from a model.
 
 A map's values add '.*' to the path, a list's items '[]'. The change table, the reference and the
-change-matrix test all walk the models the same way.
+change-matrix test all walk the models the same way. A field declared `whole` (sandstack.spec.models.base.field) is
+walked as one field: a change anywhere inside it is its own (a template's network profiles: each profile is a
+`NetworkPolicy`, whose fields declare their effects for the template's `network`, not for a profile).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ def model_fields(model: type[BaseModel], prefix: str = "") -> dict[str, FieldInf
     for name, info in model.model_fields.items():
         path = prefix + name
         out[path] = info
+        if getattr(info.json_schema_extra, "whole", False):
+            continue
         for suffix, sub in _models_in(info.annotation):
             out.update(model_fields(sub, f"{path}{suffix}."))
     return out

@@ -240,6 +240,13 @@ INGRESS = setting(hosts__local__ingress={"domain": "sbx.example.com"}, templates
 INGRESS_TLS = setting(hosts__local__ingress={"domain": "sbx.example.com", "tls": {
     "cert": {"secret": "certPem"}, "key": {"secret": "keyPem"}}}, templates__agent__ports=URL_PORT)
 RUNTIME = setting(hosts__local__runtime={"token": {"secret": "runtimeToken"}})
+# `agent` with network profiles instead of its `network` (a runtime to switch them).
+PROFILES = {"start": "open", "profiles": {"open": {"egress": "allow-list", "allow": ["example.com"]},
+                                          "locked": {"egress": "deny-all"}}}
+AGENT_PROFILES = setting(templates__agent__network=None, templates__agent__network_profiles=PROFILES,
+                         hosts__local__runtime={"token": {"secret": "runtimeToken"}})
+PROFILE_ADDED = {**PROFILES["profiles"], "docs": {"egress": "allow-list", "allow": ["docs.example.org"]}}
+PROFILE_EDITED = {**PROFILES["profiles"], "open": {"egress": "allow-list", "allow": ["example.com", "example.org"]}}
 RUNTIME_TOKEN = setting(hosts__local__runtime={"token": {"secret": "runtimeToken"},
                                                "tokens": {"tenant": {"secret": "tenantToken", "pools": ["agent"]}}})
 FREE_DISK = setting(hosts__local__disk_workspaces="1GiB", defaults__filesystem__writable=WITH_WORK)
@@ -503,6 +510,16 @@ CASES: list[Case] = [
     *(Case(f"templates.*.network.connections{field}", value,
            prepare=setting(templates__agent__network={"egress": "allow-all", "protocols": "any"}))
       for field, value in CONNECTION_CHANGES),
+    # A template's network profiles: always through the gateway (rule network-profiles), so no single field moves
+    # the route (from a `network` of another route is two fields: `network` removed, `network_profiles` added).
+    Case("templates.*.network_profiles", {**PROFILES, "profiles": PROFILE_EDITED}, prepare=AGENT_PROFILES,
+         condition=table.PROFILE_NAMES_KEPT),
+    Case("templates.*.network_profiles", {**PROFILES, "profiles": PROFILE_ADDED}, prepare=AGENT_PROFILES,
+         condition=ROUTE_KEPT),
+    Case("templates.*.network_profiles.profiles", PROFILE_EDITED, prepare=AGENT_PROFILES,
+         condition=table.PROFILE_NAMES_KEPT),
+    Case("templates.*.network_profiles.profiles", PROFILE_ADDED, prepare=AGENT_PROFILES),
+    Case("templates.*.network_profiles.start", "locked", prepare=AGENT_PROFILES),
     Case("templates.*.runtime", "runsc"),
     Case("templates.*.platform", "linux/amd64"),
     Case("templates.*.lifecycle", {"max_lifetime": "6h", "idle_timeout": "10m", "on_expiry": "restart"},

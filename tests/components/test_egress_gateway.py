@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sandstack.plan.gateway import CACHE_LOG, ENTRYPOINT, ERROR_PAGE, LOOP, PREPARE, SQUID_TEMPLATES
+from sandstack.plan.gateway import CACHE_LOG, ENTRYPOINT, ERROR_PAGE, LOOP, PREPARE, SQUID_TEMPLATES, WRITE_HELPER
 from sandstack.plan.reload import SERVICE_SH, ConfigSet
 from sandstack.plan.squid import ACCESS_LOG, ERROR_DIRECTORY, SELF_ADDRESSES
 from tests.assets.fakes import RELOAD
@@ -29,7 +29,8 @@ def gateway(build):
 
 
 def test_the_entrypoint_prepares_the_error_pages_then_takes_each_configuration_in_place():
-    assert ENTRYPOINT == SERVICE_SH + PREPARE + " || exit 1\n" + LOOP
+    # The network profiles' helper is written before squid starts (its external acl runs it: test_squid_profiles).
+    assert ENTRYPOINT == SERVICE_SH + PREPARE + " || exit 1\n" + WRITE_HELPER + LOOP
     assert PREPARE == (
         "mkdir -p /tmp/sandstack-errors"
         " && for t in /usr/share/squid/errors/templates/ERR_*;"

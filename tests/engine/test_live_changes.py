@@ -7,7 +7,8 @@ session's process keeps running and streaming.
 
 One stack for the module, changed step by step (each test applies the next change; they run in file order):
 pools `listed` and `other` (allow-list, each its own list), `direct` (unlogged allow-all: a direct route, whose
-connection bounds the guard holds). "The internet" is a test server on the stack's egress network.
+connection bounds the guard holds), `prof` (network profiles `open` and `locked`, switched at run time through the
+runtime: no apply). "The internet" is a test server on the stack's egress network.
 """
 
 from __future__ import annotations
@@ -38,8 +39,12 @@ def stack_spec(image: str, *, listed=("allowed.test",), third=False, other_repli
         "listed": template(image, {"egress": "allow-list", "allow": list(listed)}),
         "other": template(image, {"egress": "allow-list", "allow": ["other.test"]}),
         "direct": template(image, {"egress": "allow-all", "log": False, "connections": {"rate": rate}}),
+        "prof": {**{k: v for k, v in template(image, {}).items() if k != "network"}, "network_profiles": {
+            "start": "open", "profiles": {"open": {"egress": "allow-list", "allow": ["allowed.test"]},
+                                          "locked": {"egress": "deny-all"}}}},
     }
     pools = {"listed": {"template": "listed", "hosts": ["local"]},
+             "prof": {"template": "prof", "hosts": ["local"]},
              "other": {"template": "other", "hosts": ["local"], "replicas": other_replicas},
              "direct": {"template": "direct", "hosts": ["local"]}}
     templates["listed"]["session"] = {"exec_max_timeout": exec_max}
@@ -78,8 +83,8 @@ class Stream:
 @pytest.fixture(scope="module")
 def live(docker_client, debian_image, harness_sweep_orphans, tmp_path_factory):
     with deployed(__file__, "lc", tmp_path_factory.mktemp("live"), stack_spec(debian_image), docker_client,
-                  debian_image, {"listed": 1, "other": 1, "direct": 1},
-                  secret_config={"runtimeToken": TOKEN}) as net, local_client(PORT, TOKEN, ["direct"]) as client:
+                  debian_image, {"listed": 1, "other": 1, "direct": 1, "prof": 1},
+                  secret_config={"runtimeToken": TOKEN}) as net, local_client(PORT, TOKEN, ["direct", "prof"]) as client:
         net.extra["image"] = debian_image
         net.extra["web"] = net.lab.server("web", net.name("egress"), ["tcp:80"], aliases=ALIASES)
         drill = Drill(net.deployment, docker_client)
@@ -90,6 +95,7 @@ def live(docker_client, debian_image, harness_sweep_orphans, tmp_path_factory):
                    what="both request loops answered")
         net.extra["drill"] = drill
         net.extra["stream"] = Stream(client.claim("direct", "live-drill"))
+        net.extra["client"] = client
         yield net
 
 
@@ -162,6 +168,24 @@ def test_a_runtime_setting_reloads_the_runtime_in_place_and_its_session_streams_
     reload_env = dict(line.split("=", 1) for line in docker_client.containers.get(
         live.name("runtime") + "-reload").attrs["Config"]["Env"])
     assert f'"config":"{reload_env["SANDSTACK_CONFIG_DIGEST"]}"' in digest.replace(" ", ""), digest
+
+
+def test_a_profile_switched_at_run_time_fails_no_request_of_another_session_and_restarts_nothing(live):
+    """Not an apply: the runtime records the session's profile where the gateway's helper reads it (no reconfigure,
+    so no instant of closed ports either)."""
+    drill: Drill = live.extra["drill"]
+    session = live.extra["client"].claim("prof", "live-profile")
+    assert curl(live.sandbox("prof"), "http://allowed.test/").status == 200
+    # The window counted: the switch and a second after it (a switch answers in a fraction of one).
+    outcome = drill.run(lambda: (session.network("locked"), time.sleep(1)))
+    assert outcome.requests >= 2, outcome
+    assert outcome.failed == [], outcome.failed
+    assert outcome.renewed == set() and outcome.restarted == {}, outcome
+    live.extra["stream"].goes_on_after(time.time())
+    assert curl(live.sandbox("prof"), "http://allowed.test/").status == 403
+    again = drill.run(lambda: (session.network("open"), time.sleep(1)))
+    assert again.failed == [] and again.renewed == set() and again.restarted == {}, again
+    assert curl(live.sandbox("prof"), "http://allowed.test/").status == 200
 
 
 def test_a_configuration_the_gateway_refuses_fails_the_apply_naming_it_and_the_one_in_force_stays(live,

@@ -46,3 +46,30 @@ def test_squid_parses_the_rendered_config_after_the_gateways_own_preparation(doc
                 and "IPv6" not in line  # the test container has no IPv6: squid says so, harmlessly
                 and "HTTP requires the use of Via" not in line]  # `via off`, on purpose: Via names the gateway
     assert problems == []
+
+
+@pytest.mark.docker
+def test_squid_parses_a_pool_with_network_profiles(docker_client):
+    """The external acl of the network profiles (docs/design/network-profiles.md): its type line, the acls naming it
+    with their arguments, and each profile's lines, as squid 5 reads them."""
+    from sandstack.spec.resolve import envelope
+
+    open_ = EffectiveNetwork("allow-list", (parse_entry("pypi.org"), parse_entry("*.pythonhosted.org")),
+                             (parse_entry("bad.pypi.org"),), True)
+    locked = EffectiveNetwork("deny-all", (), (), False)
+    profiles = (("open", open_), ("locked", locked))
+    pool = GatewayPool("agent-a", 31000, envelope((open_, locked)), "10.213.0.0/23", "10.213.1.254",
+                       ("169.254.0.0/16",), "t-agent-a", profiles, "open")
+    script = ('printf "%s" "$SANDSTACK_SQUID_CONF" > /tmp/squid.conf && '
+              f"hostname -I | tr -s ' ' '\\n' | grep . > {SELF_ADDRESSES} && " + PREPARE
+              + " && squid -k parse -f /tmp/squid.conf")
+    result = docker_client.containers.run(
+        images.debian_image(docker_client), ["sh", "-c", script], user="proxy",
+        environment={"SANDSTACK_SQUID_CONF": render("t", "h1", [*_parse_pools(), pool])},
+        remove=True, stdout=True, stderr=True)
+    log = result.decode()
+    assert "Processing: acl agent_a-locked external sandstack_profile agent-a locked open" in log, log[-2000:]
+    assert "Processing: http_access deny all" in log
+    problems = [line for line in log.splitlines() if ("ERROR" in line or "FATAL" in line or "WARNING" in line)
+                and "IPv6" not in line and "HTTP requires the use of Via" not in line]
+    assert problems == []

@@ -84,6 +84,10 @@ def _prepare(data: dict, layer: str, field: str) -> None:
         set_path(data, "hosts.local.runtime", dict(RUNTIME))
         set_path(data, "hosts.local.ingress", {"domain": "sbx.example.com", "exposure": "host"})
         set_path(data, "templates.agent.ports", [{"port": 8000, "exposure": "url"}])
+    if field == "network_profiles.profiles":  # instead of `network`, with a start profile and a runtime to switch
+        set_path(data, f"{layer}.network", None)
+        set_path(data, f"{layer}.network_profiles", {"start": "locked"})
+        set_path(data, "hosts.local.runtime", dict(RUNTIME))
     if field == "hosts.local.ingress.exposure":
         set_path(data, "hosts.local.ingress", {"domain": "sbx.example.com", "exposure": "host"})
         set_path(data, "templates.agent.ports", [{"port": 8000, "exposure": "url"}])
@@ -132,7 +136,8 @@ def test_the_access_table_names_the_loosenings_a_reviewer_must_see():
     paths are more): among them the three the summary used to miss."""
     # 76 until cpus, memory and disk (defaults, templates, profiles: 9 paths) became `capacity`: a raise is a
     # larger share of the host, not wider access (issue 21; tests/review/test_categories.py).
-    assert len(LOOSENING) == 73  # 71, and `urls.auth` (defaults and templates)
+    # 72 with a template's network profiles (one field, judged whole: sandstack.spec.walk), 74 with `urls.auth`.
+    assert len(LOOSENING) == 74
     assert {"hosts.*.runtime.exposure", "hosts.*.ingress.exposure", "templates.*.filesystem.writable[].exec",
             "defaults.filesystem.writable[].exec"} <= set(LOOSENING)
 
@@ -233,3 +238,55 @@ def test_a_looser_default_is_named_on_every_pool_that_inherits_it(tmp_path):
     for pool in ("agent", "plain"):
         assert Finding(pool, True, "egress", "egress deny-all → allow-list") in found
         assert Finding(pool, True, "egress", "allow entry added: pypi.org") in found
+
+
+# --- network profiles (issue 36, item 6): each profile judged, and the loosest ----------------------------------
+
+def _profiled(profiles: dict, start: str = "locked") -> dict:
+    data = copy.deepcopy(BASE)
+    del data["templates"]["agent"]["network"]
+    data["templates"]["agent"]["network_profiles"] = {"start": start, "profiles": profiles}
+    data["hosts"]["local"]["runtime"] = dict(RUNTIME)
+    return data
+
+
+LOCKED = {"egress": "deny-all"}
+OPEN = {"egress": "allow-list", "allow": ["pypi.org"]}
+
+
+def test_a_looser_profile_added_is_a_loosening_and_the_loosest_is_named(tmp_path):
+    before = _profiled({"locked": LOCKED, "narrow": {"egress": "allow-list", "allow": ["api.github.com"]}})
+    after = _profiled({"locked": LOCKED, "narrow": {"egress": "allow-list", "allow": ["api.github.com"]},
+                       "open": {"egress": "allow-list", "allow": ["api.github.com", "pypi.org"]}})
+    assert _findings(tmp_path, before, after) == [
+        Finding("agent", True, "egress", "loosest network profile: allow entry added: pypi.org"),
+        Finding("agent", True, "egress", "network profile open added (egress allow-list, allow api.github.com, "
+                                         "pypi.org)")]
+    assert _findings(tmp_path, after, before) == [
+        Finding("agent", False, "egress", "loosest network profile: allow entry removed: pypi.org"),
+        Finding("agent", False, "egress", "network profile open removed")]
+
+
+def test_a_profile_loosened_within_the_loosest_is_still_a_loosening(tmp_path):
+    """`narrow` gains an entry `open` already had: the loosest is the same, the profile is not."""
+    before = _profiled({"locked": LOCKED, "open": OPEN, "narrow": {"egress": "allow-list", "allow": ["x.example"]}})
+    after = _profiled({"locked": LOCKED, "open": OPEN,
+                       "narrow": {"egress": "allow-list", "allow": ["x.example", "pypi.org"]}})
+    assert _findings(tmp_path, before, after) == [
+        Finding("agent", True, "egress", "network profile narrow: allow entry added: pypi.org")]
+
+
+def test_a_tighter_profile_added_is_no_loosening(tmp_path):
+    before = _profiled({"locked": LOCKED, "open": OPEN})
+    after = _profiled({"locked": LOCKED, "open": OPEN, "quiet": {"egress": "deny-all"}})
+    assert _findings(tmp_path, before, after) == [
+        Finding("agent", False, "egress", "network profile quiet added (egress deny-all)")]
+
+
+def test_a_template_moved_from_one_policy_to_profiles_is_judged_by_its_loosest(tmp_path):
+    before = copy.deepcopy(BASE)
+    before["hosts"]["local"]["runtime"] = dict(RUNTIME)
+    after = _profiled({"locked": LOCKED, "open": {"egress": "allow-all"}})
+    found = _findings(tmp_path, before, after)
+    assert Finding("agent", True, "egress", "loosest network profile: egress allow-list → allow-all") in found
+    assert Finding("agent", True, "egress", "network profile open added (egress allow-all)") in found

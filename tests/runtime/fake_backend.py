@@ -60,9 +60,30 @@ class FakeBackend(SandboxBackend):
         self.tmpfs_size: dict[str, int] = {}  # container path → its tmpfs's size (Docker's HostConfig.Tmpfs)
         self.died: dict[str, int] = {}  # sandbox → the exit status of its last `die` (Docker's past events)
         self.generation = {name: 1 for name in sandboxes}  # Docker's Id is f"{name}-{generation}": a new container
+        # Each sandbox's address on its pool network, and the gateway's network-profile records (gateway → address →
+        # line), as the gateway's helper reads them.
+        self.addresses = {name: f"10.213.0.{i + 2}" for i, name in enumerate(sandboxes)}
+        self.profile_files: dict[str, dict[str, str]] = {}
+        self.gateway_down = False
+        self.profile_checks: list[str] = []  # what each record asked the gateway's helper ('' : nothing)
         for name in sandboxes:
             for path in writable:
                 self.path(name, path).mkdir(parents=True, exist_ok=True)
+
+    def address(self, name: str) -> str | None:
+        self._check("address", name)
+        return self.addresses.get(name) if self.status.get(name) == "running" else None
+
+    def set_profile(self, gateway: str, address: str, line: str | None, check: str = "") -> None:
+        self.calls.append(("set_profile", address))
+        self.profile_checks.append(check)
+        if self.gateway_down:
+            raise BackendError(f"container {gateway!r} is not running")
+        files = self.profile_files.setdefault(gateway, {})
+        if line is None:
+            files.pop(address, None)
+        else:
+            files[address] = line
 
     def path(self, name: str, container_path: str) -> Path:
         """Where a container path of `name` lives on this machine."""

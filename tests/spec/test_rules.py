@@ -29,6 +29,20 @@ def change(*pairs: str) -> str:
     return text
 
 
+NETWORK = "    network:\n      egress: allow-list\n      allow:\n        - api.example.com\n"
+PROFILES = ("    network_profiles:\n      start: open\n      profiles:\n        open:\n          egress: allow-list\n"
+            "          allow: [api.example.com]\n        locked:\n          egress: deny-all\n")
+RUNTIME = ("      disk: 20GiB\n", "      disk: 20GiB\n    runtime:\n      token: {secret: runtimeToken}\n")
+
+
+def profiled(*pairs: str, runtime: bool = True) -> str:
+    """The base with template `web`'s network as profiles `open` (start) and `locked`, and a runtime on its host."""
+    text = change(NETWORK, PROFILES, *(RUNTIME if runtime else ()))
+    for old, new in zip(pairs[::2], pairs[1::2]):
+        text = edit(text, old, new)
+    return text
+
+
 # rule id → [(case id, stack text, exact lines)]; every rule in RULES must have at least one case.
 RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
     "ref-template": [
@@ -61,6 +75,36 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
         ("tld-wildcard", change("        - api.example.com\n", "        - '*.com'\n"),
          ["stack.yaml:31:11: $.templates.web.network.allow[0]: '*.com' covers a whole top-level domain; name a "
           "registrable domain, e.g. '*.example.com'"]),
+    ],
+    "network-profiles": [
+        ("network-and-profiles", profiled("    network_profiles:\n", "    network: {egress: deny-all}\n"
+                                          "    network_profiles:\n"),
+         ["stack.yaml:31:5: $.templates.web.network_profiles: a template sets `network` or `network_profiles`, not "
+          "both: the start profile (`network_profiles.start`) is the policy a session starts in; move `network` into "
+          "`network_profiles.profiles`"]),
+        ("start-undeclared", profiled("      start: open\n", "      start: opn\n"),
+         ["stack.yaml:31:14: $.templates.web.network_profiles.start: 'opn' is not a profile of this template; its "
+          "profiles: locked, open"]),
+        ("direct-profile", profiled("          egress: deny-all\n", "          egress: allow-all\n          log: false\n"),
+         ["stack.yaml:38:16: $.templates.web.network_profiles.profiles.locked.log: profile 'locked' has a direct "
+          "route out (`log: false`), which puts its sandboxes on a routed network of their own; a switch must never "
+          "move a sandbox to another network, so every profile goes through the gateway ('deny-all', 'allow-list', "
+          "or logged 'allow-all' with `protocols: http`)"]),
+        ("all-deny-all", profiled("          egress: allow-list\n          allow: [api.example.com]\n",
+                                  "          egress: deny-all\n"),
+         ["stack.yaml:33:9: $.templates.web.network_profiles.profiles: every profile is 'deny-all': a switch would "
+          "change nothing; give one egress ('allow-list' or 'allow-all'), or use `network: {egress: deny-all}`"]),
+        ("metadata-differs", profiled("          allow: [api.example.com]\n",
+                                      "          allow: [api.example.com]\n          allow_metadata: true\n",
+                                      "          egress: deny-all\n", "          egress: allow-list\n"
+                                      "          allow: [api.example.com]\n"),
+         ["stack.yaml:38:11: $.templates.web.network_profiles.profiles.locked.allow_metadata: profile 'locked' sets "
+          "`allow_metadata: false` and profile 'open' `true`: the host guard's rules follow the template, not the "
+          "profile, so every profile sets the same"]),
+        ("no-runtime", profiled(runtime=False),
+         ["stack.yaml:51:9: $.pools.web.hosts[0]: host 'local' has no `runtime`, which switches a session's network "
+          "profile; template 'web' declares profiles (locked, open): give the host a `runtime`, or place the pool "
+          "elsewhere"]),
     ],
     "egress-mode": [
         ("connections-on-allow-list", change("      allow:\n", "      connections: {rate: 10}\n      allow:\n"),

@@ -12,7 +12,8 @@ from tests.spec.helpers import edit, fixture_text, lines
 MINIMAL = fixture_text("minimal.yaml")
 CMD = '    command: ["sh"]\n'  # line 13, the last line: cases append template fields after it (line 14)
 TEMPLATE_FIELDS = ("limits, network, runtime, lifecycle, filesystem, security, env, user, workdir, base_image, "
-                   "platform, snapshot, session, urls, description, extends, data, secrets, entrypoint, command, readiness, ports")
+                   "platform, snapshot, session, urls, description, extends, data, secrets, entrypoint, command, readiness, "
+                   "network_profiles, ports")
 NAME_HINT = "use lowercase letters, digits and '-', starting with a letter, at most 32 characters"
 SIZE_HINT = "an integer number of bytes or a number with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. '512MiB'"
 CPUS_HINT = "a number of CPUs such as 1, 0.5 or '1.5', or millicores such as '500m'"

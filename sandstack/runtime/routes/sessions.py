@@ -8,7 +8,9 @@ from fastapi import APIRouter, Depends, Request
 
 from sandstack.runtime.answers import AsciiJSON
 from sandstack.runtime.credentials import check_names
-from sandstack.runtime.models import ClaimAnswer, ClaimRequest, SandboxStatus
+from sandstack.runtime.models import ClaimAnswer, ClaimRequest, NetworkAnswer, NetworkRequest, SandboxStatus
+from sandstack.runtime.profiles import Switch
+from sandstack.runtime.session_keys import shown
 from sandstack.runtime.routes.common import ERRORS, note, require_token, runtime_of, scope_of, session_param, session_row
 from sandstack.runtime.tokens import check_pool, check_snapshot, pool_level
 
@@ -71,3 +73,30 @@ def resume_session(request: Request, session: str = session_param()) -> Any:
     row = session_row(request, session)
     runtime = runtime_of(request)
     return runtime.sandboxes.describe(runtime.hibernation.resume(row.name))
+
+
+def _network(row, switch: Switch) -> dict[str, Any]:
+    return {"session": shown(row.session or ""), "sandbox": row.name, "pool": switch.pool, "profile": switch.profile,
+            "previous": switch.previous, "start": switch.start, "profiles": list(switch.profiles)}
+
+
+@router.get("/sessions/{session}/network", response_model=NetworkAnswer, operation_id="get_network")
+def get_network(request: Request, session: str = session_param()) -> Any:
+    """The session's network profile in force, the one it starts in, and every profile its template declares."""
+    row = session_row(request, session)
+    request.state.pool = row.pool
+    return _network(row, runtime_of(request).profiles.current(row.name, row.pool))
+
+
+@router.post("/sessions/{session}/network", response_model=NetworkAnswer, operation_id="switch_network")
+def switch_network(body: NetworkRequest, request: Request, session: str = session_param()) -> Any:
+    """Switch the session's sandbox to another network profile its template declares, in place (no restart): the
+    gateway applies it from the sandbox's next request (connections already open, such as an HTTPS tunnel, keep
+    going). 422 names the declared profiles when this one is not among them; nothing changes then. Audited: who,
+    when, from which profile to which."""
+    row = session_row(request, session)
+    request.state.pool = row.pool
+    runtime = runtime_of(request)
+    switch = runtime.profiles.switch(row.name, row.pool, body.profile)  # a refusal's audit line is its message
+    request.state.outcome = f"network profile {switch.previous} -> {switch.profile}"
+    return _network(row, switch)

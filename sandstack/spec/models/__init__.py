@@ -3,7 +3,7 @@
 from sandstack.spec.models.base import SecretRef
 from sandstack.spec.models.hosts import Capacity, GpuInventory, Host, Overcommit, TlsMaterial
 from sandstack.spec.models.limits import BUILTIN_LIMITS, GpuRequest, Lifecycle, Limits, LimitsOverride
-from sandstack.spec.models.network import EGRESS_MODES, NetworkPolicy, Port
+from sandstack.spec.models.network import EGRESS_MODES, NetworkPolicy, NetworkProfiles, Port
 from sandstack.spec.models.policy import Ceilings, Policy, Suppression
 from sandstack.spec.models.stack import Pool, Stack
 from sandstack.spec.models.templates import (

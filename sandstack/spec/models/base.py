@@ -20,20 +20,26 @@ class ChangeNote:
     """A field's declared change effect (sandstack.spec.changes), written into its schema as `x-change`, and
     whether a change of it loosens access (sandstack.spec.access)."""
 
-    def __init__(self, effect: Effect, access: Access):
+    def __init__(self, effect: Effect, access: Access, whole: bool = False):
         self.effect = effect
         self.access = access
+        # One unit of change: the fields of the models it holds are not walked (sandstack.spec.walk), so their own
+        # declarations, written for another place, never speak for them here.
+        self.whole = whole
 
     def __call__(self, schema: dict[str, Any]) -> None:
         schema["x-change"] = self.effect.label
 
 
-def field(default: Any = ..., *, description: str, change: str | Effect, access: Access, **kwargs: Any) -> Any:
+def field(default: Any = ..., *, description: str, change: str | Effect, access: Access, whole: bool = False,
+          **kwargs: Any) -> Any:
     """A pydantic Field that declares what changing it does on the next `pulumi up` (the change table) and whether
-    that loosens access (the access table)."""
+    that loosens access (the access table). `whole`: any change inside it is a change of it (its declaration speaks
+    for the models it holds)."""
     if not isinstance(access, Access):
         raise TypeError(f"a field's access is a sandstack.spec.access.Access, not {access!r}")
-    return Field(default, description=description, json_schema_extra=ChangeNote(effect_of(change), access), **kwargs)
+    return Field(default, description=description, json_schema_extra=ChangeNote(effect_of(change), access, whole),
+                 **kwargs)
 
 
 def change_of(info: FieldInfo) -> Effect:

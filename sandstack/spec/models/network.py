@@ -9,9 +9,9 @@ from pydantic import StringConstraints, WithJsonSchema
 from sandstack.spec.access import AS_FIELDS, NEVER, loosens
 from sandstack.spec.contract import URL_AUTH_COOKIE, URL_AUTH_HEADER, URL_AUTH_QUERY
 from sandstack.spec.egress import METADATA_RANGES
-from sandstack.spec.changes import (DIRECT_ROUTE, NONE, ROUTE_KEPT, ROUTING, UNLOGGED_ALLOW_ALL, URL_AND_ROUTING, URL_PORT,
+from sandstack.spec.changes import (DIRECT_ROUTE, NONE, PROFILE_NAMES_KEPT, ROUTE_KEPT, ROUTING, UNLOGGED_ALLOW_ALL, URL_AND_ROUTING, URL_PORT,
                                      URL_PORTS_CHANGE, Effect)
-from sandstack.spec.models.base import StrictModel, field
+from sandstack.spec.models.base import Name, StrictModel, field
 
 EGRESS_MODES = ("deny-all", "allow-list", "allow-all")
 EgressMode = Literal["deny-all", "allow-list", "allow-all"]
@@ -182,6 +182,52 @@ class NetworkPolicy(StrictModel):
             "rules."
         ),
         change=CONNECTION_BOUNDS, access=AS_FIELDS,
+    )
+
+
+# A template's profiles share one route, through the gateway (rule network-profiles): a change of them reaches the
+# gateway's ACLs, the logging resolver's names and, when the names change, the runtime's list of them (its
+# configuration). The block also replaces the sandboxes when the template's route changes with it (a template taking
+# profiles instead of a `network` of another route).
+PROFILE_EDIT = Effect(host=frozenset({"gateway", "logger", "runtime"}), when=(
+    (PROFILE_NAMES_KEPT, Effect(host=frozenset({"gateway", "logger"}))),))
+PROFILES = Effect(sandboxes="replace", host=NETWORK_ROLES | {"runtime"}, when=(
+    (PROFILE_NAMES_KEPT, PROFILE_EDIT.under(PROFILE_NAMES_KEPT)),
+    (ROUTE_KEPT, Effect(host=PROFILE_EDIT.host)),
+))
+MAX_PROFILES = 16
+
+
+class NetworkProfiles(StrictModel):
+    """Named egress policies a session's sandbox switches between at run time (`POST /v1/sessions/{id}/network`,
+    the client's `network(profile)`), without a restart: the gateway holds every profile's rules and applies the one
+    the runtime recorded for the sandbox to each request. A released or reset sandbox is back in `start`. Every
+    profile goes through the gateway ('deny-all', 'allow-list', or logged 'allow-all' with `protocols: http`), so a
+    switch never moves a sandbox to another network; review and `check` judge each profile and the loosest of them
+    (docs/design/network-profiles.md)."""
+
+    start: Name = field(
+        description="The profile a session starts in (a claimed, released or reset sandbox is in it). One of "
+                    "`profiles`. A change renews the gateway's rules and the runtime's configuration (both in place).",
+        change=Effect(host=frozenset({"gateway", "runtime"})),
+        # What a sandbox may reach is any profile's, whichever it starts in: the loosest is judged.
+        access=NEVER,
+    )
+    profiles: dict[Name, NetworkPolicy] = field(
+        description="The profiles by name, each a whole network policy (`egress`, `allow`, `deny`, `log`, "
+                    "`allow_metadata`) as `network` takes it; at least 2, at most 16. 'deny-all' among them "
+                    "means the gateway refuses everything (logged). `allow_metadata` is the same in every profile "
+                    "(the host guard's rules follow it); not all 'deny-all'. A change reloads the gateway and the "
+                    "logging resolver (which answers the names of every profile of the pool, whichever profile a "
+                    "session is in: the gateway enforces the session's); one that adds, removes or renames a "
+                    "profile also the runtime's configuration. No sandbox is replaced: every profile goes through "
+                    "the gateway, so the route never changes.",
+        change=PROFILE_EDIT,
+        access=loosens("egress", "a profile added or loosened (each profile, and the loosest, is judged)",
+                       {"locked": {"egress": "deny-all"}, "open": {"egress": "allow-list", "allow": ["pypi.org"]}},
+                       {"locked": {"egress": "deny-all"},
+                        "open": {"egress": "allow-list", "allow": ["pypi.org", "files.pythonhosted.org"]}}),
+        whole=True, min_length=2, max_length=MAX_PROFILES,
     )
 
 

@@ -26,7 +26,8 @@ from sandstack.spec.models.base import (
     text,
 )
 from sandstack.spec.models.limits import Lifecycle, LimitsOverride
-from sandstack.spec.models.network import URL_AUTH, NETWORK_BLOCK, NETWORK_ROLES, PORTS, NetworkPolicy, Port, Urls
+from sandstack.spec.models.network import (NETWORK_BLOCK, NETWORK_ROLES, PORTS, PROFILES, URL_AUTH, NetworkPolicy,
+                                           NetworkProfiles, Port, Urls)
 from sandstack.spec.units import MIB
 
 CAPABILITIES = (
@@ -429,6 +430,10 @@ class Template(TemplateDefaults):
                                     access=NEVER)
     readiness: Readiness | None = field(None, description="Readiness probe. Default: none.", change=PROBE_AND_GUARD,
                                         access=NEVER)
+    network_profiles: NetworkProfiles | None = field(
+        None, description="Named network policies a session switches between at run time, and the one it starts "
+        "in; instead of `network` (a template sets one or the other; the defaults' `network` does not reach a "
+        "template with profiles). docs/design/network-profiles.md.", change=PROFILES, access=AS_FIELDS)
     ports: list[Port] = field([], description="Ports the sandbox listens on, and their exposure.",
                               change=PORTS,
                               access=loosens("ports", "a port added with an exposure",

@@ -59,12 +59,15 @@ def placements(ctx: Context) -> Iterator[tuple[str, str, str, int]]:
 
 
 def policies(ctx: Context) -> Iterator[tuple[JsonPath, NetworkPolicy]]:
-    """Every network policy written in the file: the defaults' and each template's own."""
+    """Every network policy written in the file: the defaults', each template's own and each of its profiles."""
     if ctx.stack.defaults.network is not None:
         yield ("defaults", "network"), ctx.stack.defaults.network
     for path, template in templates(ctx):
         if template.network is not None:
             yield path + ("network",), template.network
+        if template.network_profiles is not None:
+            for name, policy in template.network_profiles.profiles.items():
+                yield path + ("network_profiles", "profiles", name), policy
 
 
 def written(ctx: Context, path: JsonPath) -> object:
