@@ -5,6 +5,10 @@ and objects the tests create themselves (the `Lab`): plain Docker networks with 
 in for "the internet" or "a metadata service" (network aliases, chosen addresses), and a network namespace
 behind a veth pair (`Netns`) for the one "internet" a routed sandbox can reach through the host's
 forwarding path (Docker isolates its bridges from each other, docs/design/engine-findings.md a).
+That internet's addresses are in 198.18.0.0/15, the benchmarking range (the namespaces 198.18.0.0/16, the
+deployments' networks, egress network included, 198.19.0.0/16): not private, since the gateway and the guard
+refuse private destinations (docs/design/egress.md), and routed nowhere from this machine, so nothing leaves it.
+A test that wants a private destination picks one with `netns(..., address=)`.
 
 - `Lab`: creates those objects and removes all of them on `close()`; every Docker object carries
   `LAB_LABEL` and `LAB_PID_LABEL`, so `sweep_dead_labs` removes what a killed run left behind.
