@@ -79,9 +79,13 @@ class Deployment:
 
     @property
     def subnet_pool(self) -> str:
-        """This deployment's own /16 (10.200-249.0.0): stacks alive at the same time never overlap, and
-        every apply of one deployment uses the same one (so its networks are not replaced)."""
-        return f"10.{200 + self.slot % 50}.0.0/16"
+        """This deployment's own /20 of 198.19.0.0/16 (one of 15, 198.19.0.0 to 198.19.239.255; room for 8 /23
+        networks): stacks alive at the same time never overlap, and every apply of one deployment uses the same one
+        (so its networks are not replaced). Not a private range: the test servers on the stack's egress network
+        stand in for the internet, and the gateway and the guard refuse private destinations (docs/design/egress.md);
+        198.18.0.0/15 is reserved for benchmarking (RFC 2544), routed nowhere from this machine, and only its bridges
+        carry it."""
+        return f"198.19.{16 * (self.slot % 15)}.0/20"
 
     def write(self, spec_text: str, files: dict[str, str] | None = None) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)

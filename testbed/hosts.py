@@ -7,14 +7,15 @@
 
 Each host is what a platform team's machine would be (docs/design/hosts.md), scaled down:
 - its own network namespace (so its own iptables, bridges and routes), joined to this machine by a veth pair
-  10.254.<n>.1 (here) <-> 10.254.<n>.2 (the host), and NO default route: nothing a sandbox sends can leave this
-  machine, whatever the stack does;
+  198.19.255.<4n+1> (here) <-> 198.19.255.<4n+2> (the host), a /30 of the benchmarking range (198.18.0.0/15: not
+  private, so the stack's gateway and guard let an allow-all sandbox reach it, as they would the internet), and NO
+  default route: nothing a sandbox sends can leave this machine, whatever the stack does;
 - its own mount namespace with a private /run, so `/var/run/docker.sock` there is the host's own daemon (the
   runtime container binds it, and `docker system dial-stdio` over ssh uses it), not this machine's;
 - its own --data-root, --exec-root and --pidfile under /var/lib/sandstack-hosts/<name> and its private /run;
 - `ssh`: Debian's OpenSSH server in those namespaces, a generated host key and client key, and a known_hosts
   entry for exactly that key (StrictHostKeyChecking=yes: nothing is turned off);
-- `tcp`: the daemon on 10.254.<n>.2:2376 with --tlsverify, a generated CA, server and client certificate; the
+- `tcp`: the daemon on the host's address, port 2376, with --tlsverify, a generated CA, server and client certificate; the
   client material goes to the spec only as secret references.
 
 Everything is removed on exit: daemons, sshd, namespaces (their veths and iptables go with them), data roots.
@@ -24,6 +25,7 @@ The cgroup tree is this machine's, shared by every daemon (a real fleet has one 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import shutil
 import signal
@@ -38,7 +40,9 @@ import docker
 from testbed.waiting import wait_until
 
 DATA = Path("/var/lib/sandstack-hosts")
-NET_PREFIX = "10.254"  # 10.254.<n>.0/30 per host: a private range no route of this machine uses
+# 198.19.255.<4n>/30 per host (n < 64): the test internet's range, where no route of this machine goes (tests/engine/
+# net/lab.py and testbed/deploy.py take the rest of 198.18.0.0/15; docs there say why not a private range).
+LINKS = ipaddress.IPv4Network("198.19.255.0/24")
 TLS_PORT = 2376
 SSH_PORT = 22
 KINDS = ("unix", "ssh", "tcp")
@@ -78,12 +82,12 @@ class TestHost:
 
     @property
     def address(self) -> str:
-        return f"{NET_PREFIX}.{self.index}.2"
+        return str(LINKS[4 * self.index + 2])
 
     @property
     def peer_address(self) -> str:
         """This machine's address on the host's link: the only place the host can reach."""
-        return f"{NET_PREFIX}.{self.index}.1"
+        return str(LINKS[4 * self.index + 1])
 
     @property
     def dir(self) -> Path:

@@ -11,7 +11,8 @@ enforces the rest with the rules rendered here:
 | allow-list              | internal                | only the gateway's address and port for this pool       |
 | allow-all, log on       | internal                | only the gateway's address and port for this pool       |
 | allow-all, log off      | routed                  | direct (NAT), no new connections to host; not to        |
-|                         |                         | link-local/metadata addresses nor the `deny` CIDRs      |
+|                         |                         | link-local/metadata addresses nor the `deny` CIDRs, nor |
+|                         |                         | private ones but DNS and the `allow` addresses          |
 
 Every logged pool (allow-list, logged allow-all) also reaches its own logging resolver on its bridge's address,
 port 53 (sandstack/plan/resolver.py says what it answers); deny-all reaches none, unlogged allow-all any.
@@ -39,7 +40,7 @@ from typing import Collection, Mapping
 from sandstack.plan.naming import bridge_name, docker_name
 from sandstack.plan.resolver import name_options
 from sandstack.spec.addresses import GATEWAY_PORT_BASE, GATEWAY_PORT_SPAN
-from sandstack.spec.egress import METADATA_RANGES
+from sandstack.spec.egress import METADATA_RANGES, PRIVATE_RANGES
 from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
 from sandstack.spec.models.network import ConnectionBounds
 from sandstack.spec.resolve import Outbound, ResolvedTemplate
@@ -203,10 +204,37 @@ def refused_metadata(template: ResolvedTemplate) -> tuple[str, ...]:
     return () if template.network.allow_metadata else METADATA_RANGES
 
 
+def refused_private(template: ResolvedTemplate) -> list[str]:
+    """PRIVATE_RANGES (IPv4) less the template's `allow` addresses and CIDRs (a direct route's are port-less: rule
+    egress-mode), as the networks that cover the rest, in address order: what a direct sandbox may open no connection
+    to. Netfilter has no "but", so an exception is the ranges around it (a /32 in a /8: 24 networks)."""
+    allowed = [ipaddress.IPv4Network(r.value) for r in template.network.allow if r.kind == "cidr"
+               and ipaddress.ip_network(r.value).version == 4]
+    left = [ipaddress.IPv4Network(c) for c in ipv4_only(PRIVATE_RANGES)]
+    for hole in allowed:
+        kept: list[ipaddress.IPv4Network] = []
+        for net in left:
+            if not net.overlaps(hole):
+                kept.append(net)
+            elif not net.subnet_of(hole):  # two overlapping networks: one holds the other
+                kept += net.address_exclude(hole)
+        left = kept
+    return [str(n) for n in sorted(left)]
+
+
+# A new connection, or a packet of none (INVALID), but not to port 53: the sandbox's DNS reaches its resolvers as the
+# docs promise (Docker's embedded DNS forwards from the sandbox's own namespace, and a host's resolvers are often
+# private, e.g. a VPC's), and an answer to a client of a published port leaves. conntrack's port match covers every
+# protocol: one without ports (ICMP, GRE...) never has port 53, so it is refused too.
+PRIVATE_MATCH = f"{NOT_ESTABLISHED} ! --ctorigdstport 53"
+
+
 def refused_destinations(template: ResolvedTemplate) -> tuple[str, ...]:
-    """What the guard refuses a direct sandbox: link-local and metadata addresses unless opted in, and the
-    template's address/CIDR `deny` entries (with a port: that port, TCP and UDP)."""
+    """What the guard refuses a direct sandbox: link-local and metadata addresses unless opted in, private addresses
+    (PRIVATE_RANGES) but its `allow` entries and DNS, and the template's address/CIDR `deny` entries (with a port:
+    that port, TCP and UDP)."""
     out = [f"-d {c}" for c in ipv4_only(refused_metadata(template))]
+    out += [f"-d {c} {PRIVATE_MATCH}" for c in refused_private(template)]
     for rule in template.network.deny:
         if rule.kind != "cidr" or not ipv4_only([rule.value]):
             continue  # rules egress-mode and egress-direct-deny refuse names here; IPv6 has no route

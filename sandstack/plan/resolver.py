@@ -8,7 +8,8 @@ forwards follows the pool's egress policy, with the gateway's meaning of each en
 |---------------------------|-------------------------------------------------------|-----------------------------|
 | allow-list                | exact `allow` names (not their subdomains); a         | every other name            |
 |                           | `*.name` entry's subdomains (not the apex)            |                             |
-| allow-all (logged)        | every name                                            | special-use names (RFC 6761)|
+| allow-all (logged)        | every name (and special-use ones an `allow` entry     | special-use names (RFC 6761)|
+|                           | names exactly)                                        |                             |
 | either                    | —                                                     | names a port-less `deny`    |
 |                           |                                                       | entry covers                |
 
@@ -48,7 +49,11 @@ def name_options(network: EffectiveNetwork) -> tuple[str, ...]:
     refusals = _refusals(network)
     refused = [f"--address=/{'*.' if r.kind == 'wildcard' else ''}{r.value}/" for r in sorted(set(refusals))]
     if network.egress != "allow-list":
-        return (f"--server={UPSTREAM}", *(f"--address=/{name}/" for name in SPECIAL_USE), *refused)
+        # An allow-all `allow` name (a private destination it may reach) is forwarded even under a special-use name.
+        named = sorted({r.value for r in network.allow if r.kind == "domain" and r.value.rsplit(".", 1)[-1]
+                        in SPECIAL_USE and not any(_covers(d, r.value) for d in refusals)})
+        return (f"--server={UPSTREAM}", *(f"--address=/{name}/" for name in SPECIAL_USE),
+                *(f"--server=/{name}/{UPSTREAM}" for name in named), *refused)
     exact = sorted({r.value for r in network.allow if r.kind == "domain"})
     wild = sorted({r.value for r in network.allow if r.kind == "wildcard"})
     options = ["--address=/#/"]  # every name that no option below forwards

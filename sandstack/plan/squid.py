@@ -19,6 +19,11 @@ network, CONNECT to a port it may not tunnel to, its deny entries, its allows, a
   pool's allow entries name.
 - Requests to any gateway port, to the gateway's own addresses and to loopback (by address or by name)
   are refused: the gateway must never become a path into a sandbox or into itself.
+- Private destinations (PRIVATE_RANGES: the LAN, the VPC, another host's Docker API), by address or by a name
+  that resolves to one, are refused unless an allow entry names them: the allow-all line and every wildcard line
+  carry `!sandstack_private`; an exact domain's line and an address/CIDR line do not (docs/design/egress.md). In
+  'allow-all' the allow entries are those exceptions, each reaching what allow-all reaches (any port for plain
+  HTTP) unless it names a port.
 - Nothing the gateway sends names the sandbox or the gateway: no X-Forwarded-For, no Via, no squid
   version, and error pages from ERROR_DIRECTORY, which the gateway's entrypoint writes.
 - A pool whose template declares network profiles has every profile's deny and allow lines, each also conditioned
@@ -34,7 +39,7 @@ from dataclasses import dataclass
 
 from sandstack.plan.contract import CONFIG_DIR, CONFIG_PROFILES, PROFILE_HELPER
 from sandstack.plan.network import GATEWAY_CONNECTIONS_PER_SANDBOX
-from sandstack.spec.egress import EgressRule
+from sandstack.spec.egress import PRIVATE_RANGES, EgressRule
 from sandstack.spec.resolve import EffectiveNetwork
 
 ACCESS_LOG = "/var/log/squid/access.log"
@@ -101,9 +106,10 @@ def _acl_name(prefix: str, kind: str, index: int) -> str:
     return f"{prefix}_{kind}{index}"
 
 
-def _entry_acls(prefix: str, kind: str, index: int, rule: EgressRule) -> tuple[list[str], str]:
+def _entry_acls(prefix: str, kind: str, index: int, rule: EgressRule, any_port: bool = False) -> tuple[list[str], str]:
     """The acl lines for one entry and the http_access condition that matches it. A deny without a
-    port denies every port; an allow without a port allows only the web ports."""
+    port denies every port; an allow without a port allows only the web ports, or (`any_port`: an allow-all
+    pool's exception for a private destination) every port allow-all reaches."""
     name = _acl_name(prefix, kind, index)
     lines: list[str] = []
     if rule.kind == "domain":
@@ -117,7 +123,7 @@ def _entry_acls(prefix: str, kind: str, index: int, rule: EgressRule) -> tuple[l
     else:
         lines.append(f"acl {name} dst {rule.value}")
         cond = f"sandstack_ip_literal {name}"
-    ports = [rule.port] if rule.port else (list(DEFAULT_PORTS) if kind == "allow" else [])
+    ports = [rule.port] if rule.port else (list(DEFAULT_PORTS) if kind == "allow" and not any_port else [])
     if not ports:
         return lines, cond
     lines.append(f"acl {name}_port port {' '.join(str(p) for p in ports)}")
@@ -144,6 +150,7 @@ def _global(stack: str, host: str, pools: list[GatewayPool]) -> list[str]:
         r"acl sandstack_ip_literal dstdom_regex -n ^[0-9.]+$ ^\[?[0-9a-fA-F:]+\]?$",
         "acl sandstack_gateway_ports port " + " ".join(str(p.port) for p in pools),
         "acl sandstack_localhost dst " + " ".join(LOOPBACK),
+        "acl sandstack_private dst " + " ".join(PRIVATE_RANGES),
         f'acl sandstack_self dst "{SELF_ADDRESSES}"',
         "acl sandstack_connect method CONNECT",
         *profiles,
@@ -213,11 +220,14 @@ def _rules(prefix: str, when: str, network: EffectiveNetwork, blocked: str | Non
     if blocked:
         refused.append(blocked)
     unless = "".join(f" !{name}" for name in refused)
-    if network.egress == "allow-all":
-        out.append(f"http_access allow {when}{unless}")
+    allow_all = network.egress == "allow-all"
+    if allow_all:
+        out.append(f"http_access allow {when}{unless} !sandstack_private")
     for i, rule in enumerate(network.allow):
-        lines, cond = _entry_acls(prefix, "allow", i, rule)
-        out += lines + [f"http_access allow {when} {cond}{unless}"]
+        lines, cond = _entry_acls(prefix, "allow", i, rule, any_port=allow_all)
+        # A wildcard names no host: whoever adds a subdomain could point it at a private address.
+        private = " !sandstack_private" if rule.kind == "wildcard" else ""
+        out += lines + [f"http_access allow {when} {cond}{unless}{private}"]
     return out
 
 

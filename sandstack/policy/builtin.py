@@ -14,7 +14,7 @@ from sandstack.policy.containers import (ContainerFacts, ContainerPolicy, contai
 from sandstack.policy.credentials import check_credentials
 from sandstack.policy.findings import Rule, Violation
 from sandstack.spec.addresses import lock_path
-from sandstack.spec.egress import METADATA_RANGES
+from sandstack.spec.egress import METADATA_RANGES, PRIVATE_RANGES
 from sandstack.spec.models import Policy
 from sandstack.spec.resolve import ResolvedStack
 from sandstack.spec.units import format_cpus, format_duration, format_size
@@ -95,9 +95,8 @@ FIELD_PATHS = {
     "filesystem.read_only_root": ("filesystem", "read_only_root"), "runtime": ("runtime",), "ports": ("ports",),
     "limits.gpus": ("limits", "gpus"),
 }
-PRIVATE = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
-                                                  "127.0.0.0/8", "fc00::/7", "::1/128", "169.254.0.0/16",
-                                                  "fe80::/10", *METADATA_RANGES))
+# What no sandbox reaches by default (sandstack.spec.egress): an allow entry naming it is the one way through.
+PRIVATE = tuple(ipaddress.ip_network(n) for n in (*PRIVATE_RANGES, *METADATA_RANGES))
 
 
 def template_path(spec: ResolvedStack, template: str, *rel: object) -> tuple:

@@ -16,6 +16,14 @@ from typing import Literal
 # link-local. Every egress mode refuses them unless a template sets `network.allow_metadata`; the gateway's
 # config and the host guard's rules both read this one tuple.
 METADATA_RANGES = ("169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128")
+# Addresses of the host's own networks, never of the internet: RFC 1918 private, "this network" (0.0.0.0/8),
+# loopback, CGNAT shared space (100.64.0.0/10, a provider's internal network), IPv6 loopback and unique-local. An
+# allow-all sandbox reaching the internet must not reach the LAN, the VPC or another Docker host's API through it,
+# so every egress mode refuses them unless an `allow` entry names the destination (docs/design/egress.md says
+# which entries do). Link-local is METADATA_RANGES', which has its own switch (`allow_metadata`); both tuples together
+# are what no sandbox reaches by default. The gateway's config, the host guard's rules and the reference read this.
+PRIVATE_RANGES = ("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
+                  "::1/128", "fc00::/7")
 
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _HOST_PORT = re.compile(r"^(?P<host>[^:\[\]]+)(:(?P<port>[0-9]{1,5}))?$")
@@ -39,6 +47,18 @@ class EgressRule:
         if self.port is None:
             return host
         return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
+
+def private_range(rule: EgressRule) -> str | None:
+    """The first of PRIVATE_RANGES an address/CIDR entry overlaps (None for names and public networks)."""
+    if rule.kind != "cidr":
+        return None
+    network = ipaddress.ip_network(rule.value)
+    for private in PRIVATE_RANGES:
+        candidate = ipaddress.ip_network(private)
+        if network.version == candidate.version and network.overlaps(candidate):  # type: ignore[arg-type]
+            return private
+    return None
 
 
 def parse_entry(text: str) -> EgressRule:

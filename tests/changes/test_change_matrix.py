@@ -413,6 +413,9 @@ CASES: list[Case] = [
     Case("defaults.network.egress", "allow-all", prepare=setting(defaults__network={"egress": "deny-all", "log": False}),
          condition=UNLOGGED_ALLOW_ALL),
     Case("defaults.network.allow", ["example.org", "example.net"], prepare=FREE_ALLOW_LIST),
+    # A direct route's allow entries are the private addresses the guard lets through: its rules.
+    Case("defaults.network.allow", ["10.0.0.5", "10.0.0.6"], condition=DIRECT_ROUTE,
+         prepare=setting(defaults__network={"egress": "allow-all", "log": False, "allow": ["10.0.0.5"]})),
     Case("defaults.network.deny", ["blocked.example.com", "other.example.com"]),
     Case("defaults.network.deny", ["203.0.113.7", "203.0.113.8"], condition=DIRECT_ROUTE,
          prepare=setting(defaults__network={"egress": "allow-all", "log": False, "deny": ["203.0.113.7"]})),
@@ -492,6 +495,15 @@ CASES: list[Case] = [
     Case("templates.*.network.egress", "allow-all", condition=UNLOGGED_ALLOW_ALL,
          prepare=setting(templates__agent__network={"egress": "deny-all", "log": False})),
     Case("templates.*.network.allow", ["example.com", "example.org"]),
+    # Logged allow-all: the private destinations the gateway lets through (squid.conf; the resolver forwards a
+    # special-use name an entry names).
+    Case("templates.*.network.allow", ["10.0.0.5", "db.corp.test"], variant="allow-all",
+         prepare=setting(templates__agent__network={"egress": "allow-all", "allow": ["10.0.0.5"]})),
+    Case("templates.*.network.allow", ["10.0.0.5", "10.0.0.6"], condition=DIRECT_ROUTE,
+         prepare=setting(templates__agent__network={"egress": "allow-all", "log": False, "allow": ["10.0.0.5"]})),
+    Case("templates.*.network.allow", ["10.0.0.5", "10.0.0.6"], condition=DIRECT_ROUTE,
+         prepare=setting(templates__agent__network={"egress": "allow-all", "protocols": "any", "allow": ["10.0.0.5"]}),
+         variant="protocols: any"),
     Case("templates.*.network.deny", ["bad.example.com", "worse.example.com"]),
     Case("templates.*.network.deny", ["203.0.113.7", "203.0.113.8"], condition=DIRECT_ROUTE,
          prepare=setting(templates__agent__network={"egress": "allow-all", "log": False, "deny": ["203.0.113.7"]})),

@@ -26,6 +26,11 @@ GATEWAY_SANDBOX_CAP = ("DOCKER-USER -i {br} -o {br} -d {gw}/32 -p tcp --dport {p
                        "--connlimit-above 256 --connlimit-mask 32 -j REJECT --reject-with tcp-reset")
 GATEWAY = [GATEWAY_IN, GATEWAY_BACK, GATEWAY_POOL_CAP, GATEWAY_SANDBOX_CAP]
 NO_METADATA = "DOCKER-USER -i {br} ! -o {br} -d 169.254.0.0/16 -j DROP"
+# A direct route opens no connection to a private address (sandstack.spec.egress.PRIVATE_RANGES, IPv4) but to DNS;
+# answers to a published port's clients leave.
+NO_PRIVATE = [f"DOCKER-USER -i {{br}} ! -o {{br}} -d {c} -m conntrack ! --ctstate ESTABLISHED,RELATED "
+              "! --ctorigdstport 53 -j DROP"
+              for c in ("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")]
 # A direct route's bounds (the defaults of `network.connections`), refused past them; the guard inserts each rule
 # above the ones before it, so the chain checks the open bounds first, then the rates.
 REFUSE = "-j REJECT --reject-with icmp-admin-prohibited"
@@ -66,8 +71,8 @@ CASES = {
     ("allow-list", True): ("gateway-routed", False, [DROP_INPUT, *GATEWAY, *RESOLVER, DROP_NEW_OUT], True),
     ("allow-all-logged", False): ("gateway-internal", True, [DROP_INPUT, *GATEWAY, *RESOLVER], True),
     ("allow-all-logged", True): ("gateway-routed", False, [DROP_INPUT, *GATEWAY, *RESOLVER, DROP_NEW_OUT], True),
-    ("allow-all-unlogged", False): ("direct-routed", False, [DROP_INPUT, *BOUNDS, NO_METADATA], False),
-    ("allow-all-unlogged", True): ("direct-routed", False, [DROP_INPUT, *BOUNDS, NO_METADATA], False),
+    ("allow-all-unlogged", False): ("direct-routed", False, [DROP_INPUT, *BOUNDS, NO_METADATA, *NO_PRIVATE], False),
+    ("allow-all-unlogged", True): ("direct-routed", False, [DROP_INPUT, *BOUNDS, NO_METADATA, *NO_PRIVATE], False),
 }
 
 
@@ -372,12 +377,30 @@ def test_direct_egress_denies_metadata_and_its_deny_cidrs_in_the_guard(build):
     br = bridge_name("t", "p", "direct-routed")
     rules = role_config(built, "guard")["SANDSTACK_RULES"].split("\n")
     # IPv6 entries need no rule: sandbox networks have no IPv6 route.
-    assert [r for r in rules if r.endswith("-j DROP") and " ! -o " in r] == [
+    assert [r for r in rules if r.endswith("-j DROP") and " ! -o " in r and "--ctorigdstport" not in r] == [
         f"DOCKER-USER -i {br} ! -o {br} -d 169.254.0.0/16 -j DROP",
         f"DOCKER-USER -i {br} ! -o {br} -d 10.9.0.0/16 -j DROP",
         f"DOCKER-USER -i {br} ! -o {br} -d 192.0.2.7/32 -p tcp --dport 5432 -j DROP",
         f"DOCKER-USER -i {br} ! -o {br} -d 192.0.2.7/32 -p udp --dport 5432 -j DROP",
     ]
+
+
+@pytest.mark.parametrize("logged", [False, True], ids=["log-false", "protocols-any"])
+def test_direct_egress_refuses_private_addresses_but_dns_and_the_addresses_its_allow_entries_name(build, logged):
+    """Every private range is refused a direct route (new connections, but to port 53), less what an allow entry
+    names: a /9 leaves the other half of 10.0.0.0/8, one address the networks around it; IPv6 needs no rule."""
+    network = {"egress": "allow-all", "allow": ["10.0.0.0/9", "192.168.1.7", "[fd00::5]"],
+               **({"protocols": "any"} if logged else {"log": False})}
+    built = build(spec({"p": {"base_image": "busybox:1.36", "network": network}}))
+    br = bridge_name("t", "p", "direct-routed")
+    rules = role_config(built, "guard")["SANDSTACK_RULES"].split("\n")
+    refused = ["0.0.0.0/8", "10.128.0.0/9", "100.64.0.0/10", "127.0.0.0/8", "172.16.0.0/12", "192.168.0.0/24",
+               "192.168.1.0/30", "192.168.1.4/31", "192.168.1.6/32", "192.168.1.8/29", "192.168.1.16/28",
+               "192.168.1.32/27", "192.168.1.64/26", "192.168.1.128/25", "192.168.2.0/23", "192.168.4.0/22",
+               "192.168.8.0/21", "192.168.16.0/20", "192.168.32.0/19", "192.168.64.0/18", "192.168.128.0/17"]
+    assert [r for r in rules if "--ctorigdstport" in r] == [
+        f"DOCKER-USER -i {br} ! -o {br} -d {c} -m conntrack ! --ctstate ESTABLISHED,RELATED ! --ctorigdstport 53 "
+        "-j DROP" for c in refused]
 
 
 def test_an_explicit_metadata_opt_in_drops_the_link_local_rule(build):

@@ -55,6 +55,15 @@ def test_logged_allow_all_forwards_every_name_but_special_use_and_denied_ones():
         "--address=/ads.example.com/", "--address=/*.tracker.example.com/")
 
 
+def test_logged_allow_all_forwards_a_special_use_name_an_allow_entry_names_exactly_unless_denied():
+    """In allow-all an `allow` entry names a private destination; one under .test is still a name the user chose."""
+    options = name_options(_net("allow-all", allow=["db.corp.test", "10.0.0.5", "api.internal", "old.corp.test"],
+                                deny=["old.corp.test"]))
+    assert options == (
+        f"--server={UP}", "--address=/test/", "--address=/invalid/", "--address=/localhost/", "--address=/example/",
+        f"--server=/db.corp.test/{UP}", "--address=/old.corp.test/")
+
+
 def test_the_logger_passes_a_line_per_resolver_and_the_declared_upstream():
     plan = LoggerPlan("t", 2000, ("any",), (Resolver("listed", "10.213.98.1", ("--address=/#/",)),
                                            Resolver("any", "10.213.64.1", (f"--server={UP}",))), ("10.0.0.53",),

@@ -24,6 +24,8 @@ def _parse_pools() -> list[GatewayPool]:
         pool("agents", 31000, "10.213.0.0/23", "allow-list",
              allow=["example.com", "*.example.org", "10.0.0.0/8:8443", "api.example.net:8080"],
              deny=["bad.example.org", "10.1.0.0/16", "10.2.0.0/16:8443", "*.ads.example.org"]),
+        # allow-all's exceptions to its refusal of private destinations: an address, a name with a port, IPv6
+        pool("named", 33000, "10.213.4.0/23", "allow-all", allow=["10.0.0.5", "db.internal:5432", "[fd00::7]"]),
     ]
 
 

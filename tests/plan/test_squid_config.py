@@ -37,6 +37,9 @@ HEADER = [
     r"acl sandstack_ip_literal dstdom_regex -n ^[0-9.]+$ ^\[?[0-9a-fA-F:]+\]?$",
     "acl sandstack_gateway_ports port 31000 32000",
     "acl sandstack_localhost dst 127.0.0.0/8 0.0.0.0/32 ::1 ::/128",
+    # Private destinations (sandstack.spec.egress.PRIVATE_RANGES), refused unless an allow entry names them.
+    "acl sandstack_private dst 0.0.0.0/8 10.0.0.0/8 100.64.0.0/10 127.0.0.0/8 172.16.0.0/12 192.168.0.0/16 ::1/128 "
+    "fc00::/7",
     'acl sandstack_self dst "/tmp/sandstack-self"',
     "acl sandstack_connect method CONNECT",
     "acl sandstack_maxconn maxconn 256",
@@ -74,11 +77,12 @@ AGENTS = [
     "acl agents_allow0 dstdomain -n example.com",
     "acl agents_allow0_port port 80 443",
     f"http_access allow agents_from agents_allow0 agents_allow0_port {AGENTS_UNLESS}",
-    # allow: wildcard, subdomains only, web ports
+    # allow: wildcard, subdomains only, web ports; never to a private address (a wildcard names no host)
     "acl agents_allow1 dstdomain -n .example.org",
     "acl agents_allow1_apex dstdomain -n example.org",
     "acl agents_allow1_port port 80 443",
-    f"http_access allow agents_from agents_allow1 !agents_allow1_apex agents_allow1_port {AGENTS_UNLESS}",
+    f"http_access allow agents_from agents_allow1 !agents_allow1_apex agents_allow1_port {AGENTS_UNLESS} "
+    "!sandstack_private",
     # allow: CIDR with a port, IP-literal requests only
     "acl agents_allow2 dst 10.0.0.0/8",
     "acl agents_allow2_port port 8443",
@@ -103,7 +107,8 @@ OPEN_WEB = [
     "acl open_web_deny1_port port 443",
     "http_access deny open_web_from open_web_deny1 open_web_deny1_port",
     "acl open_web_blocked dst 169.254.0.0/16 fe80::/10 10.213.0.0/16",
-    "http_access allow open_web_from !open_web_deny0 !sandstack_localhost !sandstack_self !open_web_blocked",
+    "http_access allow open_web_from !open_web_deny0 !sandstack_localhost !sandstack_self !open_web_blocked "
+    "!sandstack_private",
 ]
 FOOTER = ["", "http_access deny all", ""]
 
@@ -137,7 +142,45 @@ def test_allow_all_without_denies_allows_everything_but_loopback_and_the_gateway
         "", "# pool 'open': egress allow-all", "acl open_from myportname open", "acl open_src src 10.213.4.0/23",
         "note sandstack_pool open open_from", "http_access deny open_from !open_src",
         "acl open_connect_port port 443", "http_access deny open_from sandstack_connect !open_connect_port",
-        "http_access allow open_from !sandstack_localhost !sandstack_self", "", "http_access deny all", "",
+        "http_access allow open_from !sandstack_localhost !sandstack_self !sandstack_private", "",
+        "http_access deny all", "",
+    ]
+
+
+def test_allow_all_reaches_a_private_destination_only_where_an_allow_entry_names_it():
+    """Allow-all refuses PRIVATE_RANGES; each allow entry is an exception reaching what allow-all reaches (plain
+    HTTP to any port) unless it names a port, and still never loopback, the gateway or the blocked networks."""
+    text = render("t", "h1", [_pool("open", 30001, "allow-all", allow=["10.0.0.5", "db.internal:5432", "[fd00::7]"],
+                                    deny=["10.0.0.0/24:22"], blocked=("10.213.0.0/16",))])
+    unless = "!open_deny0_on_port !sandstack_localhost !sandstack_self !open_blocked"
+    assert text.split("\n")[-23:] == [
+        "", "# pool 'open': egress allow-all", "acl open_from myportname open", "acl open_src src 10.213.4.0/23",
+        "note sandstack_pool open open_from", "http_access deny open_from !open_src",
+        "acl open_connect_port port 443 5432", "http_access deny open_from sandstack_connect !open_connect_port",
+        "acl open_deny0 dst 10.0.0.0/24", "acl open_deny0_port port 22",
+        "acl open_deny0_on_port all-of open_deny0_port open_deny0",
+        "acl open_blocked dst 10.213.0.0/16",
+        f"http_access allow open_from {unless} !sandstack_private",
+        "acl open_allow0 dst 10.0.0.5/32",
+        f"http_access allow open_from sandstack_ip_literal open_allow0 {unless}",
+        "acl open_allow1 dstdomain -n db.internal",
+        "acl open_allow1_port port 5432",
+        f"http_access allow open_from open_allow1 open_allow1_port {unless}",
+        "acl open_allow2 dst fd00::7/128",
+        f"http_access allow open_from sandstack_ip_literal open_allow2 {unless}",
+        "", "http_access deny all", "",
+    ]
+
+
+def test_an_allow_list_reaches_a_private_address_by_an_exact_name_or_an_address_never_by_a_wildcard():
+    text = render("t", "h1", [_pool("agents", 31000, "allow-list", allow=["db.corp.test", "*.corp.test", "10.0.0.5"])])
+    allows = [line for line in _access(text) if line.startswith("http_access allow")]
+    assert allows == [
+        "http_access allow agents_from agents_allow0 agents_allow0_port !sandstack_localhost !sandstack_self",
+        "http_access allow agents_from agents_allow1 !agents_allow1_apex agents_allow1_port !sandstack_localhost "
+        "!sandstack_self !sandstack_private",
+        "http_access allow agents_from sandstack_ip_literal agents_allow2 agents_allow2_port !sandstack_localhost "
+        "!sandstack_self",
     ]
 
 
@@ -190,7 +233,7 @@ def test_every_allow_refuses_loopback_the_gateway_itself_and_the_pools_blocked_n
     for line in allows:
         pool = line.split()[2].removesuffix("_from")
         tail = "!sandstack_localhost !sandstack_self" + (" !open_web_blocked" if pool == "open_web" else "")
-        assert line.endswith(" " + tail), line
+        assert line.removesuffix(" !sandstack_private").endswith(" " + tail), line
     assert 'acl sandstack_self dst "/tmp/sandstack-self"' in text.split("\n")
     assert "agents_blocked" not in text  # no blocked networks given, no acl
 

@@ -51,6 +51,11 @@ CASES = [
     ("SBX-NET-003", [("templates.agent.network.allow", ["api.github.com", "10.1.0.0/16:443"])],
      f"{T} must not allow the private or link-local destination 10.1.0.0/16:443.",
      "$.templates.agent.network.allow[1]"),
+    # "This network" (0.0.0.0/8) is one of the PRIVATE_RANGES the gateway and the guard refuse; and in allow-all,
+    # where an allow entry is an exception to that refusal.
+    ("SBX-NET-003", [("templates.agent.network", {"egress": "allow-all", "allow": ["0.1.2.3"]}),
+                     ("policy.production", False)],
+     f"{T} must not allow the private or link-local destination 0.1.2.3/32.", "$.templates.agent.network.allow[0]"),
     ("SBX-NET-004", [("templates.agent.network.allow_metadata", True)],
      f"{T} opts in to the cloud metadata address.", "$.templates.agent.network.allow_metadata"),
     ("SBX-PORT-001", [("templates.agent.ports", [{"port": 9000, "exposure": "public"}])],

@@ -122,6 +122,25 @@ def test_metadata_ranges_are_strict_networks_named_in_the_field_description() ->
     assert NetworkPolicy().allow_metadata is False
 
 
+def test_private_ranges_are_strict_networks_apart_from_metadata_and_named_in_the_allow_description() -> None:
+    """The gateway, the guard and the policy import PRIVATE_RANGES; the reference of `allow` names each range, and
+    link-local stays METADATA_RANGES' (its own switch, `allow_metadata`)."""
+    import ipaddress
+
+    from sandstack.spec.egress import METADATA_RANGES, PRIVATE_RANGES, private_range
+    from sandstack.spec.models import NetworkPolicy
+
+    assert PRIVATE_RANGES == ("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "172.16.0.0/12",
+                              "192.168.0.0/16", "::1/128", "fc00::/7")
+    assert [str(ipaddress.ip_network(r, strict=True)) for r in PRIVATE_RANGES] == list(PRIVATE_RANGES)
+    assert not any(ipaddress.ip_network(p).overlaps(ipaddress.ip_network(m)) for p in PRIVATE_RANGES
+                   for m in METADATA_RANGES[:2] if ipaddress.ip_network(p).version == ipaddress.ip_network(m).version)
+    assert f"({', '.join(PRIVATE_RANGES)})" in NetworkPolicy.model_fields["allow"].description
+    assert [private_range(parse_entry(e)) for e in ("10.1.2.3", "0.0.0.0/1", "[fd12::1]:22", "203.0.113.0/24",
+                                                    "db.internal", "100.127.255.255")] == [
+        "10.0.0.0/8", "0.0.0.0/8", "fc00::/7", None, None, "100.64.0.0/10"]
+
+
 @pytest.mark.parametrize("egress, log, decoded", [
     ("deny-all", None, ("none", False)),
     ("allow-list", None, ("gateway", True)),

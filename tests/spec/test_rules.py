@@ -112,9 +112,35 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
           "'allow-all' or `protocols: any`); this policy's egress leaves through the gateway, which bounds its "
           "connections: remove `connections`"]),
         ("protocols-on-allow-list", change("      allow:\n", "      protocols: any\n      allow:\n"), ["stack.yaml:30:7: $.templates.web.network.protocols: `protocols` chooses how logged 'allow-all' egress leaves (through the gateway, or direct with every connection logged); this policy is 'allow-list': remove `protocols`"]),
-        ("allow-without-allow-list", change("      egress: allow-list\n", "      egress: deny-all\n"),
-         ["stack.yaml:30:7: $.templates.web.network.allow: `allow` entries need `egress: allow-list`; this policy "
-          "is 'deny-all'"]),
+        ("allow-in-deny-all", change("      egress: allow-list\n", "      egress: deny-all\n"),
+         ["stack.yaml:30:7: $.templates.web.network.allow: `allow` entries need 'allow-list' (the destinations it "
+          "reaches) or 'allow-all' (the private destinations it reaches too); this policy is 'deny-all'"]),
+        # In allow-all an entry names a private destination (PRIVATE_RANGES): one that cannot is refused.
+        ("allow-all-wildcard", change("      egress: allow-list\n", "      egress: allow-all\n",
+                                      "        - api.example.com\n", "        - '*.corp.example.com'\n"),
+         ["stack.yaml:31:11: $.templates.web.network.allow[0]: '*.corp.example.com': in 'allow-all' an `allow` "
+          "entry lets the sandbox reach a private address, and a wildcard names no host (anyone who can add a "
+          "subdomain could point it there): name the host ('db.example.com') or the address or CIDR"]),
+        ("allow-all-public-address", change("      egress: allow-list\n", "      egress: allow-all\n",
+                                            "        - api.example.com\n", "        - 203.0.113.7\n"),
+         ["stack.yaml:31:11: $.templates.web.network.allow[0]: '203.0.113.7' is not a private address (0.0.0.0/8, "
+          "10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, ::1/128, fc00::/7), which "
+          "'allow-all' reaches already: in 'allow-all' an `allow` entry names a private destination; remove it"]),
+        ("direct-allow-domain", change("      egress: allow-list\n", "      egress: allow-all\n      log: false\n",
+                                       "        - api.example.com\n", "        - db.internal\n"),
+         ["stack.yaml:32:11: $.templates.web.network.allow[0]: 'db.internal': with `log: false` or `protocols: any` "
+          "the sandbox connects directly and the host guard's firewall sees addresses, not names: write the private "
+          "address or CIDR (e.g. '10.0.0.5'); or send egress through the gateway (`log: true` with `protocols: "
+          "http`)"]),
+        ("direct-allow-port", change("      egress: allow-list\n", "      egress: allow-all\n      protocols: any\n",
+                                     "        - api.example.com\n", "        - 10.0.0.5:5432\n"),
+         ["stack.yaml:32:11: $.templates.web.network.allow[0]: '10.0.0.5:5432': on a direct route the host guard "
+          "lets a whole address through (every protocol and port): write '10.0.0.5/32' without the port, or send "
+          "egress through the gateway (`log: true` with `protocols: http`), which allows one port"]),
+        ("allow-all-private-entries-pass", change("      egress: allow-list\n", "      egress: allow-all\n",
+                                                  "        - api.example.com\n",
+                                                  "        - 10.0.0.5:5432\n        - db.internal\n"
+                                                  "        - '[fd00::7]'\n        - 0.0.0.0/1\n"), []),
         ("empty-allow-list", change("      allow:\n        - api.example.com\n", "      allow: []\n"),
          ["stack.yaml:29:15: $.templates.web.network.egress: 'allow-list' with no `allow` entries allows nothing: "
           "list the destinations, or use 'deny-all'"]),

@@ -8,7 +8,7 @@ from pydantic import StringConstraints, WithJsonSchema
 
 from sandstack.spec.access import AS_FIELDS, NEVER, loosens
 from sandstack.spec.contract import URL_AUTH_COOKIE, URL_AUTH_HEADER, URL_AUTH_QUERY
-from sandstack.spec.egress import METADATA_RANGES
+from sandstack.spec.egress import METADATA_RANGES, PRIVATE_RANGES
 from sandstack.spec.changes import (DIRECT_ROUTE, NONE, PROFILE_NAMES_KEPT, ROUTE_KEPT, ROUTING, UNLOGGED_ALLOW_ALL, URL_AND_ROUTING, URL_PORT,
                                      URL_PORTS_CHANGE, Effect)
 from sandstack.spec.models.base import Name, StrictModel, field
@@ -76,8 +76,8 @@ class ConnectionBounds(StrictModel):
 class NetworkPolicy(StrictModel):
     """Where a sandbox may connect. Inbound is always closed except the declared `ports`.
 
-    No mode can reach the Docker host's own services, other pools' sandboxes, or (unless `allow_metadata`)
-    link-local and cloud metadata addresses. Unlogged 'allow-all' reaches DNS resolvers (any of them). The
+    No mode can reach the Docker host's own services, other pools' sandboxes, (unless `allow_metadata`)
+    link-local and cloud metadata addresses, or private addresses that no `allow` entry names. Unlogged 'allow-all' reaches DNS resolvers (any of them). The
     logged modes reach the host's logging resolver only, on their bridge's address, which logs every query and
     answers for 'allow-all' every name but special-use ones (.test, .invalid, .localhost, .example), for
     'allow-list' only the `allow` names (as the gateway reads them), and in both never a name a `deny` entry
@@ -88,7 +88,9 @@ class NetworkPolicy(StrictModel):
         "deny-all",
         description=(
             "'deny-all' (default): no route anywhere. 'allow-list': only the host's egress gateway (an HTTP "
-            "proxy) is reachable and it forwards only to `allow` minus `deny`. 'allow-all': any destination; "
+            "proxy) is reachable and it forwards only to `allow` minus `deny`. 'allow-all': any destination but "
+            "private addresses (LAN, VPC, loopback, CGNAT) that `allow` does not name (a direct route still reaches "
+            "DNS there); "
             "with `log` on, egress goes through the gateway (plain HTTP to any port, HTTPS tunnels to port 443 "
             "only) and is logged, with `log` off the sandbox gets a direct route out for any protocol. A change "
             "replaces the pool's sandboxes and renews its network, the host guard's rules, the gateway and the "
@@ -105,9 +107,18 @@ class NetworkPolicy(StrictModel):
             "Destinations an 'allow-list' sandbox may reach through the gateway. A domain matches exactly that "
             "name; '*.example.com' matches its subdomains, not the apex. Without ':port': HTTP on ports 80 and "
             "443 and HTTPS tunnels (CONNECT) to 443; with a port, that port only. The pool's resolver answers "
-            "these names only. A change renews the gateway (its squid.conf) and the logging resolver only."
+            "these names only. Private addresses (" + ", ".join(PRIVATE_RANGES) + ") are refused in every mode, "
+            "by address or by a name that resolves there, unless an entry names them: an address or CIDR entry "
+            "covering the address, or an exact domain entry (an internal host's name); a wildcard never (whoever "
+            "adds a subdomain could point it there). In 'allow-all' the entries are only those exceptions: an "
+            "address, CIDR or exact domain reaching a private destination as 'allow-all' reaches others (with "
+            "':port', that port only); on a direct route (`log: false` or `protocols: any`) addresses and CIDRs "
+            "only, without a port, each a whole address the host guard lets through (docs/design/egress.md). A "
+            "change renews the gateway (its squid.conf) and the logging resolver, or only the guard on a direct "
+            "route."
         ),
-        change=GATEWAY,
+        change=Effect(host=frozenset({"gateway", "logger"}),
+                      when=((DIRECT_ROUTE, Effect(host=frozenset({"guard"}))),)),
         access=loosens("egress", "an entry added (outside deny-all)",
                        ["api.github.com"], ["api.github.com", "pypi.org"]), max_length=512,
     )

@@ -5,7 +5,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Iterator
 
-from sandstack.spec.egress import METADATA_RANGES, EgressEntryError, parse_entry
+from sandstack.spec.egress import (METADATA_RANGES, PRIVATE_RANGES, EgressEntryError, EgressRule, parse_entry,
+                                   private_range)
 from sandstack.spec.errors import Diagnostic, JsonPath
 from sandstack.spec.models import NetworkPolicy
 from sandstack.spec.resolve import decode_egress
@@ -28,9 +29,12 @@ def egress_fields_fit_mode(ctx: Context) -> Iterator[Diagnostic]:
     for path, policy in policies(ctx):
         mode = policy.egress
         outbound, _ = decode_egress(mode, policy.log, policy.protocols)
-        if policy.allow and mode != "allow-list":
-            yield ctx.error(path + ("allow",), f"`allow` entries need `egress: allow-list`; this policy is {mode!r}",
+        if policy.allow and mode == "deny-all":
+            yield ctx.error(path + ("allow",), "`allow` entries need 'allow-list' (the destinations it reaches) or "
+                            "'allow-all' (the private destinations it reaches too); this policy is 'deny-all'",
                             "egress-mode", key=True)
+        if mode == "allow-all":
+            yield from _allow_all_entries(ctx, path, policy, direct=outbound == "direct")
         if mode == "allow-list" and not policy.allow:
             yield ctx.error(path + ("egress",), "'allow-list' with no `allow` entries allows nothing: list the "
                             "destinations, or use 'deny-all'", "egress-mode")
@@ -73,6 +77,36 @@ def _direct_deny_entries(ctx: Context, path: JsonPath, policy: NetworkPolicy) ->
                             "`log: false` or `protocols: any` the sandbox connects directly, so only addresses and CIDRs can be denied, "
                             "optionally with a port (e.g. '203.0.113.7', '10.0.0.0/8:443'); or send egress through "
                             "the gateway (`log: true` with `protocols: http`)", "egress-mode")
+
+
+def _allow_all_entries(ctx: Context, path: JsonPath, policy: NetworkPolicy, direct: bool) -> Iterator[Diagnostic]:
+    """In 'allow-all' an `allow` entry names a private destination the sandbox may reach (every mode refuses
+    PRIVATE_RANGES otherwise): an entry that can name none is a reviewer's trap, and a direct route's firewall sees
+    addresses only, and exempts whole addresses (docs/design/egress.md)."""
+    for i, entry in enumerate(policy.allow):
+        try:
+            rule_ = parse_entry(entry)
+        except EgressEntryError:
+            continue  # reported by egress-entry
+        where = path + ("allow", i)
+        if rule_.kind == "wildcard":
+            yield ctx.error(where, f"{entry!r}: in 'allow-all' an `allow` entry lets the sandbox reach a private "
+                            "address, and a wildcard names no host (anyone who can add a subdomain could point it "
+                            "there): name the host ('db.example.com') or the address or CIDR", "egress-mode")
+        elif rule_.kind == "cidr" and private_range(rule_) is None and _metadata_range(entry) is None:
+            yield ctx.error(where, f"{entry!r} is not a private address ({', '.join(PRIVATE_RANGES)}), which "
+                            "'allow-all' reaches already: in 'allow-all' an `allow` entry names a private destination; "
+                            "remove it", "egress-mode")
+        elif direct and rule_.kind == "domain":
+            yield ctx.error(where, f"{entry!r}: with `log: false` or `protocols: any` the sandbox connects directly "
+                            "and the host guard's firewall sees addresses, not names: write the private address or "
+                            "CIDR (e.g. '10.0.0.5'); or send egress through the gateway (`log: true` with "
+                            "`protocols: http`)", "egress-mode")
+        elif direct and rule_.port is not None:
+            yield ctx.error(where, f"{entry!r}: on a direct route the host guard lets a whole address through (every "
+                            f"protocol and port): write '{EgressRule('cidr', rule_.value)}' without the port, or send "
+                            "egress through the gateway (`log: true` with `protocols: http`), which allows one port",
+                            "egress-mode")
 
 
 @rule("egress-metadata")

@@ -5,6 +5,10 @@ and objects the tests create themselves (the `Lab`): plain Docker networks with 
 in for "the internet" or "a metadata service" (network aliases, chosen addresses), and a network namespace
 behind a veth pair (`Netns`) for the one "internet" a routed sandbox can reach through the host's
 forwarding path (Docker isolates its bridges from each other, docs/design/engine-findings.md a).
+That internet's addresses are in 198.18.0.0/15, the benchmarking range (the namespaces 198.18.0.0/16, the
+deployments' networks, egress network included, 198.19.0.0/16): not private, since the gateway and the guard
+refuse private destinations (docs/design/egress.md), and routed nowhere from this machine, so nothing leaves it.
+A test that wants a private destination picks one with `netns(..., address=)`.
 
 - `Lab`: creates those objects and removes all of them on `close()`; every Docker object carries
   `LAB_LABEL` and `LAB_PID_LABEL`, so `sweep_dead_labs` removes what a killed run left behind.
@@ -161,8 +165,9 @@ class Lab:
         return container
 
     def netns(self, name: str, index: int, specs: list[str], address: str | None = None) -> "Netns":
-        """A network namespace reached from the host through a veth pair: 198.18.<n>.1 on the host side,
-        198.18.<n>.2 inside (198.18.0.0/15 is reserved for benchmarking), running SERVER. With `address`
+        """A network namespace reached from the host through a veth pair: a /30 of 198.18.0.0/16, its first
+        address on the host side, the second inside (198.18.0.0/15 is reserved for benchmarking, and not private:
+        the guard lets a direct route reach it as it would the internet), running SERVER. With `address`
         (e.g. the metadata address 169.254.169.254) the namespace takes that address and the host side the
         one below it, in a /30: a connected route more specific than any other on the host, checked before
         the namespace is handed out, so nothing a test sends there can leave this machine."""
@@ -221,7 +226,8 @@ def peers_in(lines: list[str]) -> set[str]:
 def netns_address(index: int) -> str:
     """The address `Lab.netns(name, index, ...)` gives its namespace (known before it exists, e.g. for a
     spec's deny entry)."""
-    return str(ipaddress.ip_address("198.18.0.0") + 4 * (os.getpid() % 4000 * 8 + index) + 2)
+    # 2,000 processes of 8 namespaces stay inside 198.18.0.0/16: 198.19.0.0/16 is the deployments' (testbed/deploy.py).
+    return str(ipaddress.ip_address("198.18.0.0") + 4 * (os.getpid() % 2000 * 8 + index) + 2)
 
 
 class Netns:

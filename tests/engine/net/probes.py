@@ -24,7 +24,7 @@ SANDBOX_PORT, SANDBOX_UDP_PORT = 8000, 8001
 # "<proto> <port> <peer-ip> <detail>" (detail: the Host header of an HTTP request, else the first word
 # received). TCP: an HTTP request gets `200 "<NAME> <Host header>"`, anything else gets "<NAME>". UDP
 # echoes "<NAME>". DNS answers every A query with 198.51.100.53 (TEST-NET-2: never contacted by anything
-# here) so a control can tell an answer from silence.
+# here) so a control can tell an answer from silence, or with the address `dns:53=<address>` names.
 SERVER = r'''
 import socket, struct, sys, threading
 name, specs = sys.argv[1], sys.argv[2:]
@@ -58,7 +58,7 @@ def handle_tcp(conn, peer, port):
         log("tcp", port, peer[0], "-")
     finally:
         conn.close()
-def serve_udp(port, dns):
+def serve_udp(port, dns, address="198.51.100.53"):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("0.0.0.0", port))
     while True:
@@ -73,13 +73,14 @@ def serve_udp(port, dns):
         qname = ".".join(labels)
         log("dns", port, peer[0], qname or "-")
         question = data[12:i + 5]
-        answer = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 5, 4) + bytes([198, 51, 100, 53])
+        answer = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 5, 4) + socket.inet_aton(address)
         s.sendto(data[:2] + b"\x81\x80" + struct.pack(">HHHH", 1, 1, 0, 0) + question + answer, peer)
 threads = []
 for spec in specs:
     proto, port = spec.split(":")
+    port, _, address = port.partition("=")
     target = serve_tcp if proto == "tcp" else serve_udp
-    args = (int(port),) if proto == "tcp" else (int(port), proto == "dns")
+    args = (int(port),) if proto == "tcp" else (int(port), proto == "dns", *([address] if address else []))
     threads.append(threading.Thread(target=target, args=args, daemon=True))
 for t in threads:
     t.start()
