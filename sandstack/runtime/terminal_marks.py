@@ -10,7 +10,9 @@ its end mark on the next, so `$?` is the command's status.
 
 "A new command cancels the previous one" (`cancel: true`): the runtime types Ctrl-C first; the terminal's line
 discipline kills the running command and drops what was typed after it (its end mark among them), so the previous
-command is reported here with exit code 130 and `cancelled: true`.
+command is reported here with exit code 130 and `cancelled: true`. The line discipline takes the Ctrl-C a moment
+after it was typed (on the engine, the command typed right after it was dropped too), so the runtime then types
+sync lines until one's mark (`S`) comes back, and only then the new command.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 
 START = b"\x1b]633;C;%d\x07"
 END = re.compile(rb"\x1b\]633;D;(\d+);(\d+)\x07")
-MARK = re.compile(rb"\x1b\]633;([CD]);(\d+)(?:;(\d+))?\x07")
+MARK = re.compile(rb"\x1b\]633;([CDS]);(\d+)(?:;(\d+))?\x07")
 INTERRUPTED = 130  # a shell's status for a command ended by SIGINT (128 + 2)
 MAX_OUTPUT = 1024 * 1024  # bytes of one command's output kept for its result (the stream has all of it)
 KEEP_TAIL = 64  # bytes of an unfinished mark kept between two reads
@@ -36,11 +38,19 @@ def typed(command_id: int, command: str) -> bytes:
             f"printf '\\033]633;D;{command_id};%s\\007' \"$?\"\n").encode()
 
 
+def synced_line(number: int) -> bytes:
+    """A line that only prints a sync mark. The terminal takes a Ctrl-C (drops what is queued) some time after it was
+    typed, so a command typed right after it may be dropped too: these lines are typed until one's mark comes back,
+    and only then the command."""
+    return f"printf '\\033]633;S;{number}\\007'\n".encode()
+
+
 @dataclass
 class Marks:
     """Reads the terminal's output and yields each finished command's result."""
 
     running: int | None = None  # the command whose start mark came and whose end mark did not yet
+    synced: set[int] = field(default_factory=set)  # sync marks seen (after a Ctrl-C: `synced_line`)
     output: bytearray = field(default_factory=bytearray)
     truncated: bool = False
     _tail: bytes = b""
@@ -53,7 +63,9 @@ class Marks:
             self._keep(text[position:match.start()])
             position = match.end()
             kind, number = match.group(1), int(match.group(2))
-            if kind == b"C":
+            if kind == b"S":
+                self.synced.add(number)
+            elif kind == b"C":
                 self.running, self.output, self.truncated = number, bytearray(), False
             elif self.running == number:
                 results.append(self._result(int(match.group(3) or 0)))

@@ -39,3 +39,9 @@ def test_a_cancel_reports_the_running_command_with_130_and_an_end_mark_of_anothe
 def test_what_the_shell_is_given_prints_the_marks_around_the_command():
     assert typed(7, "make test") == (b"printf '\\033]633;C;7\\007'\nmake test\n"
                                      b"printf '\\033]633;D;7;%s\\007' \"$?\"\n")
+
+
+def test_a_sync_mark_is_noted_and_never_part_of_a_commands_output():
+    marks = Marks()
+    assert marks.feed(b"\x1b]633;S;3\x07\x1b]633;C;1\x07x\x1b]633;S;4\x07y\r\n\x1b]633;D;1;0\x07")[0]["output"] == "xy\n"
+    assert marks.synced == {3, 4}

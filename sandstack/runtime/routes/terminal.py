@@ -39,11 +39,12 @@ from sandstack.runtime.processes import Command, Process
 from sandstack.runtime.routes.common import ACTOR_HEADER, ERRORS, authenticate, require_token, sandbox_param
 from sandstack.runtime.service import Runtime
 from sandstack.runtime.session_keys import shown
-from sandstack.runtime.terminal_marks import SETUP, Marks, typed
+from sandstack.runtime.terminal_marks import SETUP, Marks, synced_line, typed
 from sandstack.runtime.tokens import check_sandbox
 
 MODES = ("raw", "command")  # `?mode=`: the terminal's bytes only, or commands' results too (terminal_marks)
 MAX_COMMAND = 64 * 1024  # characters of one command-mode command
+SYNC_TRIES, SYNC_WAIT = 20, 0.5  # sync lines after a Ctrl-C, and seconds each one's mark is waited for
 OUTPUT_WINDOW = 256 * 1024  # bytes of output read from the sandbox but not yet sent to the client
 SHELL = ["sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -i; exec sh -i"]
 # Command mode's: no line editing, whose own output (readline's bracketed-paste switches around every line it reads)
@@ -192,7 +193,7 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
     record("terminal opened", 101)
     ended = loop.create_task(run_in_threadpool(proc.handle.wait, None))
     pump = loop.create_task(_send_output(websocket, window, marks))
-    commands = 0
+    commands = syncs = 0
     code = None
     receive: asyncio.Task | None = None
     try:
@@ -228,6 +229,7 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
                     if run[1] and (cancelled := marks.cancel()) is not None:
                         await run_in_threadpool(_type, proc, b"\x03")
                         await websocket.send_text(json.dumps(cancelled))
+                        syncs = await _synced(proc, marks, syncs)
                     await run_in_threadpool(_type, proc, typed(commands, run[0]))
                     await websocket.send_text(json.dumps({"type": "started", "id": commands}))
                     continue
@@ -270,6 +272,18 @@ def _control(proc: Process, text: str) -> str | None:
         return f"resize: {error.message}; the terminal keeps its size"
     proc.handle.resize(rows, cols)
     return None
+
+
+async def _synced(proc: Process, marks: Marks, number: int) -> int:
+    """After a Ctrl-C: sync lines typed until one's mark comes back (terminal_marks.synced_line); the next number."""
+    for _ in range(SYNC_TRIES):
+        number += 1
+        await run_in_threadpool(_type, proc, synced_line(number))
+        for _ in range(int(SYNC_WAIT / 0.02)):
+            if number in marks.synced:
+                return number
+            await asyncio.sleep(0.02)
+    return number  # the shell did not answer: the command is typed anyway, and its own result will tell
 
 
 def _run_message(text: str) -> tuple[str, bool] | str | None:
