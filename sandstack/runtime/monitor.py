@@ -15,6 +15,7 @@ from sandstack.runtime.interfaces import Hibernation, Places, Sandboxes, Session
 from sandstack.runtime.session_keys import shown
 from sandstack.runtime.store import Binding, SandboxRow, TokenRow
 
+MISSING = "container is missing"  # what a pass notes of a sandbox with no container (row.detail)
 log = logging.getLogger("sandstack.runtime")
 ENDED_KEPT = 7 * 24 * 3600  # seconds a session the runtime ended is answered with its cause
 
@@ -74,8 +75,17 @@ class Monitor:
             return
         if row.status in ("unhealthy", "resetting", "quarantined"):
             # Reported at least one pass (or left by a runtime that stopped mid-reset): reset it now.
-            if self.backend.state(row.name).status != "missing":
-                self.sandboxes.reset_quietly(row.name)
+            state = self.backend.state(row.name)
+            if state.status == "missing":
+                return
+            if row.status == "unhealthy" and row.session is None and row.detail == MISSING and state.running:
+                # Made since it was found missing (an apply creates a new warm sandbox after the runtime took the
+                # configuration naming it): a fresh container holds nothing of any session. A reset would restart
+                # it under the apply that just made it (seen in the change drill as a sandbox the diff did not
+                # say restarts).
+                self.store.update(row.name, status="idle", detail=None)
+                return
+            self.sandboxes.reset_quietly(row.name)
             return
         state = self.backend.state(row.name)
         if row.status == "expired":

@@ -134,3 +134,18 @@ def test_only_a_disk_workspace_may_be_seeded():
     with pytest.raises(ValueError, match="writable.seed: '/tmp' is a tmpfs; only a disk workspace is seeded"):
         WritablePath("/tmp", seed=True)
     assert (WritablePath("/d", "disk").keep, WritablePath("/d", "disk", seed=True).keep) == (("lost+found",), ())
+
+
+def test_a_warm_sandbox_made_after_it_was_found_missing_joins_the_pool_without_a_reset(env):
+    # An apply adding a replica: the runtime takes the configuration naming it before the container exists; the
+    # monitor finds it missing, then the apply makes it. A fresh container holds nothing of a session: no restart.
+    name = env.runtime.config.pools["py"].sandboxes[0]
+    env.backend.remove(name)
+    env.runtime.monitor_once()
+    assert (env.runtime.sandbox(name).status, env.runtime.sandbox(name).detail) == ("unhealthy", "container is missing")
+    env.backend.recreate(name)
+    env.backend.calls.clear()
+    env.runtime.monitor_once()
+    assert env.runtime.sandbox(name).status == "idle"
+    assert [c for c in env.backend.calls if c[1] == name and c[0] in ("stop", "start", "restart")] == []
+    assert env.claim("after-missing")["sandbox"] in env.runtime.config.pools["py"].sandboxes
