@@ -34,7 +34,8 @@ CREATE TABLE IF NOT EXISTS sandboxes (
     paused_by TEXT,
     last_activity REAL,
     cpu_ns INTEGER,
-    detail TEXT
+    detail TEXT,
+    size TEXT
 );
 CREATE TABLE IF NOT EXISTS session_tokens (
     digest TEXT PRIMARY KEY,
@@ -85,6 +86,8 @@ class SandboxRow:
     last_activity: float | None
     cpu_ns: int | None
     detail: str | None  # why it is unhealthy, quarantined or expired, or what happened to its last session
+    # The size class its session claimed (sandstack.runtime.sizes), which its reset undoes; None: the pool's own.
+    size: str | None = None
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,9 @@ class Store:
             self._db.execute("PRAGMA wal_autocheckpoint=0")
             self._db.execute("PRAGMA busy_timeout=5000")
             self._db.executescript(SCHEMA)
+            columns = {row["name"] for row in self._db.execute("PRAGMA table_info(sandboxes)")}
+            if "size" not in columns:  # a state volume written before size classes
+                self._db.execute("ALTER TABLE sandboxes ADD COLUMN size TEXT")
         self._path = path
         self._checkpointer: sqlite3.Connection | None = None
 

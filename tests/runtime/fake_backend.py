@@ -60,6 +60,7 @@ class FakeBackend(SandboxBackend):
         self.tmpfs_size: dict[str, int] = {}  # container path → its tmpfs's size (Docker's HostConfig.Tmpfs)
         self.died: dict[str, int] = {}  # sandbox → the exit status of its last `die` (Docker's past events)
         self.generation = {name: 1 for name in sandboxes}  # Docker's Id is f"{name}-{generation}": a new container
+        self.limits: dict[str, dict[str, int]] = {}  # sandbox → the limits its last resize gave (Docker's update)
         for name in sandboxes:
             for path in writable:
                 self.path(name, path).mkdir(parents=True, exist_ok=True)
@@ -232,6 +233,10 @@ class FakeBackend(SandboxBackend):
                 for relative, data in self.image.get(workspace.path, {}).items():
                     (root / relative).parent.mkdir(parents=True, exist_ok=True)
                     (root / relative).write_bytes(data)
+
+    def resize(self, name: str, update: dict[str, int]) -> None:
+        self._check("resize", name)  # a stopped container takes an update too, as Docker's does
+        self.limits[name] = dict(update)
 
     def reset_root(self, name: str) -> None:
         """As the real one's (sandstack.runtime.rootfs): everything outside the writable paths goes (this fake's
