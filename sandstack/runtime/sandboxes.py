@@ -174,10 +174,10 @@ class Sandboxes:
             self.stop_and_empty(name, state)
             if spec.writable_root:  # what the session changed outside its writable paths (sandstack.runtime.rootfs)
                 self.backend.reset_root(name)
-            row = self.get(name)
-            if row.size is not None and spec.sizes is not None:  # the session's class undone: the pool's own limits
-                self.backend.resize(name, sizes.update_body(spec.sizes.default))
-                self.store.update(name, size=None)
+            own = sizes.restore_body(spec, self.get(name))
+            if own is not None:  # the session's class undone: the pool's own limits
+                self.backend.resize(name, own)
+                self.store.update(name, size=None, restore=None)
             if expired:
                 self.store.update(name, status="expired", session=None, bound_at=None, from_snapshot=None,
                                   paused_by=None, last_activity=None, detail=expired)

@@ -8,6 +8,7 @@ which sandstack.runtime.ondemand creates from the plan's recipe.
 
 from __future__ import annotations
 
+import json
 import re
 
 from sandstack.runtime import secret_files, sizes
@@ -123,7 +124,8 @@ class Sessions:
             raise self.sandboxes.no_capacity(pool, len(spec.sandboxes))
         try:
             if limits is not None:  # before its session's first call: the class's limits, or the pool's own
-                self.store.update(picked.name, size=size)
+                own = json.dumps(sizes.update_body(spec.sizes.default)) if spec.sizes and size else None
+                self.store.update(picked.name, size=size, restore=own)
                 self.sandboxes.backend.resize(picked.name, sizes.update_body(limits))
             if needs_start:
                 self.sandboxes.backend.start(picked.name)

@@ -13,11 +13,13 @@ A class the pool does not declare is a 422 naming the classes, answered before a
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sandstack.plan.recipe import merge
 from sandstack.plan.runtime import PoolRuntime, SizeLimits
 from sandstack.runtime.errors import ApiError
+from sandstack.runtime.store import SandboxRow
 
 NANO = 1_000_000_000
 
@@ -48,6 +50,16 @@ def update_body(limits: SizeLimits) -> dict[str, int]:
     """Docker's container update (`POST /containers/{id}/update`) that gives a sandbox these limits."""
     return {"NanoCpus": round(limits.cpus * NANO), "Memory": limits.memory, "MemorySwap": limits.memory,
             "PidsLimit": limits.pids}
+
+
+def restore_body(spec: PoolRuntime, row: SandboxRow) -> dict[str, int] | None:
+    """What gives a sandbox claimed at a class the pool's own limits back: the configuration's, or, when a reload
+    removed the pool's classes while the session held it, those recorded at its claim. None: nothing to undo."""
+    if row.size is None:
+        return None
+    if spec.sizes is not None:
+        return update_body(spec.sizes.default)
+    return json.loads(row.restore) if row.restore else None
 
 
 def create_body(body: dict[str, Any], limits: SizeLimits | None) -> dict[str, Any]:

@@ -35,7 +35,8 @@ CREATE TABLE IF NOT EXISTS sandboxes (
     last_activity REAL,
     cpu_ns INTEGER,
     detail TEXT,
-    size TEXT
+    size TEXT,
+    restore TEXT
 );
 CREATE TABLE IF NOT EXISTS session_tokens (
     digest TEXT PRIMARY KEY,
@@ -88,6 +89,9 @@ class SandboxRow:
     detail: str | None  # why it is unhealthy, quarantined or expired, or what happened to its last session
     # The size class its session claimed (sandstack.runtime.sizes), which its reset undoes; None: the pool's own.
     size: str | None = None
+    # The pool's own limits when it was claimed at `size` (Docker's update body, JSON): what its reset gives back if
+    # a reload removed the pool's classes meanwhile.
+    restore: str | None = None
 
 
 @dataclass(frozen=True)
@@ -146,8 +150,9 @@ class Store:
             self._db.execute("PRAGMA busy_timeout=5000")
             self._db.executescript(SCHEMA)
             columns = {row["name"] for row in self._db.execute("PRAGMA table_info(sandboxes)")}
-            if "size" not in columns:  # a state volume written before size classes
-                self._db.execute("ALTER TABLE sandboxes ADD COLUMN size TEXT")
+            for column in ("size", "restore"):  # a state volume written before size classes
+                if column not in columns:
+                    self._db.execute(f"ALTER TABLE sandboxes ADD COLUMN {column} TEXT")
         self._path = path
         self._checkpointer: sqlite3.Connection | None = None
 

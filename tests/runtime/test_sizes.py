@@ -149,3 +149,12 @@ def test_a_state_volume_from_before_size_classes_gains_the_column(tmp_path):
     assert (store.sandbox("a").status, store.sandbox("a").size) == ("idle", None)
     store.update("a", size="large")
     assert store.sandbox("a").size == "large"
+
+
+def test_a_reload_that_removes_the_classes_still_restores_a_held_sandbox_at_its_release(env):
+    env.claim("s1", pool="od", size="large")
+    env.runtime.reconfigure(od_config(), "without-classes")  # the same pool, no classes any more
+    assert env.backend.limits[WARM] == LARGE_BODY  # the session goes on at its class
+    released = env.api.delete("/v1/sessions/s1")
+    assert (released.status_code, released.json()["size"]) == (200, None)
+    assert env.backend.limits[WARM] == BODY  # the pool's own limits recorded at its claim
