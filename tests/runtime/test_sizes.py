@@ -158,3 +158,13 @@ def test_a_reload_that_removes_the_classes_still_restores_a_held_sandbox_at_its_
     released = env.api.delete("/v1/sessions/s1")
     assert (released.status_code, released.json()["size"]) == (200, None)
     assert env.backend.limits[WARM] == BODY  # the pool's own limits recorded at its claim
+
+
+def test_an_on_demand_place_hibernated_at_a_class_is_made_again_at_it(env):
+    env.claim("s0", pool="od")
+    place = env.claim("s1", pool="od", size="large")["sandbox"]
+    assert env.api.post("/v1/sessions/s1/hibernate").json()["status"] == "hibernated"
+    assert place not in env.backend.provisioner.bodies  # its container removed
+    resumed = env.api.post("/v1/sessions/s1/resume").json()
+    assert (resumed["status"], resumed["size"]) == ("bound", "large")
+    assert env.backend.provisioner.bodies[place]["HostConfig"] == {**LARGE_BODY, "CgroupParent": f"sandstack/{place}"}
