@@ -197,6 +197,7 @@ class Taken:
     row: SandboxRow
     created: bool  # False: the session already had this sandbox
     needs_start: bool = False  # idle but stopped (an idle 'stop'): the claim starts it
+    container: str | None = None  # Docker's Id of the container the claim found (sandstack.runtime.sizes)
 
 
 class WarmClaims(Protocol):

@@ -177,7 +177,7 @@ class Sandboxes:
             own = sizes.restore_body(spec, self.get(name))
             if own is not None:  # the session's class undone: the pool's own limits
                 self.backend.resize(name, own)
-                self.store.update(name, size=None, restore=None)
+                self.store.update(name, size=None, restore=None, applied=sizes.applied(state.container_id, own))
             if expired:
                 self.store.update(name, status="expired", session=None, bound_at=None, from_snapshot=None,
                                   paused_by=None, last_activity=None, detail=expired)

@@ -126,7 +126,11 @@ class Sessions:
             if limits is not None:  # before its session's first call: the class's limits, or the pool's own
                 own = json.dumps(sizes.update_body(spec.sizes.default)) if spec.sizes and size else None
                 self.store.update(picked.name, size=size, restore=own)
-                self.sandboxes.backend.resize(picked.name, sizes.update_body(limits))
+                body, container = sizes.update_body(limits), taken.container if taken else None
+                # Unless the runtime set exactly these on this very container before (its last reset restored them).
+                if picked.applied is None or picked.applied != sizes.applied(container, body):
+                    self.sandboxes.backend.resize(picked.name, body)
+                    self.store.update(picked.name, applied=sizes.applied(container, body))
             if needs_start:
                 self.sandboxes.backend.start(picked.name)
             if snapshot:

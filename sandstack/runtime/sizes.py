@@ -4,9 +4,10 @@ A claim names a class of its pool (or none: the pool's own limits). A warm sandb
 container update (CPUs as NanoCpus, memory and memory+swap alike, the pids limit of its own cgroup: the host guard
 holds the parent cgroup at the pool's largest pids), before the claim answers; its release (or any reset) gives it
 the pool's own limits back. A sandbox's disk cannot change while it exists, so a class whose disk is not the pool's
-is served only by an on-demand place, created with the class's limits. Every claim of a pool with classes sets its
-limits (the pool's own included): a warm sandbox made by Pulumi has no pids limit of its own, so without it a claim
-naming no class would run at the guard's largest.
+is served only by an on-demand place, created with the class's limits. Every claim of a pool with classes holds its
+sandbox to its limits (the pool's own included): a warm sandbox made by Pulumi has no pids limit of its own, so
+without it a claim naming no class would run at the guard's largest. What the runtime last set on a container is
+kept with its Docker Id (the store's `applied`), so the same limits on the same container are not set again.
 
 A class the pool does not declare is a 422 naming the classes, answered before anything is taken.
 """
@@ -39,6 +40,11 @@ def wanted(spec: PoolRuntime, pool: str, size: str | None) -> SizeLimits | None:
         raise ApiError(422, f"pool {pool!r} has no size class {size!r}: its classes are {', '.join(names)} (or name "
                             "none for the pool's own limits)", pool=pool, size=size, sizes=names)
     return spec.sizes.classes[size]
+
+
+def applied(container: str | None, body: dict[str, int]) -> str | None:
+    """What the store keeps of limits the runtime set on a container (None: its Id is unknown, nothing kept)."""
+    return f"{container} {json.dumps(body, sort_keys=True)}" if container else None
 
 
 def needs_new_sandbox(spec: PoolRuntime, limits: SizeLimits | None) -> bool:

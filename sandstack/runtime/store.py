@@ -36,7 +36,8 @@ CREATE TABLE IF NOT EXISTS sandboxes (
     cpu_ns INTEGER,
     detail TEXT,
     size TEXT,
-    restore TEXT
+    restore TEXT,
+    applied TEXT
 );
 CREATE TABLE IF NOT EXISTS session_tokens (
     digest TEXT PRIMARY KEY,
@@ -92,6 +93,9 @@ class SandboxRow:
     # The pool's own limits when it was claimed at `size` (Docker's update body, JSON): what its reset gives back if
     # a reload removed the pool's classes meanwhile.
     restore: str | None = None
+    # The limits the runtime last set on it, as '<Docker Id> <update body JSON>': a claim that wants the same limits
+    # on the same container makes no Docker call (sandstack.runtime.sizes.applied).
+    applied: str | None = None
 
 
 @dataclass(frozen=True)
@@ -150,7 +154,7 @@ class Store:
             self._db.execute("PRAGMA busy_timeout=5000")
             self._db.executescript(SCHEMA)
             columns = {row["name"] for row in self._db.execute("PRAGMA table_info(sandboxes)")}
-            for column in ("size", "restore"):  # a state volume written before size classes
+            for column in ("size", "restore", "applied"):  # a state volume written before size classes
                 if column not in columns:
                     self._db.execute(f"ALTER TABLE sandboxes ADD COLUMN {column} TEXT")
         self._path = path

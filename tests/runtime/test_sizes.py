@@ -168,3 +168,25 @@ def test_an_on_demand_place_hibernated_at_a_class_is_made_again_at_it(env):
     resumed = env.api.post("/v1/sessions/s1/resume").json()
     assert (resumed["status"], resumed["size"]) == ("bound", "large")
     assert env.backend.provisioner.bodies[place]["HostConfig"] == {**LARGE_BODY, "CgroupParent": f"sandstack/{place}"}
+
+
+def _resizes(env) -> int:
+    return sum(1 for op, name in env.backend.calls if (op, name) == ("resize", WARM))
+
+
+def test_limits_the_runtime_set_on_the_same_container_are_not_set_again(env):
+    env.claim("s1", pool="od")  # a container Pulumi made: its own limits set once (its pids)
+    env.api.delete("/v1/sessions/s1")
+    assert _resizes(env) == 1
+    env.claim("s2", pool="od")  # the same container, at the pool's own limits already: no Docker call
+    env.api.delete("/v1/sessions/s2")
+    assert _resizes(env) == 1
+    env.claim("s3", pool="od", size="large")
+    env.api.delete("/v1/sessions/s3")  # resized, then restored by its reset
+    assert (_resizes(env), env.backend.limits[WARM]) == (3, BODY)
+    env.claim("s4", pool="od")  # restored by the runtime on this container: nothing to do
+    env.api.delete("/v1/sessions/s4")
+    assert _resizes(env) == 3
+    env.backend.recreate(WARM)  # an apply made a new container in its name: its limits are set again
+    env.claim("s5", pool="od")
+    assert (_resizes(env), env.backend.limits[WARM]) == (4, BODY)
