@@ -296,13 +296,14 @@ class Client(Stack):
         return hosts_in_order(self.pools, pool, session)
 
     def claim(self, pool: str, session: str, from_snapshot: SnapshotRef | str | None = None,
-              secrets: Mapping[str, Mapping[str, str]] | None = None) -> Sandbox:
+              secrets: Mapping[str, Mapping[str, str]] | None = None, size: str | None = None) -> Sandbox:
         """A sandbox of `pool` for `session`; with a snapshot (SnapshotRef or 'host/snap-id'), on its host;
-        `secrets`: the session's own (HostClient.claim)."""
+        `secrets`: the session's own (HostClient.claim); `size`: a size class of the pool (None: its own limits).
+        A class the pool does not declare raises the runtime's 422 at once (no other host is tried)."""
         if from_snapshot is not None:
             ref = from_snapshot if isinstance(from_snapshot, SnapshotRef) else _snapshot_ref(str(from_snapshot))
             host = self.host(ref.host)
-            return Sandbox(host, host.claim(pool, session, ref.id, secrets))
+            return Sandbox(host, host.claim(pool, session, ref.id, secrets, size))
         refused: list[str] = []
         last: SandstackError | None = None
         order = self.hosts_for(pool, session)
@@ -312,7 +313,7 @@ class Client(Stack):
         for name in order:
             host = self.hosts[name]
             try:
-                sandbox = Sandbox(host, self._ready(host, host.claim(pool, session, secrets=secrets)))
+                sandbox = Sandbox(host, self._ready(host, host.claim(pool, session, secrets=secrets, size=size)))
                 self.down.pop(name, None)
                 return sandbox
             except SandstackError as error:

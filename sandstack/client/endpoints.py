@@ -113,10 +113,13 @@ class Endpoints:
 
     # Sessions and sandboxes
     def claim(self, pool: str, session: str, from_snapshot: str | None = None,
-              secrets: Mapping[str, Mapping[str, str]] | None = None) -> Any:
+              secrets: Mapping[str, Mapping[str, str]] | None = None, size: str | None = None) -> Any:
         """`secrets`: this session's own, `{"env": {NAME: value}, "files": {name: content}}` (files under
-        /run/secrets/session); never stored or logged by the runtime, gone at release."""
+        /run/secrets/session); never stored or logged by the runtime, gone at release. `size`: a size class of the
+        pool (`pools.*.sizes`); None: the pool's own limits."""
         body: dict[str, Any] = {"pool": pool, "session": session, "from_snapshot": from_snapshot}
+        if size is not None:  # only when named: a runtime from before size classes takes the claim as it was
+            body["size"] = size
         if secrets is not None:
             body["secrets"] = {kind: dict(values) for kind, values in secrets.items()}
         return self._send(Call("POST", "/v1/sessions", options={"json": body}, idempotent=True))

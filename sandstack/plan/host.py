@@ -228,7 +228,8 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement],
     # by its name before the runtime creates it, so it gets the same enforcement as a warm one.
     sandboxes = [(sandbox_name(stack, p.pool, i), p.template) for p in placements for i in range(p.ceiling)]
     workspaces = tuple(w for name, template in sandboxes for w in plan_workspaces(stack, name, template))
-    pids = {name: template.limits.pids for name, template in sandboxes}
+    # A pool with size classes: its largest pids (a claim's own limit sits under it, sandstack.runtime.sizes).
+    pids = {sandbox_name(stack, p.pool, i): p.largest_pids for p in placements for i in range(p.ceiling)}
     if gateway:
         pids[gateway.container_name] = GATEWAY_PIDS
     host_labels = labels(stack, spec.labels, host=host)

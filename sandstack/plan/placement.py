@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
+from sandstack.spec.resolve import EffectiveLimits, ResolvedStack, ResolvedTemplate, pool_sizes
 
 
 @dataclass(frozen=True)
@@ -17,6 +17,14 @@ class Placement:
     # Sandboxes at most (the pool's `max`, never below `replicas`; 0 given: `replicas`): the warm ones, then the
     # on-demand ones. The guard holds a place for each (its name, limits and workspaces) before any exists.
     ceiling: int = 0
+    # Its size classes (`sizes`), each as the limits a claim naming it gets, in spec order; () when it has none.
+    sizes: tuple[tuple[str, EffectiveLimits], ...] = ()
+
+    @property
+    def largest_pids(self) -> int:
+        """The most processes a sandbox of the pool may be given: the guard holds each one's cgroup parent at it, and
+        the runtime sets a claim's own limit under it (sandstack.runtime.sizes)."""
+        return max([self.template.limits.pids, *(limits.pids for _, limits in self.sizes)])
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ceiling", max(self.ceiling, self.replicas))
@@ -27,5 +35,7 @@ def placements_by_host(spec: ResolvedStack) -> dict[str, list[Placement]]:
     out: dict[str, list[Placement]] = {host: [] for host in spec.hosts}
     for pool_name, pool in spec.pools.items():
         for host in dict.fromkeys(pool.hosts):
-            out[host].append(Placement(pool_name, spec.templates[pool.template], pool.replicas, pool.ceiling))
+            template = spec.templates[pool.template]
+            out[host].append(Placement(pool_name, template, pool.replicas, pool.ceiling,
+                                       tuple(pool_sizes(pool, template.limits).items())))
     return out

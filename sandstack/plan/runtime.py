@@ -103,6 +103,34 @@ class Retention:
 
 
 @dataclass(frozen=True)
+class SizeLimits:
+    """A size class as the runtime applies it to a sandbox (sandstack.runtime.sizes)."""
+
+    cpus: float
+    memory: int  # bytes; the sandbox gets no swap beyond it
+    disk: int  # bytes: a class whose disk is not the pool's is served only by a sandbox created on demand
+    pids: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.cpus, bool) or not isinstance(self.cpus, (int, float)) or self.cpus <= 0:
+            raise ValueError(f"sizes: cpus {self.cpus!r} must be a number > 0")
+        for name in ("memory", "disk", "pids"):
+            _positive(getattr(self, name), f"sizes.{name}")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """A pool's size classes (`pools.*.sizes`)."""
+
+    default: SizeLimits  # the pool's own limits: what a claim naming no class gets and a release gives back
+    classes: dict[str, SizeLimits]
+
+    def __post_init__(self) -> None:
+        if not self.classes:
+            raise ValueError("sizes.classes: a pool with size classes declares at least one")
+
+
+@dataclass(frozen=True)
 class PoolRuntime:
     sandboxes: tuple[str, ...]  # Docker container names of the pool's sandboxes on this host
     workspace_root: str  # files, archives: confined to this directory
@@ -131,6 +159,7 @@ class PoolRuntime:
     # sandbox is back in it). Empty: none (docs/design/network-profiles.md).
     network_profiles: tuple[str, ...] = ()
     start_profile: str | None = None
+    sizes: Sizes | None = None  # the size classes a claim may name (None: none; absent from the JSON)
 
     @property
     def places(self) -> tuple[str, ...]:
@@ -233,6 +262,8 @@ class RuntimeConfig:
         for pool in data["pools"].values():
             if not pool["network_profiles"]:
                 del pool["network_profiles"], pool["start_profile"]
+            if pool["sizes"] is None:  # absent when unused, as wake_listen: a pool without classes reads as before
+                del pool["sizes"]
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     @classmethod
@@ -262,5 +293,12 @@ def _pool(data: dict[str, Any]) -> PoolRuntime:
         data.pop("session_retention", None),
         ondemand=ondemand_of(data.pop("ondemand", None)),
         network_profiles=tuple(data.pop("network_profiles", ())),
+        sizes=_sizes(data.pop("sizes", None)),
         **data,
     )
+
+
+def _sizes(data: dict[str, Any] | None) -> Sizes | None:
+    if data is None:
+        return None
+    return Sizes(SizeLimits(**data["default"]), {name: SizeLimits(**c) for name, c in data["classes"].items()})

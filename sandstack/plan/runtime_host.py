@@ -24,10 +24,11 @@ from sandstack.plan.placement import Placement
 from sandstack.plan.recipe import OnDemand
 from sandstack.plan.reload import ConfigSet
 from sandstack.plan.runtime import (DEFAULT_STATE_DIR, ENV_CONFIG_DIR, ENV_CONFIG_TEXT, ENV_STATE_DIR, IdlePolicy,
-                                    PoolRuntime, Retention, RuntimeConfig, TokenScope, WritablePath, token_env)
+                                    PoolRuntime, Retention, RuntimeConfig, SizeLimits, Sizes, TokenScope, WritablePath,
+                                    token_env)
 from sandstack.plan.sandbox import sandbox_name
 from sandstack.spec.models.hosts import RuntimeService
-from sandstack.spec.resolve import ResolvedTemplate
+from sandstack.spec.resolve import EffectiveLimits, ResolvedTemplate
 
 # RUN_DIR is a tmpfs here: the code (PYTHONPATH), unpacked at start.
 CODE_DIR = f"{RUN_DIR}/code"
@@ -105,7 +106,19 @@ def pool_runtime(stack: str, placement: Placement, ondemand: OnDemand | None = N
         terminal_idle_seconds=session.terminal_idle,
         network_profiles=tuple(name for name, _ in t.network_profiles),
         start_profile=t.start_profile,
+        sizes=pool_sizes(placement),
     )
+
+
+def pool_sizes(placement: Placement) -> Sizes | None:
+    """The pool's size classes as the runtime applies them; None when it declares none."""
+    if not placement.sizes:
+        return None
+    return Sizes(size_limits(placement.template.limits), {name: size_limits(l) for name, l in placement.sizes})
+
+
+def size_limits(limits: EffectiveLimits) -> SizeLimits:
+    return SizeLimits(limits.cpus, limits.memory, limits.disk, limits.pids)
 
 
 @dataclass(frozen=True)

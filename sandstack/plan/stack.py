@@ -27,7 +27,7 @@ from sandstack.plan.tree import (About, CONTAINER, REGISTRY_IMAGE, REMOTE_IMAGE,
                                  Tree, inputs, label_list, node_key, run_inputs)
 from sandstack.spec.models import SecretRef
 from sandstack.spec.models.hosts import Ingress
-from sandstack.spec.resolve import ResolvedStack, ResolvedTemplate
+from sandstack.spec.resolve import EffectiveLimits, ResolvedStack, ResolvedTemplate, pool_sizes
 
 COMPONENT = "sandstack"  # the SandboxStack name `sandstack.program` uses
 DEFAULT_BUILD_ROOT = Path(".sandstack") / "build"
@@ -54,6 +54,7 @@ class PoolPlan:
     secrets: SecretsPlan | None = None  # its secrets volume and seeder, as registered
     data: DataPlan | None = None  # its data volumes and loader, as registered
     data_volumes: dict[str, DataVolume] = field(default_factory=dict)  # data volume node key → its volume
+    sizes: tuple[tuple[str, EffectiveLimits], ...] = ()  # its size classes over its own limits (the review's)
 
 
 @dataclass
@@ -96,7 +97,7 @@ def _plan_stack(spec: ResolvedStack, stack: str, component: str, build_root: Pat
             if owner.name not in images:
                 images[owner.name] = _template(out, keys, component, stack, host, owner, plan, build_root)
             _pool(out, keys, component, stack, host, pool_name, pool.replicas, pool.ceiling, template, owner, plan,
-                  images[owner.name], spec.hosts[host].ingress)
+                  images[owner.name], spec.hosts[host].ingress, tuple(pool_sizes(pool, template.limits).items()))
     return out
 
 
@@ -131,7 +132,7 @@ def _template(out: StackPlan, keys: HostKeys, component: str, stack: str, host: 
 
 def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str, pool: str, replicas: int, ceiling: int,
           template: ResolvedTemplate, owner: ResolvedTemplate, plan: HostPlan, image: str,
-          ingress: Ingress | None) -> None:
+          ingress: Ingress | None, sizes: tuple[tuple[str, EffectiveLimits], ...] = ()) -> None:
     base = f"{component}-{pool}.{host}"
     about = functools.partial(About, host=host, pool=pool, template=template.name)
     parent = out.add(Node(base, types.SANDBOX_POOL, keys.host, keys.provider), about("pool")).key
@@ -198,7 +199,8 @@ def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str,
                                       about("sandbox")).key)
     out.pools[parent] = PoolPlan(parent, pool, host, plan.address, template, replicas, ceiling, digest,
                                  plan.networks[pool], ingress, image, tuple(sandboxes), tuple(plans), tuple(seeders),
-                                 secrets, data, {v.key: d for v, d in zip(volumes, data.volumes)} if data else {})
+                                 secrets, data, {v.key: d for v, d in zip(volumes, data.volumes)} if data else {},
+                                 sizes)
 
 
 def _sandbox_inputs(plan: SandboxPlan, keys: HostKeys, pool: str, image: str, mounts: list[dict]) -> dict:

@@ -202,6 +202,16 @@ def check_limits(spec: ResolvedStack, policy: Policy) -> Iterator[Violation]:
             yield Violation("SBX-LIM-002", f"template/{name}", template_path(spec, name, "lifecycle", "max_lifetime"),
                             f"Template '{name}' must have a max lifetime of at most {format_duration(c.max_lifetime)}, "
                             f"not {format_duration(life) if life else 'unlimited'}.")
+    # A size class is what a claim of it runs with: held to the same ceilings (a class set in the pool itself).
+    for pool, p in spec.pools.items():
+        for cls, size in (p.sizes or {}).items():
+            for field, value, ceiling, shown, words in (("cpus", size.cpus, c.cpus, format_cpus, "CPUs"),
+                                                        ("memory", size.memory, c.memory, format_size, "of memory"),
+                                                        ("pids", size.pids, c.pids, str, "processes")):
+                if value is not None and value > ceiling:
+                    yield Violation("SBX-LIM-001", f"pool/{pool}", ("pools", pool, "sizes", cls, field),
+                                    f"Size class '{cls}' of pool '{pool}' must have at most {shown(ceiling)} "
+                                    f"{words}, not {shown(value)}.")
 
 
 def _private(entry) -> bool:

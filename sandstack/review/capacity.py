@@ -1,6 +1,7 @@
 """The capacity part of a change: per pool, per host and for the stack, the CPUs, memory, disk, GPUs and sandboxes
-reserved before → after (sandstack.spec.reserve), warm (`replicas`) and at the on-demand ceiling (`max`) apart, and
-each host's headroom: what its `capacity` × `overcommit` leaves beside the ceiling (what `host-capacity` checks).
+reserved before → after (sandstack.spec.reserve), warm (`replicas`) and at the on-demand ceiling (`max`) apart (a pool
+with size classes counts every sandbox at the ceiling at its largest class), its classes' changes, and each host's
+headroom: what its `capacity` × `overcommit` leaves beside the ceiling (what `host-capacity` checks).
 
 The fields behind it are declared `capacity` (sandstack.spec.access): a larger share of the host, never a loosening.
 Read from the resolved templates, so a value a template inherits (a profile, `defaults`) counts as the value it had,
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandstack.spec.reserve import Amount, Reservations, reservations
-from sandstack.spec.resolve import ResolvedStack
+from sandstack.spec.resolve import EffectiveLimits, ResolvedStack, pool_sizes
 from sandstack.spec.units import GIB, format_cpus, format_size
 
 # Each dimension's words and how its values are shown, in the spec's units.
@@ -66,11 +67,27 @@ def compare_capacity(old: ResolvedStack, new: ResolvedStack) -> list[CapacityCha
             hosts = f"{len(b.hosts)} host{'s' if len(b.hosts) != 1 else ''}"
             out.append(CapacityChange(name, f"sandboxes {before} → {after} (replicas {a.replicas} → {b.replicas} "
                                             f"on {hosts})"))
+        sa, sb = pool_sizes(a, ta.limits), pool_sizes(b, tb.limits)
+        for cls in sorted(set(sa) | set(sb)):
+            if cls not in sa:
+                out.append(CapacityChange(name, f"size class {cls} added: {_size(sb[cls])} per sandbox"))
+            elif cls not in sb:
+                out.append(CapacityChange(name, f"size class {cls} removed (was {_size(sa[cls])})"))
+            else:
+                for attr, words, fmt in (("cpus", "CPUs", format_cpus), ("memory", "memory", format_size),
+                                         ("disk", "disk", format_size)):
+                    x, y = getattr(sa[cls], attr), getattr(sb[cls], attr)
+                    if x != y:
+                        out.append(CapacityChange(name, f"size class {cls}: {words} {fmt(x)} → {fmt(y)} per sandbox"))
         if a.ceiling * len(a.hosts) != b.ceiling * len(b.hosts) and (a.max is not None or b.max is not None):
             out.append(CapacityChange(name, f"on-demand ceiling {a.ceiling * len(a.hosts)} → "
                                             f"{b.ceiling * len(b.hosts)} sandboxes (max {a.ceiling} → {b.ceiling} "
                                             "per host)"))
     return out
+
+
+def _size(limits: EffectiveLimits) -> str:
+    return f"{format_cpus(limits.cpus)} CPUs, {format_size(limits.memory)} memory, {format_size(limits.disk)} disk"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from rich.tree import Tree
 from sandstack.plan.resolver import GATEWAY_RESOLVER
 from sandstack.review.resources import Resource
 from sandstack.spec.roles import HOST_ROLES, HostRoleInfo, check_complete, parts_of
+from sandstack.spec.units import format_cpus, format_size
 
 FORMAT_VERSION = 1
 
@@ -119,7 +120,9 @@ def _provider(p: dict[str, Any]) -> list[str]:
 
 def _pool(p: dict[str, Any]) -> list[str]:
     ceiling = p.get("max", p["replicas"])
-    return [f"{p['replicas']} sandboxes" + (f", up to {ceiling} on demand" if ceiling > p["replicas"] else "")]
+    return [f"{p['replicas']} sandboxes" + (f", up to {ceiling} on demand" if ceiling > p["replicas"] else "")] + [
+        f"size class {name}: {format_cpus(c['cpus'])} CPUs, {format_size(c['memory'])} memory, "
+        f"{format_size(c['disk'])} disk, {c['pids']} pids" for name, c in p.get("sizes", {}).items()]
 
 
 # By kind: every host role's kind (checked against sandstack.spec.roles below) and a pool's, a template's or a

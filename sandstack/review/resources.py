@@ -225,7 +225,10 @@ def _pool_props(kind: str, node_key: str, pool: PoolPlan, plan: StackPlan) -> di
     template = pool.template
     if kind == "pool":
         # The ceiling only where it is above the warm count: a pool without on demand reads as before.
-        return {"replicas": pool.replicas, **({"max": pool.ceiling} if pool.ceiling > pool.replicas else {})}
+        # Size classes likewise, each as a claim of it gets it.
+        return {"replicas": pool.replicas, **({"max": pool.ceiling} if pool.ceiling > pool.replicas else {}),
+                **({"sizes": {name: {"cpus": l.cpus, "memory": l.memory, "disk": l.disk, "pids": l.pids}
+                              for name, l in pool.sizes}} if pool.sizes else {})}
     if kind == "secrets volume" and pool.secrets:
         return {"name": pool.secrets.volume}
     if kind == "secrets seeder" and pool.secrets:

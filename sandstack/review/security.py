@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sandstack.spec.models import SecretRef
-from sandstack.spec.resolve import EffectiveNetwork, ResolvedStack, ResolvedTemplate
+from sandstack.spec.resolve import EffectiveLimits, EffectiveNetwork, ResolvedStack, ResolvedTemplate, pool_sizes
 
 EGRESS_ORDER = {"deny-all": 0, "allow-list": 1, "allow-all": 2}
 # A url port is reached through the host's ingress, public unless the ingress is on the loopback: ranked as public.
@@ -152,8 +152,29 @@ def compare(old: ResolvedStack, new: ResolvedStack) -> list[Finding]:
         if pool not in new.pools:
             out.append(Finding(pool, False, "pool", "pool removed"))
             continue
-        out += compare_templates(pool, old.templates[old.pools[pool].template], new.templates[new.pools[pool].template])
+        old_t, new_t = old.templates[old.pools[pool].template], new.templates[new.pools[pool].template]
+        out += compare_templates(pool, old_t, new_t)
+        out += compare_sizes(pool, pool_sizes(old.pools[pool], old_t.limits), pool_sizes(new.pools[pool], new_t.limits),
+                             new_t.limits.pids)
     return out + compare_hosts(old, new)
+
+
+def compare_sizes(pool: str, old: dict[str, EffectiveLimits], new: dict[str, EffectiveLimits],
+                  own: int) -> list[Finding]:
+    """A pool's size classes (`pools.*.sizes`): the pids a claim of each may be given. CPUs, memory and disk are
+    capacity (the review's capacity section counts the largest class). `own`: the pool's own pids now."""
+    out = []
+    for name in sorted(set(old) | set(new)):
+        if name in old and name in new:
+            x, y = old[name].pids, new[name].pids
+            if x != y:
+                out.append(Finding(pool, y > x, "limits", f"size class {name} pids {x} → {y}"))
+        elif name in new and new[name].pids > own:
+            out.append(Finding(pool, True, "limits", f"size class {name} added: pids {new[name].pids} (the pool's "
+                                                     f"own {own})"))
+        elif name in old and old[name].pids > own:
+            out.append(Finding(pool, False, "limits", f"size class {name} removed (pids {old[name].pids})"))
+    return out
 
 
 def _exposure(service: object | None) -> str:

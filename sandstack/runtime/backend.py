@@ -147,6 +147,11 @@ class SandboxBackend(ABC):
         naming the path when one is not clean."""
 
 
+    def resize(self, name: str, update: dict[str, int]) -> None:
+        """Give the container (running or stopped) new limits: Docker's container update body (NanoCpus, Memory,
+        MemorySwap, PidsLimit; sandstack.runtime.sizes). They stay across its restarts until the next resize."""
+        raise BackendError(f"this backend cannot resize {name!r}")
+
     def reset_root(self, name: str) -> None:
         """Give the stopped container its image's root again (a template with a writable root): nothing a session
         changed outside its writable paths is left. Raises BackendError when it cannot (sandstack.runtime.rootfs)."""

@@ -73,7 +73,8 @@ class WarmClaims:
                 return None
             sandboxes.forget_run(name)
             row = store.sandbox(name)
-        return Taken(row, created=True, needs_start=not state.running)  # stopped by an idle 'stop': started fresh
+        # stopped by an idle 'stop': started fresh
+        return Taken(row, created=True, needs_start=not state.running, container=state.container_id)
 
     def reserved(self) -> set[str]:
         """The sandboxes claims are checking now."""

@@ -283,6 +283,12 @@ class DockerBackend(SandboxBackend):
                     finally:
                         self._remove(helper)
 
+    def resize(self, name: str, update: dict[str, int]) -> None:
+        api = self.api
+        with docker_errors(name):
+            # The Engine API's own body: the SDK's update_container takes neither NanoCpus nor PidsLimit.
+            api._result(api._post_json(api._url("/containers/{0}/update", name), data=update), json=True)
+
     def reset_root(self, name: str) -> None:
         with docker_errors(name):
             info = self.api.inspect_container(name)

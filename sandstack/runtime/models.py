@@ -109,6 +109,11 @@ class ClaimRequest(Strict):
                                                         "snapshot (of the same pool).", **pattern(SNAPSHOT_PATTERN))
     secrets: SessionSecrets | None = Field(None, description="Run-scoped credentials for this session only; a claim "
                                                              "of a session that has a sandbox replaces them.")
+    size: str | None = Field(None, description="A size class of the pool (`pools.*.sizes`): the sandbox gets its CPUs, "
+                                               "memory, disk and pids for this session, and the pool's own limits "
+                                               "back at its release. None: the pool's own limits. A class the pool "
+                                               "does not declare is a 422 naming its classes.",
+                             **pattern(POOL_PATTERN))
     token_lifetime: int = Field(DEFAULT_LIFETIME, ge=1, le=MAX_LIFETIME,
                                 description="Seconds the session token of this claim's answer acts for at most (it "
                                 "ends at the session's release before): default a day, at most 30 days.")
@@ -135,6 +140,7 @@ class SandboxStatus(BaseModel):
     detail: str | None = Field(description="Why it is unhealthy, quarantined or expired, or what ended its last "
                                            "session.")
     container: str = Field(description="Docker's state of the container ('unknown' when the daemon does not answer).")
+    size: str | None = Field(None, description="The size class its session claimed (None: the pool's own limits).")
 
 
 class ClaimAnswer(SandboxStatus):

@@ -21,6 +21,8 @@ from typing import Any, Protocol
 import requests
 
 from sandstack.plan.recipe import LABEL_ONDEMAND, LABEL_RECIPE
+from sandstack.plan.runtime import PoolRuntime
+from sandstack.runtime import sizes
 from sandstack.runtime.backend import BackendError, DaemonUnavailable, SandboxNotRunning
 from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError
@@ -74,8 +76,10 @@ class OnDemandPlaces:
 
     # Claims
 
-    def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> tuple[SandboxRow, bool] | None:
-        """Bind a new sandbox of the pool to the session; None when the pool has no free place."""
+    def claim(self, pool: str, session: str, from_snapshot: str | None = None,
+              size: str | None = None) -> tuple[SandboxRow, bool] | None:
+        """Bind a new sandbox of the pool to the session, made with the limits of size class `size` (the pool's own
+        when None: sandstack.runtime.sizes); None when the pool has no free place."""
         spec, host = self.sandboxes.pool(pool), self.sandboxes.host
         if self.provisioner is None:
             raise ApiError(503, f"no capacity: pool {pool!r} on host {host!r} may create sandboxes on "
@@ -92,9 +96,10 @@ class OnDemandPlaces:
             name = free[0].name
             self.sandboxes.begin(name)
             self.store.update(name, db, status="creating", session=session, bound_at=time.time(),
-                              from_snapshot=from_snapshot, paused_by=None, last_activity=time.time(), detail=None)
+                              from_snapshot=from_snapshot, paused_by=None, last_activity=time.time(), detail=None,
+                              size=size)
         try:
-            self._create(name, spec.ondemand.body(name), spec.ondemand.wait_seconds)
+            self._create(name, self._body(spec, pool, name, size), spec.ondemand.wait_seconds)
             self.store.update(name, status="bound")
         except (BackendError, ApiError) as error:
             self.discard(name, f"its creation failed: {getattr(error, 'message', error)}")
@@ -109,9 +114,18 @@ class OnDemandPlaces:
 
     def recreate(self, name: str) -> None:
         """A hibernated place's container, made again from its recipe (its disk workspaces kept their files)."""
-        spec = self.sandboxes.pool(self.sandboxes.get(name).pool)
+        row = self.sandboxes.get(name)
+        spec = self.sandboxes.pool(row.pool)
         assert spec.ondemand is not None
-        self._create(name, spec.ondemand.body(name), spec.ondemand.wait_seconds)
+        self._create(name, self._body(spec, row.pool, name, row.size), spec.ondemand.wait_seconds)
+
+    @staticmethod
+    def _body(spec: PoolRuntime, pool: str, name: str, size: str | None) -> dict[str, Any]:
+        """The place's recipe with the limits of its session's size class (or the pool's own, for a pool with
+        classes: a pids limit of the sandbox's own under the guard's largest)."""
+        assert spec.ondemand is not None
+        limits = sizes.wanted(spec, pool, size) if spec.sizes is not None else None
+        return sizes.create_body(spec.ondemand.body(name), limits)
 
     def remove(self, name: str) -> None:
         """The place's container removed (its disk workspaces stay on their volumes, which are the stack's)."""
@@ -152,7 +166,7 @@ class OnDemandPlaces:
         except BackendError as error:
             log.warning("on-demand sandbox %s not removed: %s", name, error)
         self.store.update(name, status="absent", session=None, bound_at=None, from_snapshot=None,
-                          paused_by=None, last_activity=None, detail=detail)
+                          paused_by=None, last_activity=None, detail=detail, size=None)
 
     # Retiring
 
@@ -174,7 +188,7 @@ class OnDemandPlaces:
                 sandboxes.quarantine(name, error)
                 return sandboxes.get(name)
             self.store.update(name, status="absent", session=None, bound_at=None, from_snapshot=None,
-                              paused_by=None, last_activity=None, detail=detail)
+                              paused_by=None, last_activity=None, detail=detail, size=None)
         return sandboxes.get(name)
 
     # The monitor's part

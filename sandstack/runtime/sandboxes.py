@@ -27,6 +27,7 @@ from sandstack.runtime.backend import (
     SandboxGone,
     WorkspaceReset,
 )
+from sandstack.runtime import sizes
 from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError, conflict, not_found
 from sandstack.runtime.interfaces import Leases
@@ -123,7 +124,8 @@ class Sandboxes:
         idle = None if row.last_activity is None else round(max(time.time() - row.last_activity, 0.0), 1)
         return {"sandbox": row.name, "pool": row.pool, "host": self.host, "status": row.status,
                 "session": shown(row.session), "bound_at": row.bound_at, "from_snapshot": row.from_snapshot,
-                "paused_by": row.paused_by, "idle_seconds": idle, "detail": row.detail, "container": container}
+                "paused_by": row.paused_by, "idle_seconds": idle, "detail": row.detail, "container": container,
+                "size": row.size}
 
     def expired(self, state: ContainerState) -> str | None:
         """Why the host guard ended this stopped container for good (its exit status says), or None."""
@@ -172,6 +174,10 @@ class Sandboxes:
             self.stop_and_empty(name, state)
             if spec.writable_root:  # what the session changed outside its writable paths (sandstack.runtime.rootfs)
                 self.backend.reset_root(name)
+            own = sizes.restore_body(spec, self.get(name))
+            if own is not None:  # the session's class undone: the pool's own limits
+                self.backend.resize(name, own)
+                self.store.update(name, size=None, restore=None, applied=sizes.applied(state.container_id, own))
             if expired:
                 self.store.update(name, status="expired", session=None, bound_at=None, from_snapshot=None,
                                   paused_by=None, last_activity=None, detail=expired)

@@ -177,9 +177,10 @@ class Runtime:
             declared[pool] = (*declared.get(pool, ()), name)
         self.store.sync_declared(declared)
 
-    def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> tuple[SandboxRow, bool]:
+    def claim(self, pool: str, session: str, from_snapshot: str | None = None,
+              size: str | None = None) -> tuple[SandboxRow, bool]:
         """A claim of session id `session` as the host's token makes it."""
-        return self.sessions.claim(pool, key(OPERATOR, session), from_snapshot)
+        return self.sessions.claim(pool, key(OPERATOR, session), from_snapshot, size)
 
     def release(self, session: str) -> SandboxRow:
         """The release of the host's session `session`."""

@@ -8,9 +8,10 @@ which sandstack.runtime.ondemand creates from the plan's recipe.
 
 from __future__ import annotations
 
+import json
 import re
 
-from sandstack.runtime import secret_files
+from sandstack.runtime import secret_files, sizes
 from sandstack.runtime.backend import BackendError, DaemonUnavailable
 from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError, conflict, not_found
@@ -75,25 +76,43 @@ class Sessions:
                                "on this host: name its sandbox instead (GET /v1/sandboxes)", session=session)
         raise not_found("session", session, host)
 
-    def claim(self, pool: str, session: str, from_snapshot: str | None = None) -> tuple[SandboxRow, bool]:
+    def claim(self, pool: str, session: str, from_snapshot: str | None = None,
+              size: str | None = None) -> tuple[SandboxRow, bool]:
         """The sandbox of `session` (a key: sandstack.runtime.session_keys), binding an idle one of the pool if the
-        session has none; (row, created)."""
+        session has none; (row, created). `size`: a size class of the pool (sandstack.runtime.sizes)."""
         spec = self.live.declared(pool)
         if spec is None:  # a retired pool (sandstack.runtime.config) takes no new session
             raise not_found("pool", pool, self.sandboxes.host)
         if not SESSION_ID.fullmatch(shown(session) or ""):
             raise ApiError(422, f"session id {shown(session)!r} must be {SESSION_HINT}", session=shown(session))
+        limits = sizes.wanted(spec, pool, size)  # an unknown class: 422 before anything is taken
         snapshot = self.snapshots.row(from_snapshot, pool) if from_snapshot else None
-        # An idle warm sandbox, checked with Docker outside the store's lock (sandstack.runtime.claims).
-        taken = self.claims.take(pool, session, from_snapshot)
+        existing = self.store.by_session(session)
+        if existing is not None and existing.pool != pool:
+            raise conflict(f"session {shown(session)!r} is bound to a sandbox of pool {existing.pool!r}, "
+                           f"not {pool!r}", session=shown(session), pool=existing.pool)
+        if existing is not None and existing.size != size:
+            raise conflict(f"session {shown(session)!r} holds a sandbox of {_size_words(existing.size)}, not "
+                           f"{_size_words(size)}: release it to claim another size", session=shown(session),
+                           size=existing.size)
+        # An idle warm sandbox, checked with Docker outside the store's lock (sandstack.runtime.claims); none for a
+        # class whose disk a running sandbox cannot be given.
+        fresh = sizes.needs_new_sandbox(spec, limits)
+        taken = self.claims.take(pool, session, from_snapshot) if not fresh else None
         if taken is not None and not taken.created:
             if taken.row.pool != pool:
                 raise conflict(f"session {shown(session)!r} is bound to a sandbox of pool {taken.row.pool!r}, "
                                f"not {pool!r}", session=shown(session), pool=taken.row.pool)
             return taken.row, False
+        if fresh and existing is not None:
+            return existing, False
         picked, needs_start = (taken.row, taken.needs_start) if taken else (None, False)
+        if picked is None and fresh and spec.ondemand is None:
+            raise ApiError(503, f"no capacity: size class {size!r} of pool {pool!r} has another disk than the "
+                                "pool's, which only a sandbox created on demand can have, and the pool has no "
+                                "on-demand places on this host", pool=pool, size=size)
         if picked is None and spec.ondemand is not None:  # none warm and idle: a new one, within the ceiling
-            claimed = self.places.claim(pool, session, from_snapshot)
+            claimed = self.places.claim(pool, session, from_snapshot, size)
             if claimed is None:
                 raise self.places.at_ceiling(pool)
             picked = claimed[0]
@@ -104,6 +123,14 @@ class Sessions:
         if picked is None:
             raise self.sandboxes.no_capacity(pool, len(spec.sandboxes))
         try:
+            if limits is not None:  # before its session's first call: the class's limits, or the pool's own
+                own = json.dumps(sizes.update_body(spec.sizes.default)) if spec.sizes and size else None
+                self.store.update(picked.name, size=size, restore=own)
+                body, container = sizes.update_body(limits), taken.container if taken else None
+                # Unless the runtime set exactly these on this very container before (its last reset restored them).
+                if picked.applied is None or picked.applied != sizes.applied(container, body):
+                    self.sandboxes.backend.resize(picked.name, body)
+                    self.store.update(picked.name, applied=sizes.applied(container, body))
             if needs_start:
                 self.sandboxes.backend.start(picked.name)
             if snapshot:
@@ -163,3 +190,7 @@ class Sessions:
                                 f"was written back ({failed.error}); the sandbox was reset and session "
                                 f"{shown(failed.session)!r} has ended", sandbox=name,
                            snapshot=snapshot_id) from failed.error
+
+
+def _size_words(size: str | None) -> str:
+    return f"size class {size!r}" if size is not None else "the pool's own limits"

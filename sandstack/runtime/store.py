@@ -34,7 +34,10 @@ CREATE TABLE IF NOT EXISTS sandboxes (
     paused_by TEXT,
     last_activity REAL,
     cpu_ns INTEGER,
-    detail TEXT
+    detail TEXT,
+    size TEXT,
+    restore TEXT,
+    applied TEXT
 );
 CREATE TABLE IF NOT EXISTS session_tokens (
     digest TEXT PRIMARY KEY,
@@ -85,6 +88,14 @@ class SandboxRow:
     last_activity: float | None
     cpu_ns: int | None
     detail: str | None  # why it is unhealthy, quarantined or expired, or what happened to its last session
+    # The size class its session claimed (sandstack.runtime.sizes), which its reset undoes; None: the pool's own.
+    size: str | None = None
+    # The pool's own limits when it was claimed at `size` (Docker's update body, JSON): what its reset gives back if
+    # a reload removed the pool's classes meanwhile.
+    restore: str | None = None
+    # The limits the runtime last set on it, as '<Docker Id> <update body JSON>': a claim that wants the same limits
+    # on the same container makes no Docker call (sandstack.runtime.sizes.applied).
+    applied: str | None = None
 
 
 @dataclass(frozen=True)
@@ -142,6 +153,10 @@ class Store:
             self._db.execute("PRAGMA wal_autocheckpoint=0")
             self._db.execute("PRAGMA busy_timeout=5000")
             self._db.executescript(SCHEMA)
+            columns = {row["name"] for row in self._db.execute("PRAGMA table_info(sandboxes)")}
+            for column in ("size", "restore", "applied"):  # a state volume written before size classes
+                if column not in columns:
+                    self._db.execute(f"ALTER TABLE sandboxes ADD COLUMN {column} TEXT")
         self._path = path
         self._checkpointer: sqlite3.Connection | None = None
 

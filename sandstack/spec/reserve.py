@@ -1,6 +1,7 @@
 """What a resolved stack reserves of its hosts: per pool, per host and for the stack, the CPUs, memory, disk, GPUs
 and sandboxes its pools' limits add up to, warm (`replicas`) and at the on-demand ceiling (`max`) apart, beside
-each host's declared `capacity` and what `overcommit` allows.
+each host's declared `capacity` and what `overcommit` allows. A pool with size classes counts each sandbox at
+the ceiling at its largest class (sandstack.spec.resolve.largest_size): any of them may be claimed at it.
 
 One arithmetic for every reader: the review's capacity section and its `--fail-on capacity` (sandstack.review.
 capacity), the organisation's bounds on a host's or a stack's total (sandstack.policy.org) and the price list
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from sandstack.spec.resolve import ResolvedStack
+from sandstack.spec.resolve import EffectiveLimits, ResolvedStack, largest_size
 
 DIMENSIONS = ("cpus", "memory", "disk", "gpus", "sandboxes")
 
@@ -50,13 +51,17 @@ class PoolReserve:
     pool: str
     template: str
     hosts: tuple[str, ...]
-    each: Amount  # one sandbox
+    each: Amount  # one sandbox at the pool's own limits (what a warm one holds while idle)
     warm: Amount  # replicas × hosts
-    ceiling: Amount  # max (or replicas) × hosts
+    ceiling: Amount  # max (or replicas) × hosts, each at the largest size class (`largest`)
+    largest: Amount | None = None  # one sandbox at its largest size class; None: the pool declares no classes
 
     def to_json(self) -> dict:
-        return {"pool": self.pool, "template": self.template, "hosts": list(self.hosts), "each": self.each.to_json(),
-                "warm": self.warm.to_json(), "ceiling": self.ceiling.to_json()}
+        out = {"pool": self.pool, "template": self.template, "hosts": list(self.hosts), "each": self.each.to_json(),
+               "warm": self.warm.to_json(), "ceiling": self.ceiling.to_json()}
+        if self.largest is not None:
+            out["largest"] = self.largest.to_json()
+        return out
 
 
 @dataclass(frozen=True)
@@ -90,18 +95,25 @@ class Reservations:
         return sum((h.capacity for h in self.hosts.values()), Amount())
 
 
+def _amount(limits: EffectiveLimits) -> Amount:
+    return Amount(limits.cpus, limits.memory, limits.disk, limits.gpus.count if limits.gpus else 0, 1)
+
+
 def reservations(spec: ResolvedStack) -> Reservations:
     pools = {}
     per_host: dict[str, tuple[Amount, Amount]] = {name: (Amount(), Amount()) for name in spec.hosts}
     for name, pool in spec.pools.items():
         limits = spec.templates[pool.template].limits
-        each = Amount(limits.cpus, limits.memory, limits.disk, limits.gpus.count if limits.gpus else 0, 1)
+        each = _amount(limits)
+        # Any sandbox may be claimed at the pool's largest class: the ceiling counts every one at it.
+        largest = _amount(largest_size(pool, limits)) if pool.sizes else None
+        top = largest or each
         hosts = tuple(dict.fromkeys(pool.hosts))
         for host in hosts:
             warm, ceiling = per_host.get(host, (Amount(), Amount()))
-            per_host[host] = (warm + each.times(pool.replicas), ceiling + each.times(pool.ceiling))
+            per_host[host] = (warm + each.times(pool.replicas), ceiling + top.times(pool.ceiling))
         pools[name] = PoolReserve(name, pool.template, hosts, each, each.times(pool.replicas * len(hosts)),
-                                  each.times(pool.ceiling * len(hosts)))
+                                  top.times(pool.ceiling * len(hosts)), largest)
     hosts = {}
     for name, (warm, ceiling) in per_host.items():
         spec_host = spec.hosts.get(name)

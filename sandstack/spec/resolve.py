@@ -10,7 +10,7 @@ loosest profile).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -195,6 +195,23 @@ def effective_limits(stack: Stack, template: Template | None) -> EffectiveLimits
     for layer in (stack.defaults.limits, template.limits if template else None):
         merged.update(_limit_fields(stack, layer))
     return EffectiveLimits(**merged)  # type: ignore[arg-type]
+
+
+SIZE_FIELDS = ("cpus", "memory", "disk", "pids")  # what a size class sets (sandstack.spec.models.SizeClass)
+
+
+def pool_sizes(pool: Pool, limits: EffectiveLimits) -> dict[str, EffectiveLimits]:
+    """Each size class of the pool as the limits a claim naming it gets: the class's fields over the pool's own
+    (`limits`, its template's), in the order the spec declares them."""
+    return {name: replace(limits, **{k: getattr(c, k) for k in SIZE_FIELDS if getattr(c, k) is not None})
+            for name, c in (pool.sizes or {}).items()}
+
+
+def largest_size(pool: Pool, limits: EffectiveLimits) -> EffectiveLimits:
+    """The most of each dimension a sandbox of the pool may be given: the pool's own limits or a larger class's.
+    Capacity rules and the review count it at the ceiling, since every sandbox may be claimed at its largest."""
+    sizes = [limits, *pool_sizes(pool, limits).values()]
+    return replace(limits, **{k: max(getattr(s, k) for s in sizes) for k in SIZE_FIELDS})
 
 
 def _limit_fields(stack: Stack, layer: str | Limits | None) -> dict[str, object]:

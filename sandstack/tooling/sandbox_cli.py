@@ -40,7 +40,7 @@ def _print(value: Any) -> None:
 
 
 def cmd_claim(client, args) -> int:
-    sandbox = client.claim(args.pool, args.session, from_snapshot=args.from_snapshot)
+    sandbox = client.claim(args.pool, args.session, from_snapshot=args.from_snapshot, size=args.size)
     print(sandbox.ref)
     return EXIT_OK
 
@@ -358,6 +358,8 @@ def add_sandbox_commands(subparsers: argparse._SubParsersAction) -> argparse.Arg
                                                       "same sandbox")
     p.add_argument("--from-snapshot", metavar="HOST/SNAPSHOT",
                    help="branch: start from this snapshot (what `snapshot` prints)")
+    p.add_argument("--size", metavar="CLASS", help="a size class of the pool (`pools.POOL.sizes`): the sandbox gets "
+                                                   "its limits for this session; default the pool's own")
     p = add("release", cmd_release, "release SESSION on HOST: its sandbox is reset and returns to the pool",
             "release local chat-1")
     p.add_argument("host", metavar="HOST", help="the host the session's sandbox is on (HOST of HOST/SANDBOX)")

@@ -635,6 +635,19 @@ CASES: list[Case] = [
                                            templates__agent__ports=URL_PORT, templates__agent__env__TOKEN=None,
                                            defaults__env__SHARED=None), condition=URL_PORTS),
     Case("pools.*.description", "more agents"),
+    # Size classes: the runtime applies them at claim (its configuration carries them); the guard holds the pool's
+    # largest pids (agent's own: 64). A class of another disk needs on-demand places (rule size-disk).
+    Case("pools.*.sizes", {"large": {"cpus": 4, "pids": 128}}, prepare=RUNTIME),
+    Case("pools.*.sizes.*.cpus", at="pools.agent.sizes.large.cpus", value=8, prepare=setting(hosts__local__runtime={"token": {"secret": "runtimeToken"}},
+                                                    pools__agent__sizes={"large": {"cpus": 4}})),
+    Case("pools.*.sizes.*.memory", at="pools.agent.sizes.large.memory", value="4GiB", prepare=setting(hosts__local__runtime={"token": {"secret": "runtimeToken"}},
+                                                          pools__agent__sizes={"large": {"memory": "2GiB"}})),
+    Case("pools.*.sizes.*.disk", at="pools.agent.sizes.large.disk", value="2GiB", prepare=setting(hosts__local__runtime={"token": {"secret": "runtimeToken"}},
+                                                        pools__agent__max=3, pools__agent__sizes={"large": {"disk": "1GiB"}},
+                                                        templates__agent__ports__0__host_port=None,
+                                                        templates__agent__env__TOKEN=None, defaults__env__SHARED=None)),
+    Case("pools.*.sizes.*.pids", at="pools.agent.sizes.large.pids", value=256, prepare=setting(hosts__local__runtime={"token": {"secret": "runtimeToken"}},
+                                                     pools__agent__sizes={"large": {"pids": 128}})),
     # --- policy (what `sandstack check` reports; no resource)
     Case("policy", {"production": True}),
     Case("policy.production", True),

@@ -124,3 +124,17 @@ def value_position(text: str, where: str) -> tuple[int, int]:
         else:
             node = next(v for k, v in node.value if k.value == key)
     return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+def test_a_size_class_over_the_ceilings_fails_limits_at_the_class(tmp_path):
+    """A claim of a class runs with its limits: SBX-LIM-001 holds each class to the ceilings as it holds the template."""
+    data = changed(("hosts.local.runtime", {"token": {"secret": "runtimeToken"}}),
+                   ("policy.ceilings", {"cpus": 8, "pids": 1024}),
+                   ("pools.agent.sizes", {"large": {"cpus": 4, "pids": 1024}, "huge": {"cpus": 12, "pids": 2048}}))
+    path, findings = _findings(tmp_path, data)
+    mine = [(f.target, f.message, f.path) for f in findings if f.rule == "SBX-LIM-001"]
+    assert mine == [
+        ("pool/agent", "Size class 'huge' of pool 'agent' must have at most 8 CPUs, not 12.",
+         "$.pools.agent.sizes.huge.cpus"),
+        ("pool/agent", "Size class 'huge' of pool 'agent' must have at most 1024 processes, not 2048.",
+         "$.pools.agent.sizes.huge.pids")]

@@ -73,6 +73,8 @@ def _prepare(data: dict, layer: str, field: str) -> None:
         set_path(data, "templates.agent.ports.0.exposure", "host")
     if field == "filesystem.writable.0.exec" and layer == "defaults":
         set_path(data, "defaults.filesystem", {"writable": [{"path": "/tmp", "size": "64MiB"}]})
+    if field.startswith("pools.agent.sizes."):  # classes need a runtime on the pool's hosts (rule size-runtime)
+        set_path(data, "hosts.local.runtime", dict(RUNTIME))
     if field == "hosts.local.runtime.exposure":
         set_path(data, "hosts.local.runtime", dict(RUNTIME))
     if field == "hosts.local.runtime.tokens":
@@ -97,7 +99,7 @@ def _where(path: str) -> tuple[str, str, str]:
     """(concrete path, layer, field as a template would set it) of a model path: each map at the entry the base
     gives it, each list at its first item."""
     concrete = (path.replace("[]", ".0").replace("env.*.", "env.TOKEN.").replace("hosts.*.", "hosts.local.")
-                .replace("tokens.*.", "tokens.tenant."))
+                .replace("tokens.*.", "tokens.tenant.").replace("pools.*.sizes.*.", "pools.agent.sizes.large."))
     if concrete == "pools":
         return "pools.extra", "", "pools"
     for model, layer, prefix in (("templates.*.", "templates.agent", ""), ("profiles.*.", "profiles.small", "limits."),
@@ -136,8 +138,9 @@ def test_the_access_table_names_the_loosenings_a_reviewer_must_see():
     paths are more): among them the three the summary used to miss."""
     # 76 until cpus, memory and disk (defaults, templates, profiles: 9 paths) became `capacity`: a raise is a
     # larger share of the host, not wider access (issue 21; tests/review/test_categories.py).
-    # 72 with a template's network profiles (one field, judged whole: sandstack.spec.walk), 74 with `urls.auth`.
-    assert len(LOOSENING) == 74
+    # 72 with a template's network profiles (one field, judged whole: sandstack.spec.walk), 74 with `urls.auth`, 75 with a
+    # size class's pids (issue 39).
+    assert len(LOOSENING) == 75
     assert {"hosts.*.runtime.exposure", "hosts.*.ingress.exposure", "templates.*.filesystem.writable[].exec",
             "defaults.filesystem.writable[].exec"} <= set(LOOSENING)
 
@@ -290,3 +293,15 @@ def test_a_template_moved_from_one_policy_to_profiles_is_judged_by_its_loosest(t
     found = _findings(tmp_path, before, after)
     assert Finding("agent", True, "egress", "loosest network profile: egress allow-list → allow-all") in found
     assert Finding("agent", True, "egress", "network profile open added (egress allow-all)") in found
+def test_a_size_class_raised_added_or_removed_names_its_pids(tmp_path):
+    before = copy.deepcopy(BASE)
+    before["hosts"]["local"]["runtime"] = dict(RUNTIME)
+    before["pools"]["agent"]["sizes"] = {"large": {"pids": 512, "cpus": 2}}
+    after = copy.deepcopy(before)
+    after["pools"]["agent"]["sizes"] = {"large": {"pids": 1024, "cpus": 2}, "huge": {"pids": 2048}, "lean": {"pids": 64}}
+    assert _findings(tmp_path, before, after) == [
+        Finding("agent", True, "limits", "size class huge added: pids 2048 (the pool's own 256)"),
+        Finding("agent", True, "limits", "size class large pids 512 → 1024")]
+    assert _findings(tmp_path, after, before) == [
+        Finding("agent", False, "limits", "size class huge removed (pids 2048)"),
+        Finding("agent", False, "limits", "size class large pids 1024 → 512")]

@@ -66,6 +66,7 @@ class FakeBackend(SandboxBackend):
         self.profile_files: dict[str, dict[str, str]] = {}
         self.gateway_down = False
         self.profile_checks: list[str] = []  # what each record asked the gateway's helper ('' : nothing)
+        self.limits: dict[str, dict[str, int]] = {}  # sandbox → the limits its last resize gave (Docker's update)
         for name in sandboxes:
             for path in writable:
                 self.path(name, path).mkdir(parents=True, exist_ok=True)
@@ -253,6 +254,10 @@ class FakeBackend(SandboxBackend):
                 for relative, data in self.image.get(workspace.path, {}).items():
                     (root / relative).parent.mkdir(parents=True, exist_ok=True)
                     (root / relative).write_bytes(data)
+
+    def resize(self, name: str, update: dict[str, int]) -> None:
+        self._check("resize", name)  # a stopped container takes an update too, as Docker's does
+        self.limits[name] = dict(update)
 
     def reset_root(self, name: str) -> None:
         """As the real one's (sandstack.runtime.rootfs): everything outside the writable paths goes (this fake's

@@ -551,6 +551,37 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
           "hibernation copies (web: 24GiB: each pool's `session.snapshot_storage`) but its capacity.disk is 20GiB: "
           "lower `snapshot_storage` or raise the capacity"]),
     ],
+    "size-declared": [
+        ("an-empty-map", change("      disk: 20GiB\n", "      disk: 20GiB\n    runtime:\n      token: {secret: runtimeToken}\n", "    replicas: 1\n", "    replicas: 1\n    sizes: {}\n"),
+         ["stack.yaml:51:12: $.pools.web.sizes: pool 'web' declares an empty map of size classes: give at least one "
+          "(e.g. `large: {cpus: 2, memory: 4GiB}`), or leave `sizes` out"]),
+    ],
+    "size-runtime": [
+        ("no-runtime", change("    replicas: 1\n", "    replicas: 1\n    sizes: {large: {cpus: 2}}\n"),
+         ["stack.yaml:47:9: $.pools.web.hosts[0]: pool 'web' declares size classes, which the runtime applies at "
+          "claim time, but host 'local' declares no runtime (`hosts.local.runtime`)"]),
+    ],
+    "size-host": [
+        ("more-cpus-than-the-host",
+         change("      disk: 20GiB\n", "      disk: 20GiB\n    overcommit: {cpus: 2}\n    runtime:\n      token: {secret: runtimeToken}\n",
+                "    replicas: 1\n", "    replicas: 1\n    sizes: {huge: {cpus: 6}}\n"),
+         ["stack.yaml:52:26: $.pools.web.sizes.huge.cpus: size class 'huge' of pool 'web' gives one sandbox 6 CPUs "
+          "but host 'local' has 4 (`hosts.local.capacity.cpus`): no sandbox can be given more than its host has"]),
+    ],
+    "size-memory": [
+        ("under-the-tmpfs", change("      disk: 20GiB\n", "      disk: 20GiB\n    runtime:\n      token: {secret: runtimeToken}\n", "    replicas: 1\n", "    replicas: 1\n    sizes: {tiny: {memory: 96MiB}}\n"),
+         ["stack.yaml:51:28: $.pools.web.sizes.tiny.memory: size class 'tiny' of pool 'web' has 96MiB of memory but "
+          "template 'web''s tmpfs paths and /dev/shm can hold 80MiB, leaving less than 32MiB for processes: give it "
+          "at least 112MiB"]),
+    ],
+    "size-disk": [
+        ("another-disk-without-on-demand", change("      disk: 20GiB\n", "      disk: 20GiB\n    runtime:\n      token: {secret: runtimeToken}\n", "    replicas: 1\n",
+                                                  "    replicas: 1\n    sizes: {big: {disk: 1GiB}}\n"),
+         ["stack.yaml:51:25: $.pools.web.sizes.big.disk: size class 'big' of pool 'web' has 1GiB of disk, not the "
+          "pool's 256MiB: a running sandbox's disk cannot change, so only a sandbox created on demand for the claim "
+          "can have it, and the pool has no ceiling above its warm sandboxes: set `max` above `replicas`, or leave "
+          "the class's disk out"]),
+    ],
     "runtime-tokens": [
         ("host-secret-and-unknown-pool",
          change("      disk: 20GiB\n", "      disk: 20GiB\n    runtime:\n      token: {secret: runtimeToken}\n"

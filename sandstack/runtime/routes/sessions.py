@@ -32,7 +32,7 @@ def claim(body: ClaimRequest, request: Request) -> Any:
         check_snapshot(scope, body.from_snapshot, runtime.store.snapshot(body.from_snapshot), runtime.host)
     check_names(body.secrets.env if body.secrets else {})  # before anything is bound
     session = runtime.sessions.key_for(scope, body.session)
-    row, created = runtime.sessions.claim(body.pool, session, body.from_snapshot)
+    row, created = runtime.sessions.claim(body.pool, session, body.from_snapshot, body.size)
     note(request, sandbox=row.name)
     if body.secrets is not None:
         request.state.secrets = runtime.sessions.give_secrets(row, session, body.secrets.env, body.secrets.files)

@@ -99,6 +99,38 @@ class Limits(StrictModel):
                                     access=loosens("limits", "GPUs requested, or more of them", None, {"count": 1}))
 
 
+# A size class is applied by the runtime at claim time (sandstack.runtime.sizes): its configuration carries every
+# class; the guard holds each sandbox's cgroup parent at the pool's largest pids (a claim's own limit sits under it).
+SIZE_RUNTIME = Effect(host=frozenset({"runtime"}))
+SIZE_PIDS = Effect(host=frozenset({"guard", "runtime"}))
+
+
+class SizeClass(StrictModel):
+    """One size class of a pool: the limits a claim naming it gets (docs/design/sizes.md). An unset field is the
+    pool's own limit (its template's), which is also what a claim that names no class gets."""
+
+    cpus: Cpus | None = field(
+        None, description="CPU time a sandbox of this class may use, in CPUs. Applied to a warm sandbox at claim and "
+                          "restored at its release, so a change reloads the runtime's configuration only.",
+        change=SIZE_RUNTIME, access=capacity("raised: a claim of the class takes more of the host's CPU time"))
+    memory: Size | None = field(
+        None, description="Memory limit of a sandbox of this class (no swap beyond it), at least what the template's "
+                          "writable paths, /dev/shm and its processes need (rule size-memory). Applied at claim, "
+                          "restored at release.",
+        change=SIZE_RUNTIME, access=capacity("raised: a claim of the class takes more of the host's memory"))
+    disk: Size | None = field(
+        None, description="Disk a sandbox of this class may write, at least the template's writable paths (rule "
+                          "size-disk). A running sandbox's disk cannot change: a class whose disk differs from the "
+                          "pool's is served only by a sandbox created on demand for the claim (the pool needs `max` "
+                          "above `replicas`, rule size-disk).",
+        change=SIZE_RUNTIME, access=capacity("raised: a claim of the class takes more of the host's disk"))
+    pids: int | None = field(
+        None, description="Most processes and threads of a sandbox of this class. The runtime sets it on the "
+                          "sandbox's own cgroup at claim; the host guard holds the sandbox's parent cgroup at the "
+                          "pool's largest pids, so a change renews the guard too.",
+        change=SIZE_PIDS, access=loosens("limits", "raised", 100, 200), ge=8, le=65536)
+
+
 class LimitsOverride(Limits):
     """A profile by name plus single fields overriding it, e.g. `{profile: small, memory: 2GiB}`."""
 

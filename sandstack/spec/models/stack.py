@@ -10,7 +10,7 @@ from sandstack.spec.access import AS_FIELDS, AS_RESOLVED, NEVER, capacity, loose
 from sandstack.spec.changes import PROVIDER, RUNTIME_HOST, URL_PORTS, Effect
 from sandstack.spec.models.base import Name, StrictModel, field
 from sandstack.spec.models.hosts import Host
-from sandstack.spec.models.limits import Limits
+from sandstack.spec.models.limits import SIZE_PIDS, Limits, SizeClass
 from sandstack.spec.models.policy import Policy
 from sandstack.spec.models.templates import TEMPLATE_SWITCH, Template, TemplateDefaults
 from sandstack.spec.roles import HOST_ROLES
@@ -64,6 +64,16 @@ class Pool(StrictModel):
     description: Annotated[str, StringConstraints(max_length=500)] = field("", description="What it is for.",
                                                                           change="none",
                                                                           access=NEVER)
+
+    sizes: dict[Name, SizeClass] | None = field(
+        None, description="Size classes a claim may name (`size`), each a set of limits: CPUs, memory, disk, pids. "
+                          "A claim naming none gets the template's limits; one naming a class the pool does not "
+                          "declare is refused, naming the classes. Capacity rules and the review count the largest "
+                          "class at the ceiling. The runtime applies a class at claim (it needs a runtime on every "
+                          "host of the pool, rule size-runtime), so a change reloads its configuration; the guard "
+                          "holds the largest pids (docs/design/sizes.md).",
+        change=SIZE_PIDS, access=AS_FIELDS, max_length=16,
+    )
 
     @property
     def ceiling(self) -> int:

@@ -25,12 +25,13 @@ from sandstack.spec.rules import (
     profiles,
     references,
     runtime,
+    sizes,
     storage,
 )
 from sandstack.spec.rules.context import Context, Rule
 
 MODULES = (references, egress, profiles, images, ports, capacity, filesystem, privileges, memory, disk, ingress, runtime, ondemand,
-           storage, platform)
+           storage, platform, sizes)
 # rule id → rule, in the order they run (their diagnostics are sorted by place afterwards).
 RULES: dict[str, Rule] = {fn.rule_id: fn for module in MODULES for fn in module.RULES}  # type: ignore[attr-defined]
 

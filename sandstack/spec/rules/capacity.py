@@ -9,35 +9,46 @@ from typing import Iterator
 from sandstack.spec.errors import Diagnostic
 from sandstack.spec.models import NetworkPolicy
 from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
-from sandstack.spec.resolve import UnknownProfile, decode_egress
+from sandstack.spec.resolve import UnknownProfile, decode_egress, largest_size, pool_sizes
 from sandstack.spec.rules.context import Context, placements, rule
 from sandstack.spec.units import format_cpus, format_size
 
 
 @rule("host-capacity")
 def pools_fit_hosts(ctx: Context) -> Iterator[Diagnostic]:
-    need: dict[str, dict[str, list[tuple[str, int, float]]]] = defaultdict(lambda: defaultdict(list))
+    need: dict[str, dict[str, list[tuple[str, int, float, str | None]]]] = defaultdict(lambda: defaultdict(list))
     for pool, template_name, host, replicas in placements(ctx):
         try:
-            limits = ctx.limits(template_name)
+            # At the largest size class: any sandbox up to the ceiling may be claimed at it.
+            limits = largest_size(ctx.stack.pools[pool], ctx.limits(template_name))
         except UnknownProfile:
             continue
         for dim in ("cpus", "memory", "disk"):
-            need[host][dim].append((pool, replicas, getattr(limits, dim)))
+            need[host][dim].append((pool, replicas, getattr(limits, dim), _largest_class(ctx, pool, dim)))
     show = {"cpus": format_cpus, "memory": format_size, "disk": format_size}
     for host, dims in need.items():
         spec = ctx.stack.hosts[host]
         for dim, parts in dims.items():
-            total = sum(r * each for _, r, each in parts)
+            total = sum(r * each for _, r, each, _ in parts)
             ratio = getattr(spec.overcommit, dim)
             allowed = getattr(spec.capacity, dim) * ratio
             if total > allowed + 1e-9:
                 fmt = show[dim]
-                detail = ", ".join(f"{p}: {r} × {fmt(e)}" for p, r, e in parts)
+                detail = ", ".join(f"{p}: {r} × {fmt(e)}" + (f" (size class {c!r})" if c else "")
+                                   for p, r, e, c in parts)
                 yield ctx.error(("hosts", host, "capacity", dim),
                                 f"pools on host {host!r} need {fmt(total)} of {dim} ({detail}) but capacity "
                                 f"{fmt(getattr(spec.capacity, dim))} × overcommit {ratio:g} allows {fmt(allowed)}",
                                 "host-capacity")
+
+
+def _largest_class(ctx: Context, pool: str, dim: str) -> str | None:
+    """The size class that gives the pool's largest `dim`, when one gives more than the pool's own limits."""
+    spec = ctx.stack.pools[pool]
+    limits = ctx.limits(spec.template)
+    sizes = pool_sizes(spec, limits)
+    best = max(sizes, key=lambda name: getattr(sizes[name], dim), default=None)
+    return best if best is not None and getattr(sizes[best], dim) > getattr(limits, dim) else None
 
 
 @rule("gpu-host")
