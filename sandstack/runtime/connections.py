@@ -24,6 +24,7 @@ from collections import Counter
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 HEAD_SECONDS = 10.0
+_RUNNING = object()
 PER_SOURCE = 512
 
 
@@ -62,10 +63,13 @@ def bounded_protocol(head_seconds: float = HEAD_SECONDS, per_source: int = PER_S
             if self.transport.is_closing() or self.transport.get_protocol() is not self:
                 return  # closed, or a WebSocket's now
             cycle = self.cycle
-            if (cycle is None or cycle.response_complete) and cycle is self._seen:
+            busy = cycle is not None and not cycle.response_complete
+            if not busy and cycle is self._seen:
                 self.transport.close()
                 return
-            self._seen = cycle
+            # While a request runs, nothing is "seen": once it ends, the connection has a whole period to begin the
+            # next one (a keep-alive client's next request right after a long answer is not cut off).
+            self._seen = _RUNNING if busy else cycle
             self._look = self.loop.call_later(head_seconds, self._look_again)
 
     Bounded.open_from = open_from  # type: ignore[attr-defined]  # read by tests

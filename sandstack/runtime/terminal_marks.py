@@ -68,7 +68,7 @@ class Marks:
             elif kind == b"C":
                 self.running, self.output, self.truncated = number, bytearray(), False
             elif self.running == number:
-                results.append(self._result(int(match.group(3) or 0)))
+                results.append(self._finish(int(match.group(3) or 0)))
         rest = text[position:]
         start = rest.rfind(b"\x1b")
         if start != -1 and b"\x07" not in rest[start:] and len(rest) - start <= KEEP_TAIL:
@@ -78,7 +78,7 @@ class Marks:
 
     def cancel(self) -> dict | None:
         """The running command's result once Ctrl-C was typed (its end mark will not come)."""
-        return self._result(INTERRUPTED, cancelled=True) if self.running is not None else None
+        return self._finish(INTERRUPTED, cancelled=True) if self.running is not None else None
 
     def _keep(self, data: bytes) -> None:
         if self.running is None or not data:
@@ -87,7 +87,7 @@ class Marks:
         self.output += data[:room]
         self.truncated = self.truncated or len(data) > room
 
-    def _result(self, status: int, cancelled: bool = False) -> dict:
+    def _finish(self, status: int, cancelled: bool = False) -> dict:
         # The terminal ends lines with CR LF (its `onlcr`); a command's output is given as the command wrote it.
         output = self.output.decode(errors="replace").replace("\r\n", "\n")
         result = {"type": "result", "id": self.running, "output": output,

@@ -42,7 +42,8 @@ PROFILE_LINES = [
     "acl agent_a-open_allow1_apex dstdomain -n pythonhosted.org",
     "acl agent_a-open_allow1_port port 80 443",
     "http_access allow agent_a_from agent_a-open agent_a-open_allow1 !agent_a-open_allow1_apex "
-    f"agent_a-open_allow1_port {UNLESS}",
+    # A wildcard names no host: never a private address (docs/design/egress.md).
+    f"agent_a-open_allow1_port {UNLESS} !sandstack_private",
     # deny-all: no line of its own; the final `deny all` refuses its requests (logged as TCP_DENIED)
     "",
     "# pool 'agent-a', network profile 'locked': egress deny-all",
