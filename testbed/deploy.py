@@ -14,6 +14,7 @@ networks that would have left this machine is dropped, counted, and fails the ha
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import itertools
 import os
 import re
@@ -41,6 +42,26 @@ HOST_SERVICES = tuple(name for name, role in HOST_ROLES.items() if role.containe
 
 _COUNTER = itertools.count()
 _SLOTS = itertools.count()
+
+
+def free_slot(first: int) -> str:
+    """The first of the 15 /20s of 198.19.0.0/16, from slot `first` on, that no network on the local daemon overlaps:
+    with only 15, counting alone wrapped onto a stack still alive (a CI run's new pool met "failed to allocate
+    gateway (198.19.84.1): Address already in use")."""
+    try:
+        client = docker_sdk.from_env()
+        try:
+            taken = [ipaddress.ip_network(c["Subnet"], strict=False) for n in client.networks.list(greedy=True)
+                     for c in ((n.attrs.get("IPAM") or {}).get("Config") or []) if c.get("Subnet")]
+        finally:
+            client.close()
+    except docker_sdk.errors.DockerException:  # no daemon (a test that only writes a spec): counting alone
+        taken = []
+    for i in range(15):
+        pool = ipaddress.ip_network(f"198.19.{16 * ((first + i) % 15)}.0/20")
+        if not any(pool.overlaps(net) for net in taken if net.version == 4):
+            return str(pool)
+    return f"198.19.{16 * (first % 15)}.0/20"  # all taken: as before (the daemon says which clashes)
 
 
 def unique_stack() -> str:
@@ -72,6 +93,7 @@ class Deployment:
     secret_config: dict = field(default_factory=dict)
     slot: int = field(default_factory=lambda: next(_SLOTS))
     leak_guard: LeakGuard | None = field(default=None, init=False)
+    _pool: str | None = field(default=None, init=False, repr=False)
 
     @property
     def spec_path(self) -> Path:
@@ -85,7 +107,9 @@ class Deployment:
         stand in for the internet, and the gateway and the guard refuse private destinations (docs/design/egress.md);
         198.18.0.0/15 is reserved for benchmarking (RFC 2544), routed nowhere from this machine, and only its bridges
         carry it."""
-        return f"198.19.{16 * (self.slot % 15)}.0/20"
+        if self._pool is None:
+            self._pool = free_slot(self.slot)
+        return self._pool
 
     def write(self, spec_text: str, files: dict[str, str] | None = None) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
