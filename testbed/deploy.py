@@ -44,10 +44,15 @@ _COUNTER = itertools.count()
 _SLOTS = itertools.count()
 
 
+# /18s of 198.19.0.0/16 below 198.19.192.0 (198.19.255.0/24 is the extra test hosts' links): a /20 (8 /23s) was
+# too small for the change drill, whose new pool met "failed to allocate gateway (198.19.6.1): Address already in use"
+# in its own /20 (a CI run, then again alone).
+SLOTS = 3
+
+
 def free_slot(first: int) -> str:
-    """The first of the 15 /20s of 198.19.0.0/16, from slot `first` on, that no network on the local daemon overlaps:
-    with only 15, counting alone wrapped onto a stack still alive (a CI run's new pool met "failed to allocate
-    gateway (198.19.84.1): Address already in use")."""
+    """The first /18 of SLOTS, from slot `first` on, that no network on the local daemon overlaps (so few that
+    counting alone would wrap onto a stack still alive)."""
     try:
         client = docker_sdk.from_env()
         try:
@@ -57,11 +62,11 @@ def free_slot(first: int) -> str:
             client.close()
     except docker_sdk.errors.DockerException:  # no daemon (a test that only writes a spec): counting alone
         taken = []
-    for i in range(15):
-        pool = ipaddress.ip_network(f"198.19.{16 * ((first + i) % 15)}.0/20")
+    for i in range(SLOTS):
+        pool = ipaddress.ip_network(f"198.19.{64 * ((first + i) % SLOTS)}.0/18")
         if not any(pool.overlaps(net) for net in taken if net.version == 4):
             return str(pool)
-    return f"198.19.{16 * (first % 15)}.0/20"  # all taken: as before (the daemon says which clashes)
+    return f"198.19.{64 * (first % SLOTS)}.0/18"  # all taken: as before (the daemon says which clashes)
 
 
 def unique_stack() -> str:
@@ -101,8 +106,8 @@ class Deployment:
 
     @property
     def subnet_pool(self) -> str:
-        """This deployment's own /20 of 198.19.0.0/16 (one of 15, 198.19.0.0 to 198.19.239.255; room for 8 /23
-        networks): stacks alive at the same time never overlap, and every apply of one deployment uses the same one
+        """This deployment's own /18 of 198.19.0.0/16 (`free_slot`; room for 32 /23 networks): stacks alive at the
+        same time never overlap, and every apply of one deployment uses the same one
         (so its networks are not replaced). Not a private range: the test servers on the stack's egress network
         stand in for the internet, and the gateway and the guard refuse private destinations (docs/design/egress.md);
         198.18.0.0/15 is reserved for benchmarking (RFC 2544), routed nowhere from this machine, and only its bridges
