@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, AsyncIterator, Callable, Iterator
 
 from httpx_ws import WebSocketDisconnect, aconnect_ws, connect_ws
 
@@ -62,7 +62,7 @@ class _Screen:
         self.commands += 1
         return self.commands, json.dumps({"type": "run", "command": command, "cancel": cancel})
 
-    def waited(self, number: int, timeout: float, host: str) -> dict | None:
+    def waited(self, number: int, host: str) -> dict | None:
         """The result of command `number` once it came; raises a refusal the runtime sent instead, or Timeout."""
         if self.errors and self.errors[-1].startswith("run:"):
             error = self.errors.pop()
@@ -110,31 +110,29 @@ class Terminal:
 
     def wait(self, number: int, timeout: float = 60) -> dict:
         """Command mode: the result of command `number` (a refusal of it raised as the runtime's error)."""
-        deadline = time.monotonic() + timeout
-        while (result := self.screen.waited(number, timeout, self._host)) is None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise Timeout(504, f"command {number} did not end within {timeout}s", {}, self._host)
-            try:
-                self.recv(timeout=left)
-            except TimeoutError:
-                continue
-        return result
+        return self._receive_until(lambda: self.screen.waited(number, self._host), timeout,
+                                   f"command {number} did not end")
 
     def read_until(self, wanted: bytes | str, timeout: float = 10) -> bytes:
         """Output up to and including `wanted` (all output since the terminal opened is kept in `screen`)."""
         wanted = wanted.encode() if isinstance(wanted, str) else wanted
-        start, deadline = len(self.screen.output), time.monotonic() + timeout
-        while wanted not in self.screen.output[start:]:
+        start = len(self.screen.output)
+        self._receive_until(lambda: wanted in self.screen.output[start:], timeout, f"{wanted!r} did not appear")
+        end = self.screen.output.index(wanted, start) + len(wanted)
+        return bytes(self.screen.output[start:end])
+
+    def _receive_until(self, done: Callable[[], Any], timeout: float, what: str) -> Any:
+        """Receives until `done()` answers (anything true), or raises Timeout naming `what` after `timeout` s."""
+        deadline = time.monotonic() + timeout
+        while not (value := done()):
             left = deadline - time.monotonic()
             if left <= 0:
-                raise Timeout(504, f"{wanted!r} did not appear within {timeout}s", {}, self._host)
+                raise Timeout(504, f"{what} within {timeout}s", {}, self._host)
             try:
                 self.recv(timeout=left)
             except TimeoutError:
                 continue
-        end = self.screen.output.index(wanted, start) + len(wanted)
-        return bytes(self.screen.output[start:end])
+        return value
 
 
 @contextmanager
@@ -180,30 +178,28 @@ class AsyncTerminal:
         return await self.wait(await self.submit(command, cancel=cancel), timeout)
 
     async def wait(self, number: int, timeout: float = 60) -> dict:
-        deadline = time.monotonic() + timeout
-        while (result := self.screen.waited(number, timeout, self._host)) is None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise Timeout(504, f"command {number} did not end within {timeout}s", {}, self._host)
-            try:
-                await self.recv(timeout=left)
-            except TimeoutError:
-                continue
-        return result
+        return await self._receive_until(lambda: self.screen.waited(number, self._host), timeout,
+                                         f"command {number} did not end")
 
     async def read_until(self, wanted: bytes | str, timeout: float = 10) -> bytes:
         wanted = wanted.encode() if isinstance(wanted, str) else wanted
-        start, deadline = len(self.screen.output), time.monotonic() + timeout
-        while wanted not in self.screen.output[start:]:
+        start = len(self.screen.output)
+        await self._receive_until(lambda: wanted in self.screen.output[start:], timeout, f"{wanted!r} did not appear")
+        end = self.screen.output.index(wanted, start) + len(wanted)
+        return bytes(self.screen.output[start:end])
+
+    async def _receive_until(self, done: Callable[[], Any], timeout: float, what: str) -> Any:
+        """As Terminal._receive_until."""
+        deadline = time.monotonic() + timeout
+        while not (value := done()):
             left = deadline - time.monotonic()
             if left <= 0:
-                raise Timeout(504, f"{wanted!r} did not appear within {timeout}s", {}, self._host)
+                raise Timeout(504, f"{what} within {timeout}s", {}, self._host)
             try:
                 await self.recv(timeout=left)
             except TimeoutError:
                 continue
-        end = self.screen.output.index(wanted, start) + len(wanted)
-        return bytes(self.screen.output[start:end])
+        return value
 
 
 @asynccontextmanager
