@@ -58,6 +58,15 @@ def placements(ctx: Context) -> Iterator[tuple[str, str, str, int]]:
                 yield pool_name, pool.template, host, pool.ceiling
 
 
+def hosts_without_runtime(ctx: Context, pool: str) -> Iterator[tuple[int, str]]:
+    """(index in the pool's `hosts`, host) of each declared host of `pool` that runs no runtime: what only a runtime
+    does (hibernation, network profiles, size classes, a URL's session check) never happens there."""
+    for i, host in enumerate(ctx.stack.pools[pool].hosts):
+        spec = ctx.stack.hosts.get(host)
+        if spec is not None and spec.runtime is None:
+            yield i, host
+
+
 def policies(ctx: Context) -> Iterator[tuple[JsonPath, NetworkPolicy]]:
     """Every network policy written in the file: the defaults', each template's own and each of its profiles."""
     if ctx.stack.defaults.network is not None:

@@ -7,7 +7,7 @@ from typing import Iterator
 
 from sandstack.spec.errors import Diagnostic
 from sandstack.spec.resolve import decode_egress
-from sandstack.spec.rules.context import Context, rule, templates
+from sandstack.spec.rules.context import Context, hosts_without_runtime, rule, templates
 
 
 @rule("network-profiles")
@@ -51,13 +51,11 @@ def network_profiles_fit(ctx: Context) -> Iterator[Diagnostic]:
         template = ctx.stack.templates.get(pool.template)
         if template is None or template.network_profiles is None:
             continue
-        for i, host in enumerate(pool.hosts):
-            spec = ctx.stack.hosts.get(host)
-            if spec is not None and spec.runtime is None:
-                yield ctx.error(("pools", pool_name, "hosts", i), f"host {host!r} has no `runtime`, which switches "
-                                f"a session's network profile; template {pool.template!r} declares profiles "
-                                f"({', '.join(sorted(template.network_profiles.profiles))}): give the host a "
-                                "`runtime`, or place the pool elsewhere", "network-profiles")
+        for i, host in hosts_without_runtime(ctx, pool_name):
+            yield ctx.error(("pools", pool_name, "hosts", i), f"host {host!r} has no `runtime`, which switches "
+                            f"a session's network profile; template {pool.template!r} declares profiles "
+                            f"({', '.join(sorted(template.network_profiles.profiles))}): give the host a "
+                            "`runtime`, or place the pool elsewhere", "network-profiles")
 
 
 RULES = (network_profiles_fit,)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from sandstack.spec.errors import Diagnostic
-from sandstack.spec.rules.context import Context, rule, templates, written
+from sandstack.spec.rules.context import Context, hosts_without_runtime, rule, templates, written
 from sandstack.spec.units import MIB
 
 MAX_EXEC_TIMEOUT = 24 * 3600  # seconds: the longest exec any agent product we replace allows
@@ -96,7 +96,7 @@ def url_auth_needs_runtime(ctx: Context) -> Iterator[Diagnostic]:
                             "but has no port with `exposure: url`: nothing to guard; add a url port or remove "
                             "`urls.auth`", "url-auth")
             continue
-        bare = [h for h in pool.hosts if h in ctx.stack.hosts and ctx.stack.hosts[h].runtime is None]
+        bare = [host for _, host in hosts_without_runtime(ctx, name)]
         if bare:
             yield ctx.error(("pools", name, "hosts"), f"template {pool.template!r} asks for session tokens on its "
                             f"URLs (`{'.'.join(where)}: session`), but host(s) " + ", ".join(bare) + f" of pool "

@@ -9,7 +9,7 @@ from typing import Iterator
 from sandstack.spec.errors import Diagnostic
 from sandstack.spec.models.limits import process_headroom
 from sandstack.spec.resolve import SIZE_FIELDS, UnknownProfile, effective_writable, inherited, pool_sizes
-from sandstack.spec.rules.context import Context, rule, written
+from sandstack.spec.rules.context import Context, hosts_without_runtime, rule, written
 from sandstack.spec.rules.memory import MIN_MEMORY
 from sandstack.spec.units import MIB, format_cpus, format_size
 
@@ -52,12 +52,10 @@ def sizes_need_a_runtime(ctx: Context) -> Iterator[Diagnostic]:
     for name, pool in ctx.stack.pools.items():
         if not pool.sizes:
             continue
-        for i, host in enumerate(pool.hosts):
-            spec = ctx.stack.hosts.get(host)
-            if spec is not None and spec.runtime is None:
-                yield ctx.error(("pools", name, "hosts", i), f"pool {name!r} declares size classes, which the "
-                                f"runtime applies at claim time, but host {host!r} declares no runtime "
-                                f"(`hosts.{host}.runtime`)", "size-runtime")
+        for i, host in hosts_without_runtime(ctx, name):
+            yield ctx.error(("pools", name, "hosts", i), f"pool {name!r} declares size classes, which the "
+                            f"runtime applies at claim time, but host {host!r} declares no runtime "
+                            f"(`hosts.{host}.runtime`)", "size-runtime")
 
 
 @rule("size-host")
