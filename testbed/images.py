@@ -63,6 +63,7 @@ DEBIAN_SUITE = "bookworm"
 # connection logger (ulogd2) and the logging resolver (dnsmasq).
 DEBIAN_PACKAGES = (
     "squid-openssl",
+    "haproxy",  # the gateway's front, which holds its ports while squid reconfigures
     "caddy",
     "python3-fastapi",
     "python3-uvicorn",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sandstack.plan import front
 from sandstack.plan.container import LogRotation, RunSettings, host_role
 from sandstack.plan.contract import CONFIG_DIR, cgroup_parent
 from sandstack.plan.naming import infra_name
@@ -31,46 +32,78 @@ PREPARE = (
     f" && {{ [ ! -e {SQUID_TEMPLATES}/error-details.txt ]"
     f" || cp {SQUID_TEMPLATES}/error-details.txt {ERROR_DIRECTORY}/; }}"
 )
-# Processes and threads of the gateway (squid, its helpers, `tail`): written by the host guard into the
-# gateway's cgroup parent, as for sandboxes (pulumi-docker has no pids-limit input).
+# Processes and threads of the gateway (squid, its helpers, HAProxy's master and workers, `tail`): written by the
+# host guard into the gateway's cgroup parent, as for sandboxes (pulumi-docker has no pids-limit input).
 GATEWAY_PIDS = 512
 LOG_DIR = "/var/log/squid"
 CACHE_LOG = f"{LOG_DIR}/cache.log"
-# Squid runs as a child of this loop, which applies each configuration its reload container points `want` at
-# (sandstack/plan/reload.py): written beside the one in force, checked by `squid -k parse`, then swapped in and
-# squid told to reconfigure (SIGHUP; it keeps its connections), reported once squid has reopened every listening port
-# (its cache log says so, one line per port). Before each: its own addresses, which Docker picks and the reload
-# container's network joins change (`hostname -I`: all but loopback), one a line for the `sandstack_self` acl; an
-# empty list would quietly undo a refusal, so it is a refusal. `tail` copies the access log to stdout so `docker logs`
-# shows it (squid cannot reopen /dev/stdout once it is not root). If squid ends, so does the container.
+# HAProxy's master writes each worker's start there: one "Loading success." or "Loading failure!" per (re)load.
+FRONT_LOG = "/tmp/haproxy.log"
+# Squid runs as a child of this loop, behind HAProxy (sandstack.plan.front), and the loop applies each configuration
+# its reload container points `want` at (sandstack/plan/reload.py): written beside the one in force, both files
+# checked (`squid -k parse`, `haproxy -c`), then swapped in: squid told to reconfigure (SIGHUP; it keeps its
+# connections), reported once it has reopened every port (its cache log says so, one line per port); then, only when
+# the pools' ports changed, HAProxy reloaded (SIGUSR2 to its master: the new worker takes the listening sockets of
+# the old one, no port closes), reported once its master says the load succeeded. If it did not, squid is given its
+# previous file back, so the set in force stays whole. Before each: its own addresses, which Docker picks and the
+# reload container's network joins change (`hostname -I`: all but loopback), one a line for the `sandstack_self`
+# acl; an empty list would quietly undo a refusal, so it is a refusal. `tail` copies the access log to stdout so
+# `docker logs` shows it (squid cannot reopen /dev/stdout once it is not root). If squid or HAProxy ends, so does
+# the container.
 LOOP = r"""
 set -u
-touch @ACCESS_LOG@ @CACHE_LOG@ && { tail -n 0 -F @ACCESS_LOG@ & }
-squid_pid="" applied="" refused=""
+touch @ACCESS_LOG@ @CACHE_LOG@ @FRONT_LOG@ && { tail -n 0 -F @ACCESS_LOG@ & }
+squid_pid="" front_pid="" applied="" refused=""
 accepting() { grep -c 'Accepting HTTP Socket connections' @CACHE_LOG@; }
-take() {  # $1: digest; squid runs with it afterwards, or the digest is refused and nothing changed
-  cfg_item "$1" SQUID_CONF >/tmp/squid.conf.new || { why="its squid.conf cannot be read"; return 1; }
-  hostname -I | tr -s ' ' '
-' | grep . >@SELF@.new || { why="the gateway has no address"; return 1; }
-  mv -f @SELF@.new @SELF@
-  if ! out=$(squid -k parse -f /tmp/squid.conf.new 2>&1); then
-    why=$(printf '%s
-' "$out" | grep -m 1 -E 'FATAL|ERROR|Bungled' || printf '%s
-' "$out" | tail -n 1); return 1
-  fi
-  ports=$(grep -c '^http_port ' /tmp/squid.conf.new)
+loads() { grep -c -E 'Loading (success|failure)' @FRONT_LOG@; }
+first_line() { printf '%s\n' "$1" | grep -m 1 -E "$2" || printf '%s\n' "$1" | tail -n 1; }
+squid_take() {  # $1: the file to run; squid runs with it afterwards
+  ports=$(grep -c '^http_port ' "$1")
   before=$(accepting)
-  mv -f /tmp/squid.conf.new /tmp/squid.conf
+  mv -f "$1" /tmp/squid.conf
   if [ -z "$squid_pid" ]; then squid -N -f /tmp/squid.conf & squid_pid=$!; else kill -HUP "$squid_pid"; fi
   for _ in $(seq 100); do [ "$(accepting)" -ge $((before + ports)) ] && return 0; sleep 0.1; done
   why="squid did not reopen its ports"; return 1
 }
+front_take() {  # HAProxy runs /tmp/haproxy.cfg.new afterwards, or the one before and a refusal
+  before=$(loads)
+  cp -f /tmp/haproxy.cfg /tmp/haproxy.cfg.old 2>/dev/null || :
+  mv -f /tmp/haproxy.cfg.new /tmp/haproxy.cfg
+  if [ -z "$front_pid" ]; then haproxy -W -f /tmp/haproxy.cfg >>@FRONT_LOG@ 2>&1 & front_pid=$!
+  else kill -USR2 "$front_pid"; fi
+  for _ in $(seq 100); do [ "$(loads)" -gt "$before" ] && break; sleep 0.1; done
+  grep -E 'Loading (success|failure)' @FRONT_LOG@ | tail -n 1 | grep -q success && return 0
+  why="haproxy did not load its configuration: $(first_line "$(tail -n 20 @FRONT_LOG@)" 'ALERT')"
+  [ -e /tmp/haproxy.cfg.old ] && mv -f /tmp/haproxy.cfg.old /tmp/haproxy.cfg
+  return 1
+}
+take() {  # $1: digest; squid and HAProxy run with it afterwards, or the digest is refused and nothing changed
+  cfg_item "$1" SQUID_CONF >/tmp/squid.conf.new || { why="its squid.conf cannot be read"; return 1; }
+  cfg_item "$1" FRONT_CONF >/tmp/haproxy.cfg.new || { why="its haproxy.cfg cannot be read"; return 1; }
+  hostname -I | tr -s ' ' '
+' | grep . >@SELF@.new || { why="the gateway has no address"; return 1; }
+  mv -f @SELF@.new @SELF@
+  if ! out=$(squid -k parse -f /tmp/squid.conf.new 2>&1); then
+    why=$(first_line "$out" 'FATAL|ERROR|Bungled'); return 1
+  fi
+  if ! out=$(haproxy -c -f /tmp/haproxy.cfg.new 2>&1); then
+    why="haproxy: $(first_line "$out" 'ALERT')"; return 1
+  fi
+  cp -f /tmp/squid.conf /tmp/squid.conf.old 2>/dev/null || :
+  squid_take /tmp/squid.conf.new || return 1
+  cmp -s /tmp/haproxy.cfg.new /tmp/haproxy.cfg && return 0
+  front_take && return 0
+  [ -e /tmp/squid.conf.old ] && { held=$why; squid_take /tmp/squid.conf.old; why=$held; }
+  return 1
+}
 while :; do
   cfg_follow sandstack-gateway
   [ -z "$squid_pid" ] || kill -0 "$squid_pid" 2>/dev/null || exit 1
+  [ -z "$front_pid" ] || kill -0 "$front_pid" 2>/dev/null || exit 1
   sleep 0.2
 done
-""".replace("@ACCESS_LOG@", ACCESS_LOG).replace("@CACHE_LOG@", CACHE_LOG).replace("@SELF@", SELF_ADDRESSES)
+""".replace("@ACCESS_LOG@", ACCESS_LOG).replace("@CACHE_LOG@", CACHE_LOG).replace("@SELF@", SELF_ADDRESSES) \
+    .replace("@FRONT_LOG@", FRONT_LOG)
 # The network profiles' external acl helper (sandstack.plan.squid): one line per request, `<source address> <pool>
 # <profile> <start>`; OK when the file the runtime wrote for the address says `<pool> <profile>`, or when there is
 # none and the profile is the start one (an empty file: none). Builtins only: no process per request. A file naming another pool matches
@@ -125,14 +158,18 @@ class GatewayPlan:
         return render(self.stack, self.host, list(self.pools))
 
     @property
+    def front_conf(self) -> str:
+        return front.render(self.stack, self.host, [(p.pool, p.port) for p in self.pools])
+
+    @property
     def env(self) -> list[str]:
         return [f"SANDSTACK_CONFIG_DIR={CONFIG_DIR}"]
 
     @property
     def config(self) -> ConfigSet:
-        """Its squid.conf, and the pool networks the reload container joins it to (at the address the guard opens,
+        """Its squid.conf and HAProxy's configuration, and the pool networks the reload container joins it to (at the address the guard opens,
         with the alias its sandboxes name their proxy by)."""
-        return ConfigSet("gateway", (("SQUID_CONF", self.squid_conf),),
+        return ConfigSet("gateway", (("SQUID_CONF", self.squid_conf), ("FRONT_CONF", self.front_conf)),
                          tuple(Join(p.network_name, p.address, (GATEWAY_ALIAS,)) for p in self.pools))
 
 

@@ -116,7 +116,11 @@ def test_network_guard_rules_gateway_and_proxy_per_egress_mode(build, network, p
         assert gateway_networks(built) == [
             {"name": "sandstack-t-_egress", "gwPriority": 1000},
             {"name": "sandstack-t-p", "aliases": ["sandstack-gateway"], "ipv4Address": P_GATEWAY}]
-        assert f"\nhttp_port {port} name=p\n" in role_config(built, "gateway")["SQUID_CONF"]
+        # HAProxy holds the pool's port and hands each connection to squid's own port for it, on loopback.
+        squid_line = f"\nhttp_port 127.0.0.1:{port + 20000} name=p require-proxy-header\n"
+        assert squid_line in role_config(built, "gateway")["SQUID_CONF"]
+        assert f"\nlisten p\n  bind 0.0.0.0:{port}\n  server squid 127.0.0.1:{port + 20000} send-proxy\n" in \
+            role_config(built, "gateway")["FRONT_CONF"]
         assert gateway.inputs["dns"] == [EGRESS_BRIDGE]  # Docker's resolver in it forwards there
         # Squid refuses the host's own networks: the subnet_pool but the egress network (carved from it too), and
         # the host's address on the egress network.
@@ -250,6 +254,7 @@ def test_the_gateway_has_the_last_usable_address_of_each_gateway_pool_network(bu
     # squid refuses a pool's port to any source outside that pool's /23.
     conf = role_config(built, "gateway")["SQUID_CONF"].split("\n")
     assert [line for line in conf if " src " in line or "_src" in line] == [
+        "acl sandstack_front src 127.0.0.1",  # HAProxy, the one source squid takes a PROXY header from
         "acl listed_src src 172.30.2.0/23", "http_access deny listed_from !listed_src",
         "acl logged_src src 172.30.14.0/23", "http_access deny logged_from !logged_src",
     ]
