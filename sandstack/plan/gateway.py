@@ -11,8 +11,8 @@ from sandstack.plan.contract import CONFIG_DIR, cgroup_parent
 from sandstack.plan.naming import infra_name
 from sandstack.plan.network import GATEWAY_ALIAS
 from sandstack.plan.reload import SERVICE_SH, ConfigSet, Join
-from sandstack.plan.squid import (ACCESS_LOG, ERROR_DIRECTORY, PROFILE_HELPER, PROFILES_DIR, SELF_ADDRESSES,
-                                  GatewayPool, render)
+from sandstack.plan.squid import (ACCESS_LOG, ERROR_DIRECTORY, NAME_HELPER, PROFILE_HELPER, PROFILES_DIR,
+                                  SELF_ADDRESSES, GatewayPool, render)
 
 # Debian's squid error templates, one file per error name (a symlink into squid-langpack).
 SQUID_TEMPLATES = "/usr/share/squid/errors/templates"
@@ -114,7 +114,16 @@ PROFILE_HELPER_SH = r"""while read -r src pool profile start; do
   if [ "$now" = "$pool $profile" ]; then echo OK; else echo ERR; fi
 done
 """.replace("@DIR@", PROFILES_DIR)
-WRITE_HELPER = f"cat >{PROFILE_HELPER} <<'SANDSTACK_PROFILE' || exit 1\n{PROFILE_HELPER_SH}SANDSTACK_PROFILE\n"
+# The sandbox-name helper (sandstack.plan.squid.NAME_HELPER): `<address> -` in (squid appends the acl's arguments,
+# `-` for none), `OK tag=<container name>` out (Docker's resolver answers `<container>.<network>`; the address itself
+# when nothing answers). Never ERR: the log names the request either way.
+NAME_HELPER_SH = r"""while read -r src _; do
+  name=$(getent hosts "$src" | { read -r _ n _ && printf '%s' "${n%%.*}"; })
+  echo "OK tag=${name:-$src}"
+done
+"""
+WRITE_HELPER = (f"cat >{PROFILE_HELPER} <<'SANDSTACK_PROFILE' || exit 1\n{PROFILE_HELPER_SH}SANDSTACK_PROFILE\n"
+                f"cat >{NAME_HELPER} <<'SANDSTACK_NAME' || exit 1\n{NAME_HELPER_SH}SANDSTACK_NAME\n")
 ENTRYPOINT = SERVICE_SH + PREPARE + " || exit 1\n" + WRITE_HELPER + LOOP
 USER = "proxy"
 MEMORY_MB = 256

@@ -68,12 +68,20 @@ PROFILE_ACL_TYPE = "sandstack_profile"
 # pool's start profile. A few helpers: each answer is one file read.
 PROFILE_ACL = (f"external_acl_type {PROFILE_ACL_TYPE} ttl=0 negative_ttl=0 children-startup=1 children-max=8 %SRC "
                f"/bin/sh {PROFILE_HELPER}")
-# One line per request: the sandbox (reverse DNS of its address on the pool network, as squid's cache holds it when
-# the request ends: a sandbox's first request may show its address instead, until the lookup answers), its address,
+# The sandbox's name for the log: squid's own reverse lookup (`%>A`) names the connection's peer, which is HAProxy
+# on loopback, not the address of the PROXY header; so a helper (written by the gateway's entrypoint) names the
+# request's source address (`%SRC`, the header's) by Docker's resolver, the container's name or the address itself
+# when it has none, as the acl's tag. Cached 5 s per address (an address not yet known to Docker's resolver is
+# asked again soon). The helper never says ERR: the acl fails only when the helper does, and then the request is
+# refused — egress the log cannot name is not let through.
+NAME_HELPER = "/tmp/sandstack-name"
+NAME_ACL = (f"external_acl_type sandstack_name ttl=5 negative_ttl=5 children-startup=1 children-max=4 %SRC "
+            f"/bin/sh {NAME_HELPER}")
+# One line per request: the sandbox (its container's name; its address when the name is not known), its address,
 # the pool, the destination, squid's verdict (TCP_DENIED = refused) and the status sent back.
 LOG_FORMAT = (
     "logformat sandstack %{{%Y-%m-%dT%H:%M:%S}}tg.%03tuZ host={host} pool=%{{sandstack_pool}}note "
-    "sandbox=%>A client=%>a method=%rm dest=%>rd:%>rP verdict=%Ss status=%>Hs bytes=%<st"
+    "sandbox=%et client=%>a method=%rm dest=%>rd:%>rP verdict=%Ss status=%>Hs bytes=%<st"
 )
 # What a destination or a sandbox would otherwise learn about the sandbox and the gateway: the sandbox's
 # internal address (X-Forwarded-For), the container id and squid version (Via, Server, error pages).
@@ -162,6 +170,8 @@ def _global(stack: str, host: str, pools: list[GatewayPool]) -> list[str]:
         "acl sandstack_private dst " + " ".join(PRIVATE_RANGES),
         f'acl sandstack_self dst "{SELF_ADDRESSES}"',
         "acl sandstack_connect method CONNECT",
+        NAME_ACL,
+        "acl sandstack_named external sandstack_name",
         *profiles,
         # A sandbox's share of the gateway's descriptors: the guard's bound, which resets a sandbox's
         # connection past it; squid's own cap holds should the guard's rules be missing.
@@ -170,6 +180,8 @@ def _global(stack: str, host: str, pools: list[GatewayPool]) -> list[str]:
         # and clients: first, before anything could allow it.
         "http_access deny manager",
         "http_access deny sandstack_maxconn",
+        # Before any other rule, so every request but those two refusals is named in the log (those show `-`).
+        "http_access deny !sandstack_named",
         "http_access deny sandstack_gateway_ports",
         "http_access deny sandstack_ip_literal sandstack_localhost",
     ]

@@ -23,7 +23,7 @@ HEADER = [
     "pinger_enable off",
     "logfile_rotate 0",
     "cache_log stdio:/var/log/squid/cache.log",
-    "logformat sandstack %{%Y-%m-%dT%H:%M:%S}tg.%03tuZ host=h1 pool=%{sandstack_pool}note sandbox=%>A "
+    "logformat sandstack %{%Y-%m-%dT%H:%M:%S}tg.%03tuZ host=h1 pool=%{sandstack_pool}note sandbox=%et "
     "client=%>a method=%rm dest=%>rd:%>rP verdict=%Ss status=%>Hs bytes=%<st",
     "access_log stdio:/var/log/squid/access.log logformat=sandstack",
     # Nothing sent names the sandbox or the gateway.
@@ -47,9 +47,14 @@ HEADER = [
     "fc00::/7",
     'acl sandstack_self dst "/tmp/sandstack-self"',
     "acl sandstack_connect method CONNECT",
+    # The sandbox's name for the log, by its PROXY-header address (squid's own lookup would name HAProxy).
+    "external_acl_type sandstack_name ttl=5 negative_ttl=5 children-startup=1 children-max=4 %SRC "
+    "/bin/sh /tmp/sandstack-name",
+    "acl sandstack_named external sandstack_name",
     "acl sandstack_maxconn maxconn 256",
     "http_access deny manager",
     "http_access deny sandstack_maxconn",
+    "http_access deny !sandstack_named",
     "http_access deny sandstack_gateway_ports",
     "http_access deny sandstack_ip_literal sandstack_localhost",
 ]

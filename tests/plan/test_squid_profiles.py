@@ -63,14 +63,15 @@ def test_a_pool_with_profiles_has_each_profiles_lines_under_its_external_acl():
            "/bin/sh /tmp/sandstack-profile" in lines
     # After the shared acls, before the first http_access line.
     assert lines.index("acl sandstack_connect method CONNECT") < lines.index(
-        next(line for line in lines if line.startswith("external_acl_type"))) < lines.index("http_access deny manager")
+        next(line for line in lines if line.startswith("external_acl_type sandstack_profile"))) < lines.index(
+        "http_access deny manager")
     start = lines.index("# pool 'agent-a': egress allow-list, network profiles open, locked, set-up (start open)") - 1
     assert lines[start:] == PROFILE_LINES + ["", "http_access deny all", ""]
 
 
 def test_without_profiles_there_is_no_external_acl():
     plain = GatewayPool("agent-a", 31000, OPEN, "10.213.0.0/23", "10.213.1.254")
-    assert "external_acl_type" not in render("t", "h1", [plain])
+    assert "external_acl_type sandstack_profile" not in render("t", "h1", [plain])
 
 
 def _helper(tmp_path, files: dict[str, str], requests: list[str]) -> list[str]:
