@@ -106,8 +106,8 @@ done
     .replace("@FRONT_LOG@", FRONT_LOG)
 # The network profiles' external acl helper (sandstack.plan.squid): one line per request, `<source address> <pool>
 # <profile> <start>`; OK when the file the runtime wrote for the address says `<pool> <profile>`, or when there is
-# none and the profile is the start one (an empty file: none). Builtins only: no process per request. A file naming another pool matches
-# no profile of this one, so the request is refused (a stale file never opens anything).
+# none and the profile is the start one (an empty file: none). Builtins only: no process per request. A file naming
+# another pool matches no profile of this one, so the request is refused (a stale file never opens anything).
 PROFILE_HELPER_SH = r"""while read -r src pool profile start; do
   now="$pool $start"
   [ -r "@DIR@/$src" ] && { read -r now <"@DIR@/$src" || :; }

@@ -117,7 +117,8 @@ def _config(role: str, words: str, interrupts: str = "nothing") -> tuple[Part, P
 
 
 GUARD_RELOAD = "applies the new rules, pids limits and lifetimes at its next pass; its clocks keep running"
-GATEWAY_RELOAD = "re-reads its squid config (a new pool's network joined first) and keeps its connections"
+GATEWAY_RELOAD = ("re-reads its squid config (a new pool's network joined first) and keeps its connections and "
+                  "listening ports")
 INGRESS_RELOAD = "loads its new Caddyfile through its admin API (a url pool's network joined first) and keeps its connections"
 LOGGER_RELOAD = ("restarts only the resolvers whose options changed (or of pools added or taken off) and keeps its "
                  "connection queue and every other resolver running")
@@ -141,7 +142,7 @@ _ROLES = (
         component=f"{PACKAGE}HostGuard", per_pool=True, config="volume", reload="in place",
         reload_words=GUARD_RELOAD),
     HostRoleInfo(
-        "gateway", "the egress gateway container (its squid config)",
+        "gateway", "the egress gateway container (squid behind HAProxy)",
         (Part("gateway log", "gateway-log", "volume", "gateway", holds="the gateway's egress request log"),
          Part("gateway", "gateway-container", "container", "gateway",
               interrupts="egress of pools {pools} stops until the new gateway runs (HTTP(S) goes through it)"),

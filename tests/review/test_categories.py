@@ -62,7 +62,7 @@ HEADLINES = {
     "allow": ["Impact: 0 sandboxes restart, 0 created, 0 destroyed, 0 host services renewed, 2 reloaded in place, no "
               "data lost, 1 change less safe.",
               "  gateway reloaded in place on local: interrupts nothing — it re-reads its squid config (a new pool's "
-              "network joined first) and keeps its connections",
+              "network joined first) and keeps its connections and listening ports",
               "  logger reloaded in place on local: interrupts the name lookups of a pool whose resolver changed, for "
               "milliseconds — it restarts only the resolvers whose options changed (or of pools added or taken off) "
               "and keeps its connection queue and every other resolver running"],
