@@ -1,0 +1,182 @@
+"""The sync face of the client: each sync class (Client, HostClient, Sandbox, Process, Terminal, Watch) is made
+here from its async class, method by method, and holds an instance of it over a sync httpx.Client
+(sandstack.client.transport.SyncIO). A sync method calls the async one and runs the coroutine it gets to its end
+at once (`run`): nothing it awaits suspends, so no event loop and no thread is involved. That is why a sync client
+can be shared by threads (each call runs in its caller's thread, as httpx.Client allows), needs nothing stopped
+when closed, and works in a thread whose event loop is running (Jupyter). docs/design/client.md says why this and
+not an event loop in a background thread.
+
+What comes out is made sync too (`outward`): an async instance → its sync face (one per instance, so
+`process.sandbox is sandbox`), an async iterator → an iterator, an async context manager → a context manager.
+What goes in is unwrapped (`inward`): a sync face → the instance it holds."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable, Iterator
+
+# The sync default of every `http_factory` parameter (the async class's makes an httpx.AsyncClient).
+SYNC_DEFAULTS: dict[str, Any] = {}
+FACES: dict[type, type] = {}  # an async class → its sync face
+RENAMED = {"__aenter__": "__enter__", "__aexit__": "__exit__", "__aiter__": "__iter__"}
+KEPT_DUNDERS = {"__init__", "__repr__"}
+
+
+def run(awaitable: Any) -> Any:
+    """The result of a coroutine of the client over a sync port, run to its end here and now."""
+    step = awaitable.__await__()
+    try:
+        step.send(None)
+    except StopIteration as done:
+        return done.value
+    step.close()
+    raise RuntimeError("a sync client's call waited on an event loop: its http_factory must make an httpx.Client "
+                       "(an httpx.AsyncClient is the async client's: AsyncClient, AsyncHostClient)")
+
+
+def iterate(items: Any) -> Iterator[Any]:
+    """An async iterator of the client, read as an iterator. Not closed when the reader stops: a watch's events
+    are one iterator read by every `for` (a process's output is a new one each time, closed when dropped)."""
+    while True:
+        try:
+            item = run(items.__anext__())
+        except StopAsyncIteration:
+            return
+        yield outward(item)
+
+
+class Context:
+    """An async context manager of the client as a context manager (a terminal, a streamed answer)."""
+
+    def __init__(self, manager: Any):
+        self.manager = manager
+
+    def __enter__(self) -> Any:
+        return outward(run(self.manager.__aenter__()))
+
+    def __exit__(self, *exc: Any) -> Any:
+        return run(self.manager.__aexit__(*exc))
+
+
+def _face_class(kind: type) -> type | None:
+    return next((FACES[k] for k in kind.__mro__ if k in FACES), None)
+
+
+def outward(value: Any) -> Any:
+    if isinstance(value, Face):
+        return value
+    face = _face_class(type(value))
+    if face is not None:
+        held = value.__dict__.get("_face")
+        return held if held is not None else _bind(object.__new__(face), value)
+    if inspect.isawaitable(value):
+        return outward(run(value))
+    if isinstance(value, dict) and any(_face_class(type(v)) for v in value.values()):
+        return {key: outward(item) for key, item in value.items()}
+    if hasattr(value, "__aenter__") and hasattr(value, "__aexit__"):
+        return Context(value)
+    if hasattr(value, "__anext__"):
+        return iterate(value)
+    return value
+
+
+def inward(value: Any) -> Any:
+    return value.__dict__["_core"] if isinstance(value, Face) else value
+
+
+def _bind(face: Face, core: Any) -> Face:
+    object.__setattr__(face, "_core", core)
+    core._face = face
+    return face
+
+
+def _arguments(function: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    """The arguments as the async method takes them: sync faces unwrapped, the sync defaults where none is given."""
+    names = inspect.signature(function).parameters
+    given = {key: inward(value) for key, value in kwargs.items()}
+    for name, default in SYNC_DEFAULTS.items():
+        if name in names and name not in given:
+            given[name] = default
+    return tuple(inward(a) for a in args), given
+
+
+def _sync_signature(function: Callable[..., Any]) -> inspect.Signature:
+    signature = inspect.signature(function)
+    return signature.replace(parameters=[p.replace(default=SYNC_DEFAULTS.get(p.name, p.default))
+                                         for p in signature.parameters.values()])
+
+
+def _method(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def method(self: Face, *args: Any, **kwargs: Any) -> Any:
+        args, kwargs = _arguments(function, args, kwargs)
+        return outward(getattr(self.__dict__["_core"], name)(*args, **kwargs))
+
+    method.__signature__ = _sync_signature(function)  # type: ignore[attr-defined]
+    return method
+
+
+def _init(function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def __init__(self: Face, *args: Any, **kwargs: Any) -> None:
+        args, kwargs = _arguments(function, args, kwargs)
+        _bind(self, self._async_class(*args, **kwargs))
+
+    __init__.__signature__ = _sync_signature(function)  # type: ignore[attr-defined]
+    return __init__
+
+
+def _classmethod(function: Callable[..., Any]) -> classmethod:
+    @functools.wraps(function)
+    def method(cls: type, *args: Any, **kwargs: Any) -> Any:
+        args, kwargs = _arguments(function, (None, *args), kwargs)  # `None`: the place of `cls` in the signature
+        return outward(function(cls, *args[1:], **kwargs))  # `cls` is the sync class: what it makes is sync
+
+    method.__signature__ = _sync_signature(function)  # type: ignore[attr-defined]
+    return classmethod(method)
+
+
+class Face:
+    """A sync face: attributes read and written on the async instance it holds."""
+
+    _async_class: type
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_core":
+            raise AttributeError(name)
+        return outward(getattr(self.__dict__["_core"], name))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.__dict__["_core"], name, inward(value))
+
+
+@functools.cache
+def _mirror(kind: type) -> type:
+    """The sync face of `kind` and of each class it derives from, so that each sync class holds the same methods
+    as its async class (inherited ones from the sync face of the base that defines them)."""
+    if kind is object:
+        return Face
+    namespace: dict[str, Any] = {"__module__": kind.__module__, "__doc__": kind.__doc__, "_async_class": kind}
+    for name, member in vars(kind).items():
+        if isinstance(member, staticmethod):
+            namespace[name] = member
+        elif isinstance(member, classmethod):
+            namespace[name] = _classmethod(member.__func__)
+        elif not inspect.isfunction(member) or (name.startswith("__") and name not in RENAMED | dict.fromkeys(
+                KEPT_DUNDERS)):
+            continue
+        elif name == "__init__":
+            namespace[name] = _init(member)
+        else:
+            namespace[RENAMED.get(name, name)] = _method(name, member)
+    return type(kind.__name__, tuple(_mirror(base) for base in kind.__bases__), namespace)
+
+
+def sync_face(kind: type, name: str, module: str) -> type:
+    """The sync class of async class `kind`, named `name` in `module`."""
+    face = _mirror(kind)
+    face.__name__ = face.__qualname__ = name
+    face.__module__ = module
+    FACES[kind] = face
+    return face
