@@ -16,8 +16,10 @@ import functools
 import inspect
 from typing import Any, Callable, Iterator
 
-# The sync default of every `http_factory` parameter (the async class's makes an httpx.AsyncClient).
+# The sync default of every `http_factory` parameter (the async class's makes an httpx.AsyncClient), and what a
+# given one is checked by (sandstack.client.client sets both).
 SYNC_DEFAULTS: dict[str, Any] = {}
+SYNC_CHECKS: dict[str, Callable[[Any], Any]] = {}
 FACES: dict[type, type] = {}  # an async class → its sync face
 RENAMED = {"__aenter__": "__enter__", "__aexit__": "__exit__", "__aiter__": "__iter__"}
 KEPT_DUNDERS = {"__init__", "__repr__"}
@@ -94,7 +96,7 @@ def _bind(face: Face, core: Any) -> Face:
 def _arguments(function: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
     """The arguments as the async method takes them: sync faces unwrapped, the sync defaults where none is given."""
     names = inspect.signature(function).parameters
-    given = {key: inward(value) for key, value in kwargs.items()}
+    given = {key: SYNC_CHECKS.get(key, inward)(value) for key, value in kwargs.items()}
     for name, default in SYNC_DEFAULTS.items():
         if name in names and name not in given:
             given[name] = default
