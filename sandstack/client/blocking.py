@@ -22,7 +22,6 @@ SYNC_DEFAULTS: dict[str, Any] = {}
 SYNC_CHECKS: dict[str, Callable[[Any], Any]] = {}
 FACES: dict[type, type] = {}  # an async class → its sync face
 RENAMED = {"__aenter__": "__enter__", "__aexit__": "__exit__", "__aiter__": "__iter__"}
-KEPT_DUNDERS = {"__init__", "__repr__"}
 
 
 def run(awaitable: Any) -> Any:
@@ -93,50 +92,20 @@ def _bind(face: Face, core: Any) -> Face:
     return face
 
 
-def _arguments(function: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
-    """The arguments as the async method takes them: sync faces unwrapped, the sync defaults where none is given."""
-    names = inspect.signature(function).parameters
-    given = {key: SYNC_CHECKS.get(key, inward)(value) for key, value in kwargs.items()}
-    for name, default in SYNC_DEFAULTS.items():
-        if name in names and name not in given:
-            given[name] = default
-    return tuple(inward(a) for a in args), given
-
-
-def _sync_signature(function: Callable[..., Any]) -> inspect.Signature:
+def _wrapped(function: Callable[..., Any], call: Callable[[Any, tuple, dict], Any]) -> Callable[..., Any]:
+    """`function`'s sync twin: its arguments unwrapped (`inward`), a sync default for a parameter not given, then
+    `call(first, args, kwargs)`; with `function`'s signature, sync defaults shown."""
     signature = inspect.signature(function)
-    return signature.replace(parameters=[p.replace(default=SYNC_DEFAULTS.get(p.name, p.default))
-                                         for p in signature.parameters.values()])
+    defaults = {name: SYNC_DEFAULTS[name] for name in signature.parameters if name in SYNC_DEFAULTS}
 
-
-def _method(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(function)
-    def method(self: Face, *args: Any, **kwargs: Any) -> Any:
-        args, kwargs = _arguments(function, args, kwargs)
-        return outward(getattr(self.__dict__["_core"], name)(*args, **kwargs))
+    def wrapper(first: Any, *args: Any, **kwargs: Any) -> Any:
+        given = {key: SYNC_CHECKS.get(key, inward)(value) for key, value in kwargs.items()}
+        return call(first, tuple(inward(a) for a in args), {**defaults, **given})
 
-    method.__signature__ = _sync_signature(function)  # type: ignore[attr-defined]
-    return method
-
-
-def _init(function: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(function)
-    def __init__(self: Face, *args: Any, **kwargs: Any) -> None:
-        args, kwargs = _arguments(function, args, kwargs)
-        _bind(self, self._async_class(*args, **kwargs))
-
-    __init__.__signature__ = _sync_signature(function)  # type: ignore[attr-defined]
-    return __init__
-
-
-def _classmethod(function: Callable[..., Any]) -> classmethod:
-    @functools.wraps(function)
-    def method(cls: type, *args: Any, **kwargs: Any) -> Any:
-        args, kwargs = _arguments(function, (None, *args), kwargs)  # `None`: the place of `cls` in the signature
-        return outward(function(cls, *args[1:], **kwargs))  # `cls` is the sync class: what it makes is sync
-
-    method.__signature__ = _sync_signature(function)  # type: ignore[attr-defined]
-    return classmethod(method)
+    wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[p.replace(default=defaults.get(p.name, p.default)) for p in signature.parameters.values()])
+    return wrapper
 
 
 class Face:
@@ -163,15 +132,15 @@ def _mirror(kind: type) -> type:
     for name, member in vars(kind).items():
         if isinstance(member, staticmethod):
             namespace[name] = member
-        elif isinstance(member, classmethod):
-            namespace[name] = _classmethod(member.__func__)
-        elif not inspect.isfunction(member) or (name.startswith("__") and name not in RENAMED | dict.fromkeys(
-                KEPT_DUNDERS)):
-            continue
+        elif isinstance(member, classmethod):  # `cls` is the sync class: what it makes is sync
+            namespace[name] = classmethod(_wrapped(member.__func__, lambda cls, args, kwargs, f=member.__func__:
+                                                   outward(f(cls, *args, **kwargs))))
         elif name == "__init__":
-            namespace[name] = _init(member)
-        else:
-            namespace[RENAMED.get(name, name)] = _method(name, member)
+            namespace[name] = _wrapped(member, lambda self, args, kwargs: _bind(self, self._async_class(
+                *args, **kwargs)) and None)
+        elif inspect.isfunction(member) and (not name.startswith("__") or name in RENAMED or name == "__repr__"):
+            namespace[RENAMED.get(name, name)] = _wrapped(member, lambda self, args, kwargs, name=name: outward(
+                getattr(self.__dict__["_core"], name)(*args, **kwargs)))
     return type(kind.__name__, tuple(_mirror(base) for base in kind.__bases__), namespace)
 
 
