@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import weakref
 from typing import Any, Callable, Iterator
 
 # The sync default of every `http_factory` parameter (the async class's makes an httpx.AsyncClient), and what a
@@ -70,7 +71,7 @@ def outward(value: Any) -> Any:
     face = _face_class(type(value))
     if face is not None:
         held = value.__dict__.get("_face")
-        return held if held is not None else _bind(object.__new__(face), value)
+        return (held and held()) or _bind(object.__new__(face), value)
     if inspect.isawaitable(value):
         return outward(run(value))
     if isinstance(value, dict) and any(_face_class(type(v)) for v in value.values()):
@@ -88,8 +89,14 @@ def inward(value: Any) -> Any:
 
 def _bind(face: Face, core: Any) -> Face:
     object.__setattr__(face, "_core", core)
-    core._face = face
+    core._face = weakref.ref(face)  # not a cycle: a sync client dropped is freed (its connections closed) at once
     return face
+
+
+def face_name(core: Any) -> str:
+    """The name of the class `core` is seen as: its sync face's, when it has one (for a repr)."""
+    held = core.__dict__.get("_face")
+    return type((held and held()) or core).__name__
 
 
 def _wrapped(function: Callable[..., Any], call: Callable[[Any, tuple, dict], Any]) -> Callable[..., Any]:

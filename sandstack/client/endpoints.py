@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 import httpx
 
+from sandstack.client.blocking import face_name
 from sandstack.files import read_json
 from sandstack.client.errors import CommandFailed, Conflict, NotFound
 from sandstack.client.results import ExecResult, FileEntry
@@ -267,7 +268,7 @@ class Handle:
         return self.host.endpoint.url
 
     def __repr__(self) -> str:  # never the token
-        return f"<{type(getattr(self, '_face', self)).__name__} {self.ref} session={self.session!r}>"
+        return f"<{face_name(self)} {self.ref} session={self.session!r}>"
 
 
 def session_endpoint(url: str, token: str, host: str) -> HostEndpoint:

@@ -17,7 +17,7 @@ from typing import Any, AsyncIterator, Iterator
 
 import httpx
 
-from sandstack.client.blocking import sync_face
+from sandstack.client.blocking import face_name, sync_face
 from sandstack.client.errors import Conflict, HostUnavailable, Timeout
 from sandstack.client.results import OutputEvent, ProcessInfo
 from sandstack.client.sse import aevents
@@ -64,7 +64,7 @@ class AsyncProcess:
         self._host = sandbox.host
 
     def __repr__(self) -> str:
-        return f"{type(getattr(self, '_face', self)).__name__}({self.id!r}, {self.info.status!r})"
+        return f"{face_name(self)}({self.id!r}, {self.info.status!r})"
 
     async def refresh(self) -> ProcessInfo:
         self.info = ProcessInfo.of(await self._host.process(self.sandbox.name, self.id))
