@@ -277,3 +277,20 @@ def test_a_sync_terminal_read_that_times_out_raises_timeout(url):
             with pytest.raises(Timeout) as waited:
                 term.read_until("never-printed", timeout=0.5)
     assert (waited.value.status, str(waited.value)) == (504, "local: b'never-printed' did not appear within 0.5s")
+
+
+def test_a_dropped_sync_handle_is_freed_at_once_and_reads_as_its_sync_class():
+    import weakref
+
+    from sandstack.client import ProcessInfo
+
+    answer = {"sandbox": "sb", "pool": "py", "host": "h", "session": "s", "status": "bound"}
+    host = HostClient(HostEndpoint("h", "http://h.test", TOKEN), http_factory=lambda e, t, h: httpx.Client(
+        base_url=e.url, transport=httpx.MockTransport(lambda request: httpx.Response(200, json=answer))))
+    sandbox = Sandbox(host, answer)
+    process = Process(sandbox, ProcessInfo.of({"id": "p1", "sandbox": "sb", "session": "s", "status": "running"}))
+    assert (repr(sandbox), repr(process), process.sandbox is sandbox, sandbox.host is host) == (
+        "<Sandbox h/sb session='s'>", "Process('p1', 'running')", True, True)
+    held = [weakref.ref(o) for o in (host, host._core, sandbox, sandbox._core, process, process._core)]
+    del host, sandbox, process
+    assert [ref() for ref in held] == [None] * 6  # no cycle between a sync handle and what it holds
