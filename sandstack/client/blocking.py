@@ -33,8 +33,10 @@ def run(awaitable: Any) -> Any:
     except StopIteration as done:
         return done.value
     step.close()
-    raise RuntimeError("a sync client's call waited on an event loop: its http_factory must make an httpx.Client "
-                       "(an httpx.AsyncClient is the async client's: AsyncClient, AsyncHostClient)")
+    # Only a bug gets here (the client's code awaited something other than its port, or a port of the async face
+    # reached a sync face): stopped where it stands, its `finally` blocks run, rather than left half done.
+    raise RuntimeError("a sync client's call waited on an event loop: the sync client runs over an httpx.Client, "
+                       "whose calls never wait on one")
 
 
 def iterate(items: Any) -> Iterator[Any]:

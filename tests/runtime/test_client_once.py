@@ -294,3 +294,20 @@ def test_a_dropped_sync_handle_is_freed_at_once_and_reads_as_its_sync_class():
     held = [weakref.ref(o) for o in (host, host._core, sandbox, sandbox._core, process, process._core)]
     del host, sandbox, process
     assert [ref() for ref in held] == [None] * 6  # no cycle between a sync handle and what it holds
+
+
+def test_a_coroutine_that_would_wait_on_an_event_loop_is_stopped_and_reported_not_left_half_run():
+    from sandstack.client.blocking import run
+
+    steps: list[str] = []
+
+    async def waits_on_a_loop():
+        steps.append("began")
+        try:
+            await asyncio.sleep(0)  # what the client's code must never await: only its port
+            steps.append("went on")
+        finally:
+            steps.append("closed")
+    with pytest.raises(RuntimeError, match=r"^a sync client's call waited on an event loop"):
+        run(waits_on_a_loop())
+    assert steps == ["began", "closed"]
