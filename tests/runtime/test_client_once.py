@@ -311,3 +311,33 @@ def test_a_coroutine_that_would_wait_on_an_event_loop_is_stopped_and_reported_no
     with pytest.raises(RuntimeError, match=r"^a sync client's call waited on an event loop"):
         run(waits_on_a_loop())
     assert steps == ["began", "closed"]
+
+
+@FACES
+def test_a_streamed_answer_is_tried_again_by_the_same_rules(face, slept):
+    answers = [httpx.ConnectError, (503, DOWN, {"Retry-After": "3"}), b"the file"]
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.method)
+        answer = answers.pop(0)
+        if isinstance(answer, type):
+            raise answer("lost", request=request)
+        if isinstance(answer, bytes):
+            return httpx.Response(200, content=answer, headers={"content-type": "application/octet-stream"})
+        return httpx.Response(answer[0], json=answer[1], headers=answer[2])
+
+    endpoint, transport = HostEndpoint("h", "http://h.test", TOKEN), httpx.MockTransport(handler)
+    if face == "sync":
+        host = HostClient(endpoint, retry=FAST, http_factory=lambda e, t, h: httpx.Client(base_url=e.url,
+                                                                                           transport=transport))
+        with host.open_file("sb", "f.bin") as response:
+            body = response.read()
+    else:
+        async def read() -> bytes:
+            host = AsyncHostClient(endpoint, retry=FAST, http_factory=lambda e, t, h: httpx.AsyncClient(
+                base_url=e.url, transport=transport))
+            async with host.open_file("sb", "f.bin") as response:
+                return await response.aread()
+        body = asyncio.run(read())
+    assert (body, seen, len(slept), slept[1]) == (b"the file", ["GET"] * 3, 2, 3.0)
