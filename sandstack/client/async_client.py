@@ -321,8 +321,9 @@ class AsyncClient(Stack):
         last: SandstackError | None = None
         now = time.monotonic()
         # A host that did not answer lately goes last: after the first detection, a claim costs no timeout.
+        # One read of `down` per host: another thread's claim may drop a host from it meanwhile.
         order = sorted(self.hosts_for(pool, session),
-                       key=lambda name: name in self.down and now - self.down[name] < DOWN_FOR)
+                       key=lambda name: now - self.down.get(name, float("-inf")) < DOWN_FOR)
         for name in order:
             host = self.hosts[name]
             try:
