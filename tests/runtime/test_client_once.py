@@ -341,3 +341,21 @@ def test_a_streamed_answer_is_tried_again_by_the_same_rules(face, slept):
                 return await response.aread()
         body = asyncio.run(read())
     assert (body, seen, len(slept), slept[1]) == (b"the file", ["GET"] * 3, 2, 3.0)
+
+
+def test_a_claim_reads_each_lately_down_host_once_so_another_thread_may_drop_it_meanwhile():
+    class Dropped(dict):
+        """A host seen in `down`, then gone from it (another thread's claim reached it) at the next read."""
+
+        def __contains__(self, key: object) -> bool:
+            return True
+
+        def __getitem__(self, key: str) -> float:
+            raise KeyError(key)
+
+    client = Client.from_outputs(
+        {"hosts": {"a": {"url": "http://a.test", "token": TOKEN}}, "pools": {"py": ["a"]}},
+        http_factory=lambda e, t, h: httpx.Client(base_url=e.url, transport=httpx.MockTransport(
+            lambda request: httpx.Response(201, json=CLAIMED))))
+    client.down = Dropped()
+    assert client.claim("py", "s").name == "sb"
