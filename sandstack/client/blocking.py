@@ -123,8 +123,9 @@ class Face:
     _async_class: type
 
     def __getattr__(self, name: str) -> Any:
-        if name == "_core":
-            raise AttributeError(name)
+        # Not the async instance's dunders: a sync face must not look awaitable or async-iterable (`__aenter__`).
+        if name == "_core" or (name.startswith("__") and name.endswith("__")):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         return outward(getattr(self.__dict__["_core"], name))
 
     def __setattr__(self, name: str, value: Any) -> None:

@@ -76,6 +76,8 @@ def differences(sync_cls: type, async_cls: type) -> list[str]:
 def test_every_public_method_is_on_both_faces_with_the_same_signature(sync_cls, async_cls):
     assert differences(sync_cls, async_cls) == []
     assert not issubclass(sync_cls, async_cls) and not issubclass(async_cls, sync_cls)
+    # Nor does a sync face look async to code that asks (an async context manager, an async iterator).
+    assert not any(hasattr(sync_cls, name) for name in ("__aenter__", "__aexit__", "__aiter__", "__anext__"))
 
 
 def test_the_comparison_finds_a_method_missing_on_one_face_and_another_signature():
@@ -291,6 +293,7 @@ def test_a_dropped_sync_handle_is_freed_at_once_and_reads_as_its_sync_class():
     process = Process(sandbox, ProcessInfo.of({"id": "p1", "sandbox": "sb", "session": "s", "status": "running"}))
     assert (repr(sandbox), repr(process), process.sandbox is sandbox, sandbox.host is host) == (
         "<Sandbox h/sb session='s'>", "Process('p1', 'running')", True, True)
+    assert not any(hasattr(o, name) for o in (sandbox, process) for name in ("__aenter__", "__aiter__"))
     held = [weakref.ref(o) for o in (host, host._core, sandbox, sandbox._core, process, process._core)]
     del host, sandbox, process
     assert [ref() for ref in held] == [None] * 6  # no cycle between a sync handle and what it holds
