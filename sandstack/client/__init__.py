@@ -12,9 +12,11 @@
 A claim goes to one of the pool's hosts (the same one first for the same session id) and fails over to the
 next when a host does not answer or has no capacity; every other call goes to the host that holds the sandbox.
 Each host's calls are retried (sandstack.client.retry) before that. Errors are typed (sandstack.client.errors).
+The client is written once, async; the sync classes are made from the async ones (sandstack.client.blocking,
+docs/design/client.md).
 """
 
-from sandstack.client.async_client import AsyncClient, AsyncHostClient, AsyncProcess, AsyncSandbox
+from sandstack.client.async_client import AsyncClient, AsyncHostClient, AsyncSandbox
 from sandstack.client.client import Client, HostClient, HostEndpoint, Sandbox, SnapshotRef
 from sandstack.client.errors import (
     CommandFailed,
@@ -31,7 +33,7 @@ from sandstack.client.errors import (
     Unauthorized,
     Unavailable,
 )
-from sandstack.client.process import Process
+from sandstack.client.process import AsyncProcess, Process
 from sandstack.client.results import ExecResult, FileEntry, NetworkProfile, OutputEvent, ProcessInfo, SandboxInfo
 from sandstack.client.retry import Retry
 

@@ -1,30 +1,23 @@
-"""The async twin of sandstack.client.client: AsyncClient, AsyncHostClient, AsyncSandbox and AsyncProcess have the
-same methods, arguments and results as Client, HostClient, Sandbox and Process, awaited (`async with`,
-`async for`). What is not I/O (the endpoints and what is made of their answers: sandstack.client.endpoints; errors,
-results, retries, the failover order) is shared with the sync client."""
+"""The client, written once: AsyncClient (every host of a stack), AsyncHostClient (one host's runtime, every
+endpoint) and AsyncSandbox (a claimed sandbox's handle), awaited (`async with`, `async for`). The sync client
+(sandstack.client.client) is these same classes over a sync httpx.Client, run by sandstack.client.blocking: what
+differs between the two is only how a request is sent and how the code waits (sandstack.client.transport)."""
 
 from __future__ import annotations
 
-import asyncio
+import hashlib
 import time
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Mapping
 
 import httpx
 
-from sandstack.client.client import (
-    ACTOR_HEADER,
-    CREATING_POLL,
-    HostEndpoint,
-    SnapshotRef,
-    _snapshot_ref,
-    answer_error,
-    hosts_in_order,
-)
 from sandstack.client.endpoints import (
     Call,
     Endpoints,
     Handle,
+    HostEndpoint,
     Stack,
     dir_entries,
     exec_result,
@@ -32,15 +25,31 @@ from sandstack.client.endpoints import (
     refuse_directory,
     session_endpoint,
 )
-from sandstack.client.errors import Conflict, HostUnavailable, NoCapacity, SandstackError, host_lost
-from sandstack.client.pieces import PIECE
-from sandstack.client.process import STDIN_WAIT, _timed_out, _waits, broke, held, stdin_retries
-from sandstack.client.results import ExecResult, FileEntry, NetworkProfile, OutputEvent, ProcessInfo, SandboxInfo
-from sandstack.client.retry import Retry
-from sandstack.client.sse import aevents
-from sandstack.client.transfer import AsyncFileBody, Destination, Progress, Sink, Source, open_source
+from sandstack.client.errors import HostUnavailable, NoCapacity, NotFound, SandstackError, error_for, host_lost
+from sandstack.client.process import AsyncProcess
+from sandstack.client.results import ExecResult, FileEntry, NetworkProfile, ProcessInfo, SandboxInfo
+from sandstack.client.retry import Retry, retry_after
+from sandstack.client.transfer import Destination, Progress, Sink, Source, open_source
+from sandstack.client.transport import port_for
 
-AsyncHttpFactory = Callable[[HostEndpoint, float, dict[str, str]], httpx.AsyncClient]
+ACTOR_HEADER = "X-Sandstack-Actor"
+CREATING_POLL = 0.1  # seconds between looks at a session another claim is creating on demand
+DOWN_FOR = 30.0  # seconds a host that did not answer is tried last by claims
+
+
+@dataclass(frozen=True)
+class SnapshotRef:
+    """A snapshot is stored on the host of the sandbox it was taken from; branching happens there."""
+
+    host: str
+    id: str
+    info: Mapping[str, Any]
+
+    def __str__(self) -> str:
+        return f"{self.host}/{self.id}"
+
+
+HttpFactory = Callable[[HostEndpoint, float, dict[str, str]], "httpx.Client | httpx.AsyncClient"]
 
 
 def _default_http(endpoint: HostEndpoint, timeout: float, headers: dict[str, str]) -> httpx.AsyncClient:
@@ -48,63 +57,75 @@ def _default_http(endpoint: HostEndpoint, timeout: float, headers: dict[str, str
 
 
 class AsyncHostClient(Endpoints):
-    """HostClient's twin: the same endpoints (sandstack.client.endpoints), each awaited."""
+    """One host's runtime: a method per endpoint (sandstack.client.endpoints), JSON in and out; errors raise
+    SandstackError. `http_factory` makes its httpx client (an httpx.Client for the sync HostClient)."""
 
     def __init__(self, endpoint: HostEndpoint, *, timeout: float = 120, actor: str | None = None,
-                 http_factory: AsyncHttpFactory = _default_http, retry: Retry = Retry()):
+                 http_factory: HttpFactory = _default_http, retry: Retry = Retry()):
         self.endpoint, self.name, self.retry = endpoint, endpoint.name, retry
         headers = {"Authorization": f"Bearer {endpoint.token}"}
         if actor:
             headers[ACTOR_HEADER] = actor
         self.http = http_factory(endpoint, timeout, headers)
+        self.io = port_for(self.http)
 
     async def request(self, method: str, path: str, *, expect: str = "json", idempotent: bool = False,
-                 **kwargs: Any) -> Any:
-        reached = False  # an earlier try was sent (its answer lost)
-        for attempt in range(1, self.retry.attempts + 1):
-            last = attempt == self.retry.attempts
-            try:
-                response = await self.http.request(method, path, **kwargs)
-            except httpx.TransportError as error:
-                if last or not self.retry.on_error(method, error, idempotent):
-                    raise host_lost(self.name, error) from error
-                reached = reached or self.retry.reached(error)
-                await asyncio.sleep(self.retry.delay(attempt))
-                continue
-            if response.status_code < 400:
-                break
-            error = answer_error(response, self.name)
-            if self.retry.gone_already(method, error.status, reached):
+                      **kwargs: Any) -> Any:
+        async with self._answer(method, path, idempotent, False, kwargs) as response:
+            if response is None:  # a DELETE an earlier try did (sandstack.client.retry)
                 return None
-            if last or not self.retry.on_status(error.status, error.message):
-                raise error
-            await asyncio.sleep(self.retry.delay(attempt))
-        if expect == "bytes":
-            return response.content
-        if expect == "response":
-            return response
-        return response.json() if response.content else None
+            if expect == "bytes":
+                return response.content
+            if expect == "response":
+                return response
+            return response.json() if response.content else None
+
+    def stream(self, method: str, path: str, **kwargs: Any) -> Any:
+        """A context manager of the response read as it comes (retried like `request` until its head arrives); a
+        connection that fails after the retries, or breaks while the body is read, raises HostUnavailable like
+        every other call."""
+        return self._answer(method, path, False, True, kwargs)
 
     @asynccontextmanager
-    async def stream(self, method: str, path: str, **kwargs: Any) -> AsyncIterator[httpx.Response]:
+    async def _answer(self, method: str, path: str, idempotent: bool, streaming: bool,
+                      kwargs: dict[str, Any]) -> AsyncIterator[httpx.Response | None]:
+        """The one try-again loop of every call (sandstack.client.retry says when)."""
+        reached = False  # an earlier try was sent (its answer lost)
         for attempt in range(1, self.retry.attempts + 1):
-            reading = False
+            last, reading = attempt == self.retry.attempts, False
             try:
-                async with self.http.stream(method, path, **kwargs) as response:
-                    if response.status_code >= 400:
-                        await response.aread()
-                        error = answer_error(response, self.name)
-                        if attempt < self.retry.attempts and self.retry.on_status(error.status, error.message):
-                            await asyncio.sleep(self.retry.delay(attempt))
-                            continue
-                        raise error
-                    reading = True
-                    yield response
-                    return
+                async with self.io.send(method, path, streaming, **kwargs) as response:
+                    if response.status_code < 400:
+                        reading = True
+                        yield response
+                        return
+                    await self.io.read(response)
+                    error = answer_error(response, self.name)
+                    if self.retry.gone_already(method, error.status, reached):
+                        reading = True
+                        yield None
+                        return
+                    pause = self._pause(error, response.headers.get("retry-after"), attempt, last)
             except httpx.TransportError as error:
-                if reading or attempt == self.retry.attempts or not self.retry.on_error(method, error):
+                if reading or last or not self.retry.on_error(method, error, idempotent):
                     raise host_lost(self.name, error) from error
-                await asyncio.sleep(self.retry.delay(attempt))
+                reached = reached or self.retry.reached(error)
+                pause = self.retry.delay(attempt)
+            await self.io.sleep(pause)
+
+    def _pause(self, error: SandstackError, header: str | None, attempt: int, last: bool) -> float:
+        """Seconds before the next try after an error answer, or the error raised: not one to try again, the
+        last try, or a Retry-After longer than the client waits (named, with the bound)."""
+        wait = retry_after(header)
+        if not self.retry.on_status(error.status, error.message, wait):
+            raise error
+        if wait is not None and wait > self.retry.max_retry_after:
+            raise error_for(error.status, f"{error.message} (Retry-After: {header}: {wait:g} s, more than the "
+                                          f"{self.retry.max_retry_after:g} s this client waits)",
+                            {**error.body, "retry_after": wait}, self.name)
+        if last:
+            raise error
+        return self.retry.delay(attempt) if wait is None else wait
 
     def _send(self, call: Call) -> Any:  # an awaitable: `await host.status(...)`
         return self.request(call.method, call.path, expect=call.expect, idempotent=call.idempotent, **call.options)
@@ -113,17 +134,22 @@ class AsyncHostClient(Endpoints):
         return self.stream(call.method, call.path, **call.options)
 
     async def close(self) -> None:
-        await self.http.aclose()
+        await self.io.close()
 
 
 class AsyncSandbox(Handle):
+    """A claimed sandbox: every call goes to the host that holds it. As a context manager, it is released at the
+    end of the block."""
+
     host: AsyncHostClient
 
     @classmethod
     async def connect(cls, url: str, session: str, token: str, *, host: str = "runtime", timeout: float = 120,
-                      actor: str | None = None, http_factory: AsyncHttpFactory = _default_http,
-                      retry: Retry = Retry()) -> AsyncSandbox:
-        """Sandbox.connect's twin."""
+                      actor: str | None = None, http_factory: HttpFactory = _default_http,
+                      retry: Retry = Retry()) -> Any:
+        """The handle of session `session`'s sandbox from its runtime's URL and the session's token alone (a claim's
+        `sandbox.url`, `.session`, `.token`): it acts on that sandbox only; the pool's operations (claim, release,
+        listings) answer Forbidden. `host` names the runtime in errors."""
         client = AsyncHostClient(session_endpoint(url, token, host), timeout=timeout, actor=actor,
                                  http_factory=http_factory, retry=retry)
         sandbox = cls(client, {**await client.get_session(session), "token": token})
@@ -134,7 +160,7 @@ class AsyncSandbox(Handle):
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self.connected:  # as Sandbox's
+        if self.connected:  # a session's token cannot release its session (the platform's token does): closed
             await self.host.close()
         else:
             await self.release()
@@ -142,6 +168,7 @@ class AsyncSandbox(Handle):
     async def exec(self, command: list[str] | None = None, *, script: str | None = None, lang: str = "bash",
                    cwd: str | None = None, env: Mapping[str, str] | None = None, timeout: int | None = None,
                    check: bool = False) -> ExecResult:
+        """Runs the command to its end; `check`: raise CommandFailed when it exits non-zero."""
         answer = await self.host.exec(self.name, command=command, script=script, lang=lang, cwd=cwd,
                                       env=dict(env or {}), timeout=timeout)
         return exec_result(answer, check, self.host.name)
@@ -149,6 +176,7 @@ class AsyncSandbox(Handle):
     async def start(self, command: list[str] | None = None, *, script: str | None = None, lang: str = "bash",
                     cwd: str | None = None, env: Mapping[str, str] | None = None, timeout: int | None = None,
                     stdin: bool = False, output_limit: int | None = None) -> AsyncProcess:
+        """Starts the command and returns at once: a handle to follow its output, write its stdin, wait, kill."""
         info = await self.host.start_process(self.name, command=command, script=script, lang=lang, cwd=cwd,
                                              env=dict(env or {}), timeout=timeout, stdin=stdin,
                                              output_limit=output_limit)
@@ -161,16 +189,19 @@ class AsyncSandbox(Handle):
         return [ProcessInfo.of(p) for p in await self.host.processes(self.name)]
 
     async def watch(self, path: str = "", interval: float = 0.5):
+        """Change events under a workspace directory (sandstack.client.watch), until stopped; made once the watch
+        has taken the directory's first state."""
         from sandstack.client.watch import AsyncWatch
 
-        return await AsyncWatch(AsyncProcess(self, ProcessInfo.of(await self.host.watch(self.name, path,
-                                                                                        interval)))).ready()
+        info = ProcessInfo.of(await self.host.watch(self.name, path, interval))
+        return await AsyncWatch(AsyncProcess(self, info)).ready()
 
     def terminal(self, rows: int = 24, cols: int = 80, command: list[str] | None = None, mode: str = "raw"):
-        """An async context manager: a terminal (sandstack.client.terminal.AsyncTerminal); `mode` as the sync one's."""
-        from sandstack.client.terminal import aopen_terminal
+        """A context manager: a terminal (sandstack.client.terminal) running a shell, or `command`;
+        `mode="command"`: `run(...)` returns each command's output and exit status apart."""
+        from sandstack.client.terminal import open_terminal
 
-        return aopen_terminal(self.host, self.name, rows, cols, command, mode)
+        return open_terminal(self.host, self.name, rows, cols, command, mode)
 
     async def read_file(self, path: str) -> bytes:
         return file_content(await self.host.read_file(self.name, path), path, self.host.name)
@@ -182,34 +213,40 @@ class AsyncSandbox(Handle):
         await self.host.write_file(self.name, path, data.encode() if isinstance(data, str) else data)
 
     async def upload(self, path: str, source: Source, progress: Progress | None = None) -> None:
-        file, label, ours = await asyncio.to_thread(open_source, source)
+        """A local file (a path, or a binary file object from where it stands) into `path`, streamed: never held
+        whole in memory (sandstack.client.transfer); `progress(sent, size)` after each MiB."""
+        io = self.host.io
+        file, label, ours = await io.call(open_source, source)
         try:
-            await self.host.upload_file(self.name, path, AsyncFileBody(file, label, self.host.name, progress))
+            await self.host.upload_file(self.name, path, io.body(file, label, self.host.name, progress))
         finally:
             if ours:
-                await asyncio.to_thread(file.close)
+                await io.call(file.close)
 
     async def download(self, path: str, dest: Destination, progress: Progress | None = None) -> int:
-        sink = await asyncio.to_thread(Sink, dest, progress)
+        """The file at `path` into `dest` (a path: replaced only once all of it came; or a binary file object),
+        streamed; its byte count. `progress(received, size)` after each piece written."""
+        io = self.host.io
+        sink = await io.call(Sink, dest, progress)
         try:
             async with self.host.open_file(self.name, path) as response:
                 refuse_directory(response, path, self.host.name)
                 sink.announced(response.headers.get("content-length"))
-                held: list[bytes] = []  # written a PIECE at a time: one hop to a thread per MiB, not per read
+                held: list[bytes] = []
                 size = 0
-                async for chunk in response.aiter_bytes():
+                async for chunk in io.chunks(response):
                     held.append(chunk)
                     size += len(chunk)
-                    if size >= PIECE:
-                        await asyncio.to_thread(sink.write, b"".join(held))
+                    if size >= io.batch:
+                        await io.call(sink.write, held[0] if len(held) == 1 else b"".join(held))
                         sink.report()
                         held, size = [], 0
                 if held:
-                    await asyncio.to_thread(sink.write, b"".join(held))
+                    await io.call(sink.write, b"".join(held))
                     sink.report()
-                return await asyncio.to_thread(sink.done, path, self.host.name)
+                return await io.call(sink.done, path, self.host.name)
         except BaseException:
-            await asyncio.to_thread(sink.abort)
+            await io.call(sink.abort)
             raise
 
     async def delete_file(self, path: str) -> None:
@@ -252,103 +289,53 @@ class AsyncSandbox(Handle):
         return SandboxInfo.of(answer) if answer is not None else await self.status()
 
 
-class AsyncProcess:
-    def __init__(self, sandbox: AsyncSandbox, info: ProcessInfo):
-        self.sandbox, self.info, self.id = sandbox, info, info.id
-        self._host = sandbox.host
-
-    async def refresh(self) -> ProcessInfo:
-        self.info = ProcessInfo.of(await self._host.process(self.sandbox.name, self.id))
-        return self.info
-
-    async def wait(self, timeout: float | None = None) -> ProcessInfo:
-        for chunk in _waits(timeout):
-            self.info = ProcessInfo.of(await self._host.wait_process(self.sandbox.name, self.id, chunk))
-            if not self.info.running:
-                return self.info
-        raise _timed_out(self.info, timeout, self._host.name)
-
-    async def kill(self) -> ProcessInfo:
-        self.info = ProcessInfo.of(await self._host.kill_process(self.sandbox.name, self.id))
-        return self.info
-
-    async def write_stdin(self, data: bytes | str, timeout: float = STDIN_WAIT) -> None:
-        """As Process.write_stdin: taken at once by the runtime; waits while it holds an earlier write."""
-        await self._stdin(data.encode() if isinstance(data, str) else data, False, timeout)
-
-    async def close_stdin(self, timeout: float = STDIN_WAIT) -> None:
-        await self._stdin(b"", True, timeout)
-
-    async def _stdin(self, data: bytes, close: bool, timeout: float) -> None:
-        pauses = stdin_retries(timeout)
-        while True:
-            try:
-                self.info = ProcessInfo.of(await self._host.write_stdin(self.sandbox.name, self.id, data,
-                                                                        close=close))
-                return
-            except Conflict as error:
-                pause = next(pauses, None) if held(error) else None
-                if pause is None:
-                    raise
-            await asyncio.sleep(pause)
-
-    async def output(self, after: int = 0, follow: bool = True) -> AsyncIterator[OutputEvent]:
-        failures = 0
-        while True:
-            try:
-                async with self._host.process_output(self.sandbox.name, self.id, after, follow) as response:
-                    async for event in aevents(response.aiter_lines()):
-                        failures = 0
-                        if event.kind == "exit":
-                            self.info = ProcessInfo.of(event.data)
-                            return
-                        if event.position is not None:
-                            after = event.position
-                        yield event
-                return
-            except HostUnavailable as error:
-                failures += 1
-                if not broke(error) or failures >= self._host.retry.attempts:
-                    raise
-                await asyncio.sleep(self._host.retry.delay(failures))
-
-    def __aiter__(self) -> AsyncIterator[OutputEvent]:
-        return self.output()
-
-
 class AsyncClient(Stack):
+    """Every host of a stack's runtime; as a context manager, its connections are closed at the end."""
+
     def __init__(self, hosts: Mapping[str, HostEndpoint], pools: Mapping[str, list[str]], *, timeout: float = 120,
-                 actor: str | None = None, http_factory: AsyncHttpFactory = _default_http, retry: Retry = Retry()):
+                 actor: str | None = None, http_factory: HttpFactory = _default_http, retry: Retry = Retry()):
         unknown = sorted({h for names in pools.values() for h in names} - set(hosts))
         if unknown:
             raise ValueError(f"pools name hosts without a runtime endpoint: {', '.join(unknown)}")
         self.pools = {pool: list(names) for pool, names in pools.items()}
         self.timeout = timeout
+        self.down: dict[str, float] = {}  # host → when it last did not answer (claims try it last for DOWN_FOR s)
         self.hosts = {name: AsyncHostClient(endpoint, timeout=timeout, actor=actor, http_factory=http_factory,
                                             retry=retry) for name, endpoint in hosts.items()}
 
     def hosts_for(self, pool: str, session: str) -> list[str]:
+        """The pool's hosts in the order a claim tries them: rotated by the session id, so the same session
+        goes to the same host first (its claim is idempotent there) and sessions spread over the hosts."""
         return hosts_in_order(self.pools, pool, session)
 
     async def claim(self, pool: str, session: str, from_snapshot: SnapshotRef | str | None = None,
                     secrets: Mapping[str, Mapping[str, str]] | None = None, size: str | None = None) -> AsyncSandbox:
-        """Client.claim's twin: `size` names a size class of the pool (None: its own limits)."""
+        """A sandbox of `pool` for `session`; with a snapshot (SnapshotRef or 'host/snap-id'), on its host;
+        `secrets`: the session's own (AsyncHostClient.claim); `size`: a size class of the pool (None: its own
+        limits). A class the pool does not declare raises the runtime's 422 at once (no other host is tried)."""
         if from_snapshot is not None:
             ref = from_snapshot if isinstance(from_snapshot, SnapshotRef) else _snapshot_ref(str(from_snapshot))
             host = self.host(ref.host)
             return AsyncSandbox(host, await host.claim(pool, session, ref.id, secrets, size))
         refused: list[str] = []
         last: SandstackError | None = None
-        for name in self.hosts_for(pool, session):
+        now = time.monotonic()
+        # A host that did not answer lately goes last: after the first detection, a claim costs no timeout.
+        # One read of `down` per host: another thread's claim may drop a host from it meanwhile.
+        order = sorted(self.hosts_for(pool, session),
+                       key=lambda name: now - self.down.get(name, float("-inf")) < DOWN_FOR)
+        for name in order:
             host = self.hosts[name]
             try:
-                return AsyncSandbox(host, await self._ready(host, await host.claim(pool, session, secrets=secrets,
-                                                                                   size=size)))
-            except httpx.TransportError as error:
-                refused.append(f"{name}: does not answer ({type(error).__name__})")
+                sandbox = AsyncSandbox(host, await self._ready(host, await host.claim(pool, session, secrets=secrets,
+                                                                                      size=size)))
+                self.down.pop(name, None)
+                return sandbox
             except SandstackError as error:
                 if error.status != 503:
                     raise
+                if isinstance(error, HostUnavailable):
+                    self.down[name] = time.monotonic()
                 refused.append(f"{name}: {error.message}")
                 last = error
         kind = NoCapacity if isinstance(last, NoCapacity) else HostUnavailable
@@ -356,15 +343,17 @@ class AsyncClient(Stack):
                    {"pool": pool, "hosts": refused})
 
     async def _ready(self, host: AsyncHostClient, info: dict[str, Any]) -> dict[str, Any]:
-        """Client._ready's twin: a session another claim is creating on demand is waited for."""
+        """A claim of a session another claim is creating on demand answers 'creating': wait for it (the claim that
+        creates it answers only once it is ready), within the client's timeout."""
         deadline = time.monotonic() + self.timeout
-        token = {k: info[k] for k in ("token", "token_expires_at") if k in info}
+        token = {k: info[k] for k in ("token", "token_expires_at") if k in info}  # shown once, in the claim's answer
         while info.get("status") == "creating" and time.monotonic() < deadline:
-            await asyncio.sleep(CREATING_POLL)
+            await host.io.sleep(CREATING_POLL)
             info = {**await host.get_session(info["session"]), **token}
         return info
 
     async def sandbox(self, ref: str) -> AsyncSandbox:
+        """A handle on `host/sandbox` (as printed by claims), for a sandbox some session holds."""
         host_name, name = self.sandbox_ref(ref)
         host = self.host(host_name)
         return AsyncSandbox(host, await host.status(name))
@@ -378,3 +367,28 @@ class AsyncClient(Stack):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def hosts_in_order(pools: Mapping[str, list[str]], pool: str, session: str) -> list[str]:
+    if pool not in pools:
+        raise NotFound(404, f"pool {pool!r} is not in the stack outputs", {"pool": pool})
+    hosts = pools[pool]
+    start = int(hashlib.sha256(session.encode()).hexdigest(), 16) % len(hosts)
+    return hosts[start:] + hosts[:start]
+
+
+def answer_error(response: httpx.Response, host: str) -> SandstackError:
+    """The typed error of a runtime's error answer (sandstack.client.errors)."""
+    try:
+        body = response.json()
+        message = body.get("error", response.text) if isinstance(body, dict) else response.text
+    except ValueError:
+        body, message = {}, response.text or response.reason_phrase
+    return error_for(response.status_code, message, body if isinstance(body, dict) else {}, host)
+
+
+def _snapshot_ref(text: str) -> SnapshotRef:
+    host, _, snapshot = text.partition("/")
+    if not snapshot:
+        raise ValueError(f"snapshot {text!r} must be given as HOST/SNAPSHOT-ID")
+    return SnapshotRef(host, snapshot, {})

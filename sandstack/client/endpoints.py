@@ -1,7 +1,6 @@
-"""The runtime's endpoints as the clients call them: one request description (method, path, body, what the answer
-is read as) per call, written once here for the sync and the async host clients, which differ only in how they
-send it (`_send`, `_open`: sandstack.client.client.HostClient, sandstack.client.async_client.AsyncHostClient).
-A method answers what `_send` does: the decoded answer (sync), or an awaitable of it (async)."""
+"""The runtime's endpoints as the client calls them: one request description (method, path, body, what the answer
+is read as) per call, sent by the host client (`_send`, `_open`: sandstack.client.async_client.AsyncHostClient);
+and what the sandbox handle and the client make of stack outputs and answers (Handle, Stack)."""
 
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ from urllib.parse import quote
 
 import httpx
 
+from sandstack.client.blocking import face_name
 from sandstack.files import read_json
 from sandstack.client.errors import CommandFailed, Conflict, NotFound
 from sandstack.client.results import ExecResult, FileEntry
@@ -174,7 +174,7 @@ class Endpoints:
                                options={"content": body, "headers": {**BINARY, **body.headers()}}))
 
     def open_file(self, sandbox: str, path: str) -> Any:
-        """A context manager (async with the async client): the file's answer, read as it comes."""
+        """A context manager (`async with` on the async client): the file's answer, read as it comes."""
         return self._open(Call("GET", f"/v1/sandboxes/{sandbox}/files/{file_path(path)}"))
 
     def delete_file(self, sandbox: str, path: str) -> Any:
@@ -231,7 +231,7 @@ class Endpoints:
         return self._send(Call("POST", f"/v1/sandboxes/{sandbox}/processes/{process}/kill"))
 
     def process_output(self, sandbox: str, process: str, after: int = 0, follow: bool = True) -> Any:
-        """A context manager (async with the async client): the SSE response of the process's output from
+        """A context manager (`async with` on the async client): the SSE response of the process's output from
         position `after`."""
         return self._open(Call("GET", f"/v1/sandboxes/{sandbox}/processes/{process}/output", options={
             "params": {"after": after, "follow": follow}, "timeout": httpx.Timeout(30, read=None)}))
@@ -241,7 +241,7 @@ class Endpoints:
             "json": {"path": path, "interval": interval}}))
 
 
-# What the sync and async sandbox handles make of the answers (sandstack.client.client.Sandbox, AsyncSandbox).
+# What the sandbox handle makes of the answers (sandstack.client.async_client.AsyncSandbox).
 
 class Handle:
     """A claimed sandbox on `host`, from a claim's (or a status') answer. A claim's answer carries the session's own
@@ -268,7 +268,7 @@ class Handle:
         return self.host.endpoint.url
 
     def __repr__(self) -> str:  # never the token
-        return f"<{type(self).__name__} {self.ref} session={self.session!r}>"
+        return f"<{face_name(self)} {self.ref} session={self.session!r}>"
 
 
 def session_endpoint(url: str, token: str, host: str) -> HostEndpoint:
@@ -307,7 +307,7 @@ def dir_entries(response: httpx.Response, path: str, host: str) -> list[FileEntr
 
 
 class Stack:
-    """What the sync and async clients share of a stack's hosts: made from its outputs, a host by name."""
+    """A stack's hosts: made from its outputs, a host by name."""
 
     pools: dict[str, list[str]]
     hosts: dict[str, Any]

@@ -6,19 +6,21 @@
     info = proc.wait(timeout=60)            # raises Timeout if it still runs then
 
 Following the output survives a dropped connection: it reconnects from the last position it read (as many times
-as the host's retry policy allows in a row).
+as the host's retry policy allows in a row). Written once, async (AsyncProcess); `Process` is its sync face
+(sandstack.client.blocking).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from typing import Any, AsyncIterator, Iterator
 
 import httpx
 
+from sandstack.client.blocking import face_name, sync_face
 from sandstack.client.errors import Conflict, HostUnavailable, Timeout
 from sandstack.client.results import OutputEvent, ProcessInfo
-from sandstack.client.sse import events
+from sandstack.client.sse import aevents
 
 WAIT_CHUNK = 300  # seconds of one wait request; a longer wait is several
 # Seconds a stdin write waits, on this side, while the runtime still holds an earlier write the process has not
@@ -56,63 +58,60 @@ def held(error: Conflict) -> bool:
     return "pending" in error.body
 
 
-def _timed_out(info: ProcessInfo, timeout: float | None, host: str) -> Timeout:
-    return Timeout(504, f"process {info.id!r} still runs after {timeout}s", info.to_dict(), host)
-
-
-class Process:
-    def __init__(self, sandbox: Any, info: ProcessInfo):  # a sandstack.client.client.Sandbox
+class AsyncProcess:
+    def __init__(self, sandbox: Any, info: ProcessInfo):  # a sandstack.client.async_client.AsyncSandbox
         self.sandbox, self.info, self.id = sandbox, info, info.id
         self._host = sandbox.host
 
     def __repr__(self) -> str:
-        return f"Process({self.id!r}, {self.info.status!r})"
+        return f"{face_name(self)}({self.id!r}, {self.info.status!r})"
 
-    def refresh(self) -> ProcessInfo:
-        self.info = ProcessInfo.of(self._host.process(self.sandbox.name, self.id))
+    async def refresh(self) -> ProcessInfo:
+        self.info = ProcessInfo.of(await self._host.process(self.sandbox.name, self.id))
         return self.info
 
-    def wait(self, timeout: float | None = None) -> ProcessInfo:
+    async def wait(self, timeout: float | None = None) -> ProcessInfo:
         """The process once it ended; Timeout when `timeout` seconds pass first."""
         for chunk in _waits(timeout):
-            self.info = ProcessInfo.of(self._host.wait_process(self.sandbox.name, self.id, chunk))
+            self.info = ProcessInfo.of(await self._host.wait_process(self.sandbox.name, self.id, chunk))
             if not self.info.running:
                 return self.info
-        raise _timed_out(self.info, timeout, self._host.name)
+        raise Timeout(504, f"process {self.id!r} still runs after {timeout}s", self.info.to_dict(), self._host.name)
 
-    def kill(self) -> ProcessInfo:
+    async def kill(self) -> ProcessInfo:
         """SIGKILL to every process it started; answers once it has ended."""
-        self.info = ProcessInfo.of(self._host.kill_process(self.sandbox.name, self.id))
+        self.info = ProcessInfo.of(await self._host.kill_process(self.sandbox.name, self.id))
         return self.info
 
-    def write_stdin(self, data: bytes | str, timeout: float = STDIN_WAIT) -> None:
+    async def write_stdin(self, data: bytes | str, timeout: float = STDIN_WAIT) -> None:
         """Bytes to its stdin. The runtime takes them at once, holding what the process has not read yet; while it
         holds an earlier write's bytes this waits (up to `timeout` seconds, then Conflict)."""
-        self._stdin(data.encode() if isinstance(data, str) else data, False, timeout)
+        await self._stdin(data.encode() if isinstance(data, str) else data, False, timeout)
 
-    def close_stdin(self, timeout: float = STDIN_WAIT) -> None:
-        self._stdin(b"", True, timeout)
+    async def close_stdin(self, timeout: float = STDIN_WAIT) -> None:
+        await self._stdin(b"", True, timeout)
 
-    def _stdin(self, data: bytes, close: bool, timeout: float) -> None:
+    async def _stdin(self, data: bytes, close: bool, timeout: float) -> None:
         pauses = stdin_retries(timeout)
         while True:
             try:
-                self.info = ProcessInfo.of(self._host.write_stdin(self.sandbox.name, self.id, data, close=close))
+                self.info = ProcessInfo.of(await self._host.write_stdin(self.sandbox.name, self.id, data,
+                                                                        close=close))
                 return
             except Conflict as error:
                 pause = next(pauses, None) if held(error) else None
                 if pause is None:
                     raise
-            time.sleep(pause)
+            await self._host.io.sleep(pause)
 
-    def output(self, after: int = 0, follow: bool = True) -> Iterator[OutputEvent]:
+    async def output(self, after: int = 0, follow: bool = True) -> AsyncIterator[OutputEvent]:
         """Its output from position `after`: 'stdout' and 'stderr' events (and 'truncated' once per stream past
         its limit) as they are written; ends when the process has ended (its info is then up to date)."""
         failures = 0
         while True:
             try:
-                with self._host.process_output(self.sandbox.name, self.id, after, follow) as response:
-                    for event in events(response.iter_lines()):
+                async with self._host.process_output(self.sandbox.name, self.id, after, follow) as response:
+                    async for event in aevents(self._host.io.lines(response)):
                         failures = 0
                         if event.kind == "exit":
                             self.info = ProcessInfo.of(event.data)
@@ -125,7 +124,10 @@ class Process:
                 failures += 1
                 if not broke(error) or failures >= self._host.retry.attempts:
                     raise
-                time.sleep(self._host.retry.delay(failures))
+                await self._host.io.sleep(self._host.retry.delay(failures))
 
-    def __iter__(self) -> Iterator[OutputEvent]:
+    def __aiter__(self) -> AsyncIterator[OutputEvent]:
         return self.output()
+
+
+Process = sync_face(AsyncProcess, "Process", __name__)

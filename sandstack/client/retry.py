@@ -11,12 +11,19 @@ pool's next host at once. A DELETE answered 404 after an earlier try of it broke
 may have reached the runtime, which answered into a lost connection, and what was to go is gone either way (a
 release is not reported as a failure because its first answer was lost). Delays grow exponentially with jitter, so clients that failed together do not come back
 together.
+
+An answer that names when to come back (`Retry-After`: seconds, or an HTTP date) is tried again then instead, on
+a 503 the client retries and on a 429; at most `max_retry_after` seconds (30 by default): a longer one is raised at
+once, its message naming the Retry-After and the bound, rather than holding the caller for minutes.
 """
 
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass
+from datetime import timezone
+from email.utils import parsedate_to_datetime
 
 import httpx
 
@@ -28,6 +35,7 @@ class Retry:
     attempts: int = 3  # tries in all, the first included
     backoff: float = 0.1  # seconds before the second try; doubled each time after
     max_backoff: float = 2.0
+    max_retry_after: float = 30.0  # seconds: the longest Retry-After waited; a longer one is raised
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after the `attempt`th try (from 1) failed."""
@@ -49,8 +57,26 @@ class Retry:
     def gone_already(method: str, status: int, reached_before: bool) -> bool:
         return reached_before and status == 404 and method.upper() == "DELETE"
 
-    def on_status(self, status: int, message: str) -> bool:
-        return status == 503 and "no capacity" not in message
+    def on_status(self, status: int, message: str, retry_after: float | None = None) -> bool:
+        """`retry_after`: the seconds the answer's Retry-After asks for (None: it has none)."""
+        return (status == 503 and "no capacity" not in message) or (status == 429 and retry_after is not None)
+
+
+def retry_after(value: str | None, now: float | None = None) -> float | None:
+    """The seconds a Retry-After header asks for: a number of seconds, or an HTTP date (from `now`, the clock's
+    time when None); None when there is none or it is neither."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # '-0000': UTC, as every HTTP date is
+        when = when.replace(tzinfo=timezone.utc)
+    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
 
 
 NO_RETRY = Retry(attempts=1)

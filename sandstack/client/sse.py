@@ -1,10 +1,10 @@
 """Server-Sent Events as the runtime sends them (`id:`, `event:`, one `data:` line of JSON, a blank line; `:`
-comments keep a quiet stream open): the few lines of the format the client needs, for sync and async lines."""
+comments keep a quiet stream open): the few lines of the format the client needs."""
 
 from __future__ import annotations
 
 import json
-from typing import AsyncIterator, Iterable, Iterator
+from typing import AsyncIterator
 
 from sandstack.client.results import OutputEvent
 
@@ -32,14 +32,6 @@ class _Parser:
         elif name == "id" and value.isdigit():
             self.id = int(value)
         return None
-
-
-def events(lines: Iterable[str]) -> Iterator[OutputEvent]:
-    parser = _Parser()
-    for line in lines:
-        event = parser.feed(line)
-        if event is not None:
-            yield event
 
 
 async def aevents(lines: AsyncIterator[str]) -> AsyncIterator[OutputEvent]:

@@ -1,5 +1,6 @@
 """A terminal in a sandbox (`Sandbox.terminal()`), over the runtime's WebSocket (httpx-ws, on the host's own httpx
 client): keystrokes in, the terminal's bytes out, resize; the shell and all it started end when it is closed.
+Written once (AsyncTerminal); `Terminal` is its sync face.
 
     with sandbox.terminal(rows=24, cols=80) as term:
         term.send("echo hi\\n")
@@ -12,13 +13,16 @@ client): keystrokes in, the terminal's bytes out, resize; the shell and all it s
 from __future__ import annotations
 
 import json
+import queue
 import time
-from contextlib import asynccontextmanager, contextmanager
-from typing import Any, AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable
 
-from httpx_ws import WebSocketDisconnect, aconnect_ws, connect_ws
+from httpx_ws import WebSocketDisconnect
 
+from sandstack.client.blocking import sync_face
 from sandstack.client.errors import SandstackError, Timeout, error_for
+from sandstack.client.transport import settle
 
 
 def _refused(error: WebSocketDisconnect, host: str) -> SandstackError:
@@ -71,79 +75,10 @@ class _Screen:
         return self.results.get(number)
 
 
-class Terminal:
-    def __init__(self, ws: Any, host: str):
-        self._ws, self._host, self.screen = ws, host, _Screen()
-
-    @property
-    def exit_code(self) -> int | None:
-        return self.screen.exit_code
-
-    def send(self, data: bytes | str) -> None:
-        self._ws.send_bytes(data.encode() if isinstance(data, str) else data)
-
-    def resize(self, rows: int, cols: int) -> None:
-        self._ws.send_text(json.dumps({"type": "resize", "rows": rows, "cols": cols}))
-
-    def recv(self, timeout: float | None = None) -> bytes:
-        """The next output (b"" for a control message); raises EOFError once the terminal has closed."""
-        if self.screen.closed:
-            raise EOFError("the terminal has closed")
-        try:
-            return self.screen.take(self._ws.receive(timeout=timeout))
-        except WebSocketDisconnect as error:
-            self.screen.closed = True
-            if self.screen.exit_code is None and error.code not in (1000, None):
-                raise _refused(error, self._host) from error
-            raise EOFError("the terminal has closed") from error
-
-    def submit(self, command: str, *, cancel: bool = False) -> int:
-        """Command mode: sends `command` without waiting; its number, whose result `wait(number)` returns."""
-        number, message = self.screen.run_message(command, cancel)
-        self._ws.send_text(message)
-        return number
-
-    def run(self, command: str, *, cancel: bool = False, timeout: float = 60) -> dict:
-        """Command mode: runs `command` in the terminal's shell and returns its result (`output`, `exit_code`,
-        `truncated`, `cancelled`); `cancel`: Ctrl-C to the command still running first (its result: exit 130)."""
-        return self.wait(self.submit(command, cancel=cancel), timeout)
-
-    def wait(self, number: int, timeout: float = 60) -> dict:
-        """Command mode: the result of command `number` (a refusal of it raised as the runtime's error)."""
-        return self._receive_until(lambda: self.screen.waited(number, self._host), timeout,
-                                   f"command {number} did not end")
-
-    def read_until(self, wanted: bytes | str, timeout: float = 10) -> bytes:
-        """Output up to and including `wanted` (all output since the terminal opened is kept in `screen`)."""
-        wanted = wanted.encode() if isinstance(wanted, str) else wanted
-        start = len(self.screen.output)
-        self._receive_until(lambda: wanted in self.screen.output[start:], timeout, f"{wanted!r} did not appear")
-        end = self.screen.output.index(wanted, start) + len(wanted)
-        return bytes(self.screen.output[start:end])
-
-    def _receive_until(self, done: Callable[[], Any], timeout: float, what: str) -> Any:
-        """Receives until `done()` answers (anything true), or raises Timeout naming `what` after `timeout` s."""
-        deadline = time.monotonic() + timeout
-        while not (value := done()):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise Timeout(504, f"{what} within {timeout}s", {}, self._host)
-            try:
-                self.recv(timeout=left)
-            except TimeoutError:
-                continue
-        return value
-
-
-@contextmanager
-def open_terminal(host: Any, sandbox: str, rows: int, cols: int, command: list[str] | None,
-                  mode: str = "raw") -> Iterator[Terminal]:
-    with connect_ws(f"/v1/sandboxes/{sandbox}/terminal", host.http, params=_params(rows, cols, command, mode)) as ws:
-        terminal = Terminal(ws, host.name)
-        yield terminal
-
-
 class AsyncTerminal:
+    """Written once (async); `Terminal` is its sync face (sandstack.client.blocking). `_ws` is httpx-ws's session,
+    sync or async as the host's client is: each of its calls is settled (awaited when it is awaitable)."""
+
     def __init__(self, ws: Any, host: str):
         self._ws, self._host, self.screen = ws, host, _Screen()
 
@@ -152,16 +87,17 @@ class AsyncTerminal:
         return self.screen.exit_code
 
     async def send(self, data: bytes | str) -> None:
-        await self._ws.send_bytes(data.encode() if isinstance(data, str) else data)
+        await settle(self._ws.send_bytes(data.encode() if isinstance(data, str) else data))
 
     async def resize(self, rows: int, cols: int) -> None:
-        await self._ws.send_text(json.dumps({"type": "resize", "rows": rows, "cols": cols}))
+        await settle(self._ws.send_text(json.dumps({"type": "resize", "rows": rows, "cols": cols})))
 
     async def recv(self, timeout: float | None = None) -> bytes:
+        """The next output (b"" for a control message); raises EOFError once the terminal has closed."""
         if self.screen.closed:
             raise EOFError("the terminal has closed")
         try:
-            return self.screen.take(await self._ws.receive(timeout=timeout))
+            return self.screen.take(await settle(self._ws.receive(timeout=timeout)))
         except WebSocketDisconnect as error:
             self.screen.closed = True
             if self.screen.exit_code is None and error.code not in (1000, None):
@@ -169,19 +105,23 @@ class AsyncTerminal:
             raise EOFError("the terminal has closed") from error
 
     async def submit(self, command: str, *, cancel: bool = False) -> int:
+        """Command mode: sends `command` without waiting; its number, whose result `wait(number)` returns."""
         number, message = self.screen.run_message(command, cancel)
-        await self._ws.send_text(message)
+        await settle(self._ws.send_text(message))
         return number
 
     async def run(self, command: str, *, cancel: bool = False, timeout: float = 60) -> dict:
-        """Command mode: as Terminal.run."""
+        """Command mode: runs `command` in the terminal's shell and returns its result (`output`, `exit_code`,
+        `truncated`, `cancelled`); `cancel`: Ctrl-C to the command still running first (its result: exit 130)."""
         return await self.wait(await self.submit(command, cancel=cancel), timeout)
 
     async def wait(self, number: int, timeout: float = 60) -> dict:
+        """Command mode: the result of command `number` (a refusal of it raised as the runtime's error)."""
         return await self._receive_until(lambda: self.screen.waited(number, self._host), timeout,
                                          f"command {number} did not end")
 
     async def read_until(self, wanted: bytes | str, timeout: float = 10) -> bytes:
+        """Output up to and including `wanted` (all output since the terminal opened is kept in `screen`)."""
         wanted = wanted.encode() if isinstance(wanted, str) else wanted
         start = len(self.screen.output)
         await self._receive_until(lambda: wanted in self.screen.output[start:], timeout, f"{wanted!r} did not appear")
@@ -189,7 +129,7 @@ class AsyncTerminal:
         return bytes(self.screen.output[start:end])
 
     async def _receive_until(self, done: Callable[[], Any], timeout: float, what: str) -> Any:
-        """As Terminal._receive_until."""
+        """Receives until `done()` answers (anything true), or raises Timeout naming `what` after `timeout` s."""
         deadline = time.monotonic() + timeout
         while not (value := done()):
             left = deadline - time.monotonic()
@@ -197,14 +137,16 @@ class AsyncTerminal:
                 raise Timeout(504, f"{what} within {timeout}s", {}, self._host)
             try:
                 await self.recv(timeout=left)
-            except TimeoutError:
+            except (TimeoutError, queue.Empty):  # the async session's and the sync session's "nothing came"
                 continue
         return value
 
 
 @asynccontextmanager
-async def aopen_terminal(host: Any, sandbox: str, rows: int, cols: int,
-                         command: list[str] | None, mode: str = "raw") -> AsyncIterator[AsyncTerminal]:
-    async with aconnect_ws(f"/v1/sandboxes/{sandbox}/terminal", host.http,
-                           params=_params(rows, cols, command, mode)) as ws:
+async def open_terminal(host: Any, sandbox: str, rows: int, cols: int, command: list[str] | None,
+                        mode: str = "raw") -> AsyncIterator[AsyncTerminal]:
+    async with host.io.websocket(f"/v1/sandboxes/{sandbox}/terminal", _params(rows, cols, command, mode)) as ws:
         yield AsyncTerminal(ws, host.name)
+
+
+Terminal = sync_face(AsyncTerminal, "Terminal", __name__)

@@ -9,8 +9,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import AsyncIterator, Iterator
+from typing import AsyncIterator
 
+from sandstack.client.blocking import sync_face
 from sandstack.client.errors import Conflict
 
 BEHIND = ("the watch's events moved on past what was read: more than the runtime keeps of one process's output (the "
@@ -33,40 +34,11 @@ class _Lines:
         return [WatchEvent(*line.split("\t", 1)) for line in lines if "\t" in line]
 
 
-class Watch:
-    """Iterates change events; `stop()` (or the end of its `with`) ends the watch in the sandbox. Made once the
-    watch has taken the directory's first state: every change after that is reported."""
-
-    def __init__(self, process):
-        self.process = process
-        self._events = self._read()
-        for change in self._events:
-            if change.kind == "ready":
-                break
-
-    def _read(self) -> Iterator[WatchEvent]:
-        lines = _Lines()
-        for event in self.process:
-            if event.kind == "stdout":
-                yield from lines.feed(event.text)
-            elif event.kind == "skipped":
-                raise Conflict(409, BEHIND, {"process": self.process.id, **event.data})
-
-    def __iter__(self) -> Iterator[WatchEvent]:
-        return self._events
-
-    def stop(self) -> None:
-        if self.process.info.running:
-            self.process.kill()
-
-    def __enter__(self) -> Watch:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
 class AsyncWatch:
+    """Iterates change events; `stop()` (or the end of its `with`) ends the watch in the sandbox. `Sandbox.watch`
+    makes it once the watch has taken the directory's first state (`ready`): every change after that is reported.
+    `Watch` is its sync face (sandstack.client.blocking)."""
+
     def __init__(self, process):
         self.process = process
         self._events = self._read()
@@ -98,3 +70,6 @@ class AsyncWatch:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+Watch = sync_face(AsyncWatch, "Watch", __name__)
