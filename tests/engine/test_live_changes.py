@@ -31,10 +31,12 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 ALIASES = ["allowed.test", "other.test", "new.test", "third.test"]
 PORT = 17547
 TOKEN = "engine-test-runtime-token-live-0001"
+INGRESS_PORT = 17548
+URL_PORTS = [{"port": 8080, "exposure": "url", "name": "app"}, {"port": 8081, "exposure": "url", "name": "api"}]
 
 
 def stack_spec(image: str, *, listed=("allowed.test",), third=False, other_replicas=1, rate=100,
-               exec_max="1h") -> str:
+               exec_max="1h", ingress=False, url_ports=0) -> str:
     templates = {
         "listed": template(image, {"egress": "allow-list", "allow": list(listed)}),
         "other": template(image, {"egress": "allow-list", "allow": ["other.test"]}),
@@ -51,8 +53,11 @@ def stack_spec(image: str, *, listed=("allowed.test",), third=False, other_repli
     if third:
         templates["third"] = template(image, {"egress": "allow-list", "allow": ["third.test"]})
         pools["third"] = {"template": "third", "hosts": ["local"]}
+    templates["prof"]["ports"] = URL_PORTS[:url_ports]
     data = yaml.safe_load(engine_spec(image, templates, pools))
     data["hosts"]["local"]["runtime"] = {"port": PORT, "token": {"secret": "runtimeToken"}}
+    if ingress:
+        data["hosts"]["local"]["ingress"] = {"domain": "lc.test", "port": INGRESS_PORT, "exposure": "host"}
     return yaml.safe_dump(data, sort_keys=False)
 
 
@@ -99,15 +104,20 @@ def live(docker_client, debian_image, harness_sweep_orphans, tmp_path_factory):
         yield net
 
 
-def _applied(live, **change):
-    """Applies the stack with `change` and checks what the drill saw against the diff."""
+def _applied(live, streams_end=False, **change):
+    """Applies the stack with `change` and checks what the drill saw against the diff. `streams_end`: the diff says
+    the runtime is renewed, so the session's stream ends (and a new one is started for the next steps)."""
     drill: Drill = live.extra["drill"]
     outcome = drill.apply(stack_spec(live.extra["image"], **change))
     assert outcome.requests >= 2, outcome  # the loops ran while the apply did
     # A reload refuses no request: HAProxy holds the gateway's ports while squid reconfigures (its connect to squid is
     # retried), and the guard, logger, ingress and runtime take their sets in place (docs/design/live-changes.md).
     assert outcome.failed == [], outcome.failed
-    live.extra["stream"].goes_on_after(time.time())
+    if streams_end:
+        wait_until(lambda: live.extra["stream"].ended is not None, 15, what="the stream's end the diff announced")
+        live.extra["stream"] = Stream(live.extra["client"].claim("direct", "live-drill"))  # the session is kept
+    else:
+        live.extra["stream"].goes_on_after(time.time())
     assert outcome.renewed == outcome.predicted_renewed, outcome
     assert outcome.restarted == outcome.predicted_restarted, outcome
     return outcome
@@ -202,3 +212,24 @@ def test_a_configuration_the_gateway_refuses_fails_the_apply_naming_it_and_the_o
     assert curl(sandbox, "http://allowed.test/").status == 200
     assert curl(sandbox, "http://new.test/").status == 403
     assert live.gateway.status == "running"
+
+
+# Where the steps below end: the refused set above left the one before it in force.
+IN_FORCE = {"third": True, "other_replicas": 2, "rate": 50, "exec_max": "30m"}
+
+
+def test_an_ingress_added_beside_the_runtime_renews_what_the_diff_says_and_fails_no_request(live):
+    """An ingress and the first url port of the `prof` pool: the diff says the runtime is renewed (it listens on
+    the ingress network's address to be woken: docs/design/live-changes.md) and `prof`'s sandbox is recreated (it
+    learns its URL from its environment); the drill's counts must say exactly that, and no request through the
+    gateway fails."""
+    outcome = _applied(live, streams_end=True, ingress=True, url_ports=1, **IN_FORCE)
+    assert "runtime" in outcome.predicted_renewed, outcome
+    assert outcome.predicted_restarted == {"prof": 1}, outcome
+
+
+def test_a_url_port_added_reloads_the_ingress_recreates_its_pools_sandbox_only_and_streams_go_on(live):
+    outcome = _applied(live, ingress=True, url_ports=2, **IN_FORCE)
+    actions = {(s["kind"], s["action"]) for s in outcome.diff["impact"]["services"]}
+    assert ("ingress", "reload") in actions and not any(a != "reload" for _, a in actions), actions
+    assert outcome.predicted_restarted == {"prof": 1}, outcome
