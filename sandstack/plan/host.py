@@ -209,7 +209,7 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement],
         if spec.runtime and addresses.ingress else None
     ingress = plan_ingress(stack, spec, placements, networks, wake)
     if ingress:
-        rules += ingress_bridge_rules(ingress.bridge, wake and (wake.ingress_address, wake.runtime_address, wake.port))
+        rules += ingress_bridge_rules(ingress.bridge)
         bridges.append(ingress.bridge)
     by_pool = {p.pool: p for p in placements}
     # The subnet_pool but the egress network, which is carved from it too (what the gateway reaches there is no
@@ -246,8 +246,7 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement],
         guard=guard,
         gateway=gateway, gpus=gpus, workspaces=workspaces, ingress=ingress,
         runtime=plan_runtime(stack, host, spec.runtime, placements, ondemand,
-                             {site.host_name: site.upstream for site in ingress.sites} if ingress else None,
-                             wake.runtime_address if wake else None),
+                             {site.host_name: site.upstream for site in ingress.sites} if ingress else None),
         logger=plan_logger(stack, spec, networks, gateway), egress_subnet=egress,
     )
 

@@ -7,9 +7,10 @@ Its published port is on a network of its own, so no pool network becomes routed
 published.
 
 With a runtime on the host, a request that finds no upstream wakes the site's sandbox (`Wake`): Caddy asks the
-runtime's `GET /v1/wake?site=<host>` over the ingress network (the runtime listens on the bridge's address there,
-the guard opens exactly that port to exactly the ingress's fixed address) and, once it answers 200, sends the
-request to the sandbox again (docs/design/ondemand.md, "Waking on a URL request").
+runtime's `GET /v1/wake?site=<host>` over a unix socket in the runtime's configuration volume, which the ingress
+mounts read-only (so an ingress added to a host changes none of the runtime's inputs, and the runtime listens on no
+address of the ingress's network) and, once it answers 200, sends the request to the sandbox again
+(docs/design/ondemand.md, "Waking on a URL request").
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from sandstack.plan.contract import CONFIG_DIR as RELOAD_DIR
-from sandstack.plan.contract import RUN_DIR
+from sandstack.plan.contract import INGRESS_RUNTIME_DIR, RUN_DIR, WAKE_SOCKET
 from sandstack.plan.container import LogRotation, RunSettings, host_role
 from sandstack.plan.naming import bridge_name, infra_name
 from sandstack.plan.reload import SERVICE_SH, ConfigSet, Join
@@ -95,16 +96,22 @@ NOT_RUNNING = "sandbox not running"
 
 @dataclass(frozen=True)
 class Wake:
-    """The ingress's way to the host's runtime: its network's fixed subnet, the runtime's port there, and the
-    label the wake token is derived under (an HMAC of the host's runtime token: `sandstack.plan.tree.Secret`)."""
+    """The ingress's way to the host's runtime: a unix socket in the runtime's configuration volume, which the ingress
+    mounts read-only (`upstream`); its network's fixed subnet; and the label the wake token is derived under (an HMAC
+    of the host's runtime token: `sandstack.plan.tree.Secret`)."""
 
     subnet: ipaddress.IPv4Network
     port: int
     token_label: str
 
     @property
+    def upstream(self) -> str:
+        """Where Caddy reaches the runtime: its socket, no address of any network."""
+        return f"unix/{INGRESS_RUNTIME_DIR}/{WAKE_SOCKET}"
+
+    @property
     def runtime_address(self) -> str:
-        """The host's address on the ingress bridge, where the runtime listens too."""
+        """The host's address on the ingress bridge (the network's gateway; the runtime does not listen there)."""
         return str(self.subnet[1])
 
     @property
@@ -198,7 +205,7 @@ class IngressPlan:
         its own. Before a wake, so no visitor without the token wakes a session."""
         if not site.auth or self.wake is None:
             return []
-        return [f"\tforward_auth {self.wake.runtime_address}:{self.wake.port} {{",
+        return [f"\tforward_auth {self.wake.upstream} {{",
                 "\t\turi /v1/url-auth?site={host}",
                 f'\t\theader_up Authorization "Bearer {{env.{ENV_WAKE_TOKEN}}}"',
                 "\t}"]
@@ -232,7 +239,7 @@ class IngressPlan:
         if self.wake is None:  # nothing to wake: the same answer as a name no site has
             return ["	handle_errors {", f'		respond "{NOT_RUNNING}" 502', "	}"]
         return ["	handle_errors {",
-                f"		reverse_proxy {self.wake.runtime_address}:{self.wake.port} {{",
+                f"		reverse_proxy {self.wake.upstream} {{",
                 "			method GET",  # sent without the visitor's body, which is closed by now (wake.py)
                 "			rewrite /v1/wake?site={host}",
                 f'			header_up Authorization "Bearer {{env.{ENV_WAKE_TOKEN}}}"',

@@ -217,9 +217,6 @@ class RuntimeConfig:
     ondemand_labels: dict[str, str] = field(default_factory=dict)
     # The host's ingress sites (sandstack.plan.ingress `Site`): host name → its sandbox. What a wake names.
     sites: dict[str, str] = field(default_factory=dict)
-    # The host's address on the ingress's network: a second socket, where only the ingress reaches it (the guard's
-    # rule), to wake a site's sandbox. None: only `listen`.
-    wake_listen: str | None = None
     # The gateway container whose configuration volume holds each sandbox's network profile, when a pool here has
     # profiles (None: none has).
     gateway: str | None = None
@@ -255,14 +252,13 @@ class RuntimeConfig:
     def to_json(self) -> str:
         """Stable text (sorted keys): a changed config is a changed file, an unchanged one is byte-equal."""
         data = asdict(self)
-        # Absent when unused: a host without ingress or network profiles keeps its runtime's configuration as it was.
-        for key in ("wake_listen", "gateway"):
-            if data[key] is None:
-                del data[key]
+        # Absent when unused: a host without network profiles keeps its runtime's configuration as it was.
+        if data["gateway"] is None:
+            del data["gateway"]
         for pool in data["pools"].values():
             if not pool["network_profiles"]:
                 del pool["network_profiles"], pool["start_profile"]
-            if pool["sizes"] is None:  # absent when unused, as wake_listen: a pool without classes reads as before
+            if pool["sizes"] is None:  # absent when unused, as gateway: a pool without classes reads as before
                 del pool["sizes"]
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 

@@ -41,8 +41,9 @@ _CODE = " ".join(f'"${CODE_ENV}_{i}"' for i in range(CODE_PARTS))
 # container, which runs after it: a first start waits for one (sandstack.runtime.__main__ `load`).
 ENTRYPOINT = (f'mkdir -p {CODE_DIR} && printf "%s" {_CODE} | base64 -d | tar -xz -C {CODE_DIR} '
               f'&& exec python3 -m sandstack.runtime')
-# Where it serves (address, port, and the wake address beside an ingress): in its environment, not only its
-# configuration, because it binds them at start: a change renews the container (its reload would be refused).
+# Where it serves (address and port): in its environment, not only its configuration, because it binds them at start:
+# a change renews the container (its reload would be refused). The host's ingress reaches it by a unix socket in its
+# configuration volume (sandstack.spec.contract.WAKE_SOCKET), which the ingress mounts: nothing here names the ingress.
 ENV_LISTEN = "SANDSTACK_RUNTIME_LISTEN"
 # A first start on a loaded host (unpacking, imports, SQLite) can take several seconds: its reload waits as long.
 RELOAD_WAIT_SECONDS = 120
@@ -141,7 +142,7 @@ class RuntimeHostPlan:
         c = self.config
         return [f"PYTHONPATH={CODE_DIR}", "PYTHONDONTWRITEBYTECODE=1", f"{ENV_CONFIG_DIR}={CONFIG_DIR}",
                 f"{ENV_STATE_DIR}={DEFAULT_STATE_DIR}", *code_env(),
-                f"{ENV_LISTEN}={' '.join(a for a in (c.listen, c.wake_listen) if a)} {c.port}"]
+                f"{ENV_LISTEN}={c.listen} {c.port}"]
 
     @property
     def config_set(self) -> ConfigSet:
@@ -195,10 +196,9 @@ def code_archive() -> str:
 
 def plan_runtime(stack: str, host: str, spec: RuntimeService | None, placements: list[Placement],
                  ondemand: dict[str, OnDemand | None] | None = None,
-                 sites: dict[str, str] | None = None, wake_listen: str | None = None) -> RuntimeHostPlan | None:
+                 sites: dict[str, str] | None = None) -> RuntimeHostPlan | None:
     """`ondemand`: the recipe of each pool with a ceiling above its warm count (sandstack.plan.ondemand);
-    `sites`: the ingress's, host name → sandbox (what a wake names); `wake_listen`: the host's address on the
-    ingress's network, where the runtime listens too (unless it listens on every address already)."""
+    `sites`: the ingress's, host name → sandbox (what a wake names)."""
     if spec is None:
         return None
     ondemand = ondemand or {}
@@ -207,7 +207,7 @@ def plan_runtime(stack: str, host: str, spec: RuntimeService | None, placements:
     config = RuntimeConfig(host=host, pools=pools, port=spec.port, idle_cpu_ms_per_s=IDLE_CPU_MS_PER_S,
                            exit_lifetime=EXIT_LIFETIME, exit_idle=EXIT_IDLE,
                            ondemand_labels={LABEL_STACK: stack, LABEL_HOST: host}, sites=dict(sites or {}),
-                           listen=listen, wake_listen=wake_listen if listen != "0.0.0.0" else None,
+                           listen=listen,
                            tokens={scope: TokenScope(tuple(p for p in t.pools if p in pools), token_env(scope))
                                    for scope, t in spec.tokens.items()},
                            # Where a session's network profile is recorded (docs/design/network-profiles.md).

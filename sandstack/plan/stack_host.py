@@ -14,8 +14,9 @@ from sandstack.plan import runtime_host, types
 from sandstack.plan.changes import host_container_replace_on_changes
 from sandstack.plan.container import RunSettings
 from sandstack.plan import reload as reload_plan
-from sandstack.plan.contract import (CONFIG_DIR, GUARD_CGROUP_MOUNT, GUARD_STATE_DIR, HOST_CGROUP_MOUNT, LABEL_POOL,
-                                     LABEL_ROLE, LABEL_STACK, label_key)
+from sandstack.plan.contract import (CONFIG_DIR, GUARD_CGROUP_MOUNT, GUARD_STATE_DIR, HOST_CGROUP_MOUNT,
+                                     INGRESS_RUNTIME_DIR, LABEL_POOL, LABEL_ROLE, LABEL_STACK, label_key)
+from sandstack.plan.ingress import wake_token_label
 from sandstack.plan.naming import infra_name
 from sandstack.plan.reload import ConfigSet
 from sandstack.plan.host import HostPlan
@@ -219,13 +220,13 @@ def plan_host_nodes(out: Tree, stack_key: str, component: str, host: str, spec: 
     if plan.runtime:
         # The sessions' API: binds sessions to the declared sandboxes; creates only a pool's declared on-demand places.
         r = plan.runtime
-        wake = [wake_token(plan)] if plan.ingress and plan.ingress.wake else []
         _role(out, keys, plan, base, HOST_ROLES["runtime"], target=DEFAULT_STATE_DIR, volume_name=r.state_volume,
               container_name=r.container_name, run=r.run, config=r.config_set,
               memory_mb=runtime_host.MEMORY_MB, cpus=runtime_host.CPUS, command=["sh", "-c", runtime_host.ENTRYPOINT],
               after_guard=True, network_mode="host", envs=[*r.env, Secret(r.spec.token.secret, f"{ENV_TOKEN}={{}}"),
                                                          *(Secret(r.spec.tokens[scope].secret, f"{t.env}={{}}")
-                                                           for scope, t in r.config.tokens.items()), *wake],
+                                                           for scope, t in r.config.tokens.items()),
+                                                         wake_token(plan)],
               # With on-demand pools it is deleted before the networks and workspace volumes its sandboxes use: its
               # stop removes them (sandstack.runtime.ondemand.shutdown), so `pulumi destroy` can delete those.
               after=(*keys.networks.values(), *keys.workspaces.values()) if r.ondemand else (),
@@ -246,9 +247,11 @@ def joined_label(networks: tuple[str, ...]) -> dict:
 
 def wake_token(plan: HostPlan) -> Secret:
     """The ingress's wake token, in the runtime's and the ingress's environment alike: derived from the host's
-    runtime token (never in the Caddyfile, which names only the variable; never in any review output)."""
-    assert plan.runtime and plan.ingress and plan.ingress.wake
-    return Secret(plan.runtime.spec.token.secret, f"{ENV_WAKE_TOKEN}={{}}", derive=plan.ingress.wake.token_label)
+    runtime token (never in the Caddyfile, which names only the variable; never in any review output). In the
+    runtime's whether the host has an ingress or not, so an ingress added changes none of the runtime's inputs."""
+    assert plan.runtime
+    return Secret(plan.runtime.spec.token.secret, f"{ENV_WAKE_TOKEN}={{}}",
+                  derive=wake_token_label(plan.stack, plan.host))
 
 
 def _gateway(out: Tree, keys: HostKeys, plan: HostPlan, base: str) -> None:
@@ -285,8 +288,8 @@ def _ingress(out: Tree, keys: HostKeys, plan: HostPlan, base: str) -> None:
     role = HOST_ROLES["ingress"]
     parent = _component(out, keys, plan, base, role)
     wake = ing.wake
-    # With a runtime on the host, a fixed subnet: the guard's rule and the Caddyfile name the runtime's address on
-    # the bridge and the ingress's own.
+    # With a runtime on the host, a fixed subnet and the ingress's own fixed address on it (it reaches the runtime by
+    # the runtime's socket, not over this network).
     net_part = role.part("network")
     net = out.add(Node(part_name(base, net_part), NETWORK, parent, keys.provider, inputs(
         name=ing.network, internal=False, driver="bridge", options=bridge_options(ing.bridge, icc=True),
@@ -309,6 +312,10 @@ def _ingress(out: Tree, keys: HostKeys, plan: HostPlan, base: str) -> None:
     # Its own network only: its reload container joins it to each url pool's network, at the address the guard
     # opens to that pool's url ports, so a url port added or taken off leaves it serving the other sites.
     pool_networks = tuple(keys.networks[pool] for pool, _ in ing.pools)
+    if wake:  # the runtime's configuration volume, read-only: its socket (sandstack.spec.contract.WAKE_SOCKET)
+        runtime_config = part_key(base, HOST_ROLES["runtime"].part("volume", config=True))
+        mounts = [*(mounts or []), {"type": "volume", "source": Ref(runtime_config, "name"),
+                                    "target": INGRESS_RUNTIME_DIR, "read_only": True}]
     container = {"mounts": mounts or []}
     config_volume = _config_volume(out, keys, plan, base, role, parent, container)
     service = _container(out, keys, plan, base, role, parent, container_name=ing.container_name, run=ing.run,

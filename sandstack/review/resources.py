@@ -145,7 +145,6 @@ def _runtime(plan: HostPlan) -> dict[str, Any]:
     assert plan.runtime is not None
     config = plan.runtime.config
     return {"name": plan.runtime.container_name, "listen": f"{config.listen}:{config.port}",
-            **({"wake_listen": f"{config.wake_listen}:{config.port}"} if config.wake_listen else {}),
             "token": {"secret": plan.runtime.spec.token.secret},
             # A scope's secret is in the container's environment; the pools it acts on are its configuration.
             **({"tokens": {scope: {"secret": t.secret} for scope, t in plan.runtime.spec.tokens.items()},
@@ -166,8 +165,7 @@ def _ingress(plan: HostPlan) -> dict[str, Any]:
             "sites": {site.host_name: f"{site.upstream}:{site.port}" for site in ing.sites},
             # A site without upstream wakes its sandbox through the runtime, with a token derived from the
             # runtime's (shown as that token's config key, as every secret).
-            **({"wake": {"address": ing.wake.ingress_address,
-                         "runtime": f"{ing.wake.runtime_address}:{ing.wake.port}",
+            **({"wake": {"runtime": ing.wake.upstream,
                          "token": {"secret": plan.runtime.spec.token.secret, "derived": "ingress-wake"}}}
                if ing.wake and plan.runtime else {})}
 

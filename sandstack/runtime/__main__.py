@@ -27,6 +27,7 @@ from sandstack.plan.runtime import (
     RuntimeConfig,
 )
 from sandstack.runtime.reload import POLL_SECONDS, ConfigSets, initial
+from sandstack.spec.contract import WAKE_SOCKET
 
 MIN_TOKEN = 16
 # Seconds a thread that wants the GIL waits before the one running Python is made to give it up (CPython's default is
@@ -116,10 +117,12 @@ def main() -> int:
                      restart=lambda digest: os.kill(os.getpid(), signal.SIGTERM))
     from sandstack.runtime.listen import sockets
 
-    try:  # its own address, and the host's address on the ingress's network when the ingress may wake sandboxes
-        listening = sockets(config.listen, config.port, config.wake_listen)
+    wake_socket = Path(start.config_dir) / WAKE_SOCKET if start.config_dir is not None else None
+    try:  # its own address, and the socket the host's ingress reaches it by (in its configuration volume)
+        listening = sockets(config.listen, config.port, wake_socket)
     except OSError as error:
-        print(f"sandstack runtime: cannot listen on port {config.port}: {error.strerror}", file=sys.stderr)
+        print(f"sandstack runtime: cannot listen on port {config.port} or at {wake_socket}: {error.strerror}",
+              file=sys.stderr)
         return 2
     sys.setswitchinterval(SWITCH_INTERVAL)
     # One process: the SQLite lock and the monitor thread assume a single runtime per host.

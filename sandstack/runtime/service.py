@@ -129,7 +129,7 @@ class Runtime:
         now = self.live.config
         if config.host != now.host:
             raise Refused(f"it is host {config.host!r}'s configuration, not host {now.host!r}'s")
-        served = ("listen", "port", "wake_listen")
+        served = ("listen", "port")
         moved = [f"{field} {getattr(now, field)!r} -> {getattr(config, field)!r}" for field in served
                  if getattr(now, field) != getattr(config, field)]
         if moved:

@@ -104,8 +104,8 @@ DIRECT_ROUTE = Condition("a direct route")
 # container holds it): which one renews depends on where the reference sits.
 IN_INGRESS_TLS = Condition("in the ingress's TLS")
 RUNTIME_HOST = Condition("a host with a runtime")
-# An ingress beside a runtime wakes sites through it: its Caddyfile names the runtime's port, its network and the
-# guard's opening are there because of the runtime, and its wake token derives from the runtime's token.
+# An ingress beside a runtime wakes sites through it: its network's fixed subnet is there because of the runtime, it
+# mounts the runtime's configuration volume (the runtime's socket), and its wake token derives from the runtime's.
 INGRESS_HOST = Condition("a host with an ingress")
 
 

@@ -36,6 +36,12 @@ CONFIG_REFUSED = f"{CONFIG_STATUS}/refused"
 CONFIG_PROFILES = "profiles"
 # The gateway's helper that answers squid's external acl from those files (written by its entrypoint).
 PROFILE_HELPER = "/tmp/sandstack-profile"
+# In the runtime's configuration volume: the unix socket where the runtime serves the host's ingress too (to wake a
+# site's sandbox, to check a visitor's session token). The ingress mounts that volume read-only at
+# INGRESS_RUNTIME_DIR: a socket is reached by a file, so an ingress added to a host changes none of the runtime's
+# inputs (docs/design/live-changes.md) and the runtime listens on no address of the ingress's network.
+WAKE_SOCKET = "wake.sock"
+INGRESS_RUNTIME_DIR = f"{RUN_DIR}/runtime"
 
 # --- cgroups --------------------------------------------------------------------------------------------------
 HOST_CGROUP_MOUNT = "/sys/fs/cgroup"  # the host's cgroup tree, bind-mounted into the guard

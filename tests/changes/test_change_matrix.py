@@ -339,7 +339,8 @@ CASES: list[Case] = [
     Case("hosts.*.runtime", {"token": {"secret": "runtimeToken"}}),
     Case("hosts.*.runtime", {"token": {"secret": "runtimeToken"}}, prepare=INGRESS, condition=INGRESS_HOST),
     Case("hosts.*.runtime.port", 7481, prepare=RUNTIME),
-    Case("hosts.*.runtime.port", 7481, prepare=INGRESS_AND_RUNTIME, condition=INGRESS_HOST),
+    # Beside an ingress too, the runtime alone: the ingress reaches it by its socket, not its port.
+    Case("hosts.*.runtime.port", 7481, prepare=INGRESS_AND_RUNTIME, variant="beside an ingress"),
     Case("hosts.*.runtime.exposure", "public", prepare=RUNTIME),
     Case("hosts.*.runtime.token", {"secret": "runtimeToken2"}, prepare=RUNTIME),
     Case("hosts.*.runtime.token.secret", "runtimeToken2", prepare=RUNTIME),
@@ -351,7 +352,8 @@ CASES: list[Case] = [
     Case("hosts.*.runtime.tokens.*.pools", ["agent", "free"], at="hosts.local.runtime.tokens.tenant.pools",
          prepare=RUNTIME_TOKEN),
     Case("hosts.*.ingress", {"domain": "sbx.example.com"}),
-    Case("hosts.*.ingress", {"domain": "sbx.example.com"}, prepare=RUNTIME, condition=RUNTIME_HOST),
+    # Beside a runtime, nothing of the runtime's changes (its socket and wake token are there without an ingress).
+    Case("hosts.*.ingress", {"domain": "sbx.example.com"}, prepare=RUNTIME, variant="beside a runtime"),
     Case("hosts.*.ingress.domain", "sbx2.example.com", prepare=INGRESS),
     Case("hosts.*.ingress.port", 8443, prepare=INGRESS),
     Case("hosts.*.ingress.exposure", "host", prepare=INGRESS),

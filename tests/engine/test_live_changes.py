@@ -218,13 +218,13 @@ def test_a_configuration_the_gateway_refuses_fails_the_apply_naming_it_and_the_o
 IN_FORCE = {"third": True, "other_replicas": 2, "rate": 50, "exec_max": "30m"}
 
 
-def test_an_ingress_added_beside_the_runtime_renews_what_the_diff_says_and_fails_no_request(live):
-    """An ingress and the first url port of the `prof` pool: the diff says the runtime is renewed (it listens on
-    the ingress network's address to be woken: docs/design/live-changes.md) and `prof`'s sandbox is recreated (it
-    learns its URL from its environment); the drill's counts must say exactly that, and no request through the
-    gateway fails."""
-    outcome = _applied(live, streams_end=True, ingress=True, url_ports=1, **IN_FORCE)
-    assert "runtime" in outcome.predicted_renewed, outcome
+def test_an_ingress_added_beside_the_runtime_restarts_only_the_url_pools_sandbox_and_fails_no_request(live):
+    """An ingress and the first url port of the `prof` pool: `prof`'s sandbox is recreated (it learns its URL from its
+    environment), and nothing else: the runtime keeps running (the ingress reaches it by the socket in its
+    configuration volume: docs/design/live-changes.md) and the session's stream goes on. The drill's counts must say
+    exactly what the diff says, and no request through the gateway fails."""
+    outcome = _applied(live, ingress=True, url_ports=1, **IN_FORCE)
+    assert outcome.predicted_renewed == set(), outcome
     assert outcome.predicted_restarted == {"prof": 1}, outcome
 
 

@@ -1,7 +1,9 @@
 """Waking a site's sandbox from the ingress, in the plan (docs/design/ondemand.md, "Waking on a URL request"): the
-ingress's network gets a fixed subnet beside a runtime, the runtime listens on the host's address there, the guard
-opens exactly that port to exactly the ingress, each site's Caddyfile asks the runtime and then retries, and both
-containers get the same wake token, derived from the runtime's, which the Caddyfile only names."""
+ingress's network gets a fixed subnet beside a runtime, the ingress mounts the runtime's configuration volume
+read-only and reaches the runtime by its socket there (the runtime listens on no address of the ingress's network,
+and the guard opens nothing of the host to the ingress), each site's Caddyfile asks the runtime and then retries, and
+both containers get the same wake token, derived from the runtime's, which the Caddyfile only names — the runtime
+whether the host has an ingress or not, so an ingress added changes none of the runtime's inputs."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from sandstack.plan.ingress import RETRY_DURATION, RETRY_INTERVAL
 from sandstack.plan.network import NOT_ESTABLISHED
 from sandstack.plan.runtime import ENV_WAKE_TOKEN, RuntimeConfig
 from sandstack.plan.stack import plan_stack
-from sandstack.plan.tree import Secret
+from sandstack.plan.tree import Ref, Secret
 from sandstack.spec import load_data
 from testbed.specs import host, spec
 
@@ -39,7 +41,7 @@ def _node(plan, suffix: str):
     return next(n for k, n in plan.nodes.items() if k.endswith(suffix))
 
 
-def test_the_ingress_network_has_a_fixed_subnet_of_its_own_and_the_runtime_listens_there_too(tmp_path):
+def test_the_ingress_network_has_a_fixed_subnet_of_its_own_and_the_runtime_serves_on_its_own_address_only(tmp_path):
     host = _plan(tmp_path).hosts["local"]
     wake = host.ingress.wake
     taken = {net.subnet for net in host.networks.values()} | {host.egress_subnet}
@@ -48,7 +50,7 @@ def test_the_ingress_network_has_a_fixed_subnet_of_its_own_and_the_runtime_liste
     assert (wake.runtime_address, wake.ingress_address) == (str(wake.subnet[1]), str(wake.subnet[-2]))
     assert ipaddress.IPv4Address(wake.ingress_address) not in ipaddress.IPv4Network(wake.ip_range)
     assert host.runtime.config.listen == "127.0.0.1"
-    assert host.runtime.config.wake_listen == wake.runtime_address
+    assert wake.upstream == "unix//run/sandstack/runtime/wake.sock"
     assert RuntimeConfig.from_json(host.runtime.config.to_json()) == host.runtime.config
 
 
@@ -62,6 +64,11 @@ def test_the_network_and_container_nodes_carry_the_fixed_addresses(tmp_path):
     assert container.inputs["networks_advanced"][0]["ipv4_address"] == wake.ingress_address
     # It looks up stopped sandboxes' names: nothing beyond Docker's own names is asked of any resolver off the host.
     assert container.inputs["dns"] == ["127.0.0.1"]
+    # The runtime's configuration volume, read-only, where the runtime's socket is (it writes there; the ingress
+    # only connects).
+    runtime_config = _node(plan, "-local-runtime-config")
+    assert {"type": "volume", "source": Ref(runtime_config.key, "name"), "target": "/run/sandstack/runtime",
+            "read_only": True} in container.inputs["mounts"]
 
 
 def test_with_acme_the_ingress_keeps_the_hosts_resolvers(tmp_path):
@@ -70,18 +77,11 @@ def test_with_acme_the_ingress_keeps_the_hosts_resolvers(tmp_path):
     assert "dns" not in _node(plan, "-local-ingress-container").inputs
 
 
-def test_the_guard_opens_the_runtime_port_to_the_ingress_only_above_the_bridge_drop(tmp_path):
+def test_the_guard_opens_nothing_of_the_host_to_the_ingress_beside_a_runtime(tmp_path):
     host = _plan(tmp_path).hosts["local"]
-    wake, bridge = host.ingress.wake, host.ingress.bridge
-    mine = [r for r in host.guard.rules if r.startswith(f"INPUT -i {bridge} ")]
-    # The guard inserts each rule at the top: listed after the drop, the opening ends up above it.
-    assert mine == [f"INPUT -i {bridge} {NOT_ESTABLISHED} -j DROP",
-                    f"INPUT -i {bridge} -s {wake.ingress_address}/32 -d {wake.runtime_address}/32 -p tcp "
-                    f"--dport 7480 -j ACCEPT"]
-    # The runtime's address there is the host's: reached by any other way in (a machine routing the subnet through
-    # the host, Docker's default bridge, a local process), it is dropped.
-    assert [r for r in host.guard.rules if r.startswith(f"INPUT ! -i {bridge} ")] == [
-        f"INPUT ! -i {bridge} -d {wake.runtime_address}/32 -p tcp --dport 7480 -j DROP"]
+    bridge = host.ingress.bridge
+    # The same rules as without a runtime: the ingress reaches the runtime by its socket, never by the host's address.
+    assert [r for r in host.guard.rules if bridge in r] == [f"INPUT -i {bridge} {NOT_ESTABLISHED} -j DROP"]
 
 
 def test_each_site_asks_the_runtime_then_retries_the_sandbox(tmp_path):
@@ -95,7 +95,7 @@ def test_each_site_asks_the_runtime_then_retries_the_sandbox(tmp_path):
         "\ttls internal\n"
         "\treverse_proxy sandstack-t-web-1:8080\n"
         "\thandle_errors {\n"
-        f"\t\treverse_proxy {wake.runtime_address}:7480 {{\n"
+        "\t\treverse_proxy unix//run/sandstack/runtime/wake.sock {\n"
         "\t\t\tmethod GET\n"
         "\t\t\trewrite /v1/wake?site={host}\n"
         f'\t\t\theader_up Authorization "Bearer {{env.{ENV_WAKE_TOKEN}}}"\n'
@@ -136,15 +136,25 @@ def test_without_a_runtime_the_ingress_is_as_before(tmp_path):
         f"INPUT -i {bridge} {NOT_ESTABLISHED} -j DROP"]
 
 
-def test_without_an_ingress_the_runtime_config_has_no_wake_address(tmp_path):
-    config = _plan(tmp_path, ingress=None, max_=1).hosts["local"].runtime.config
-    assert config.wake_listen is None and "wake_listen" not in config.to_json()
+def test_an_ingress_added_changes_none_of_the_runtime_s_inputs(tmp_path):
+    """Its container (environment, mounts, everything) and its configuration set are the same with and without an
+    ingress when no pool has url ports to name in its sites."""
+    plain = {**WEB, "ports": [{"port": 8080, "exposure": "host"}]}
+
+    def runtime_nodes(extra: dict, folder: str):
+        data = spec({"web": plain}, {"web": {"template": "web", "hosts": ["local"], "replicas": 1, "max": 2}},
+                    hosts={"local": host(runtime=RUNTIME, **extra)})
+        (tmp_path / folder).mkdir()
+        plan = plan_stack(load_data(data, tmp_path / folder), "t")
+        return [(k, n.inputs, n.options) for k, n in plan.nodes.items() if "-local-runtime-" in k]
+
+    assert runtime_nodes({}, "without") == runtime_nodes({"ingress": INGRESS}, "with")
 
 
-def test_a_public_runtime_needs_no_second_socket(tmp_path):
+def test_a_public_runtime_is_reached_by_the_ingress_through_its_socket_too(tmp_path):
     host = _plan(tmp_path, runtime={**RUNTIME, "exposure": "public"}).hosts["local"]
-    assert host.runtime.config.listen == "0.0.0.0" and host.runtime.config.wake_listen is None
-    assert host.ingress.wake is not None  # still the ingress's path and the guard's opening
+    assert host.runtime.config.listen == "0.0.0.0"
+    assert host.ingress.wake is not None and "unix//run/sandstack/runtime/wake.sock" in host.ingress.caddyfile
 
 
 def test_both_containers_get_the_same_derived_token_and_the_caddyfile_only_names_it(tmp_path):

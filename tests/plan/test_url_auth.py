@@ -32,7 +32,7 @@ def test_a_session_site_asks_the_runtime_first_and_the_app_never_sees_the_token(
     assert block == (
         f"{site}"
         "\ttls internal\n"
-        f"\tforward_auth {ingress.wake.runtime_address}:7480 {{\n"
+        "\tforward_auth unix//run/sandstack/runtime/wake.sock {\n"
         "\t\turi /v1/url-auth?site={host}\n"
         f'\t\theader_up Authorization "Bearer {{env.{ENV_WAKE_TOKEN}}}"\n'
         "\t}\n"

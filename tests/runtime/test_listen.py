@@ -1,16 +1,16 @@
-"""The runtime's sockets (sandstack.runtime.listen): its own address, and the host's address on the ingress's
-network, bound even before that address exists (the bridge may be made after the runtime starts)."""
+"""The runtime's sockets (sandstack.runtime.listen): its own address, and the unix socket in its configuration volume
+that the host's ingress reaches it by."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import stat
 
 import pytest
 
 from sandstack.runtime.listen import bind, sockets
 
-ABSENT = "192.0.2.77"  # TEST-NET-1: no interface of this machine holds it
 
 
 def _free_port() -> int:
@@ -19,30 +19,50 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_a_second_socket_on_the_wake_address_even_before_the_host_holds_it():
-    port = _free_port()
-    listening = sockets("127.0.0.1", port, ABSENT)
+def test_the_ingress_socket_beside_the_runtime_s_address_answers_anyone_who_can_open_its_file(tmp_path):
+    port, path = _free_port(), tmp_path / "wake.sock"
+    listening = sockets("127.0.0.1", port, path)
     try:
-        assert [s.getsockname() for s in listening] == [("127.0.0.1", port), (ABSENT, port)]
+        assert [s.getsockname() for s in listening] == [("127.0.0.1", port), str(path)]
+        assert path.is_socket() and stat.S_IMODE(path.stat().st_mode) == 0o666
         with socket.create_connection(("127.0.0.1", port), timeout=2):
             pass  # the runtime's own address answers as before
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(str(path))
     finally:
         for s in listening:
             s.close()
 
 
-def test_without_freebind_an_absent_address_cannot_be_bound():
-    # What IP_FREEBIND is for: the same bind without it fails.
-    with pytest.raises(OSError):
-        bind(ABSENT, _free_port()).close()
-
-
-@pytest.mark.parametrize(("listen", "wake"), [("127.0.0.1", None), ("0.0.0.0", ABSENT), ("127.0.0.1", "127.0.0.1")])
-def test_one_socket_when_the_wake_address_is_none_or_covered(listen, wake):
-    port = _free_port()
-    listening = sockets(listen, port, wake)
+def test_a_socket_file_left_by_an_earlier_process_is_replaced(tmp_path):
+    path = tmp_path / "wake.sock"
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(path))
+    stale.close()  # its file stays, as a stopped runtime's does in the volume
+    listening = sockets("127.0.0.1", _free_port(), path)
     try:
-        assert [s.getsockname() for s in listening] == [(listen, port)]
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(str(path))
+    finally:
+        for s in listening:
+            s.close()
+
+
+def test_a_path_that_is_not_a_socket_is_not_removed_and_nothing_listens(tmp_path):
+    path = tmp_path / "wake.sock"
+    path.write_text("not a socket")
+    port = _free_port()
+    with pytest.raises(OSError):
+        sockets("127.0.0.1", port, path)
+    assert path.read_text() == "not a socket"
+    bind("127.0.0.1", port).close()  # the TCP socket was closed again
+
+
+def test_one_socket_without_a_configuration_volume():
+    port = _free_port()
+    listening = sockets("127.0.0.1", port, None)
+    try:
+        assert [s.getsockname() for s in listening] == [("127.0.0.1", port)]
     finally:
         for s in listening:
             s.close()

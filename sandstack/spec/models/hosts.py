@@ -104,17 +104,15 @@ RUNTIME = Effect(host=frozenset({"runtime"}))
 # What the runtime binds or reads at start stays in its container's environment (where it listens, its tokens'
 # secrets: sandstack.plan.runtime_host): a change restarts it. The rest is its configuration, taken in place.
 RUNTIME_CONTAINER = Effect(host=frozenset({"runtime"}), restarts=frozenset({"runtime"}))
-# Beside an ingress, which wakes sites through the runtime: its port is in the Caddyfile and the guard's opening,
-# its token is what the ingress's wake token derives from (sandstack.plan.ingress `Wake`).
-RUNTIME_PORT = Effect(host=frozenset({"runtime"}), restarts=frozenset({"runtime"}),
-                      when=((INGRESS_HOST, Effect(host=frozenset({"runtime", "ingress", "guard"}),
-                                                  restarts=frozenset({"runtime"}))),))
+# The ingress reaches the runtime by its socket, not its port: a port changes the runtime alone.
+RUNTIME_PORT = RUNTIME_CONTAINER
 # The ingress's wake token is in its container's environment: a new runtime token restarts it.
 RUNTIME_TOKEN = Effect(host=frozenset({"runtime"}), restarts=frozenset({"runtime"}), when=((INGRESS_HOST, Effect(
     host=frozenset({"runtime", "ingress"}), restarts=frozenset({"ingress", "runtime"}))),))
-# A runtime added beside an ingress gives the ingress's network its fixed subnet and the ingress its wake token.
+# A runtime added beside an ingress gives the ingress's network its fixed subnet, and the ingress its wake token and
+# the runtime's configuration volume (its socket).
 RUNTIME_ADDED = Effect(host=frozenset({"runtime"}), when=((INGRESS_HOST, Effect(
-    host=frozenset({"runtime", "ingress", "guard"}), restarts=frozenset({"ingress"}))),))
+    host=frozenset({"runtime", "ingress"}), restarts=frozenset({"ingress"}))),))
 
 
 class TokenRef(StrictModel):
@@ -275,11 +273,10 @@ class Host(StrictModel):
     )
     ingress: Ingress | None = field(
         None, description="URLs for the sandboxes' `exposure: url` ports, served by a reverse proxy on this host.",
-        # No sandbox has a url port before its host has an ingress (validation), so none learns anything new.
-        # Beside a runtime, the runtime listens on the ingress's network too and holds the wake token: it restarts.
-        change=Effect(host=frozenset({"ingress", "guard"}),
-                      when=((RUNTIME_HOST, Effect(host=frozenset({"ingress", "guard", "runtime"}),
-                                                  restarts=frozenset({"runtime"}))),)),
+        # No sandbox has a url port before its host has an ingress (validation), so none learns anything new. Beside
+        # a runtime, nothing of the runtime's changes: the ingress reaches it by the socket in the runtime's
+        # configuration volume, and the runtime holds the wake token whether an ingress is there or not.
+        change=Effect(host=frozenset({"ingress", "guard"})),
         access=AS_FIELDS)
     runtime: RuntimeService | None = field(
         None, description="The sandbox runtime service on this host (claims, exec, files, snapshots); beside an "
@@ -315,13 +312,12 @@ class Host(StrictModel):
             "egress network and, on a host with both an ingress and a runtime, the ingress's network take a /23 "
             "each too. Must not overlap other Docker networks or routes of the host; two stacks on one host need two "
             "pools. A change renews every pool network (its sandboxes are replaced onto it), the guard's rules, the "
-            "gateway, the logging resolvers and, for url ports, the ingress (its address on each network) and the "
-            "runtime (its address on the ingress's network)."
+            "gateway, the logging resolvers and, for url ports, the ingress (its address on each network)."
         ),
         # The gateway's own resolver is on its egress network: its container changes with that network.
         change=Effect(sandboxes="replace", host=NETWORK_ROLES, restarts=frozenset({"gateway"}), scope="host",
-                      when=((URL_PORTS, Effect(sandboxes="replace", host=NETWORK_ROLES | {"ingress", "runtime"},
-                                               restarts=frozenset({"gateway", "ingress", "runtime"}),
+                      when=((URL_PORTS, Effect(sandboxes="replace", host=NETWORK_ROLES | {"ingress"},
+                                               restarts=frozenset({"gateway", "ingress"}),
                                                scope="host")),)),
         access=NEVER,
     )
