@@ -1,13 +1,13 @@
 """A pool's on-demand places as the runtime's recipe (sandstack.plan.recipe): for each replica between the pool's warm
 count and its ceiling, the Engine API body of the container its component would make for that replica.
 
-Each place is the same `SandboxContainer` a warm replica is (sandstack.plan.sandbox_container: the same
-`plan_sandbox`, the same pool mounts), rendered as an Engine body instead of pulumi-docker inputs: the other objects
+Each place is the `SandboxContainer` a warm replica would be (sandstack.plan.sandbox_container: the same
+`plan_sandbox`, the same pool mounts), rendered as an Engine body instead of pulumi-docker inputs, with the objects
 it refers to by their names (which the plan fixes) instead of Pulumi references: the snapshot image by its tag, the
 pool network, the guard's state volume, the pool's secrets and data volumes, the place's disk workspace volumes
-(Pulumi makes them with the warm ones', so the guard attaches their filesystems). tests/differential/
-test_ondemand_recipe.py holds each body to what the provider model makes of the warm node's inputs for the same
-replica.
+(Pulumi makes them with the warm ones', so the guard attaches their filesystems).
+tests/differential/test_ondemand_recipe.py holds each body to what the provider model makes of the warm node's
+inputs for the same replica.
 """
 
 from __future__ import annotations

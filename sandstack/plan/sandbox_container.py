@@ -203,7 +203,7 @@ OUTSIDE_THE_BODY: dict[str, str] = {
     "wait_timeout": "the recipe's wait_seconds: how long the runtime waits for the readiness probe",
     "public_urls": "no container setting: the review's and policy's record of the url ports a public ingress "
                    "serves (the warm inputs do not carry it either)",
-    "platform": "pulumi-docker's create call only: the runtime's create passes no platform and gets the "
-                "snapshot image the host built for it (docs/design/ondemand.md)",
+    "platform": "pulumi-docker's create call only: the runtime's create passes no platform and the daemon takes the "
+                "snapshot image the host built for it (docs/design/platforms.md: not proven on the engine)",
 }
 NOT_AN_INPUT = frozenset({"public_urls"})  # of OUTSIDE_THE_BODY, what the warm inputs do not carry either
