@@ -8,8 +8,9 @@ name the plan fixes. The pool's mounts are derived here once (`pool_mounts`). Th
 nothing: `pulumi_inputs` turns each named object into a reference to the node that makes it (so Pulumi orders and
 renews the sandbox after it), `engine_body` keeps the names. `ENGINE_KEYS` is the one map of each pulumi-docker input
 a sandbox sets to the body keys the provider makes of it, and `OUTSIDE_THE_BODY` says where each setting the body
-does not carry goes; tests/plan/test_container_renderings.py holds both renderers to them for every pool of the committed
-stacks and the test specs, and fails when a setting is rendered by only one of them.
+does not carry goes; tests/plan/test_container_renderings.py holds both renderers to them for every pool of the
+committed stacks and the test specs, and fails when a setting is rendered by only one of them
+(docs/design/sandbox-container.md).
 """
 
 from __future__ import annotations

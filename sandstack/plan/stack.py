@@ -20,8 +20,7 @@ from sandstack.plan.data import SEED_DIR, DataPlan, DataVolume, plan_data
 from sandstack.plan.host import HostPlan, plan_hosts, snapshot_owners
 from sandstack.plan.network import PoolNetwork
 from sandstack.plan.sandbox import SandboxPlan, plan_sandbox
-from sandstack.plan.sandbox_container import (SandboxContainer, pool_mounts, pulumi_inputs,
-                                              sandbox_container)
+from sandstack.plan.sandbox_container import SandboxContainer, pool_mounts, pulumi_inputs, sandbox_container
 from sandstack.plan.secrets import SecretsPlan, plan_secrets
 from sandstack.plan.snapshot import SnapshotPlan, build_context, digests_once, image_labels, plan_snapshot
 from sandstack.plan.stack_host import NO_NEW_PRIVILEGES, HostKeys, plan_host_nodes
@@ -204,7 +203,7 @@ def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str,
                                               replace_on_changes=tuple(sandbox_replace_on_changes()))),
                                       about("sandbox")).key)
     out.pools[parent] = PoolPlan(parent, pool, host, plan.address, template, replicas, ceiling, digest,
-                                 plan.networks[pool], ingress, image, tuple(sandboxes), tuple(containers), tuple(seeders),
-                                 secrets, data, {v.key: d for v, d in zip(volumes, data.volumes)} if data else {},
-                                 sizes)
+                                 plan.networks[pool], ingress, image, tuple(sandboxes), tuple(containers),
+                                 tuple(seeders), secrets, data,
+                                 {v.key: d for v, d in zip(volumes, data.volumes)} if data else {}, sizes)
 

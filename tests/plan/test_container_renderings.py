@@ -50,7 +50,8 @@ def _specs(root: Path) -> Iterator[tuple[str, StackPlan]]:
                 seen.append(data)
                 yield f"review {case} {side}", plan_stack(
                     load_stack(write_spec(root / f"{case}-{side}", data, FILES)), "prod", build_root=build)
-    hosts = {"local": host(runtime=RUNTIME, disk_workspaces="1GiB", storage_quota=True, platforms=["linux/amd64", "linux/arm64"],
+    hosts = {"local": host(runtime=RUNTIME, disk_workspaces="1GiB", storage_quota=True,
+                           platforms=["linux/amd64", "linux/arm64"],
                            ingress={"domain": "sbx.example.com", "exposure": "public"})}
     for name, template in (("on-demand fixture", TEMPLATE), ("rich fixture", RICH)):
         folder = root / name.replace(" ", "-")
@@ -144,7 +145,8 @@ def agreement(plan: StackPlan, key: str, container: SandboxContainer) -> list[st
     for name, paths in ENGINE_KEYS.items():
         for path in paths:
             if _at(provider, path) != _at(mine, path):
-                problems.append(f"{name} → {path}: provider {_at(provider, path)!r} != engine body {_at(mine, path)!r}")
+                problems.append(f"{name} → {path}: provider {_at(provider, path)!r} "
+                                f"!= engine body {_at(mine, path)!r}")
     if _leaves(provider) != _leaves(mine):
         problems.append(f"keys only the provider sends {sorted(_leaves(provider) - _leaves(mine))}, only the "
                         f"engine body {sorted(_leaves(mine) - _leaves(provider))}")
