@@ -8,8 +8,8 @@ name the plan fixes. The pool's mounts are derived here once (`pool_mounts`). Th
 nothing: `pulumi_inputs` turns each named object into a reference to the node that makes it (so Pulumi orders and
 renews the sandbox after it), `engine_body` keeps the names. `ENGINE_KEYS` is the one map of each pulumi-docker input
 a sandbox sets to the body keys the provider makes of it, and `OUTSIDE_THE_BODY` says where each setting the body
-does not carry goes; tests/plan/test_container_renderings.py holds both renderers to them for every pool of the
-committed stacks and the test specs, and fails when a setting is rendered by only one of them
+does not carry goes; tests/differential/test_container_renderings.py holds both renderers to them for every pool of
+the committed stacks and the test specs, and fails when a setting is rendered by only one of them
 (docs/design/sandbox-container.md).
 """
 
@@ -198,7 +198,7 @@ ENGINE_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 # The settings an on-demand body does not carry, and where each goes instead. Every other setting changes both
-# renderings (tests/plan/test_container_renderings.py).
+# renderings (tests/differential/test_container_renderings.py).
 OUTSIDE_THE_BODY: dict[str, str] = {
     "name": "the place's key in the recipe; the runtime passes it as the create call's name",
     "wait_timeout": "the recipe's wait_seconds: how long the runtime waits for the readiness probe",
