@@ -26,8 +26,7 @@ from sandstack.plan.secrets import plan_secrets
 from sandstack.plan.tree import Ref, Secret, inputs, label_list, run_inputs
 from sandstack.spec.models import SecretRef
 from sandstack.spec.resolve import ResolvedTemplate
-
-MIB = 1024 * 1024
+from sandstack.spec.units import MIB
 
 
 @dataclass(frozen=True)
