@@ -15,17 +15,17 @@ from typing import Collection
 
 from sandstack.plan import types
 from sandstack.plan.changes import sandbox_replace_on_changes
-from sandstack.plan.contract import LABEL_ROLE, STATE_MOUNT
+from sandstack.plan.contract import LABEL_ROLE
 from sandstack.plan.data import SEED_DIR, DataPlan, DataVolume, plan_data
 from sandstack.plan.host import HostPlan, plan_hosts, snapshot_owners
 from sandstack.plan.network import PoolNetwork
 from sandstack.plan.sandbox import SandboxPlan, plan_sandbox
+from sandstack.plan.sandbox_container import SandboxContainer, pool_mounts, pulumi_inputs, sandbox_container
 from sandstack.plan.secrets import SecretsPlan, plan_secrets
 from sandstack.plan.snapshot import SnapshotPlan, build_context, digests_once, image_labels, plan_snapshot
 from sandstack.plan.stack_host import NO_NEW_PRIVILEGES, HostKeys, plan_host_nodes
 from sandstack.plan.tree import (About, CONTAINER, REGISTRY_IMAGE, REMOTE_IMAGE, VOLUME, Node, Options, Ref, Secret,
-                                 Tree, inputs, label_list, node_key, run_inputs)
-from sandstack.spec.models import SecretRef
+                                 Tree, inputs, label_list, node_key)
 from sandstack.spec.models.hosts import Ingress
 from sandstack.spec.resolve import EffectiveLimits, ResolvedStack, ResolvedTemplate, pool_sizes
 
@@ -49,12 +49,16 @@ class PoolPlan:
     ingress: Ingress | None
     image: str  # the snapshot image node's key
     sandboxes: tuple[str, ...]  # the sandbox nodes' keys, by replica
-    sandbox_plans: tuple[SandboxPlan, ...]
+    containers: tuple[SandboxContainer, ...]  # each warm sandbox's container, by replica
     seeders: tuple[tuple[str, str, str], ...] = ()  # (node key, what it is, what sandboxes would miss)
     secrets: SecretsPlan | None = None  # its secrets volume and seeder, as registered
     data: DataPlan | None = None  # its data volumes and loader, as registered
     data_volumes: dict[str, DataVolume] = field(default_factory=dict)  # data volume node key → its volume
     sizes: tuple[tuple[str, EffectiveLimits], ...] = ()  # its size classes over its own limits (the review's)
+
+    @property
+    def sandbox_plans(self) -> tuple[SandboxPlan, ...]:
+        return tuple(c.settings for c in self.containers)
 
 
 @dataclass
@@ -137,11 +141,12 @@ def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str,
     about = functools.partial(About, host=host, pool=pool, template=template.name)
     parent = out.add(Node(base, types.SANDBOX_POOL, keys.host, keys.provider), about("pool")).key
     digest = out.snapshots[image].digest  # the owner's snapshot, planned once with its image
-    # The guard's boot-id marker: the supervisor starts the command only once the host is closed.
-    mounts: list[dict] = [{"type": "volume", "source": Ref(keys.guard_state, "name"), "target": STATE_MOUNT,
-                           "read_only": True}]
     waits = list(keys.ready)
     seeders = []
+    # The objects a sandbox refers to, by Docker name → the nodes that make them (the pool's volumes added below).
+    image_name = out.nodes[image].inputs["name"]
+    node_of = {image_name: image, plan.networks[pool].name: keys.networks[pool],
+               plan.guard.state_volume: keys.guard_state, **keys.workspaces}
     secrets = plan_secrets(stack, pool, template)
     if secrets:
         # One volume per pool and host, mounted read-only: even the owner cannot change its secrets (0400).
@@ -161,8 +166,7 @@ def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str,
             about("secrets seeder"))
         waits.append(seeder.key)
         seeders.append((seeder.key, f"secrets seeder for pool '{pool}' on host '{host}'", "their secrets"))
-        mounts.append({"type": "volume", "source": Ref(volume.key, "name"), "target": secrets.path,
-                       "read_only": True})
+        node_of[secrets.volume] = volume.key
     data = plan_data(stack, pool, template)
     volumes = []
     if data:
@@ -184,50 +188,22 @@ def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str,
             logs=True, labels=label_list({**plan.labels, LABEL_ROLE: "data-seeder"}))), about("data loader"))
         waits.append(seeder.key)
         seeders.append((seeder.key, f"data loader for pool '{pool}' on host '{host}'", "their data"))
-        mounts += [{"type": "volume", "source": Ref(v.key, "name"), "target": d.path, "read_only": True}
-                   for v, d in zip(volumes, data.volumes)]
-    sandboxes, plans = [], []
+        node_of.update((d.name, v.key) for v, d in zip(volumes, data.volumes))
+    shared = pool_mounts(stack, pool, template, plan.guard.state_volume)
+    sandboxes, containers = [], []
     for index in range(replicas):
         sandbox = plan_sandbox(stack=stack, pool=pool, host=host, template=template, index=index,
                                network=plan.networks[pool], digest=digest, labels=plan.labels,
                                gpu_device_ids=plan.gpu_ids(pool, index), ingress=ingress)
-        plans.append(sandbox)
+        container = sandbox_container(sandbox, image=image_name, network=plan.networks[pool].name, shared=shared)
+        containers.append(container)
         sandboxes.append(out.add(Node(f"{base}-{index}", CONTAINER, parent, keys.provider,
-                                      _sandbox_inputs(sandbox, keys, pool, image, mounts),
+                                      pulumi_inputs(container, node_of),
                                       Options(depends_on=tuple(waits),
                                               replace_on_changes=tuple(sandbox_replace_on_changes()))),
                                       about("sandbox")).key)
     out.pools[parent] = PoolPlan(parent, pool, host, plan.address, template, replicas, ceiling, digest,
-                                 plan.networks[pool], ingress, image, tuple(sandboxes), tuple(plans), tuple(seeders),
-                                 secrets, data, {v.key: d for v, d in zip(volumes, data.volumes)} if data else {},
-                                 sizes)
+                                 plan.networks[pool], ingress, image, tuple(sandboxes), tuple(containers),
+                                 tuple(seeders), secrets, data,
+                                 {v.key: d for v, d in zip(volumes, data.volumes)} if data else {}, sizes)
 
-
-def _sandbox_inputs(plan: SandboxPlan, keys: HostKeys, pool: str, image: str, mounts: list[dict]) -> dict:
-    """One sandbox, exactly as planned (sandstack/plan/sandbox.py), with its references to other nodes."""
-    return inputs(
-        name=plan.name, hostname=plan.hostname, image=Ref(image, "image_id"), user=plan.user,
-        working_dir=plan.workdir,
-        # The supervisor (under Docker's init) starts the command once the host is closed and turns the guard's
-        # lifetime verdicts into exit statuses; the guard enforces them from outside.
-        entrypoints=list(plan.entrypoints), command=list(plan.command) if plan.command else None, init=True,
-        envs=[Secret(v.secret, f"{k}={{}}") if isinstance(v, SecretRef) else f"{k}={v}" for k, v in plan.env.items()],
-        labels=label_list(plan.labels),
-        networks_advanced=[{"name": Ref(keys.networks[pool], "name")}],
-        dns=list(plan.dns) if plan.dns else None,
-        ports=[inputs(internal=p.internal, external=p.external, ip=p.ip, protocol=p.protocol) for p in plan.ports],
-        read_only=plan.read_only, storage_opts=plan.storage_opts, tmpfs=plan.tmpfs, shm_size=plan.shm_size_mb,
-        # Disk workspaces: Docker fills a new one from the image only when the guard made it empty (`seed`).
-        mounts=mounts + [{"type": "volume", "source": Ref(keys.workspaces[w.name], "name"), "target": w.path}
-                         for w in plan.workspaces],
-        capabilities=inputs(drops=["ALL"], adds=list(plan.capability_adds) or None),
-        security_opts=list(plan.security_opts) if plan.security_opts else None,
-        privileged=plan.privileged, runtime=plan.runtime, memory=plan.memory_mb, memory_swap=plan.memory_mb,
-        cpus=plan.cpus,
-        # Open files per process, hard limit too: with the pids limit, this bounds the sockets a sandbox holds.
-        ulimits=[{"name": "nofile", "soft": plan.open_files, "hard": plan.open_files}],
-        cgroup_parent=plan.cgroup_parent, platform=plan.platform,
-        # The host's own devices of the requested model, by id (placement: sandstack/plan/host.py).
-        device_requests=[{"driver": "nvidia", "device_ids": list(plan.gpu_device_ids), "capabilities": ["gpu"]}]
-        if plan.gpu_device_ids else None,
-        **run_inputs(plan.run))
