@@ -211,3 +211,28 @@ def test_no_forwarding_reaches_anything_from_a_login(env):
                 await conn.start_server(lambda *a: None, "127.0.0.1", 0)
 
     run(env, test)
+
+
+def test_the_runtime_refuses_to_start_ssh_without_its_host_key_naming_the_variable_never_a_key(env):
+    from sandstack.runtime.__main__ import start_ssh
+
+    config = env.runtime.config.__class__(**{**env.runtime.config.__dict__, "ssh_port": 2222})
+    with pytest.raises(ValueError) as missing:
+        start_ssh(env.runtime, env.api.app, config, {})
+    assert str(missing.value) == ("SANDSTACK_RUNTIME_SSH_HOST_KEY must hold the SSH host key (runtime.ssh.host_key's "
+                                  "secret)")
+    with pytest.raises(ValueError) as bad:
+        start_ssh(env.runtime, env.api.app, config, {"SANDSTACK_RUNTIME_SSH_HOST_KEY": "not-a-key-0123456789"})
+    assert str(bad.value).startswith("the SSH host key is not a private key asyncssh reads (")
+    assert "not-a-key-0123456789" not in str(bad.value)
+
+
+def test_an_ssh_port_change_needs_a_restart_and_the_api_s_port_is_refused(env):
+    from dataclasses import replace
+
+    from sandstack.runtime.reload import NeedsRestart
+
+    with pytest.raises(NeedsRestart, match=r"ssh_port None -> 2222"):
+        env.runtime.check_config(replace(env.runtime.config, ssh_port=2222))
+    with pytest.raises(ValueError, match=r"^ssh_port: 7480 must be 1-65535 and not the API's port 7480$"):
+        replace(env.runtime.config, ssh_port=7480)
