@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable, Mapping
+from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
 import httpx
 
@@ -331,19 +331,21 @@ class AsyncClient(Stack):
         return hosts_in_order(self.pools, pool, session)
 
     async def claim(self, pool: str, session: str, from_snapshot: SnapshotRef | str | None = None,
-                    secrets: Mapping[str, Mapping[str, str]] | None = None, size: str | None = None) -> AsyncSandbox:
-        """Client.claim's twin: `size` names a size class of the pool (None: its own limits)."""
+                    secrets: Mapping[str, Mapping[str, str]] | None = None, size: str | None = None,
+                    ssh_keys: Sequence[str] | None = None) -> AsyncSandbox:
+        """Client.claim's twin: `size` names a size class of the pool (None: its own limits); `ssh_keys` the
+        session's SSH login keys."""
         if from_snapshot is not None:
             ref = from_snapshot if isinstance(from_snapshot, SnapshotRef) else _snapshot_ref(str(from_snapshot))
             host = self.host(ref.host)
-            return AsyncSandbox(host, await host.claim(pool, session, ref.id, secrets, size))
+            return AsyncSandbox(host, await host.claim(pool, session, ref.id, secrets, size, ssh_keys))
         refused: list[str] = []
         last: SandstackError | None = None
         for name in self.hosts_for(pool, session):
             host = self.hosts[name]
             try:
                 return AsyncSandbox(host, await self._ready(host, await host.claim(pool, session, secrets=secrets,
-                                                                                   size=size)))
+                                                                                   size=size, ssh_keys=ssh_keys)))
             except httpx.TransportError as error:
                 refused.append(f"{name}: does not answer ({type(error).__name__})")
             except SandstackError as error:

@@ -6,7 +6,7 @@ import hashlib
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import httpx
 
@@ -296,14 +296,16 @@ class Client(Stack):
         return hosts_in_order(self.pools, pool, session)
 
     def claim(self, pool: str, session: str, from_snapshot: SnapshotRef | str | None = None,
-              secrets: Mapping[str, Mapping[str, str]] | None = None, size: str | None = None) -> Sandbox:
+              secrets: Mapping[str, Mapping[str, str]] | None = None, size: str | None = None,
+              ssh_keys: Sequence[str] | None = None) -> Sandbox:
         """A sandbox of `pool` for `session`; with a snapshot (SnapshotRef or 'host/snap-id'), on its host;
-        `secrets`: the session's own (HostClient.claim); `size`: a size class of the pool (None: its own limits).
+        `secrets`: the session's own (HostClient.claim); `size`: a size class of the pool (None: its own limits);
+        `ssh_keys`: OpenSSH public key lines that log in to the session over SSH (docs/design/ssh.md).
         A class the pool does not declare raises the runtime's 422 at once (no other host is tried)."""
         if from_snapshot is not None:
             ref = from_snapshot if isinstance(from_snapshot, SnapshotRef) else _snapshot_ref(str(from_snapshot))
             host = self.host(ref.host)
-            return Sandbox(host, host.claim(pool, session, ref.id, secrets, size))
+            return Sandbox(host, host.claim(pool, session, ref.id, secrets, size, ssh_keys))
         refused: list[str] = []
         last: SandstackError | None = None
         order = self.hosts_for(pool, session)
@@ -313,7 +315,8 @@ class Client(Stack):
         for name in order:
             host = self.hosts[name]
             try:
-                sandbox = Sandbox(host, self._ready(host, host.claim(pool, session, secrets=secrets, size=size)))
+                sandbox = Sandbox(host, self._ready(host, host.claim(pool, session, secrets=secrets, size=size,
+                                                                  ssh_keys=ssh_keys)))
                 self.down.pop(name, None)
                 return sandbox
             except SandstackError as error:

@@ -236,3 +236,29 @@ def test_an_ssh_port_change_needs_a_restart_and_the_api_s_port_is_refused(env):
         env.runtime.check_config(replace(env.runtime.config, ssh_port=2222))
     with pytest.raises(ValueError, match=r"^ssh_port: 7480 must be 1-65535 and not the API's port 7480$"):
         replace(env.runtime.config, ssh_port=7480)
+
+
+def test_the_clients_claim_registers_ssh_keys_sync_and_async(env):
+    from sandstack.client import AsyncClient, Client
+    from tests.runtime.served import serve
+    from tests.runtime.test_client_async import outputs
+
+    with serve(env.api.app) as url:
+        with Client.from_outputs(outputs(url)) as client:
+            sync = client.claim("py", "ssh-sync", ssh_keys=[public(USER_KEY)])
+
+        async def claim_async():
+            async with AsyncClient.from_outputs(outputs(url)) as client:
+                return await client.claim("py", "ssh-async", ssh_keys=[public(OTHER_KEY)])
+
+        asynced = asyncio.run(claim_async())
+
+    async def test(port):
+        results = []
+        for user, key in (("ssh-sync", USER_KEY), ("ssh-async", OTHER_KEY)):
+            async with connect(port, user, client_keys=[key]) as conn:
+                results.append((await conn.run("echo ok", encoding=None)).stdout)
+        return results
+
+    assert run(env, test) == [b"ok\n", b"ok\n"]
+    assert (sync.session, asynced.session) == ("ssh-sync", "ssh-async")
