@@ -6,9 +6,10 @@ sandbox's user. No `sftp-server` is needed in the image, and none runs there.
 It sees the workspace, as the file API does: `/` of the client is the sandbox's workspace root's path, relative paths
 start there, and a path outside it is refused (permission denied, saying so); the shell reaches the rest. A file is
 read as a stream from its start (a read further on skips ahead; one further back reads it again), and written whole:
-an open for writing replaces the file when it is closed (WRITE's hidden file beside it), so a write must truncate
-(`put`, `scp`), and writes come in order (some may be early: they wait, up to a bound). Times and owners are not
-set; a mode is (`chmod`, `put -p`).
+an open for writing replaces the file with what was written when it is closed (WRITE's hidden file beside it; scp's
+in-place write, which truncates at its end, is one), writes come in order (some may be early: they wait, up to a
+bound), and appending or reading and writing one handle is refused. Times and owners are not set; a mode is (`chmod`,
+`put -p`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 MAX_EARLY = 8 * 1024 * 1024  # bytes of writes that came before their turn, held until it comes
 COMMAND_TIMEOUT = 60  # seconds a mkdir, rename, chmod... may take
 TYPES = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "link": stat.S_IFLNK}
-FXF_READ, FXF_WRITE, FXF_TRUNC = 0x01, 0x02, 0x10  # the SFTP v3 open flags
+FXF_READ, FXF_WRITE, FXF_APPEND = 0x01, 0x02, 0x04  # the SFTP v3 open flags
 
 
 def _error(error: BaseException) -> asyncssh.SFTPError:
@@ -180,9 +181,10 @@ class SandboxSFTP(asyncssh.SFTPServer):
     async def open(self, path: bytes, pflags: int, attrs: SFTPAttrs) -> object:
         rel = self._rel(path)
         if pflags & FXF_WRITE:
-            if pflags & FXF_READ or not pflags & FXF_TRUNC:
-                raise asyncssh.SFTPOpUnsupported("a file is written whole here: open it to write with truncation "
-                                                 "(put, scp), not to read and write or to append")
+            # Without FXF_TRUNC too: OpenSSH's scp writes in place and truncates at the end (fsetstat of its size).
+            if pflags & (FXF_READ | FXF_APPEND):
+                raise asyncssh.SFTPOpUnsupported("a file is written whole here: open it to write (put, scp), not "
+                                                 "to read and write or to append")
             await self.endpoint.call(self.endpoint.still, self.login)
             return self._writer(rel)
         opened = await self._call(open_read, self.runtime.files, self.sandbox, rel)
@@ -289,6 +291,9 @@ class SandboxSFTP(asyncssh.SFTPServer):
 
     async def fsetstat(self, file_obj: object, attrs: SFTPAttrs) -> None:
         if isinstance(file_obj, _Writer):
+            if attrs.size is not None and attrs.size != file_obj.pos:  # scp's truncation at its end is no change
+                raise asyncssh.SFTPOpUnsupported(f"{file_obj.path} is written whole: it is {file_obj.pos} bytes when "
+                                                 f"closed, not {attrs.size}")
             if attrs.permissions is not None:
                 file_obj.mode = attrs.permissions  # once the file is there, at its close
             return
@@ -296,6 +301,8 @@ class SandboxSFTP(asyncssh.SFTPServer):
         await self.setstat(file_obj.path.encode("utf-8", "surrogateescape"), attrs)
 
     async def setstat(self, path: bytes, attrs: SFTPAttrs) -> None:
+        if attrs.size is not None:
+            await self._run(["truncate", "-s", str(attrs.size), "--", self._rel(path)])
         if attrs.permissions is not None:  # times and owners are not set (module docstring)
             await self._run(["chmod", f"{attrs.permissions & 0o7777:o}", "--", self._rel(path)])
 
@@ -344,6 +351,12 @@ class SandboxSFTP(asyncssh.SFTPServer):
         return str(result["stdout"])
 
     def exit(self) -> None:
+        # An exit status before the channel closes (asyncssh closes it with none): OpenSSH's ssh then exits 0, not
+        # 255, and scp, which checks it, does not call a finished transfer failed.
+        try:
+            self.channel.exit(0)
+        except OSError:
+            pass  # the client is gone already
         self.endpoint.record(self.peer, "sftp", "closed", 200, session=_shown(self.login), sandbox=self.sandbox,
                              scope=self.login.scope)
 

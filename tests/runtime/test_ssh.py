@@ -6,8 +6,7 @@ shell, SFTP put/get/list inside the workspace only, no forwarding, and the audit
 from __future__ import annotations
 
 import asyncio
-import json
-import re
+import shutil
 
 import asyncssh
 import pytest
@@ -262,3 +261,35 @@ def test_the_clients_claim_registers_ssh_keys_sync_and_async(env):
 
     assert run(env, test) == [b"ok\n", b"ok\n"]
     assert (sync.session, asynced.session) == ("ssh-sync", "ssh-async")
+
+
+@pytest.mark.skipif(not all(shutil.which(c) for c in ("ssh", "sftp", "scp", "ssh-keygen")),
+                    reason="OpenSSH's clients are not installed")
+def test_this_machine_s_openssh_clients_exec_sftp_and_scp_through_the_endpoint(env, tmp_path):
+    """OpenSSH's own clients (not asyncssh's) over the fake backend: ssh by key and by token (SSH_ASKPASS), sftp and
+    scp -s both ways, and the released session's key refused."""
+    from testbed import ssh_clients
+
+    key, line = ssh_clients.keypair(tmp_path, "user")
+    claimed = env.claim("ssh-o", ssh_keys=[line])
+    endpoint = SshEndpoint(env.runtime, env.audit, HOST_KEY.export_private_key().decode(), ["127.0.0.1"], 0)
+    endpoint.start()
+    port = endpoint.port
+    ran = ssh_clients.ssh(port, "ssh-o", "echo out-$((6 * 7)); echo err >&2; exit 7", key=key)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (7, b"out-42\n", b"err\n")
+    by_token = ssh_clients.ssh(port, "ssh-o", "basename \"$(pwd)\"", env=ssh_clients.askpass(tmp_path, claimed["token"]))
+    assert (by_token.returncode, by_token.stdout) == (0, b"workspace\n"), by_token.stderr
+    local = tmp_path / "local.txt"
+    local.write_bytes(b"through sftp\n" * 40)  # 520 bytes: under the test pool's 1 KiB upload limit
+    done = ssh_clients.sftp_batch(port, "ssh-o", [f"put {local} up.txt", f"get up.txt {tmp_path / 'got.txt'}"],
+                                  key=key)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "got.txt").read_bytes() == local.read_bytes()
+    assert ssh_clients.scp(port, str(local), "ssh-o@127.0.0.1:scp.txt", key=key).returncode == 0
+    back = ssh_clients.scp(port, "ssh-o@127.0.0.1:scp.txt", str(tmp_path / "back.txt"), key=key)
+    assert back.returncode == 0, back.stderr
+    assert (tmp_path / "back.txt").read_bytes() == local.read_bytes()
+    assert env.backend.path(claimed["sandbox"], "/workspace/scp.txt").read_bytes() == local.read_bytes()
+    assert env.api.delete("/v1/sessions/ssh-o").status_code == 200
+    refused = ssh_clients.ssh(port, "ssh-o", "true", key=key)
+    assert refused.returncode == 255 and b"Permission denied" in refused.stderr
