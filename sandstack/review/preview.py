@@ -103,7 +103,7 @@ def _runtime(p: dict[str, Any]) -> list[str]:
         f"token '{scope}' (secret {t['secret']}) acts only on pools {', '.join(p['token_pools'][scope])}"
         for scope, t in p.get("tokens", {}).items()] + [
         f"SSH and SFTP into sessions' sandboxes on {s['listen']} (a session's token or its claim's keys; host key "
-        f"from secret {s['host_key']['secret']})" for s in [p["ssh"]] if "ssh" in p]
+        f"from secret {s['host_key']['secret']})" for s in ([p["ssh"]] if "ssh" in p else [])]
 
 
 def _ingress(p: dict[str, Any]) -> list[str]:

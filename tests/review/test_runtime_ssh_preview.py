@@ -28,6 +28,9 @@ def test_the_preview_shows_the_ssh_port_and_its_host_key_s_secret_key(tmp_path, 
 
 def test_a_runtime_without_ssh_shows_none(tmp_path, capsys):
     data = spec({"agent": {"base_image": "python:3.12-slim"}}, hosts={"local": {**host(), "runtime": RUNTIME}})
-    assert main(["preview", str(write_spec(tmp_path / "spec", data)), "--format", "json"]) == 0
+    path = write_spec(tmp_path / "spec", data)
+    assert main(["preview", str(path)]) == 0
+    assert "SSH" not in capsys.readouterr().out
+    assert main(["preview", str(path), "--format", "json"]) == 0
     resources = json.loads(capsys.readouterr().out)["resources"]
     assert not any("ssh" in r["props"] for r in resources if r["kind"] == "runtime")
