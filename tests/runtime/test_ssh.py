@@ -293,3 +293,19 @@ def test_this_machine_s_openssh_clients_exec_sftp_and_scp_through_the_endpoint(e
     assert env.api.delete("/v1/sessions/ssh-o").status_code == 200
     refused = ssh_clients.ssh(port, "ssh-o", "true", key=key)
     assert refused.returncode == 255 and b"Permission denied" in refused.stderr
+
+
+def test_a_session_s_release_closes_its_open_ssh_connections(env):
+    token = env.claim("ssh-end")["token"]
+
+    async def test(port):
+        async with connect(port, "ssh-end", password=token) as conn:
+            assert (await conn.run("true")).exit_status == 0
+            loop = asyncio.get_running_loop()
+            released = await loop.run_in_executor(None, env.api.delete, "/v1/sessions/ssh-end")
+            assert released.status_code == 200
+            await asyncio.wait_for(conn.wait_closed(), 20)  # closed by the runtime, not by this client
+            with pytest.raises((asyncssh.ChannelOpenError, asyncssh.DisconnectError, OSError)):
+                await conn.run("true")
+
+    run(env, test)
