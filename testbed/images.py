@@ -70,6 +70,9 @@ DEBIAN_PACKAGES = (
     "python3-docker",
     "python3-prometheus-client",  # the runtime's metrics (GET /metrics)
     "python3-asyncssh",  # the runtime's SSH endpoint (docs/design/ssh.md)
+    # python3-cryptography's dependency through virtual packages (python3-cffi-backend-api-*), which debootstrap does
+    # not resolve: without it, configuring python3-cryptography failed the build.
+    "python3-cffi-backend",
     "ulogd2",
     "dnsmasq-base",
     "python3",

@@ -52,6 +52,15 @@ def first_output_ms(argv: list[str]) -> float:
     return (first - started) * 1000
 
 
+def _answers(port: int) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
 def run(ctx: Context) -> SectionResult:
     import docker
 
@@ -59,6 +68,7 @@ def run(ctx: Context) -> SectionResult:
     from testbed import ssh_clients
     from testbed.deploy import Deployment
     from testbed.harness.harness import Harness
+    from testbed.waiting import wait_until
 
     result = SectionResult("ssh", TITLE)
     client = docker.from_env(timeout=120)
@@ -74,6 +84,8 @@ def run(ctx: Context) -> SectionResult:
                                                                            "sshHostKey": host_key.read_text()})
         try:
             deployment.up(_spec(imgs.debian))
+            # The runtime serves once its reload container delivered its configuration (not waited for at create).
+            wait_until(lambda: _answers(PORT), 120, what=f"the runtime on port {PORT}")
             api = Client.from_outputs({"hosts": {"local": {"url": f"http://127.0.0.1:{PORT}", "token": TOKEN}},
                                        "pools": {"agent": ["local"]}})
             box = api.claim("agent", "bench-ssh", ssh_keys=[line])
