@@ -34,3 +34,14 @@ def test_a_runtime_without_ssh_shows_none(tmp_path, capsys):
     assert main(["preview", str(path), "--format", "json"]) == 0
     resources = json.loads(capsys.readouterr().out)["resources"]
     assert not any("ssh" in r["props"] for r in resources if r["kind"] == "runtime")
+
+
+def test_the_diff_names_an_ssh_endpoint_added_as_looser_and_removed_as_tighter(tmp_path, capsys):
+    base = spec({"agent": {"base_image": "python:3.12-slim"}}, hosts={"local": {**host(), "runtime": RUNTIME}})
+    without = write_spec(tmp_path / "base", base)
+    with_ssh = write_spec(tmp_path / "head", DATA)
+    main(["diff", str(without), str(with_ssh)])
+    assert ("LOOSER  pool agent: SSH endpoint added to host local's runtime, on every interface port 2200: a "
+            "session's token or claim key opens a shell in its sandbox") in capsys.readouterr().out
+    main(["diff", str(with_ssh), str(without)])
+    assert "tighter  pool agent: SSH endpoint of host local's runtime removed" in capsys.readouterr().out
