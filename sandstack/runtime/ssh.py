@@ -151,14 +151,14 @@ class SshEndpoint:
                 live.append((held, self._holding(held.session, held.sandbox, held.bound_at)))
             except Refused:
                 continue
-        print_ = fingerprint(key)
+        shown_key = fingerprint(key)
         if not live:
-            raise Refused(f"publickey {print_}: not registered by a claim of session {username!r} that is live")
+            raise Refused(f"publickey {shown_key}: not registered by a claim of session {username!r} that is live")
         if len(live) > 1:  # one id in several scopes, each with this key: which one is not the key's to say
-            raise Refused(f"publickey {print_}: registered by {len(live)} sessions {username!r} (several token "
+            raise Refused(f"publickey {shown_key}: registered by {len(live)} sessions {username!r} (several token "
                           "scopes); log in with the session's token")
         held, row = live[0]
-        return Login(held.session, row.name, row.bound_at, f"publickey {print_}", key=key)
+        return Login(held.session, row.name, row.bound_at, f"publickey {shown_key}", key=key)
 
     def _holding(self, session: str | None, sandbox: str | None, bound_at: float | None) -> SandboxRow:
         row = self.runtime.store.by_session(session) if session else None
@@ -185,6 +185,13 @@ class SshEndpoint:
 
     def login_of(self, conn: Any) -> Login:
         return self._logins[conn]
+
+    def logged_in(self, conn: Any, login: Login) -> None:
+        self._logins[conn] = login
+
+    def forget(self, conn: Any) -> Login | None:
+        """The connection closed: its login, if it had one."""
+        return self._logins.pop(conn, None)
 
     def _session_ended(self, sandbox: str) -> None:
         """A session on `sandbox` ended: its SSH connections close (called from any thread)."""
@@ -296,7 +303,7 @@ class _Server(asyncssh.SSHServer):
         self.conn, self.peer = conn, _peer(conn)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        login = self.endpoint._logins.pop(self.conn, None)
+        login = self.endpoint.forget(self.conn)
         if login is None and self.username is not None and not self.done:
             self._refused()
 
@@ -335,7 +342,7 @@ class _Server(asyncssh.SSHServer):
         login = self.pending
         assert login is not None and self.conn is not None
         self.done = True
-        self.endpoint._logins[self.conn] = login
+        self.endpoint.logged_in(self.conn, login)
         self.endpoint.record(self.peer, "ssh_login", f"accepted ({login.method})", 200, session=shown(login.session),
                              sandbox=login.sandbox, scope=login.scope)
 
