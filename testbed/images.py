@@ -59,7 +59,7 @@ DEBIAN_SUITE = "bookworm"
 # commands (iptables, iproute2), process tools (procps), an HTTP client that speaks to proxies (curl),
 # raw TCP/UDP probes (netcat-openbsd), DNS lookups (dnsutils) and sudo (templates with `security.sudo`); as the
 # infra image also the ingress proxy (caddy), the runtime service (FastAPI, uvicorn and wsproto, the Docker SDK,
-# prometheus_client), the
+# prometheus_client, asyncssh), the
 # connection logger (ulogd2) and the logging resolver (dnsmasq).
 DEBIAN_PACKAGES = (
     "squid-openssl",
@@ -70,6 +70,10 @@ DEBIAN_PACKAGES = (
     "python3-wsproto",  # the runtime's terminals (uvicorn's WebSocket)
     "python3-docker",
     "python3-prometheus-client",  # the runtime's metrics (GET /metrics)
+    "python3-asyncssh",  # the runtime's SSH endpoint (docs/design/ssh.md)
+    # python3-cryptography's dependency through virtual packages (python3-cffi-backend-api-*), which debootstrap does
+    # not resolve: without it, configuring python3-cryptography failed the build.
+    "python3-cffi-backend",
     "ulogd2",
     "dnsmasq-base",
     "python3",

@@ -9,7 +9,7 @@ import hashlib
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Mapping
+from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
 import httpx
 
@@ -309,14 +309,16 @@ class AsyncClient(Stack):
         return hosts_in_order(self.pools, pool, session)
 
     async def claim(self, pool: str, session: str, from_snapshot: SnapshotRef | str | None = None,
-                    secrets: Mapping[str, Mapping[str, str]] | None = None, size: str | None = None) -> AsyncSandbox:
+                    secrets: Mapping[str, Mapping[str, str]] | None = None, size: str | None = None,
+                    ssh_keys: Sequence[str] | None = None) -> AsyncSandbox:
         """A sandbox of `pool` for `session`; with a snapshot (SnapshotRef or 'host/snap-id'), on its host;
         `secrets`: the session's own (AsyncHostClient.claim); `size`: a size class of the pool (None: its own
-        limits). A class the pool does not declare raises the runtime's 422 at once (no other host is tried)."""
+        limits); `ssh_keys`: OpenSSH public key lines that log in to the session over SSH (docs/design/ssh.md).
+        A class the pool does not declare raises the runtime's 422 at once (no other host is tried)."""
         if from_snapshot is not None:
             ref = from_snapshot if isinstance(from_snapshot, SnapshotRef) else _snapshot_ref(str(from_snapshot))
             host = self.host(ref.host)
-            return AsyncSandbox(host, await host.claim(pool, session, ref.id, secrets, size))
+            return AsyncSandbox(host, await host.claim(pool, session, ref.id, secrets, size, ssh_keys))
         refused: list[str] = []
         last: SandstackError | None = None
         now = time.monotonic()
@@ -327,8 +329,8 @@ class AsyncClient(Stack):
         for name in order:
             host = self.hosts[name]
             try:
-                sandbox = AsyncSandbox(host, await self._ready(host, await host.claim(pool, session, secrets=secrets,
-                                                                                      size=size)))
+                sandbox = AsyncSandbox(host, await self._ready(host, await host.claim(
+                    pool, session, secrets=secrets, size=size, ssh_keys=ssh_keys)))
                 self.down.pop(name, None)
                 return sandbox
             except SandstackError as error:

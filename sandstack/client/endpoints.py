@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 from urllib.parse import quote
 
 import httpx
@@ -113,7 +113,8 @@ class Endpoints:
 
     # Sessions and sandboxes
     def claim(self, pool: str, session: str, from_snapshot: str | None = None,
-              secrets: Mapping[str, Mapping[str, str]] | None = None, size: str | None = None) -> Any:
+              secrets: Mapping[str, Mapping[str, str]] | None = None, size: str | None = None,
+              ssh_keys: Sequence[str] | None = None) -> Any:
         """`secrets`: this session's own, `{"env": {NAME: value}, "files": {name: content}}` (files under
         /run/secrets/session); never stored or logged by the runtime, gone at release. `size`: a size class of the
         pool (`pools.*.sizes`); None: the pool's own limits."""
@@ -122,6 +123,8 @@ class Endpoints:
             body["size"] = size
         if secrets is not None:
             body["secrets"] = {kind: dict(values) for kind, values in secrets.items()}
+        if ssh_keys is not None:  # OpenSSH public key lines for the session's SSH logins (docs/design/ssh.md)
+            body["ssh_keys"] = list(ssh_keys)
         return self._send(Call("POST", "/v1/sessions", options={"json": body}, idempotent=True))
 
     def get_session(self, session: str) -> Any:

@@ -26,6 +26,8 @@ ENV_CONFIG_TEXT = "SANDSTACK_RUNTIME_CONFIG_TEXT"
 # The runtime's configuration volume (sandstack.spec.contract CONFIG_DIR), where its reload container delivers sets.
 ENV_CONFIG_DIR = "SANDSTACK_CONFIG_DIR"
 ENV_TOKEN = "SANDSTACK_RUNTIME_TOKEN"  # the bearer token every request must carry (a Pulumi secret)
+# The SSH endpoint's host key (a Pulumi secret: an OpenSSH or PEM private key), when the runtime declares `ssh`.
+ENV_SSH_HOST_KEY = "SANDSTACK_RUNTIME_SSH_HOST_KEY"
 # The ingress's own token (sandstack.runtime.routes.wake): it may wake a site's sandbox and do nothing else.
 ENV_WAKE_TOKEN = "SANDSTACK_RUNTIME_WAKE_TOKEN"
 ENV_STATE_DIR = "SANDSTACK_RUNTIME_STATE"  # SQLite, snapshots and the audit log; a host volume
@@ -220,6 +222,9 @@ class RuntimeConfig:
     # The gateway container whose configuration volume holds each sandbox's network profile, when a pool here has
     # profiles (None: none has).
     gateway: str | None = None
+    # The port of the SSH endpoint into sessions' sandboxes (docs/design/ssh.md), on the same addresses as the API;
+    # None: no SSH.
+    ssh_port: int | None = None
     version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -227,6 +232,8 @@ class RuntimeConfig:
             raise ValueError(f"version: {self.version!r} is not {FORMAT_VERSION}, the format this runtime reads")
         if not (1 <= self.port <= 65535):
             raise ValueError(f"port: {self.port!r} must be 1-65535")
+        if self.ssh_port is not None and (not 1 <= self.ssh_port <= 65535 or self.ssh_port == self.port):
+            raise ValueError(f"ssh_port: {self.ssh_port!r} must be 1-65535 and not the API's port {self.port}")
         for name in ("exec_timeout_seconds", "idle_check_seconds", "idle_cpu_ms_per_s"):
             _positive(getattr(self, name), name)
         owners: dict[str, str] = {}
@@ -252,9 +259,10 @@ class RuntimeConfig:
     def to_json(self) -> str:
         """Stable text (sorted keys): a changed config is a changed file, an unchanged one is byte-equal."""
         data = asdict(self)
-        # Absent when unused: a host without network profiles keeps its runtime's configuration as it was.
-        if data["gateway"] is None:
-            del data["gateway"]
+        # Absent when unused: a host without network profiles or SSH keeps its runtime's configuration as it was.
+        for key in ("gateway", "ssh_port"):
+            if data[key] is None:
+                del data[key]
         for pool in data["pools"].values():
             if not pool["network_profiles"]:
                 del pool["network_profiles"], pool["start_profile"]

@@ -45,6 +45,8 @@ ENTRYPOINT = (f'mkdir -p {CODE_DIR} && printf "%s" {_CODE} | base64 -d | tar -xz
 # a change renews the container (its reload would be refused). The host's ingress reaches it by a unix socket in its
 # configuration volume (sandstack.spec.contract.WAKE_SOCKET), which the ingress mounts: nothing here names the ingress.
 ENV_LISTEN = "SANDSTACK_RUNTIME_LISTEN"
+# The SSH endpoint's port, for the same reason (docs/design/ssh.md); absent without `runtime.ssh`.
+ENV_SSH_PORT = "SANDSTACK_RUNTIME_SSH_PORT"
 # A first start on a loaded host (unpacking, imports, SQLite) can take several seconds: its reload waits as long.
 RELOAD_WAIT_SECONDS = 120
 DOCKER_SOCKET = "/var/run/docker.sock"  # the host daemon's socket, where Docker puts it by default
@@ -142,7 +144,8 @@ class RuntimeHostPlan:
         c = self.config
         return [f"PYTHONPATH={CODE_DIR}", "PYTHONDONTWRITEBYTECODE=1", f"{ENV_CONFIG_DIR}={CONFIG_DIR}",
                 f"{ENV_STATE_DIR}={DEFAULT_STATE_DIR}", *code_env(),
-                f"{ENV_LISTEN}={c.listen} {c.port}"]
+                f"{ENV_LISTEN}={c.listen} {c.port}",
+                *([f"{ENV_SSH_PORT}={c.ssh_port}"] if c.ssh_port is not None else [])]
 
     @property
     def config_set(self) -> ConfigSet:
@@ -212,5 +215,6 @@ def plan_runtime(stack: str, host: str, spec: RuntimeService | None, placements:
                                    for scope, t in spec.tokens.items()},
                            # Where a session's network profile is recorded (docs/design/network-profiles.md).
                            gateway=infra_name(stack, "gateway") if any(p.network_profiles for p in pools.values())
-                           else None)
+                           else None,
+                           ssh_port=spec.ssh.port if spec.ssh else None)
     return RuntimeHostPlan(stack, spec, config)

@@ -22,7 +22,7 @@ from sandstack.plan.reload import ConfigSet
 from sandstack.plan.host import HostPlan
 from sandstack.plan.network import GATEWAY_ALIAS
 from sandstack.plan.package_files import GUARD_SCRIPT_FILE, INFRA_CONTEXT
-from sandstack.plan.runtime import DEFAULT_STATE_DIR, ENV_TOKEN, ENV_WAKE_TOKEN
+from sandstack.plan.runtime import DEFAULT_STATE_DIR, ENV_SSH_HOST_KEY, ENV_TOKEN, ENV_WAKE_TOKEN
 from sandstack.plan.tree import (About, CONTAINER, NETWORK, PROVIDER, REMOTE_IMAGE, VOLUME, After, Node, Options, Ref,
                                  Secret, Tree, bridge_options, inputs, label_list, node_key, run_inputs)
 from sandstack.spec.models import Host
@@ -226,7 +226,9 @@ def plan_host_nodes(out: Tree, stack_key: str, component: str, host: str, spec: 
               after_guard=True, network_mode="host", envs=[*r.env, Secret(r.spec.token.secret, f"{ENV_TOKEN}={{}}"),
                                                          *(Secret(r.spec.tokens[scope].secret, f"{t.env}={{}}")
                                                            for scope, t in r.config.tokens.items()),
-                                                         wake_token(plan)],
+                                                         wake_token(plan),
+                                                         *([Secret(r.spec.ssh.host_key.secret,
+                                                                   f"{ENV_SSH_HOST_KEY}={{}}")] if r.spec.ssh else [])],
               # With on-demand pools it is deleted before the networks and workspace volumes its sandboxes use: its
               # stop removes them (sandstack.runtime.ondemand.shutdown), so `pulumi destroy` can delete those.
               after=(*keys.networks.values(), *keys.workspaces.values()) if r.ondemand else (),

@@ -101,7 +101,9 @@ def _runtime(p: dict[str, Any]) -> list[str]:
     return [f"sessions API on {p['listen']} (token from secret {p['token']['secret']}), pools "
             + ", ".join(f"{k} ({v['sandboxes']})" for k, v in p["pools"].items())] + [
         f"token '{scope}' (secret {t['secret']}) acts only on pools {', '.join(p['token_pools'][scope])}"
-        for scope, t in p.get("tokens", {}).items()]
+        for scope, t in p.get("tokens", {}).items()] + [
+        f"SSH and SFTP into sessions' sandboxes on {s['listen']} (a session's token or its claim's keys; host key "
+        f"from secret {s['host_key']['secret']})" for s in ([p["ssh"]] if "ssh" in p else [])]
 
 
 def _ingress(p: dict[str, Any]) -> list[str]:

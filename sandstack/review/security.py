@@ -235,6 +235,15 @@ def compare_hosts(old: ResolvedStack, new: ResolvedStack) -> list[Finding]:
                             "sessions") for pool in pools if pool in after_pools - before_pools]
             out += [Finding(pool, False, "runtime", f"runtime token '{scope}' of host {host} no longer acts on this "
                             "pool's sessions") for pool in pools if pool in before_pools - after_pools]
+        # The runtime's SSH endpoint (docs/design/ssh.md): added, a shell in each session's sandbox over SSH.
+        ssh_a = a.runtime.ssh if a and a.runtime else None
+        ssh_b = b.runtime.ssh if b.runtime else None
+        if (ssh_a is None) != (ssh_b is None) or (ssh_a and ssh_b and ssh_a.port != ssh_b.port):
+            where = "127.0.0.1" if b.runtime and b.runtime.exposure == "host" else "every interface"
+            text = (f"SSH endpoint of host {host}'s runtime removed" if ssh_b is None else
+                    f"SSH endpoint {'added to' if ssh_a is None else 'moved on'} host {host}'s runtime, on {where} "
+                    f"port {ssh_b.port}: a session's token or claim key opens a shell in its sandbox")
+            out += [Finding(pool, ssh_b is not None, "runtime", text) for pool in pools]
         # An ingress added comes with url ports, which the ports comparison names; here: one turned public or back.
         before, after = _exposure(a.ingress if a else None), _exposure(b.ingress)
         if {before, after} == {"host", "public"}:

@@ -15,19 +15,25 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from sandstack.plan.runtime import (
     AUDIT_FILE,
     DEFAULT_STATE_DIR,
     ENV_CONFIG,
     ENV_CONFIG_DIR,
+    ENV_SSH_HOST_KEY,
     ENV_STATE_DIR,
     ENV_TOKEN,
     RuntimeConfig,
 )
 from sandstack.runtime.reload import POLL_SECONDS, ConfigSets, initial
 from sandstack.spec.contract import WAKE_SOCKET
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from sandstack.runtime.service import Runtime
 
 MIN_TOKEN = 16
 # Seconds a thread that wants the GIL waits before the one running Python is made to give it up (CPython's default is
@@ -124,6 +130,12 @@ def main() -> int:
         print(f"sandstack runtime: cannot listen on port {config.port} or at {wake_socket}: {error.strerror}",
               file=sys.stderr)
         return 2
+    if config.ssh_port is not None:  # SSH and SFTP into sessions' sandboxes (docs/design/ssh.md)
+        try:
+            start_ssh(runtime, app, config, os.environ)
+        except (ValueError, OSError) as error:  # names the variable or the port, never the key
+            print(f"sandstack runtime: SSH: {error}", file=sys.stderr)
+            return 2
     sys.setswitchinterval(SWITCH_INTERVAL)
     # One process: the SQLite lock and the monitor thread assume a single runtime per host.
     from sandstack.runtime.connections import bounded_protocol
@@ -133,6 +145,17 @@ def main() -> int:
                                            http=bounded_protocol()))
     server.run(sockets=listening)
     return 0
+
+
+def start_ssh(runtime: Runtime, app: FastAPI, config: RuntimeConfig, environ: Mapping[str, str]) -> None:
+    """The SSH endpoint on the API's own address (its exposure), its host key from the environment."""
+    from sandstack.runtime.ssh import SshEndpoint
+
+    host_key = environ.get(ENV_SSH_HOST_KEY, "")
+    if not host_key.strip():
+        raise ValueError(f"{ENV_SSH_HOST_KEY} must hold the SSH host key (runtime.ssh.host_key's secret)")
+    assert config.ssh_port is not None
+    SshEndpoint(runtime, app.state.audit, host_key, [config.listen], config.ssh_port).start()
 
 
 if __name__ == "__main__":

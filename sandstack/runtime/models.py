@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import VERSION, BaseModel, Field, constr
 
 from sandstack.runtime.session_tokens import DEFAULT_LIFETIME, MAX_LIFETIME
+from sandstack.runtime.ssh_keys import MAX_KEYS as MAX_SSH_KEYS
 
 PYDANTIC_2 = VERSION.startswith("2.")
 
@@ -20,6 +21,8 @@ SESSION_HINT = "1-128 letters, digits or ._:@- starting with a letter or digit"
 SNAPSHOT_PATTERN = r"^snap-[0-9a-f]{32}$"
 SANDBOX_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"  # Docker's container name rule
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+# An OpenSSH public key line: '<algorithm> <base64> [comment]' (sandstack.runtime.ssh_keys checks the rest).
+SSH_KEY_PATTERN = r"^(ssh|ecdsa|sk)-[A-Za-z0-9@.-]{1,60} [A-Za-z0-9+/]{16,}={0,3}( [^\n\r]{0,256})?$"
 SECRET_FILE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"  # a file name: no '/', not '.' or '..'
 NO_NUL = r"^[^\x00]*$"  # an argv string, a path, an env value: the kernel cuts a C string at NUL
 PATH_MAX = 4096
@@ -114,6 +117,11 @@ class ClaimRequest(Strict):
                                                "back at its release. None: the pool's own limits. A class the pool "
                                                "does not declare is a 422 naming its classes.",
                              **pattern(POOL_PATTERN))
+    ssh_keys: list[text(SSH_KEY_PATTERN, 16 * 1024)] | None = Field(
+        None, **{"max_length" if PYDANTIC_2 else "max_items": MAX_SSH_KEYS},
+        description="OpenSSH public key lines that log in to this session over SSH (user name: the session id) on a "
+                    "host whose runtime declares `ssh`; they replace the session's keys (an empty list removes them; "
+                    "none given leaves them), and open nothing once the session is released (docs/design/ssh.md).")
     token_lifetime: int = Field(DEFAULT_LIFETIME, ge=1, le=MAX_LIFETIME,
                                 description="Seconds the session token of this claim's answer acts for at most (it "
                                 "ends at the session's release before): default a day, at most 30 days.")

@@ -148,12 +148,12 @@ class Processes:
 
     def spawn(self, name: str, cmd: Command, *, limit: int, stdin: bool = False, tty: bool = False,
               timeout: int | None = None, keep: bool = True, counted: bool = False, sink: Sink | None = None,
-              rolling: bool = False) -> Process:
+              rolling: bool = False, err_sink: Sink | None = None) -> Process:
         """Starts the command in the bound sandbox; `keep`: listed, and followed by a thread until it ends;
         `counted` (not kept): counted toward MAX_RUNNING all the same until `release` (a terminal, which holds a
         server thread and an exec while it is open); `sink`: where a terminal's output goes (its bytes as they are,
-        instead of the kept text); `rolling`: its output keeps the last `limit` characters, not the first
-        (sandstack.runtime.output)."""
+        instead of the kept text; `err_sink`: its stderr's, an SSH command's); `rolling`: its output keeps the last
+        `limit` characters, not the first (sandstack.runtime.output)."""
         row = self.access.usable(name)
         counted = counted and not keep
         with self._lock:
@@ -174,7 +174,8 @@ class Processes:
         try:
             proc.handle = self.backend.spawn(
                 name, list(cmd.argv), workdir=cmd.workdir, env={**cmd.env, scripts.MARKER_ENV: marker},
-                stdout=sink or proc.log.sink("stdout"), stderr=proc.log.sink("stderr"), stdin=stdin, tty=tty)
+                stdout=sink or proc.log.sink("stdout"), stderr=err_sink or proc.log.sink("stderr"), stdin=stdin,
+                tty=tty)
         except (SandboxNotRunning, SandboxGone) as error:
             self.execs.unmark(marker)
             self.release(proc)

@@ -32,6 +32,7 @@ from sandstack.runtime.session_keys import key
 from sandstack.runtime.session_tokens import SessionTokens
 from sandstack.runtime.sessions import Sessions
 from sandstack.runtime.snapshots import Snapshots
+from sandstack.runtime.ssh_keys import SshKeys
 from sandstack.runtime.storage import Copies, Storage
 from sandstack.runtime.store import SandboxRow, Store
 from sandstack.runtime.tokens import OPERATOR
@@ -72,6 +73,10 @@ class Runtime:
                                    root, self.leases, state_dir)
         self.claims = WarmClaims(self.sandboxes)
         self.session_tokens = SessionTokens(self.store)
+        # The public keys claims registered for their sessions' SSH logins (docs/design/ssh.md); a session's end
+        # drops them (a key checks its binding at each login all the same).
+        self.ssh_keys = SshKeys(self.store)
+        self.sandboxes.on_session_end(self.ssh_keys.drop)
         self.sessions = Sessions(self.live, self.sandboxes, self.claims, self.places, self.snapshots,
                                  self.hibernation, self.credentials, self.execs, self.session_tokens)
         self.monitor = Monitor(self.live, self.sandboxes, self.places, self.hibernation, self.snapshots,
@@ -129,7 +134,7 @@ class Runtime:
         now = self.live.config
         if config.host != now.host:
             raise Refused(f"it is host {config.host!r}'s configuration, not host {now.host!r}'s")
-        served = ("listen", "port")
+        served = ("listen", "port", "ssh_port")
         moved = [f"{field} {getattr(now, field)!r} -> {getattr(config, field)!r}" for field in served
                  if getattr(now, field) != getattr(config, field)]
         if moved:

@@ -64,6 +64,15 @@ CREATE TABLE IF NOT EXISTS ended (
     at REAL NOT NULL,
     cause TEXT NOT NULL
 );
+-- The public keys a claim registered for its session's SSH logins (sandstack.runtime.ssh_keys), with the binding
+-- (sandbox, bound_at) they were given for: they open that binding alone.
+CREATE TABLE IF NOT EXISTS ssh_keys (
+    session TEXT NOT NULL,
+    key TEXT NOT NULL,
+    sandbox TEXT NOT NULL,
+    bound_at REAL,
+    PRIMARY KEY (session, key)
+);
 CREATE TABLE IF NOT EXISTS snapshots (
     id TEXT PRIMARY KEY,
     pool TEXT NOT NULL,
@@ -119,6 +128,16 @@ class TokenRow:
     pool: str
     bound_at: float | None
     expires_at: float
+
+
+@dataclass(frozen=True)
+class SshKeyRow:
+    """A public key a claim registered for its session's SSH logins ('<algorithm> <base64>', no comment)."""
+
+    session: str
+    key: str
+    sandbox: str
+    bound_at: float | None
 
 
 @dataclass(frozen=True)
@@ -332,6 +351,24 @@ class Store:
     def drop_tokens(self, digests: list[str]) -> None:
         with self.transaction() as db:
             db.executemany("DELETE FROM session_tokens WHERE digest = ?", [(digest,) for digest in digests])
+
+    # SSH keys (sandstack.runtime.ssh_keys)
+
+    def set_ssh_keys(self, session: str, rows: list[SshKeyRow]) -> None:
+        """The session's keys are `rows` from now on (none: it has none)."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM ssh_keys WHERE session = ?", (session,))
+            db.executemany("INSERT INTO ssh_keys VALUES (?, ?, ?, ?)",
+                           [(r.session, r.key, r.sandbox, r.bound_at) for r in rows])
+
+    def ssh_keys(self) -> list[SshKeyRow]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM ssh_keys").fetchall()
+        return [SshKeyRow(**row) for row in rows]
+
+    def drop_ssh_keys(self, sandbox: str) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM ssh_keys WHERE sandbox = ?", (sandbox,))
 
     def delete_snapshot(self, snapshot_id: str) -> None:
         with self.transaction() as db:

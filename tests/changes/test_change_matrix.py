@@ -57,7 +57,8 @@ SECRETS = {"runtimeToken": "a-runtime-token-of-32-characters", "runtimeToken2": 
            "tenantToken": "a-tenant-token-of-32-characters.", "tenantToken2": "another-tenant-token-32-chars...",
            "apiToken": "tok", "apiToken2": "tok2", "githubToken": "gh", "githubToken2": "gh2",
            "sharedToken": "shared", "sharedToken2": "shared2", "caPem": "CA", "caPem2": "CA2",
-           "certPem": "CERT", "certPem2": "CERT2", "keyPem": "KEY", "keyPem2": "KEY2"}
+           "certPem": "CERT", "certPem2": "CERT2", "keyPem": "KEY", "keyPem2": "KEY2",
+           "sshHostKey": "HOST KEY", "sshHostKey2": "HOST KEY 2"}
 FILES = {"files/tool.sh": "echo tool\n", "files/other.sh": "echo other\n", "skills/a.md": "# a\n",
          "skills/b.md": "# b\n"}
 
@@ -249,6 +250,8 @@ PROFILE_ADDED = {**PROFILES["profiles"], "docs": {"egress": "allow-list", "allow
 PROFILE_EDITED = {**PROFILES["profiles"], "open": {"egress": "allow-list", "allow": ["example.com", "example.org"]}}
 RUNTIME_TOKEN = setting(hosts__local__runtime={"token": {"secret": "runtimeToken"},
                                                "tokens": {"tenant": {"secret": "tenantToken", "pools": ["agent"]}}})
+RUNTIME_SSH = setting(hosts__local__runtime={"token": {"secret": "runtimeToken"},
+                                             "ssh": {"port": 2222, "host_key": {"secret": "sshHostKey"}}})
 FREE_DISK = setting(hosts__local__disk_workspaces="1GiB", defaults__filesystem__writable=WITH_WORK)
 # An ingress with a url port of `agent` that also publishes one, and a runtime: every host role a template holds.
 EVERY_ROLE = setting(hosts__local__ingress={"domain": "sbx.example.com"},
@@ -351,6 +354,10 @@ CASES: list[Case] = [
          prepare=RUNTIME_TOKEN),
     Case("hosts.*.runtime.tokens.*.pools", ["agent", "free"], at="hosts.local.runtime.tokens.tenant.pools",
          prepare=RUNTIME_TOKEN),
+    Case("hosts.*.runtime.ssh", {"host_key": {"secret": "sshHostKey"}}, prepare=RUNTIME),
+    Case("hosts.*.runtime.ssh.port", 2223, prepare=RUNTIME_SSH),
+    Case("hosts.*.runtime.ssh.host_key", {"secret": "sshHostKey2"}, prepare=RUNTIME_SSH),
+    Case("hosts.*.runtime.ssh.host_key.secret", "sshHostKey2", prepare=RUNTIME_SSH),
     Case("hosts.*.ingress", {"domain": "sbx.example.com"}),
     # Beside a runtime, nothing of the runtime's changes (its socket and wake token are there without an ingress).
     Case("hosts.*.ingress", {"domain": "sbx.example.com"}, prepare=RUNTIME, variant="beside a runtime"),

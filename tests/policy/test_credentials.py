@@ -63,6 +63,9 @@ REFERENCES = [
                                "tokens": {"tenant": {"secret": PASTED, "pools": ["agent"]}}})],
      "host/local", "$.hosts.local.runtime.tokens.tenant.secret",
      "Host 'local' " + NOT_SHOWN.format("runtime.tokens.tenant.secret")),
+    ([("hosts.local.runtime", {"token": {"secret": "runtimeToken"}, "ssh": {"host_key": {"secret": PASTED}}})],
+     "host/local", "$.hosts.local.runtime.ssh.host_key.secret",
+     "Host 'local' " + NOT_SHOWN.format("runtime.ssh.host_key.secret")),
     ([("hosts.local.ingress", {"domain": "sb.example.com", "tls": {"cert": {"secret": PASTED},
                                                                    "key": {"secret": "ingressKey"}}})],
      "host/local", "$.hosts.local.ingress.tls.cert.secret", "Host 'local' " + NOT_SHOWN.format("ingress.tls.cert.secret")),
@@ -92,7 +95,8 @@ def test_the_cases_cover_every_secret_reference_the_models_have():
             if any(getattr(m, "pattern", None) == CONFIG_KEY_PATTERN for m in info.metadata)}
     assert keys == {"hosts.*.tls.ca.secret", "hosts.*.tls.cert.secret", "hosts.*.tls.key.secret",
                     "hosts.*.ingress.tls.cert.secret", "hosts.*.ingress.tls.key.secret",
-                    "hosts.*.runtime.token.secret", "hosts.*.runtime.tokens.*.secret", "defaults.env.*.secret", "templates.*.env.*.secret",
+                    "hosts.*.runtime.token.secret", "hosts.*.runtime.tokens.*.secret",
+                    "hosts.*.runtime.ssh.host_key.secret", "defaults.env.*.secret", "templates.*.env.*.secret",
                     "templates.*.secrets[].secret"}
 
 

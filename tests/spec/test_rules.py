@@ -591,6 +591,23 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
           "stack.yaml:13:53: $.hosts.local.runtime.tokens.tenant.pools[1]: scoped token 'tenant' names pool 'nope', "
           "which is not defined; pools on host 'local': web"]),
     ],
+    "runtime-ssh": [
+        ("the-api-port-and-the-token-secret",
+         change("      disk: 20GiB\n", "      disk: 20GiB\n    runtime:\n      token: {secret: runtimeToken}\n"
+                "      ssh: {port: 7480, host_key: {secret: runtimeToken}}\n"),
+         ["stack.yaml:12:19: $.hosts.local.runtime.ssh.port: SSH port 7480 is the runtime API's port "
+          "(`hosts.local.runtime.port`) on host 'local': give the SSH endpoint a port of its own",
+          "stack.yaml:12:44: $.hosts.local.runtime.ssh.host_key.secret: the SSH host key's secret 'runtimeToken' is "
+          "also the runtime's token's on host 'local': a token is not a private key; give the host key a secret of "
+          "its own"]),
+        ("a-scoped-token-s-secret",
+         change("      disk: 20GiB\n", "      disk: 20GiB\n    runtime:\n      token: {secret: runtimeToken}\n"
+                "      tokens:\n        tenant: {secret: tenantToken, pools: [web]}\n"
+                "      ssh: {host_key: {secret: tenantToken}}\n"),
+         ["stack.yaml:14:32: $.hosts.local.runtime.ssh.host_key.secret: the SSH host key's secret 'tenantToken' is "
+          "also scoped token 'tenant''s on host 'local': a token is not a private key; give the host key a secret "
+          "of its own"]),
+    ],
 }
 
 CASES = [(rule_id, *case) for rule_id, cases in RULE_CASES.items() for case in cases]

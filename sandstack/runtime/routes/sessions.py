@@ -11,6 +11,7 @@ from sandstack.runtime.credentials import check_names
 from sandstack.runtime.models import ClaimAnswer, ClaimRequest, NetworkAnswer, NetworkRequest, SandboxStatus
 from sandstack.runtime.profiles import Switch
 from sandstack.runtime.session_keys import shown
+from sandstack.runtime import ssh_keys
 from sandstack.runtime.routes.common import ERRORS, note, require_token, runtime_of, scope_of, session_param, session_row
 from sandstack.runtime.tokens import check_pool, check_snapshot, pool_level
 
@@ -31,11 +32,14 @@ def claim(body: ClaimRequest, request: Request) -> Any:
     if body.from_snapshot:
         check_snapshot(scope, body.from_snapshot, runtime.store.snapshot(body.from_snapshot), runtime.host)
     check_names(body.secrets.env if body.secrets else {})  # before anything is bound
+    keys = [ssh_keys.normal(k) for k in body.ssh_keys] if body.ssh_keys is not None else None  # so are the keys
     session = runtime.sessions.key_for(scope, body.session)
     row, created = runtime.sessions.claim(body.pool, session, body.from_snapshot, body.size)
     note(request, sandbox=row.name)
     if body.secrets is not None:
         request.state.secrets = runtime.sessions.give_secrets(row, session, body.secrets.env, body.secrets.files)
+    if keys is not None:  # docs/design/ssh.md: the session's SSH logins by key
+        runtime.ssh_keys.give(row, keys)
     token, expires = runtime.session_tokens.mint(row, body.token_lifetime)
     # A new binding's container was just found running (or started, or created and ready): not asked again.
     answer = runtime.sandboxes.describe(row, "running" if created else None)

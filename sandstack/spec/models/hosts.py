@@ -134,6 +134,26 @@ class ScopedToken(StrictModel):
                                              ["plain"], ["plain", "agent"]))
 
 
+class SshHostKeyRef(StrictModel):
+    """A Pulumi secret holding the SSH endpoint's host key (an OpenSSH or PEM private key)."""
+
+    secret: ConfigKey = field(description="Pulumi config key holding the private key (`ssh-keygen -t ed25519 -N ''` "
+                              "writes one). Clients pin its public half: a new key makes them warn.",
+                              change=RUNTIME_CONTAINER, access=NEVER)
+
+
+class RuntimeSsh(StrictModel):
+    """SSH and SFTP into sessions' sandboxes (docs/design/ssh.md): the runtime serves SSH on `port`, on the same
+    addresses as its API (`exposure`). A login's user name is a session id; it proves it with the session's token as
+    its password or with a public key the claim registered (`ssh_keys`), and gets a shell, commands and SFTP in that
+    session's sandbox as the sandbox's user, nothing else (no forwarding, no other session)."""
+
+    port: int = field(2222, description="Port of the SSH endpoint. Default 2222 (not 22: the host's own sshd has "
+                      "it).", change=RUNTIME_CONTAINER, access=NEVER, ge=1, le=65535)
+    host_key: SshHostKeyRef = field(description="The endpoint's host key, from a Pulumi secret (never printed).",
+                                    change=RUNTIME_CONTAINER, access=NEVER)
+
+
 class RuntimeService(StrictModel):
     """The host's sandbox runtime: agent platforms claim the pools' sandboxes per session, run commands, move
     files, snapshot, pause and release them over its HTTP API (docs/design/runtime.md). It runs in the host's
@@ -154,6 +174,12 @@ class RuntimeService(StrictModel):
         change=RUNTIME_CONTAINER, max_length=64,
         access=loosens("runtime", "a token added: its holder acts on its pools' sessions", {},
                        {"tenant": {"secret": "tenantToken", "pools": ["agent"]}}))
+    ssh: RuntimeSsh | None = field(
+        None, description="An SSH endpoint into sessions' sandboxes (ssh, scp, sftp, rsync, editors' remote SSH), "
+        "logged in with a session's token or a key its claim registered; on the API's addresses (`exposure`). "
+        "Default none.", change=RUNTIME_CONTAINER,
+        access=loosens("runtime", "an SSH endpoint added: a session's token or key opens a shell in its sandbox "
+                       "over SSH", None, {"port": 2222, "host_key": {"secret": "runtimeSshHostKey"}}))
 
 
 class TlsMaterial(StrictModel):

@@ -1,5 +1,5 @@
-"""Rules for the host's runtime: the exec limits a template declares, scoped tokens, and what only a runtime
-does (hibernating idle sessions)."""
+"""Rules for the host's runtime: the exec limits a template declares, scoped tokens, its SSH endpoint, and what only
+a runtime does (hibernating idle sessions)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,30 @@ def scoped_tokens_name_placed_pools(ctx: Context) -> Iterator[Diagnostic]:
                                     "runtime-tokens")
 
 
+@rule("runtime-ssh")
+def ssh_endpoint_has_its_own_port_and_key(ctx: Context) -> Iterator[Diagnostic]:
+    """The SSH endpoint listens beside the runtime's API (and the ingress, on the same host): its port is neither's;
+    its host key is a secret of its own, not a token's (a token is sent to the runtime, a host key never leaves it)."""
+    for host, spec in ctx.stack.hosts.items():
+        runtime = spec.runtime
+        if runtime is None or runtime.ssh is None:
+            continue
+        path = ("hosts", host, "runtime", "ssh")
+        taken = {runtime.port: f"the runtime API's port (`hosts.{host}.runtime.port`)"}
+        if spec.ingress is not None:
+            taken.setdefault(spec.ingress.port, f"the ingress's port (`hosts.{host}.ingress.port`)")
+        if runtime.ssh.port in taken:
+            yield ctx.error(path + ("port",), f"SSH port {runtime.ssh.port} is {taken[runtime.ssh.port]} on host "
+                            f"{host!r}: give the SSH endpoint a port of its own", "runtime-ssh")
+        tokens = {runtime.token.secret: "the runtime's token"}
+        tokens.update({t.secret: f"scoped token {scope!r}" for scope, t in runtime.tokens.items()})
+        key = runtime.ssh.host_key.secret
+        if key in tokens:
+            yield ctx.error(path + ("host_key", "secret"), f"the SSH host key's secret {key!r} is also {tokens[key]}'s "
+                            "on host " f"{host!r}: a token is not a private key; give the host key a secret of its own",
+                            "runtime-ssh")
+
+
 @rule("session-runtime")
 def hibernation_needs_runtime(ctx: Context) -> Iterator[Diagnostic]:
     """`session.idle: hibernate` is done by the runtime: a pool of such a template on hosts none of which runs one
@@ -105,4 +129,5 @@ def url_auth_needs_runtime(ctx: Context) -> Iterator[Diagnostic]:
 
 
 # This module's rules, in the order they run (the registry, sandstack.spec.rules.RULES, lists each module).
-RULES = (exec_limits_are_bounded, scoped_tokens_name_placed_pools, hibernation_needs_runtime, url_auth_needs_runtime)
+RULES = (exec_limits_are_bounded, scoped_tokens_name_placed_pools, ssh_endpoint_has_its_own_port_and_key,
+         hibernation_needs_runtime, url_auth_needs_runtime)

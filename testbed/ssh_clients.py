@@ -1,0 +1,57 @@
+"""This machine's OpenSSH clients (`ssh`, `sftp`, `scp`) against a runtime's SSH endpoint (docs/design/ssh.md), for
+the engine tests and the benchmarks: keys made by `ssh-keygen`, a password given through SSH_ASKPASS (no sshpass
+here), no configuration file, agent or known hosts of the machine's own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+
+def keypair(folder: Path, name: str) -> tuple[Path, str]:
+    """A new ed25519 key without a passphrase: (its private key file, its public key line)."""
+    private = folder / name
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(private)], check=True)
+    return private, (folder / f"{name}.pub").read_text().strip()
+
+
+def options(port: int, key: Path | None, *, scp: bool = False) -> list[str]:
+    """Options every client takes: the port (`-P` for scp and sftp), nothing of this machine's configuration, the
+    host key not pinned (each deployment has its own), and either the key alone or the password alone."""
+    auth = (["-i", str(key), "-o", "IdentitiesOnly=yes", "-o", "PreferredAuthentications=publickey",
+             "-o", "BatchMode=yes"] if key is not None else
+            ["-o", "PubkeyAuthentication=no", "-o", "PreferredAuthentications=password",
+             "-o", "NumberOfPasswordPrompts=1"])
+    return ["-F", "/dev/null", "-P" if scp else "-p", str(port), "-o", "StrictHostKeyChecking=no",
+            "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "IdentityAgent=none",
+            "-o", "ConnectTimeout=20", *auth]
+
+
+def askpass(folder: Path, secret: str) -> dict[str, str]:
+    """The environment that makes OpenSSH read its password from a script printing `secret` (mode 0700, in
+    `folder`, which the test owns), without a terminal."""
+    script = folder / "askpass.sh"
+    (folder / "askpass.secret").write_text(secret)
+    script.write_text(f"#!/bin/sh\nexec cat {folder / 'askpass.secret'}\n")
+    script.chmod(0o700)
+    return {**os.environ, "SSH_ASKPASS": str(script), "SSH_ASKPASS_REQUIRE": "force", "DISPLAY": ":0"}
+
+
+def ssh(port: int, user: str, command: str, *, key: Path | None = None, env: dict[str, str] | None = None,
+        timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(["ssh", *options(port, key), f"{user}@127.0.0.1", command], capture_output=True,
+                          stdin=subprocess.DEVNULL, env=env, timeout=timeout)
+
+
+def sftp_batch(port: int, user: str, lines: list[str], *, key: Path | None = None,
+               env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(["sftp", *options(port, key, scp=True), "-b", "-", f"{user}@127.0.0.1"],
+                          input="\n".join(lines).encode() + b"\n", capture_output=True, env=env, timeout=timeout)
+
+
+def scp(port: int, source: str, dest: str, *, key: Path | None = None, sftp: bool = True,
+        env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`scp -s` (the SFTP protocol) by default; `sftp=False`: OpenSSH's default, which is SFTP too since 9.0."""
+    return subprocess.run(["scp", *(["-s"] if sftp else []), *options(port, key, scp=True), source, dest],
+                          capture_output=True, stdin=subprocess.DEVNULL, env=env, timeout=timeout)
