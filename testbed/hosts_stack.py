@@ -75,10 +75,11 @@ class Echo:
             s.close()
 
 
-def stack_spec(hosts: dict, image: str, pools_on: list[str], proofs: bool = False) -> str:
+def stack_spec(hosts: dict, image: str, pools_on: list[str], proofs: bool = False, deny: tuple[str, ...] = ()) -> str:
     """Pools `open` (allow-all, direct, 2 per host), `logged` (allow-all through the gateway) and `closed`
     (deny-all) on each of `pools_on`; every host has a public runtime. With `proofs`, also a public ingress per
-    host and the pools of the per-host proofs (above). The lifetime pools are one per host: the test hosts share
+    host and the pools of the per-host proofs (above). `deny`: the `logged` pool's deny entries (a change that
+    reloads every host's gateway and logging resolver in place). The lifetime pools are one per host: the test hosts share
     this machine's cgroup tree, where a pool's sandboxes on several hosts would share one cgroup parent, and every
     host's guard would see (and end) the others' (docs/design/hosts.md, limits of the test hosts)."""
     entries = {}
@@ -89,7 +90,8 @@ def stack_spec(hosts: dict, image: str, pools_on: list[str], proofs: bool = Fals
                          "subnet_pool": f"10.{230 + i}.0.0/16",
                          "runtime": {"port": PORT, "exposure": "public", "token": {"secret": "runtimeToken"}}}
     templates = {"open": {**SANDBOX, "base_image": image, "network": {"egress": "allow-all", "log": False}},
-                 "logged": {**SANDBOX, "base_image": image, "network": {"egress": "allow-all"}},
+                 "logged": {**SANDBOX, "base_image": image,
+                            "network": {"egress": "allow-all", **({"deny": list(deny)} if deny else {})}},
                  "closed": {**SANDBOX, "base_image": image, "network": {"egress": "deny-all"}}}
     pools = {"open": {"template": "open", "hosts": pools_on, "replicas": 2},
              "logged": {"template": "logged", "hosts": pools_on, "replicas": 1},
@@ -114,6 +116,11 @@ class Fleet:
         self.hosts, self.harness, self.workdir, self.secrets = hosts, harness, workdir, secrets
         self.deploy_seconds = 0.0
         self.echo: Echo | None = None
+        self.image = ""
+
+    def rewrite(self, **spec_args) -> None:
+        """The stack file again, with `stack_spec`'s other arguments (the next `up` applies it)."""
+        (self.workdir / "stack.yaml").write_text(stack_spec(self.hosts, self.image, list(self.hosts), **spec_args))
 
     def up(self, **kwargs):
         path, build = self.workdir / "stack.yaml", self.workdir / "build"
@@ -163,7 +170,7 @@ def fleet_deployed(names: list[str], workdir: Path, *, first_index: int = 1, pro
         echo = Echo([h.peer_address for h in hosts.values()])
         try:
             fleet = Fleet(hosts, harness, workdir, {"runtimeToken": TOKEN, **started.secrets})
-            fleet.echo = echo
+            fleet.echo, fleet.image = echo, tags[0]
             started_at = time.monotonic()
             fleet.up()
             fleet.deploy_seconds = time.monotonic() - started_at

@@ -1,5 +1,7 @@
 """Issue 24's figures (Docker, root): the same pools deployed on three hosts vs on one, claims through failover
-with one host down, and how long the client takes to detect a lost host.
+with one host down, and how long the client takes to detect a lost host; and issue 36's three-host figure: a deny
+entry of a gateway pool changed on all three hosts, from the apply's start to the new configuration in force on every
+host (goal ≤ 3 s).
 
 The hosts are extra `dockerd`s on this machine, each in its own namespaces (testbed/hosts.py), reached over a
 unix socket, ssh and tcp+TLS, applied through one provider per host (testbed/hosts_stack.py). One run each: the
@@ -25,11 +27,26 @@ def run(ctx: Context) -> SectionResult:
     from testbed.hosts_stack import claim_seconds, fleet_deployed  # Docker sections only: see engine.py
 
     result = SectionResult("hosts", TITLE)
+    live: list[float] = []
+    renewed = 0
     with tempfile.TemporaryDirectory(prefix="sandstack-bench-hosts-") as tmp:
         with fleet_deployed(["local"], Path(tmp) / "one") as one:
             single = one.deploy_seconds
         ctx.log(f"one host: deployed in {single:.1f} s")
         with fleet_deployed(["local", "ssh", "tcp"], Path(tmp) / "three") as three:
+            # Issue 36: a deny entry added to, then taken off, a gateway pool on all three hosts; the apply returns
+            # once every host's gateway and logging resolver report the new configuration in force.
+            for index in range(ctx.rounds(3, 1)):
+                for deny in (("blocked.test",), ()):
+                    three.rewrite(deny=deny)
+                    started = time.monotonic()
+                    outcome = three.up()
+                    live.append(time.monotonic() - started)
+                    # Only the reload containers run again (a reload is their replacement): nothing else changes.
+                    renewed += sum(1 for a in outcome.actions
+                                   if a.kind != "same" and not a.name.endswith("-reload"))
+                    ctx.log(f"three hosts, round {index + 1}: deny {'+' if deny else '-'}blocked.test in force in "
+                            f"{live[-1]:.2f} s")
             client = three.client()
             try:
                 healthy = claim_seconds(client, "open", "healthy", CLAIMS)
@@ -57,5 +74,9 @@ def run(ctx: Context) -> SectionResult:
                Goal("<=", 2)),
         Figure("hosts.detect_ms", "first claim meeting the lost host (daemon down, machine up)", "ms",
                stat([detect * 1000])),
+        Figure("hosts.live_3_s", "a deny entry changed on 3 hosts: apply to in force on every host", "s",
+               stat(live), Goal("<=", 3.0)),
     ]
+    result.notes.append(f"{len(live)} applies of a deny entry on three hosts (added, then taken off); anything but a "
+                        f"reload container created, updated, replaced or deleted by them: {renewed}.")
     return result
