@@ -75,7 +75,8 @@ class Echo:
             s.close()
 
 
-def stack_spec(hosts: dict, image: str, pools_on: list[str], proofs: bool = False, deny: tuple[str, ...] = ()) -> str:
+def stack_spec(hosts: dict, image: str, pools_on: list[str], proofs: bool = False,
+               deny: tuple[str, ...] = ()) -> str:
     """Pools `open` (allow-all, direct, 2 per host), `logged` (allow-all through the gateway) and `closed`
     (deny-all) on each of `pools_on`; every host has a public runtime. With `proofs`, also a public ingress per
     host and the pools of the per-host proofs (above). `deny`: the `logged` pool's deny entries (a change that

@@ -8,7 +8,8 @@ apply's time is the time to "in force on every host". Goal: ≤ 2 s for one host
 
 Before this design the same allow entry replaced the gateway and the connection logger: measured on the engine
 with the same kind of loop, 4.2–5.2 s without egress and 32–42 failed requests per change (issue 36). That code is
-gone, so it is not measured again here; the three-host figure (goal ≤ 3 s) is the `hosts` section's (`hosts.live_3_s`).
+gone, so it is not measured again here; the three-host figure (goal ≤ 3 s) is the `hosts` section's
+(`hosts.live_3_s`).
 """
 
 from __future__ import annotations
