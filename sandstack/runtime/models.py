@@ -219,6 +219,13 @@ class Snapshot(BaseModel):
                                          "writable root too (a template with `read_only_root: false`).")
 
 
+class SizeClass(BaseModel):
+    cpus: float
+    memory: int = Field(description="Bytes.")
+    disk: int = Field(description="Bytes; a class whose disk is not the pool's is served by a sandbox made on demand.")
+    pids: int
+
+
 class PoolStatus(BaseModel):
     pool: str
     host: str
@@ -235,6 +242,8 @@ class PoolStatus(BaseModel):
     download_limit: int = Field(description="The most one read, archive or snapshot may take (apparent size; "
                                             "`session.download_limit`); past it: 413.")
     upload_limit: int = Field(description="The largest upload (`session.upload_limit`); past it: 413.")
+    sizes: dict[str, SizeClass] = Field(default_factory=dict, description=(
+        "The pool's size classes (`pools.*.sizes`), which a claim may name: empty when it declares none."))
 
 
 class RestoreRequest(Strict):

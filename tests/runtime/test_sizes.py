@@ -190,3 +190,15 @@ def test_limits_the_runtime_set_on_the_same_container_are_not_set_again(env):
     env.backend.recreate(WARM)  # an apply made a new container in its name: its limits are set again
     env.claim("s5", pool="od")
     assert (_resizes(env), env.backend.limits[WARM]) == (4, BODY)
+
+
+def test_the_pools_listing_names_each_class_a_claim_may_ask_for(env, tmp_path):
+    [pool] = env.api.get("/v1/pools").json()
+    assert pool["sizes"] == {"large": {"cpus": 2.0, "memory": 1024 * MIB, "disk": 512 * MIB, "pids": 512},
+                             "wide": {"cpus": 1.0, "memory": 256 * MIB, "disk": 2048 * MIB, "pids": 64}}
+    plain = od_env(tmp_path / "plain", od_config())
+    try:
+        assert [p["sizes"] for p in plain.api.get("/v1/pools").json()] == [{}]  # a pool without classes
+    finally:
+        plain.backend.close()
+        plain.audit.close()

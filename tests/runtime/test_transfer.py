@@ -64,7 +64,8 @@ def test_snapshots_take_no_more_than_the_pools_snapshot_storage(bounded):
     pools = {p["pool"]: p for p in env.api.get("/v1/pools").json()}
     assert pools["py"] == {"pool": "py", "host": "local", "sandboxes": {"bound": 1, "idle": 3}, "snapshots": 2,
                            "snapshot_bytes": used, "hibernated_bytes": 0, "snapshot_storage": 102400,
-                           "session_snapshot_storage": None, "download_limit": 65536, "upload_limit": 1024}
+                           "session_snapshot_storage": None, "download_limit": 65536, "upload_limit": 1024,
+                           "sizes": {}}
     assert sorted(p.name for p in (env.state_dir / "snapshots").iterdir()) == \
         sorted(s["id"] for s in env.api.get("/v1/snapshots").json())
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -16,7 +17,8 @@ router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], response
 
 @router.get("/pools", response_model=list[PoolStatus], operation_id="list_pools")
 def list_pools(request: Request) -> Any:
-    """Each pool on this host: its sandboxes by status, and what its snapshots take of their storage."""
+    """Each pool on this host: its sandboxes by status, what its snapshots take of their storage, and its size
+    classes."""
     pool_level(scope_of(request), "the pools' listing")
     runtime = runtime_of(request)
     answer = []
@@ -30,5 +32,7 @@ def list_pools(request: Request) -> Any:
                        "hibernated_bytes": runtime.storage.hibernated_bytes(pool),
                        "snapshot_storage": spec.snapshot_storage_bytes,
                        "session_snapshot_storage": spec.session_snapshot_storage_bytes,
-                       "download_limit": spec.download_limit_bytes, "upload_limit": spec.upload_limit_bytes})
+                       "download_limit": spec.download_limit_bytes, "upload_limit": spec.upload_limit_bytes,
+                       "sizes": {name: asdict(limits) for name, limits in spec.sizes.classes.items()}
+                       if spec.sizes else {}})
     return answer
