@@ -205,7 +205,7 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement],
         rules += egress_bridge_rules(egress_bridge, opted_in, str(egress[1]))
         bridges.append(egress_bridge)
     # An ingress beside a runtime reaches it to wake a site's sandbox: its network then has a fixed subnet.
-    wake = Wake(addresses.ingress, spec.runtime.port, wake_token_label(stack, host)) \
+    wake = Wake(addresses.ingress, wake_token_label(stack, host)) \
         if spec.runtime and addresses.ingress else None
     ingress = plan_ingress(stack, spec, placements, networks, wake)
     if ingress:

@@ -101,7 +101,6 @@ class Wake:
     of the host's runtime token: `sandstack.plan.tree.Secret`)."""
 
     subnet: ipaddress.IPv4Network
-    port: int
     token_label: str
 
     @property

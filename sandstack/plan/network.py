@@ -346,18 +346,10 @@ def connection_bounds(network: PoolNetwork) -> list[str]:
     ]
 
 
-def ingress_bridge_rules(bridge: str, wake: tuple[str, str, int] | None = None) -> list[str]:
-    """The ingress's own network, where its port is published: it opens no connection to the host but, with
-    `wake` (the ingress's address, the runtime's address on the bridge, its port), to the runtime's wake endpoint
-    (listed after the drop, so the guard inserts it above). That address is the host's: Linux answers on it whatever
-    interface a packet comes in by, so a machine that routes the bridge's subnet through the host, a container on
-    Docker's default bridge or a local process would reach the runtime there too; only the bridge may."""
-    rules = [f"INPUT -i {bridge} {NOT_ESTABLISHED} -j DROP"]
-    if wake:
-        ingress, runtime, port = wake
-        rules += [f"INPUT -i {bridge} -s {ingress}/32 -d {runtime}/32 -p tcp --dport {port} -j ACCEPT",
-                  f"INPUT ! -i {bridge} -d {runtime}/32 -p tcp --dport {port} -j DROP"]
-    return rules
+def ingress_bridge_rules(bridge: str) -> list[str]:
+    """The ingress's own network, where its port is published: it opens no connection to the host (beside a runtime
+    too: the ingress reaches the runtime by a unix socket, not by the host's address on this bridge)."""
+    return [f"INPUT -i {bridge} {NOT_ESTABLISHED} -j DROP"]
 
 
 def egress_bridge_rules(bridge: str, allow_metadata: bool, resolver: str | None = None) -> list[str]:
