@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 from fastapi.testclient import TestClient
@@ -96,3 +98,28 @@ def od_env(tmp_path: Path, config: RuntimeConfig | None = None, backend: FakeBac
     audit = AuditLog(state / "audit.log")
     app = create_app(runtime, token=TOKEN, audit=audit, monitor=False)
     return Env(backend, runtime, TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"}), state, audit)
+
+
+# Pool `od` on two hosts, `a` and `b`, each a runtime over its own fake backend (two_hosts).
+TWO_HOSTS = {"runtime": {"hosts": {"a": {"url": "http://a.test", "token": TOKEN},
+                                   "b": {"url": "http://b.test", "token": TOKEN}},
+                         "pools": {"od": ["a", "b"]}}}
+
+
+@contextlib.contextmanager
+def two_hosts(tmp_path: Path, config: RuntimeConfig | None = None) -> Iterator[tuple[dict[str, Env], object]]:
+    """Hosts `a` and `b` with `config` (od_config's by default), and a sync client of both (TWO_HOSTS) whose requests
+    reach each host's app in process; both closed at the end."""
+    from sandstack.client import Client
+
+    envs = {"a": od_env(tmp_path / "a", config), "b": od_env(tmp_path / "b", config)}
+
+    def factory(endpoint, timeout, headers):
+        return TestClient(envs[endpoint.name].api.app, base_url=endpoint.url, headers=headers)
+
+    try:
+        yield envs, Client.from_outputs(TWO_HOSTS, http_factory=factory)
+    finally:
+        for env in envs.values():
+            env.backend.close()
+            env.audit.close()

@@ -5,28 +5,17 @@ from __future__ import annotations
 import threading
 
 import pytest
-from fastapi.testclient import TestClient
 
-from sandstack.client import Client, NoCapacity
+from sandstack.client import NoCapacity
 from tests.runtime.conftest import TOKEN, hk
-from tests.runtime.ondemand_helpers import PLACES, WARM, od_env
+from tests.runtime.ondemand_helpers import PLACES, WARM, two_hosts
 
-OUTPUTS = {"runtime": {"hosts": {"a": {"url": "http://a.test", "token": TOKEN},
-                                 "b": {"url": "http://b.test", "token": TOKEN}},
-                       "pools": {"od": ["a", "b"]}}}
 
 
 @pytest.fixture
 def two(tmp_path):
-    envs = {"a": od_env(tmp_path / "a"), "b": od_env(tmp_path / "b")}
-
-    def factory(endpoint, timeout, headers):
-        return TestClient(envs[endpoint.name].api.app, base_url=endpoint.url, headers=headers)
-
-    yield envs, Client.from_outputs(OUTPUTS, http_factory=factory)
-    for env in envs.values():
-        env.backend.close()
-        env.audit.close()
+    with two_hosts(tmp_path) as both:
+        yield both
 
 
 def test_claims_create_on_demand_then_fail_over_then_refuse_past_every_ceiling(two):

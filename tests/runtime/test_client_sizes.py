@@ -8,29 +8,19 @@ import asyncio
 import pytest
 from fastapi.testclient import TestClient
 
-from sandstack.client import AsyncClient, Client, InvalidRequest
+from sandstack.client import AsyncClient, InvalidRequest
 from tests.runtime.conftest import TOKEN
-from tests.runtime.ondemand_helpers import WARM, od_env
+from tests.runtime.ondemand_helpers import TWO_HOSTS as OUTPUTS, WARM, two_hosts
 from tests.runtime.served import serve
 from tests.runtime.test_sizes import BODY, LARGE_BODY, sized_config
 
-OUTPUTS = {"runtime": {"hosts": {"a": {"url": "http://a.test", "token": TOKEN},
-                                 "b": {"url": "http://b.test", "token": TOKEN}},
-                       "pools": {"od": ["a", "b"]}}}
 UNKNOWN = "pool 'od' has no size class 'huge': its classes are large, wide (or name none for the pool's own limits)"
 
 
 @pytest.fixture
 def two(tmp_path):
-    envs = {"a": od_env(tmp_path / "a", sized_config()), "b": od_env(tmp_path / "b", sized_config())}
-
-    def factory(endpoint, timeout, headers):
-        return TestClient(envs[endpoint.name].api.app, base_url=endpoint.url, headers=headers)
-
-    yield envs, Client.from_outputs(OUTPUTS, http_factory=factory)
-    for env in envs.values():
-        env.backend.close()
-        env.audit.close()
+    with two_hosts(tmp_path, sized_config()) as both:
+        yield both
 
 
 def test_a_sized_claim_through_the_client_and_its_release(two):
