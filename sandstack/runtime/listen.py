@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from typing import Callable
 
 BACKLOG = 2048  # uvicorn's default
 # Anyone who can open the file may connect: only the runtime and the ingress mount the volume, and every route the
@@ -22,33 +23,33 @@ BACKLOG = 2048  # uvicorn's default
 SOCKET_MODE = 0o666
 
 
-def bind(address: str, port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+def _listening(sock: socket.socket, prepare: Callable[[socket.socket], object]) -> socket.socket:
+    """`sock` prepared (options, bound) and listening without blocking; closed again if any step fails."""
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((address, port))
+        prepare(sock)
         sock.listen(BACKLOG)
         sock.setblocking(False)
     except OSError:
         sock.close()
         raise
     return sock
+
+
+def bind(address: str, port: int) -> socket.socket:
+    def prepare(sock: socket.socket) -> None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address, port))
+    return _listening(socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP), prepare)
 
 
 def bind_unix(path: Path) -> socket.socket:
     """A socket at `path`; a file left there by a process before this one is replaced (a socket's file outlives it)."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
+    def prepare(sock: socket.socket) -> None:
         if path.is_socket():
             path.unlink()
         sock.bind(str(path))
         os.chmod(path, SOCKET_MODE)
-        sock.listen(BACKLOG)
-        sock.setblocking(False)
-    except OSError:
-        sock.close()
-        raise
-    return sock
+    return _listening(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM), prepare)
 
 
 def sockets(listen: str, port: int, wake_socket: Path | None) -> list[socket.socket]:
