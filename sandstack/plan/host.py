@@ -245,8 +245,7 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement],
         infra=plan_infra_image(stack, spec), networks=networks, egress_bridge=egress_bridge,
         guard=guard,
         gateway=gateway, gpus=gpus, workspaces=workspaces, ingress=ingress,
-        runtime=plan_runtime(stack, host, spec.runtime, placements, ondemand,
-                             {site.host_name: site.upstream for site in ingress.sites} if ingress else None),
+        runtime=plan_runtime(stack, host, spec.runtime, placements, ondemand),
         logger=plan_logger(stack, spec, networks, gateway), egress_subnet=egress,
     )
 

@@ -7,10 +7,12 @@ Its published port is on a network of its own, so no pool network becomes routed
 published.
 
 With a runtime on the host, a request that finds no upstream wakes the site's sandbox (`Wake`): Caddy asks the
-runtime's `GET /v1/wake?site=<host>` over a unix socket in the runtime's configuration volume, which the ingress
-mounts read-only (so an ingress added to a host changes none of the runtime's inputs, and the runtime listens on no
-address of the ingress's network) and, once it answers 200, sends the request to the sandbox again
-(docs/design/ondemand.md, "Waking on a URL request").
+runtime's `GET /v1/wake?site=<host>&sandbox=<its sandbox>` over a unix socket in the runtime's configuration volume,
+which the ingress mounts read-only (so an ingress added to a host changes none of the runtime's inputs, and the
+runtime listens on no address of the ingress's network) and, once it answers 200, sends the request to the sandbox
+again (docs/design/ondemand.md, "Waking on a URL request"). The site's sandbox travels with each request, written
+here, so the runtime's configuration holds no sites: a url port, a replica's site or the domain changed reloads the
+ingress alone.
 """
 
 from __future__ import annotations
@@ -205,7 +207,7 @@ class IngressPlan:
         if not site.auth or self.wake is None:
             return []
         return [f"\tforward_auth {self.wake.upstream} {{",
-                "\t\turi /v1/url-auth?site={host}",
+                f"\t\turi /v1/url-auth?site={{host}}&sandbox={site.upstream}",
                 f'\t\theader_up Authorization "Bearer {{env.{ENV_WAKE_TOKEN}}}"',
                 "\t}"]
 
@@ -240,7 +242,7 @@ class IngressPlan:
         return ["	handle_errors {",
                 f"		reverse_proxy {self.wake.upstream} {{",
                 "			method GET",  # sent without the visitor's body, which is closed by now (wake.py)
-                "			rewrite /v1/wake?site={host}",
+                f"			rewrite /v1/wake?site={{host}}&sandbox={site.upstream}",
                 f'			header_up Authorization "Bearer {{env.{ENV_WAKE_TOKEN}}}"',
                 "			header_up -Cookie",
                 "			@woke status 200",

@@ -217,8 +217,6 @@ class RuntimeConfig:
     # The labels of this stack's and host's containers (sandstack.spec.contract's): how the runtime finds its
     # on-demand sandboxes among the daemon's containers, those of a pool no longer declared included.
     ondemand_labels: dict[str, str] = field(default_factory=dict)
-    # The host's ingress sites (sandstack.plan.ingress `Site`): host name → its sandbox. What a wake names.
-    sites: dict[str, str] = field(default_factory=dict)
     # The gateway container whose configuration volume holds each sandbox's network profile, when a pool here has
     # profiles (None: none has).
     gateway: str | None = None
@@ -242,9 +240,6 @@ class RuntimeConfig:
                 if sandbox in owners:
                     raise ValueError(f"pools.{pool}.sandboxes: {sandbox!r} is also in pool {owners[sandbox]!r}")
                 owners[sandbox] = pool
-        strays = sorted(site for site, sandbox in self.sites.items() if sandbox not in owners)
-        if strays:
-            raise ValueError(f"sites: {strays!r} name sandboxes of no pool of this host")
         for scope, token in self.tokens.items():
             unknown = sorted(set(token.pools) - set(self.pools))
             if unknown:

@@ -149,7 +149,7 @@ class RuntimeHostPlan:
 
     @property
     def config_set(self) -> ConfigSet:
-        """Its configuration (pools, ceilings, idle policies, sites, token scopes' pools): the JSON the runtime reads,
+        """Its configuration (pools, ceilings, idle policies, token scopes' pools): the JSON the runtime reads,
         taken in place (sandstack.runtime.reload)."""
         return ConfigSet("runtime", ((ENV_CONFIG_TEXT, self.config.to_json()),), wait_seconds=RELOAD_WAIT_SECONDS)
 
@@ -198,10 +198,10 @@ def code_archive() -> str:
 
 
 def plan_runtime(stack: str, host: str, spec: RuntimeService | None, placements: list[Placement],
-                 ondemand: dict[str, OnDemand | None] | None = None,
-                 sites: dict[str, str] | None = None) -> RuntimeHostPlan | None:
-    """`ondemand`: the recipe of each pool with a ceiling above its warm count (sandstack.plan.ondemand);
-    `sites`: the ingress's, host name → sandbox (what a wake names)."""
+                 ondemand: dict[str, OnDemand | None] | None = None) -> RuntimeHostPlan | None:
+    """`ondemand`: the recipe of each pool with a ceiling above its warm count (sandstack.plan.ondemand). The
+    ingress's sites are not in its configuration: each wake names its sandbox (sandstack.plan.ingress), so a url
+    port, a replica's site or the domain changed leaves the runtime as it is."""
     if spec is None:
         return None
     ondemand = ondemand or {}
@@ -209,7 +209,7 @@ def plan_runtime(stack: str, host: str, spec: RuntimeService | None, placements:
     listen = "0.0.0.0" if spec.exposure == "public" else "127.0.0.1"
     config = RuntimeConfig(host=host, pools=pools, port=spec.port, idle_cpu_ms_per_s=IDLE_CPU_MS_PER_S,
                            exit_lifetime=EXIT_LIFETIME, exit_idle=EXIT_IDLE,
-                           ondemand_labels={LABEL_STACK: stack, LABEL_HOST: host}, sites=dict(sites or {}),
+                           ondemand_labels={LABEL_STACK: stack, LABEL_HOST: host},
                            listen=listen,
                            tokens={scope: TokenScope(tuple(p for p in t.pools if p in pools), token_env(scope))
                                    for scope, t in spec.tokens.items()},

@@ -377,6 +377,8 @@ def diff(old: ResolvedStack, new: ResolvedStack, stack: str) -> Diff:
             changed = {k: (a.props.get(k), b.props.get(k)) for k in set(a.props) | set(b.props)
                        if a.props.get(k) != b.props.get(k) and not (k == "configuration" and r.kind in RELOAD_KINDS)}
             act = engine.get(r.key)
+            if act is None and r.key in plans[0].nodes and r.key in plans[1].nodes:
+                continue  # the engine leaves it as it is, whatever its description shows (it shows more than it takes)
             if act is not None and not (set(changed) - INFORMATIVE_OF.get(r.kind, set())):
                 # Nothing a reviewer reads changed, but the engine renews it: an input it takes from the host
                 # (labels, the infra image) or from a renewed resource it refers to.

@@ -124,6 +124,7 @@ DECIDE: dict[Condition, Callable[[Side], bool]] = {
     table.UNLOGGED_ALLOW_ALL: _unlogged_allow_all,
     table.DIRECT_ROUTE: lambda s: s.template is not None and s.template.network.outbound == "direct",
     table.RUNTIME_HOST: lambda s: s.runtime,
+    table.URL_PORTS_AND_RUNTIME: lambda s: s.runtime and _url_port(s),
     table.INGRESS_HOST: lambda s: s.ingress,
 }
 
@@ -187,6 +188,8 @@ COMPONENT_KINDS = {"stack", "host", "template", "pool"}
 # (and their reload containers, which run again for the new container they name).
 CASCADE_KINDS = {p.kind for c in table.CASCADES for r in c.renews for p in HOST_ROLES[r].parts
                  if p.resource == "container"}
+# The runtime's reload container: what a change to an on-demand pool's recipe renews (sandstack.spec.changes.in_recipe).
+RECIPE_KINDS = {p.kind for p in HOST_ROLES["runtime"].parts if p.config and p.resource == "container"}
 
 
 def reaches(effect: Effect, r: Resource, action: str, changed: set[str], moved: bool = False) -> bool:
@@ -223,8 +226,8 @@ def reaches(effect: Effect, r: Resource, action: str, changed: set[str], moved: 
         raise LookupError(f"resource kind {kind!r} is neither a host role's (sandstack.spec.roles) nor a pool's, "
                           "a template's or a component's")
     role = ROLE_OF_KIND[kind]
-    if role in effect.renews:
-        return True
+    if role in effect.renews or (action in ("create", "delete") and role in effect.host):
+        return True  # renewed; or the role itself added or taken off (its objects made or removed, reload or not)
     if role in effect.reloads:
         return kind in RELOAD_KINDS  # the role takes it in place: only its reload container runs again
     return kind in ON_INFRA and infra
@@ -336,6 +339,15 @@ def explain(change: FieldChange, r: Resource, action: str, changed: set[str], ol
         return None
     if action in ("create", "delete") and (own_entry(change, r) or change.effect.scope == "placement"):
         return Reason(change, ((None, change.effect),))
+    recipe = r.kind in RECIPE_KINDS and _ondemand(change, r, old, new)
     held = tuple(h for h in applicable(change.effect, sides(change, r, old, new, changed))
-                 if reaches(h[1], r, action, changed, moved))
+                 if reaches(h[1], r, action, changed, moved) or (recipe and table.in_recipe(h[1])))
     return Reason(change, held) if held else None
+
+
+def _ondemand(change: FieldChange, r: Resource, old: ResolvedStack, new: ResolvedStack) -> bool:
+    """Whether a template the change concerns is placed on the resource's host by a pool with on-demand places
+    (a ceiling above its warm count), before or after: the runtime holds that pool's recipe."""
+    templates = concerned_templates(change, r, old, new)
+    return any(p.template in templates and r.host in p.hosts and p.max is not None and p.max > p.replicas
+               for spec in (old, new) for p in spec.pools.values())

@@ -1,5 +1,5 @@
 """The runtime's configuration taken in place (issue 36; docs/design/runtime.md, "Live configuration"): what changes
-with pools, ceilings, idle policies, sites and token scopes reaches the runtime as a configuration *set* in its
+with pools, ceilings, idle policies, on-demand recipes and token scopes reaches the runtime as a configuration *set* in its
 configuration volume (`$SANDSTACK_CONFIG_DIR`), written there by the runtime's reload container, not in its
 container's environment, so a change never restarts the runtime and its sessions, processes, streams and terminals
 go on.

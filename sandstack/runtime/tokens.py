@@ -76,7 +76,7 @@ class Tokens:
             scoped[name] = (token, frozenset(scope.pools))
         tokens = cls(host_token, scoped)
         wake = environ.get(ENV_WAKE_TOKEN, "")
-        if wake and config.sites:
+        if wake:
             if len(wake) < MIN_TOKEN:
                 raise ValueError(f"{ENV_WAKE_TOKEN} must hold the ingress's token of at least {MIN_TOKEN} characters")
             if wake in seen:

@@ -104,9 +104,19 @@ DIRECT_ROUTE = Condition("a direct route")
 # container holds it): which one renews depends on where the reference sits.
 IN_INGRESS_TLS = Condition("in the ingress's TLS")
 RUNTIME_HOST = Condition("a host with a runtime")
+# Both of the above: a count of a pool's sandboxes is in the ingress's sites and the runtime's list of the pool's.
+URL_PORTS_AND_RUNTIME = Condition("url ports and a runtime")
 # An ingress beside a runtime wakes sites through it: its network's fixed subnet is there because of the runtime, it
 # mounts the runtime's configuration volume (the runtime's socket), and its wake token derives from the runtime's.
 INGRESS_HOST = Condition("a host with an ingress")
+
+
+def in_recipe(effect: "Effect") -> bool:
+    """Whether a change reaches the on-demand recipe of a pool's places (the container the runtime creates at claim,
+    in its configuration: sandstack.plan.ondemand): what updates or replaces the pool's sandboxes, or moves them to
+    another image, changes the places not made yet alike, so on a pool with on-demand places it also reloads the
+    runtime (the table's rows name the sandboxes; this consequence is the same for each of them)."""
+    return effect.sandboxes in ("update", "replace") or effect.snapshot != "none"
 
 
 @dataclass(frozen=True)

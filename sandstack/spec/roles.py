@@ -123,7 +123,7 @@ INGRESS_RELOAD = "loads its new Caddyfile through its admin API (a url pool's ne
 LOGGER_RELOAD = ("restarts only the resolvers whose options changed (or of pools added or taken off) and keeps its "
                  "connection queue and every other resolver running")
 LOGGER_INTERRUPTS = "the name lookups of a pool whose resolver changed, for milliseconds"
-RUNTIME_RELOAD = ("swaps in its new pools, ceilings, idle policies, sites and token scopes; its sessions, running "
+RUNTIME_RELOAD = ("swaps in its new pools, ceilings, idle policies, on-demand recipes and token scopes; its sessions, running "
                   "processes, streams and terminals go on (a pool taken off keeps its bound sessions until they end)")
 
 _ROLES = (

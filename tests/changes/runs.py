@@ -24,6 +24,7 @@ import pytest
 
 from sandstack.plan.stack import StackPlan, plan_stack
 from sandstack.spec import load_stack
+from sandstack.spec.resolve import ResolvedStack
 from testbed.harness.harness import Harness, RunResult
 from testbed.specs import STACK, stack_program, write_spec
 from tests.changes import test_change_matrix as matrix
@@ -35,6 +36,8 @@ class Side:
     path: Path  # the spec file the run read (its folder holds the matrix's files and the build context)
     run: RunResult
     plan: StackPlan  # planned from the same file and build root as the run
+    # The file as loaded then (the base's file is overwritten by its cases' edits: read the spec from here).
+    stack: ResolvedStack
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,8 @@ def _root() -> Path:
 def _side(data: dict, folder: Path, harness: Harness) -> Side:
     path = write_spec(folder, data, matrix.FILES)
     run = harness.run(stack_program(path), secret_config=matrix.SECRETS)
-    return Side(copy.deepcopy(data), path, run, plan_stack(load_stack(path), STACK, build_root=path.parent / "build"))
+    stack = load_stack(path)
+    return Side(copy.deepcopy(data), path, run, plan_stack(stack, STACK, build_root=path.parent / "build"), stack)
 
 
 def _base(data: dict) -> tuple[Side, Harness]:

@@ -45,7 +45,8 @@ from sandstack.spec import changes as table
 from sandstack.spec.changes import (BUILTIN_TMPFS, DEVICES_REASSIGNED, DIRECT_ROUTE, IN_INGRESS_TLS, INGRESS_HOST,
                                     NO_IDLE_TIMEOUT, NOTHING_INHERITED_CHANGES, PIDS_UNCHANGED, ROUTE_KEPT, ROUTING,
                                     RUNTIME_HOST,
-                                    UNLOGGED_ALLOW_ALL, URL_AND_ROUTING, URL_PORTS, URL_PORTS_CHANGE, Condition, Effect)
+                                    UNLOGGED_ALLOW_ALL, URL_AND_ROUTING, URL_PORTS, URL_PORTS_AND_RUNTIME, URL_PORTS_CHANGE,
+                                    Condition, Effect)
 from sandstack.spec.changes import DISK_WORKSPACE as DISK
 from sandstack.spec.models import Stack
 from sandstack.spec.models.base import change_of
@@ -258,6 +259,11 @@ EVERY_ROLE = setting(hosts__local__ingress={"domain": "sbx.example.com"},
                      hosts__local__runtime={"token": {"secret": "runtimeToken"}},
                      templates__agent__ports=[{"port": 8080, "exposure": "host", "name": "http"},
                                               {"port": 9090, "exposure": "url"}])
+# `agent` with on-demand places (a ceiling above its warm count, so a runtime holds their recipe; no secret in the
+# environment: rule ondemand-secret-env).
+ONDEMAND = setting(pools__agent__max=3, hosts__local__runtime={"token": {"secret": "runtimeToken"}},
+                   templates__agent__ports__0__host_port=None, templates__agent__env__TOKEN=None,
+                   defaults__env__SHARED=None)
 INGRESS_AND_RUNTIME = setting(hosts__local__ingress={"domain": "sbx.example.com"}, templates__agent__ports=URL_PORT,
                               hosts__local__runtime={"token": {"secret": "runtimeToken"}})
 
@@ -362,6 +368,7 @@ CASES: list[Case] = [
     # Beside a runtime, nothing of the runtime's changes (its socket and wake token are there without an ingress).
     Case("hosts.*.ingress", {"domain": "sbx.example.com"}, prepare=RUNTIME, variant="beside a runtime"),
     Case("hosts.*.ingress.domain", "sbx2.example.com", prepare=INGRESS),
+    Case("hosts.*.ingress.domain", "sbx2.example.com", prepare=INGRESS_AND_RUNTIME, variant="beside a runtime"),
     Case("hosts.*.ingress.port", 8443, prepare=INGRESS),
     Case("hosts.*.ingress.exposure", "host", prepare=INGRESS),
     Case("hosts.*.ingress.tls", {"cert": {"secret": "certPem"}, "key": {"secret": "keyPem"}}, prepare=INGRESS),
@@ -482,6 +489,7 @@ CASES: list[Case] = [
     Case("templates.*.limits", {"profile": "big", "pids": 64}, condition=PIDS_UNCHANGED),
     Case("templates.*.limits.cpus", 3),
     Case("templates.*.limits.memory", "2GiB"),
+    Case("templates.*.limits.memory", "2GiB", prepare=ONDEMAND, variant="on-demand places"),
     Case("templates.*.limits.memory", "192MiB", prepare=setting(
         templates__agent__filesystem=None, defaults__filesystem=None, templates__agent__limits__memory="128MiB"),
          condition=BUILTIN_TMPFS),
@@ -546,6 +554,7 @@ CASES: list[Case] = [
     Case("templates.*.lifecycle", {"max_lifetime": "6h", "idle_timeout": "10m", "on_expiry": "restart"},
     ),
     Case("templates.*.lifecycle.max_lifetime", "6h"),
+    Case("templates.*.lifecycle.max_lifetime", "6h", prepare=ONDEMAND, variant="on-demand places"),
     Case("templates.*.lifecycle.idle_timeout", "10m"),
     Case("templates.*.lifecycle.on_expiry", "restart"),
     Case("templates.*.filesystem", {"read_only_root": True, "writable": [{"path": "/scratch", "size": "32MiB"}]}),
@@ -563,6 +572,7 @@ CASES: list[Case] = [
     Case("templates.*.security.no_new_privileges", False),
     Case("templates.*.security.sudo", True, prepare=NNP_UNSET),
     Case("templates.*.env", {"MODE": "y", "TOKEN": {"secret": "apiToken"}}),
+    Case("templates.*.env", {"MODE": "y"}, prepare=ONDEMAND, variant="on-demand places"),
     Case("templates.*.env.*.secret", "apiToken2"),
     Case("templates.*.user", "20001:20001"),
     Case("templates.*.workdir", "/home"),
@@ -576,6 +586,8 @@ CASES: list[Case] = [
     Case("templates.*.base_image", "busybox:1.37"),
     Case("templates.*.snapshot", {"version": "2", "setup": ["true"]}),
     Case("templates.*.snapshot.version", "2"),
+    # The runtime's recipe of the places not made yet changes alike (sandstack.spec.changes.in_recipe).
+    Case("templates.*.snapshot.version", "2", prepare=ONDEMAND, variant="on-demand places"),
     Case("templates.*.snapshot.version", "2", prepare=setting(templates__agent__snapshot__push_to="registry.example.com/agent"),
          variant="pushed to a registry"),
     Case("templates.*.snapshot.setup", ["true", "echo more"]),
@@ -612,6 +624,13 @@ CASES: list[Case] = [
     Case("templates.*.ports[].name", "web"),
     Case("templates.*.ports[].name", "web", prepare=INGRESS, condition=table.URL_PORT),
     Case("templates.*.ports[].port", 8081, prepare=INGRESS, condition=URL_PORTS_CHANGE),
+    # The runtime's configuration names no site (each wake names its sandbox): a url port moved leaves it as it is.
+    Case("templates.*.ports[].port", 8081, prepare=INGRESS_AND_RUNTIME, condition=URL_PORTS_CHANGE,
+         variant="beside a runtime"),
+    Case("templates.*.ports[].port", 8081, condition=URL_PORTS_CHANGE, variant="on-demand beside a runtime",
+         prepare=setting(hosts__local__ingress={"domain": "sbx.example.com"}, pools__agent__max=3,
+                         hosts__local__runtime={"token": {"secret": "runtimeToken"}}, templates__agent__ports=URL_PORT,
+                         templates__agent__env__TOKEN=None, defaults__env__SHARED=None)),
     Case("templates.*.ports[].exposure", "url", prepare=HOST_INGRESS, condition=URL_AND_ROUTING),
     Case("templates.*.ports[].exposure", "url", condition=URL_PORTS_CHANGE, prepare=setting(
         hosts__local__ingress={"domain": "sbx.example.com"},
@@ -631,6 +650,7 @@ CASES: list[Case] = [
     ),
     Case("pools.*.replicas", 2, prepare=setting(templates__agent__ports__0__host_port=None)),
     Case("pools.*.replicas", 2, prepare=INGRESS, condition=URL_PORTS),
+    Case("pools.*.replicas", 2, prepare=INGRESS_AND_RUNTIME, condition=URL_PORTS_AND_RUNTIME),
     Case("pools.*.replicas", 2, prepare=setting(hosts__local__runtime={"token": {"secret": "runtimeToken"}},
                                                 templates__agent__ports__0__host_port=None),
          condition=RUNTIME_HOST),
@@ -830,6 +850,15 @@ def expected_changes(effect: Effect, case: Case, runs, specs) -> tuple[set[str],
         if seeder and fields == ("image",) and f"replace sandstack-{HOST}-infra" in expected:
             expected.add(key)
 
+    # The runtime's recipe of a pool's on-demand places (sandstack.spec.changes.in_recipe): a change to the pool's
+    # sandboxes changes the places not made yet alike, so the runtime takes its configuration again.
+    def ondemand(spec: dict) -> bool:
+        return any((pool := spec["pools"].get(p)) and (pool.get("max") or 0) > pool.get("replicas", 1) for p in pools)
+    if table.in_recipe(effect) and (ondemand(old_spec) or ondemand(new_spec)):
+        recipe = {k for k in changes if role_of(n := k.split(" ", 1)[1], HOST) == "runtime" and is_reload(n, HOST)}
+        expected |= recipe
+        if not recipe:
+            required.append("the runtime's reload (its recipe of the pool's on-demand places)")
     # A renewed host service's reload container runs again for the new service (it names it: `After`).
     for key in changes:
         name = key.split(" ", 1)[1]
@@ -896,3 +925,4 @@ def test_a_field_change_does_what_its_declaration_says(case: Case):
 def apply(up):
     """`apply(spec_dict)` → RunResult: one `pulumi up` of the spec, with the matrix's files and secrets."""
     return lambda data: up(data, FILES, SECRETS)
+

@@ -97,7 +97,7 @@ def test_each_site_asks_the_runtime_then_retries_the_sandbox(tmp_path):
         "\thandle_errors {\n"
         "\t\treverse_proxy unix//run/sandstack/runtime/wake.sock {\n"
         "\t\t\tmethod GET\n"
-        "\t\t\trewrite /v1/wake?site={host}\n"
+        "\t\t\trewrite /v1/wake?site={host}&sandbox=sandstack-t-web-1\n"
         f'\t\t\theader_up Authorization "Bearer {{env.{ENV_WAKE_TOKEN}}}"\n'
         "\t\t\theader_up -Cookie\n"
         "\t\t\t@woke status 200\n"

@@ -33,7 +33,7 @@ def test_a_session_site_asks_the_runtime_first_and_the_app_never_sees_the_token(
         f"{site}"
         "\ttls internal\n"
         "\tforward_auth unix//run/sandstack/runtime/wake.sock {\n"
-        "\t\turi /v1/url-auth?site={host}\n"
+        "\t\turi /v1/url-auth?site={host}&sandbox=sandstack-t-web-0\n"
         f'\t\theader_up Authorization "Bearer {{env.{ENV_WAKE_TOKEN}}}"\n'
         "\t}\n"
         "\treverse_proxy sandstack-t-web-0:8080 {\n"

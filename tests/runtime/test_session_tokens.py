@@ -112,7 +112,7 @@ def test_another_session_of_the_same_pool_does_not_exist_for_it_and_pool_operati
         ("delete", "/v1/sessions/s1", None, "a release"),
         ("get", "/v1/pools", None, "the pools' listing"),
         ("get", "/v1/sandboxes", None, "the sandboxes' listing"),
-        ("get", "/v1/wake?site=x.example.com", None, "a wake"),
+        ("get", "/v1/wake?site=x.example.com&sandbox=sandstack-x", None, "a wake"),
     ]
     for method, url, body, what in pool_level:
         response = getattr(mine, method)(url, **({"json": body} if body is not None else {}))

@@ -8,14 +8,15 @@ import pytest
 
 from sandstack.spec.contract import URL_AUTH_COOKIE, URL_AUTH_HEADER
 from tests.runtime.ondemand_helpers import PLACES, WARM
-from tests.runtime.test_wake import SITE_PLACE, SITE_WARM, WAKE_TOKEN, woke  # noqa: F401  (the fixture)
+from tests.runtime.test_wake import SITE_PLACE, SITE_WARM, SITES, WAKE_TOKEN, woke  # noqa: F401  (the fixture)
 
 REFUSED = {"error": "a session token for this site is required"}
 
 
-def _check(ingress, site: str, uri: str = "/", **headers):
-    return ingress.get("/v1/url-auth", params={"site": site}, headers={"X-Forwarded-Uri": uri, **headers},
-                       follow_redirects=False)
+def _check(ingress, site: str, uri: str = "/", sandbox: str | None = None, **headers):
+    """The check as the ingress's Caddyfile asks it: the site and its sandbox (`sandbox` for one of no site)."""
+    return ingress.get("/v1/url-auth", params={"site": site, "sandbox": sandbox or SITES[site]},
+                       headers={"X-Forwarded-Uri": uri, **headers}, follow_redirects=False)
 
 
 def test_the_sessions_own_token_passes_in_a_header_or_its_cookie_and_is_not_audited(woke):
@@ -41,21 +42,21 @@ def test_a_first_visits_token_in_the_url_is_swapped_for_a_cookie(woke):
     assert token not in str(line)
 
 
-@pytest.mark.parametrize("case", ["none", "other session", "released", "undeclared site", "no session",
+@pytest.mark.parametrize("case", ["none", "other session", "released", "sandbox of no pool", "no session",
                                   "pool token as visitor", "malformed cookie"])
 def test_anything_but_the_sites_sessions_token_gets_the_same_401(woke, case):
     env, ingress = woke
     mine = env.claim("a", pool="od")["token"]
     other = env.claim("b", pool="od")["token"]
     assert env.api.get("/v1/sessions/b").json()["sandbox"] == PLACES[0]
-    site, headers = SITE_WARM, {}
+    site, headers, sandbox = SITE_WARM, {}, None
     if case == "other session":
         headers = {URL_AUTH_HEADER: other}
     elif case == "released":
         env.api.delete("/v1/sessions/a")
         headers = {URL_AUTH_HEADER: mine}
-    elif case == "undeclared site":
-        site, headers = "8080-od-9.sandbox.test", {URL_AUTH_HEADER: mine}
+    elif case == "sandbox of no pool":
+        site, sandbox, headers = "8080-x-0.sandbox.test", "sandstack-t-x-0", {URL_AUTH_HEADER: mine}
     elif case == "no session":
         env.api.delete("/v1/sessions/b")
         site, headers = SITE_PLACE, {URL_AUTH_HEADER: other}
@@ -63,7 +64,7 @@ def test_anything_but_the_sites_sessions_token_gets_the_same_401(woke, case):
         headers = {URL_AUTH_HEADER: "engine-test-runtime-token"}
     elif case == "malformed cookie":
         headers = {"Cookie": f'{URL_AUTH_COOKIE}="{mine}'}
-    answer = _check(ingress, site, **headers)
+    answer = _check(ingress, site, sandbox=sandbox, **headers)
     assert (answer.status_code, answer.json()) == (401, REFUSED)
     line = env.audit.tail(1)[0]
     assert (line["operation"], line["status"], line["scope"]) == ("url_auth", 401, "ingress-wake")
@@ -72,9 +73,9 @@ def test_anything_but_the_sites_sessions_token_gets_the_same_401(woke, case):
 def test_only_the_ingress_or_an_operator_may_ask(woke):
     env, _ = woke
     token = env.claim("a", pool="od")["token"]
-    session = env.api.get("/v1/url-auth", params={"site": SITE_WARM}, headers={
+    session = env.api.get("/v1/url-auth", params={"site": SITE_WARM, "sandbox": WARM}, headers={
         "Authorization": f"Bearer {token}", URL_AUTH_HEADER: token})
     assert session.status_code == 403  # a session's token does not vouch for itself
-    assert env.api.get("/v1/url-auth", params={"site": SITE_WARM},
+    assert env.api.get("/v1/url-auth", params={"site": SITE_WARM, "sandbox": WARM},
                        headers={URL_AUTH_HEADER: token}).status_code == 204  # the host's token
     assert WAKE_TOKEN

@@ -19,8 +19,16 @@ SITE_WARM = "8080-od-0.sandbox.test"
 SITE_PLACE = "8080-od-1.sandbox.test"
 
 
+SITES = {SITE_WARM: WARM, SITE_PLACE: PLACES[0], "8080-od-2.sandbox.test": PLACES[1]}
+
+
 def _config():
-    return replace(od_config(), sites={SITE_WARM: WARM, SITE_PLACE: PLACES[0], "8080-od-2.sandbox.test": PLACES[1]})
+    return od_config()
+
+
+def _site(site: str) -> dict[str, str]:
+    """A wake's query as the ingress's Caddyfile writes it: the site and its sandbox."""
+    return {"site": site, "sandbox": SITES[site.lower()]}
 
 
 @pytest.fixture
@@ -41,12 +49,12 @@ def test_the_ingress_wakes_a_hibernated_sandbox_of_a_site_files_and_all(woke):
     assert env.claim("b", pool="od")["sandbox"] == PLACES[0]
     env.api.put(f"/v1/sandboxes/{PLACES[0]}/files/notes.txt", content=b"kept")
     env.api.post("/v1/sessions/b/hibernate")
-    answer = ingress.get("/v1/wake", params={"site": SITE_PLACE})
+    answer = ingress.get("/v1/wake", params=_site(SITE_PLACE))
     assert (answer.status_code, answer.json()) == (200, {"site": SITE_PLACE, "status": "bound", "woke": True})
     assert env.api.get("/v1/sessions/b").json()["status"] == "bound"
     assert env.api.get(f"/v1/sandboxes/{PLACES[0]}/files/notes.txt").content == b"kept"
     # Again: nothing to do, the same answer but for `woke`.
-    assert ingress.get("/v1/wake", params={"site": SITE_PLACE}).json() == {"site": SITE_PLACE, "status": "bound",
+    assert ingress.get("/v1/wake", params=_site(SITE_PLACE)).json() == {"site": SITE_PLACE, "status": "bound",
                                                                            "woke": False}
     line = env.audit.tail(1)[0]
     assert (line["operation"], line["scope"], line["sandbox"], line["session"]) == ("wake", "ingress-wake",
@@ -57,7 +65,7 @@ def test_a_paused_sandbox_is_unpaused(woke):
     env, ingress = woke
     env.claim("a", pool="od")
     env.api.post(f"/v1/sandboxes/{WARM}/pause")
-    answer = ingress.get("/v1/wake", params={"site": SITE_WARM.upper()})  # a Host header's case does not matter
+    answer = ingress.get("/v1/wake", params=_site(SITE_WARM.upper()))  # a Host header's case does not matter
     assert (answer.status_code, answer.json()["woke"]) == (200, True)
     assert env.backend.status[WARM] == "running"
 
@@ -65,18 +73,20 @@ def test_a_paused_sandbox_is_unpaused(woke):
 def test_a_site_with_no_session_is_409_and_an_unknown_site_404_and_neither_changes_anything(woke):
     env, ingress = woke
     before = [(r.name, r.status, r.session) for r in env.runtime.store.sandboxes()]
-    idle = ingress.get("/v1/wake", params={"site": SITE_WARM})
+    idle = ingress.get("/v1/wake", params=_site(SITE_WARM))
     assert (idle.status_code, idle.json()) == (409, {"error": f"site {SITE_WARM!r}: its sandbox has no session to "
                                                               "wake (idle)", "site": SITE_WARM, "status": "idle"})
-    absent = ingress.get("/v1/wake", params={"site": SITE_PLACE})
+    absent = ingress.get("/v1/wake", params=_site(SITE_PLACE))
     assert (absent.status_code, absent.json()["error"]) == (409, f"site {SITE_PLACE!r}: its sandbox has no session "
                                                                  "to wake (absent)")
-    unknown = ingress.get("/v1/wake", params={"site": "8081-od-0.sandbox.test"})
-    assert (unknown.status_code, unknown.json()) == (404, {"error": "site '8081-od-0.sandbox.test' is not on host "
-                                                                    "'local'", "site": "8081-od-0.sandbox.test",
+    unknown = ingress.get("/v1/wake", params={"site": "8080-x-0.sandbox.test", "sandbox": "sandstack-t-x-0"})
+    assert (unknown.status_code, unknown.json()) == (404, {"error": "site '8080-x-0.sandbox.test' is not on host "
+                                                                    "'local'", "site": "8080-x-0.sandbox.test",
                                                            "host": "local"})
-    bad = ingress.get("/v1/wake", params={"site": "no spaces/here"})
+    bad = ingress.get("/v1/wake", params={"site": "no spaces/here", "sandbox": WARM})
     assert bad.status_code == 422
+    unnamed = ingress.get("/v1/wake", params={"site": SITE_WARM})  # the ingress always names the sandbox
+    assert unnamed.status_code == 422
     assert [(r.name, r.status, r.session) for r in env.runtime.store.sandboxes()] == before
     assert env.backend.provisioner.bodies == {}
 
@@ -114,10 +124,10 @@ def test_a_scoped_token_wakes_only_its_pools_sites_and_the_host_token_any(tmp_pa
     env.claim("a", pool="od")
     env.api.post("/v1/sessions/a/hibernate")
     tenant = TestClient(app, headers={"Authorization": f"Bearer {other}"})
-    assert tenant.get("/v1/wake", params={"site": SITE_WARM}).status_code == 404
+    assert tenant.get("/v1/wake", params=_site(SITE_WARM)).status_code == 404
     assert env.runtime.store.sandbox(WARM).status == "hibernated"
     operator = TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"})
-    assert operator.get("/v1/wake", params={"site": SITE_WARM}).json()["woke"] is True
+    assert operator.get("/v1/wake", params=_site(SITE_WARM)).json()["woke"] is True
     env.backend.close()
     env.audit.close()
 
@@ -133,15 +143,11 @@ def test_a_bad_wake_token_is_refused_at_start_without_printing_it(environ, messa
     assert TOKEN not in str(error.value)
 
 
-def test_without_sites_the_wake_token_is_not_taken(tmp_path):
+def test_the_wake_token_is_taken_with_no_site_in_the_configuration(tmp_path):
+    """The runtime's configuration names no sites (each wake names its sandbox): an ingress added to the host later
+    finds the runtime taking its token already, with nothing of the runtime changed."""
     tokens = Tokens.from_environment(TOKEN, od_config(), {ENV_WAKE_TOKEN: WAKE_TOKEN})
-    assert tokens.scope(WAKE_TOKEN) is None
-
-
-def test_a_site_must_name_a_sandbox_of_the_host():
-    with pytest.raises(ValueError) as error:
-        replace(od_config(), sites={"8080-x-0.sandbox.test": "sandstack-t-x-0"})
-    assert str(error.value) == "sites: ['8080-x-0.sandbox.test'] name sandboxes of no pool of this host"
+    assert tokens.scope(WAKE_TOKEN).wake is True
 
 
 def test_many_first_requests_at_once_make_one_wake_and_the_others_wait_on_it(woke):
@@ -166,7 +172,7 @@ def test_many_first_requests_at_once_make_one_wake_and_the_others_wait_on_it(wok
         create(name, body)
     provisioner.create = slow_create
     with ThreadPoolExecutor(max_workers=20) as pool:
-        answers = list(pool.map(lambda _: ingress.get("/v1/wake", params={"site": SITE_PLACE}), range(60)))
+        answers = list(pool.map(lambda _: ingress.get("/v1/wake", params=_site(SITE_PLACE)), range(60)))
     assert [a.status_code for a in answers] == [200] * 60, {a.text for a in answers if a.status_code != 200}
     assert sorted(a.json()["woke"] for a in answers) == [False] * 59 + [True]
     assert made == [PLACES[0]]
@@ -183,13 +189,13 @@ def test_a_site_past_its_wakes_per_hour_is_refused_until_the_hour_has_passed(wok
     env.claim("a", pool="od")
     for _ in range(2):
         env.api.post(f"/v1/sandboxes/{WARM}/pause")
-        assert ingress.get("/v1/wake", params={"site": SITE_WARM}).json()["woke"] is True
+        assert ingress.get("/v1/wake", params=_site(SITE_WARM)).json()["woke"] is True
     # A running sandbox's wake resumes nothing and counts nothing.
-    assert ingress.get("/v1/wake", params={"site": SITE_WARM}).json()["woke"] is False
+    assert ingress.get("/v1/wake", params=_site(SITE_WARM)).json()["woke"] is False
     env.api.post(f"/v1/sandboxes/{WARM}/pause")
-    refused = ingress.get("/v1/wake", params={"site": SITE_WARM})
+    refused = ingress.get("/v1/wake", params=_site(SITE_WARM))
     assert (refused.status_code, refused.json()["error"]) == (
         429, f"site {SITE_WARM!r} woke its sandbox 2 times in the last hour (`session.wakes_per_hour`)")
     assert env.api.get("/v1/sessions/a").json()["status"] == "paused"  # nothing changed
     clock[0] += 3600
-    assert ingress.get("/v1/wake", params={"site": SITE_WARM}).json()["woke"] is True
+    assert ingress.get("/v1/wake", params=_site(SITE_WARM)).json()["woke"] is True

@@ -7,7 +7,9 @@ X-Sandstack-Token header (a program), the `sandstack_session` cookie (a browser)
 `sandstack_token` query parameter, which is answered 303 to the same URL without it and sets the cookie (HttpOnly,
 Secure, SameSite=Lax, for that site only), so the token leaves the address bar and the history at once.
 
-The answer is 204 when the token is a live token of the session bound to the site's sandbox. Everything else — no
+The site's sandbox comes with the request (`&sandbox=`, written into the ingress's Caddyfile per site), so the
+runtime's configuration holds no sites. The answer is 204 when the token is a live token of the session bound to
+that sandbox. Everything else — no
 token, another session's, a released or expired one, a site that is not declared, a sandbox with no session — gets
 the same 401, so no visitor learns which sites, sandboxes or sessions exist. Passing checks are not audited (each
 page's every asset asks once); refusals and the cookie swaps are.
@@ -21,7 +23,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from sandstack.runtime.errors import ApiError
-from sandstack.runtime.models import pattern
+from sandstack.runtime.models import SANDBOX_PATTERN, pattern
 from sandstack.runtime.routes.common import ERRORS, note, require_token, runtime_of, scope_of
 from sandstack.runtime.routes.wake import SITE_PATTERN
 from sandstack.runtime.tokens import pool_level
@@ -35,7 +37,9 @@ router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], response
 
 @router.get("/url-auth", status_code=204, operation_id="url_auth", response_class=Response)
 def url_auth(request: Request, site: str = Query(..., description="The site's host name, without a port.",
-                                                 **pattern(SITE_PATTERN))) -> Response:
+                                                 **pattern(SITE_PATTERN)),
+             sandbox: str = Query(..., description="The site's sandbox (the ingress's Caddyfile names it).",
+                                  **pattern(SANDBOX_PATTERN))) -> Response:
     """Whether the visitor holds the token of the session bound to the site's sandbox (the ingress asks this before
     each request to a site of `urls.auth: session`)."""
     runtime, scope = runtime_of(request), scope_of(request)
@@ -45,9 +49,8 @@ def url_auth(request: Request, site: str = Query(..., description="The site's ho
     site = site.lower()
     uri = request.headers.get("x-forwarded-uri", "/")
     from_query, token = _token(request, uri)
-    sandbox = runtime.config.sites.get(site)
     visitor = runtime.session_tokens.scope(token) if token else None
-    row = runtime.sandboxes.get(sandbox) if sandbox else None
+    row = runtime.store.sandbox(sandbox) if runtime.config.pool_of(sandbox) else None
     if row is None or visitor is None or not visitor.holds(row):
         note(request, sandbox=sandbox)
         raise ApiError(401, REFUSED)

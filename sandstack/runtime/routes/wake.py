@@ -6,8 +6,10 @@ HEAD, and with any other method it would send the visitor's request body, which 
 sleeping sandbox has closed by then: the wake itself failed (502) for every request with a body. Only the
 ingress's token and the operators' may wake; the token is a header, so no page a browser loads can.
 
-The site is one of the host's ingress sites (the plan gives the runtime each one's sandbox:
-`RuntimeConfig.sites`, from sandstack.plan.ingress `Site`). A hibernated sandbox is resumed (started, its files
+The request names the site and its sandbox (`&sandbox=`): the ingress's Caddyfile writes each site's sandbox into
+its wake (sandstack.plan.ingress), so the runtime's configuration holds no sites and a url port, a replica's site or
+the domain changed never reloads it. The sandbox must be one of this host's pools' (a retired pool's too, while its
+sessions last); the site is what the answer, the audit line and the wake rate name. A hibernated sandbox is resumed (started, its files
 written back, its readiness probe passed), a paused one unpaused, a bound one left as it is; the answer says
 which status it has now, and nothing else of the session (the ingress needs no session id). A sandbox with no
 session (idle, absent, creating) has nothing to wake: 409. A site that woke its sandbox `session.wakes_per_hour`
@@ -26,7 +28,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
 from sandstack.runtime.errors import ApiError, conflict
-from sandstack.runtime.models import pattern
+from sandstack.runtime.models import SANDBOX_PATTERN, pattern
 from sandstack.runtime.routes.common import ERRORS, note, require_token, runtime_of, scope_of
 from sandstack.runtime.tokens import pool_level
 
@@ -45,15 +47,16 @@ router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], response
 
 @router.get("/wake", response_model=WakeAnswer, operation_id="wake")
 def wake(request: Request, site: str = Query(..., description="The site's host name, without a port.",
-                                             **pattern(SITE_PATTERN))) -> Any:
+                                             **pattern(SITE_PATTERN)),
+         sandbox: str = Query(..., description="The site's sandbox (the ingress's Caddyfile names it).",
+                              **pattern(SANDBOX_PATTERN))) -> Any:
     """Bring a site's sandbox back if its session hibernated (or paused) it; the ingress calls this when a
     request to the site finds no upstream, then sends the request again."""
     runtime, scope = runtime_of(request), scope_of(request)
     pool_level(scope, "a wake")
     site = site.lower()
-    sandbox = runtime.config.sites.get(site)
-    pool = runtime.config.pool_of(sandbox) if sandbox else None
-    if sandbox is None or not (scope.wake or scope.allows(pool)):
+    pool = runtime.config.pool_of(sandbox)
+    if pool is None or not (scope.wake or scope.allows(pool)):
         raise ApiError(404, f"site {site!r} is not on host {runtime.host!r}", site=site, host=runtime.host)
     row = runtime.sandboxes.get(sandbox)
     note(request, sandbox=sandbox, session=row.session)

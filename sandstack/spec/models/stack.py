@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import StringConstraints
 
 from sandstack.spec.access import AS_FIELDS, AS_RESOLVED, NEVER, capacity, loosens
-from sandstack.spec.changes import PROVIDER, RUNTIME_HOST, URL_PORTS, Effect
+from sandstack.spec.changes import PROVIDER, RUNTIME_HOST, URL_PORTS, URL_PORTS_AND_RUNTIME, Effect
 from sandstack.spec.models.base import Name, StrictModel, field
 from sandstack.spec.models.hosts import Host
 from sandstack.spec.models.limits import SIZE_PIDS, Limits, SizeClass
@@ -44,6 +44,7 @@ class Pool(StrictModel):
                     "sandbox's pids limit, so it is renewed; so are the ingress (url ports: a site per sandbox) and "
                     "the runtime service (its configuration lists each pool's sandboxes).",
         change=Effect(sandboxes="scale", host=frozenset({"guard"}), when=(
+            (URL_PORTS_AND_RUNTIME, Effect(sandboxes="scale", host=frozenset({"guard", "ingress", "runtime"}))),
             (URL_PORTS, Effect(sandboxes="scale", host=frozenset({"guard", "ingress"}))),
             (RUNTIME_HOST, Effect(sandboxes="scale", host=frozenset({"guard", "runtime"}))))),
         access=capacity("raised: more sandboxes of the same template"),
