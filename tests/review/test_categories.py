@@ -76,7 +76,7 @@ HEADLINES = {
                  "  guard reloaded in place on local: interrupts nothing — it applies the new rules, pids limits and "
                  "lifetimes at its next pass; its clocks keep running",
                  "  runtime reloaded in place on local: interrupts nothing — it swaps in its new pools, ceilings, idle "
-                 "policies, sites and token scopes; its sessions, running processes, streams and terminals go on (a "
+                 "policies, on-demand recipes and token scopes; its sessions, running processes, streams and terminals go on (a "
                  "pool taken off keeps its bound sessions until they end)"],
     "memory": ["Impact: 0 sandboxes restart, 0 created, 0 destroyed, 0 host services renewed, no data lost, nothing "
                "less safe. Capacity: +2GiB memory reserved; host local at 5GiB of 8GiB memory.",
