@@ -153,6 +153,20 @@ def _round(ctx: Context, name: str, host, docker_client, deployment, sessions, w
             "created": [ms for ms, replica in timings.values() if replica >= warm]}
 
 
+def _http(endpoint, timeout: float, headers: dict[str, str]):
+    """The benchmark's httpx client: a connection for every claiming thread, all kept. With httpx's default pool (100
+    connections, 20 kept) the sync pool of httpcore 1.0.9 can close a connection it has already handed to a waiting
+    thread, when it trims the connections it keeps or makes room at its limit (encode/httpcore#1110): that thread then
+    waits for an answer on a closed socket until its timeout. One warm hit of the burst round took 300,930 ms so
+    (the 300 s timeout, then a retry answered in 28 ms) and held the round for five minutes; without a limit the pool
+    never closes a connection to make room, so the race cannot happen. What is timed is unchanged: each claim from
+    the thread's start to its answer."""
+    import httpx
+
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    return httpx.Client(base_url=endpoint.url, headers=headers, timeout=timeout, limits=limits)
+
+
 def run(ctx: Context) -> SectionResult:
     import docker
 
@@ -172,7 +186,7 @@ def run(ctx: Context) -> SectionResult:
             deployment.up(_spec(imgs.debian, warm, ondemand))
             outputs = {"hosts": {"local": {"url": f"http://127.0.0.1:{PORT}", "token": TOKEN}},
                        "pools": {pool: ["local"] for pool in POOLS}}
-            with Client.from_outputs(outputs, timeout=300) as api:
+            with Client.from_outputs(outputs, timeout=300, http_factory=_http) as api:
                 host = api.host("local")
                 host.pools()  # the connection made before any claim: not part of one
                 for name, spread_s in (("burst", None), ("spread", SPREAD_S)):

@@ -95,11 +95,13 @@ def _same_body(client, body: dict) -> float:
 
 def _slot_body(client, deployment) -> dict:
     """The create body of the pool's on-demand place, from the configuration the runtime reads."""
-    from sandstack.plan.runtime import RuntimeConfig
-    from sandstack.plan.runtime_host import CONFIG_FILE
+    from sandstack.plan.runtime import ENV_CONFIG_TEXT, RuntimeConfig
+    from sandstack.spec.contract import CONFIG_DIR, CONFIG_WANT
 
+    # The configuration set in force: `want` links to its folder (docs/design/live-changes.md).
     runtime = client.containers.get(deployment.name("runtime"))
-    config = RuntimeConfig.from_json(runtime.exec_run(["cat", CONFIG_FILE]).output.decode())
+    text = runtime.exec_run(["cat", f"{CONFIG_DIR}/{CONFIG_WANT}/{ENV_CONFIG_TEXT}"]).output.decode()
+    config = RuntimeConfig.from_json(text)
     ondemand = config.pools["agent"].ondemand
     return ondemand.body(next(iter(ondemand.places)))
 

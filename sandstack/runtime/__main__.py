@@ -140,8 +140,10 @@ def main() -> int:
     # One process: the SQLite lock and the monitor thread assume a single runtime per host.
     from sandstack.runtime.connections import bounded_protocol
 
-    # Request heads within a deadline, connections per source bounded (uvicorn bounds neither).
-    server = uvicorn.Server(uvicorn.Config(app, workers=1, log_level="info", server_header=False,
+    # Request heads within a deadline, connections per source bounded (uvicorn bounds neither). No access log: the
+    # audit log has a line for every call already, and uvicorn's line per request cost the claim path a log record
+    # here and a JSON log line in Docker's log driver (docs/design/runtime.md, "Claims under a burst").
+    server = uvicorn.Server(uvicorn.Config(app, workers=1, log_level="info", server_header=False, access_log=False,
                                            http=bounded_protocol()))
     server.run(sockets=listening)
     return 0

@@ -87,6 +87,10 @@ class SandboxBackend(ABC):
     def state(self, name: str) -> ContainerState:
         """The container's current state ('missing' when it does not exist)."""
 
+    def reconcile_states(self) -> None:
+        """Any states this backend keeps between Docker's events held against Docker's own list (called by each
+        monitor pass; sandstack.runtime.container_states)."""
+
     @abstractmethod
     def exec(self, name: str, argv: list[str], *, workdir: str, env: dict[str, str] | None = None,
              stdin: BinaryIO | None = None, stdout: Sink, stderr: Sink,

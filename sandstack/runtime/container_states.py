@@ -15,6 +15,11 @@ during the gap are lost). An answer asked for within SETTLE seconds of an event 
 either: if the daemon ever sent an event before the state it announces could be inspected, the next read asks again
 rather than keeping the old state. Exec and health-check events change no state and are not counted (a health
 check every second would otherwise drop every answer).
+
+A periodic reconcile (at most every RECONCILE seconds, from the monitor's pass) holds the kept answers against one
+list of Docker's containers: an answer the list contradicts (another status, another container, or none) is dropped,
+so an event Docker failed to deliver while the stream looked live misleads a claim for at most that long. It only
+ever drops: a list is older than an event that came after it, so it never replaces an answer.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ log = logging.getLogger("sandstack.runtime")
 
 SETTLE = 0.5  # seconds after a container's event during which an inspect of it is not kept
 RECONNECT = 1.0  # seconds between tries to reconnect a broken event stream
+RECONCILE = 30.0  # seconds between reconciles of the kept answers with Docker's list of containers
 STATELESS = ("exec_", "health_status", "attach", "resize", "top", "archive-path", "extract-to-dir", "copy",
              "export", "commit")  # event actions that change no container's state
 
@@ -46,6 +52,7 @@ class ContainerStates:
         self._generation: Counter[str] = Counter()  # name → events seen for it
         self._changed: dict[str, float] = {}  # name → when its last event came
         self.inspects = 0  # how many times Docker was asked (tests and metrics read it)
+        self._reconciled = float("-inf")  # when the kept answers were last held against Docker's list
 
     @property
     def live(self) -> bool:
@@ -64,6 +71,26 @@ class ContainerStates:
                     and self._clock() - self._changed.get(name, float("-inf")) >= SETTLE):
                 self._kept[name] = state
         return state
+
+    def reconcile(self, listing: Callable[[], dict[str, tuple[str, str | None]]]) -> list[str]:
+        """When RECONCILE seconds passed since the last: `listing()` (Docker's containers, name → (status, Id)) held
+        against the kept answers; the names whose answer it contradicted, dropped (the next read asks Docker)."""
+        with self._lock:
+            if not self._kept or self._clock() - self._reconciled < RECONCILE:
+                return []
+            self._reconciled = self._clock()
+        listed = listing()
+        dropped = []
+        with self._lock:
+            for name, kept in list(self._kept.items()):
+                seen = listed.get(name, ("missing", None))
+                if seen != (kept.status, kept.container_id):
+                    del self._kept[name]
+                    dropped.append(name)
+        if dropped:
+            log.warning("container events: %d kept states contradicted by Docker's list (an event missed): %s",
+                        len(dropped), ", ".join(sorted(dropped)))
+        return dropped
 
     def connected(self) -> None:
         with self._lock:

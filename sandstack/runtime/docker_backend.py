@@ -93,6 +93,16 @@ class DockerBackend(SandboxBackend):
                                                 name="sandstack-container-events", daemon=True)
                 self._events.start()
 
+    def reconcile_states(self) -> None:
+        self.states.reconcile(self._listed)
+
+    def _listed(self) -> dict[str, tuple[str, str | None]]:
+        """Every container of the daemon, name → (status, Id): one call, a few hundred bytes each."""
+        with docker_errors("-"):
+            found = self.api.containers(all=True)
+        return {name.lstrip("/"): (container.get("State", ""), container.get("Id"))
+                for container in found for name in container.get("Names") or ()}
+
     def _subscribe(self):
         # The SDK sends the request here and returns once Docker answered its head: the subscription is registered.
         return self.api.events(decode=True, filters={"type": "container"})

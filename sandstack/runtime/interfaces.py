@@ -19,6 +19,7 @@ from sandstack.plan.runtime import PoolRuntime
 from sandstack.runtime.backend import BackendError, CappedBuffer, ContainerState, SandboxBackend, Sink
 from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError
+from sandstack.runtime.readiness import Probe
 from sandstack.runtime.room import Room
 from sandstack.runtime.session_tokens import DEFAULT_LIFETIME
 from sandstack.runtime.store import SandboxRow, SnapshotRow, Store, TokenRow
@@ -92,7 +93,7 @@ class Sandboxes(Protocol):
 class Readiness(Protocol):
     """The waits of the runtime's own starts (sandstack.runtime.readiness)."""
 
-    def ready(self, name: str, wait_seconds: float) -> None: ...
+    def ready(self, name: str, wait_seconds: float, probe: Probe | None = None) -> None: ...
     def started(self, name: str, spec: PoolRuntime) -> None: ...
 
 

@@ -37,6 +37,13 @@ class Monitor:
 
     def once(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
+        try:
+            self.backend.reconcile_states()  # a container event Docker failed to deliver is caught here
+        except DaemonUnavailable as error:
+            log.warning("monitor: %s", error)
+            return
+        except BackendError as error:  # the list refused: the pass goes on (reads still ask Docker when unsure)
+            log.warning("monitor: reconcile of container states: %s", error)
         for row in self.store.sandboxes():
             if self.sandboxes.busy(row.name):
                 continue

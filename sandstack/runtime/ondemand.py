@@ -27,7 +27,7 @@ from sandstack.runtime.backend import BackendError, DaemonUnavailable, SandboxNo
 from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.interfaces import Readiness, Sandboxes
-from sandstack.runtime.readiness import Health
+from sandstack.runtime.readiness import Health, probe_of
 from sandstack.runtime.sandboxes import OUT_OF_SERVICE
 from sandstack.runtime.session_keys import shown
 from sandstack.runtime.store import SandboxRow, Store
@@ -156,7 +156,8 @@ class OnDemandPlaces:
             # Removed only then: a remove before every create cost each claim a Docker call (issue 22's ratio).
             provisioner.remove(name)
             provisioner.create(name, body)
-        self.readiness.ready(name, wait_seconds)
+        # The probe is the body's own health check: run at once, with no inspect before it.
+        self.readiness.ready(name, wait_seconds, probe_of(body.get("Healthcheck"), body.get("WorkingDir")))
 
     def discard(self, name: str, detail: str) -> None:
         """The place's container removed whatever it held, the place absent again with `detail` (a failed creation,

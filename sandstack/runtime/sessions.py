@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from contextlib import contextmanager
+from typing import Iterator
 
 from sandstack.runtime import secret_files, sizes
 from sandstack.runtime.backend import BackendError, DaemonUnavailable
@@ -23,6 +26,8 @@ from sandstack.runtime.session_keys import key, owner, shown
 from sandstack.runtime.store import SandboxRow, SnapshotRow
 from sandstack.runtime.tokens import Scope
 
+# A claim waiting for another of its session looks this often whether that one is creating its sandbox on demand.
+CREATING_LOOK = 0.05
 # fullmatch: a pattern's '$' lets Python's re take a trailing newline.
 SESSION_ID = re.compile(SESSION_PATTERN.removeprefix("^").removesuffix("$"))
 
@@ -34,6 +39,11 @@ class Sessions:
         self.live, self.sandboxes, self.claims, self.places = live, sandboxes, claims, places
         self.snapshots, self.hibernation, self.credentials, self.execs = snapshots, hibernation, credentials, execs
         self.tokens, self.store = tokens, sandboxes.store
+        # Session keys a claim is binding now, and the end of that claim: a second claim of the same key (a retry
+        # after a lost answer, a platform's double submit, another size) waits for it and then answers from what it
+        # bound, so the two never both bind (one process serves claims: memory is enough).
+        self._claiming: dict[str, threading.Event] = {}
+        self._claiming_lock = threading.Lock()
 
     # A session by the id its scope names it by (sandstack.runtime.session_keys)
 
@@ -85,7 +95,38 @@ class Sessions:
             raise not_found("pool", pool, self.sandboxes.host)
         if not SESSION_ID.fullmatch(shown(session) or ""):
             raise ApiError(422, f"session id {shown(session)!r} must be {SESSION_HINT}", session=shown(session))
-        limits = sizes.wanted(spec, pool, size)  # an unknown class: 422 before anything is taken
+        sizes.wanted(spec, pool, size)  # an unknown class: 422 before anything is taken (or waited for)
+        with self._first_claim(session):
+            return self._claim(pool, session, from_snapshot, size)
+
+    @contextmanager
+    def _first_claim(self, session: str) -> Iterator[None]:
+        """Inside: no other claim of `session` runs. One that does is waited for, except while the sandbox it binds
+        is being created on demand: that claim answers the row ('creating'), which the client waits out."""
+        while True:
+            with self._claiming_lock:
+                running = self._claiming.get(session)
+                if running is None:
+                    done = self._claiming[session] = threading.Event()
+                    break
+            row = self.store.by_session(session)
+            if row is not None and row.status == "creating":
+                yield  # the checks below answer it (same pool and size: 200 'creating'; else 409), binding nothing
+                return
+            running.wait(CREATING_LOOK)
+        try:
+            yield
+        finally:
+            with self._claiming_lock:
+                del self._claiming[session]
+            done.set()
+
+    def _claim(self, pool: str, session: str, from_snapshot: str | None,
+               size: str | None) -> tuple[SandboxRow, bool]:
+        spec = self.live.declared(pool)
+        if spec is None:  # retired while this claim waited for another of its session
+            raise not_found("pool", pool, self.sandboxes.host)
+        limits = sizes.wanted(spec, pool, size)
         snapshot = self.snapshots.row(from_snapshot, pool) if from_snapshot else None
         existing = self.store.by_session(session)
         if existing is not None and existing.pool != pool:

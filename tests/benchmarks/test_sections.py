@@ -71,3 +71,42 @@ def test_profiled_command_is_shown_without_temporary_paths():
     from benchmarks.profile import display
 
     assert display(["/venv/bin/sandstack", "validate", "/tmp/x/stack-10.yaml"]) == "sandstack validate stack-10.yaml"
+
+
+def test_the_ondemand_section_reads_the_place_body_from_the_configuration_set_in_force():
+    """It read a configuration file the runtime no longer has (ImportError: the set `want` points at replaced it)."""
+    from benchmarks.sections.ondemand import _slot_body
+    from sandstack.plan.runtime import ENV_CONFIG_TEXT
+    from sandstack.spec.contract import CONFIG_DIR, CONFIG_WANT
+    from tests.runtime.ondemand_helpers import PLACES, od_config
+
+    config = od_config()
+    pools = {"agent": config.pools["od"]}
+    text = type(config)(host=config.host, pools=pools, ondemand_labels=config.ondemand_labels).to_json()
+    read: list[list[str]] = []
+
+    class Runtime:
+        def exec_run(self, argv):
+            read.append(argv)
+            return type("Result", (), {"output": text.encode()})()
+
+    class Docker:
+        containers = type("Containers", (), {"get": staticmethod(lambda name: Runtime())})()
+
+    deployment = type("Deployment", (), {"name": staticmethod(lambda what: f"stack_{what}")})()
+    assert _slot_body(Docker(), deployment) == pools["agent"].ondemand.body(PLACES[0])
+    assert read == [["cat", f"{CONFIG_DIR}/{CONFIG_WANT}/{ENV_CONFIG_TEXT}"]]
+
+
+def test_the_concurrency_sections_client_never_closes_a_connection_to_make_room(monkeypatch):
+    """httpx's default pool (100 connections, 20 kept) trims connections, which in httpcore 1.0.9's sync pool can close
+    one already handed to a waiting thread (encode/httpcore#1110): a warm hit of each burst waited its 300 s timeout."""
+    import httpx
+
+    from benchmarks.sections.concurrency import _http
+    from sandstack.client.endpoints import HostEndpoint
+
+    monkeypatch.setattr(httpx, "Client", lambda **options: options)
+    options = _http(HostEndpoint("local", "http://127.0.0.1:1", "t" * 32), 300, {"Authorization": "Bearer t"})
+    assert options == {"base_url": "http://127.0.0.1:1", "headers": {"Authorization": "Bearer t"}, "timeout": 300,
+                       "limits": httpx.Limits(max_connections=None, max_keepalive_connections=None)}

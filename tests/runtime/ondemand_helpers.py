@@ -40,6 +40,7 @@ class FakeProvisioner:
         self.warm_health: dict[str, dict] = {}  # a warm sandbox's `Config.Healthcheck` (it has no body here)
         self.health_of: dict[str, str | None] = {}  # a readiness status a test sets
         self.probed: list[str] = []  # the sandboxes whose probe the runtime asked for, in order
+        self.looked: list[str] = []  # the sandboxes whose state and health the runtime asked for, in order
 
     def create(self, name: str, body: dict) -> None:
         b = self.backend
@@ -60,6 +61,7 @@ class FakeProvisioner:
         b.calls.append(("create", name))
 
     def health(self, name: str) -> tuple[str, str | None]:
+        self.looked.append(name)
         return self.backend.status.get(name, "missing"), self.health_of.get(name)
 
     def probe(self, name: str) -> Probe | None:

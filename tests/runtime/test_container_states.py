@@ -134,3 +134,65 @@ def test_follow_marks_the_stream_live_drops_on_events_and_forgets_everything_whe
     docker.asked.clear()
     states.get("sb-2"), states.get("sb-2")  # the stream is gone: every read asks Docker
     assert docker.asked == ["sb-2", "sb-2"]
+
+
+def test_a_reconcile_drops_only_the_answers_dockers_list_contradicts_and_at_most_every_period():
+    from sandstack.runtime.container_states import RECONCILE
+
+    docker, clock, states = live()
+    docker.now["sb-3"] = ContainerState("missing")
+    clock.t += SETTLE
+    for name in ("sb-1", "sb-2", "sb-3"):
+        states.get(name)
+    lists: list[str] = []
+
+    def listing():  # Docker's list: sb-1 died without its event reaching the stream; sb-3 exists now
+        lists.append("list")
+        return {"sb-1": ("exited", None), "sb-2": ("running", None), "sb-3": ("created", None)}
+
+    assert states.reconcile(listing) == ["sb-1", "sb-3"]
+    assert states.reconcile(listing) == [] and lists == ["list"]  # within the period: no second list
+    docker.now["sb-1"] = EXITED
+    assert [states.get(n).status for n in ("sb-1", "sb-2", "sb-3")] == ["exited", "running", "missing"]
+    assert docker.asked == ["sb-1", "sb-2", "sb-3", "sb-1", "sb-3"]
+    clock.t += RECONCILE
+    assert states.reconcile(listing) == ["sb-3"] and lists == ["list", "list"]
+
+
+def test_a_reconcile_compares_the_container_too_and_lists_nothing_when_nothing_is_kept():
+    from sandstack.runtime.container_states import RECONCILE
+
+    docker, clock, states = live()
+    docker.now["sb-1"] = ContainerState("running", None, "t1", "id-1")
+    clock.t += SETTLE
+    states.get("sb-1")
+    lists: list[str] = []
+    assert states.reconcile(lambda: lists.append("list") or {"sb-1": ("running", "id-2")}) == ["sb-1"]  # renewed
+    clock.t += RECONCILE
+    assert states.reconcile(lambda: lists.append("list") or {}) == [] and lists == ["list"]  # nothing kept
+
+
+def test_the_docker_backends_reconcile_reads_one_list_of_every_container():
+    from sandstack.runtime.docker_backend import DockerBackend
+
+    class Api:
+        listed = 0
+
+        def inspect_container(self, name):
+            return {"State": {"Status": "running", "ExitCode": 0, "StartedAt": "t1"}, "Id": f"id-{name}",
+                    "Created": "c"}
+
+        def containers(self, all=False):
+            assert all
+            Api.listed += 1
+            return [{"Names": ["/sb-1"], "State": "exited", "Id": "id-sb-1"},
+                    {"Names": ["/sb-2"], "State": "running", "Id": "id-sb-2"}]
+
+    backend = DockerBackend()
+    backend._api = Api()
+    backend.states.connected()
+    backend.states.get("sb-1"), backend.states.get("sb-2")
+    backend.reconcile_states()
+    assert Api.listed == 1 and backend.states.inspects == 2
+    backend.states.get("sb-1"), backend.states.get("sb-2")  # sb-1 contradicted by the list: asked again
+    assert backend.states.inspects == 3

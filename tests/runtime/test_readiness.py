@@ -51,8 +51,10 @@ def test_a_claim_is_handed_back_as_soon_as_the_probe_passes_before_dockers_first
     answer = od.claim("new", pool="od")
     assert (answer["sandbox"], answer["status"]) == (PLACES[0], "bound")
     # Docker still says 'starting' (it does throughout): the probe run here decided, and the claim answered at its
-    # first pass: created, probed once, nothing after. The runtime's own record, not a time a busy machine stretches.
-    assert od.backend.provisioner.probed == [PLACES[0]]
+    # first pass: created, probed once, nothing after. The probe is the body's own health check, run at once: Docker
+    # was not asked for it, nor for the container's state or health before it (two inspects per creation before).
+    # The runtime's own record, not a time a busy machine stretches.
+    assert (od.backend.provisioner.probed, od.backend.provisioner.looked) == ([], [])
     assert [c for c in od.backend.calls[before:] if c[1] == PLACES[0]][-2:] == [("create", PLACES[0]), ("exec", PLACES[0])]
     od.backend.close()
 
