@@ -25,6 +25,7 @@ import subprocess
 import tarfile
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import BinaryIO
 
@@ -41,10 +42,16 @@ from sandstack.runtime.backend import (
 )
 
 
+# In every process a fake sandbox runs (and so in all they start, `setsid` ones included): which backend made it, so
+# `close` finds them all, as removing a container ends every process in it.
+MARK = "SANDSTACK_TEST_BACKEND"
+
+
 class FakeBackend(SandboxBackend):
     def __init__(self, root: Path, sandboxes: list[str], writable: dict[str, str]):
         """`writable`: container path → 'tmpfs' or 'disk', created in every sandbox."""
         self.root = root
+        self.mark = uuid.uuid4().hex
         self.writable = writable
         self.status = {name: "running" for name in sandboxes}
         self.exit_codes: dict[str, int | None] = {name: None for name in sandboxes}
@@ -151,7 +158,7 @@ class FakeBackend(SandboxBackend):
             return _not_started(stdout, started, f'exec: "{argv[0]}": executable file not found in $PATH', 127)
         try:
             proc = subprocess.Popen([*NO_CAPABILITIES, *argv], cwd=cwd,
-                                    env={"PATH": os.environ["PATH"], "HOME": "/", **(env or {})},
+                                    env={"PATH": os.environ["PATH"], "HOME": "/", **(env or {}), MARK: self.mark},
                                     stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         except FileNotFoundError as error:  # a path that names no program
@@ -333,6 +340,15 @@ class FakeBackend(SandboxBackend):
     def close(self) -> None:
         for name in self.procs:
             self._kill(name)
+        # What left its exec's process group (`setsid`, a shell's job) and outlived it — even one a kill stopped and
+        # the test's end cut off before its SIGKILL (a stopped `sleep 300` then broke later tests that list processes).
+        mark = f"{MARK}={self.mark}".encode()
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and mark in (entry / "environ").read_bytes().split(b"\0"):
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except (OSError, ValueError):  # gone meanwhile, or not ours to read
+                pass
 
 
 def _chmod_all(entry: Path) -> None:

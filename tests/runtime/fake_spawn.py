@@ -25,14 +25,14 @@ class FakeHandle(ExecHandle):
     def __init__(self, backend, name: str, argv: list[str], *, workdir: str, env: dict[str, str], stdout, stderr,
                  stdin: bool, tty: bool):
         super().__init__()
-        from tests.runtime.fake_backend import NO_CAPABILITIES
+        from tests.runtime.fake_backend import MARK, NO_CAPABILITIES
 
         status = backend._check("exec", name)
         if status != "running":
             raise SandboxNotRunning(f"container {name!r}: Container {name} is {status}")
         self.tty = tty
         cwd = backend.path(name, posixpath.normpath("/" + workdir))
-        environ = {"PATH": os.environ["PATH"], "HOME": "/", **env}
+        environ = {"PATH": os.environ["PATH"], "HOME": "/", **env, MARK: backend.mark}
         self._master, self._stdin_open, self._lock, self._done = None, stdin, threading.Lock(), threading.Event()
         if not cwd.is_dir() or ("/" not in argv[0] and shutil.which(argv[0]) is None) or "\0" in "".join(argv):
             # What Docker makes of a command that cannot start, as the fake's blocking exec answers it.

@@ -104,3 +104,28 @@ def test_a_sandbox_paused_by_the_idle_policy_resumes_on_the_next_exec(env, sandb
     env.runtime.sandboxes.pause(sandbox, by="idle")
     assert run(env, sandbox, command=["echo", "back"])["stdout"] == "back\n"
     assert env.runtime.sandbox(sandbox).status == "bound"
+
+
+def test_the_fake_sandboxes_leave_no_process_behind_even_one_stopped(tmp_path):
+    """Removing a container ends every process in it; the fake's `close` does the same for a process that left its
+    exec's group (`setsid`) and was stopped — a kill stops first, and a test ending between its SIGSTOP and its
+    SIGKILL once left a stopped `sleep 300` that failed later tests listing processes."""
+    import os
+    import signal
+    from pathlib import Path
+
+    from tests.runtime.conftest import make_env
+
+    env = make_env(tmp_path)
+    sandbox = env.claim("leak-1")["sandbox"]
+    pid = int(run(env, sandbox, script="setsid sleep 300 >/dev/null 2>&1 </dev/null & echo $!")["stdout"])
+    os.kill(pid, signal.SIGSTOP)
+    env.backend.close()
+    env.audit.close()
+
+    def ended() -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        except FileNotFoundError:
+            return True
+    wait_until(ended, 60, what=f"process {pid} ended")
