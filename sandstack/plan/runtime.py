@@ -16,6 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from sandstack.plan.recipe import OnDemand, ondemand_of
+from sandstack.spec.contract import REGISTRY_URL_PATTERN, REPOSITORY_PATTERN
 
 FORMAT_VERSION = 1
 
@@ -217,14 +218,10 @@ class SnapshotStore:
     ca: bool = False  # whether ENV_STORE_CA holds the CA the registry's certificate is checked against
 
     def __post_init__(self) -> None:
-        if not re.fullmatch(r"https?://[A-Za-z0-9.:\[\]-]+", self.registry):
+        if not re.fullmatch(REGISTRY_URL_PATTERN, self.registry):
             raise ValueError(f"snapshot_store.registry: {self.registry!r} must be http(s)://host[:port]")
         if not re.fullmatch(REPOSITORY_PATTERN, self.repository):
             raise ValueError(f"snapshot_store.repository: {self.repository!r} must match {REPOSITORY_PATTERN}")
-
-
-# A registry repository's path (the distribution spec's grammar, lower case, at most 3 components here).
-REPOSITORY_PATTERN = r"[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*){0,2}"
 
 
 @dataclass(frozen=True)
