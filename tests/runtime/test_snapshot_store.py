@@ -200,3 +200,32 @@ def test_a_store_snapshot_past_the_pools_download_limit_is_not_downloaded(tmp_pa
     assert store.pulls == 0 and small.runtime.store.by_session(hk("chat-1")) is None
     for env in (a, small):
         env.backend.close()
+
+
+def test_the_client_restores_a_lost_hosts_session_on_another_host_of_the_pool(hosts):
+    import httpx
+
+    from sandstack.client import Client
+
+    outputs = {"runtime": {"hosts": {"a": {"url": "http://a.test", "token": TOKEN},
+                                     "b": {"url": "http://b.test", "token": TOKEN}},
+                           "pools": {"py": ["a", "b"]}}}
+    down: set[str] = set()
+
+    def refused(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    def factory(endpoint, timeout, headers):
+        if endpoint.name in down:
+            return httpx.Client(base_url=endpoint.url, headers=headers, transport=httpx.MockTransport(refused))
+        return TestClient(hosts[endpoint.name].api.app, base_url=endpoint.url, headers=headers)
+
+    client = Client.from_outputs(outputs, http_factory=factory)
+    sandbox = client.host("a").claim("py", "chat-1")
+    sandbox_a = sandbox["sandbox"]
+    put(hosts["a"], sandbox_a, "a.txt", b"last state on a")
+    snap = str(client.sandbox(f"a/{sandbox_a}").snapshot())
+    assert snap.startswith("a/snap-")
+    down.add("a")  # host a is lost: its snapshot's host does not answer
+    restored = Client.from_outputs(outputs, http_factory=factory).claim("py", "chat-1", from_snapshot=snap)
+    assert (restored.host.name, restored.read_file("a.txt")) == ("b", b"last state on a")
