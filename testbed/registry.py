@@ -83,3 +83,27 @@ def running(folder: Path) -> Iterator[Registry]:
             process.kill()
             process.wait()
         log.close()
+
+
+WORKSPACE_MIB = 256  # the issue's workspace: what the engine test and the benchmark move between hosts
+
+
+def store_spec(image: str, port: int, url: str) -> str:
+    """A stack standing for one host of pool `work` (one sandbox, a 320 MiB tmpfs workspace), its runtime on `port`
+    keeping snapshots in the registry at `url`, repository sandstack/engine: two such stacks on one daemon are two
+    hosts of the pool (the engine test and the benchmark's `snapstore` section)."""
+    import yaml
+
+    from testbed.deploy import engine_spec
+
+    template = {"base_image": image, "command": ["sleep", "infinity"], "workdir": "/workspace",
+                "limits": {"memory": "448MiB", "cpus": 1, "pids": 128},
+                "filesystem": {"writable": [{"path": "/workspace", "size": "320MiB"}]},
+                "readiness": {"command": ["true"], "interval": "1s"}, "lifecycle": {"max_lifetime": "1h"},
+                "session": {"idle": "never", "download_limit": "512MiB", "snapshot_storage": "2GiB"}}
+    data = yaml.safe_load(engine_spec(image, {"work": template}, {"work": {"template": "work", "hosts": ["local"]}}))
+    data["hosts"]["local"]["runtime"] = {
+        "port": port, "token": {"secret": "runtimeToken"},
+        "snapshot_store": {"registry": url, "repository": "sandstack/engine", "username": USER,
+                           "password": {"secret": "storePassword"}}}
+    return yaml.safe_dump(data, sort_keys=False)
