@@ -50,7 +50,8 @@ def running(folder: Path) -> Iterator[Registry]:
     """A registry serving from `folder` until the block ends (stopped, its process waited for)."""
     folder.mkdir(parents=True, exist_ok=True)
     password = secrets.token_urlsafe(24)
-    (folder / "htpasswd").write_text(f"{USER}:{crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=ROUNDS))}\n")
+    hashed = crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=ROUNDS))
+    (folder / "htpasswd").write_text(f"{USER}:{hashed}\n")
     port = _free_port()
     (folder / "config.yml").write_text(
         "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\n"

@@ -63,7 +63,8 @@ class Snapshots:
                 return None
             raise
 
-    def _locate(self, snapshot_id: str, pool: str | None, same_pool: bool = True) -> tuple[SnapshotRow, Stored | None]:
+    def _locate(self, snapshot_id: str, pool: str | None,
+                same_pool: bool = True) -> tuple[SnapshotRow, Stored | None]:
         """(its row, and where the store has it when this host does not)."""
         valid = SNAPSHOT_ID.fullmatch(snapshot_id) is not None
         row = self.store.snapshot(snapshot_id) if valid else None
@@ -80,7 +81,6 @@ class Snapshots:
         return row, stored
 
     def _from_store(self, snapshot_id: str, pool: str | None) -> Stored | None:
-        store = None
         try:
             store = self.stores.current()
             if store is None:

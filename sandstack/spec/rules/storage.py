@@ -75,7 +75,8 @@ def snapshot_store_is_shared_and_safe(ctx: Context) -> Iterator[Diagnostic]:
         for index, host in enumerate(placed.hosts):
             if host in stores and stores[host] != stores[first]:
                 yield ctx.error(("pools", pool, "hosts", index), f"pool {pool!r} is on host {first!r} with "
-                                f"{_store_words(stores[first])} and on host {host!r} with {_store_words(stores[host])}: "
+                                f"{_store_words(stores[first])} and on host {host!r} with "
+                                f"{_store_words(stores[host])}: "
                                 "a snapshot taken on one would not be found on the other; declare the same "
                                 "`runtime.snapshot_store` registry and repository on every host of the pool",
                                 "snapshot-store")
