@@ -8,8 +8,9 @@ A process, not a container: the runtime's client and its tests need no Docker fo
 from __future__ import annotations
 
 import contextlib
-import crypt  # noqa: the registry's htpasswd takes bcrypt only; Python 3.11's crypt makes it (no new dependency)
+import importlib.util
 import secrets
+import warnings
 import shutil
 import socket
 import subprocess
@@ -36,7 +37,8 @@ class Registry:
 
 
 def available() -> bool:
-    return shutil.which(BINARY) is not None
+    """The registry, and Python's `crypt` to make its bcrypt htpasswd line (in the standard library up to 3.12)."""
+    return shutil.which(BINARY) is not None and importlib.util.find_spec("crypt") is not None
 
 
 def _free_port() -> int:
@@ -50,6 +52,9 @@ def running(folder: Path) -> Iterator[Registry]:
     """A registry serving from `folder` until the block ends (stopped, its process waited for)."""
     folder.mkdir(parents=True, exist_ok=True)
     password = secrets.token_urlsafe(24)
+    with warnings.catch_warnings():  # deprecated since 3.11; no new dependency for one bcrypt line
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import crypt
     hashed = crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=ROUNDS))
     (folder / "htpasswd").write_text(f"{USER}:{hashed}\n")
     port = _free_port()
