@@ -66,9 +66,9 @@ def run(ctx: Context) -> SectionResult:
                     times.append(time.perf_counter() - started)
                     box = api.sandbox(f"{name}/{branch['sandbox']}")
                     if name == "b":
-                        seen = box.exec(["sha256sum", "/workspace/big.bin"], timeout=120)["stdout"]
-                        if seen != made["stdout"]:
-                            raise AssertionError(f"host b restored other bytes: {seen!r} != {made['stdout']!r}")
+                        seen = box.exec(["sha256sum", "/workspace/big.bin"], timeout=120).stdout
+                        if seen != made.stdout:
+                            raise AssertionError(f"host b restored other bytes: {seen!r} != {made.stdout!r}")
                     box.release()
                 api.host("a").delete_snapshot(snap.id)
             api.close()

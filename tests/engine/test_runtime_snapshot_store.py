@@ -64,8 +64,8 @@ def test_a_256_mib_workspace_snapshotted_on_host_a_is_restored_identical_on_host
     made = sandbox_a.exec(["sh", "-c", f"head -c {WORKSPACE_MIB}M /dev/urandom > /workspace/big.bin && mkdir -p "
                           "/workspace/src && echo 'print(1)' > /workspace/src/main.py && ln -s src/main.py "
                           "/workspace/link.py"], timeout=120)
-    assert made["exit_code"] == 0, made
-    sums_a = sandbox_a.exec(["sh", "-c", SUMS])["stdout"]
+    assert made.exit_code == 0, made
+    sums_a = sandbox_a.exec(["sh", "-c", SUMS]).stdout
     assert len(sums_a.splitlines()) == 2 and "./big.bin" in sums_a
     snap = sandbox_a.snapshot()
     assert snap.info["size"] > WORKSPACE_MIB * 1024 * 1024
@@ -73,8 +73,8 @@ def test_a_256_mib_workspace_snapshotted_on_host_a_is_restored_identical_on_host
     on_b = client.host("b").claim("work", "travel-1", from_snapshot=snap.id)
     took = time.monotonic() - started
     sandbox_b = client.sandbox(f"b/{on_b['sandbox']}")
-    assert sandbox_b.exec(["sh", "-c", SUMS])["stdout"] == sums_a
-    assert sandbox_b.exec(["readlink", "/workspace/link.py"])["stdout"] == "src/main.py\n"
+    assert sandbox_b.exec(["sh", "-c", SUMS]).stdout == sums_a
+    assert sandbox_b.exec(["readlink", "/workspace/link.py"]).stdout == "src/main.py\n"
     assert client.host("b").snapshots() == []  # b restored a's snapshot; it keeps none of its own
     print(f"cross-host restore of a {WORKSPACE_MIB} MiB workspace: {took:.2f} s")
 
