@@ -43,11 +43,11 @@ def run(ctx: Context) -> SectionResult:
     mib = registry.WORKSPACE_MIB
     with tempfile.TemporaryDirectory(prefix="sandstack-bench-snapstore-") as tmp, \
             registry.running(Path(tmp) / "registry") as served:
-        harness = Harness()
+        harnesses = {"a": Harness(), "b": Harness()}  # one per stack: a harness applies one stack
         secrets = {"runtimeToken": TOKEN, "storePassword": served.password}
         try:
             for name, stack in (("a", "bsnapa"), ("b", "bsnapb")):
-                Deployment(harness, Path(tmp) / name, secret_config=secrets, stack=stack).up(
+                Deployment(harnesses[name], Path(tmp) / name, secret_config=secrets, stack=stack).up(
                     registry.store_spec(imgs.debian, PORTS[name], served.url))
             api = Client.from_outputs({"hosts": {n: {"url": f"http://127.0.0.1:{p}", "token": TOKEN}
                                                  for n, p in PORTS.items()}, "pools": {"work": ["a", "b"]}},
@@ -73,7 +73,8 @@ def run(ctx: Context) -> SectionResult:
                 api.host("a").delete_snapshot(snap.id)
             api.close()
         finally:
-            harness.teardown()
+            for harness in harnesses.values():
+                harness.teardown()
     ctx.log(f"snapstore: snapshot {statistics.median(took):.2f} s, restore on A {statistics.median(local):.2f} s, "
             f"on B {statistics.median(remote):.2f} s")
     result.figures += [
