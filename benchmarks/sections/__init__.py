@@ -36,6 +36,7 @@ SECTIONS = {s.name: s for s in (
     Section("live", True, "issue 36"),
     Section("sizes", True, "issue 39"),
     Section("ssh", True, "issue 39"),
+    Section("snapstore", True, "issue 39"),
 )}
 WITHOUT_DOCKER = [s.name for s in SECTIONS.values() if not s.docker]
 

@@ -317,8 +317,7 @@ class AsyncClient(Stack):
         A class the pool does not declare raises the runtime's 422 at once (no other host is tried)."""
         if from_snapshot is not None:
             ref = from_snapshot if isinstance(from_snapshot, SnapshotRef) else _snapshot_ref(str(from_snapshot))
-            host = self.host(ref.host)
-            return AsyncSandbox(host, await host.claim(pool, session, ref.id, secrets, size, ssh_keys))
+            return await self._claim_from(pool, session, ref, secrets, size, ssh_keys)
         refused: list[str] = []
         last: SandstackError | None = None
         now = time.monotonic()
@@ -343,6 +342,34 @@ class AsyncClient(Stack):
         kind = NoCapacity if isinstance(last, NoCapacity) else HostUnavailable
         raise kind(503, f"no host of pool {pool!r} could take session {session!r}: " + "; ".join(refused),
                    {"pool": pool, "hosts": refused})
+
+    async def _claim_from(self, pool: str, session: str, ref: SnapshotRef,
+                          secrets: Mapping[str, Mapping[str, str]] | None, size: str | None,
+                          ssh_keys: Sequence[str] | None) -> AsyncSandbox:
+        """A branch or a session restored from a snapshot: on the snapshot's host; when that host cannot take it
+        (503: down, or no capacity), on the pool's other hosts in turn, which read it from the pool's snapshot store
+        (docs/design/snapshot-store.md; a host without one answers 404 and the next is tried). None could: the
+        snapshot's host's answer."""
+        host = self.host(ref.host)
+        try:
+            return AsyncSandbox(host, await host.claim(pool, session, ref.id, secrets, size, ssh_keys))
+        except SandstackError as error:
+            if error.status != 503:
+                raise
+            if isinstance(error, HostUnavailable):
+                self.down[ref.host] = time.monotonic()
+            first = error
+        for name in self.hosts_for(pool, session):
+            if name == ref.host:
+                continue
+            other = self.hosts[name]
+            try:
+                return AsyncSandbox(other, await self._ready(other, await other.claim(
+                    pool, session, ref.id, secrets, size, ssh_keys)))
+            except SandstackError as error:
+                if error.status not in (404, 503):
+                    raise
+        raise first
 
     async def _ready(self, host: AsyncHostClient, info: dict[str, Any]) -> dict[str, Any]:
         """A claim of a session another claim is creating on demand answers 'creating': wait for it (the claim that

@@ -10,11 +10,13 @@ values: no Pulumi, no Docker, so both sides and their tests share this one defin
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from sandstack.plan.recipe import OnDemand, ondemand_of
+from sandstack.spec.contract import REGISTRY_URL_PATTERN, REPOSITORY_PATTERN
 
 FORMAT_VERSION = 1
 
@@ -30,6 +32,10 @@ ENV_TOKEN = "SANDSTACK_RUNTIME_TOKEN"  # the bearer token every request must car
 ENV_SSH_HOST_KEY = "SANDSTACK_RUNTIME_SSH_HOST_KEY"
 # The ingress's own token (sandstack.runtime.routes.wake): it may wake a site's sandbox and do nothing else.
 ENV_WAKE_TOKEN = "SANDSTACK_RUNTIME_WAKE_TOKEN"
+# The snapshot store's password and its CA (Pulumi secrets), when the runtime declares `snapshot_store`
+# (docs/design/snapshot-store.md).
+ENV_STORE_PASSWORD = "SANDSTACK_RUNTIME_STORE_PASSWORD"
+ENV_STORE_CA = "SANDSTACK_RUNTIME_STORE_CA"
 ENV_STATE_DIR = "SANDSTACK_RUNTIME_STATE"  # SQLite, snapshots and the audit log; a host volume
 DEFAULT_STATE_DIR = "/var/lib/sandstack-runtime"
 DEFAULT_PORT = 7480
@@ -201,6 +207,24 @@ def token_env(scope: str) -> str:
 
 
 @dataclass(frozen=True)
+class SnapshotStore:
+    """Where the host's snapshots are kept for every host of their pool (docs/design/snapshot-store.md): a registry
+    of the Docker Registry HTTP API V2, each pool's snapshots in repository `<repository>/<pool>`, tagged by id. Its
+    password (and CA, for https) are in the environment (ENV_STORE_PASSWORD, ENV_STORE_CA), never in this file."""
+
+    registry: str  # http(s)://host[:port], no path
+    repository: str
+    username: str
+    ca: bool = False  # whether ENV_STORE_CA holds the CA the registry's certificate is checked against
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(REGISTRY_URL_PATTERN, self.registry):
+            raise ValueError(f"snapshot_store.registry: {self.registry!r} must be http(s)://host[:port]")
+        if not re.fullmatch(REPOSITORY_PATTERN, self.repository):
+            raise ValueError(f"snapshot_store.repository: {self.repository!r} must match {REPOSITORY_PATTERN}")
+
+
+@dataclass(frozen=True)
 class RuntimeConfig:
     host: str
     pools: dict[str, PoolRuntime]
@@ -223,6 +247,9 @@ class RuntimeConfig:
     # The port of the SSH endpoint into sessions' sandboxes (docs/design/ssh.md), on the same addresses as the API;
     # None: no SSH.
     ssh_port: int | None = None
+    # Where snapshots are kept for every host of their pool (docs/design/snapshot-store.md); None: this host's state
+    # volume only.
+    snapshot_store: SnapshotStore | None = None
     version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -255,7 +282,7 @@ class RuntimeConfig:
         """Stable text (sorted keys): a changed config is a changed file, an unchanged one is byte-equal."""
         data = asdict(self)
         # Absent when unused: a host without network profiles or SSH keeps its runtime's configuration as it was.
-        for key in ("gateway", "ssh_port"):
+        for key in ("gateway", "ssh_port", "snapshot_store"):
             if data[key] is None:
                 del data[key]
         for pool in data["pools"].values():
@@ -276,7 +303,8 @@ class RuntimeConfig:
         try:
             pools = {name: _pool(p) for name, p in data.pop("pools").items()}
             tokens = {name: TokenScope(tuple(t["pools"]), t["env"]) for name, t in data.pop("tokens", {}).items()}
-            return cls(pools=pools, tokens=tokens, **data)
+            store = data.pop("snapshot_store", None)
+            return cls(pools=pools, tokens=tokens, snapshot_store=SnapshotStore(**store) if store else None, **data)
         except (KeyError, TypeError, AttributeError) as error:
             raise ValueError(f"runtime config: {error}") from error
 

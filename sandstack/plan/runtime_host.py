@@ -24,8 +24,8 @@ from sandstack.plan.placement import Placement
 from sandstack.plan.recipe import OnDemand
 from sandstack.plan.reload import ConfigSet
 from sandstack.plan.runtime import (DEFAULT_STATE_DIR, ENV_CONFIG_DIR, ENV_CONFIG_TEXT, ENV_STATE_DIR, IdlePolicy,
-                                    PoolRuntime, Retention, RuntimeConfig, SizeLimits, Sizes, TokenScope, WritablePath,
-                                    token_env)
+                                    PoolRuntime, Retention, RuntimeConfig, SizeLimits, Sizes, SnapshotStore,
+                                    TokenScope, WritablePath, token_env)
 from sandstack.plan.sandbox import sandbox_name
 from sandstack.spec.models.hosts import RuntimeService
 from sandstack.spec.resolve import EffectiveLimits, ResolvedTemplate
@@ -216,5 +216,14 @@ def plan_runtime(stack: str, host: str, spec: RuntimeService | None, placements:
                            # Where a session's network profile is recorded (docs/design/network-profiles.md).
                            gateway=infra_name(stack, "gateway") if any(p.network_profiles for p in pools.values())
                            else None,
-                           ssh_port=spec.ssh.port if spec.ssh else None)
+                           ssh_port=spec.ssh.port if spec.ssh else None,
+                           snapshot_store=snapshot_store(spec))
     return RuntimeHostPlan(stack, spec, config)
+
+
+def snapshot_store(spec: RuntimeService) -> SnapshotStore | None:
+    """The store as the runtime reads it; its password and CA go in its environment (sandstack.plan.stack_host)."""
+    store = spec.snapshot_store
+    if store is None:
+        return None
+    return SnapshotStore(store.registry, store.repository, store.username, ca=store.ca is not None)

@@ -22,7 +22,9 @@ from sandstack.plan.reload import ConfigSet
 from sandstack.plan.host import HostPlan
 from sandstack.plan.network import GATEWAY_ALIAS
 from sandstack.plan.package_files import GUARD_SCRIPT_FILE, INFRA_CONTEXT
-from sandstack.plan.runtime import DEFAULT_STATE_DIR, ENV_SSH_HOST_KEY, ENV_TOKEN, ENV_WAKE_TOKEN
+from sandstack.spec.models.hosts import RuntimeService
+from sandstack.plan.runtime import (DEFAULT_STATE_DIR, ENV_SSH_HOST_KEY, ENV_STORE_CA, ENV_STORE_PASSWORD, ENV_TOKEN,
+                                    ENV_WAKE_TOKEN)
 from sandstack.plan.tree import (About, CONTAINER, NETWORK, PROVIDER, REMOTE_IMAGE, VOLUME, After, Node, Options, Ref,
                                  Secret, Tree, bridge_options, inputs, label_list, node_key, run_inputs)
 from sandstack.spec.models import Host
@@ -228,7 +230,8 @@ def plan_host_nodes(out: Tree, stack_key: str, component: str, host: str, spec: 
                                                            for scope, t in r.config.tokens.items()),
                                                          wake_token(plan),
                                                          *([Secret(r.spec.ssh.host_key.secret,
-                                                                   f"{ENV_SSH_HOST_KEY}={{}}")] if r.spec.ssh else [])],
+                                                                   f"{ENV_SSH_HOST_KEY}={{}}")] if r.spec.ssh else []),
+                                                         *store_secrets(r.spec)],
               # With on-demand pools it is deleted before the networks and workspace volumes its sandboxes use: its
               # stop removes them (sandstack.runtime.ondemand.shutdown), so `pulumi destroy` can delete those.
               after=(*keys.networks.values(), *keys.workspaces.values()) if r.ondemand else (),
@@ -245,6 +248,16 @@ def joined_label(networks: tuple[str, ...]) -> dict:
     network it joined itself would (Pulumi's dependent rule: Docker removes no network a container is on). There
     even with no network yet, so that the first one joined changes no input."""
     return {"label": LABEL_JOINED, "value": After("pool networks, joined by its reload container", networks)}
+
+
+def store_secrets(runtime: RuntimeService) -> list[Secret]:
+    """The snapshot store's password and CA, Pulumi secrets, in the runtime's environment
+    (docs/design/snapshot-store.md)."""
+    store = runtime.snapshot_store
+    if store is None:
+        return []
+    return [Secret(store.password.secret, f"{ENV_STORE_PASSWORD}={{}}"),
+            *([Secret(store.ca.secret, f"{ENV_STORE_CA}={{}}")] if store.ca else [])]
 
 
 def wake_token(plan: HostPlan) -> Secret:

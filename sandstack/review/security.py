@@ -211,6 +211,11 @@ def _new_listeners(host: str, pools: list[str], a: object | None, b: object, new
     return out
 
 
+def _store(store) -> str | None:
+    """A snapshot store as the summary names it: where the files go (its registry and repository)."""
+    return None if store is None else f"{store.registry}/{store.repository}"
+
+
 def compare_hosts(old: ResolvedStack, new: ResolvedStack) -> list[Finding]:
     """The host services that reach the sandboxes: the runtime API (its sessions drive the pools' sandboxes) and
     the ingress (every url port on the host), each named on the pools placed on the host."""
@@ -244,6 +249,14 @@ def compare_hosts(old: ResolvedStack, new: ResolvedStack) -> list[Finding]:
                     f"SSH endpoint {'added to' if ssh_a is None else 'moved on'} host {host}'s runtime, on {where} "
                     f"port {ssh_b.port}: a session's token or claim key opens a shell in its sandbox")
             out += [Finding(pool, ssh_b is not None, "runtime", text) for pool in pools]
+        # The snapshot store (docs/design/snapshot-store.md): the sessions' files copied to a registry off the host.
+        store_a = _store(a.runtime.snapshot_store if a and a.runtime else None)
+        store_b = _store(b.runtime.snapshot_store if b.runtime else None)
+        if store_a != store_b:
+            text = (f"snapshot store of host {host}'s runtime removed (was {store_a})" if store_b is None else
+                    f"snapshot store {store_b} {'added to' if store_a is None else 'replaces ' + store_a + ' on'} "
+                    f"host {host}'s runtime: its sessions' snapshots (their files) are copied there")
+            out += [Finding(pool, store_b is not None, "runtime", text) for pool in pools]
         # An ingress added comes with url ports, which the ports comparison names; here: one turned public or back.
         before, after = _exposure(a.ingress if a else None), _exposure(b.ingress)
         if {before, after} == {"host", "public"}:

@@ -110,7 +110,15 @@ def main() -> int:
     except ValueError as error:  # names the scope and its variable, never a token
         print(f"sandstack runtime: {error}", file=sys.stderr)
         return 2
-    runtime = Runtime(config, DockerBackend(), state_dir, digest=start.digest)
+    if config.snapshot_store is not None:  # its secrets given, or no start (names the variable, never a value)
+        from sandstack.runtime.snapstore import registry_store
+
+        try:
+            registry_store(config.snapshot_store, os.environ)
+        except ValueError as error:
+            print(f"sandstack runtime: snapshot store: {error}", file=sys.stderr)
+            return 2
+    runtime = Runtime(config, DockerBackend(), state_dir, digest=start.digest, environ=dict(os.environ))
     if start.config_dir is not None and start.digest is not None:
         ConfigSets(start.config_dir).report(start.digest)  # in force again after a restart: a reload waiting sees it
     environ = dict(os.environ)

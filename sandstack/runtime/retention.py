@@ -26,8 +26,9 @@ def own_session(snap: SnapshotRow, session: str | None) -> None:
                        session=shown(session))
 
 
-def per_session(config: RuntimeConfig, store: Store, now: float, delete: Callable[[str], None]) -> list[str]:
-    """Deletes, with `delete`, each session's snapshots past its pool's per-session bound; returns their ids."""
+def per_session(config: RuntimeConfig, store: Store, now: float, delete: Callable[[str], bool]) -> list[str]:
+    """Deletes, with `delete` (False: not deleted now), each session's snapshots past its pool's per-session bound;
+    returns the ids it deleted."""
     removed: list[str] = []
     for pool, spec in config.pools.items():
         bound = spec.session_retention
@@ -39,6 +40,6 @@ def per_session(config: RuntimeConfig, store: Store, now: float, delete: Callabl
                 continue
             kept[snap.session] = kept.get(snap.session, 0) + 1
             if kept[snap.session] > bound.count or now - snap.created_at > bound.max_age_seconds:
-                delete(snap.id)
-                removed.append(snap.id)
+                if delete(snap.id):
+                    removed.append(snap.id)
     return removed

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import cast
+from typing import Mapping, cast
 
 from sandstack.plan.runtime import DB_FILE, RuntimeConfig
 from sandstack.runtime.access import Access
@@ -32,6 +32,7 @@ from sandstack.runtime.session_keys import key
 from sandstack.runtime.session_tokens import SessionTokens
 from sandstack.runtime.sessions import Sessions
 from sandstack.runtime.snapshots import Snapshots
+from sandstack.runtime.snapstore import SnapshotStore, Stores
 from sandstack.runtime.ssh_keys import SshKeys
 from sandstack.runtime.storage import Copies, Storage
 from sandstack.runtime.store import SandboxRow, Store
@@ -43,8 +44,11 @@ ENDED = "its session ended: the sandbox was reset, which stopped it"
 
 
 class Runtime:
-    def __init__(self, config: RuntimeConfig, backend: SandboxBackend, state_dir: Path, digest: str | None = None):
-        """`digest`: the configuration set's that `config` came from (None: the environment's)."""
+    def __init__(self, config: RuntimeConfig, backend: SandboxBackend, state_dir: Path, digest: str | None = None,
+                 environ: Mapping[str, str] | None = None, snapshot_store: SnapshotStore | None = None):
+        """`digest`: the configuration set's that `config` came from (None: the environment's); `environ`: where
+        the snapshot store's secrets are (None: none); `snapshot_store`: a store to use in place of the
+        configuration's registry (the tests')."""
         self.backend, self.state_dir = backend, state_dir
         self.live = Live(config, digest)
         self.store = Store(state_dir / DB_FILE)
@@ -70,7 +74,7 @@ class Runtime:
         root = RootSnapshots(self.sandboxes, self.transfers, self.processes, self.credentials, self.execs,
                              self.readiness, self.leases)
         self.snapshots = Snapshots(self.live, self.sandboxes, self.access, self.transfers, self.storage, self.store,
-                                   root, self.leases, state_dir)
+                                   root, self.leases, state_dir, Stores(self.live, environ or {}, snapshot_store))
         self.claims = WarmClaims(self.sandboxes)
         self.session_tokens = SessionTokens(self.store)
         # The public keys claims registered for their sessions' SSH logins (docs/design/ssh.md); a session's end

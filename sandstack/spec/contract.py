@@ -98,3 +98,12 @@ def label_key(field: str) -> str:
 URL_AUTH_COOKIE = "sandstack_session"  # the cookie a browser keeps it in, for that site only
 URL_AUTH_QUERY = "sandstack_token"  # a first visit's token in the URL, swapped for the cookie at once
 URL_AUTH_HEADER = "X-Sandstack-Token"  # a program's
+
+# --- The snapshot store (docs/design/snapshot-store.md) -----------------------------------------------------------
+# A registry's address: http(s), a host name or IPv4 address, an optional port, no path (the API is under /v2/).
+REGISTRY_URL_PATTERN = r"^https?://[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?(:[0-9]{1,5})?$"
+# The repository each pool's snapshots go under (`<repository>/<pool>`): the distribution spec's path grammar, lower
+# case, one to three components.
+REPOSITORY_PATTERN = r"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*){0,2}$"
+# Where plain http may carry the store's password and the snapshots: this machine only.
+LOOPBACK_REGISTRY_HOSTS = ("127.0.0.1", "localhost")

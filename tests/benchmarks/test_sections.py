@@ -24,7 +24,7 @@ def test_only_refuses_unknown_names_naming_the_known_ones():
 def test_docker_sections_are_the_engine_items():
     assert [s.name for s in SECTIONS.values() if s.docker] == ["start", "gateway", "deploy", "runtime", "ondemand",
                                                                "concurrency", "hosts", "streams", "live", "sizes",
-                                                               "ssh"]
+                                                               "ssh", "snapstore"]
 
 
 def test_non_docker_sections_import_nothing_from_tests():

@@ -59,7 +59,8 @@ SECRETS = {"runtimeToken": "a-runtime-token-of-32-characters", "runtimeToken2": 
            "apiToken": "tok", "apiToken2": "tok2", "githubToken": "gh", "githubToken2": "gh2",
            "sharedToken": "shared", "sharedToken2": "shared2", "caPem": "CA", "caPem2": "CA2",
            "certPem": "CERT", "certPem2": "CERT2", "keyPem": "KEY", "keyPem2": "KEY2",
-           "sshHostKey": "HOST KEY", "sshHostKey2": "HOST KEY 2"}
+           "sshHostKey": "HOST KEY", "sshHostKey2": "HOST KEY 2", "storePassword": "store-password",
+           "storePassword2": "store-password-2", "storeCa": "STORE CA", "storeCa2": "STORE CA 2"}
 FILES = {"files/tool.sh": "echo tool\n", "files/other.sh": "echo other\n", "skills/a.md": "# a\n",
          "skills/b.md": "# b\n"}
 
@@ -253,6 +254,9 @@ RUNTIME_TOKEN = setting(hosts__local__runtime={"token": {"secret": "runtimeToken
                                                "tokens": {"tenant": {"secret": "tenantToken", "pools": ["agent"]}}})
 RUNTIME_SSH = setting(hosts__local__runtime={"token": {"secret": "runtimeToken"},
                                              "ssh": {"port": 2222, "host_key": {"secret": "sshHostKey"}}})
+STORE = {"registry": "https://registry.example.com", "username": "snapshots", "password": {"secret": "storePassword"},
+         "ca": {"secret": "storeCa"}}
+RUNTIME_STORE = setting(hosts__local__runtime={"token": {"secret": "runtimeToken"}, "snapshot_store": STORE})
 FREE_DISK = setting(hosts__local__disk_workspaces="1GiB", defaults__filesystem__writable=WITH_WORK)
 # An ingress with a url port of `agent` that also publishes one, and a runtime: every host role a template holds.
 EVERY_ROLE = setting(hosts__local__ingress={"domain": "sbx.example.com"},
@@ -364,6 +368,14 @@ CASES: list[Case] = [
     Case("hosts.*.runtime.ssh.port", 2223, prepare=RUNTIME_SSH),
     Case("hosts.*.runtime.ssh.host_key", {"secret": "sshHostKey2"}, prepare=RUNTIME_SSH),
     Case("hosts.*.runtime.ssh.host_key.secret", "sshHostKey2", prepare=RUNTIME_SSH),
+    Case("hosts.*.runtime.snapshot_store", {k: v for k, v in STORE.items() if k != "ca"}, prepare=RUNTIME),
+    Case("hosts.*.runtime.snapshot_store.registry", "https://registry2.example.com:5000", prepare=RUNTIME_STORE),
+    Case("hosts.*.runtime.snapshot_store.repository", "sandstack/other", prepare=RUNTIME_STORE),
+    Case("hosts.*.runtime.snapshot_store.username", "snapshots2", prepare=RUNTIME_STORE),
+    Case("hosts.*.runtime.snapshot_store.password", {"secret": "storePassword2"}, prepare=RUNTIME_STORE),
+    Case("hosts.*.runtime.snapshot_store.password.secret", "storePassword2", prepare=RUNTIME_STORE),
+    Case("hosts.*.runtime.snapshot_store.ca", {"secret": "storeCa2"}, prepare=RUNTIME_STORE),
+    Case("hosts.*.runtime.snapshot_store.ca.secret", "storeCa2", prepare=RUNTIME_STORE),
     Case("hosts.*.ingress", {"domain": "sbx.example.com"}),
     # Beside a runtime, nothing of the runtime's changes (its socket and wake token are there without an ingress).
     Case("hosts.*.ingress", {"domain": "sbx.example.com"}, prepare=RUNTIME, variant="beside a runtime"),

@@ -66,6 +66,15 @@ REFERENCES = [
     ([("hosts.local.runtime", {"token": {"secret": "runtimeToken"}, "ssh": {"host_key": {"secret": PASTED}}})],
      "host/local", "$.hosts.local.runtime.ssh.host_key.secret",
      "Host 'local' " + NOT_SHOWN.format("runtime.ssh.host_key.secret")),
+    ([("hosts.local.runtime", {"token": {"secret": "runtimeToken"}, "snapshot_store": {
+        "registry": "https://registry.internal", "username": "snapshots", "password": {"secret": PASTED}}})],
+     "host/local", "$.hosts.local.runtime.snapshot_store.password.secret",
+     "Host 'local' " + NOT_SHOWN.format("runtime.snapshot_store.password.secret")),
+    ([("hosts.local.runtime", {"token": {"secret": "runtimeToken"}, "snapshot_store": {
+        "registry": "https://registry.internal", "username": "snapshots", "password": {"secret": "storePassword"},
+        "ca": {"secret": AWS_KEY}}})],
+     "host/local", "$.hosts.local.runtime.snapshot_store.ca.secret",
+     "Host 'local' " + NOT_SHOWN.format("runtime.snapshot_store.ca.secret")),
     ([("hosts.local.ingress", {"domain": "sb.example.com", "tls": {"cert": {"secret": PASTED},
                                                                    "key": {"secret": "ingressKey"}}})],
      "host/local", "$.hosts.local.ingress.tls.cert.secret", "Host 'local' " + NOT_SHOWN.format("ingress.tls.cert.secret")),
@@ -96,7 +105,8 @@ def test_the_cases_cover_every_secret_reference_the_models_have():
     assert keys == {"hosts.*.tls.ca.secret", "hosts.*.tls.cert.secret", "hosts.*.tls.key.secret",
                     "hosts.*.ingress.tls.cert.secret", "hosts.*.ingress.tls.key.secret",
                     "hosts.*.runtime.token.secret", "hosts.*.runtime.tokens.*.secret",
-                    "hosts.*.runtime.ssh.host_key.secret", "defaults.env.*.secret", "templates.*.env.*.secret",
+                    "hosts.*.runtime.ssh.host_key.secret", "hosts.*.runtime.snapshot_store.password.secret",
+                    "hosts.*.runtime.snapshot_store.ca.secret", "defaults.env.*.secret", "templates.*.env.*.secret",
                     "templates.*.secrets[].secret"}
 
 

@@ -77,7 +77,7 @@ def _prepare(data: dict, layer: str, field: str) -> None:
         set_path(data, "hosts.local.runtime", dict(RUNTIME))
     if field == "hosts.local.runtime.exposure":
         set_path(data, "hosts.local.runtime", dict(RUNTIME))
-    if field in ("hosts.local.runtime.tokens", "hosts.local.runtime.ssh"):
+    if field in ("hosts.local.runtime.tokens", "hosts.local.runtime.ssh", "hosts.local.runtime.snapshot_store"):
         set_path(data, "hosts.local.runtime", dict(RUNTIME))
     if field == "hosts.local.runtime.tokens.tenant.pools":
         set_path(data, "hosts.local.runtime", {**RUNTIME, "tokens": {"tenant": {"secret": "tenantToken",
@@ -139,8 +139,8 @@ def test_the_access_table_names_the_loosenings_a_reviewer_must_see():
     # 76 until cpus, memory and disk (defaults, templates, profiles: 9 paths) became `capacity`: a raise is a
     # larger share of the host, not wider access (issue 21; tests/review/test_categories.py).
     # 72 with a template's network profiles (one field, judged whole: sandstack.spec.walk), 74 with `urls.auth`, 75 with a
-    # size class's pids, 76 with the runtime's SSH endpoint (issue 39).
-    assert len(LOOSENING) == 76
+    # size class's pids, 76 with the runtime's SSH endpoint, 77 with its snapshot store (issue 39).
+    assert len(LOOSENING) == 77
     assert {"hosts.*.runtime.exposure", "hosts.*.ingress.exposure", "templates.*.filesystem.writable[].exec",
             "defaults.filesystem.writable[].exec"} <= set(LOOSENING)
 
@@ -305,3 +305,19 @@ def test_a_size_class_raised_added_or_removed_names_its_pids(tmp_path):
     assert _findings(tmp_path, after, before) == [
         Finding("agent", False, "limits", "size class huge removed (pids 2048)"),
         Finding("agent", False, "limits", "size class large pids 1024 → 512")]
+
+
+def test_a_snapshot_store_added_is_named_on_each_pool_of_its_host(tmp_path):
+    before = copy.deepcopy(BASE)
+    before["hosts"]["local"]["runtime"] = dict(RUNTIME)
+    after = copy.deepcopy(before)
+    after["hosts"]["local"]["runtime"]["snapshot_store"] = {
+        "registry": "https://registry.internal", "repository": "sandstack/prod", "username": "snapshots",
+        "password": {"secret": "storePassword"}}
+    text = ("snapshot store https://registry.internal/sandstack/prod added to host local's runtime: its sessions' "
+            "snapshots (their files) are copied there")
+    assert _findings(tmp_path, before, after) == [Finding("agent", True, "runtime", text),
+                                                  Finding("plain", True, "runtime", text)]
+    assert _findings(tmp_path, after, before) == [
+        Finding(p, False, "runtime", "snapshot store of host local's runtime removed (was "
+                "https://registry.internal/sandstack/prod)") for p in ("agent", "plain")]

@@ -608,6 +608,31 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
           "also scoped token 'tenant''s on host 'local': a token is not a private key; give the host key a secret "
           "of its own"]),
     ],
+    "snapshot-store": [
+        ("plain-http-elsewhere-a-ca-and-the-token-s-secret",
+         change("      disk: 20GiB\n", "      disk: 20GiB\n    runtime:\n      token: {secret: runtimeToken}\n"
+                "      snapshot_store: {registry: 'http://10.0.0.5:5000', username: snapshots,\n"
+                "                       password: {secret: runtimeToken}, ca: {secret: storeCa}}\n"),
+         ["stack.yaml:12:34: $.hosts.local.runtime.snapshot_store.registry: registry 'http://10.0.0.5:5000' is plain "
+          "http on another machine: it would carry the store's password and the sessions' files in clear; use "
+          "https:// (plain http only for a registry on the host itself: 127.0.0.1, localhost)",
+          "stack.yaml:13:43: $.hosts.local.runtime.snapshot_store.password.secret: the snapshot store's password "
+          "secret 'runtimeToken' is also the runtime's token's on host 'local': a token's holders would know the "
+          "store's password; give it a secret of its own",
+          "stack.yaml:13:62: $.hosts.local.runtime.snapshot_store.ca: registry 'http://10.0.0.5:5000' is plain http: "
+          "a CA checks an https registry's certificate; use https:// or leave `ca` out"]),
+        ("hosts-of-a-pool-with-different-stores",
+         change("      disk: 20GiB\n", "      disk: 20GiB\n    runtime:\n      token: {secret: runtimeToken}\n"
+                "      snapshot_store: {registry: 'https://registry.internal', username: snapshots,\n"
+                "                       password: {secret: storePassword}}\n"
+                "  other:\n    endpoint: unix:///run/other.sock\n    capacity: {cpus: 4, memory: 8GiB, disk: 20GiB}\n"
+                "    runtime:\n      token: {secret: otherToken}\n",
+                "      - local\n", "      - local\n      - other\n"),
+         ["stack.yaml:57:9: $.pools.web.hosts[1]: pool 'web' is on host 'local' with snapshot store "
+          "https://registry.internal/sandstack and on host 'other' with no snapshot store: a snapshot taken on one "
+          "would not be found on the other; declare the same `runtime.snapshot_store` registry and repository on "
+          "every host of the pool"]),
+    ],
 }
 
 CASES = [(rule_id, *case) for rule_id, cases in RULE_CASES.items() for case in cases]

@@ -30,7 +30,7 @@ def claim(body: ClaimRequest, request: Request) -> Any:
     pool_level(scope, "a claim")
     check_pool(scope, body.pool, runtime.host)
     if body.from_snapshot:
-        check_snapshot(scope, body.from_snapshot, runtime.store.snapshot(body.from_snapshot), runtime.host)
+        check_snapshot(scope, body.from_snapshot, runtime.snapshots.find(body.from_snapshot, body.pool), runtime.host)
     check_names(body.secrets.env if body.secrets else {})  # before anything is bound
     keys = [ssh_keys.normal(k) for k in body.ssh_keys] if body.ssh_keys is not None else None  # so are the keys
     session = runtime.sessions.key_for(scope, body.session)

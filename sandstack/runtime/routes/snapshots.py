@@ -40,7 +40,7 @@ def restore(body: RestoreRequest, request: Request, sandbox: str = sandbox_param
     false`) the root is rolled back too: the container is stopped and started, which ends the session's
     processes (a running exec or transfer: 409, nothing done); a failure from there on ends the session (502)."""
     runtime = bound(request, sandbox)
-    snap = runtime.store.snapshot(body.snapshot)
+    snap = runtime.snapshots.find(body.snapshot, runtime.sandboxes.get(sandbox).pool)  # this host's or the store's
     if snap is not None:
         check_snapshot(scope_of(request), body.snapshot, snap, runtime.host)
         own_session(snap, runtime.sandboxes.get(sandbox).session)

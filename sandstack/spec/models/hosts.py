@@ -11,6 +11,7 @@ from sandstack.spec import changes
 from sandstack.spec.changes import IN_INGRESS_TLS, INGRESS_HOST, PROVIDER, RUNTIME_HOST, URL_PORTS, Effect
 from sandstack.spec.models.base import (ConfigKey, Cpus, ImageRef, LabelKey, Name, Platform, Size, StrictModel,
                                          field, text)
+from sandstack.spec.contract import REGISTRY_URL_PATTERN, REPOSITORY_PATTERN
 from sandstack.spec.models.network import NETWORK_ROLES
 from sandstack.spec.roles import HOST_ROLES
 
@@ -154,6 +155,42 @@ class RuntimeSsh(StrictModel):
                                     change=RUNTIME_CONTAINER, access=NEVER)
 
 
+class StoreSecretRef(StrictModel):
+    """A Pulumi secret holding one of the snapshot store's credentials (never printed)."""
+
+    secret: ConfigKey = field(description="Pulumi config key holding it.", change=RUNTIME_CONTAINER, access=NEVER)
+
+
+RegistryUrl = text(REGISTRY_URL_PATTERN, "registry URL",
+                   "'https://' or 'http://', a host name or IPv4 address and an optional port, no path, such as "
+                   "'https://registry.internal:5000'", max_length=262)
+RegistryRepository = text(REPOSITORY_PATTERN, "repository",
+                          "lowercase letters and digits, single '.', '_' or '-' between them, at most 3 parts joined "
+                          "by '/', such as 'sandstack/prod'", max_length=200)
+RegistryUser = text(r"^[A-Za-z0-9._@-]{1,128}$", "user name", "letters, digits, '.', '_', '@' and '-'")
+
+
+class SnapshotStore(StrictModel):
+    """Where the runtime keeps sessions' snapshots so that every host of their pool can restore or branch them, a
+    lost host's sessions included (docs/design/snapshot-store.md): a registry of the Docker Registry HTTP API V2,
+    such as Debian's `docker-registry`, logged in with HTTP basic authentication. Each pool's snapshots go to
+    repository `<repository>/<pool>`, tagged by id. Every host of a pool declares the same registry and repository
+    (rule snapshot-store)."""
+
+    registry: RegistryUrl = field(description="The registry's address. `http://` only for one on the host itself "
+                                  "(127.0.0.1 or localhost): it would carry the password and the sessions' files "
+                                  "in clear (rule snapshot-store).", change=RUNTIME, access=NEVER)
+    repository: RegistryRepository = field("sandstack", description="The repository under which each pool's "
+                                           "snapshots are kept (`<repository>/<pool>`). Default 'sandstack'; give "
+                                           "each stack sharing a registry its own.", change=RUNTIME, access=NEVER)
+    username: RegistryUser = field(description="The user the runtime logs in as.", change=RUNTIME, access=NEVER)
+    password: StoreSecretRef = field(description="Its password, from a Pulumi secret (never printed).",
+                                     change=RUNTIME_CONTAINER, access=NEVER)
+    ca: StoreSecretRef | None = field(None, description="The CA (PEM) the registry's certificate is checked against, "
+                                      "from a Pulumi secret; default the system's CAs. Only with `https://`.",
+                                      change=RUNTIME_CONTAINER, access=NEVER)
+
+
 class RuntimeService(StrictModel):
     """The host's sandbox runtime: agent platforms claim the pools' sandboxes per session, run commands, move
     files, snapshot, pause and release them over its HTTP API (docs/design/runtime.md). It runs in the host's
@@ -180,6 +217,15 @@ class RuntimeService(StrictModel):
         "Default none.", change=RUNTIME_CONTAINER,
         access=loosens("runtime", "an SSH endpoint added: a session's token or key opens a shell in its sandbox "
                        "over SSH", None, {"port": 2222, "host_key": {"secret": "runtimeSshHostKey"}}))
+    snapshot_store: SnapshotStore | None = field(
+        None, description="A snapshot store every host of a pool reads: each snapshot is kept there too before it "
+        "is answered, and a host restores or branches one it does not have from there (a lost host's sessions "
+        "included), checked as an upload is. Retention, size bounds and scoping stay each host's "
+        "(docs/design/snapshot-store.md). Default none: snapshots stay on the host that took them.",
+        change=RUNTIME_CONTAINER,
+        access=loosens("runtime", "a snapshot store added: sessions' files leave the host for the registry",
+                       None, {"registry": "https://registry.internal:5000", "username": "snapshots",
+                              "password": {"secret": "snapshotStorePassword"}}))
 
 
 class TlsMaterial(StrictModel):
