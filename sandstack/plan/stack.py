@@ -110,6 +110,9 @@ def _template(out: StackPlan, keys: HostKeys, component: str, stack: str, host: 
               plan: HostPlan, build_root: Path, pool: str) -> str:
     """`pool`: the first pool on the host whose sandboxes use this image, on whose network the setup steps run."""
     snapshot = plan_snapshot(template, stack)
+    setup = setup_build(template, plan.networks[pool])
+    # Steps on the pool's network reach its gateway and resolver: in place (the gateway and guard ready) before them.
+    on_network = setup.get("network_mode") not in (None, "none")
     base = f"{component}-{template.name}.{host}"
     t = template.name
     parent = out.add(Node(base, types.SANDBOX_TEMPLATE, keys.host, keys.provider, {"tag": snapshot.tag}),
@@ -124,10 +127,9 @@ def _template(out: StackPlan, keys: HostKeys, component: str, stack: str, host: 
                                     # The build's platform: FROM takes the base image's variant for it, and
                                     # RUN steps run as it (under emulation where the host is not it).
                                     **({"platform": template.platform} if template.platform else {}),
-                                    **setup_build(template, plan.networks[pool])},
+                                    **setup},
         triggers={"digest": snapshot.digest}, keep_locally=False),
-        # Its steps reach the pool's network and gateway: both in place (the gateway and guard ready) before it.
-        Options(depends_on=(keys.networks[pool], *keys.ready) if setup_build(template, plan.networks[pool]) else ())),
+        Options(depends_on=(keys.networks[pool], *keys.ready) if on_network else ())),
         About("snapshot", host, template=t))
     out.build_contexts[image.key] = template
     out.snapshots[image.key] = snapshot
