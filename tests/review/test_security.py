@@ -90,6 +90,8 @@ def _prepare(data: dict, layer: str, field: str) -> None:
         set_path(data, f"{layer}.network", None)
         set_path(data, f"{layer}.network_profiles", {"start": "locked"})
         set_path(data, "hosts.local.runtime", dict(RUNTIME))
+    if field == "snapshot.setup_network":  # says what setup steps reach: a template with steps (rule setup-network)
+        set_path(data, f"{layer}.snapshot", {"version": "1", "setup": ["true"]})
     if field == "hosts.local.ingress.exposure":
         set_path(data, "hosts.local.ingress", {"domain": "sbx.example.com", "exposure": "host"})
         set_path(data, "templates.agent.ports", [{"port": 8000, "exposure": "url"}])
@@ -139,8 +141,8 @@ def test_the_access_table_names_the_loosenings_a_reviewer_must_see():
     # 76 until cpus, memory and disk (defaults, templates, profiles: 9 paths) became `capacity`: a raise is a
     # larger share of the host, not wider access (issue 21; tests/review/test_categories.py).
     # 72 with a template's network profiles (one field, judged whole: sandstack.spec.walk), 74 with `urls.auth`, 75 with a
-    # size class's pids, 76 with the runtime's SSH endpoint (issue 39).
-    assert len(LOOSENING) == 76
+    # size class's pids, 76 with the runtime's SSH endpoint, 78 with the setup steps' network (a template's snapshot and the defaults') (issue 39).
+    assert len(LOOSENING) == 78
     assert {"hosts.*.runtime.exposure", "hosts.*.ingress.exposure", "templates.*.filesystem.writable[].exec",
             "defaults.filesystem.writable[].exec"} <= set(LOOSENING)
 
@@ -305,3 +307,21 @@ def test_a_size_class_raised_added_or_removed_names_its_pids(tmp_path):
     assert _findings(tmp_path, after, before) == [
         Finding("agent", False, "limits", "size class huge removed (pids 2048)"),
         Finding("agent", False, "limits", "size class large pids 1024 → 512")]
+
+
+def test_a_setup_policy_changed_without_a_rebuild_says_the_snapshot_is_kept(tmp_path):
+    """The policy is not in the build digest (docs/design/setup-policy.md): the review says the image stays, built
+    under the former policy; a bumped version rebuilds it, and then nothing is kept to say."""
+    before = copy.deepcopy(BASE)
+    before["templates"]["agent"]["snapshot"] = {"version": "1", "setup": ["pip install requests"]}
+    after = copy.deepcopy(before)
+    after["templates"]["agent"]["network"]["allow"] = ["pypi.org"]
+    kept = Finding("agent", False, "egress", "setup policy changed but the snapshot is kept, built under the former "
+                   "policy: bump `snapshot.version` to rebuild it under the new one")
+    assert kept in _findings(tmp_path, before, after)
+    after["templates"]["agent"]["snapshot"]["version"] = "2"
+    assert kept not in _findings(tmp_path, before, after)
+    offline = copy.deepcopy(before)
+    offline["templates"]["agent"]["snapshot"]["setup_network"] = "none"
+    assert Finding("agent", True, "egress", "setup steps reach the template’s policy (setup_network none → template)") \
+        in _findings(tmp_path, offline, before)

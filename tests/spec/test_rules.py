@@ -192,6 +192,11 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
          ["stack.yaml:22:22: $.templates.web.snapshot.setup_network: template 'web' sets `snapshot.setup_network: "
           "none` but has no setup steps: it applies to nothing (only setup steps reach a network during a build); "
           "remove it, or add the steps to `snapshot.setup`"]),
+        ("defaults-setup-network-without-steps",
+         change("defaults:\n  limits: small\n", "defaults:\n  limits: small\n  snapshot: {setup_network: none}\n"),
+         ["stack.yaml:17:29: $.defaults.snapshot.setup_network: `defaults.snapshot` sets `snapshot.setup_network: "
+          "none` but has no setup steps: it applies to nothing (only setup steps reach a network during a build); "
+          "remove it, or add the steps to `snapshot.setup`"]),
     ],
     "snapshot-file": [
         ("missing-file", change("source: agent.py", "source: missing.py"),
