@@ -21,7 +21,8 @@ def _plan(tmp_path, templates, **extra):
 
 
 def _image(plan, template):
-    return next(n for n in plan.nodes.values() if n.type == REMOTE_IMAGE and n.name == f"sandstack-{template}.local-image")
+    name = f"sandstack-{template}.local-image"
+    return next(n for n in plan.nodes.values() if n.type == REMOTE_IMAGE and n.name == name)
 
 
 def test_setup_runs_on_the_pool_network_through_its_gateway_after_the_host_is_ready(tmp_path):

@@ -188,7 +188,8 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
           "or files: bump it to force a rebuild, e.g. version: '1'"]),
     ],
     "setup-network": [
-        ("setup-network-without-steps", change('      version: "1"\n', '      version: "1"\n      setup_network: none\n'),
+        ("setup-network-without-steps",
+         change('      version: "1"\n', '      version: "1"\n      setup_network: none\n'),
          ["stack.yaml:22:22: $.templates.web.snapshot.setup_network: template 'web' sets `snapshot.setup_network: "
           "none` but has no setup steps: it applies to nothing (only setup steps reach a network during a build); "
           "remove it, or add the steps to `snapshot.setup`"]),
