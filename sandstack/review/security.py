@@ -117,9 +117,10 @@ def compare_templates(pool: str, old: ResolvedTemplate, new: ResolvedTemplate) -
         add(new.setup_network == "template", "egress",
             f"setup steps {'reach the template’s policy' if new.setup_network == 'template' else 'reach no network'}"
             f" (setup_network {old.setup_network} → {new.setup_network})")
-    elif old.setup and new.setup and old.setup_policy != new.setup_policy and build_inputs(old) == build_inputs(new):
-        add(False, "egress", "setup policy changed but the snapshot is kept, built under the former policy: bump "
-            "`snapshot.version` to rebuild it under the new one")
+    elif (old.setup and new.setup and old.setup_policy and new.setup_policy and build_inputs(old) == build_inputs(new)
+          and any(not looser for looser, _ in _egress(old.setup_policy, new.setup_policy, new.name))):
+        add(False, "egress", "setup policy narrowed but the snapshot is kept, built under the wider former policy: "
+            "bump `snapshot.version` to rebuild it under the new one")
     if old.runtime != new.runtime:
         add(new.runtime == "runc", "privileges", f"runtime {old.runtime} → {new.runtime}")
     # Writable paths: noexec unless `exec`, so what the sandbox writes or downloads there cannot run.

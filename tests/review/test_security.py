@@ -310,15 +310,17 @@ def test_a_size_class_raised_added_or_removed_names_its_pids(tmp_path):
         Finding("agent", False, "limits", "size class large pids 1024 → 512")]
 
 
-def test_a_setup_policy_changed_without_a_rebuild_says_the_snapshot_is_kept(tmp_path):
+def test_a_setup_policy_narrowed_without_a_rebuild_says_the_snapshot_is_kept(tmp_path):
     """The policy is not in the build digest (docs/design/setup-policy.md): the review says the image stays, built
     under the former policy; a bumped version rebuilds it, and then nothing is kept to say."""
     before = copy.deepcopy(BASE)
     before["templates"]["agent"]["snapshot"] = {"version": "1", "setup": ["pip install requests"]}
     after = copy.deepcopy(before)
-    after["templates"]["agent"]["network"]["allow"] = ["pypi.org"]
-    kept = Finding("agent", False, "egress", "setup policy changed but the snapshot is kept, built under the former "
-                   "policy: bump `snapshot.version` to rebuild it under the new one")
+    after["templates"]["agent"]["network"]["allow"] = ["api.github.com", "pypi.org"]
+    kept = Finding("agent", False, "egress", "setup policy narrowed but the snapshot is kept, built under the wider "
+                   "former policy: bump `snapshot.version` to rebuild it under the new one")
+    assert kept not in _findings(tmp_path, before, after)  # widened: built under less than it may now reach
+    after["templates"]["agent"]["network"]["allow"] = ["pypi.org"]  # api.github.com no longer allowed
     assert kept in _findings(tmp_path, before, after)
     after["templates"]["agent"]["snapshot"]["version"] = "2"
     assert kept not in _findings(tmp_path, before, after)
