@@ -12,6 +12,7 @@ TCP_DENIED), the server never sees it, and the apply fails with the build's erro
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -52,7 +53,10 @@ def _requests(web) -> list[str]:
 def test_a_setup_step_reaches_what_the_policy_allows_through_the_gateway_logged(net, debian_image):
     sandboxes_before = {net.ip(net.sandbox("fetch"))}
     since = len(access_log(net))
+    started = time.monotonic()
     net.deployment.up(_spec(debian_image, [_fetch("allowed.test", "/etc/fetched")]))
+    print(f"\n[setup-policy] apply with the setup step (build under policy, sandbox replaced): "
+          f"{time.monotonic() - started:.1f} s")  # a figure for the docs, never asserted
     net.harness.proves("RemoteImage.build.networkMode", "RemoteImage.build.buildArgs")
     box = net.sandbox("fetch")
     code, fetched = sh(box, "cat /etc/fetched")
