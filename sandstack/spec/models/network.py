@@ -38,10 +38,10 @@ GATEWAY = Effect(host=frozenset({"gateway", "logger"}))
 # What a pool's route out and its logging reach: the pool's network (and the gateway's egress network), the guard's
 # rules naming its bridge, the gateway's place and squid.conf entry, the logging resolver on its bridge address.
 NETWORK_ROLES = frozenset({"networks", "guard", "gateway", "logger"})
-# A block: the union of its fields' effects; with the route kept, only what `allow`, `deny` and `allow_metadata` renew.
 # A route change of a template whose setup steps went through the gateway, or now do: the build's proxy arguments
 # change, so its snapshot is rebuilt too (docs/design/setup-policy.md).
 ROUTE_AND_SETUP = Effect(sandboxes="replace", snapshot="rebuild", host=NETWORK_ROLES)
+# A block: the union of its fields' effects; with the route kept, only what `allow`, `deny` and `allow_metadata` renew.
 NETWORK_BLOCK = Effect(sandboxes="replace", host=NETWORK_ROLES,
                        when=((ROUTE_KEPT, Effect(host=frozenset({"gateway", "guard", "logger"}))),
                              (SETUP_GATEWAY, ROUTE_AND_SETUP)))
