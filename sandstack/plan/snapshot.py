@@ -78,13 +78,14 @@ def setup_build(template: ResolvedTemplate, network: PoolNetwork) -> dict[str, o
     without setup steps (nothing of the build reaches a network), so such an image's inputs are as before."""
     if not template.setup:
         return {}
+    # A refused step fails the build: its stopped container goes too (the classic builder keeps it otherwise).
     if template.setup_policy is None:
-        return {"network_mode": "none"}
+        return {"network_mode": "none", "force_remove": True}
     proxy = network.proxy_url
     # Docker's predefined proxy arguments: the RUN steps see them, the image's history and config do not keep them.
     args = {name: proxy for name in PROXY_ARGS} if proxy else {}
-    return {"network_mode": network.name, **({"build_args": {**args, **dict.fromkeys(NO_PROXY_ARGS, NO_PROXY)}}
-                                             if args else {})}
+    return {"network_mode": network.name, "force_remove": True,
+            **({"build_args": {**args, **dict.fromkeys(NO_PROXY_ARGS, NO_PROXY)}} if args else {})}
 
 
 @dataclass(frozen=True)

@@ -156,7 +156,7 @@ def test_sandbox_template_builds_a_remote_image_on_the_host_and_never_pushes(bui
                              "sandstack.stack": "t", "sandstack.template": "agent", "sandstack.version": "1",
                              "zone": "z1"},
                   # The setup steps run on the pool's network (deny-all by default: no gateway, so no proxy).
-                  "networkMode": "sandstack-t-agent"},
+                  "networkMode": "sandstack-t-agent", "forceRemove": True},
         "triggers": {"digest": digest},
         "keepLocally": False,
     }

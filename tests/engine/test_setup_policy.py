@@ -75,13 +75,18 @@ def test_a_setup_step_reaches_what_the_policy_allows_through_the_gateway_logged(
     assert "sandstack-gateway" not in history, history
 
 
-def test_a_setup_step_the_policy_refuses_fails_the_apply_naming_the_address(net, debian_image):
+def test_a_setup_step_the_policy_refuses_fails_the_apply_naming_the_address(net, debian_image, docker_client):
     since = len(access_log(net))
+    containers = {c.id for c in docker_client.containers.list(all=True)}
     setup = [_fetch("allowed.test", "/etc/fetched"), _fetch("refused.test", "/etc/refused")]
     with pytest.raises(Exception) as failure:
         net.deployment.up(_spec(debian_image, setup, version="2"))
     message = str(failure.value)
+    print(f"\n[setup-policy] the refused apply's error:\n{message[-900:]}")
     assert "refused.test" in message and "403" in message, message
     assert _requests(net.extra["web"]).count("refused.test") == 0  # never reached the server
     lines = [line for line in access_log(net)[since:] if "dest=refused.test:80" in line]
     assert len(lines) == 1 and "pool=fetch " in lines[0] and "verdict=TCP_DENIED status=403 " in lines[0], lines
+    # The failed step's container is not left behind (the build's force_remove).
+    left = [c.name for c in docker_client.containers.list(all=True) if c.id not in containers]
+    assert left == [], left

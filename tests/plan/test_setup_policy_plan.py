@@ -31,8 +31,8 @@ def test_setup_runs_on_the_pool_network_through_its_gateway_after_the_host_is_re
     network = plan.hosts["local"].networks["agent"]
     proxy = PROXY.format(port=network.gateway_port)
     build = image.inputs["build"]
-    assert {k: build[k] for k in ("network_mode", "build_args")} == {
-        "network_mode": "sandstack-t-agent",
+    assert {k: build[k] for k in ("network_mode", "build_args", "force_remove")} == {
+        "network_mode": "sandstack-t-agent", "force_remove": True,
         "build_args": {"HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "http_proxy": proxy, "https_proxy": proxy,
                        "NO_PROXY": "localhost,127.0.0.1,::1", "no_proxy": "localhost,127.0.0.1,::1"}}
     keys = plan.host_keys["local"]
