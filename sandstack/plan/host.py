@@ -32,7 +32,7 @@ from sandstack.plan.ondemand import plan_ondemand
 from sandstack.plan.package_files import INFRA_CONTEXT
 from sandstack.plan.placement import Placement, placements_by_host
 from sandstack.plan.sandbox import sandbox_name
-from sandstack.plan.snapshot import plan_snapshot
+from sandstack.plan.snapshot import plan_snapshot, setup_key
 from sandstack.plan.squid import GatewayPool
 from sandstack.plan.workspace import WorkspaceVolume, plan_workspaces
 from sandstack.spec.addresses import HostLock, host_needs
@@ -85,12 +85,12 @@ class HostPlan:
 
 def snapshot_owners(spec: ResolvedStack) -> dict[tuple[str, str], str]:
     """(host, template) → the template whose snapshot image it uses there: templates whose snapshot content
-    (the build digest) and push target are the same build one image per host, named after the first."""
+    (the build digest), push target and setup policy are the same build one image per host, named after the first."""
     out: dict[tuple[str, str], str] = {}
     for host, placements in placements_by_host(spec).items():
-        first: dict[tuple[str, str | None], str] = {}
+        first: dict[tuple[str, str | None, str | None], str] = {}
         for p in placements:
-            key = (plan_snapshot(p.template, "").digest, p.template.push_to)
+            key = (plan_snapshot(p.template, "").digest, p.template.push_to, setup_key(p.template))
             out[(host, p.template.name)] = first.setdefault(key, p.template.name)
     return out
 

@@ -46,6 +46,8 @@ from sandstack.spec.models.network import ConnectionBounds
 from sandstack.spec.resolve import Outbound, ResolvedTemplate
 
 GATEWAY_ALIAS = "sandstack-gateway"
+# What a sandbox (and a setup step) reaches without the proxy: its own loopback.
+NO_PROXY = "localhost,127.0.0.1,::1"
 
 # Connections to the gateway: per pool (all of the bridge's sandboxes together) and per sandbox. Squid's
 # file descriptors (squid.MAX_FILEDESCRIPTORS, two per proxied connection) hold every pool's share.

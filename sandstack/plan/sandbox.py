@@ -16,7 +16,7 @@ from sandstack.plan.contract import (CRASH_RETRIES, EXIT_IDLE, EXIT_LIFETIME, LA
                                      SESSION_SECRETS_DIR, STATE_MOUNT, cgroup_parent)
 from sandstack.plan.ingress import public_hostname, url_env, url_of
 from sandstack.plan.naming import docker_name
-from sandstack.plan.network import PoolNetwork
+from sandstack.plan.network import NO_PROXY, PoolNetwork
 from sandstack.plan.secrets import session_secrets_mode
 from sandstack.plan.snapshot import SUPERVISOR_PATH
 from sandstack.plan.workspace import WorkspaceVolume, plan_workspaces
@@ -36,7 +36,6 @@ RESTART_POLICY = {"stop": "on-failure", "restart": "unless-stopped"}
 # inherits its environment, and a template's `env` must not be able to move the guard's state.
 SUPERVISOR_ENTRYPOINT = (SUPERVISOR_PATH, f"--exit-lifetime={EXIT_LIFETIME}", f"--exit-idle={EXIT_IDLE}",
                          f"--guard-state={STATE_MOUNT}", "--")
-NO_PROXY = "localhost,127.0.0.1,::1"
 # Time for the supervisor to pass a stop on to the command, and for the command to end cleanly.
 DESTROY_GRACE_SECONDS = 10
 LOGS = LogRotation("10m", 3)

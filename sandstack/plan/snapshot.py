@@ -7,6 +7,7 @@ setup always rebuilds and a bumped version rebuilds even when nothing else chang
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -18,10 +19,13 @@ from pathlib import Path
 from typing import Iterator, Mapping
 
 from sandstack.plan.naming import labels
+from sandstack.plan.network import NO_PROXY, PoolNetwork
 from sandstack.plan.package_files import SUPERVISOR_SOURCE
 from sandstack.spec.resolve import ResolvedTemplate
 
 SUPERVISOR_PATH = "/usr/local/lib/sandstack/supervise"
+PROXY_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+NO_PROXY_ARGS = ("NO_PROXY", "no_proxy")
 # Bump when the generated Dockerfile changes shape, so every snapshot is rebuilt with it.
 FORMAT = 1
 
@@ -52,7 +56,36 @@ def build_inputs(template: ResolvedTemplate) -> dict[str, object]:
         **({"sudo": template.user} if template.sudo else {}),
         # Only where declared: a template without one keeps the digest (and image) it had before the field.
         **({"platform": template.platform} if template.platform else {}),
+        # Only with setup steps, the only part of a build that may reach a network: an image whose steps ran on the
+        # daemon's network (before this) or in the other mode is rebuilt; one without steps keeps its digest. The
+        # policy itself is not covered (docs/design/setup-policy.md).
+        **({"setup_network": template.setup_network} if template.setup else {}),
     }
+
+
+def setup_key(template: ResolvedTemplate) -> str | None:
+    """What the setup steps were allowed to reach, canonical: templates of one content share an image only when this
+    is the same too, so an image is never reused by a template whose setup may reach less. None: no steps, or none
+    of them reach a network."""
+    policy = template.setup_policy if template.setup else None
+    return None if policy is None else json.dumps(dataclasses.asdict(policy), sort_keys=True, default=str)
+
+
+def setup_build(template: ResolvedTemplate, network: PoolNetwork) -> dict[str, object]:
+    """The build's inputs that put its setup steps under the template's setup policy (docs/design/setup-policy.md):
+    on `network`, a pool network of the template on the host (the guard's rules and the gateway's section for the
+    pool judge the steps as a new session of it), with the pool's proxy for HTTP(S); 'none': no network. Empty
+    without setup steps (nothing of the build reaches a network), so such an image's inputs are as before."""
+    if not template.setup:
+        return {}
+    # A refused step fails the build: its stopped container goes too (the classic builder keeps it otherwise).
+    if template.setup_policy is None:
+        return {"network_mode": "none", "force_remove": True}
+    proxy = network.proxy_url
+    # Docker's predefined proxy arguments: the RUN steps see them, the image's history and config do not keep them.
+    args = {name: proxy for name in PROXY_ARGS} if proxy else {}
+    return {"network_mode": network.name, "force_remove": True,
+            **({"build_args": {**args, **dict.fromkeys(NO_PROXY_ARGS, NO_PROXY)}} if args else {})}
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from sandstack.plan.network import PoolNetwork
 from sandstack.plan.sandbox import SandboxPlan, plan_sandbox
 from sandstack.plan.sandbox_container import SandboxContainer, pool_mounts, pulumi_inputs, sandbox_container
 from sandstack.plan.secrets import SecretsPlan, plan_secrets
-from sandstack.plan.snapshot import SnapshotPlan, build_context, digests_once, image_labels, plan_snapshot
+from sandstack.plan.snapshot import (SnapshotPlan, build_context, digests_once, image_labels, plan_snapshot,
+                                     setup_build)
 from sandstack.plan.stack_host import NO_NEW_PRIVILEGES, HostKeys, plan_host_nodes
 from sandstack.plan.tree import (About, CONTAINER, REGISTRY_IMAGE, REMOTE_IMAGE, VOLUME, Node, Options, Ref, Secret,
                                  Tree, inputs, label_list, node_key)
@@ -99,15 +100,19 @@ def _plan_stack(spec: ResolvedStack, stack: str, component: str, build_root: Pat
             template = spec.templates[pool.template]
             owner = spec.templates[owners[(host, template.name)]]
             if owner.name not in images:
-                images[owner.name] = _template(out, keys, component, stack, host, owner, plan, build_root)
+                images[owner.name] = _template(out, keys, component, stack, host, owner, plan, build_root, pool_name)
             _pool(out, keys, component, stack, host, pool_name, pool.replicas, pool.ceiling, template, owner, plan,
                   images[owner.name], spec.hosts[host].ingress, tuple(pool_sizes(pool, template.limits).items()))
     return out
 
 
 def _template(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str, template: ResolvedTemplate,
-              plan: HostPlan, build_root: Path) -> str:
+              plan: HostPlan, build_root: Path, pool: str) -> str:
+    """`pool`: the first pool on the host whose sandboxes use this image, on whose network the setup steps run."""
     snapshot = plan_snapshot(template, stack)
+    setup = setup_build(template, plan.networks[pool])
+    # Steps on the pool's network reach its gateway and resolver: in place (the gateway and guard ready) before them.
+    on_network = setup.get("network_mode") not in (None, "none")
     base = f"{component}-{template.name}.{host}"
     t = template.name
     parent = out.add(Node(base, types.SANDBOX_TEMPLATE, keys.host, keys.provider, {"tag": snapshot.tag}),
@@ -121,8 +126,11 @@ def _template(out: StackPlan, keys: HostKeys, component: str, stack: str, host: 
                                     "no_cache": True,
                                     # The build's platform: FROM takes the base image's variant for it, and
                                     # RUN steps run as it (under emulation where the host is not it).
-                                    **({"platform": template.platform} if template.platform else {})},
-        triggers={"digest": snapshot.digest}, keep_locally=False)), About("snapshot", host, template=t))
+                                    **({"platform": template.platform} if template.platform else {}),
+                                    **setup},
+        triggers={"digest": snapshot.digest}, keep_locally=False),
+        Options(depends_on=(keys.networks[pool], *keys.ready) if on_network else ())),
+        About("snapshot", host, template=t))
     out.build_contexts[image.key] = template
     out.snapshots[image.key] = snapshot
     if template.push_to:

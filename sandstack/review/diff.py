@@ -50,7 +50,10 @@ INFORMATIVE_OF = {"sandbox": INFORMATIVE, "disk workspace": {"path", "sandbox"},
                   # So does the ingress: its sites and their domain are its Caddyfile.
                   HOST_ROLES["ingress"].part("container").kind: {"sites", "domain"},
                   # And the runtime: its pools and what each token scope acts on are its configuration set.
-                  HOST_ROLES["runtime"].part("container").kind: {"pools", "token_pools"}}
+                  HOST_ROLES["runtime"].part("container").kind: {"pools", "token_pools"},
+                  # A snapshot's setup policy is judged at build time, not a build input (docs/design/setup-policy.md):
+                  # where the build runs is, and the engine's action shows it.
+                  "snapshot": {"setup_egress"}}
 COMPONENT_TYPE = PACKAGE
 
 

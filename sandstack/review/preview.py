@@ -47,6 +47,17 @@ def _name(p: dict[str, Any]) -> list[str]:
     return [p["name"]] if "name" in p else []
 
 
+def _setup(e: dict[str, Any]) -> str:
+    """The build's setup policy: what its steps reach, as a sandbox's egress reads."""
+    if e["mode"] == "none":
+        return "setup steps without a network (setup_network: none)"
+    return (f"setup steps under egress {e['mode']}"
+            + (f" (profile {e['profile']})" if e.get("profile") else "")
+            + f" ({e['outbound']}, {'logged' if e['log'] else 'not logged'}) on network {e['network']}"
+            + (f"; allow {', '.join(e['allow'])}" if e["allow"] else "")
+            + (f"; deny {', '.join(e['deny'])}" if e["deny"] else ""))
+
+
 def _sandbox(p: dict[str, Any]) -> list[str]:
     egress = p["egress"]
     lines = [
@@ -133,7 +144,8 @@ SUMMARY: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "sandbox": _sandbox,
     "snapshot": lambda p: [f"{p['image']} (version {p['version'] or '-'}, digest {p['digest'][:12]})",
                            f"from {p['base_image']}, {len(p['setup'])} setup steps, {len(p['files'])} files"
-                           + (f", for {p['platform']}" if p.get("platform") else "")],
+                           + (f", for {p['platform']}" if p.get("platform") else "")]
+                          + ([_setup(p["setup_egress"])] if "setup_egress" in p else []),
     "disk workspace": lambda p: [f"{p['name']}: {p['size'] / 2**20:g}MiB at {p['path']}"
                                  + (", seeded from the image" if p["seed"] else "")],
     "data loader": lambda p: [f"{len(p['files'])} files"],

@@ -103,6 +103,11 @@ def _routing_changes(s: Side) -> bool:
     return s.old is not None and s.new is not None and _internal(s.old) != _internal(s.new)
 
 
+def _setup_proxy(t: ResolvedTemplate) -> bool:
+    """Its setup steps get the pool's gateway as their proxy (sandstack.plan.snapshot.setup_build)."""
+    return bool(t.setup) and t.setup_policy is not None and t.network.uses_gateway
+
+
 # Each declared `when` condition, decided for one side of a change, keyed by the condition object (tests/review
 # checks that every condition the models declare is here).
 DECIDE: dict[Condition, Callable[[Side], bool]] = {
@@ -126,6 +131,8 @@ DECIDE: dict[Condition, Callable[[Side], bool]] = {
     table.RUNTIME_HOST: lambda s: s.runtime,
     table.URL_PORTS_AND_RUNTIME: lambda s: s.runtime and _url_port(s),
     table.INGRESS_HOST: lambda s: s.ingress,
+    table.SETUP_GATEWAY: lambda s: s.old is not None and s.new is not None and
+    _setup_proxy(s.old) != _setup_proxy(s.new),
 }
 
 Held = tuple[Condition | None, Effect]  # the condition that held (None: none did) and the effect under it

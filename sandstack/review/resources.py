@@ -217,7 +217,9 @@ def _template_props(kind: str, node_key: str, plan: StackPlan) -> dict[str, Any]
         return {"image": snap.image, "version": template.snapshot_version, "digest": snap.digest,
                 "base_image": template.base_image, "setup": list(template.setup),
                 "files": [{"path": f.path, "mode": f.mode, "source": f.source.name} for f in template.files],
-                **({"platform": template.platform} if template.platform else {})}
+                **({"platform": template.platform} if template.platform else {}),
+                **({"setup_egress": _setup_egress(template, plan.nodes[node_key].inputs["build"])}
+                   if template.setup else {})}
     if kind == "snapshot push":
         return {"image": snap.image}
     return {}
@@ -262,6 +264,16 @@ def _egress(template: ResolvedTemplate) -> dict[str, Any]:
     n = template.network
     return {"mode": n.egress, "outbound": n.outbound, "log": n.log, "allow": [str(r) for r in n.allow],
             "deny": [str(r) for r in n.deny], "allow_metadata": n.allow_metadata}
+
+
+def _setup_egress(template: ResolvedTemplate, build: dict[str, Any]) -> dict[str, Any]:
+    """What the build's setup steps reach, and on which network (docs/design/setup-policy.md)."""
+    policy = template.setup_policy
+    if policy is None:
+        return {"mode": "none"}
+    return {"mode": policy.egress, "outbound": policy.outbound, "log": policy.log,
+            "allow": [str(r) for r in policy.allow], "deny": [str(r) for r in policy.deny],
+            "profile": template.start_profile, "network": build["network_mode"]}
 
 
 POOL_KINDS = {"pool", "secrets volume", "secrets seeder", "data volume", "data loader", "sandbox"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sandstack.plan.snapshot import build_inputs
 from sandstack.spec.models import SecretRef
 from sandstack.spec.resolve import EffectiveLimits, EffectiveNetwork, ResolvedStack, ResolvedTemplate, pool_sizes
 
@@ -110,6 +111,16 @@ def compare_templates(pool: str, old: ResolvedTemplate, new: ResolvedTemplate) -
         add(not new.read_only_root, "privileges", "root filesystem " + ("read-only" if new.read_only_root else "writable"))
     if old.sudo != new.sudo:
         add(new.sudo, "privileges", "sudo " + ("on" if new.sudo else "off"))
+    # What the setup steps reach (docs/design/setup-policy.md): the build's egress, not the sandbox's. The policy is
+    # not in the build digest, so a changed one keeps the image its steps made: said here, never silently.
+    if old.setup_network != new.setup_network:
+        add(new.setup_network == "template", "egress",
+            f"setup steps {'reach the template’s policy' if new.setup_network == 'template' else 'reach no network'}"
+            f" (setup_network {old.setup_network} → {new.setup_network})")
+    elif (old.setup and new.setup and old.setup_policy and new.setup_policy and build_inputs(old) == build_inputs(new)
+          and any(not looser for looser, _ in _egress(old.setup_policy, new.setup_policy, new.name))):
+        add(False, "egress", "setup policy narrowed but the snapshot is kept, built under the wider former policy: "
+            "bump `snapshot.version` to rebuild it under the new one")
     if old.runtime != new.runtime:
         add(new.runtime == "runc", "privileges", f"runtime {old.runtime} → {new.runtime}")
     # Writable paths: noexec unless `exec`, so what the sandbox writes or downloads there cannot run.

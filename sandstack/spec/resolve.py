@@ -168,6 +168,15 @@ class ResolvedTemplate:
     # starts in; `network` is then their envelope. Empty: no profiles, `network` is the one policy.
     network_profiles: tuple[tuple[str, EffectiveNetwork], ...] = ()
     start_profile: str | None = None
+    setup_network: str = "template"  # `snapshot.setup_network`: the setup steps under `setup_policy`, or 'none'
+
+    @property
+    def setup_policy(self) -> EffectiveNetwork | None:
+        """What the setup steps reach: what a new session does (its one policy, or its start profile); None for
+        'none' (no network at all)."""
+        if self.setup_network == "none":
+            return None
+        return dict(self.network_profiles).get(self.start_profile or "", self.network)
 
 
 @dataclass(frozen=True)
@@ -384,6 +393,7 @@ def resolve_template(stack: Stack, name: str, source: Path) -> ResolvedTemplate:
         url_auth=(t.urls or d.urls or Urls()).auth,
         network_profiles=effective_profiles(t),
         start_profile=t.network_profiles.start if t.network_profiles else None,
+        setup_network=t.snapshot.setup_network,
     )
 
 

@@ -44,9 +44,8 @@ import pytest
 from sandstack.spec import changes as table
 from sandstack.spec.changes import (BUILTIN_TMPFS, DEVICES_REASSIGNED, DIRECT_ROUTE, IN_INGRESS_TLS, INGRESS_HOST,
                                     NO_IDLE_TIMEOUT, NOTHING_INHERITED_CHANGES, PIDS_UNCHANGED, ROUTE_KEPT, ROUTING,
-                                    RUNTIME_HOST,
-                                    UNLOGGED_ALLOW_ALL, URL_AND_ROUTING, URL_PORTS, URL_PORTS_AND_RUNTIME, URL_PORTS_CHANGE,
-                                    Condition, Effect)
+                                    RUNTIME_HOST, SETUP_GATEWAY, UNLOGGED_ALLOW_ALL, URL_AND_ROUTING, URL_PORTS,
+                                    URL_PORTS_AND_RUNTIME, URL_PORTS_CHANGE, Condition, Effect)
 from sandstack.spec.changes import DISK_WORKSPACE as DISK
 from sandstack.spec.models import Stack
 from sandstack.spec.models.base import change_of
@@ -221,6 +220,10 @@ CONNECTION_CHANGES = (("", {"rate": 10, "open": 64}), (".rate", 10), (".pool_rat
                       (".pool_open", 2048))
 FREE_ALLOW_LIST = setting(defaults__network={"egress": "allow-list", "allow": ["example.org"]})
 AGENT_ALLOW_ALL = setting(templates__agent__network={"egress": "allow-all", "deny": ["203.0.113.7"]})
+# `free` (which takes the defaults' network) with a setup step: its build goes through the gateway where it does.
+FREE_SETUP = {"version": "1", "setup": ["true"]}
+# The agent's image without setup steps: its build reaches no network (docs/design/setup-policy.md).
+AGENT_NO_SETUP = setting(templates__agent__snapshot__setup=[])
 WRITABLE_ROOT = setting(hosts__local__storage_quota=True, templates__agent__filesystem={
     "read_only_root": False, "writable": [{"path": "/tmp", "size": "64MiB"}], "shm_size": "16MiB"})
 
@@ -438,6 +441,14 @@ CASES: list[Case] = [
     Case("defaults.network", {"egress": "allow-all", "deny": ["blocked.example.com", "other.example.com"],
                               "allow_metadata": True}, condition=ROUTE_KEPT),
     Case("defaults.network.egress", "deny-all", prepare=setting(defaults__network={"egress": "allow-all"})),
+    Case("defaults.network.egress", "deny-all", condition=SETUP_GATEWAY,
+         prepare=setting(defaults__network={"egress": "allow-all"}, templates__free__snapshot=FREE_SETUP)),
+    Case("defaults.network", {"egress": "allow-all", "log": False}, condition=SETUP_GATEWAY,
+         prepare=setting(templates__free__snapshot=FREE_SETUP)),
+    Case("defaults.network.log", False, condition=SETUP_GATEWAY,
+         prepare=setting(defaults__network={"egress": "allow-all"}, templates__free__snapshot=FREE_SETUP)),
+    Case("defaults.network.protocols", "any", condition=SETUP_GATEWAY,
+         prepare=setting(defaults__network={"egress": "allow-all"}, templates__free__snapshot=FREE_SETUP)),
     Case("defaults.network.egress", "allow-all", prepare=setting(defaults__network={"egress": "deny-all", "log": False}),
          condition=UNLOGGED_ALLOW_ALL),
     Case("defaults.network.allow", ["example.org", "example.net"], prepare=FREE_ALLOW_LIST),
@@ -489,6 +500,8 @@ CASES: list[Case] = [
     Case("defaults.snapshot", {"version": "2", "setup": ["true"]}),
     Case("defaults.snapshot.version", "3", prepare=setting(defaults__snapshot={"version": "2"})),
     Case("defaults.snapshot.setup", ["true"], prepare=setting(defaults__snapshot={"version": "2"})),
+    Case("defaults.snapshot.setup_network", "none",
+         prepare=setting(defaults__snapshot={"version": "2", "setup": ["true"]})),
     Case("defaults.snapshot.files", [{"source": "files/tool.sh", "path": "/usr/local/bin/tool"}],
          prepare=setting(defaults__snapshot={"version": "2"})),
     Case("defaults.snapshot.files[].source", "files/other.sh", prepare=DEFAULT_FILES),
@@ -517,10 +530,15 @@ CASES: list[Case] = [
     Case("templates.*.limits.profile", "small", prepare=setting(templates__agent__limits={"profile": "big"})),
     Case("templates.*.limits.profile", "small", prepare=setting(templates__agent__limits={"profile": "big"},
                                                                 profiles__big__pids=128), condition=PIDS_UNCHANGED),
-    Case("templates.*.network", {"egress": "allow-all", "log": False}),
+    Case("templates.*.network", {"egress": "allow-all", "log": False}, condition=SETUP_GATEWAY),
+    Case("templates.*.network", {"egress": "allow-all", "log": False}, prepare=AGENT_NO_SETUP,
+         variant="no setup steps"),
     Case("templates.*.network", {"egress": "allow-list", "allow": ["example.org"], "allow_metadata": True},
          condition=ROUTE_KEPT),
-    Case("templates.*.network.egress", "deny-all", prepare=setting(templates__agent__network={"egress": "allow-all"})),
+    Case("templates.*.network.egress", "deny-all", prepare=setting(templates__agent__network={"egress": "allow-all"}),
+         condition=SETUP_GATEWAY),
+    Case("templates.*.network.egress", "deny-all", variant="no setup steps",
+         prepare=setting(templates__agent__network={"egress": "allow-all"}, templates__agent__snapshot__setup=[])),
     Case("templates.*.network.egress", "allow-all", condition=UNLOGGED_ALLOW_ALL,
          prepare=setting(templates__agent__network={"egress": "deny-all", "log": False})),
     Case("templates.*.network.allow", ["example.com", "example.org"]),
@@ -539,9 +557,13 @@ CASES: list[Case] = [
     Case("templates.*.network.deny", ["203.0.113.7", "203.0.113.8"], condition=DIRECT_ROUTE,
          prepare=setting(templates__agent__network={"egress": "allow-all", "protocols": "any", "deny": ["203.0.113.7"]}),
          variant="protocols: any"),
-    Case("templates.*.network.log", False, prepare=AGENT_ALLOW_ALL),
+    Case("templates.*.network.log", False, prepare=AGENT_ALLOW_ALL, condition=SETUP_GATEWAY),
+    Case("templates.*.network.log", False, variant="no setup steps",
+         prepare=lambda data: (AGENT_ALLOW_ALL(data), AGENT_NO_SETUP(data))),
     Case("templates.*.network.log", True, prepare=AGENT_ALLOW_ALL, condition=ROUTE_KEPT),
-    Case("templates.*.network.protocols", "any", prepare=AGENT_ALLOW_ALL),
+    Case("templates.*.network.protocols", "any", prepare=AGENT_ALLOW_ALL, condition=SETUP_GATEWAY),
+    Case("templates.*.network.protocols", "any", variant="no setup steps",
+         prepare=lambda data: (AGENT_ALLOW_ALL(data), AGENT_NO_SETUP(data))),
     Case("templates.*.network.protocols", "http", prepare=AGENT_ALLOW_ALL, condition=ROUTE_KEPT),
     Case("templates.*.network.allow_metadata", True),
     Case("templates.*.network.allow_metadata", True, condition=DIRECT_ROUTE,
@@ -600,6 +622,7 @@ CASES: list[Case] = [
     Case("templates.*.snapshot.version", "2"),
     # The runtime's recipe of the places not made yet changes alike (sandstack.spec.changes.in_recipe).
     Case("templates.*.snapshot.version", "2", prepare=ONDEMAND, variant="on-demand places"),
+    Case("templates.*.snapshot.setup_network", "none"),
     Case("templates.*.snapshot.version", "2", prepare=setting(templates__agent__snapshot__push_to="registry.example.com/agent"),
          variant="pushed to a registry"),
     Case("templates.*.snapshot.setup", ["true", "echo more"]),

@@ -75,6 +75,7 @@ def test_digest_covers_exactly_the_build_inputs_and_the_tag_is_version_dash_dige
         "files": [{"path": "/opt/agent.py", "mode": "0644", "sha256": _sha(FILES["agent.py"].encode())},
                   {"path": "/usr/local/bin/tool", "mode": "0755", "sha256": _sha(FILES["tool.sh"].encode())}],
         "supervisor": _sha(SUPERVISOR_SOURCE.read_bytes()),
+        "setup_network": "template",  # with setup steps only (tests/plan/test_setup_policy_plan.py)
     }
     assert plan.digest == _sha(json.dumps(canonical, sort_keys=True).encode())
     assert plan.tag == f"1-{plan.digest[:12]}"
@@ -153,7 +154,9 @@ def test_sandbox_template_builds_a_remote_image_on_the_host_and_never_pushes(bui
         "build": {"context": str(context), "dockerfile": "Dockerfile", "noCache": True,
                   "labels": {"sandstack.digest": digest, "sandstack.host": "local", "sandstack.managed-by": "pulumi",
                              "sandstack.stack": "t", "sandstack.template": "agent", "sandstack.version": "1",
-                             "zone": "z1"}},
+                             "zone": "z1"},
+                  # The setup steps run on the pool's network (deny-all by default: no gateway, so no proxy).
+                  "networkMode": "sandstack-t-agent", "forceRemove": True},
         "triggers": {"digest": digest},
         "keepLocally": False,
     }

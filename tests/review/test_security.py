@@ -90,6 +90,8 @@ def _prepare(data: dict, layer: str, field: str) -> None:
         set_path(data, f"{layer}.network", None)
         set_path(data, f"{layer}.network_profiles", {"start": "locked"})
         set_path(data, "hosts.local.runtime", dict(RUNTIME))
+    if field == "snapshot.setup_network":  # says what setup steps reach: a template with steps (rule setup-network)
+        set_path(data, f"{layer}.snapshot", {"version": "1", "setup": ["true"]})
     if field == "hosts.local.ingress.exposure":
         set_path(data, "hosts.local.ingress", {"domain": "sbx.example.com", "exposure": "host"})
         set_path(data, "templates.agent.ports", [{"port": 8000, "exposure": "url"}])
@@ -139,8 +141,9 @@ def test_the_access_table_names_the_loosenings_a_reviewer_must_see():
     # 76 until cpus, memory and disk (defaults, templates, profiles: 9 paths) became `capacity`: a raise is a
     # larger share of the host, not wider access (issue 21; tests/review/test_categories.py).
     # 72 with a template's network profiles (one field, judged whole: sandstack.spec.walk), 74 with `urls.auth`, 75 with a
-    # size class's pids, 76 with the runtime's SSH endpoint, 77 with its snapshot store (issue 39).
-    assert len(LOOSENING) == 77
+    # size class's pids, 76 with the runtime's SSH endpoint, 77 with its snapshot store, 79 with the setup steps'
+    # network (a template's snapshot and the defaults') (issue 39).
+    assert len(LOOSENING) == 79
     assert {"hosts.*.runtime.exposure", "hosts.*.ingress.exposure", "templates.*.filesystem.writable[].exec",
             "defaults.filesystem.writable[].exec"} <= set(LOOSENING)
 
@@ -321,3 +324,23 @@ def test_a_snapshot_store_added_is_named_on_each_pool_of_its_host(tmp_path):
     assert _findings(tmp_path, after, before) == [
         Finding(p, False, "runtime", "snapshot store of host local's runtime removed (was "
                 "https://registry.internal/sandstack/prod)") for p in ("agent", "plain")]
+
+
+def test_a_setup_policy_narrowed_without_a_rebuild_says_the_snapshot_is_kept(tmp_path):
+    """The policy is not in the build digest (docs/design/setup-policy.md): the review says the image stays, built
+    under the former policy; a bumped version rebuilds it, and then nothing is kept to say."""
+    before = copy.deepcopy(BASE)
+    before["templates"]["agent"]["snapshot"] = {"version": "1", "setup": ["pip install requests"]}
+    after = copy.deepcopy(before)
+    after["templates"]["agent"]["network"]["allow"] = ["api.github.com", "pypi.org"]
+    kept = Finding("agent", False, "egress", "setup policy narrowed but the snapshot is kept, built under the wider "
+                   "former policy: bump `snapshot.version` to rebuild it under the new one")
+    assert kept not in _findings(tmp_path, before, after)  # widened: built under less than it may now reach
+    after["templates"]["agent"]["network"]["allow"] = ["pypi.org"]  # api.github.com no longer allowed
+    assert kept in _findings(tmp_path, before, after)
+    after["templates"]["agent"]["snapshot"]["version"] = "2"
+    assert kept not in _findings(tmp_path, before, after)
+    offline = copy.deepcopy(before)
+    offline["templates"]["agent"]["snapshot"]["setup_network"] = "none"
+    widened = Finding("agent", True, "egress", "setup steps reach the template’s policy (setup_network none → template)")
+    assert widened in _findings(tmp_path, offline, before)

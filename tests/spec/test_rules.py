@@ -187,6 +187,18 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
          ["stack.yaml:21:7: $.templates.web.snapshot: `snapshot.version` is required when there are setup steps "
           "or files: bump it to force a rebuild, e.g. version: '1'"]),
     ],
+    "setup-network": [
+        ("setup-network-without-steps",
+         change('      version: "1"\n', '      version: "1"\n      setup_network: none\n'),
+         ["stack.yaml:22:22: $.templates.web.snapshot.setup_network: template 'web' sets `snapshot.setup_network: "
+          "none` but has no setup steps: it applies to nothing (only setup steps reach a network during a build); "
+          "remove it, or add the steps to `snapshot.setup`"]),
+        ("defaults-setup-network-without-steps",
+         change("defaults:\n  limits: small\n", "defaults:\n  limits: small\n  snapshot: {setup_network: none}\n"),
+         ["stack.yaml:17:29: $.defaults.snapshot.setup_network: `defaults.snapshot` sets `snapshot.setup_network: "
+          "none` but has no setup steps: it applies to nothing (only setup steps reach a network during a build); "
+          "remove it, or add the steps to `snapshot.setup`"]),
+    ],
     "snapshot-file": [
         ("missing-file", change("source: agent.py", "source: missing.py"),
          ["stack.yaml:23:19: $.templates.web.snapshot.files[0].source: 'missing.py' is not a file (looked in "

@@ -9,7 +9,8 @@ from pydantic import StringConstraints, WithJsonSchema
 from sandstack.spec.access import AS_FIELDS, NEVER, loosens
 from sandstack.spec.contract import URL_AUTH_COOKIE, URL_AUTH_HEADER, URL_AUTH_QUERY
 from sandstack.spec.egress import METADATA_RANGES, PRIVATE_RANGES
-from sandstack.spec.changes import (DIRECT_ROUTE, NONE, PROFILE_NAMES_KEPT, ROUTE_KEPT, ROUTING, UNLOGGED_ALLOW_ALL, URL_AND_ROUTING, URL_PORT,
+from sandstack.spec.changes import (DIRECT_ROUTE, NONE, PROFILE_NAMES_KEPT, ROUTE_KEPT, ROUTING, SETUP_GATEWAY,
+                                     UNLOGGED_ALLOW_ALL, URL_AND_ROUTING, URL_PORT,
                                      URL_PORTS_CHANGE, Effect)
 from sandstack.spec.models.base import Name, StrictModel, field
 
@@ -37,9 +38,13 @@ GATEWAY = Effect(host=frozenset({"gateway", "logger"}))
 # What a pool's route out and its logging reach: the pool's network (and the gateway's egress network), the guard's
 # rules naming its bridge, the gateway's place and squid.conf entry, the logging resolver on its bridge address.
 NETWORK_ROLES = frozenset({"networks", "guard", "gateway", "logger"})
+# A route change of a template whose setup steps went through the gateway, or now do: the build's proxy arguments
+# change, so its snapshot is rebuilt too (docs/design/setup-policy.md).
+ROUTE_AND_SETUP = Effect(sandboxes="replace", snapshot="rebuild", host=NETWORK_ROLES)
 # A block: the union of its fields' effects; with the route kept, only what `allow`, `deny` and `allow_metadata` renew.
 NETWORK_BLOCK = Effect(sandboxes="replace", host=NETWORK_ROLES,
-                       when=((ROUTE_KEPT, Effect(host=frozenset({"gateway", "guard", "logger"}))),))
+                       when=((ROUTE_KEPT, Effect(host=frozenset({"gateway", "guard", "logger"}))),
+                             (SETUP_GATEWAY, ROUTE_AND_SETUP)))
 
 
 # Bounds on a direct route's connections (the only route they apply to, rule egress-mode): the guard's rules
@@ -98,7 +103,8 @@ class NetworkPolicy(StrictModel):
             "guard's rules."
         ),
         change=Effect(sandboxes="replace", host=NETWORK_ROLES,
-                      when=((UNLOGGED_ALLOW_ALL, Effect(host=frozenset({"guard", "networks"}))),)),
+                      when=((UNLOGGED_ALLOW_ALL, Effect(host=frozenset({"guard", "networks"}))),
+                            (SETUP_GATEWAY, ROUTE_AND_SETUP))),
         access=loosens("egress", "to a wider mode (deny-all < allow-list < allow-all)", "deny-all", "allow-all"),
     )
     allow: list[EgressEntry] = field(
@@ -150,7 +156,8 @@ class NetworkPolicy(StrictModel):
             "'allow-all', `false` on 'deny-all') changes nothing."
         ),
         # Logged allow-all goes through the gateway on an internal bridge, unlogged has a routed one.
-        change=Effect(sandboxes="replace", host=NETWORK_ROLES, when=((ROUTE_KEPT, NONE),)),
+        change=Effect(sandboxes="replace", host=NETWORK_ROLES,
+                      when=((ROUTE_KEPT, NONE), (SETUP_GATEWAY, ROUTE_AND_SETUP))),
         access=loosens("egress", "turned off (outside deny-all): egress no longer logged", True, False),
     )
     protocols: Literal["http", "any"] | None = field(
@@ -166,7 +173,7 @@ class NetworkPolicy(StrictModel):
             "the gateway pools); unset and 'http' mean the same."
         ),
         change=Effect(sandboxes="replace", host=frozenset({"networks", "guard", "gateway", "logger"}),
-                      when=((ROUTE_KEPT, NONE),)),
+                      when=((ROUTE_KEPT, NONE), (SETUP_GATEWAY, ROUTE_AND_SETUP))),
         access=loosens("egress", "'any': a direct route out for any protocol instead of the gateway", "http", "any"),
     )
     allow_metadata: bool = field(

@@ -101,6 +101,20 @@ class Snapshot(StrictModel):
         change="rebuild",
         access=NEVER,
     )
+    setup_network: Literal["template", "none"] = field(
+        "template",
+        description=(
+            "What the setup steps may reach. 'template' (default): what a new session of the template reaches, its "
+            "`network` or the start profile of its `network_profiles`: the steps run on a pool network of the "
+            "template on each host, through its gateway (HTTP_PROXY and HTTPS_PROXY are set for them, not kept in "
+            "the image), every request logged as a session's, and a destination the policy refuses fails the step and "
+            "the build (docs/design/setup-policy.md). 'none': no network at all, loopback only. Part of the build "
+            "digest; the policy itself is not (a narrowed policy keeps the image: bump `version` to rebuild)."
+        ),
+        change="rebuild",
+        access=loosens("egress", "'none' → 'template': the setup steps reach what the template's policy allows",
+                       "none", "template"),
+    )
 
 
 # Settings that reach the container through inputs the provider shows as updates but never applies

@@ -27,6 +27,25 @@ def snapshot_version_with_setup(ctx: Context) -> Iterator[Diagnostic]:
                             "files: bump it to force a rebuild, e.g. version: '1'", "snapshot-version")
 
 
+@rule("setup-network")
+def setup_network_with_setup(ctx: Context) -> Iterator[Diagnostic]:
+    """`snapshot.setup_network` says what the setup steps reach: declared without steps it says nothing, and a reader
+    would take it for a policy of the image (docs/design/setup-policy.md)."""
+    defaults = ctx.stack.defaults.snapshot
+    # Each snapshot where it is written: a template that takes its `extends`' or the defaults' whole is reported there.
+    owners = [(("defaults",), "`defaults.snapshot`", defaults)] if defaults is not None else []
+    for path, template in templates(ctx):
+        parent = ctx.stack.templates.get(template.extends) if template.extends else None
+        if template.snapshot is not defaults and (parent is None or template.snapshot is not parent.snapshot):
+            owners.append((path, f"template {path[-1]!r}", template.snapshot))
+    for path, who, snap in owners:
+        if "setup_network" in snap.model_fields_set and not snap.setup:
+            yield ctx.error(path + ("snapshot", "setup_network"),
+                            f"{who} sets `snapshot.setup_network: {snap.setup_network}` but has no setup steps: it "
+                            "applies to nothing (only setup steps reach a network during a build); remove it, or add "
+                            "the steps to `snapshot.setup`", "setup-network")
+
+
 @rule("snapshot-file")
 def snapshot_files_exist(ctx: Context) -> Iterator[Diagnostic]:
     base = ctx.source.parent.resolve()
@@ -78,4 +97,4 @@ def data_sources(ctx: Context) -> Iterator[Diagnostic]:
 
 
 # This module's rules, in the order they run (the registry, sandstack.spec.rules.RULES, lists each module).
-RULES = (base_image_set, snapshot_version_with_setup, snapshot_files_exist, data_sources,)
+RULES = (base_image_set, snapshot_version_with_setup, setup_network_with_setup, snapshot_files_exist, data_sources,)

@@ -1,0 +1,92 @@
+"""A template's setup steps run under its network policy on the real engine (issue 39 item 1,
+docs/design/setup-policy.md).
+
+One stack: pool `fetch`, allow-list [allowed.test]. Its first apply has no setup step; then a test server (the stack's
+"internet", on its egress network, answering `allowed.test` and `refused.test`, never an outside address) starts, and
+the template gets a setup step that fetches from it: the build runs the step on the pool's network through the
+gateway, the fetched body is in the image, and the gateway's access log has the build's request under pool `fetch`
+from an address that is no sandbox's. Then a step fetching from `refused.test`: the gateway refuses it (403, logged
+TCP_DENIED), the server never sees it, and the apply fails with the build's error naming the address.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from testbed.deploy import engine_spec
+from tests.engine.net.lab import log_lines
+from tests.engine.net.probes import template
+from tests.engine.net.stack import access_log, deployed
+from tests.engine.sandbox_helpers import sh
+
+pytestmark = pytest.mark.docker
+
+NETWORK = {"egress": "allow-list", "allow": ["allowed.test"]}
+
+
+def _spec(image: str, setup: list[str] | None = None, version: str = "1") -> str:
+    extra = {"snapshot": {"version": version, "setup": setup}} if setup else {}
+    return engine_spec(image, {"fetch": template(image, NETWORK, **extra)})
+
+
+def _fetch(host: str, target: str) -> str:
+    # curl takes http_proxy from the build's proxy arguments; -f: an HTTP error (the gateway's 403) fails the step.
+    return f"curl -fsS -o {target} http://{host}/"
+
+
+@pytest.fixture(scope="module")
+def net(docker_client, debian_image, harness_sweep_orphans, tmp_path_factory):
+    with deployed(__file__, "sp", tmp_path_factory.mktemp("setup-policy"), _spec(debian_image), docker_client,
+                  debian_image, {"fetch": 1}) as stack:
+        stack.extra["web"] = stack.lab.server("web", stack.name("egress"), ["tcp:80"],
+                                              aliases=["allowed.test", "refused.test"])
+        yield stack
+
+
+def _requests(web) -> list[str]:
+    return [line.split()[3] for line in log_lines(web) if line.startswith("tcp ")]
+
+
+def test_a_setup_step_reaches_what_the_policy_allows_through_the_gateway_logged(net, debian_image):
+    sandboxes_before = {net.ip(net.sandbox("fetch"))}
+    since = len(access_log(net))
+    started = time.monotonic()
+    net.deployment.up(_spec(debian_image, [_fetch("allowed.test", "/etc/fetched")]))
+    print(f"\n[setup-policy] apply with the setup step (build under policy, sandbox replaced): "
+          f"{time.monotonic() - started:.1f} s")  # a figure for the docs, never asserted
+    net.harness.proves("RemoteImage.build.networkMode", "RemoteImage.build.buildArgs")
+    box = net.sandbox("fetch")
+    code, fetched = sh(box, "cat /etc/fetched")
+    assert (code, fetched.strip()) == (0, "web allowed.test")
+    assert _requests(net.extra["web"]) == ["allowed.test"]
+    # The build's request, judged as the pool's: its own address on the pool's network, not a sandbox's.
+    [line] = [line for line in access_log(net)[since:] if "dest=allowed.test:80" in line]
+    client = re.search(r" client=(\S+) ", line)[1]
+    assert re.search(r"host=local pool=fetch sandbox=\S+ client=\S+ method=GET dest=allowed.test:80 "
+                     r"verdict=TCP_MISS status=200 ", line), line
+    assert client not in sandboxes_before | {net.ip(box)}
+    # The proxy arguments are the build's, not the image's.
+    env = box.image.attrs["Config"]["Env"] or []
+    assert not [e for e in env if e.lower().startswith(("http_proxy=", "https_proxy="))], env
+    history = str(box.image.history())
+    assert "sandstack-gateway" not in history, history
+
+
+def test_a_setup_step_the_policy_refuses_fails_the_apply_naming_the_address(net, debian_image, docker_client):
+    since = len(access_log(net))
+    containers = {c.id for c in docker_client.containers.list(all=True)}
+    setup = [_fetch("allowed.test", "/etc/fetched"), _fetch("refused.test", "/etc/refused")]
+    with pytest.raises(Exception) as failure:
+        net.deployment.up(_spec(debian_image, setup, version="2"))
+    message = str(failure.value)
+    print(f"\n[setup-policy] the refused apply's error:\n{message[-900:]}")
+    assert "refused.test" in message and "403" in message, message
+    assert _requests(net.extra["web"]).count("refused.test") == 0  # never reached the server
+    lines = [line for line in access_log(net)[since:] if "dest=refused.test:80" in line]
+    assert len(lines) == 1 and "pool=fetch " in lines[0] and "verdict=TCP_DENIED status=403 " in lines[0], lines
+    # The failed step's container is not left behind (the build's force_remove).
+    left = [c.name for c in docker_client.containers.list(all=True) if c.id not in containers]
+    assert left == [], left
