@@ -268,6 +268,8 @@ class RuntimeConfig:
                 del pool["network_profiles"], pool["start_profile"]
             if pool["sizes"] is None:  # absent when unused, as gateway: a pool without classes reads as before
                 del pool["sizes"]
+            if pool["ondemand"] is not None and pool["ondemand"]["hibernated"] is None:  # likewise: no such ceiling
+                del pool["ondemand"]["hibernated"]
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     @classmethod

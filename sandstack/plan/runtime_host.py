@@ -87,7 +87,7 @@ def workspace_root(template: ResolvedTemplate) -> str:
 def pool_runtime(stack: str, placement: Placement, ondemand: OnDemand | None = None) -> PoolRuntime:
     t, session = placement.template, placement.template.session
     # Each sandbox's fair part of the pool's storage, unless declared: no session fills it for the others.
-    ceiling = max(ondemand.ceiling if ondemand else placement.replicas, 1)
+    ceiling = max(placement.places if ondemand else placement.replicas, 1)
     return PoolRuntime(
         sandboxes=tuple(sandbox_name(stack, placement.pool, i) for i in range(placement.replicas)),
         workspace_root=workspace_root(t),
