@@ -122,7 +122,10 @@ def _provider(p: dict[str, Any]) -> list[str]:
 
 def _pool(p: dict[str, Any]) -> list[str]:
     ceiling = p.get("max", p["replicas"])
-    return [f"{p['replicas']} sandboxes" + (f", up to {ceiling} on demand" if ceiling > p["replicas"] else "")] + [
+    hibernated = (f", and up to {p['max_hibernated']} hibernated sessions in places of their own"
+                  if "max_hibernated" in p else "")
+    return [f"{p['replicas']} sandboxes" + (f", up to {ceiling} on demand" if ceiling > p["replicas"] else "")
+            + hibernated] + [
         f"size class {name}: {format_cpus(c['cpus'])} CPUs, {format_size(c['memory'])} memory, "
         f"{format_size(c['disk'])} disk, {c['pids']} pids" for name, c in p.get("sizes", {}).items()]
 

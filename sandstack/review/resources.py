@@ -155,6 +155,8 @@ def _runtime(plan: HostPlan) -> dict[str, Any]:
                 "token_pools": {scope: list(t.pools) for scope, t in plan.runtime.spec.tokens.items()}}
                if plan.runtime.spec.tokens else {}),
             "pools": {pool: {"sandboxes": len(p.sandboxes), **({"max": p.ondemand.ceiling} if p.ondemand else {}),
+                             **({"max_hibernated": p.ondemand.hibernated}
+                                if p.ondemand and p.ondemand.hibernated is not None else {}),
                              "workspace": p.workspace_root,
                              "idle": f"{p.idle.action} after {p.idle.after_seconds}s" if p.idle else None}
                       for pool, p in config.pools.items()}}
@@ -229,6 +231,7 @@ def _pool_props(kind: str, node_key: str, pool: PoolPlan, plan: StackPlan) -> di
         # The ceiling only where it is above the warm count: a pool without on demand reads as before.
         # Size classes likewise, each as a claim of it gets it.
         return {"replicas": pool.replicas, **({"max": pool.ceiling} if pool.ceiling > pool.replicas else {}),
+                **({"max_hibernated": pool.hibernated} if pool.hibernated is not None else {}),
                 **({"sizes": {name: {"cpus": l.cpus, "memory": l.memory, "disk": l.disk, "pids": l.pids}
                               for name, l in pool.sizes}} if pool.sizes else {})}
     if kind == "secrets volume" and pool.secrets:
