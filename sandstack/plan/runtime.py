@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from sandstack.plan.recipe import OnDemand, ondemand_of
+from sandstack.spec.contract import SSH_PER_SOURCE
 
 FORMAT_VERSION = 1
 
@@ -225,6 +226,10 @@ class RuntimeConfig:
     # The port of the SSH endpoint into sessions' sandboxes (docs/design/ssh.md), on the same addresses as the API;
     # None: no SSH.
     ssh_port: int | None = None
+    # With SSH: local forwards (`ssh -L`) to the session's own sandbox allowed, and the most open SSH connections from
+    # one source address (docs/design/ssh.md). Absent from the JSON without SSH.
+    ssh_forwarding: bool = False
+    ssh_per_source: int = SSH_PER_SOURCE
     version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -234,6 +239,11 @@ class RuntimeConfig:
             raise ValueError(f"port: {self.port!r} must be 1-65535")
         if self.ssh_port is not None and (not 1 <= self.ssh_port <= 65535 or self.ssh_port == self.port):
             raise ValueError(f"ssh_port: {self.ssh_port!r} must be 1-65535 and not the API's port {self.port}")
+        if not isinstance(self.ssh_forwarding, bool):
+            raise ValueError(f"ssh_forwarding: {self.ssh_forwarding!r} must be true or false")
+        if isinstance(self.ssh_per_source, bool) or not isinstance(self.ssh_per_source, int) \
+                or self.ssh_per_source < 1:
+            raise ValueError(f"ssh_per_source: {self.ssh_per_source!r} must be an integer >= 1")
         for name in ("exec_timeout_seconds", "idle_check_seconds", "idle_cpu_ms_per_s"):
             _positive(getattr(self, name), name)
         owners: dict[str, str] = {}
@@ -263,6 +273,8 @@ class RuntimeConfig:
         for key in ("gateway", "ssh_port"):
             if data[key] is None:
                 del data[key]
+        if self.ssh_port is None:
+            del data["ssh_forwarding"], data["ssh_per_source"]
         for pool in data["pools"].values():
             if not pool["network_profiles"]:
                 del pool["network_profiles"], pool["start_profile"]

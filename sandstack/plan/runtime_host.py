@@ -216,5 +216,7 @@ def plan_runtime(stack: str, host: str, spec: RuntimeService | None, placements:
                            # Where a session's network profile is recorded (docs/design/network-profiles.md).
                            gateway=infra_name(stack, "gateway") if any(p.network_profiles for p in pools.values())
                            else None,
-                           ssh_port=spec.ssh.port if spec.ssh else None)
+                           ssh_port=spec.ssh.port if spec.ssh else None,
+                           **({"ssh_forwarding": spec.ssh.forwarding == "local",
+                               "ssh_per_source": spec.ssh.max_connections_per_source} if spec.ssh else {}))
     return RuntimeHostPlan(stack, spec, config)

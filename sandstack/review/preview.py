@@ -103,7 +103,10 @@ def _runtime(p: dict[str, Any]) -> list[str]:
         f"token '{scope}' (secret {t['secret']}) acts only on pools {', '.join(p['token_pools'][scope])}"
         for scope, t in p.get("tokens", {}).items()] + [
         f"SSH and SFTP into sessions' sandboxes on {s['listen']} (a session's token or its claim's keys; host key "
-        f"from secret {s['host_key']['secret']})" for s in ([p["ssh"]] if "ssh" in p else [])]
+        f"from secret {s['host_key']['secret']}; "
+        + ("local forwards to the session's own sandbox" if s.get("forwarding") == "local" else "no forwarding")
+        + f"; at most {s.get('max_connections_per_source')} connections per source address)"
+        for s in ([p["ssh"]] if "ssh" in p else [])]
 
 
 def _ingress(p: dict[str, Any]) -> list[str]:

@@ -147,7 +147,9 @@ def _runtime(plan: HostPlan) -> dict[str, Any]:
     return {"name": plan.runtime.container_name, "listen": f"{config.listen}:{config.port}",
             # The SSH endpoint (docs/design/ssh.md): on the API's address, its host key a secret.
             **({"ssh": {"listen": f"{config.listen}:{config.ssh_port}",
-                        "host_key": {"secret": plan.runtime.spec.ssh.host_key.secret}}}
+                        "host_key": {"secret": plan.runtime.spec.ssh.host_key.secret},
+                        "forwarding": plan.runtime.spec.ssh.forwarding,
+                        "max_connections_per_source": config.ssh_per_source}}
                if plan.runtime.spec.ssh and config.ssh_port is not None else {}),
             "token": {"secret": plan.runtime.spec.token.secret},
             # A scope's secret is in the container's environment; the pools it acts on are its configuration.

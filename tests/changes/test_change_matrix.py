@@ -358,6 +358,9 @@ CASES: list[Case] = [
     Case("hosts.*.runtime.ssh.port", 2223, prepare=RUNTIME_SSH),
     Case("hosts.*.runtime.ssh.host_key", {"secret": "sshHostKey2"}, prepare=RUNTIME_SSH),
     Case("hosts.*.runtime.ssh.host_key.secret", "sshHostKey2", prepare=RUNTIME_SSH),
+    # Read by the runtime at each request: its configuration reloaded, nothing renewed.
+    Case("hosts.*.runtime.ssh.forwarding", "local", prepare=RUNTIME_SSH),
+    Case("hosts.*.runtime.ssh.max_connections_per_source", 4, prepare=RUNTIME_SSH),
     Case("hosts.*.ingress", {"domain": "sbx.example.com"}),
     # Beside a runtime, nothing of the runtime's changes (its socket and wake token are there without an ingress).
     Case("hosts.*.ingress", {"domain": "sbx.example.com"}, prepare=RUNTIME, variant="beside a runtime"),

@@ -79,6 +79,8 @@ def _prepare(data: dict, layer: str, field: str) -> None:
         set_path(data, "hosts.local.runtime", dict(RUNTIME))
     if field in ("hosts.local.runtime.tokens", "hosts.local.runtime.ssh"):
         set_path(data, "hosts.local.runtime", dict(RUNTIME))
+    if field in ("hosts.local.runtime.ssh.forwarding", "hosts.local.runtime.ssh.max_connections_per_source"):
+        set_path(data, "hosts.local.runtime", {**RUNTIME, "ssh": {"host_key": {"secret": "sshHostKey"}}})
     if field == "hosts.local.runtime.tokens.tenant.pools":
         set_path(data, "hosts.local.runtime", {**RUNTIME, "tokens": {"tenant": {"secret": "tenantToken",
                                                                                "pools": ["plain"]}}})
@@ -139,8 +141,9 @@ def test_the_access_table_names_the_loosenings_a_reviewer_must_see():
     # 76 until cpus, memory and disk (defaults, templates, profiles: 9 paths) became `capacity`: a raise is a
     # larger share of the host, not wider access (issue 21; tests/review/test_categories.py).
     # 72 with a template's network profiles (one field, judged whole: sandstack.spec.walk), 74 with `urls.auth`, 75 with a
-    # size class's pids, 76 with the runtime's SSH endpoint (issue 39).
-    assert len(LOOSENING) == 76
+    # size class's pids, 76 with the runtime's SSH endpoint (issue 39), 78 with its forwarding and its bound on
+    # connections per source address.
+    assert len(LOOSENING) == 78
     assert {"hosts.*.runtime.exposure", "hosts.*.ingress.exposure", "templates.*.filesystem.writable[].exec",
             "defaults.filesystem.writable[].exec"} <= set(LOOSENING)
 
