@@ -64,8 +64,10 @@ class Forwards:
             address = await endpoint.call(endpoint.runtime.sandboxes.backend.address, row.name)
         except Refused as why:
             self._refuse(peer, login, asked, str(why))
-        except (ApiError, BackendError) as error:
-            self._refuse(peer, login, asked, error.message if isinstance(error, ApiError) else str(error), 502)
+        except ApiError as error:  # paused by the API (409), its resume failed (502)...
+            self._refuse(peer, login, asked, error.message, error.status)
+        except BackendError as error:
+            self._refuse(peer, login, asked, str(error), 502)
         if address is None:
             self._refuse(peer, login, asked, f"sandbox {row.name!r} has no address on its pool's network", 502)
         if host.lower() not in LOCAL_NAMES and host != address:
@@ -82,7 +84,7 @@ class Forwards:
     def _refuse(self, peer: str, login: Login, asked: str, why: str, status: int = 403) -> NoReturn:
         self.endpoint.record(peer, "ssh_forward", f"refused: {asked}: {why}", status, session=shown(login.session),
                              sandbox=login.sandbox, scope=login.scope)
-        code = asyncssh.OPEN_CONNECT_FAILED if status == 502 else asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED
+        code = asyncssh.OPEN_CONNECT_FAILED if status >= 500 else asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED
         raise asyncssh.ChannelOpenError(code, why)
 
     def remote_refused(self, conn: Any, peer: str, host: str, port: int) -> None:
