@@ -147,3 +147,25 @@ def test_the_configuration_carries_the_ceiling_only_when_declared():
     assert again.pools["od"].ondemand.hibernated == 2
     with pytest.raises(ValueError, match=r"ondemand.hibernated: -1 must be an integer >= 0"):
         OnDemand(ceiling=2, common=COMMON, places={PLACES[0]: {}}, hibernated=-1)
+
+
+def test_the_idle_policy_past_max_hibernated_leaves_the_sandbox_running_and_bound(tmp_path):
+    from sandstack.plan.runtime import IdlePolicy
+
+    base = config(hibernated=1)
+    pool = dataclasses.replace(base.pools["od"], idle=IdlePolicy("hibernate", 30))
+    env = od_env(tmp_path, dataclasses.replace(base, pools={"od": pool}))
+    try:
+        env.claim("a", pool="od")
+        env.claim("b", pool="od")
+        env.api.post("/v1/sessions/b/hibernate")
+        env.claim("c", pool="od")
+        row = env.runtime.store.sandbox(PLACES[1])
+        env.runtime.monitor_once(now=row.last_activity + 1)  # a first CPU sample
+        env.runtime.monitor_once(now=row.last_activity + 31)
+        assert (env.runtime.store.sandbox(PLACES[1]).status, env.backend.status[PLACES[1]]) == ("bound", "running")
+        # The warm one is not counted by max_hibernated: the same pass hibernated it.
+        assert env.runtime.store.sandbox(WARM).status == "hibernated"
+    finally:
+        env.backend.close()
+        env.audit.close()
