@@ -4,8 +4,12 @@ here), no configuration file, agent or known hosts of the machine's own."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -55,3 +59,53 @@ def scp(port: int, source: str, dest: str, *, key: Path | None = None, sftp: boo
     """`scp -s` (the SFTP protocol) by default; `sftp=False`: OpenSSH's default, which is SFTP too since 9.0."""
     return subprocess.run(["scp", *(["-s"] if sftp else []), *options(port, key, scp=True), source, dest],
                           capture_output=True, stdin=subprocess.DEVNULL, env=env, timeout=timeout)
+
+
+@contextlib.contextmanager
+def local_forward(port: int, user: str, dest: str, *, key: Path | None = None, env: dict[str, str] | None = None,
+                  wait: float = 20) -> Iterator[int]:
+    """`ssh -N -L 127.0.0.1:<free port>:<dest>` running, once it listens on its local port (read from the kernel's
+    table, not by connecting, which would open a forward): that port. The client is ended when the block ends."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        local = probe.getsockname()[1]
+    proc = subprocess.Popen(["ssh", *options(port, key), "-N", "-o", "ExitOnForwardFailure=yes",
+                             "-L", f"127.0.0.1:{local}:{dest}", f"{user}@127.0.0.1"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"ssh -L exited {proc.returncode}: {proc.stderr.read().decode()[-500:]}")
+            if _listening(local):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"ssh -L did not listen on 127.0.0.1:{local} within {wait}s")
+            time.sleep(0.1)
+        yield local
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def _listening(port: int) -> bool:
+    """Whether a TCP socket of this machine listens on 127.0.0.1:`port` (/proc/net/tcp: 0100007F:<hex port>, 0A)."""
+    wanted = f"0100007F:{port:04X}"
+    with open("/proc/net/tcp") as table:
+        return any(fields[1] == wanted and fields[3] == "0A" for fields in (line.split() for line in table)
+                   if len(fields) > 3)
+
+
+def fetch(port: int, timeout: float = 20) -> bytes:
+    """What a connection to this machine's `port` receives until the other side closes it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as conn:
+        chunks = []
+        while chunk := conn.recv(65536):
+            chunks.append(chunk)
+        return b"".join(chunks)

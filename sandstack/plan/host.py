@@ -133,7 +133,7 @@ def assign_gpus(spec: Host, placements: list[Placement]) -> dict[str, tuple[tupl
         if request is None:
             continue
         replicas = []
-        for _ in range(p.ceiling):  # on-demand places too: each has its devices, as the ceiling was counted
+        for _ in range(p.places):  # on-demand places too: each has its devices, as the places were counted
             picked = [device for kind, device in free if request.type in (None, kind)][:request.count]
             free = [(kind, device) for kind, device in free if device not in picked]
             replicas.append(tuple(picked))
@@ -162,7 +162,7 @@ def plan_ingress(stack: str, spec: Host, placements: list[Placement],
             continue
         pools.append((p.pool, net.ingress_ip))
         joins.append((net.name, net.ingress_ip))
-        for i in range(p.ceiling):  # an on-demand place's site answers once the runtime made it
+        for i in range(p.places):  # an on-demand place's site answers once the runtime made it
             sites += [Site(f"{port}-{p.pool}-{i}.{spec.ingress.domain}", sandbox_name(stack, p.pool, i), port,
                            auth=p.template.url_auth == "session" and wake is not None)
                       for port in net.url_ports]
@@ -226,10 +226,10 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement],
     ], resolver=str(egress[1]) if egress else None)
     # Every place up to the ceiling: the guard holds an on-demand sandbox's pids limit, lifecycle and disk workspaces
     # by its name before the runtime creates it, so it gets the same enforcement as a warm one.
-    sandboxes = [(sandbox_name(stack, p.pool, i), p.template) for p in placements for i in range(p.ceiling)]
+    sandboxes = [(sandbox_name(stack, p.pool, i), p.template) for p in placements for i in range(p.places)]
     workspaces = tuple(w for name, template in sandboxes for w in plan_workspaces(stack, name, template))
     # A pool with size classes: its largest pids (a claim's own limit sits under it, sandstack.runtime.sizes).
-    pids = {sandbox_name(stack, p.pool, i): p.largest_pids for p in placements for i in range(p.ceiling)}
+    pids = {sandbox_name(stack, p.pool, i): p.largest_pids for p in placements for i in range(p.places)}
     if gateway:
         pids[gateway.container_name] = GATEWAY_PIDS
     host_labels = labels(stack, spec.labels, host=host)
@@ -237,9 +237,10 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement],
     gpus = assign_gpus(spec, placements)
     ondemand = {p.pool: plan_ondemand(
         stack=stack, pool=p.pool, host=host, template=p.template, replicas=p.replicas, ceiling=p.ceiling,
+        hibernated=p.hibernated,
         network=networks[p.pool], digest=plan_snapshot(p.template, stack).digest, image=(images or {})[p.pool],
         labels=host_labels, guard_state=guard.state_volume, gpus=gpus.get(p.pool, ()),
-        ingress=spec.ingress) for p in placements if p.ceiling > p.replicas}
+        ingress=spec.ingress) for p in placements if p.places > p.replicas}
     return HostPlan(
         stack=stack, host=host, labels=host_labels, address=host_address(spec.endpoint),
         infra=plan_infra_image(stack, spec), networks=networks, egress_bridge=egress_bridge,

@@ -34,14 +34,17 @@ def _recipe_body(container: SandboxContainer) -> dict[str, Any]:
 
 def plan_ondemand(*, stack: str, pool: str, host: str, template: ResolvedTemplate, replicas: int, ceiling: int,
                   network: PoolNetwork, digest: str, image: str, labels: dict[str, str], guard_state: str,
-                  gpus: tuple[tuple[str, ...], ...] = (), ingress: Ingress | None = None) -> OnDemand | None:
-    """The pool's recipe on one host, or None when its ceiling is its warm count."""
-    if ceiling <= replicas:
+                  gpus: tuple[tuple[str, ...], ...] = (), ingress: Ingress | None = None,
+                  hibernated: int | None = None) -> OnDemand | None:
+    """The pool's recipe on one host, or None when its ceiling is its warm count. `hibernated` (`max_hibernated`):
+    that many places more, past the ceiling, which then counts only the sandboxes running."""
+    places_end = ceiling + (hibernated or 0)
+    if places_end <= replicas:
         return None
     shared = pool_mounts(stack, pool, template, guard_state)
     plans = [plan_sandbox(stack=stack, pool=pool, host=host, template=template, index=i, network=network,
                           digest=digest, labels=labels, gpu_device_ids=gpus[i] if i < len(gpus) else (),
-                          ingress=ingress) for i in range(replicas, ceiling)]
+                          ingress=ingress) for i in range(replicas, places_end)]
     bodies = {p.name: _recipe_body(sandbox_container(p, image=image, network=network.name, shared=shared))
               for p in plans}
     first = next(iter(bodies.values()))
@@ -50,4 +53,5 @@ def plan_ondemand(*, stack: str, pool: str, host: str, template: ResolvedTemplat
               if all(body.get(key) == value for body in bodies.values())}
     common = {**common, **{k: first[k] for k in first if k not in common and isinstance(first[k], dict)}}
     places = {name: difference(common, body) for name, body in bodies.items()}
-    return OnDemand(ceiling=ceiling, common=common, places=places, wait_seconds=plans[0].wait_timeout or 60)
+    return OnDemand(ceiling=ceiling, common=common, places=places, wait_seconds=plans[0].wait_timeout or 60,
+                    hibernated=hibernated)

@@ -19,6 +19,14 @@ class Placement:
     ceiling: int = 0
     # Its size classes (`sizes`), each as the limits a claim naming it gets, in spec order; () when it has none.
     sizes: tuple[tuple[str, EffectiveLimits], ...] = ()
+    # Sessions hibernated in on-demand places at most (`max_hibernated`), each in a place of its own past the
+    # ceiling, which then counts only the sandboxes running; None: a hibernated session holds its place under it.
+    hibernated: int | None = None
+
+    @property
+    def places(self) -> int:
+        """Sandbox names: the ceiling's, and one per hibernated session allowed (the guard holds each)."""
+        return self.ceiling + (self.hibernated or 0)
 
     @property
     def largest_pids(self) -> int:
@@ -37,5 +45,5 @@ def placements_by_host(spec: ResolvedStack) -> dict[str, list[Placement]]:
         for host in dict.fromkeys(pool.hosts):
             template = spec.templates[pool.template]
             out[host].append(Placement(pool_name, template, pool.replicas, pool.ceiling,
-                                       tuple(pool_sizes(pool, template.limits).items())))
+                                       tuple(pool_sizes(pool, template.limits).items()), pool.max_hibernated))
     return out

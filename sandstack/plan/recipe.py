@@ -46,10 +46,16 @@ class OnDemand:
     common: dict[str, Any]  # the create body all places share
     places: dict[str, dict[str, Any]] = field(default_factory=dict)  # container name → what differs from `common`
     wait_seconds: int = 120  # how long a creation may wait for the readiness probe (the plan's wait_timeout)
+    # Sessions hibernated in these places at most (`max_hibernated`): the places past the ceiling are theirs, and
+    # `ceiling` counts only the sandboxes running or being made. None: a hibernated one holds its place under it.
+    hibernated: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.ceiling, bool) or not isinstance(self.ceiling, int) or self.ceiling < 1:
             raise ValueError(f"ondemand.ceiling: {self.ceiling!r} must be an integer >= 1")
+        if self.hibernated is not None and (isinstance(self.hibernated, bool) or not isinstance(self.hibernated, int)
+                                            or self.hibernated < 0):
+            raise ValueError(f"ondemand.hibernated: {self.hibernated!r} must be an integer >= 0")
         if not self.places:
             raise ValueError("ondemand.places: a pool with an on-demand ceiling lists at least one place")
 

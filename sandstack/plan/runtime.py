@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from sandstack.plan.recipe import OnDemand, ondemand_of
-from sandstack.spec.contract import REGISTRY_URL_PATTERN, REPOSITORY_PATTERN
+from sandstack.spec.contract import REGISTRY_URL_PATTERN, REPOSITORY_PATTERN, SSH_PER_SOURCE
 
 FORMAT_VERSION = 1
 
@@ -250,6 +250,10 @@ class RuntimeConfig:
     # Where snapshots are kept for every host of their pool (docs/design/snapshot-store.md); None: this host's state
     # volume only.
     snapshot_store: SnapshotStore | None = None
+    # With SSH: local forwards (`ssh -L`) to the session's own sandbox allowed, and the most open SSH connections from
+    # one source address (docs/design/ssh.md). Absent from the JSON without SSH.
+    ssh_forwarding: bool = False
+    ssh_per_source: int = SSH_PER_SOURCE
     version: int = FORMAT_VERSION
 
     def __post_init__(self) -> None:
@@ -259,6 +263,11 @@ class RuntimeConfig:
             raise ValueError(f"port: {self.port!r} must be 1-65535")
         if self.ssh_port is not None and (not 1 <= self.ssh_port <= 65535 or self.ssh_port == self.port):
             raise ValueError(f"ssh_port: {self.ssh_port!r} must be 1-65535 and not the API's port {self.port}")
+        if not isinstance(self.ssh_forwarding, bool):
+            raise ValueError(f"ssh_forwarding: {self.ssh_forwarding!r} must be true or false")
+        if isinstance(self.ssh_per_source, bool) or not isinstance(self.ssh_per_source, int) \
+                or self.ssh_per_source < 1:
+            raise ValueError(f"ssh_per_source: {self.ssh_per_source!r} must be an integer >= 1")
         for name in ("exec_timeout_seconds", "idle_check_seconds", "idle_cpu_ms_per_s"):
             _positive(getattr(self, name), name)
         owners: dict[str, str] = {}
@@ -285,11 +294,15 @@ class RuntimeConfig:
         for key in ("gateway", "ssh_port", "snapshot_store"):
             if data[key] is None:
                 del data[key]
+        if self.ssh_port is None:
+            del data["ssh_forwarding"], data["ssh_per_source"]
         for pool in data["pools"].values():
             if not pool["network_profiles"]:
                 del pool["network_profiles"], pool["start_profile"]
             if pool["sizes"] is None:  # absent when unused, as gateway: a pool without classes reads as before
                 del pool["sizes"]
+            if pool["ondemand"] is not None and pool["ondemand"]["hibernated"] is None:  # likewise: no such ceiling
+                del pool["ondemand"]["hibernated"]
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     @classmethod

@@ -87,7 +87,7 @@ def workspace_root(template: ResolvedTemplate) -> str:
 def pool_runtime(stack: str, placement: Placement, ondemand: OnDemand | None = None) -> PoolRuntime:
     t, session = placement.template, placement.template.session
     # Each sandbox's fair part of the pool's storage, unless declared: no session fills it for the others.
-    ceiling = max(ondemand.ceiling if ondemand else placement.replicas, 1)
+    ceiling = max(placement.places if ondemand else placement.replicas, 1)
     return PoolRuntime(
         sandboxes=tuple(sandbox_name(stack, placement.pool, i) for i in range(placement.replicas)),
         workspace_root=workspace_root(t),
@@ -217,7 +217,9 @@ def plan_runtime(stack: str, host: str, spec: RuntimeService | None, placements:
                            gateway=infra_name(stack, "gateway") if any(p.network_profiles for p in pools.values())
                            else None,
                            ssh_port=spec.ssh.port if spec.ssh else None,
-                           snapshot_store=snapshot_store(spec))
+                           snapshot_store=snapshot_store(spec),
+                           **({"ssh_forwarding": spec.ssh.forwarding == "local",
+                               "ssh_per_source": spec.ssh.max_connections_per_source} if spec.ssh else {}))
     return RuntimeHostPlan(stack, spec, config)
 
 

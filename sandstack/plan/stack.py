@@ -56,6 +56,7 @@ class PoolPlan:
     data: DataPlan | None = None  # its data volumes and loader, as registered
     data_volumes: dict[str, DataVolume] = field(default_factory=dict)  # data volume node key → its volume
     sizes: tuple[tuple[str, EffectiveLimits], ...] = ()  # its size classes over its own limits (the review's)
+    hibernated: int | None = None  # its `max_hibernated` (the review's; the host plan holds the places)
 
     @property
     def sandbox_plans(self) -> tuple[SandboxPlan, ...]:
@@ -102,7 +103,8 @@ def _plan_stack(spec: ResolvedStack, stack: str, component: str, build_root: Pat
             if owner.name not in images:
                 images[owner.name] = _template(out, keys, component, stack, host, owner, plan, build_root, pool_name)
             _pool(out, keys, component, stack, host, pool_name, pool.replicas, pool.ceiling, template, owner, plan,
-                  images[owner.name], spec.hosts[host].ingress, tuple(pool_sizes(pool, template.limits).items()))
+                  images[owner.name], spec.hosts[host].ingress, tuple(pool_sizes(pool, template.limits).items()),
+                  pool.max_hibernated)
     return out
 
 
@@ -144,7 +146,8 @@ def _template(out: StackPlan, keys: HostKeys, component: str, stack: str, host: 
 
 def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str, pool: str, replicas: int, ceiling: int,
           template: ResolvedTemplate, owner: ResolvedTemplate, plan: HostPlan, image: str,
-          ingress: Ingress | None, sizes: tuple[tuple[str, EffectiveLimits], ...] = ()) -> None:
+          ingress: Ingress | None, sizes: tuple[tuple[str, EffectiveLimits], ...] = (),
+          hibernated: int | None = None) -> None:
     base = f"{component}-{pool}.{host}"
     about = functools.partial(About, host=host, pool=pool, template=template.name)
     parent = out.add(Node(base, types.SANDBOX_POOL, keys.host, keys.provider), about("pool")).key
@@ -213,5 +216,6 @@ def _pool(out: StackPlan, keys: HostKeys, component: str, stack: str, host: str,
     out.pools[parent] = PoolPlan(parent, pool, host, plan.address, template, replicas, ceiling, digest,
                                  plan.networks[pool], ingress, image, tuple(sandboxes), tuple(containers),
                                  tuple(seeders), secrets, data,
-                                 {v.key: d for v, d in zip(volumes, data.volumes)} if data else {}, sizes)
+                                 {v.key: d for v, d in zip(volumes, data.volumes)} if data else {}, sizes,
+                                 hibernated)
 

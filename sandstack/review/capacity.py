@@ -83,6 +83,11 @@ def compare_capacity(old: ResolvedStack, new: ResolvedStack) -> list[CapacityCha
             out.append(CapacityChange(name, f"on-demand ceiling {a.ceiling * len(a.hosts)} → "
                                             f"{b.ceiling * len(b.hosts)} sandboxes (max {a.ceiling} → {b.ceiling} "
                                             "per host)"))
+        if a.max_hibernated != b.max_hibernated:
+            words = {None: "unset (they hold places under max)"}
+            out.append(CapacityChange(name, "hibernated sessions counted apart (max_hibernated) "
+                                            f"{words.get(a.max_hibernated, a.max_hibernated)} → "
+                                            f"{words.get(b.max_hibernated, b.max_hibernated)} per host"))
     return out
 
 

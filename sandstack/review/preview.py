@@ -114,7 +114,10 @@ def _runtime(p: dict[str, Any]) -> list[str]:
         f"token '{scope}' (secret {t['secret']}) acts only on pools {', '.join(p['token_pools'][scope])}"
         for scope, t in p.get("tokens", {}).items()] + [
         f"SSH and SFTP into sessions' sandboxes on {s['listen']} (a session's token or its claim's keys; host key "
-        f"from secret {s['host_key']['secret']})" for s in ([p["ssh"]] if "ssh" in p else [])]
+        f"from secret {s['host_key']['secret']}; "
+        + ("local forwards to the session's own sandbox" if s.get("forwarding") == "local" else "no forwarding")
+        + f"; at most {s.get('max_connections_per_source')} connections per source address)"
+        for s in ([p["ssh"]] if "ssh" in p else [])]
 
 
 def _ingress(p: dict[str, Any]) -> list[str]:
@@ -133,7 +136,10 @@ def _provider(p: dict[str, Any]) -> list[str]:
 
 def _pool(p: dict[str, Any]) -> list[str]:
     ceiling = p.get("max", p["replicas"])
-    return [f"{p['replicas']} sandboxes" + (f", up to {ceiling} on demand" if ceiling > p["replicas"] else "")] + [
+    hibernated = (f", and up to {p['max_hibernated']} hibernated sessions in places of their own"
+                  if "max_hibernated" in p else "")
+    return [f"{p['replicas']} sandboxes" + (f", up to {ceiling} on demand" if ceiling > p["replicas"] else "")
+            + hibernated] + [
         f"size class {name}: {format_cpus(c['cpus'])} CPUs, {format_size(c['memory'])} memory, "
         f"{format_size(c['disk'])} disk, {c['pids']} pids" for name, c in p.get("sizes", {}).items()]
 

@@ -147,7 +147,9 @@ def _runtime(plan: HostPlan) -> dict[str, Any]:
     return {"name": plan.runtime.container_name, "listen": f"{config.listen}:{config.port}",
             # The SSH endpoint (docs/design/ssh.md): on the API's address, its host key a secret.
             **({"ssh": {"listen": f"{config.listen}:{config.ssh_port}",
-                        "host_key": {"secret": plan.runtime.spec.ssh.host_key.secret}}}
+                        "host_key": {"secret": plan.runtime.spec.ssh.host_key.secret},
+                        "forwarding": plan.runtime.spec.ssh.forwarding,
+                        "max_connections_per_source": config.ssh_per_source}}
                if plan.runtime.spec.ssh and config.ssh_port is not None else {}),
             "token": {"secret": plan.runtime.spec.token.secret},
             # A scope's secret is in the container's environment; the pools it acts on are its configuration.
@@ -155,6 +157,8 @@ def _runtime(plan: HostPlan) -> dict[str, Any]:
                 "token_pools": {scope: list(t.pools) for scope, t in plan.runtime.spec.tokens.items()}}
                if plan.runtime.spec.tokens else {}),
             "pools": {pool: {"sandboxes": len(p.sandboxes), **({"max": p.ondemand.ceiling} if p.ondemand else {}),
+                             **({"max_hibernated": p.ondemand.hibernated}
+                                if p.ondemand and p.ondemand.hibernated is not None else {}),
                              "workspace": p.workspace_root,
                              "idle": f"{p.idle.action} after {p.idle.after_seconds}s" if p.idle else None}
                       for pool, p in config.pools.items()}}
@@ -231,6 +235,7 @@ def _pool_props(kind: str, node_key: str, pool: PoolPlan, plan: StackPlan) -> di
         # The ceiling only where it is above the warm count: a pool without on demand reads as before.
         # Size classes likewise, each as a claim of it gets it.
         return {"replicas": pool.replicas, **({"max": pool.ceiling} if pool.ceiling > pool.replicas else {}),
+                **({"max_hibernated": pool.hibernated} if pool.hibernated is not None else {}),
                 **({"sizes": {name: {"cpus": l.cpus, "memory": l.memory, "disk": l.disk, "pids": l.pids}
                               for name, l in pool.sizes}} if pool.sizes else {})}
     if kind == "secrets volume" and pool.secrets:

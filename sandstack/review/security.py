@@ -268,6 +268,18 @@ def compare_hosts(old: ResolvedStack, new: ResolvedStack) -> list[Finding]:
                     f"snapshot store {store_b} {'added to' if store_a is None else 'replaces ' + store_a + ' on'} "
                     f"host {host}'s runtime: its sessions' snapshots (their files) are copied there")
             out += [Finding(pool, store_b is not None, "runtime", text) for pool in pools]
+        # Its local forwards (docs/design/ssh.md): TCP from a login into its own sandbox's ports.
+        forward_a, forward_b = (ssh.forwarding if ssh else "none" for ssh in (ssh_a, ssh_b))
+        if forward_a != forward_b and ssh_b is not None:
+            loosens = forward_b == "local"
+            text = (f"SSH logins on host {host} may forward local ports to their own sandbox's ports (forwarding "
+                    f"{forward_a} → {forward_b})" if loosens else
+                    f"SSH forwarding on host {host} turned off (forwarding {forward_a} → {forward_b})")
+            out += [Finding(pool, loosens, "runtime", text) for pool in pools]
+        if ssh_a and ssh_b and ssh_a.max_connections_per_source != ssh_b.max_connections_per_source:
+            x, y = ssh_a.max_connections_per_source, ssh_b.max_connections_per_source
+            out += [Finding(pool, y > x, "runtime", f"SSH connections one source address may hold on host {host}: "
+                            f"{x} → {y}") for pool in pools]
         # An ingress added comes with url ports, which the ports comparison names; here: one turned public or back.
         before, after = _exposure(a.ingress if a else None), _exposure(b.ingress)
         if {before, after} == {"host", "public"}:

@@ -74,8 +74,9 @@ class Hibernation:
             target = self.copies.path(name)
             shutil.rmtree(target, ignore_errors=True)
             # Counted against the pool's snapshot_storage and the session's share, reserved while it is copied
-            # (sandstack.runtime.storage): it was counted nowhere.
-            with self.storage.room(row.pool, row.session) as room:
+            # (sandstack.runtime.storage): it was counted nowhere. And, for a pool that counts its hibernated
+            # sessions apart, against max_hibernated (409 past it: sandstack.runtime.ceilings).
+            with self.places.hibernating(name, by), self.storage.room(row.pool, row.session) as room:
                 target.mkdir()
                 try:
                     self._copy(name, spec, target, room)
@@ -159,7 +160,8 @@ class Hibernation:
             raise conflict(f"sandbox {name!r} is {row.status}; only a hibernated or paused sandbox can be resumed",
                            sandbox=name, status=row.status)
         spec = sandboxes.pool(row.pool)
-        with sandboxes.transition(name):
+        # Room under the running ceiling, for a pool that counts its hibernated sessions apart (409: it stays so).
+        with self.places.resuming(name), sandboxes.transition(name):
             sandboxes.forget_run(name)  # started again by the session's own resume, not a crash's restart
             if self.places.is_place(name) and self.backend.state(name).status == "missing":
                 self.places.recreate(name)  # from its recipe, onto its kept disk workspaces

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import requests
@@ -24,6 +25,7 @@ from sandstack.plan.recipe import LABEL_ONDEMAND, LABEL_RECIPE
 from sandstack.plan.runtime import PoolRuntime
 from sandstack.runtime import sizes
 from sandstack.runtime.backend import BackendError, DaemonUnavailable, SandboxNotRunning
+from sandstack.runtime.ceilings import Ceilings
 from sandstack.runtime.config import Live
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.interfaces import Readiness, Sandboxes
@@ -57,6 +59,7 @@ class OnDemandPlaces:
         self.live, self.sandboxes, self.store = live, sandboxes, store
         self.provisioner, self.readiness = provisioner, readiness
         self.reconciled = False
+        self.ceilings = Ceilings(store)  # a pool's running and hibernated ceilings, when it counts them apart
 
     def is_place(self, name: str) -> bool:
         """Whether `name` is an on-demand place (above its pool's warm sandboxes)."""
@@ -85,13 +88,14 @@ class OnDemandPlaces:
             raise ApiError(503, f"no capacity: pool {pool!r} on host {host!r} may create sandboxes on "
                                 "demand, but this runtime has no Docker to create them with", pool=pool, host=host)
         assert spec.ondemand is not None
-        with self.store.transaction() as db:
+        # The ceilings' lock first, then the store's: 'creating' counts as running once written.
+        with self.ceilings.lock, self.store.transaction() as db:
             existing = self.store.by_session(session)
             if existing:  # a concurrent claim of the same session bound one meanwhile
                 return existing, False
             free = [row for row in self.store.sandboxes(pool) if row.status == "absent"
                     and row.name in spec.ondemand.places]
-            if not free:
+            if not free or not self.ceilings.room_to_run(pool, spec):
                 return None
             name = free[0].name
             self.sandboxes.begin(name)
@@ -127,6 +131,16 @@ class OnDemandPlaces:
         limits = sizes.wanted(spec, pool, size) if spec.sizes is not None else None
         return sizes.create_body(spec.ondemand.body(name), limits)
 
+    def resuming(self, name: str) -> AbstractContextManager[None]:
+        """Room under the running ceiling while a hibernated place is brought back (sandstack.runtime.ceilings)."""
+        row = self.sandboxes.get(name)
+        return self.ceilings.resuming(name, row.pool, self.sandboxes.pool(row.pool), self.sandboxes.host)
+
+    def hibernating(self, name: str, by: str) -> AbstractContextManager[None]:
+        """A place among the hibernated sessions while a bound sandbox is hibernated (sandstack.runtime.ceilings)."""
+        row = self.sandboxes.get(name)
+        return self.ceilings.hibernating(name, row.pool, self.sandboxes.pool(row.pool), self.sandboxes.host, by)
+
     def remove(self, name: str) -> None:
         """The place's container removed (its disk workspaces stay on their volumes, which are the stack's)."""
         self._need().remove(name)
@@ -140,6 +154,9 @@ class OnDemandPlaces:
         out = [row for row in self.store.sandboxes(pool) if row.status in OUT_OF_SERVICE]
         why = "; ".join(f"{row.name} is {row.status}" + (f" ({row.detail})" if row.detail else "") for row in out)
         extra = {"out_of_service": {row.name: row.status for row in out}} if out else {}
+        if self.ceilings.apart(spec):
+            return self.ceilings.at_ceiling(pool, spec, host, f" ({len(out)} out of service: {why})" if out else "",
+                                            extra)
         return ApiError(503, f"no capacity: pool {pool!r} on host {host!r} is at its ceiling of "
                              f"{ceiling} sandboxes ({len(spec.sandboxes)} warm, {len(spec.ondemand.places)} on "
                              "demand), none idle" + (f" ({len(out)} out of service: {why})" if out else ""),

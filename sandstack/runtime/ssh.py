@@ -8,8 +8,10 @@ own user (sandstack.runtime.processes, with its marker, its session's run-scoped
 pseudo-terminal, a command (`ssh host cmd`, its exit status returned), and SFTP (sandstack.runtime.sftp: the
 workspace, through the file operations' scripts). Nothing runs in the image but what the HTTP API runs: no daemon.
 
-No forwarding of any kind (TCP, a socket, an agent, X11): a sandbox's network is its own, and a login reaches no
-other. Every login, accepted or refused, is one audit line with its scope (`session:<scope>/<id>`), its method and,
+Forwarding (sandstack.runtime.forwarding): where the host declares `forwarding: local`, a login may forward local
+ports (`ssh -L`) to ports of its own sandbox, at its address on the pool's network, and nowhere else; remote forwards,
+sockets, the agent and X11 are refused. A source address holds at most its declared number of connections. Every
+login, accepted or refused, is one audit line with its scope (`session:<scope>/<id>`), its method and,
 for a key, its fingerprint; never a token. Each shell, command and SFTP channel is audited as a terminal is (opened,
 closed with its exit status), never its input or output.
 
@@ -23,7 +25,6 @@ import asyncio
 import logging
 import threading
 from concurrent.futures import Future
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -33,9 +34,10 @@ from sandstack.runtime.backend import STDIN_TIMEOUT, BackendError
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.processes import Command, Process
 from sandstack.runtime.session_keys import shown
-from sandstack.runtime.session_tokens import scope_name
+from sandstack.runtime.forwarding import Forwards
 from sandstack.runtime.sftp import SandboxSFTP
-from sandstack.runtime.ssh_keys import fingerprint, normal
+from sandstack.runtime.ssh_keys import fingerprint
+from sandstack.runtime.ssh_server import Login, Refused, SourceBound, SshConnection, peer_of
 from sandstack.runtime.store import SandboxRow
 
 if TYPE_CHECKING:
@@ -51,27 +53,6 @@ PLAIN_SHELL = ["sh"]
 TERM = "xterm-256color"
 
 
-class Refused(Exception):
-    """Why a login or a channel is refused: what the audit line says (never a token)."""
-
-
-@dataclass(frozen=True)
-class Login:
-    """An accepted login: the binding it opens, and how it proved it (kept in memory for the connection's life, so
-    each new channel checks again that it still stands)."""
-
-    session: str  # the session's key (sandstack.runtime.session_keys)
-    sandbox: str
-    bound_at: float | None
-    method: str  # 'password' (the session's token) or 'publickey <fingerprint>'
-    token: str | None = None
-    key: str | None = None
-
-    @property
-    def scope(self) -> str:
-        return scope_name(self.session)
-
-
 class SshEndpoint:
     def __init__(self, runtime: Runtime, audit: AuditLog | None, host_key: str, listen: list[str], port: int):
         """`audit`: None, no audit lines; `host_key`: the host key's OpenSSH or PEM private key text (a secret:
@@ -85,6 +66,8 @@ class SshEndpoint:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._acceptors: list[Any] = []
         self._logins: dict[Any, Login] = {}  # connection → its login
+        self.sources = SourceBound()  # open connections per source address (on the event loop only)
+        self.forwards = Forwards(self)
         runtime.sandboxes.on_session_end(self._session_ended)
 
     # Serving
@@ -112,7 +95,7 @@ class SshEndpoint:
         self.loop = asyncio.get_running_loop()
         for address in self.listen:
             acceptor = await asyncssh.listen(
-                address, self.port, server_factory=partial(_Server, self), server_host_keys=[self.host_key],
+                address, self.port, server_factory=partial(SshConnection, self), server_host_keys=[self.host_key],
                 process_factory=self._process, sftp_factory=partial(SandboxSFTP, self), encoding=None,
                 line_editor=False, allow_pty=True, agent_forwarding=False, x11_forwarding=False,
                 login_timeout=LOGIN_TIMEOUT, keepalive_interval=30, keepalive_count_max=4)
@@ -205,7 +188,7 @@ class SshEndpoint:
     async def _process(self, process: Any) -> None:
         conn = process.channel.get_connection()
         login = self._logins.get(conn)
-        peer = _peer(conn)
+        peer = peer_of(conn)
         if login is None:  # asyncssh opens no session before a login; kept as a refusal all the same
             process.exit(255)
             return
@@ -289,71 +272,6 @@ class SshEndpoint:
         process.exit(1)
 
 
-class _Server(asyncssh.SSHServer):
-    """One connection: its login (password or public key), audited once, success or refusal."""
-
-    def __init__(self, endpoint: SshEndpoint):
-        self.endpoint, self.conn, self.peer = endpoint, None, "-"
-        self.tried: list[str] = []  # why each attempt was refused, in order
-        self.pending: Login | None = None  # a key accepted before its signature is checked
-        self.username: str | None = None
-        self.done = False
-
-    def connection_made(self, conn: Any) -> None:
-        self.conn, self.peer = conn, _peer(conn)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        login = self.endpoint.forget(self.conn)
-        if login is None and self.username is not None and not self.done:
-            self._refused()
-
-    def begin_auth(self, username: str) -> bool:
-        self.username = username
-        return True  # every login is checked
-
-    def password_auth_supported(self) -> bool:
-        return True
-
-    def public_key_auth_supported(self) -> bool:
-        return True
-
-    async def validate_password(self, username: str, password: str) -> bool:
-        try:
-            login = await self.endpoint.call(self.endpoint.by_token, username, password)
-        except Refused as why:
-            self.tried.append(str(why))
-            return False
-        self.pending = login
-        return True
-
-    async def validate_public_key(self, username: str, key: Any) -> bool:
-        try:
-            line = normal(key.export_public_key("openssh").decode())
-            login = await self.endpoint.call(self.endpoint.by_key, username, line)
-        except (Refused, ApiError) as why:
-            text = str(why) if isinstance(why, Refused) else why.message
-            if text not in self.tried:  # asyncssh asks once unsigned, once signed
-                self.tried.append(text)
-            return False
-        self.pending = login
-        return True
-
-    def auth_completed(self) -> None:
-        login = self.pending
-        assert login is not None and self.conn is not None
-        self.done = True
-        self.endpoint.logged_in(self.conn, login)
-        self.endpoint.record(self.peer, "ssh_login", f"accepted ({login.method})", 200, session=shown(login.session),
-                             sandbox=login.sandbox, scope=login.scope)
-
-    def _refused(self) -> None:
-        self.done = True
-        why = "; ".join(self.tried) or "no credential offered"
-        # The user name as given is what the client claimed to be; no credential is ever in the line.
-        self.endpoint.record(self.peer, "ssh_login", f"refused: {why}", 401, session=(self.username or "")[:128],
-                             sandbox=None, scope=None)
-
-
 class _Pipe:
     """An exec's output between its reader thread (which waits while OUTPUT_WINDOW bytes are unsent) and the
     channel (`pump`, on the event loop), so a slow client costs no more than the window."""
@@ -394,9 +312,3 @@ class _Pipe:
         with self.cond:
             self.closed = True
             self.cond.notify_all()
-
-
-def _peer(conn: Any) -> str:
-    peer = conn.get_extra_info("peername") if conn is not None else None
-    return str(peer[0]) if peer else "-"
-

@@ -75,6 +75,9 @@ EXIT_IDLE = 123  # exit status of a sandbox stopped for good at `idle_timeout` (
 CRASH_RETRIES = 3  # on_expiry 'stop': a crashed sandbox is restarted at most this often (Docker's on-failure:3)
 IDLE_CPU_MS_PER_S = 20  # below this much CPU time per second (readiness probes excluded) a sandbox is idle
 
+# --- The runtime's SSH endpoint (docs/design/ssh.md) -------------------------------------------------------------
+SSH_PER_SOURCE = 16  # default most open SSH connections from one source address (`runtime.ssh`'s bound)
+
 # --- Labels on every Docker object sandstack creates ----------------------------------------------------------
 LABEL_PREFIX = "sandstack."
 LABEL_STACK = f"{LABEL_PREFIX}stack"  # the stack's name

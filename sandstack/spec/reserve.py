@@ -53,7 +53,8 @@ class PoolReserve:
     hosts: tuple[str, ...]
     each: Amount  # one sandbox at the pool's own limits (what a warm one holds while idle)
     warm: Amount  # replicas × hosts
-    ceiling: Amount  # max (or replicas) × hosts, each at the largest size class (`largest`)
+    ceiling: Amount  # max (or replicas) × hosts, each at the largest size class (`largest`), and the disk and GPUs of
+    # the places of hibernated sessions (`max_hibernated`)
     largest: Amount | None = None  # one sandbox at its largest size class; None: the pool declares no classes
 
     def to_json(self) -> dict:
@@ -109,11 +110,15 @@ def reservations(spec: ResolvedStack) -> Reservations:
         largest = _amount(largest_size(pool, limits)) if pool.sizes else None
         top = largest or each
         hosts = tuple(dict.fromkeys(pool.hosts))
+        # The places hibernated sessions may hold (`max_hibernated`) keep their disk and their GPU devices (each
+        # place has its own), never CPUs or memory: what the host must hold beside the running ceiling.
+        hibernated = Amount(disk=top.disk, gpus=top.gpus).times(pool.places - pool.ceiling)
+        at_ceiling = top.times(pool.ceiling) + hibernated
         for host in hosts:
             warm, ceiling = per_host.get(host, (Amount(), Amount()))
-            per_host[host] = (warm + each.times(pool.replicas), ceiling + top.times(pool.ceiling))
+            per_host[host] = (warm + each.times(pool.replicas), ceiling + at_ceiling)
         pools[name] = PoolReserve(name, pool.template, hosts, each, each.times(pool.replicas * len(hosts)),
-                                  top.times(pool.ceiling * len(hosts)), largest)
+                                  at_ceiling.times(len(hosts)), largest)
     hosts = {}
     for name, (warm, ceiling) in per_host.items():
         spec_host = spec.hosts.get(name)

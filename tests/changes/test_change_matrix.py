@@ -379,6 +379,9 @@ CASES: list[Case] = [
     Case("hosts.*.runtime.snapshot_store.password.secret", "storePassword2", prepare=RUNTIME_STORE),
     Case("hosts.*.runtime.snapshot_store.ca", {"secret": "storeCa2"}, prepare=RUNTIME_STORE),
     Case("hosts.*.runtime.snapshot_store.ca.secret", "storeCa2", prepare=RUNTIME_STORE),
+    # Read by the runtime at each request: its configuration reloaded, nothing renewed.
+    Case("hosts.*.runtime.ssh.forwarding", "local", prepare=RUNTIME_SSH),
+    Case("hosts.*.runtime.ssh.max_connections_per_source", 4, prepare=RUNTIME_SSH),
     Case("hosts.*.ingress", {"domain": "sbx.example.com"}),
     # Beside a runtime, nothing of the runtime's changes (its socket and wake token are there without an ingress).
     Case("hosts.*.ingress", {"domain": "sbx.example.com"}, prepare=RUNTIME, variant="beside a runtime"),
@@ -698,6 +701,17 @@ CASES: list[Case] = [
                                            hosts__local__runtime={"token": {"secret": "runtimeToken"}},
                                            templates__agent__ports=URL_PORT, templates__agent__env__TOKEN=None,
                                            defaults__env__SHARED=None), condition=URL_PORTS),
+    # Hibernated sessions counted apart: needs on-demand places that run (max above replicas, rule
+    # hibernated-ceiling), so the base gets a ceiling of 3 first; the value adds 2 places past it.
+    Case("pools.*.max_hibernated", 2, prepare=setting(hosts__local__runtime={"token": {"secret": "runtimeToken"}},
+                                                      pools__agent__max=3,
+                                                      templates__agent__ports__0__host_port=None,
+                                                      templates__agent__env__TOKEN=None, defaults__env__SHARED=None)),
+    Case("pools.*.max_hibernated", 2, prepare=setting(hosts__local__ingress={"domain": "sbx.example.com"},
+                                                      hosts__local__runtime={"token": {"secret": "runtimeToken"}},
+                                                      pools__agent__max=3, templates__agent__ports=URL_PORT,
+                                                      templates__agent__env__TOKEN=None, defaults__env__SHARED=None),
+         condition=URL_PORTS),
     Case("pools.*.description", "more agents"),
     # Size classes: the runtime applies them at claim (its configuration carries them); the guard holds the pool's
     # largest pids (agent's own: 64). A class of another disk needs on-demand places (rule size-disk).

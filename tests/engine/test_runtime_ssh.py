@@ -2,11 +2,14 @@
 `ssh`, `sftp` and `scp` log in to the runtime's SSH endpoint with a key the claim registered or with the session's
 token (SSH_ASKPASS), run a command in the session's sandbox as its user (exit status returned), put and get a file
 both ways, and are refused with another session's name, and with a released session's key and token. The audit log
-names each login's scope and never a token."""
+names each login's scope and never a token. `ssh -L` reaches a server in the session's own sandbox (forwarding:
+local), and a forward to another sandbox or the pool's gateway is refused."""
 
 from __future__ import annotations
 
 import subprocess
+import time
+import urllib.request
 
 import pytest
 import yaml
@@ -29,7 +32,8 @@ def _spec(image: str) -> str:
     data = yaml.safe_load(engine_spec(image, {"agent": agent},
                                       {"agent": {"template": "agent", "hosts": ["local"], "replicas": 2}}))
     data["hosts"]["local"]["runtime"] = {"port": PORT, "token": {"secret": "runtimeToken"},
-                                         "ssh": {"port": SSH_PORT, "host_key": {"secret": "sshHostKey"}}}
+                                         "ssh": {"port": SSH_PORT, "host_key": {"secret": "sshHostKey"},
+                                                 "forwarding": "local"}}
     return yaml.safe_dump(data, sort_keys=False)
 
 
@@ -104,3 +108,43 @@ def test_ssh_sftp_and_scp_reach_the_session_s_sandbox_and_a_released_session_is_
     assert ("ssh-e2", 401, None) in [(l["session"], l["status"], l["scope"]) for l in lines]
     assert sum(l["status"] == 401 and l["session"] == "ssh-e1" for l in lines) == 3
     assert not any(token in str(l) for l in client.host("local").audit(limit=500))
+
+
+def _serve(box, words: bytes) -> str:
+    """`python3 -m http.server` on every address of the sandbox, port 8000, serving its workspace (with `words` in
+    hello.txt), once it answers inside; the sandbox's address on its pool's network."""
+    box.write_file("hello.txt", words)
+    box.start(["python3", "-m", "http.server", "8000", "--bind", "0.0.0.0"])
+    probe = ("import socket,time\nfor _ in range(100):\n    try:\n        socket.create_connection(('127.0.0.1', "
+             "8000), 1).close(); break\n    except OSError: time.sleep(0.1)\n"
+             "print(socket.gethostbyname(socket.gethostname()))")
+    return box.exec(["python3", "-c", probe]).stdout.strip()
+
+
+def test_ssh_l_reaches_a_server_in_the_session_s_sandbox_and_nothing_else(client, keys):
+    _, _, key, line = keys
+    box = client.claim("agent", "ssh-f1", ssh_keys=[line])
+    other = client.claim("agent", "ssh-f2")
+    mine = _serve(box, b"from the session's sandbox\n")
+    theirs = _serve(other, b"from another sandbox\n")
+    assert mine != theirs and mine.count(".") == 3
+    gateway = mine.rsplit(".", 1)[0] + ".1"  # the pool network's bridge: the host's address on it
+    started = time.monotonic()
+    with ssh_clients.local_forward(SSH_PORT, "ssh-f1", "localhost:8000", key=key) as local:
+        with urllib.request.urlopen(f"http://127.0.0.1:{local}/hello.txt", timeout=30) as answer:
+            assert answer.read() == b"from the session's sandbox\n"
+    with ssh_clients.local_forward(SSH_PORT, "ssh-f1", f"{mine}:8000", key=key) as local:
+        with urllib.request.urlopen(f"http://127.0.0.1:{local}/hello.txt", timeout=30) as answer:
+            assert answer.read() == b"from the session's sandbox\n"
+    print(f"ssh -L to a server in the sandbox, two forwards: {time.monotonic() - started:.2f}s")
+    for refused in (f"{theirs}:8000", f"{gateway}:{PORT}"):
+        with ssh_clients.local_forward(SSH_PORT, "ssh-f1", refused, key=key) as local:
+            assert ssh_clients.fetch(local) == b""  # the channel refused: OpenSSH closes the local connection
+    lines = [l for l in client.host("local").audit(limit=200) if l["operation"] == "ssh_forward"]
+    assert [(l["status"], l["outcome"]) for l in lines[-4:]] == [
+        (200, f"accepted: localhost:8000 -> {mine}:8000"), (200, f"accepted: {mine}:8000 -> {mine}:8000"),
+        (403, f"refused: {theirs}:8000: {theirs}:8000 is not this session's sandbox: a forward reaches only its own "
+              f"ports, at {mine} (or localhost, which names it)"),
+        (403, f"refused: {gateway}:{PORT}: {gateway}:{PORT} is not this session's sandbox: a forward reaches only "
+              f"its own ports, at {mine} (or localhost, which names it)")]
+    assert {l["session"] for l in lines[-4:]} == {"ssh-f1"}

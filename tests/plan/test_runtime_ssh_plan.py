@@ -43,3 +43,14 @@ def test_a_runtime_without_ssh_has_neither_and_its_config_reads_as_before(tmp_pa
     envs = _runtime_container(plan).inputs["envs"]
     assert not any(isinstance(e, str) and e.startswith(ENV_SSH_PORT) for e in envs)
     assert not any(isinstance(e, Secret) and e.text.startswith(ENV_SSH_HOST_KEY) for e in envs)
+
+
+def test_forwarding_and_the_bound_per_source_are_in_the_config_only_with_ssh(tmp_path):
+    declared = _plan(tmp_path, {**RUNTIME, "ssh": {**SSH, "forwarding": "local", "max_connections_per_source": 4}})
+    config = declared.hosts["local"].runtime.config
+    assert (config.ssh_forwarding, config.ssh_per_source) == (True, 4)
+    assert RuntimeConfig.from_json(config.to_json()) == config
+    default = _plan(tmp_path, {**RUNTIME, "ssh": SSH}).hosts["local"].runtime.config
+    assert (default.ssh_forwarding, default.ssh_per_source) == (False, 16)  # forwarding off by default
+    text = _plan(tmp_path, RUNTIME).hosts["local"].runtime.config.to_json()
+    assert "ssh_forwarding" not in text and "ssh_per_source" not in text

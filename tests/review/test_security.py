@@ -79,6 +79,8 @@ def _prepare(data: dict, layer: str, field: str) -> None:
         set_path(data, "hosts.local.runtime", dict(RUNTIME))
     if field in ("hosts.local.runtime.tokens", "hosts.local.runtime.ssh", "hosts.local.runtime.snapshot_store"):
         set_path(data, "hosts.local.runtime", dict(RUNTIME))
+    if field in ("hosts.local.runtime.ssh.forwarding", "hosts.local.runtime.ssh.max_connections_per_source"):
+        set_path(data, "hosts.local.runtime", {**RUNTIME, "ssh": {"host_key": {"secret": "sshHostKey"}}})
     if field == "hosts.local.runtime.tokens.tenant.pools":
         set_path(data, "hosts.local.runtime", {**RUNTIME, "tokens": {"tenant": {"secret": "tenantToken",
                                                                                "pools": ["plain"]}}})
@@ -142,8 +144,9 @@ def test_the_access_table_names_the_loosenings_a_reviewer_must_see():
     # larger share of the host, not wider access (issue 21; tests/review/test_categories.py).
     # 72 with a template's network profiles (one field, judged whole: sandstack.spec.walk), 74 with `urls.auth`, 75 with a
     # size class's pids, 76 with the runtime's SSH endpoint, 77 with its snapshot store, 79 with the setup steps'
-    # network (a template's snapshot and the defaults') (issue 39).
-    assert len(LOOSENING) == 79
+    # network (a template's snapshot and the defaults'), 81 with SSH forwarding and its bound on connections per
+    # source address (issue 39).
+    assert len(LOOSENING) == 81
     assert {"hosts.*.runtime.exposure", "hosts.*.ingress.exposure", "templates.*.filesystem.writable[].exec",
             "defaults.filesystem.writable[].exec"} <= set(LOOSENING)
 

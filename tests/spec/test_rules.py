@@ -238,6 +238,21 @@ RULE_CASES: dict[str, list[tuple[str, str, list[str]]]] = {
           "creates sandboxes on demand (max above replicas), whose settings the runtime keeps in clear; give it as "
           "a secret file (`secrets`) instead"]),
     ],
+    "hibernated-ceiling": [
+        ("hibernated-places-without-on-demand", change(*RUNTIME, "        host_port: 18080\n", "",
+                                                       "    replicas: 1\n", "    replicas: 1\n    max_hibernated: 2\n"),
+         ["stack.yaml:50:21: $.pools.web.max_hibernated: max_hibernated 2 counts sessions hibernated in on-demand "
+          "places, but pool 'web' runs none (max 1 is its replicas): raise max above replicas, or leave "
+          "max_hibernated out"]),
+        ("none-hibernated-but-idle-hibernates", change(*RUNTIME, "        host_port: 18080\n", "",
+                                                       "    replicas: 1\n",
+                                                       "    replicas: 1\n    max: 2\n    max_hibernated: 0\n",
+                                                       "    secrets:\n", "    session:\n      idle: hibernate\n"
+                                                       "    secrets:\n"),
+         ["stack.yaml:53:21: $.pools.web.max_hibernated: max_hibernated 0 refuses every hibernation of an on-demand "
+          "sandbox, but template 'web' hibernates its idle sessions (`session.idle: hibernate`): give at least 1, or "
+          "leave max_hibernated out"]),
+    ],
     "unique-ports": [
         ("container-port-twice", change("    ports:\n", "    ports:\n      - port: 8080\n"),
          ["stack.yaml:34:15: $.templates.web.ports[1].port: port 8080/tcp is declared twice"]),

@@ -13,6 +13,7 @@ from sandstack.spec.models.base import (ConfigKey, Cpus, ImageRef, LabelKey, Nam
                                          field, text)
 from sandstack.spec.contract import REGISTRY_URL_PATTERN, REPOSITORY_PATTERN
 from sandstack.spec.models.network import NETWORK_ROLES
+from sandstack.spec.contract import SSH_PER_SOURCE
 from sandstack.spec.roles import HOST_ROLES
 
 ENDPOINT_PATTERN = (
@@ -147,12 +148,28 @@ class RuntimeSsh(StrictModel):
     """SSH and SFTP into sessions' sandboxes (docs/design/ssh.md): the runtime serves SSH on `port`, on the same
     addresses as its API (`exposure`). A login's user name is a session id; it proves it with the session's token as
     its password or with a public key the claim registered (`ssh_keys`), and gets a shell, commands and SFTP in that
-    session's sandbox as the sandbox's user, nothing else (no forwarding, no other session)."""
+    session's sandbox as the sandbox's user, and, where `forwarding` says so, local forwards to that sandbox's ports;
+    nothing else (no other address, no other session)."""
 
     port: int = field(2222, description="Port of the SSH endpoint. Default 2222 (not 22: the host's own sshd has "
                       "it).", change=RUNTIME_CONTAINER, access=NEVER, ge=1, le=65535)
     host_key: SshHostKeyRef = field(description="The endpoint's host key, from a Pulumi secret (never printed).",
                                     change=RUNTIME_CONTAINER, access=NEVER)
+    forwarding: Literal["none", "local"] = field(
+        "none", description="'none' (default): every forward is refused. 'local': a login may forward local ports "
+        "(`ssh -L`, editors' remote SSH) to ports of its own session's sandbox, reached at its address on the pool's "
+        "network (`localhost` names it too), never another address; every forward, accepted or refused, is "
+        "audited. Remote forwarding (`ssh -R`) is refused either way. The runtime reads it at each request, so a "
+        "change reloads its configuration.", change=RUNTIME,
+        access=loosens("runtime", "to 'local': an SSH login opens TCP connections to its own sandbox's ports",
+                       "none", "local"))
+    max_connections_per_source: int = field(
+        SSH_PER_SOURCE, description=f"Open SSH connections one source address may hold at once. Default "
+        f"{SSH_PER_SOURCE}; a connection past it is closed before its login, and audited. Read at each connection, "
+        "so a change reloads the runtime's configuration.", change=RUNTIME,
+        access=loosens("runtime", "raised: more SSH connections from one address", SSH_PER_SOURCE,
+                       SSH_PER_SOURCE * 2),
+        ge=1, le=1024)
 
 
 class StoreSecretRef(StrictModel):

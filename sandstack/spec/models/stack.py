@@ -62,6 +62,20 @@ class Pool(StrictModel):
         access=NEVER,
         ge=0, le=250,
     )
+    max_hibernated: int | None = field(
+        None, description="The ceiling per host of sessions hibernated in places made on demand, counted apart from "
+                          "`max`, which then bounds only the sandboxes running (or being made): the pool gets this "
+                          "many more on-demand places, a claim, branch or resume is refused only when `max` "
+                          "sandboxes run, and a hibernation past this ceiling is refused "
+                          "(docs/design/ondemand.md). Unset: a hibernated session holds its place under `max`. "
+                          "Needs `max` above `replicas`. Capacity rules count memory and CPUs at `max`, disk and "
+                          "GPUs at every place. The guard holds each place and the runtime its recipe, so both are "
+                          "renewed; so is the ingress (a site per place) where it serves url ports.",
+        change=Effect(sandboxes="none", host=frozenset({"guard", "runtime"}), when=(
+            (URL_PORTS, Effect(sandboxes="none", host=frozenset({"guard", "runtime", "ingress"}))),)),
+        access=capacity("raised: more sessions may be kept hibernated, each holding its disk"),
+        ge=0, le=250,
+    )
     description: Annotated[str, StringConstraints(max_length=500)] = field("", description="What it is for.",
                                                                           change="none",
                                                                           access=NEVER)
@@ -80,6 +94,11 @@ class Pool(StrictModel):
     def ceiling(self) -> int:
         """Sandboxes per host at most: the warm ones and those created on demand."""
         return self.replicas if self.max is None else max(self.max, self.replicas)
+
+    @property
+    def places(self) -> int:
+        """Sandbox names per host: the ceiling's, and one more per hibernated session `max_hibernated` allows."""
+        return self.ceiling + (self.max_hibernated or 0)
 
 
 class Stack(StrictModel):

@@ -10,21 +10,23 @@ from sandstack.spec.errors import Diagnostic
 from sandstack.spec.models import NetworkPolicy
 from sandstack.spec.models.hosts import POOL_SUBNET_PREFIX
 from sandstack.spec.resolve import UnknownProfile, decode_egress, largest_size, pool_sizes
-from sandstack.spec.rules.context import Context, placements, rule
+from sandstack.spec.rules.context import Context, placements, rule, running
 from sandstack.spec.units import format_cpus, format_size
 
 
 @rule("host-capacity")
 def pools_fit_hosts(ctx: Context) -> Iterator[Diagnostic]:
     need: dict[str, dict[str, list[tuple[str, int, float, str | None]]]] = defaultdict(lambda: defaultdict(list))
-    for pool, template_name, host, replicas in placements(ctx):
+    for pool, template_name, host, places in placements(ctx):
         try:
             # At the largest size class: any sandbox up to the ceiling may be claimed at it.
             limits = largest_size(ctx.stack.pools[pool], ctx.limits(template_name))
         except UnknownProfile:
             continue
         for dim in ("cpus", "memory", "disk"):
-            need[host][dim].append((pool, replicas, getattr(limits, dim), _largest_class(ctx, pool, dim)))
+            # A hibernated session holds its disk, not CPUs or memory: those count the sandboxes running at once.
+            count = places if dim == "disk" else running(ctx, pool, places)
+            need[host][dim].append((pool, count, getattr(limits, dim), _largest_class(ctx, pool, dim)))
     show = {"cpus": format_cpus, "memory": format_size, "disk": format_size}
     for host, dims in need.items():
         spec = ctx.stack.hosts[host]

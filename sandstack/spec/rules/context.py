@@ -48,14 +48,21 @@ def templates(ctx: Context) -> Iterator[tuple[JsonPath, Template]]:
 
 
 def placements(ctx: Context) -> Iterator[tuple[str, str, str, int]]:
-    """(pool, template, host, sandboxes) for every pool whose references exist: its ceiling (`max`), not only its
-    warm `replicas`, so that what the runtime may create on demand fits too."""
+    """(pool, template, host, sandboxes) for every pool whose references exist: its places (`max`, and
+    `max_hibernated` more), not only its warm `replicas`, so that what the runtime may create on demand fits too.
+    What only a running sandbox holds (CPUs, memory) is counted at the running ceiling instead (`running`)."""
     for pool_name, pool in ctx.stack.pools.items():
         if pool.template not in ctx.stack.templates:
             continue
         for host in dict.fromkeys(pool.hosts):
             if host in ctx.stack.hosts:
-                yield pool_name, pool.template, host, pool.ceiling
+                yield pool_name, pool.template, host, pool.places
+
+
+def running(ctx: Context, pool: str, places: int) -> int:
+    """Of a pool's `places` on a host, the sandboxes that may run at once: its ceiling (`max`), which a hibernated
+    session does not count toward when the pool declares `max_hibernated`."""
+    return min(ctx.stack.pools[pool].ceiling, places)
 
 
 def hosts_without_runtime(ctx: Context, pool: str) -> Iterator[tuple[int, str]]:
