@@ -62,8 +62,14 @@ squid_take() {  # $1: the file to run; squid runs with it afterwards
   before=$(accepting)
   mv -f "$1" /tmp/squid.conf
   if [ -z "$squid_pid" ]; then squid -N -f /tmp/squid.conf & squid_pid=$!; else kill -HUP "$squid_pid"; fi
-  for _ in $(seq 100); do [ "$(accepting)" -ge $((before + ports)) ] && return 0; sleep 0.1; done
-  why="squid did not reopen its ports"; return 1
+  # A bound on waiting, not a measure: a first start on a busy host took over 10 s. Squid exits on a port it
+  # cannot open, so a real refusal ends the wait at once.
+  for _ in $(seq 600); do
+    [ "$(accepting)" -ge $((before + ports)) ] && return 0
+    kill -0 "$squid_pid" 2>/dev/null || { why="squid exited: $(first_line "$(tail -n 20 @CACHE_LOG@)" 'FATAL')"; return 1; }
+    sleep 0.1
+  done
+  why="squid did not reopen its ports within 60 s"; return 1
 }
 front_take() {  # HAProxy runs /tmp/haproxy.cfg.new afterwards, or the one before and a refusal
   before=$(loads)
@@ -71,7 +77,7 @@ front_take() {  # HAProxy runs /tmp/haproxy.cfg.new afterwards, or the one befor
   mv -f /tmp/haproxy.cfg.new /tmp/haproxy.cfg
   if [ -z "$front_pid" ]; then haproxy -W -f /tmp/haproxy.cfg >>@FRONT_LOG@ 2>&1 & front_pid=$!
   else kill -USR2 "$front_pid"; fi
-  for _ in $(seq 100); do [ "$(loads)" -gt "$before" ] && break; sleep 0.1; done
+  for _ in $(seq 600); do [ "$(loads)" -gt "$before" ] && break; sleep 0.1; done  # a bound, as squid's
   grep -E 'Loading (success|failure)' @FRONT_LOG@ | tail -n 1 | grep -q success && return 0
   why="haproxy did not load its configuration: $(first_line "$(tail -n 20 @FRONT_LOG@)" 'ALERT')"
   [ -e /tmp/haproxy.cfg.old ] && mv -f /tmp/haproxy.cfg.old /tmp/haproxy.cfg

@@ -81,16 +81,19 @@ def build_image(api, plan: ImagePlan, labels: dict[str, str], urn: str) -> list[
     """Classic-builder build tagged `name` (+ build.tags); returns the build log lines."""
     kwargs = dict(plan.build)
     kwargs["labels"] = {**kwargs["labels"], **labels}
-    log: list[str] = []
+    streamed: list[str] = []
     error = None
     try:
         for chunk in api.build(tag=plan.name, decode=True, **{k: v for k, v in kwargs.items() if v is not None}):
             if "stream" in chunk:
-                log.append(chunk["stream"].rstrip("\n"))
+                streamed.append(chunk["stream"])
             if "error" in chunk:
                 error = chunk["error"].strip()
     except (docker.errors.APIError, TypeError, OSError) as failure:  # e.g. missing context dir / Dockerfile
         error = str(failure)
+    # Chunks are not lines: a step's unbuffered stderr arrives a few characters at a time on a busy daemon, and a
+    # tail of chunks then held the last characters of its message, not its last lines.
+    log = "".join(streamed).splitlines()
     if plan.build_log_file:
         with open(plan.build_log_file, "w") as handle:
             handle.write("\n".join(log) + "\n")

@@ -215,3 +215,25 @@ def test_state_file_carries_over_to_a_new_harness(tmp_path):
     Harness.dry(state_path=str(state)).run(_box())
     second = Harness.dry(state_path=str(state)).run(_box(memory=128))
     assert second.action("c").kind == "update" and second.action("c").changed == ("memory",)
+
+
+def test_a_failed_builds_message_ends_with_its_last_lines_however_the_daemon_cut_them():
+    """A step's unbuffered stderr reaches the build stream a few characters at a time on a busy daemon: the error's
+    tail is the last lines, joined, not the last chunks (it held 'n', 'e', 'd', ... of the step's message)."""
+    from testbed.provider.mocks import HarnessError
+    from testbed.harness.other_ops import build_image
+    from testbed.provider.other_maps import ImagePlan
+
+    message = "curl: (22) The requested URL returned error: 403 for http://refused.test/\n"
+
+    class Api:
+        def build(self, **_):
+            yield {"stream": "Step 3/3 : RUN curl -fsS http://refused.test/\n"}
+            yield from ({"stream": char} for char in message)
+            yield {"error": "The command returned a non-zero code: 22"}
+
+    plan = ImagePlan(name="t/fetch:1", build={"path": "/ctx", "labels": {}})
+    with pytest.raises(HarnessError) as failed:
+        build_image(Api(), plan, {}, "urn:t")
+    assert str(failed.value).endswith("--- last build output ---\nStep 3/3 : RUN curl -fsS http://refused.test/\n"
+                                      + message.rstrip("\n"))
