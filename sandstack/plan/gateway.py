@@ -66,7 +66,8 @@ squid_take() {  # $1: the file to run; squid runs with it afterwards
   # cannot open, so a real refusal ends the wait at once.
   for _ in $(seq 600); do
     [ "$(accepting)" -ge $((before + ports)) ] && return 0
-    kill -0 "$squid_pid" 2>/dev/null || { why="squid exited: $(first_line "$(tail -n 20 @CACHE_LOG@)" 'FATAL')"; return 1; }
+    kill -0 "$squid_pid" 2>/dev/null ||
+      { why="squid exited: $(first_line "$(tail -n 20 @CACHE_LOG@)" 'FATAL')"; return 1; }
     sleep 0.1
   done
   why="squid did not reopen its ports within 60 s"; return 1

@@ -356,5 +356,5 @@ def _ondemand(change: FieldChange, r: Resource, old: ResolvedStack, new: Resolve
     """Whether a template the change concerns is placed on the resource's host by a pool with on-demand places
     (a ceiling above its warm count), before or after: the runtime holds that pool's recipe."""
     templates = concerned_templates(change, r, old, new)
-    return any(p.template in templates and r.host in p.hosts and p.max is not None and p.max > p.replicas
+    return any(p.template in templates and r.host in p.hosts and p.places > p.replicas
                for spec in (old, new) for p in spec.pools.values())

@@ -9,11 +9,12 @@ ingress's token and the operators' may wake; the token is a header, so no page a
 The request names the site and its sandbox (`&sandbox=`): the ingress's Caddyfile writes each site's sandbox into
 its wake (sandstack.plan.ingress), so the runtime's configuration holds no sites and a url port, a replica's site or
 the domain changed never reloads it. The sandbox must be one of this host's pools' (a retired pool's too, while its
-sessions last); the site is what the answer, the audit line and the wake rate name. A hibernated sandbox is resumed (started, its files
-written back, its readiness probe passed), a paused one unpaused, a bound one left as it is; the answer says
-which status it has now, and nothing else of the session (the ingress needs no session id). A sandbox with no
-session (idle, absent, creating) has nothing to wake: 409. A site that woke its sandbox `session.wakes_per_hour`
-times in the last hour is refused (429; sandstack.runtime.wake_rate); the ingress answers every refusal alike.
+sessions last); the site is what the answer, the audit line and the wake rate name. A hibernated sandbox is
+resumed (started, its files written back, its readiness probe passed), a paused one unpaused, a bound one left as
+it is; the answer says which status it has now, and nothing else of the session (the ingress needs no session id).
+A sandbox with no session (idle, absent, creating) has nothing to wake: 409. A site that woke its sandbox
+`session.wakes_per_hour` times in the last hour is refused (429; sandstack.runtime.wake_rate); the ingress answers
+every refusal alike.
 
 The ingress's token (`SANDSTACK_RUNTIME_WAKE_TOKEN`, scope 'ingress-wake') has no pool: every other route treats
 it as a token of no pools (404 for every session, sandbox, snapshot and pool, 403 for the operators' reads), so
