@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from testbed.waiting import stop_process
+
 BINARY = "docker-registry"
 USER = "snapshots"
 # The registry checks the bcrypt hash at every request: at bcrypt's default cost (2^12) each took ~0.25 s here. A
@@ -82,12 +84,7 @@ def running(folder: Path) -> Iterator[Registry]:
                 time.sleep(0.1)
         yield Registry(url, USER, password, folder / "data")
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
         log.close()
 
 

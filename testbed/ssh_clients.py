@@ -12,6 +12,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from testbed.waiting import stop_process
+
 
 def keypair(folder: Path, name: str) -> tuple[Path, str]:
     """A new ed25519 key without a passphrase: (its private key file, its public key line)."""
@@ -84,12 +86,7 @@ def local_forward(port: int, user: str, dest: str, *, key: Path | None = None, e
             time.sleep(0.1)
         yield local
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         if proc.stderr is not None:
             proc.stderr.close()
 

@@ -7,6 +7,7 @@ the test when it runs out (`check=True`) waits at least `MIN_DEADLINE` seconds, 
 
 from __future__ import annotations
 
+import subprocess
 import time
 from typing import Callable, TypeVar
 
@@ -32,3 +33,13 @@ def wait_until(predicate: Callable[[], T], timeout: float, interval: float = 0.2
     if not value and check:
         raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
     return value
+
+
+def stop_process(process: subprocess.Popen, grace: float = 10) -> None:
+    """A helper process the tests started, ended: SIGTERM, `grace` seconds to exit, then SIGKILL; reaped either way."""
+    process.terminate()
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

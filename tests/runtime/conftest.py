@@ -53,6 +53,11 @@ class Env:
         assert response.status_code == 201, response.text
         return response.json()
 
+    def close(self) -> None:
+        """Its sandboxes' processes ended and its audit log closed: the end of every fixture that made it."""
+        self.backend.close()
+        self.audit.close()
+
     def restarted(self) -> "Env":
         """The same state dir and backend under a new Runtime: a restart of the runtime's container."""
         runtime = Runtime(self.runtime.config, self.backend, self.state_dir)

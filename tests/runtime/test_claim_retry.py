@@ -19,8 +19,7 @@ from tests.runtime.test_sizes import LARGE_BODY, sized_config
 def env(tmp_path: Path):
     env = od_env(tmp_path, sized_config())
     yield env
-    env.backend.close()
-    env.audit.close()
+    env.close()
 
 
 def _post(env, **body):
@@ -154,5 +153,4 @@ def test_a_claim_of_another_pool_while_the_first_binds_is_409_naming_the_pool(tm
             "error": "session 's1' is bound to a sandbox of pool 'od', not 'py'", "session": "s1", "pool": "od"})
         assert env.runtime.store.sandbox("sandstack-t-py-0").status == "idle"
     finally:
-        env.backend.close()
-        env.audit.close()
+        env.close()

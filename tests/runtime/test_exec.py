@@ -120,8 +120,7 @@ def test_the_fake_sandboxes_leave_no_process_behind_even_one_stopped(tmp_path):
     sandbox = env.claim("leak-1")["sandbox"]
     pid = int(run(env, sandbox, script="setsid sleep 300 >/dev/null 2>&1 </dev/null & echo $!")["stdout"])
     os.kill(pid, signal.SIGSTOP)
-    env.backend.close()
-    env.audit.close()
+    env.close()
 
     def ended() -> bool:
         try:

@@ -28,8 +28,7 @@ def config(hibernated: int | None = 2, ceiling: int = 2) -> RuntimeConfig:
 def env(tmp_path):
     env = od_env(tmp_path, config())
     yield env
-    env.backend.close()
-    env.audit.close()
+    env.close()
 
 
 def statuses(env) -> dict[str, tuple[str, str | None]]:
@@ -119,8 +118,7 @@ def test_a_hibernation_past_max_hibernated_is_409_and_stops_nothing(tmp_path):
         env.runtime.shutdown()
         assert statuses(env)[PLACES[1]] == ("hibernated", env.runtime.store.sandbox(PLACES[1]).session)
     finally:
-        env.backend.close()
-        env.audit.close()
+        env.close()
 
 
 def test_without_max_hibernated_a_hibernated_session_still_holds_its_place_under_max(tmp_path):
@@ -136,8 +134,7 @@ def test_without_max_hibernated_a_hibernated_session_still_holds_its_place_under
         # Nor is a resume ever refused for room there: its place is its own.
         assert env.api.post("/v1/sessions/c/resume").json()["status"] == "bound"
     finally:
-        env.backend.close()
-        env.audit.close()
+        env.close()
 
 
 def test_the_configuration_carries_the_ceiling_only_when_declared():
@@ -167,5 +164,4 @@ def test_the_idle_policy_past_max_hibernated_leaves_the_sandbox_running_and_boun
         # The warm one is not counted by max_hibernated: the same pass hibernated it.
         assert env.runtime.store.sandbox(WARM).status == "hibernated"
     finally:
-        env.backend.close()
-        env.audit.close()
+        env.close()

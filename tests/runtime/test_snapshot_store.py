@@ -44,8 +44,7 @@ def hosts(tmp_path, store):
     envs = {name: host_env(tmp_path, name, store) for name in ("a", "b")}
     yield envs
     for env in envs.values():
-        env.backend.close()
-        env.audit.close()
+        env.close()
 
 
 def put(env, sandbox, path, data):
