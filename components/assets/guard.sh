@@ -195,6 +195,10 @@ btime=0
 while read -r key value; do [ "$key" = btime ] && btime=$value; done <"$proc/stat"
 hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
 mkdir -p "$lifecycle" "$statedir/expired" && chmod 0700 "$lifecycle"
+# How long a signalled supervisor has to end its sandbox (re-signalled every pass) before every process of the
+# container is killed: Docker's own stop grace. 3 s was not always enough on a loaded 2-core host (an engine run
+# saw 137 for a sandbox whose supervisor was signalled in time).
+SUPERVISOR_GRACE=10
 CLOCK_KEEP=604800  # a week: the clocks of a container not seen running for longer are dropped (prune_clocks)
 
 prune_clocks() {  # the state files of containers the guard has not looked at for CLOCK_KEEP seconds
@@ -281,7 +285,7 @@ expire() {  # name id procs-file init sup reason code mode now since checked
     done
     [ -n "$5" ] && { $signal -CONT "$5"; $signal "-$sig" "$5"; } 2>/dev/null
     freeze "$1" "$2" THAWED
-    expiring_init=$4 expiring_deadline=$(($9 + 3)) expiring_sig=$sig
+    expiring_init=$4 expiring_deadline=$(($9 + SUPERVISOR_GRACE)) expiring_sig=$sig
 }
 
 check_sandbox() {  # name id max idle mode idle_us burst_us now
