@@ -77,6 +77,19 @@ PROFILE_ACL = (f"external_acl_type {PROFILE_ACL_TYPE} ttl=0 negative_ttl=0 child
 NAME_HELPER = "/tmp/sandstack-name"
 NAME_ACL = (f"external_acl_type sandstack_name ttl=5 negative_ttl=5 children-startup=1 children-max=4 %SRC "
             f"/bin/sh {NAME_HELPER}")
+# What the gateway refused a setup step (components/assets/setup_step.sh asks when its step fails): a request for
+# this name, which no DNS answers (`.invalid`), through a pool's port is answered by squid itself, a 403 whose page
+# (REFUSALS_PAGE, written by the gateway's entrypoint) is `<REFUSALS_PREFIX> <host:port> ...`: the destinations it
+# refused the requester's address since the time the URL's path names, or `-`. The helper (written by the
+# entrypoint) reads its access log, and answers only a requester that is no container of sandstack's: a sandbox
+# never reads what was refused at its address, before its session or since.
+REFUSALS_HOST = "refusals.sandstack.invalid"
+REFUSALS_PREFIX = "sandstack-refused:"
+REFUSALS_PAGE = "ERR_SANDSTACK_REFUSALS"
+REFUSALS_HELPER = "/tmp/sandstack-refusals"
+# Never cached: each answer is a fresh read. Two helpers: a step asks once, when it has failed.
+REFUSALS_ACL = (f"external_acl_type sandstack_refusals ttl=0 negative_ttl=0 children-startup=1 children-max=2 "
+                f"%SRC %PATH /bin/sh {REFUSALS_HELPER}")
 # One line per request: the sandbox (its container's name; its address when the name is not known), its address,
 # the pool, the destination, squid's verdict (TCP_DENIED = refused) and the status sent back.
 LOG_FORMAT = (
@@ -182,6 +195,12 @@ def _global(stack: str, host: str, pools: list[GatewayPool]) -> list[str]:
         "http_access deny sandstack_maxconn",
         # Before any other rule, so every request but those two refusals is named in the log (those show `-`).
         "http_access deny !sandstack_named",
+        # A setup step asking what was refused it: answered here, before any pool's rules (REFUSALS_HOST).
+        REFUSALS_ACL,
+        f"acl sandstack_refusals_asked dstdomain -n {REFUSALS_HOST}",
+        "acl sandstack_refusals external sandstack_refusals",
+        f"deny_info {REFUSALS_PAGE} sandstack_refusals",
+        "http_access deny sandstack_refusals_asked sandstack_refusals",
         "http_access deny sandstack_gateway_ports",
         "http_access deny sandstack_ip_literal sandstack_localhost",
     ]

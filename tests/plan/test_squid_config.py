@@ -55,6 +55,13 @@ HEADER = [
     "http_access deny manager",
     "http_access deny sandstack_maxconn",
     "http_access deny !sandstack_named",
+    # A setup step asking what the gateway refused it: squid answers with the helper's page, before any pool's rule.
+    "external_acl_type sandstack_refusals ttl=0 negative_ttl=0 children-startup=1 children-max=2 %SRC %PATH "
+    "/bin/sh /tmp/sandstack-refusals",
+    "acl sandstack_refusals_asked dstdomain -n refusals.sandstack.invalid",
+    "acl sandstack_refusals external sandstack_refusals",
+    "deny_info ERR_SANDSTACK_REFUSALS sandstack_refusals",
+    "http_access deny sandstack_refusals_asked sandstack_refusals",
     "http_access deny sandstack_gateway_ports",
     "http_access deny sandstack_ip_literal sandstack_localhost",
 ]

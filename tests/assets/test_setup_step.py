@@ -1,0 +1,154 @@
+"""A setup step's wrapper (components/assets/setup_step.sh, as sandstack.plan.snapshot.SETUP_STEP renders it) and the
+gateway's refusals helper (sandstack.plan.gateway.REFUSALS_HELPER_SH), in a plain shell with stubs: where the step's
+lookups go, its exit status kept, and the located line naming what the gateway refused it. Both on the engine:
+tests/engine/test_setup_policy.py."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from sandstack.plan.gateway import REFUSALS_HELPER_SH
+from sandstack.plan.snapshot import SETUP_STEP
+from sandstack.plan.squid import ACCESS_LOG
+
+RESOLV = "/etc/resolv.conf"
+
+
+def _bin(tmp_path: Path, tools: dict[str, str]) -> Path:
+    """A PATH of its own: `sh`, `date`, `cat`, and each stub (name → its shell body)."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for name in ("sh", "date", "cat"):
+        os.symlink(shutil.which(name), folder / name)
+    for name, body in tools.items():
+        (folder / name).write_text(f"#!/bin/sh\n{body}\n")
+        (folder / name).chmod(0o755)
+    return folder
+
+
+def _step(tmp_path: Path, step: str, env: dict[str, str], tools: dict[str, str] | None = None):
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("nameserver 127.0.0.11\n")
+    script = tmp_path / "setup-step"
+    # The container's resolv.conf, moved under tmp_path: this host's own is never touched.
+    script.write_text(SETUP_STEP.replace(RESOLV, str(resolv)))
+    path = _bin(tmp_path, tools or {})
+    result = subprocess.run(["/bin/sh", str(script), "agent", "1", step], capture_output=True, text=True,
+                            env={"PATH": str(path), **env}, timeout=30)
+    return result, resolv.read_text()
+
+
+PROXY = {"http_proxy": "http://10.213.241.254:32312"}
+# A curl that records what it was asked and answers as the gateway's refusals page would.
+CURL = "echo \"$*\" >> {log}; echo '{answer}'"
+
+
+def test_the_steps_lookups_go_to_the_pools_resolver_and_its_status_is_kept(tmp_path):
+    result, resolv = _step(tmp_path, "cat /etc/hostname-missing 2>/dev/null; exit 0",
+                           {"SANDSTACK_SETUP_RESOLVER": "10.213.240.1"})
+    assert (result.returncode, result.stderr, resolv) == (0, "", "nameserver 10.213.240.1\n")
+
+
+def test_without_a_resolver_the_containers_own_resolv_conf_stays(tmp_path):
+    result, resolv = _step(tmp_path, "exit 0", {})
+    assert (result.returncode, resolv) == (0, "nameserver 127.0.0.11\n")
+
+
+def test_a_failed_step_names_what_the_gateway_refused_it_located(tmp_path):
+    asked = tmp_path / "asked"
+    curl = CURL.format(log=asked, answer="sandstack-refused: refused.test:80 pkgs.other.test:443")
+    result, _ = _step(tmp_path, "echo quiet; exit 3", PROXY, {"curl": curl})
+    assert result.returncode == 3  # the step's own status: the build fails as before
+    assert result.stdout == "quiet\n"
+    assert result.stderr == ("$.templates.agent.snapshot.setup[1]: failed (exit 3); the pool's gateway refused: "
+                             "refused.test:80 pkgs.other.test:443 (not in the template's setup policy)\n")
+    # Asked through the proxy (curl reads http_proxy) for the refusals since the step started, to the second.
+    [line] = asked.read_text().splitlines()
+    assert line.startswith("-s --max-time 10 http://refusals.sandstack.invalid/20"), line
+    assert len(line.rsplit("/", 1)[1]) == len("2026-12-06T10:41:06")
+
+
+def test_a_failed_step_the_gateway_refused_nothing_says_nothing_more(tmp_path):
+    # Nothing refused; a gateway whose helper gave no message; a page that is not the gateway's answer.
+    for i, answer in enumerate(("sandstack-refused: -", "sandstack-refused: [not available]", "<html>x</html>")):
+        (tmp_path / str(i)).mkdir()
+        result, _ = _step(tmp_path / str(i), "exit 1", PROXY, {"curl": CURL.format(log="/dev/null", answer=answer)})
+        assert (result.returncode, result.stderr) == (1, ""), answer
+
+
+def test_a_step_that_succeeds_or_has_no_gateway_asks_nothing(tmp_path):
+    asked = tmp_path / "asked"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    ok, _ = _step(tmp_path / "a", "exit 0", PROXY, {"curl": CURL.format(log=asked, answer="x")})
+    direct, _ = _step(tmp_path / "b", "exit 5", {}, {"curl": CURL.format(log=asked, answer="x")})
+    assert (ok.returncode, direct.returncode, direct.stderr) == (0, 5, "")
+    assert not asked.exists()
+
+
+def test_an_image_without_a_client_points_at_the_gateways_log(tmp_path):
+    result, _ = _step(tmp_path, "exit 2", PROXY)
+    assert result.returncode == 2
+    assert result.stderr == ("$.templates.agent.snapshot.setup[1]: failed (exit 2); the pool gateway's access log has "
+                             "what it refused (no curl, wget or python3 in the image to ask it)\n")
+
+
+# --- the gateway's refusals helper -----------------------------------------------------------------------------
+
+NAMES = {"10.213.240.7": "eager_turing", "10.213.240.9": "sandstack-t-fetch-0"}
+LOG = [
+    # Refused before the step started: not this step's.
+    "2026-12-06T10:40:59.900Z host=h pool=fetch sandbox=eager_turing client=10.213.240.7 method=GET "
+    "dest=early.test:80 verdict=TCP_DENIED status=403 bytes=0",
+    "2026-12-06T10:41:06.120Z host=h pool=fetch sandbox=eager_turing client=10.213.240.7 method=GET "
+    "dest=allowed.test:80 verdict=TCP_MISS status=200 bytes=15",
+    "2026-12-06T10:41:06.130Z host=h pool=fetch sandbox=eager_turing client=10.213.240.7 method=GET "
+    "dest=refused.test:80 verdict=TCP_DENIED status=403 bytes=0",
+    "2026-12-06T10:41:07.000Z host=h pool=fetch sandbox=eager_turing client=10.213.240.7 method=CONNECT "
+    "dest=pkgs.other.test:443 verdict=TCP_DENIED status=403 bytes=0",
+    "2026-12-06T10:41:07.100Z host=h pool=fetch sandbox=eager_turing client=10.213.240.7 method=GET "
+    "dest=refused.test:80 verdict=TCP_DENIED status=403 bytes=0",
+    # Another container at the same address (a reused one): never this one's.
+    "2026-12-06T10:41:08.000Z host=h pool=fetch sandbox=old_build client=10.213.240.7 method=GET "
+    "dest=other.test:80 verdict=TCP_DENIED status=403 bytes=0",
+    # Its own question, logged as squid answered it.
+    "2026-12-06T10:41:09.000Z host=h pool=fetch sandbox=eager_turing client=10.213.240.7 method=GET "
+    "dest=refusals.sandstack.invalid:80 verdict=TCP_DENIED status=403 bytes=0",
+    "2026-12-06T10:41:09.500Z host=h pool=fetch sandbox=sandstack-t-fetch-0 client=10.213.240.9 method=GET "
+    "dest=secret.test:80 verdict=TCP_DENIED status=403 bytes=0",
+]
+
+
+def _helper(tmp_path: Path, questions: list[str]) -> list[str]:
+    log = tmp_path / "access.log"
+    log.write_text("\n".join(LOG) + "\n")
+    # getent as Docker's resolver answers the gateway: `<address> <name>.<network>`, nothing for an unknown one.
+    cases = "".join(f'  {address}) echo "{address}       {name}.sandstack-t-fetch" ;;\n'
+                    for address, name in NAMES.items())
+    path = _bin(tmp_path, {"getent": f'case "$2" in\n{cases}  *) exit 2 ;;\nesac'})
+    for tool in ("tail", "awk"):
+        os.symlink(shutil.which(tool), path / tool)
+    result = subprocess.run(["/bin/sh", "-c", REFUSALS_HELPER_SH.replace(ACCESS_LOG, str(log))],
+                            input="".join(q + "\n" for q in questions), capture_output=True, text=True,
+                            env={"PATH": str(path)}, timeout=30)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def test_the_helper_names_what_it_refused_this_container_since_the_step_started(tmp_path):
+    assert _helper(tmp_path, ["10.213.240.7 /2026-12-06T10:41:06", "10.213.240.7 /2026-12-06T10:41:10",
+                              "10.213.240.7 /2026-12-06T10%3A41%3A07"]) == [
+        'OK message="refused.test:80 pkgs.other.test:443"',  # each once, in the order refused
+        'OK message="-"',  # nothing since
+        'OK message="pkgs.other.test:443 refused.test:80"',  # the time as squid may escape it
+    ]
+
+
+def test_the_helper_tells_a_sandbox_or_an_unnamed_address_or_a_bad_time_nothing(tmp_path):
+    assert _helper(tmp_path, ["10.213.240.9 /2026-12-06T10:00:00",  # a sandbox asking about its own address
+                              "10.213.240.8 /2026-12-06T10:00:00",  # no name: Docker's resolver does not know it
+                              "10.213.240.7 /",  # no time
+                              "10.213.240.7 /0;rm%20-rf"]) == ['OK message="-"'] * 4
