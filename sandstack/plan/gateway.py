@@ -124,29 +124,34 @@ PROFILE_HELPER_SH = r"""while read -r src pool profile start; do
   if [ "$now" = "$pool $profile" ]; then echo OK; else echo ERR; fi
 done
 """.replace("@DIR@", PROFILES_DIR)
-# The sandbox-name helper (sandstack.plan.squid.NAME_HELPER): `<address> -` in (squid appends the acl's arguments,
-# `-` for none), `OK tag=<container name>` out (Docker's resolver answers `<container>.<network>`; the address itself
-# when nothing answers). Never ERR: the log names the request either way.
-NAME_HELPER_SH = r"""while read -r src _; do
+# The sandbox-name helper (sandstack.plan.squid.NAME_HELPER): `<address> <the pool's template>` in (squid appends the
+# acl's argument), `OK tag=<container name>` out (Docker's resolver answers `<container>.<network>`; the address
+# itself when nothing answers); a container that is none of sandstack's, a setup build's RUN container (Docker names
+# it), `OK tag=setup:<template>:<its name>`. Never ERR: the log names the request either way.
+NAME_HELPER_SH = r"""while read -r src template _; do
   name=$(getent hosts "$src" | { read -r _ n _ && printf '%s' "${n%%.*}"; })
-  echo "OK tag=${name:-$src}"
+  case "$name" in
+    "" | @PREFIX@-*) echo "OK tag=${name:-$src}" ;;
+    *) echo "OK tag=setup:$template:$name" ;;
+  esac
 done
-"""
+""".replace("@PREFIX@", PREFIX)
 # The refusals helper (sandstack.plan.squid.REFUSALS_HELPER): `<address> /<since>` in, `OK message="<host:port> ..."`
 # out: the distinct destinations its access log refused that address (TCP_DENIED) at or after `since` (UTC, to the
-# second) under the requester's container name (Docker's, unique: not another container's lines at a reused address),
+# second) under the requester's container name (as the name helper tags a build's, `setup:<template>:<name>`; Docker's
+# name is unique: not another container's lines at a reused address),
 # in its last MiB; `-` for none. Only to a requester Docker's resolver names and not as one of sandstack's containers
 # (a build's RUN container): a sandbox gets `-`, whatever it asks.
 REFUSALS_HELPER_SH = r"""while read -r src path _; do
   since=${path#/}
   name=$(getent hosts "$src" | { read -r _ n _ && printf '%s' "${n%%.*}"; })
   case "$name:$since" in
-    :* | @PREFIX@-* | *: | *:*[!0-9T:%Aa-]*) echo 'OK message="-"'; continue ;;  # `%3A`: squid may escape ':' 
+    :* | @PREFIX@-* | *: | *:*[!0-9T:%Aa-]*) echo 'OK message="-"'; continue ;;  # `%3A`: squid may escape ':'
   esac
   list=$(tail -c 1048576 @ACCESS_LOG@ | awk -v src="$src" -v name="$name" -v since="$since" -v asked="@ASKED@" '
     BEGIN { gsub(/%3[Aa]/, ":", since) }
     $1 >= since && index($0, " verdict=TCP_DENIED ") && index($0, " client=" src " ") &&
-    index($0, " sandbox=" name " ") {
+    index($0, " sandbox=setup:") && index($0, ":" name " client=") {
       for (i = 2; i <= NF; i++) if (substr($i, 1, 5) == "dest=") {
         d = substr($i, 6)
         if (index(d, asked ":") != 1 && !(d in seen)) { seen[d] = 1; out = out (out == "" ? "" : " ") d }

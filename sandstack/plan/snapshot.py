@@ -30,7 +30,9 @@ SUPERVISOR_PATH = "/usr/local/lib/sandstack/supervise"
 SETUP_STEP_PATH = "/usr/local/lib/sandstack/setup-step"
 SETUP_STEP = SETUP_STEP_SOURCE.read_text().replace("@REFUSALS_HOST@", REFUSALS_HOST) \
     .replace("@REFUSALS_PREFIX@", REFUSALS_PREFIX)
-RESOLVER_ARG = "SANDSTACK_SETUP_RESOLVER"  # a build argument: the pool's logging resolver, for the wrapper
+# A build argument for the wrapper: the pool's network has the host's logging resolver, on its bridge.
+RESOLVER_ARG = "SANDSTACK_SETUP_RESOLVER"
+RESOLVER_ON_BRIDGE = "bridge"
 PROXY_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
 NO_PROXY_ARGS = ("NO_PROXY", "no_proxy")
 # Bump when the generated Dockerfile changes shape, so every snapshot is rebuilt with it.
@@ -90,15 +92,14 @@ def setup_build(template: ResolvedTemplate, network: PoolNetwork) -> dict[str, o
     # A refused step fails the build: its stopped container goes too (the classic builder keeps it otherwise).
     if template.setup_policy is None:
         return {"network_mode": "none", "force_remove": True}
-    # The gateway by its address, not by the alias a session's names: the steps' lookups go to the pool's logging
-    # resolver (the wrapper's resolv.conf), which answers only the policy's names, not Docker's container names.
-    proxy = f"http://{network.gateway_ip}:{network.gateway_port}" if network.gateway_port else None
+    proxy = network.proxy_url
     # Docker's predefined proxy arguments: the RUN steps see them, the image's history and config do not keep them.
     args = {**{name: proxy for name in PROXY_ARGS}, **dict.fromkeys(NO_PROXY_ARGS, NO_PROXY)} if proxy else {}
-    # The pool's logging resolver, where a session's lookups go (deny-all and unlogged routes have none: the steps
-    # resolve as their sessions do). A build argument the RUN steps see; the image's history names it.
+    # The pool has the host's logging resolver, where a session's lookups go (deny-all and unlogged routes have none:
+    # the steps resolve as their sessions do): the wrapper finds it on the pool's bridge. No address in the arguments:
+    # a moved subnet (a changed `subnet_pool`) rebuilds nothing. The image's history shows it on each setup step.
     if network.resolver:
-        args[RESOLVER_ARG] = network.resolver
+        args[RESOLVER_ARG] = RESOLVER_ON_BRIDGE
     return {"network_mode": network.name, "force_remove": True, **({"build_args": args} if args else {})}
 
 

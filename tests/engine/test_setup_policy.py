@@ -71,8 +71,9 @@ def test_a_setup_step_reaches_what_the_policy_allows_through_the_gateway_logged(
     # The build's request, judged as the pool's: its own address on the pool's network, not a sandbox's.
     [line] = [line for line in access_log(net)[since:] if "dest=allowed.test:80" in line]
     client = re.search(r" client=(\S+) ", line)[1]
-    assert re.search(r"host=local pool=fetch sandbox=\S+ client=\S+ method=GET dest=allowed.test:80 "
-                     r"verdict=TCP_MISS status=200 ", line), line
+    # Named as the setup of the pool's template, with Docker's name for the build's RUN container.
+    assert re.search(r"host=local pool=fetch sandbox=setup:fetch:[a-z]+_[a-z]+ client=\S+ method=GET "
+                     r"dest=allowed.test:80 verdict=TCP_MISS status=200 ", line), line
     assert client not in sandboxes_before | {net.ip(box)}
     # The proxy arguments are the build's, not the image's.
     env = box.image.attrs["Config"]["Env"] or []

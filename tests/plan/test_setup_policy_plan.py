@@ -13,7 +13,7 @@ from testbed.specs import spec, write_spec
 
 SETUP = {"version": "1", "setup": ["wget -q -O /etc/fetched http://pkgs.example.com/x"]}
 ALLOW = {"egress": "allow-list", "allow": ["pkgs.example.com"]}
-PROXY = "http://{address}:{port}"  # the gateway by its address: the steps' resolver knows only the policy's names
+PROXY = "http://sandstack-gateway:{port}"
 
 
 def _plan(tmp_path, templates, **extra):
@@ -29,14 +29,14 @@ def test_setup_runs_on_the_pool_network_through_its_gateway_after_the_host_is_re
     plan = _plan(tmp_path, {"agent": {"base_image": "busybox:1.36", "snapshot": SETUP, "network": ALLOW}})
     image = _image(plan, "agent")
     network = plan.hosts["local"].networks["agent"]
-    proxy = PROXY.format(address=network.gateway_ip, port=network.gateway_port)
+    proxy = PROXY.format(port=network.gateway_port)
     build = image.inputs["build"]
     assert {k: build[k] for k in ("network_mode", "build_args", "force_remove")} == {
         "network_mode": "sandstack-t-agent", "force_remove": True,
         "build_args": {"HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "http_proxy": proxy, "https_proxy": proxy,
                        "NO_PROXY": "localhost,127.0.0.1,::1", "no_proxy": "localhost,127.0.0.1,::1",
-                       # The pool's logging resolver, where the steps' wrapper sends their lookups.
-                       "SANDSTACK_SETUP_RESOLVER": network.bridge_ip}}
+                       # The pool has the logging resolver: the steps' wrapper finds it on the bridge.
+                       "SANDSTACK_SETUP_RESOLVER": "bridge"}}
     assert network.resolver == network.bridge_ip
     keys = plan.host_keys["local"]
     assert image.options.depends_on == (keys.networks["agent"], *keys.ready)
@@ -92,7 +92,8 @@ def test_a_logged_direct_route_gives_the_steps_its_resolver_and_no_proxy(tmp_pat
     direct = {"egress": "allow-all", "protocols": "any"}
     plan = _plan(tmp_path, {"agent": {"base_image": "busybox:1.36", "snapshot": SETUP, "network": direct}})
     network = plan.hosts["local"].networks["agent"]
-    assert _image(plan, "agent").inputs["build"]["build_args"] == {"SANDSTACK_SETUP_RESOLVER": network.bridge_ip}
+    assert _image(plan, "agent").inputs["build"]["build_args"] == {"SANDSTACK_SETUP_RESOLVER": "bridge"}
+    assert network.resolver  # the pool's logging resolver, which the wrapper finds on the bridge
 
 
 def test_templates_of_one_content_share_an_image_only_under_one_setup_policy(tmp_path):
