@@ -72,7 +72,7 @@ def test_a_setup_step_reaches_what_the_policy_allows_through_the_gateway_logged(
     [line] = [line for line in access_log(net)[since:] if "dest=allowed.test:80" in line]
     client = re.search(r" client=(\S+) ", line)[1]
     # Named as the setup of the pool's template, with Docker's name for the build's RUN container.
-    assert re.search(r"host=local pool=fetch sandbox=setup:fetch:[a-z]+_[a-z]+ client=\S+ method=GET "
+    assert re.search(r"host=local pool=fetch sandbox=setup:fetch:\w+ client=\S+ method=GET "
                      r"dest=allowed.test:80 verdict=TCP_MISS status=200 ", line), line
     assert client not in sandboxes_before | {net.ip(box)}
     # The proxy arguments are the build's, not the image's.
