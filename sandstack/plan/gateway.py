@@ -136,22 +136,22 @@ NAME_HELPER_SH = r"""while read -r src template _; do
   esac
 done
 """.replace("@PREFIX@", PREFIX)
-# The refusals helper (sandstack.plan.squid.REFUSALS_HELPER): `<address> /<since>` in, `OK message="<host:port> ..."`
-# out: the distinct destinations its access log refused that address (TCP_DENIED) at or after `since` (UTC, to the
-# second) under the requester's container name (as the name helper tags a build's, `setup:<template>:<name>`; Docker's
-# name is unique: not another container's lines at a reused address),
-# in its last MiB; `-` for none. Only to a requester Docker's resolver names and not as one of sandstack's containers
-# (a build's RUN container): a sandbox gets `-`, whatever it asks.
+# The refusals helper (sandstack.plan.squid.REFUSALS_HELPER): `<address> /<since>` in (url-quoted), `OK
+# message="<host:port> ..."` out: the distinct destinations its access log refused that address as a setup's
+# (`sandbox=setup:…`, TCP_DENIED) at or after `since` (UTC, to the second), in its last MiB; `-` for none. Not by the
+# container's name: the name helper's answers are cached 5 s, and a build's next RUN container often takes its
+# predecessor's address, so its first lines may carry the predecessor's name; the time tells them apart (one address,
+# one container at a time). Only to a requester Docker's resolver names and not as one of sandstack's containers (a
+# build's RUN container): a sandbox gets `-`, whatever it asks, and never a sandbox's line.
 REFUSALS_HELPER_SH = r"""while read -r src path _; do
-  since=${path#/}
+  since=${path#/} && since=${since#%2[Ff]}  # squid may escape the path's '/' and ':' (its helper input is url-quoted)
   name=$(getent hosts "$src" | { read -r _ n _ && printf '%s' "${n%%.*}"; })
   case "$name:$since" in
-    :* | @PREFIX@-* | *: | *:*[!0-9T:%Aa-]*) echo 'OK message="-"'; continue ;;  # `%3A`: squid may escape ':'
+    :* | @PREFIX@-* | *: | *:*[!0-9T:%Aa-]*) echo 'OK message="-"'; continue ;;
   esac
   list=$(tail -c 1048576 @ACCESS_LOG@ | awk -v src="$src" -v name="$name" -v since="$since" -v asked="@ASKED@" '
     BEGIN { gsub(/%3[Aa]/, ":", since) }
-    $1 >= since && index($0, " verdict=TCP_DENIED ") && index($0, " client=" src " ") &&
-    index($0, " sandbox=setup:") && index($0, ":" name " client=") {
+    $1 >= since && index($0, " verdict=TCP_DENIED ") && index($0, " client=" src " ") && index($0, " sandbox=setup:") {
       for (i = 2; i <= NF; i++) if (substr($i, 1, 5) == "dest=") {
         d = substr($i, 6)
         if (index(d, asked ":") != 1 && !(d in seen)) { seen[d] = 1; out = out (out == "" ? "" : " ") d }

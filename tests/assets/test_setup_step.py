@@ -137,9 +137,15 @@ LOG = [
     "dest=pkgs.other.test:443 verdict=TCP_DENIED status=403 bytes=0",
     "2026-12-06T10:41:07.100Z host=h pool=fetch sandbox=setup:fetch:eager_turing client=10.213.240.7 method=GET "
     "dest=refused.test:80 verdict=TCP_DENIED status=403 bytes=0",
-    # Another container at the same address (a reused one): never this one's.
-    "2026-12-06T10:41:08.000Z host=h pool=fetch sandbox=setup:fetch:old_build client=10.213.240.7 method=GET "
+    # The build's previous RUN container at the same address, before the step: not this step's.
+    "2026-12-06T10:41:05.000Z host=h pool=fetch sandbox=setup:fetch:old_build client=10.213.240.7 method=GET "
     "dest=other.test:80 verdict=TCP_DENIED status=403 bytes=0",
+    # A sandbox that had the address: never a build's answer.
+    "2026-12-06T10:41:08.000Z host=h pool=fetch sandbox=sandstack-t-fetch-1 client=10.213.240.7 method=GET "
+    "dest=sandbox.test:80 verdict=TCP_DENIED status=403 bytes=0",
+    # Logged under the predecessor's name (the name helper's 5 s cache): still this step's, by its time.
+    "2026-12-06T10:41:08.500Z host=h pool=fetch sandbox=setup:fetch:old_build client=10.213.240.7 method=GET "
+    "dest=cached.test:80 verdict=TCP_DENIED status=403 bytes=0",
     # Its own question, logged as squid answered it.
     "2026-12-06T10:41:09.000Z host=h pool=fetch sandbox=setup:fetch:eager_turing client=10.213.240.7 method=GET "
     "dest=refusals.sandstack.invalid:80 verdict=TCP_DENIED status=403 bytes=0",
@@ -166,10 +172,10 @@ def _helper(tmp_path: Path, questions: list[str], script: str = REFUSALS_HELPER_
 
 def test_the_helper_names_what_it_refused_this_container_since_the_step_started(tmp_path):
     assert _helper(tmp_path, ["10.213.240.7 /2026-12-06T10:41:06", "10.213.240.7 /2026-12-06T10:41:10",
-                              "10.213.240.7 /2026-12-06T10%3A41%3A07"]) == [
-        'OK message="refused.test:80 pkgs.other.test:443"',  # each once, in the order refused
+                              "10.213.240.7 %2F2026-12-06T10%3A41%3A07"]) == [
+        'OK message="refused.test:80 pkgs.other.test:443 cached.test:80"',  # each once, in the order refused
         'OK message="-"',  # nothing since
-        'OK message="pkgs.other.test:443 refused.test:80"',  # the time as squid may escape it
+        'OK message="pkgs.other.test:443 refused.test:80 cached.test:80"',  # the path as squid quotes it
     ]
 
 
