@@ -9,7 +9,6 @@ with retry while in use 362-386). RemoteImage: resource_docker_image_funcs.go (c
 from __future__ import annotations
 
 import re
-
 import time
 
 import docker.errors
