@@ -124,18 +124,18 @@ def test_an_image_without_a_client_points_at_the_gateways_log(tmp_path):
 
 # --- the gateway's refusals helper -----------------------------------------------------------------------------
 
-NAMES = {"10.213.240.7": "eager_turing", "10.213.240.9": "sandstack-t-fetch-0"}
+NAMES = {"10.213.240.7": "7d29db5b853c", "10.213.240.9": "sandstack-t-fetch-0"}
 LOG = [
     # Refused before the step started: not this step's.
-    "2026-12-06T10:40:59.900Z host=h pool=fetch sandbox=setup:fetch:eager_turing client=10.213.240.7 method=GET "
+    "2026-12-06T10:40:59.900Z host=h pool=fetch sandbox=setup:fetch:7d29db5b853c client=10.213.240.7 method=GET "
     "dest=early.test:80 verdict=TCP_DENIED status=403 bytes=0",
-    "2026-12-06T10:41:06.120Z host=h pool=fetch sandbox=setup:fetch:eager_turing client=10.213.240.7 method=GET "
+    "2026-12-06T10:41:06.120Z host=h pool=fetch sandbox=setup:fetch:7d29db5b853c client=10.213.240.7 method=GET "
     "dest=allowed.test:80 verdict=TCP_MISS status=200 bytes=15",
-    "2026-12-06T10:41:06.130Z host=h pool=fetch sandbox=setup:fetch:eager_turing client=10.213.240.7 method=GET "
+    "2026-12-06T10:41:06.130Z host=h pool=fetch sandbox=setup:fetch:7d29db5b853c client=10.213.240.7 method=GET "
     "dest=refused.test:80 verdict=TCP_DENIED status=403 bytes=0",
-    "2026-12-06T10:41:07.000Z host=h pool=fetch sandbox=setup:fetch:eager_turing client=10.213.240.7 method=CONNECT "
+    "2026-12-06T10:41:07.000Z host=h pool=fetch sandbox=setup:fetch:7d29db5b853c client=10.213.240.7 method=CONNECT "
     "dest=pkgs.other.test:443 verdict=TCP_DENIED status=403 bytes=0",
-    "2026-12-06T10:41:07.100Z host=h pool=fetch sandbox=setup:fetch:eager_turing client=10.213.240.7 method=GET "
+    "2026-12-06T10:41:07.100Z host=h pool=fetch sandbox=setup:fetch:7d29db5b853c client=10.213.240.7 method=GET "
     "dest=refused.test:80 verdict=TCP_DENIED status=403 bytes=0",
     # The build's previous RUN container at the same address, before the step: not this step's.
     "2026-12-06T10:41:05.000Z host=h pool=fetch sandbox=setup:fetch:old_build client=10.213.240.7 method=GET "
@@ -147,7 +147,7 @@ LOG = [
     "2026-12-06T10:41:08.500Z host=h pool=fetch sandbox=setup:fetch:old_build client=10.213.240.7 method=GET "
     "dest=cached.test:80 verdict=TCP_DENIED status=403 bytes=0",
     # Its own question, logged as squid answered it.
-    "2026-12-06T10:41:09.000Z host=h pool=fetch sandbox=setup:fetch:eager_turing client=10.213.240.7 method=GET "
+    "2026-12-06T10:41:09.000Z host=h pool=fetch sandbox=setup:fetch:7d29db5b853c client=10.213.240.7 method=GET "
     "dest=refusals.sandstack.invalid:80 verdict=TCP_DENIED status=403 bytes=0",
     "2026-12-06T10:41:09.500Z host=h pool=fetch sandbox=sandstack-t-fetch-0 client=10.213.240.9 method=GET "
     "dest=secret.test:80 verdict=TCP_DENIED status=403 bytes=0",
@@ -189,7 +189,7 @@ def test_the_helper_tells_a_sandbox_or_an_unnamed_address_or_a_bad_time_nothing(
 def test_the_name_helper_logs_a_build_as_the_setup_of_the_pools_template(tmp_path):
     # squid asks with the request's source and the pool's template (the pool's name acl's argument).
     assert _helper(tmp_path, ["10.213.240.7 fetch", "10.213.240.9 fetch", "10.213.240.8 fetch"], NAME_HELPER_SH) == [
-        "OK tag=setup:fetch:eager_turing",  # a container Docker named, none of sandstack's: a build's RUN container
+        "OK tag=setup:fetch:7d29db5b853c",  # a container Docker named, none of sandstack's: a build's RUN container
         "OK tag=sandstack-t-fetch-0",  # a sandbox, by its name as before
         "OK tag=10.213.240.8",  # nothing answers: the address
     ]
