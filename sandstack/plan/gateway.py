@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from sandstack.plan import front
 from sandstack.plan.container import LogRotation, RunSettings, host_role
 from sandstack.plan.contract import CONFIG_DIR, cgroup_parent
-from sandstack.plan.naming import infra_name
+from sandstack.plan.naming import PREFIX, infra_name
 from sandstack.plan.network import GATEWAY_ALIAS
 from sandstack.plan.reload import SERVICE_SH, ConfigSet, Join
 from sandstack.plan.squid import (ACCESS_LOG, ERROR_DIRECTORY, NAME_HELPER, PROFILE_HELPER, PROFILES_DIR,
-                                  SELF_ADDRESSES, GatewayPool, render)
+                                  REFUSALS_HELPER, REFUSALS_HOST, REFUSALS_PAGE, REFUSALS_PREFIX, SELF_ADDRESSES,
+                                  GatewayPool, render)
 
 # Debian's squid error templates, one file per error name (a symlink into squid-langpack).
 SQUID_TEMPLATES = "/usr/share/squid/errors/templates"
@@ -27,6 +28,8 @@ PREPARE = (
     f" && for t in {SQUID_TEMPLATES}/ERR_*; do printf '%s\\n' '{ERROR_PAGE}' > {ERROR_DIRECTORY}/${{t##*/}}"
     " || exit 1; done"
     f" && test -s {ERROR_DIRECTORY}/ERR_ACCESS_DENIED"
+    # The answer to a setup step asking what was refused it (sandstack.plan.squid.REFUSALS_HOST): the helper's message.
+    f" && printf '%s\\n' '{REFUSALS_PREFIX} %o' > {ERROR_DIRECTORY}/{REFUSALS_PAGE}"
     # TLS error descriptions (no names, no addresses), which squid-openssl loads from the same directory;
     # without them it only logs an error, so an image that lacks them still starts.
     f" && {{ [ ! -e {SQUID_TEMPLATES}/error-details.txt ]"
@@ -121,16 +124,46 @@ PROFILE_HELPER_SH = r"""while read -r src pool profile start; do
   if [ "$now" = "$pool $profile" ]; then echo OK; else echo ERR; fi
 done
 """.replace("@DIR@", PROFILES_DIR)
-# The sandbox-name helper (sandstack.plan.squid.NAME_HELPER): `<address> -` in (squid appends the acl's arguments,
-# `-` for none), `OK tag=<container name>` out (Docker's resolver answers `<container>.<network>`; the address itself
-# when nothing answers). Never ERR: the log names the request either way.
-NAME_HELPER_SH = r"""while read -r src _; do
+# The sandbox-name helper (sandstack.plan.squid.NAME_HELPER): `<address> <the pool's template>` in (squid appends the
+# acl's argument), `OK tag=<container name>` out (Docker's resolver answers `<container>.<network>`; the address
+# itself when nothing answers); a container that is none of sandstack's, a setup build's RUN container (Docker names
+# it), `OK tag=setup:<template>:<its name>`. Never ERR: the log names the request either way.
+NAME_HELPER_SH = r"""while read -r src template _; do
   name=$(getent hosts "$src" | { read -r _ n _ && printf '%s' "${n%%.*}"; })
-  echo "OK tag=${name:-$src}"
+  case "$name" in
+    "" | @PREFIX@-*) echo "OK tag=${name:-$src}" ;;
+    *) echo "OK tag=setup:$template:$name" ;;
+  esac
 done
-"""
+""".replace("@PREFIX@", PREFIX)
+# The refusals helper (sandstack.plan.squid.REFUSALS_HELPER): `<address> /<since>` in (url-quoted), `OK
+# message="<host:port> ..."` out: the distinct destinations its access log refused that address as a setup's
+# (`sandbox=setup:…`, TCP_DENIED) at or after `since` (UTC, to the second), in its last MiB; `-` for none. Not by the
+# container's name: the name helper's answers are cached 5 s, and a build's next RUN container often takes its
+# predecessor's address, so its first lines may carry the predecessor's name; the time tells them apart (one address,
+# one container at a time). Only to a requester Docker's resolver names and not as one of sandstack's containers (a
+# build's RUN container): a sandbox gets `-`, whatever it asks, and never a sandbox's line.
+REFUSALS_HELPER_SH = r"""while read -r src path _; do
+  since=${path#/} && since=${since#%2[Ff]}  # squid may escape the path's '/' and ':' (its helper input is url-quoted)
+  name=$(getent hosts "$src" | { read -r _ n _ && printf '%s' "${n%%.*}"; })
+  case "$name:$since" in
+    :* | @PREFIX@-* | *: | *:*[!0-9T:%Aa-]*) echo 'OK message="-"'; continue ;;
+  esac
+  list=$(tail -c 1048576 @ACCESS_LOG@ | awk -v src="$src" -v name="$name" -v since="$since" -v asked="@ASKED@" '
+    BEGIN { gsub(/%3[Aa]/, ":", since) }
+    $1 >= since && index($0, " verdict=TCP_DENIED ") && index($0, " client=" src " ") && index($0, " sandbox=setup:") {
+      for (i = 2; i <= NF; i++) if (substr($i, 1, 5) == "dest=") {
+        d = substr($i, 6)
+        if (index(d, asked ":") != 1 && !(d in seen)) { seen[d] = 1; out = out (out == "" ? "" : " ") d }
+      }
+    }
+    END { print (out == "" ? "-" : out) }')
+  echo "OK message=\"$list\""
+done
+""".replace("@PREFIX@", PREFIX).replace("@ACCESS_LOG@", ACCESS_LOG).replace("@ASKED@", REFUSALS_HOST)
 WRITE_HELPER = (f"cat >{PROFILE_HELPER} <<'SANDSTACK_PROFILE' || exit 1\n{PROFILE_HELPER_SH}SANDSTACK_PROFILE\n"
-                f"cat >{NAME_HELPER} <<'SANDSTACK_NAME' || exit 1\n{NAME_HELPER_SH}SANDSTACK_NAME\n")
+                f"cat >{NAME_HELPER} <<'SANDSTACK_NAME' || exit 1\n{NAME_HELPER_SH}SANDSTACK_NAME\n"
+                f"cat >{REFUSALS_HELPER} <<'SANDSTACK_REFUSALS' || exit 1\n{REFUSALS_HELPER_SH}SANDSTACK_REFUSALS\n")
 ENTRYPOINT = SERVICE_SH + PREPARE + " || exit 1\n" + WRITE_HELPER + LOOP
 USER = "proxy"
 MEMORY_MB = 256

@@ -221,7 +221,8 @@ def plan_host(stack: str, host: str, spec: Host, placements: list[Placement],
     gateway = plan_gateway(stack, host, [
         GatewayPool(pool, ports[pool], by_pool[pool].template.network, str(networks[pool].subnet),
                     networks[pool].gateway_ip, gateway_refused(by_pool[pool].template, host_networks),
-                    networks[pool].name, by_pool[pool].template.network_profiles, by_pool[pool].template.start_profile)
+                    networks[pool].name, by_pool[pool].template.network_profiles, by_pool[pool].template.start_profile,
+                    by_pool[pool].template.name)
         for pool in gateway_pools
     ], resolver=str(egress[1]) if egress else None)
     # Every place up to the ceiling: the guard holds an on-demand sandbox's pids limit, lifecycle and disk workspaces

@@ -111,6 +111,11 @@ def outbound_of(template: ResolvedTemplate) -> Outbound:
     return template.network.outbound  # decoded once, in sandstack.spec.resolve.decode_egress
 
 
+def has_resolver(template: ResolvedTemplate) -> bool:
+    """Whether its pools resolve names through the host's logging resolver (every logged pool but deny-all)."""
+    return bool(template.network.log) and outbound_of(template) != "none"
+
+
 def publishes_ports(template: ResolvedTemplate) -> bool:
     return any(p.exposure in ("host", "public") for p in template.ports)
 
@@ -278,7 +283,7 @@ def plan_pool_network(stack: str, pool: str, template: ResolvedTemplate, gateway
         refused=refused_destinations(template) if outbound == "direct" else (),
         url_ports=url_ports(template),
         log_queue=log_queue(stack) if template.network.logs_connections else None,
-        resolver_options=name_options(template.network) if template.network.log and outbound != "none" else (),
+        resolver_options=name_options(template.network) if has_resolver(template) else (),
         connections=template.network.connections if outbound == "direct" else None,
     )
 

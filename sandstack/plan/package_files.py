@@ -9,6 +9,7 @@ from pathlib import Path
 ASSETS = Path(str(files("sandstack.components") / "assets"))
 GUARD_SCRIPT_FILE = ASSETS / "guard.sh"
 SUPERVISOR_SOURCE = ASSETS / "supervise.sh"
+SETUP_STEP_SOURCE = ASSETS / "setup_step.sh"  # each setup step's wrapper in a snapshot build
 CONNECTION_LOGGER_SOURCE = ASSETS / "connlog.py"
 RELOAD_SOURCE = ASSETS / "reload.py"  # a host service's reload container (sandstack/plan/reload.py)
 # The build context of sandstack's gateway/guard/seeder image (one Dockerfile).

@@ -20,10 +20,19 @@ from typing import Iterator, Mapping
 
 from sandstack.plan.naming import labels
 from sandstack.plan.network import NO_PROXY, PoolNetwork
-from sandstack.plan.package_files import SUPERVISOR_SOURCE
+from sandstack.plan.package_files import SETUP_STEP_SOURCE, SUPERVISOR_SOURCE
+from sandstack.plan.squid import REFUSALS_HOST, REFUSALS_PREFIX
 from sandstack.spec.resolve import ResolvedTemplate
 
 SUPERVISOR_PATH = "/usr/local/lib/sandstack/supervise"
+# Each setup step runs under it (components/assets/setup_step.sh): its lookups to the pool's logging resolver, and
+# on failure what the pool's gateway refused it.
+SETUP_STEP_PATH = "/usr/local/lib/sandstack/setup-step"
+SETUP_STEP = SETUP_STEP_SOURCE.read_text().replace("@REFUSALS_HOST@", REFUSALS_HOST) \
+    .replace("@REFUSALS_PREFIX@", REFUSALS_PREFIX)
+# A build argument for the wrapper: the pool's network has the host's logging resolver, on its bridge.
+RESOLVER_ARG = "SANDSTACK_SETUP_RESOLVER"
+RESOLVER_ON_BRIDGE = "bridge"
 PROXY_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
 NO_PROXY_ARGS = ("NO_PROXY", "no_proxy")
 # Bump when the generated Dockerfile changes shape, so every snapshot is rebuilt with it.
@@ -60,6 +69,8 @@ def build_inputs(template: ResolvedTemplate) -> dict[str, object]:
         # daemon's network (before this) or in the other mode is rebuilt; one without steps keeps its digest. The
         # policy itself is not covered (docs/design/setup-policy.md).
         **({"setup_network": template.setup_network} if template.setup else {}),
+        # The steps' wrapper, with setup steps only: a changed wrapper rebuilds them under it.
+        **({"setup_step": _sha256(SETUP_STEP.encode())} if template.setup else {}),
     }
 
 
@@ -83,9 +94,13 @@ def setup_build(template: ResolvedTemplate, network: PoolNetwork) -> dict[str, o
         return {"network_mode": "none", "force_remove": True}
     proxy = network.proxy_url
     # Docker's predefined proxy arguments: the RUN steps see them, the image's history and config do not keep them.
-    args = {name: proxy for name in PROXY_ARGS} if proxy else {}
-    return {"network_mode": network.name, "force_remove": True,
-            **({"build_args": {**args, **dict.fromkeys(NO_PROXY_ARGS, NO_PROXY)}} if args else {})}
+    args = {**{name: proxy for name in PROXY_ARGS}, **dict.fromkeys(NO_PROXY_ARGS, NO_PROXY)} if proxy else {}
+    # The pool has the host's logging resolver, where a session's lookups go (deny-all and unlogged routes have none:
+    # the steps resolve as their sessions do): the wrapper finds it on the pool's bridge. No address in the arguments:
+    # a moved subnet (a changed `subnet_pool`) rebuilds nothing. The image's history shows it on each setup step.
+    if network.resolver:
+        args[RESOLVER_ARG] = RESOLVER_ON_BRIDGE
+    return {"network_mode": network.name, "force_remove": True, **({"build_args": args} if args else {})}
 
 
 @dataclass(frozen=True)
@@ -147,7 +162,10 @@ def dockerfile_text(template: ResolvedTemplate, digest: str) -> str:
     # COPY keeps each file's mode from the context, which works on the legacy builder and BuildKit
     # alike (COPY --chmod needs BuildKit).
     lines += [f"COPY files/{i} {f.path}" for i, f in enumerate(template.files)]
-    lines += [f"RUN {json.dumps(['/bin/sh', '-c', step])}" for step in template.setup]
+    if template.setup:
+        lines += [f"COPY setup-step {SETUP_STEP_PATH}", f"ARG {RESOLVER_ARG}"]
+    lines += [f"RUN {json.dumps(['/bin/sh', SETUP_STEP_PATH, template.name, str(i), step])}"
+              for i, step in enumerate(template.setup)]
     if template.sudo:
         lines.append(f"RUN {json.dumps(['/bin/sh', '-c', sudo_step(template.user)])}")
     return "\n".join(lines) + "\n"
@@ -191,6 +209,9 @@ def prepare_build(template: ResolvedTemplate, build_root: Path) -> BuildPlan:
         (staging / "files").mkdir(parents=True)
         shutil.copyfile(SUPERVISOR_SOURCE, staging / "supervise")
         os.chmod(staging / "supervise", 0o755)
+        if template.setup:
+            (staging / "setup-step").write_text(SETUP_STEP)
+            os.chmod(staging / "setup-step", 0o755)
         for i, item in enumerate(template.files):
             target = staging / "files" / str(i)
             shutil.copyfile(item.source, target)

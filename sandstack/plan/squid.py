@@ -71,12 +71,27 @@ PROFILE_ACL = (f"external_acl_type {PROFILE_ACL_TYPE} ttl=0 negative_ttl=0 child
 # The sandbox's name for the log: squid's own reverse lookup (`%>A`) names the connection's peer, which is HAProxy
 # on loopback, not the address of the PROXY header; so a helper (written by the gateway's entrypoint) names the
 # request's source address (`%SRC`, the header's) by Docker's resolver, the container's name or the address itself
-# when it has none, as the acl's tag. Cached 5 s per address (an address not yet known to Docker's resolver is
-# asked again soon). The helper never says ERR: the acl fails only when the helper does, and then the request is
-# refused — egress the log cannot name is not let through.
+# when it has none, as the acl's tag; a container that is none of sandstack's (a build's RUN container on the pool's
+# network) as `setup:<the pool's template>:<its name>`, the acl's argument being the pool's template. Cached 5 s per
+# address (an address not yet known to Docker's resolver is asked again soon). The helper never says ERR: the acl
+# fails only when the helper does, and then the request is refused — egress the log cannot name is not let
+# through.
 NAME_HELPER = "/tmp/sandstack-name"
 NAME_ACL = (f"external_acl_type sandstack_name ttl=5 negative_ttl=5 children-startup=1 children-max=4 %SRC "
             f"/bin/sh {NAME_HELPER}")
+# What the gateway refused a setup step (components/assets/setup_step.sh asks when its step fails): a request for
+# this name, which no DNS answers (`.invalid`), through a pool's port is answered by squid itself, a 403 whose page
+# (REFUSALS_PAGE, written by the gateway's entrypoint) is `<REFUSALS_PREFIX> <host:port> ...`: the destinations it
+# refused the requester's address since the time the URL's path names, or `-`. The helper (written by the
+# entrypoint) reads its access log, and answers only a requester that is no container of sandstack's: a sandbox
+# never reads what was refused at its address, before its session or since.
+REFUSALS_HOST = "refusals.sandstack.invalid"
+REFUSALS_PREFIX = "sandstack-refused:"
+REFUSALS_PAGE = "ERR_SANDSTACK_REFUSALS"
+REFUSALS_HELPER = "/tmp/sandstack-refusals"
+# Never cached: each answer is a fresh read. Two helpers: a step asks once, when it has failed.
+REFUSALS_ACL = (f"external_acl_type sandstack_refusals ttl=0 negative_ttl=0 children-startup=1 children-max=2 "
+                f"%SRC %PATH /bin/sh {REFUSALS_HELPER}")
 # One line per request: the sandbox (its container's name; its address when the name is not known), its address,
 # the pool, the destination, squid's verdict (TCP_DENIED = refused) and the status sent back.
 LOG_FORMAT = (
@@ -112,6 +127,7 @@ class GatewayPool:
     # envelope (sandstack.spec.resolve.envelope), which only the pool's header reads.
     profiles: tuple[tuple[str, EffectiveNetwork], ...] = ()
     start: str | None = None
+    template: str = ""  # the pool's template: a setup build's requests are logged as its (NAME_ACL)
 
 
 def _acl_name(prefix: str, kind: str, index: int) -> str:
@@ -171,7 +187,9 @@ def _global(stack: str, host: str, pools: list[GatewayPool]) -> list[str]:
         f'acl sandstack_self dst "{SELF_ADDRESSES}"',
         "acl sandstack_connect method CONNECT",
         NAME_ACL,
-        "acl sandstack_named external sandstack_name",
+        # Each pool's port, and its name acl with the pool's template (for a build's requests, NAME_ACL).
+        *(line for p in pools for line in (f"acl {_prefix(p)}_from myportname {p.pool}",
+                                           f"acl {_prefix(p)}_named external sandstack_name {p.template or p.pool}")),
         *profiles,
         # A sandbox's share of the gateway's descriptors: the guard's bound, which resets a sandbox's
         # connection past it; squid's own cap holds should the guard's rules be missing.
@@ -180,22 +198,33 @@ def _global(stack: str, host: str, pools: list[GatewayPool]) -> list[str]:
         # and clients: first, before anything could allow it.
         "http_access deny manager",
         "http_access deny sandstack_maxconn",
-        # Before any other rule, so every request but those two refusals is named in the log (those show `-`).
-        "http_access deny !sandstack_named",
+        # Before any other rule, so every request but those two refusals is named in the log (those show `-`). Every
+        # port is a pool's: each request is named by exactly one of these.
+        *(f"http_access deny {_prefix(p)}_from !{_prefix(p)}_named" for p in pools),
+        # A setup step asking what was refused it: answered here, before any pool's rules (REFUSALS_HOST).
+        REFUSALS_ACL,
+        f"acl sandstack_refusals_asked dstdomain -n {REFUSALS_HOST}",
+        "acl sandstack_refusals external sandstack_refusals",
+        f"deny_info {REFUSALS_PAGE} sandstack_refusals",
+        "http_access deny sandstack_refusals_asked sandstack_refusals",
         "http_access deny sandstack_gateway_ports",
         "http_access deny sandstack_ip_literal sandstack_localhost",
     ]
 
 
+def _prefix(p: GatewayPool) -> str:
+    return p.pool.replace("-", "_")
+
+
 def _pool(p: GatewayPool) -> list[str]:
-    prefix = p.pool.replace("-", "_")
+    prefix = _prefix(p)
     port_acl, src_acl, connect_acl = f"{prefix}_from", f"{prefix}_src", f"{prefix}_connect_port"
     policies = [n for _, n in p.profiles] or [p.network]
     connect_ports = sorted({CONNECT_PORT} | {r.port for n in policies for r in n.allow if r.port})
     head = f"# pool '{p.pool}': egress {p.network.egress}"
     if p.profiles:
         head += f", network profiles {', '.join(name for name, _ in p.profiles)} (start {p.start})"
-    out = ["", head, f"acl {port_acl} myportname {p.pool}",
+    out = ["", head,  # its port acl, `port_acl`, is defined with its name acl (`_global`)
            f"acl {src_acl} src {p.subnet}", f"note sandstack_pool {p.pool} {port_acl}",
            # The guard already confines the port to the pool's bridge; this says so twice.
            f"http_access deny {port_acl} !{src_acl}",

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from sandstack.plan.network import has_resolver
 from sandstack.spec import changes as table
 from sandstack.spec.changes import Condition, Effect
 from sandstack.spec.roles import HOST_ROLES, role_of_kind
@@ -103,9 +104,12 @@ def _routing_changes(s: Side) -> bool:
     return s.old is not None and s.new is not None and _internal(s.old) != _internal(s.new)
 
 
-def _setup_proxy(t: ResolvedTemplate) -> bool:
-    """Its setup steps get the pool's gateway as their proxy (sandstack.plan.snapshot.setup_build)."""
-    return bool(t.setup) and t.setup_policy is not None and t.network.uses_gateway
+def _setup_args(t: ResolvedTemplate) -> tuple[bool, bool]:
+    """What its setup steps' build arguments name (sandstack.plan.snapshot.setup_build): the pool's gateway as their
+    proxy, the pool's logging resolver for their lookups."""
+    if not (t.setup and t.setup_policy is not None):
+        return False, False
+    return t.network.uses_gateway, has_resolver(t)
 
 
 # Each declared `when` condition, decided for one side of a change, keyed by the condition object (tests/review
@@ -132,7 +136,7 @@ DECIDE: dict[Condition, Callable[[Side], bool]] = {
     table.URL_PORTS_AND_RUNTIME: lambda s: s.runtime and _url_port(s),
     table.INGRESS_HOST: lambda s: s.ingress,
     table.SETUP_GATEWAY: lambda s: s.old is not None and s.new is not None and
-    _setup_proxy(s.old) != _setup_proxy(s.new),
+    _setup_args(s.old) != _setup_args(s.new),
 }
 
 Held = tuple[Condition | None, Effect]  # the condition that held (None: none did) and the effect under it

@@ -109,10 +109,10 @@ URL_PORTS_AND_RUNTIME = Condition("url ports and a runtime")
 # An ingress beside a runtime wakes sites through it: its network's fixed subnet is there because of the runtime, it
 # mounts the runtime's configuration volume (the runtime's socket), and its wake token derives from the runtime's.
 INGRESS_HOST = Condition("a host with an ingress")
-# A template's setup steps run on its pool's network, with the pool's gateway as their proxy where it has one
-# (docs/design/setup-policy.md): a change to or from the gateway route changes the build's proxy arguments, which
-# rebuilds the snapshot image.
-SETUP_GATEWAY = Condition("setup steps, to or from the gateway")
+# A template's setup steps run on its pool's network, with the pool's gateway as their proxy and its logging resolver
+# for their lookups where it has them (docs/design/setup-policy.md): a change that gives or takes either changes the
+# build's arguments, which rebuilds the snapshot image.
+SETUP_GATEWAY = Condition("setup steps, their gateway or resolver given or taken")
 
 
 def in_recipe(effect: "Effect") -> bool:

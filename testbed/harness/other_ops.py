@@ -8,6 +8,7 @@ with retry while in use 362-386). RemoteImage: resource_docker_image_funcs.go (c
 
 from __future__ import annotations
 
+import re
 import time
 
 import docker.errors
@@ -77,6 +78,9 @@ def delete_volume(api, name: str) -> str:
 
 # --- RemoteImage -------------------------------------------------------------------------------------
 
+_COLOURS = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def build_image(api, plan: ImagePlan, labels: dict[str, str], urn: str) -> list[str]:
     """Classic-builder build tagged `name` (+ build.tags); returns the build log lines."""
     kwargs = dict(plan.build)
@@ -92,8 +96,9 @@ def build_image(api, plan: ImagePlan, labels: dict[str, str], urn: str) -> list[
     except (docker.errors.APIError, TypeError, OSError) as failure:  # e.g. missing context dir / Dockerfile
         error = str(failure)
     # Chunks are not lines: a step's unbuffered stderr arrives a few characters at a time on a busy daemon, and a
-    # tail of chunks then held the last characters of its message, not its last lines.
-    log = "".join(streamed).splitlines()
+    # tail of chunks then held the last characters of its message, not its last lines. The daemon colours each chunk
+    # of stderr (`ESC[91m` … `ESC[0m`): without those codes, a message cut in chunks reads as it was written.
+    log = _COLOURS.sub("", "".join(streamed)).splitlines()
     if plan.build_log_file:
         with open(plan.build_log_file, "w") as handle:
             handle.write("\n".join(log) + "\n")

@@ -38,6 +38,8 @@ def test_the_entrypoint_prepares_the_error_pages_then_takes_each_configuration_i
         " do printf '%s\\n' 'The sandstack gateway refused this request or could not complete it: %c'"
         " > /tmp/sandstack-errors/${t##*/} || exit 1; done"
         " && test -s /tmp/sandstack-errors/ERR_ACCESS_DENIED"
+        # The answer to a setup step asking what was refused it: the refusals helper's message only.
+        " && printf '%s\\n' 'sandstack-refused: %o' > /tmp/sandstack-errors/ERR_SANDSTACK_REFUSALS"
         " && { [ ! -e /usr/share/squid/errors/templates/error-details.txt ]"
         " || cp /usr/share/squid/errors/templates/error-details.txt /tmp/sandstack-errors/; }"
     )
@@ -63,9 +65,10 @@ def test_preparation_writes_one_page_per_template(tmp_path):
     assert result.returncode == 0, result.stderr
     # One page per ERR_ template; the TLS error descriptions copied; squid's translation source left out.
     assert sorted(p.name for p in (root / "errors").iterdir()) == ["ERR_ACCESS_DENIED", "ERR_DNS_FAIL",
-                                                                    "error-details.txt"]
+                                                                    "ERR_SANDSTACK_REFUSALS", "error-details.txt"]
     for name in ("ERR_ACCESS_DENIED", "ERR_DNS_FAIL"):
         assert (root / "errors" / name).read_text() == ERROR_PAGE + "\n"
+    assert (root / "errors" / "ERR_SANDSTACK_REFUSALS").read_text() == "sandstack-refused: %o\n"
 
 
 def test_preparation_fails_rather_than_start_squid_with_its_own_pages(tmp_path):
@@ -77,7 +80,7 @@ def test_preparation_without_tls_error_descriptions_still_succeeds(tmp_path):
     # squid-openssl only logs an error without them; they serve TLS error details, no refusal.
     result, root = _prepare(tmp_path, ["ERR_ACCESS_DENIED"])
     assert result.returncode == 0, result.stderr
-    assert [p.name for p in (root / "errors").iterdir()] == ["ERR_ACCESS_DENIED"]
+    assert sorted(p.name for p in (root / "errors").iterdir()) == ["ERR_ACCESS_DENIED", "ERR_SANDSTACK_REFUSALS"]
 
 
 # --- taking a configuration in place: the entrypoint's loop, with squid, HAProxy and hostname stubs ------------

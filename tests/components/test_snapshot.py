@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sandstack.plan import snapshot as snapshot_build
-from sandstack.plan.snapshot import SUPERVISOR_PATH, SUPERVISOR_SOURCE, prepare_build
+from sandstack.plan.snapshot import SETUP_STEP, SUPERVISOR_PATH, SUPERVISOR_SOURCE, prepare_build
 from sandstack.spec import load_stack
 from tests.components.helpers import REMOTE_IMAGE, Built
 from testbed.specs import host, spec, write_spec
@@ -48,9 +48,19 @@ def test_dockerfile_text(agent, tmp_path):
         f"COPY supervise {SUPERVISOR_PATH}\n"
         "COPY files/0 /opt/agent.py\n"
         "COPY files/1 /usr/local/bin/tool\n"
-        'RUN ["/bin/sh", "-c", "pip install requests==2.32.3"]\n'
-        'RUN ["/bin/sh", "-c", "mkdir -p /w && chown 10001:10001 /w"]\n'
+        # Each step under its wrapper (components/assets/setup_step.sh): the template and the step's index locate
+        # what it reports; the resolver argument reaches the steps only (an ARG is no image configuration).
+        "COPY setup-step /usr/local/lib/sandstack/setup-step\n"
+        "ARG SANDSTACK_SETUP_RESOLVER\n"
+        'RUN ["/bin/sh", "/usr/local/lib/sandstack/setup-step", "agent", "0", "pip install requests==2.32.3"]\n'
+        'RUN ["/bin/sh", "/usr/local/lib/sandstack/setup-step", "agent", "1", "mkdir -p /w && chown 10001:10001 /w"]\n'
     )
+
+
+def test_a_template_without_setup_steps_has_no_wrapper(agent, tmp_path):
+    plan = prepare_build(dataclasses.replace(agent, setup=()), tmp_path / "build")
+    assert "setup-step" not in plan.dockerfile and "ARG" not in plan.dockerfile
+    assert not (plan.context / "setup-step").exists()
 
 
 def test_build_context_holds_the_dockerfile_the_supervisor_and_the_files_with_their_modes(agent, tmp_path):
@@ -61,6 +71,7 @@ def test_build_context_holds_the_dockerfile_the_supervisor_and_the_files_with_th
     assert found == {
         "Dockerfile": (plan.dockerfile.encode(), found["Dockerfile"][1]),
         "supervise": (SUPERVISOR_SOURCE.read_bytes(), 0o755),
+        "setup-step": (SETUP_STEP.encode(), 0o755),
         "files/0": (FILES["agent.py"].encode(), 0o644),
         "files/1": (FILES["tool.sh"].encode(), 0o755),
     }
@@ -76,6 +87,7 @@ def test_digest_covers_exactly_the_build_inputs_and_the_tag_is_version_dash_dige
                   {"path": "/usr/local/bin/tool", "mode": "0755", "sha256": _sha(FILES["tool.sh"].encode())}],
         "supervisor": _sha(SUPERVISOR_SOURCE.read_bytes()),
         "setup_network": "template",  # with setup steps only (tests/plan/test_setup_policy_plan.py)
+        "setup_step": _sha(SETUP_STEP.encode()),  # the steps' wrapper, with setup steps only
     }
     assert plan.digest == _sha(json.dumps(canonical, sort_keys=True).encode())
     assert plan.tag == f"1-{plan.digest[:12]}"

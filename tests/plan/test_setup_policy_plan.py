@@ -34,7 +34,10 @@ def test_setup_runs_on_the_pool_network_through_its_gateway_after_the_host_is_re
     assert {k: build[k] for k in ("network_mode", "build_args", "force_remove")} == {
         "network_mode": "sandstack-t-agent", "force_remove": True,
         "build_args": {"HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "http_proxy": proxy, "https_proxy": proxy,
-                       "NO_PROXY": "localhost,127.0.0.1,::1", "no_proxy": "localhost,127.0.0.1,::1"}}
+                       "NO_PROXY": "localhost,127.0.0.1,::1", "no_proxy": "localhost,127.0.0.1,::1",
+                       # The pool has the logging resolver: the steps' wrapper finds it on the bridge.
+                       "SANDSTACK_SETUP_RESOLVER": "bridge"}}
+    assert network.resolver == network.bridge_ip
     keys = plan.host_keys["local"]
     assert image.options.depends_on == (keys.networks["agent"], *keys.ready)
     assert keys.ready  # the gateway, guard and logger's ready parts: the pool's port open before a step runs
@@ -45,6 +48,7 @@ def test_deny_all_runs_setup_on_the_pool_network_without_a_proxy_and_none_withou
         "closed": {"base_image": "busybox:1.36", "snapshot": SETUP, "network": {"egress": "deny-all"}},
         "offline": {"base_image": "busybox:1.36", "snapshot": {**SETUP, "setup_network": "none"}, "network": ALLOW}})
     closed, offline = _image(plan, "closed").inputs["build"], _image(plan, "offline").inputs["build"]
+    # No proxy and no resolver: a deny-all session has neither (its lookups fail on the internal network, unlogged).
     assert (closed["network_mode"], "build_args" in closed) == ("sandstack-t-closed", False)
     assert (offline["network_mode"], "build_args" in offline) == ("none", False)
     assert _image(plan, "offline").options.depends_on == ()
@@ -82,6 +86,14 @@ def test_the_digest_covers_the_setup_mode_not_the_policy(tmp_path):
     assert triggers[0] != triggers[2]
     inputs = build_inputs(load_stack(tmp_path / "a" / "stack.yaml").templates["agent"])
     assert inputs["setup_network"] == "template"
+
+
+def test_a_logged_direct_route_gives_the_steps_its_resolver_and_no_proxy(tmp_path):
+    direct = {"egress": "allow-all", "protocols": "any"}
+    plan = _plan(tmp_path, {"agent": {"base_image": "busybox:1.36", "snapshot": SETUP, "network": direct}})
+    network = plan.hosts["local"].networks["agent"]
+    assert _image(plan, "agent").inputs["build"]["build_args"] == {"SANDSTACK_SETUP_RESOLVER": "bridge"}
+    assert network.resolver  # the pool's logging resolver, which the wrapper finds on the bridge
 
 
 def test_templates_of_one_content_share_an_image_only_under_one_setup_policy(tmp_path):

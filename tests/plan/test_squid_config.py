@@ -50,11 +50,23 @@ HEADER = [
     # The sandbox's name for the log, by its PROXY-header address (squid's own lookup would name HAProxy).
     "external_acl_type sandstack_name ttl=5 negative_ttl=5 children-startup=1 children-max=4 %SRC "
     "/bin/sh /tmp/sandstack-name",
-    "acl sandstack_named external sandstack_name",
+    # Each pool's port, and its name acl with the pool's template (a build's requests: `setup:<template>:<name>`).
+    "acl agents_from myportname agents",
+    "acl agents_named external sandstack_name agents-t",
+    "acl open_web_from myportname open-web",
+    "acl open_web_named external sandstack_name open-web",  # no template given: the pool's name
     "acl sandstack_maxconn maxconn 256",
     "http_access deny manager",
     "http_access deny sandstack_maxconn",
-    "http_access deny !sandstack_named",
+    "http_access deny agents_from !agents_named",
+    "http_access deny open_web_from !open_web_named",
+    # A setup step asking what the gateway refused it: squid answers with the helper's page, before any pool's rule.
+    "external_acl_type sandstack_refusals ttl=0 negative_ttl=0 children-startup=1 children-max=2 %SRC %PATH "
+    "/bin/sh /tmp/sandstack-refusals",
+    "acl sandstack_refusals_asked dstdomain -n refusals.sandstack.invalid",
+    "acl sandstack_refusals external sandstack_refusals",
+    "deny_info ERR_SANDSTACK_REFUSALS sandstack_refusals",
+    "http_access deny sandstack_refusals_asked sandstack_refusals",
     "http_access deny sandstack_gateway_ports",
     "http_access deny sandstack_ip_literal sandstack_localhost",
 ]
@@ -63,7 +75,6 @@ AGENTS_UNLESS = "!agents_deny1 !agents_deny2_on_port !sandstack_localhost !sands
 AGENTS = [
     "",
     "# pool 'agents': egress allow-list",
-    "acl agents_from myportname agents",
     "acl agents_src src 10.213.0.0/23",
     "note sandstack_pool agents agents_from",
     "http_access deny agents_from !agents_src",
@@ -106,7 +117,6 @@ OPEN_WEB_BLOCKED = ("169.254.0.0/16", "fe80::/10", "10.213.0.0/16")
 OPEN_WEB = [
     "",
     "# pool 'open-web': egress allow-all",
-    "acl open_web_from myportname open-web",
     "acl open_web_src src 10.213.2.0/23",
     "note sandstack_pool open-web open_web_from",
     "http_access deny open_web_from !open_web_src",
@@ -127,16 +137,17 @@ FOOTER = ["", "http_access deny all", ""]
 SUBNETS = {"agents": "10.213.0.0/23", "open-web": "10.213.2.0/23", "open": "10.213.4.0/23", "v6": "10.213.6.0/23"}
 
 
-def _pool(name: str, port: int, egress: str, allow=(), deny=(), blocked=()) -> GatewayPool:
+def _pool(name: str, port: int, egress: str, allow=(), deny=(), blocked=(), template: str = "") -> GatewayPool:
     network = EffectiveNetwork(egress, tuple(map(parse_entry, allow)), tuple(map(parse_entry, deny)), True)
     subnet = SUBNETS[name]
-    return GatewayPool(name, port, network, subnet, str(ipaddress.IPv4Network(subnet)[-2]), blocked)
+    return GatewayPool(name, port, network, subnet, str(ipaddress.IPv4Network(subnet)[-2]), blocked,
+                       template=template)
 
 
 POOLS = [
     # Given out of order: the config lists pools by name.
     _pool("open-web", 32000, "allow-all", deny=["169.254.169.254", "tracker.example:443"], blocked=OPEN_WEB_BLOCKED),
-    _pool("agents", 31000, "allow-list",
+    _pool("agents", 31000, "allow-list", template="agents-t",
           allow=["example.com", "*.example.org", "10.0.0.0/8:8443", "api.example.net:8080"],
           deny=["bad.example.org", "10.1.0.0/16", "10.2.0.0/16:8443", "*.ads.example.org"]),
 ]
@@ -148,8 +159,8 @@ def test_render_is_exact_for_a_small_policy():
 
 def test_allow_all_without_denies_allows_everything_but_loopback_and_the_gateway_and_tunnels_to_443_only():
     text = render("t", "h1", [_pool("open", 30001, "allow-all")])
-    assert text.split("\n")[-12:] == [
-        "", "# pool 'open': egress allow-all", "acl open_from myportname open", "acl open_src src 10.213.4.0/23",
+    assert text.split("\n")[-11:] == [
+        "", "# pool 'open': egress allow-all", "acl open_src src 10.213.4.0/23",
         "note sandstack_pool open open_from", "http_access deny open_from !open_src",
         "acl open_connect_port port 443", "http_access deny open_from sandstack_connect !open_connect_port",
         "http_access allow open_from !sandstack_localhost !sandstack_self !sandstack_private", "",
@@ -163,8 +174,8 @@ def test_allow_all_reaches_a_private_destination_only_where_an_allow_entry_names
     text = render("t", "h1", [_pool("open", 30001, "allow-all", allow=["10.0.0.5", "db.internal:5432", "[fd00::7]"],
                                     deny=["10.0.0.0/24:22"], blocked=("10.213.0.0/16",))])
     unless = "!open_deny0_on_port !sandstack_localhost !sandstack_self !open_blocked"
-    assert text.split("\n")[-23:] == [
-        "", "# pool 'open': egress allow-all", "acl open_from myportname open", "acl open_src src 10.213.4.0/23",
+    assert text.split("\n")[-22:] == [
+        "", "# pool 'open': egress allow-all", "acl open_src src 10.213.4.0/23",
         "note sandstack_pool open open_from", "http_access deny open_from !open_src",
         "acl open_connect_port port 443 5432", "http_access deny open_from sandstack_connect !open_connect_port",
         "acl open_deny0 dst 10.0.0.0/24", "acl open_deny0_port port 22",

@@ -22,7 +22,6 @@ UNLESS = "!sandstack_localhost !sandstack_self !agent_a_blocked"
 PROFILE_LINES = [
     "",
     "# pool 'agent-a': egress allow-list, network profiles open, locked, set-up (start open)",
-    "acl agent_a_from myportname agent-a",
     "acl agent_a_src src 10.213.0.0/23",
     "note sandstack_pool agent-a agent_a_from",
     "http_access deny agent_a_from !agent_a_src",

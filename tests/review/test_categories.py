@@ -96,8 +96,8 @@ def test_the_impact_headline_comes_first(pr: str, stacks, capsys):
 def test_the_snapshot_bump_reads_in_the_reviewers_conventions(stacks, capsys):
     _, out, _ = _diff("snapshot", capsys)
     assert ("  -/+ snapshot sandstack-python.local-image\n"
-            "        digest: sha256:02446f578c44… → sha256:dd76a8b45891…\n"
-            "        image: sandstack-dev/python:1-02446f578c44 → sandstack-dev/python:2-dd76a8b45891\n"
+            "        digest: sha256:cb577c1c8770… → sha256:2d0dd55d92c2…\n"
+            "        image: sandstack-dev/python:1-cb577c1c8770 → sandstack-dev/python:2-2d0dd55d92c2\n"
             "        version: 1 → 2\n"
             "        because templates.python.snapshot.version: 1 → 2 [rebuild]  # forces replacement\n") in out
     assert out.endswith("\nPlan: 0 to create, 0 to update in place, 3 to replace, 0 to delete, 29 unchanged.\n")

@@ -229,7 +229,8 @@ def test_a_failed_builds_message_ends_with_its_last_lines_however_the_daemon_cut
     class Api:
         def build(self, **_):
             yield {"stream": "Step 3/3 : RUN curl -fsS http://refused.test/\n"}
-            yield from ({"stream": char} for char in message)
+            # stderr, as the daemon sends it: each chunk in its colour codes (the 403 read `4ESC[0mESC[91m03`).
+            yield from ({"stream": f"\x1b[91m{char}\x1b[0m"} for char in message)
             yield {"error": "The command returned a non-zero code: 22"}
 
     plan = ImagePlan(name="t/fetch:1", build={"path": "/ctx", "labels": {}})
