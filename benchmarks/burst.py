@@ -19,9 +19,12 @@ from __future__ import annotations
 import json
 import select
 import selectors
+import os
 import socket
+import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -30,6 +33,7 @@ class Answer:
     status: int
     body: bytes
     ms: float  # its request's write to its answer's last byte
+    at: float  # time.perf_counter() at its answer's last byte
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -71,6 +75,79 @@ class _Reader:
     def body(self) -> bytes:
         start = self.head_end + 4
         return self.buffer[start:start + (self.length or 0)]
+
+
+class CpuSampler:
+    """CPU time, sampled every `every` seconds in a thread while a burst runs: the machine's (every process's, from
+    /proc/stat) and one process's with its cgroup's (the runtime's container), so the window up to a burst's last
+    answer of interest can be split into the runtime's CPU, this process's and the rest of the machine's."""
+
+    def __init__(self, pid: int | None, every: float = 0.02):
+        self.cgroup = _cgroup_usage_file(pid) if pid else None
+        self.every = every
+        self.samples: list[tuple[float, float, float, float]] = []  # (perf_counter, machine s, cgroup s, own s)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "CpuSampler":
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self._sample()
+
+    def _sample(self) -> None:
+        self.samples.append((time.perf_counter(), _machine_busy(), _cgroup_seconds(self.cgroup),
+                             time.process_time()))
+
+    def between(self, start: float, end: float) -> dict[str, float]:
+        """CPU seconds from the last sample at or before `start` to the first at or after `end` (and that span)."""
+        first = max((s for s in self.samples if s[0] <= start), default=self.samples[0], key=lambda s: s[0])
+        last = min((s for s in self.samples if s[0] >= end), default=self.samples[-1], key=lambda s: s[0])
+        return {"wall": last[0] - first[0], "machine": last[1] - first[1], "cgroup": last[2] - first[2],
+                "own": last[3] - first[3]}
+
+
+def _machine_busy() -> float:
+    """Seconds of CPU every core has spent busy since boot (/proc/stat: all but idle and iowait)."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    busy = sum(fields[:8]) - fields[3] - fields[4]
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _cgroup_usage_file(pid: int) -> Path | None:
+    """The CPU usage file of `pid`'s cgroup (v1 cpuacct.usage in ns, or v2 cpu.stat's usage_usec)."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "cpuacct" in controllers.split(","):
+            return Path("/sys/fs/cgroup/cpuacct") / path.lstrip("/") / "cpuacct.usage"
+    for line in lines:
+        if line.startswith("0::"):
+            return Path("/sys/fs/cgroup") / line[3:].lstrip("/") / "cpu.stat"
+    return None
+
+
+def _cgroup_seconds(usage: Path | None) -> float:
+    if usage is None:
+        return float("nan")
+    try:
+        text = usage.read_text()
+    except OSError:
+        return float("nan")
+    if usage.name == "cpu.stat":
+        return next(int(line.split()[1]) for line in text.splitlines() if line.startswith("usage_usec")) / 1e6
+    return int(text) / 1e9
 
 
 def _exchange(sock: socket.socket, data: bytes, timeout: float) -> _Reader:
@@ -129,7 +206,7 @@ def burst(address: tuple[str, int], requests: list[bytes], *, warmup: bytes | No
                     done[index] = time.perf_counter()
                     selector.unregister(key.fileobj)
         selector.close()
-        return [Answer(r.status, r.body(), (done[i] - started[i]) * 1000) for i, r in enumerate(readers)]
+        return [Answer(r.status, r.body(), (done[i] - started[i]) * 1000, done[i]) for i, r in enumerate(readers)]
     finally:
         for sock in socks:
             sock.close()

@@ -86,11 +86,13 @@ def _percentile(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
-def _claims(host, sessions: list[tuple[str, str]], spread_s: float | None) -> tuple[dict, list[str], dict]:
+def _claims(host, sessions: list[tuple[str, str]], spread_s: float | None,
+            pid: int | None = None) -> tuple[dict, list[str], dict, dict | None]:
     """Claims every session: all in one instant (benchmarks.burst), or evenly over `spread_s` seconds, each on a
-    thread of its own through sandstack.client. ({session: (ms, replica)}, failures, {session: sandbox})."""
+    thread of its own through sandstack.client. ({session: (ms, replica)}, failures, {session: sandbox}, and for a
+    burst the CPU of the machine and of process `pid`'s cgroup (the runtime's container) while it ran)."""
     if spread_s is None:
-        return _burst(host, sessions)
+        return _burst(host, sessions, pid)
     timings: dict[str, tuple[float, int]] = {}
     failures: list[str] = []
     sandbox_of: dict[str, str] = {}
@@ -113,23 +115,26 @@ def _claims(host, sessions: list[tuple[str, str]], spread_s: float | None) -> tu
         thread.start()
     for thread in threads:
         thread.join()
-    return timings, failures, sandbox_of
+    return timings, failures, sandbox_of, None
 
 
-def _burst(host, sessions: list[tuple[str, str]]) -> tuple[dict, list[str], dict]:
+def _burst(host, sessions: list[tuple[str, str]], pid: int | None = None) -> tuple[dict, list[str], dict, dict]:
     """Every claim written in one instant on a connection of its own, as sandstack.client's claim sends it (the same
-    body and token); a claim's time is its request's write to its answer (benchmarks.burst)."""
-    from benchmarks.burst import burst, request
+    body and token); a claim's time is its request's write to its answer (benchmarks.burst). The CPU sampled
+    meanwhile: {"sampler": CpuSampler, "ends": {session: perf_counter of its answer}}."""
+    from benchmarks.burst import CpuSampler, burst, request
 
     url = urlsplit(host.endpoint.url)
     headers = {"Authorization": f"Bearer {host.endpoint.token}"}
     claims = [request("POST", "/v1/sessions", url.netloc, headers,
                       {"pool": pool, "session": session, "from_snapshot": None}) for pool, session in sessions]
-    answers = burst((url.hostname, url.port), claims, warmup=request("GET", "/healthz", url.netloc, {}),
-                    timeout=300)
+    with CpuSampler(pid) as sampler:
+        answers = burst((url.hostname, url.port), claims, warmup=request("GET", "/healthz", url.netloc, {}),
+                        timeout=300)
     timings: dict[str, tuple[float, int]] = {}
     failures: list[str] = []
     sandbox_of: dict[str, str] = {}
+    ends: dict[str, tuple[float, float]] = {}
     for (_, session), answer in zip(sessions, answers):
         if answer.status not in (200, 201):
             failures.append(f"{session}: {answer.status} {answer.body[:200]!r}")
@@ -137,7 +142,22 @@ def _burst(host, sessions: list[tuple[str, str]]) -> tuple[dict, list[str], dict
         sandbox = answer.json()["sandbox"]
         timings[session] = (answer.ms, int(sandbox.rsplit("-", 1)[1]))
         sandbox_of[session] = sandbox
-    return timings, failures, sandbox_of
+        ends[session] = (answer.at - answer.ms / 1000, answer.at)
+    return timings, failures, sandbox_of, {"sampler": sampler, "ends": ends}
+
+
+def _cpu_line(cpu: dict, timings: dict, warm: int) -> str:
+    """Where the CPU went from the burst's first request to its last warm hit's answer."""
+    spans = [cpu["ends"][s] for s, (_, replica) in timings.items() if replica < warm and s in cpu["ends"]]
+    if not spans:
+        return "no warm hit"
+    used = cpu["sampler"].between(min(s[0] for s in spans), max(s[1] for s in spans))
+    rest = used["machine"] - used["cgroup"] - used["own"]
+    return (f"from the first claim to the last warm hit's answer ({used['wall'] * 1000:.0f} ms, sampled every 20 ms; "
+            f"2 cores = {2 * used['wall'] * 1000:.0f} ms of CPU at most): the machine used "
+            f"{used['machine'] * 1000:.0f} ms of CPU, the runtime's container {used['cgroup'] * 1000:.0f} ms, this "
+            f"load generator {used['own'] * 1000:.0f} ms, everything else (dockerd creating the on-demand "
+            f"sandboxes, other users) {rest * 1000:.0f} ms")
 
 
 def _round(ctx: Context, name: str, host, docker_client, deployment, sessions, warm: int,
@@ -151,7 +171,10 @@ def _round(ctx: Context, name: str, host, docker_client, deployment, sessions, w
     ready_s, not_idle = _wait_idle(host, 2 * warm, timeout=600)
     ctx.log(f"concurrency {name}: every warm sandbox idle after {ready_s:.1f} s; at first look {len(not_idle)} were "
             "not" + (f" ({sorted(set(not_idle.values()))[:3]})" if not_idle else ""))
-    timings, failures, sandbox_of = _claims(host, sessions, spread_s)
+    runtime_pid = docker_client.containers.get(deployment.name("runtime")).attrs["State"]["Pid"]
+    timings, failures, sandbox_of, cpu = _claims(host, sessions, spread_s, runtime_pid)
+    if cpu is not None:
+        ctx.log(f"concurrency {name}: CPU {_cpu_line(cpu, timings, warm)}")
     # The runtime's own time per claim (its audit line: arrival at the application to the answer's start): the
     # rest of a claim's time is the client's threads, HTTP and the wait before the runtime's event loop reads it.
     server = {line["session"]: line["ms"] for line in host.audit(limit=2000)
