@@ -12,10 +12,10 @@ one machine cannot take the descriptors every other caller needs. On `exposure: 
 127.0.0.1 with the platform, so there the bound protects from nothing local (docs/design/runtime.md, "Exposure").
 
 The protocol class is uvicorn's httptools one where httptools is installed (the runtime's image has Debian's
-python3-httptools: its C parser takes ~0.5 ms of a warm claim's 1.4 ms of CPU that h11, pure Python, takes; see
-docs/design/runtime.md, "Claims under a burst"), else its h11 one; the bounds read only what both classes, in uvicorn
-0.17 (Debian's, in the runtime's container) and the current release, keep: `cycle`, its `response_complete`,
-`client`, `loop`, `transport`.
+python3-httptools: a warm claim took 1.27 ms of the runtime's CPU with it, 1.6 ms with h11, pure Python;
+docs/design/runtime.md, "Claims under a burst"), else its h11 one; the bounds read only what both classes, in
+uvicorn 0.17 (Debian's, in the runtime's container) and the current release, keep: `cycle`, its
+`response_complete`, `client`, `loop`, `transport`.
 """
 
 from __future__ import annotations
