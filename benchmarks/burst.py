@@ -79,13 +79,17 @@ class _Reader:
 
 class CpuSampler:
     """CPU time, sampled every `every` seconds in a thread while a burst runs: the machine's (every process's, from
-    /proc/stat) and one process's with its cgroup's (the runtime's container), so the window up to a burst's last
-    answer of interest can be split into the runtime's CPU, this process's and the rest of the machine's."""
+    /proc/stat), one process's with its cgroup's (the runtime's container), this process's, and the Docker daemon's
+    (dockerd and containerd, by name; their per-container shims and runc are too many to sample and stay in the
+    machine's rest), so the window up to a burst's last answer of interest can be split between them."""
+
+    DAEMONS = ("dockerd", "containerd")
 
     def __init__(self, pid: int | None, every: float = 0.02):
         self.cgroup = _cgroup_usage_file(pid) if pid else None
+        self.daemons = _pids_named(self.DAEMONS)
         self.every = every
-        self.samples: list[tuple[float, float, float, float]] = []  # (perf_counter, machine s, cgroup s, own s)
+        self.samples: list[dict[str, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -103,15 +107,37 @@ class CpuSampler:
             self._sample()
 
     def _sample(self) -> None:
-        self.samples.append((time.perf_counter(), _machine_busy(), _cgroup_seconds(self.cgroup),
-                             time.process_time()))
+        self.samples.append({"at": time.perf_counter(), "machine": _machine_busy(),
+                             "cgroup": _cgroup_seconds(self.cgroup), "own": time.process_time(),
+                             "daemon": sum(_process_seconds(pid) for pid in self.daemons)})
 
     def between(self, start: float, end: float) -> dict[str, float]:
-        """CPU seconds from the last sample at or before `start` to the first at or after `end` (and that span)."""
-        first = max((s for s in self.samples if s[0] <= start), default=self.samples[0], key=lambda s: s[0])
-        last = min((s for s in self.samples if s[0] >= end), default=self.samples[-1], key=lambda s: s[0])
-        return {"wall": last[0] - first[0], "machine": last[1] - first[1], "cgroup": last[2] - first[2],
-                "own": last[3] - first[3]}
+        """CPU seconds from the last sample at or before `start` to the first at or after `end` ("wall": that span)."""
+        first = max((s for s in self.samples if s["at"] <= start), default=self.samples[0], key=lambda s: s["at"])
+        last = min((s for s in self.samples if s["at"] >= end), default=self.samples[-1], key=lambda s: s["at"])
+        used = {key: last[key] - first[key] for key in first if key != "at"}
+        return {"wall": last["at"] - first["at"], **used}
+
+
+def _pids_named(names: tuple[str, ...]) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() in names:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _process_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _machine_busy() -> float:

@@ -152,12 +152,13 @@ def _cpu_line(cpu: dict, timings: dict, warm: int) -> str:
     if not spans:
         return "no warm hit"
     used = cpu["sampler"].between(min(s[0] for s in spans), max(s[1] for s in spans))
-    rest = used["machine"] - used["cgroup"] - used["own"]
+    rest = used["machine"] - used["cgroup"] - used["own"] - used["daemon"]
     return (f"from the first claim to the last warm hit's answer ({used['wall'] * 1000:.0f} ms, sampled every 20 ms; "
             f"2 cores = {2 * used['wall'] * 1000:.0f} ms of CPU at most): the machine used "
-            f"{used['machine'] * 1000:.0f} ms of CPU, the runtime's container {used['cgroup'] * 1000:.0f} ms, this "
-            f"load generator {used['own'] * 1000:.0f} ms, everything else (dockerd creating the on-demand "
-            f"sandboxes, other users) {rest * 1000:.0f} ms")
+            f"{used['machine'] * 1000:.0f} ms of CPU, the runtime's container {used['cgroup'] * 1000:.0f} ms, "
+            f"dockerd and containerd (creating the on-demand sandboxes) {used['daemon'] * 1000:.0f} ms, this load "
+            f"generator {used['own'] * 1000:.0f} ms, everything else (the containers' shims and runc, other users) "
+            f"{rest * 1000:.0f} ms")
 
 
 def _round(ctx: Context, name: str, host, docker_client, deployment, sessions, warm: int,

@@ -50,7 +50,9 @@ def test_the_concurrency_sections_burst_sends_the_clients_claim(runtime_url):
     other = "bench-burst-3" if web[0] == "bench-burst-1" else "bench-burst-1"
     assert len(failures) == 1 and failures[0].startswith(f"{other}: 503 ")
     start, end = cpu["ends"][web[0]]
-    assert start < end and cpu["sampler"].samples[0][0] <= start
+    assert start < end and cpu["sampler"].samples[0]["at"] <= start
+    used = cpu["sampler"].between(start, end)
+    assert set(used) == {"wall", "machine", "cgroup", "own", "daemon"} and used["wall"] >= end - start
 
 
 def test_an_answer_cut_off_names_its_request():
