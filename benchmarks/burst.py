@@ -101,6 +101,7 @@ class CpuSampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        self._sample()  # the last sample after the last answer
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
