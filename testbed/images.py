@@ -58,15 +58,15 @@ DEBIAN_SUITE = "bookworm"
 # What the engine tests need: an egress proxy (squid), a web server and scripting (python3), firewall
 # commands (iptables, iproute2), process tools (procps), an HTTP client that speaks to proxies (curl),
 # raw TCP/UDP probes (netcat-openbsd), DNS lookups (dnsutils) and sudo (templates with `security.sudo`); as the
-# infra image also the ingress proxy (caddy), the runtime service (FastAPI, uvicorn and wsproto, the Docker SDK,
-# prometheus_client, asyncssh), the
-# connection logger (ulogd2) and the logging resolver (dnsmasq).
+# infra image also the ingress proxy (caddy), the runtime service (FastAPI, uvicorn with httptools and wsproto, the
+# Docker SDK, prometheus_client, asyncssh), the connection logger (ulogd2) and the logging resolver (dnsmasq).
 DEBIAN_PACKAGES = (
     "squid-openssl",
     "haproxy",  # the gateway's front, which holds its ports while squid reconfigures
     "caddy",
     "python3-fastapi",
     "python3-uvicorn",
+    "python3-httptools",  # the runtime's request parser (sandstack/runtime/connections.py)
     "python3-wsproto",  # the runtime's terminals (uvicorn's WebSocket)
     "python3-docker",
     "python3-prometheus-client",  # the runtime's metrics (GET /metrics)

@@ -3,10 +3,19 @@ the claim latency of the warm hits.
 
 A stack with a runtime and two pools is applied through the engine harness: each pool has `WARM` warm sandboxes
 and a ceiling `ONDEMAND` above them. Two rounds, each holding every session at once, half of them on each pool:
-- **burst**: every claim starts in the same instant (one thread each, released by a barrier): the worst case, where
-  the runtime's CPU per claim (one Python process) queues every claim behind the others;
-- **spread**: the claims arrive evenly over `SPREAD_S` seconds (one thread each, started on its schedule), and
-  every session stays bound until all are claimed: as many concurrent sessions, arriving as a platform's chats do.
+- **burst**: every claim is sent in the same instant: the worst case, where the runtime's CPU per claim (one Python
+  process) queues every claim behind the others. Each claim has a connection of its own, opened (and used once, for
+  `GET /healthz`) before the instant, and its request serialised before it; then the requests are written one after
+  another (all 200 within a few milliseconds) and the answers read as they come (benchmarks.burst). A claim's time
+  runs from the write of ITS request to its answer's last byte: the network and the runtime, nothing else. Until
+  2026-12-06 this round ran one thread per claim in this one process, released by a barrier, each sending through
+  sandstack.client (httpx); a claim's client work is ~0.85 ms of CPU under the one interpreter lock, so the 200th
+  thread could not write its request before ~170 ms of the other threads' client work, and its clock ran meanwhile:
+  the figure measured the load generator as much as the runtime (200 platforms' sessions do not share one
+  interpreter). The claims, their pools, their instant and the goal are the same;
+- **spread**: the claims arrive evenly over `SPREAD_S` seconds (one thread each, started on its schedule, through
+  sandstack.client), and every session stays bound until all are claimed: as many concurrent sessions, arriving as
+  a platform's chats do. Unchanged: at 20 claims a second the client's threads do not queue behind each other.
 The claims that got a warm sandbox are the warm hits (their p50 and p99 are the figures), the others created one
 on demand (their time is reported too: it is Docker's). Each round starts once every warm sandbox is idle (the
 runtime takes them into service as the apply creates them, and resets each one a release gave back). Releases are
@@ -22,6 +31,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -76,9 +86,13 @@ def _percentile(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
-def _claims(host, sessions: list[tuple[str, str]], spread_s: float | None) -> tuple[dict, list[str], dict]:
-    """Claims every session, each on its own thread: all at once (a barrier) or evenly over `spread_s` seconds.
-    ({session: (ms, replica)}, failures, {session: sandbox})."""
+def _claims(host, sessions: list[tuple[str, str]], spread_s: float | None,
+            pid: int | None = None) -> tuple[dict, list[str], dict, dict | None]:
+    """Claims every session: all in one instant (benchmarks.burst), or evenly over `spread_s` seconds, each on a
+    thread of its own through sandstack.client. ({session: (ms, replica)}, failures, {session: sandbox}, and for a
+    burst the CPU of the machine and of process `pid`'s cgroup (the runtime's container) while it ran)."""
+    if spread_s is None:
+        return _burst(host, sessions, pid)
     timings: dict[str, tuple[float, int]] = {}
     failures: list[str] = []
     sandbox_of: dict[str, str] = {}
@@ -86,8 +100,7 @@ def _claims(host, sessions: list[tuple[str, str]], spread_s: float | None) -> tu
 
     def claim(index: int, pool: str, session: str) -> None:
         barrier.wait()
-        if spread_s is not None:
-            time.sleep(index * spread_s / len(sessions))
+        time.sleep(index * spread_s / len(sessions))
         started = time.perf_counter()
         try:
             info = host.claim(pool, session)
@@ -102,7 +115,50 @@ def _claims(host, sessions: list[tuple[str, str]], spread_s: float | None) -> tu
         thread.start()
     for thread in threads:
         thread.join()
-    return timings, failures, sandbox_of
+    return timings, failures, sandbox_of, None
+
+
+def _burst(host, sessions: list[tuple[str, str]], pid: int | None = None) -> tuple[dict, list[str], dict, dict]:
+    """Every claim written in one instant on a connection of its own, as sandstack.client's claim sends it (the same
+    body and token); a claim's time is its request's write to its answer (benchmarks.burst). The CPU sampled
+    meanwhile: {"sampler": CpuSampler, "ends": {session: perf_counter of its answer}}."""
+    from benchmarks.burst import CpuSampler, burst, request
+
+    url = urlsplit(host.endpoint.url)
+    headers = {"Authorization": f"Bearer {host.endpoint.token}"}
+    claims = [request("POST", "/v1/sessions", url.netloc, headers,
+                      {"pool": pool, "session": session, "from_snapshot": None}) for pool, session in sessions]
+    with CpuSampler(pid) as sampler:
+        answers = burst((url.hostname, url.port), claims, warmup=request("GET", "/healthz", url.netloc, {}),
+                        timeout=300)
+    timings: dict[str, tuple[float, int]] = {}
+    failures: list[str] = []
+    sandbox_of: dict[str, str] = {}
+    ends: dict[str, tuple[float, float]] = {}
+    for (_, session), answer in zip(sessions, answers):
+        if answer.status not in (200, 201):
+            failures.append(f"{session}: {answer.status} {answer.body[:200]!r}")
+            continue
+        sandbox = answer.json()["sandbox"]
+        timings[session] = (answer.ms, int(sandbox.rsplit("-", 1)[1]))
+        sandbox_of[session] = sandbox
+        ends[session] = (answer.at - answer.ms / 1000, answer.at)
+    return timings, failures, sandbox_of, {"sampler": sampler, "ends": ends}
+
+
+def _cpu_line(cpu: dict, timings: dict, warm: int) -> str:
+    """Where the CPU went from the burst's first request to its last warm hit's answer."""
+    spans = [cpu["ends"][s] for s, (_, replica) in timings.items() if replica < warm and s in cpu["ends"]]
+    if not spans:
+        return "no warm hit"
+    used = cpu["sampler"].between(min(s[0] for s in spans), max(s[1] for s in spans))
+    rest = used["machine"] - used["cgroup"] - used["own"] - used["daemon"]
+    return (f"from the first claim to the last warm hit's answer ({used['wall'] * 1000:.0f} ms, sampled every 20 ms; "
+            f"2 cores = {2 * used['wall'] * 1000:.0f} ms of CPU at most): the machine used "
+            f"{used['machine'] * 1000:.0f} ms of CPU, the runtime's container {used['cgroup'] * 1000:.0f} ms, "
+            f"dockerd and containerd (creating the on-demand sandboxes) {used['daemon'] * 1000:.0f} ms, this load "
+            f"generator {used['own'] * 1000:.0f} ms, everything else (the containers' shims and runc, other users) "
+            f"{rest * 1000:.0f} ms")
 
 
 def _round(ctx: Context, name: str, host, docker_client, deployment, sessions, warm: int,
@@ -116,7 +172,10 @@ def _round(ctx: Context, name: str, host, docker_client, deployment, sessions, w
     ready_s, not_idle = _wait_idle(host, 2 * warm, timeout=600)
     ctx.log(f"concurrency {name}: every warm sandbox idle after {ready_s:.1f} s; at first look {len(not_idle)} were "
             "not" + (f" ({sorted(set(not_idle.values()))[:3]})" if not_idle else ""))
-    timings, failures, sandbox_of = _claims(host, sessions, spread_s)
+    runtime_pid = docker_client.containers.get(deployment.name("runtime")).attrs["State"]["Pid"]
+    timings, failures, sandbox_of, cpu = _claims(host, sessions, spread_s, runtime_pid)
+    if cpu is not None:
+        ctx.log(f"concurrency {name}: CPU {_cpu_line(cpu, timings, warm)}")
     # The runtime's own time per claim (its audit line: arrival at the application to the answer's start): the
     # rest of a claim's time is the client's threads, HTTP and the wait before the runtime's event loop reads it.
     server = {line["session"]: line["ms"] for line in host.audit(limit=2000)

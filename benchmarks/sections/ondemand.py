@@ -115,6 +115,22 @@ def _memory(client, name: str) -> float:
     return (stats.get("memory_stats") or {}).get("usage", 0) / MIB
 
 
+def _wait_answers(host, timeout: float) -> None:
+    """Until the runtime answers: the apply ends when its container runs, and a runtime that starts slowly (a loaded
+    machine, an image just built) refused the first claim's connection three times (the client's tries) once."""
+    from sandstack.client import HostUnavailable
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            host.pools()
+            return
+        except HostUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def run(ctx: Context) -> SectionResult:
     import docker
 
@@ -134,6 +150,7 @@ def run(ctx: Context) -> SectionResult:
             deployment.up(_spec(imgs.debian))
             api = Client.from_outputs({"hosts": {"local": {"url": f"http://127.0.0.1:{PORT}", "token": TOKEN}},
                                        "pools": {"agent": ["local"]}}, timeout=120)
+            _wait_answers(api.host("local"), timeout=120)
             warm = api.claim("agent", "bench-warm")  # held: every claim below creates the on-demand one
             body = _slot_body(client, deployment)
             for i in range(count):

@@ -30,7 +30,7 @@ from sandstack.client.process import AsyncProcess
 from sandstack.client.results import ExecResult, FileEntry, NetworkProfile, ProcessInfo, SandboxInfo
 from sandstack.client.retry import Retry, retry_after
 from sandstack.client.transfer import Destination, Progress, Sink, Source, open_source
-from sandstack.client.transport import port_for
+from sandstack.client.transport import POOL, port_for
 
 ACTOR_HEADER = "X-Sandstack-Actor"
 CREATING_POLL = 0.1  # seconds between looks at a session another claim is creating on demand
@@ -53,7 +53,8 @@ HttpFactory = Callable[[HostEndpoint, float, dict[str, str]], "httpx.Client | ht
 
 
 def _default_http(endpoint: HostEndpoint, timeout: float, headers: dict[str, str]) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=endpoint.url, headers=headers, timeout=timeout)
+    # The async pool is the same code as the sync one (its tasks race as threads do): the same limits.
+    return httpx.AsyncClient(base_url=endpoint.url, headers=headers, timeout=timeout, limits=POOL)
 
 
 class AsyncHostClient(Endpoints):

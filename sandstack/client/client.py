@@ -23,12 +23,14 @@ from sandstack.client.blocking import SYNC_CHECKS, SYNC_DEFAULTS, sync_face
 from sandstack.client.endpoints import HostEndpoint
 from sandstack.client.errors import HostUnavailable  # noqa: F401
 from sandstack.client.process import Process  # noqa: F401
+from sandstack.client.transport import POOL
 
 HttpFactory = Callable[[HostEndpoint, float, dict[str, str]], httpx.Client]
 
 
 def _default_http(endpoint: HostEndpoint, timeout: float, headers: dict[str, str]) -> httpx.Client:
-    return httpx.Client(base_url=endpoint.url, headers=headers, timeout=timeout)
+    """Safe to share between threads, however many (sandstack.client.transport.POOL)."""
+    return httpx.Client(base_url=endpoint.url, headers=headers, timeout=timeout, limits=POOL)
 
 
 def _sync_only(factory: HttpFactory) -> HttpFactory:

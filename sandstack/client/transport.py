@@ -20,6 +20,19 @@ from httpx_ws import aconnect_ws, connect_ws
 from sandstack.client.pieces import PIECE, in_pieces
 from sandstack.client.transfer import AsyncFileBody, FileBody
 
+# The connections a host client's default httpx client keeps to its runtime: as many as it may open, and kept until
+# the runtime closes them. httpcore 1.0.9's pool (httpx's) can close a connection it has just handed to a request
+# that has not started on it yet: as a "surplus" keep-alive connection whenever it holds more connections than it
+# keeps (httpx's default: 100 open, 20 kept), or as expired when the keep-alive expiry passes in between. When the
+# request has started meanwhile, its socket is closed under it and it waits for its read timeout
+# (encode/httpcore#1110): one claim of a 200-thread burst waited 300 s so. Kept = open, one origin per httpx client
+# and no expiry leave the pool no idle connection to close but one the runtime has closed already (uvicorn closes an
+# idle one after 5 s; the pool sees that and drops it). 100 open: httpx's default, a fifth of the runtime's bound per
+# source address (sandstack.runtime.connections.PER_SOURCE); more threads than that share them (they wait in the
+# pool's queue, which is safe).
+CONNECTIONS = 100
+POOL = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS, keepalive_expiry=None)
+
 
 async def settle(value: Any) -> Any:
     """`value`, awaited when it is awaitable: a WebSocket session's calls answer at once (sync) or are awaited."""

@@ -110,3 +110,21 @@ def test_the_concurrency_sections_client_never_closes_a_connection_to_make_room(
     options = _http(HostEndpoint("local", "http://127.0.0.1:1", "t" * 32), 300, {"Authorization": "Bearer t"})
     assert options == {"base_url": "http://127.0.0.1:1", "headers": {"Authorization": "Bearer t"}, "timeout": 300,
                        "limits": httpx.Limits(max_connections=None, max_keepalive_connections=None)}
+
+
+def test_the_ondemand_section_waits_for_the_runtime_to_answer_before_its_first_claim(monkeypatch):
+    from benchmarks.sections import ondemand
+    from sandstack.client import HostUnavailable
+
+    calls = []
+
+    class Host:
+        def pools(self):
+            calls.append("pools")
+            if calls.count("pools") < 3:
+                raise HostUnavailable(503, "local: does not answer (ConnectError)", {})
+            return []
+
+    monkeypatch.setattr(ondemand.time, "sleep", lambda seconds: calls.append(f"sleep {seconds}"))
+    ondemand._wait_answers(Host(), timeout=60)
+    assert calls == ["pools", "sleep 0.5", "pools", "sleep 0.5", "pools"]

@@ -1,7 +1,8 @@
 """The runtime's bounds on connections (sandstack.runtime.connections), served by uvicorn on this machine's
 loopback: a stalled request head is closed, a request running past the deadline is not, a keep-alive connection and
 a WebSocket keep working, and one source past its share of connections has each new one closed while another source
-is served. Issue 34 item 9: 19,995 stalled heads filled the runtime's descriptors."""
+is served. Issue 34 item 9: 19,995 stalled heads filled the runtime's descriptors. Each with both of uvicorn's
+parsers: httptools (the runtime's image has it) and h11 (where httptools is not installed)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import pytest
 import wsproto
 from wsproto.events import AcceptConnection, Message, Request, TextMessage
 
-from sandstack.runtime.connections import bounded_protocol
+from sandstack.runtime.connections import bounded_protocol, parser_protocol
 from tests.runtime.served import serve
 
+PARSERS = pytest.mark.parametrize("parser", ["httptools", "h11"])
 HEAD = b"GET / HTTP/1.1\r\nHost: runtime\r\n"
 
 
@@ -63,8 +65,9 @@ def _get(s: socket.socket, path: str = "/") -> bytes:
     return answer.split(b"\r\n", 1)[0]
 
 
-def test_a_stalled_request_head_is_closed_and_other_callers_are_served():
-    with serve(app, http=bounded_protocol(head_seconds=0.3)) as url:
+@PARSERS
+def test_a_stalled_request_head_is_closed_and_other_callers_are_served(parser):
+    with serve(app, http=bounded_protocol(head_seconds=0.3, parser=parser)) as url:
         stalled = _connect(url)
         stalled.sendall(HEAD)  # no blank line: the head never ends
         assert _closed(stalled)
@@ -81,14 +84,16 @@ def test_without_the_bound_uvicorn_holds_a_stalled_head():
             stalled.recv(1024)
 
 
-def test_a_request_running_past_the_deadline_and_a_kept_alive_connection_are_served():
-    with serve(app, http=bounded_protocol(head_seconds=0.3)) as url, _connect(url) as s:
+@PARSERS
+def test_a_request_running_past_the_deadline_and_a_kept_alive_connection_are_served(parser):
+    with serve(app, http=bounded_protocol(head_seconds=0.3, parser=parser)) as url, _connect(url) as s:
         assert _get(s, "/slow") == b"HTTP/1.1 200 OK"  # 1.5 s: five deadlines
         assert _get(s) == b"HTTP/1.1 200 OK"  # the same connection, kept alive
 
 
-def test_a_websocket_outlives_the_deadline():
-    with serve(app, http=bounded_protocol(head_seconds=0.3), ws="wsproto") as url, _connect(url) as s:
+@PARSERS
+def test_a_websocket_outlives_the_deadline(parser):
+    with serve(app, http=bounded_protocol(head_seconds=0.3, parser=parser), ws="wsproto") as url, _connect(url) as s:
         ws = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
         s.sendall(ws.send(Request(host="runtime", target="/terminal")))
         events: list = []
@@ -104,8 +109,9 @@ def test_a_websocket_outlives_the_deadline():
         assert texts == ["echo hi"]
 
 
-def test_a_source_past_its_share_has_each_new_connection_closed_while_another_source_is_served():
-    protocol = bounded_protocol(head_seconds=60, per_source=4)
+@PARSERS
+def test_a_source_past_its_share_has_each_new_connection_closed_while_another_source_is_served(parser):
+    protocol = bounded_protocol(head_seconds=60, per_source=4, parser=parser)
     with serve(app, http=protocol) as url:
         held = [_connect(url) for _ in range(4)]
         try:
@@ -124,3 +130,18 @@ def test_a_source_past_its_share_has_each_new_connection_closed_while_another_so
         finally:
             for s in held:
                 s.close()
+
+
+def test_the_parser_is_httptools_where_it_imports_else_h11(monkeypatch):
+    import sys
+
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    assert parser_protocol() is HttpToolsProtocol
+    assert issubclass(bounded_protocol(), HttpToolsProtocol)
+    monkeypatch.setitem(sys.modules, "httptools", None)  # not installed: its import fails
+    assert parser_protocol() is H11Protocol
+    assert issubclass(bounded_protocol(), H11Protocol)
+    with pytest.raises(ValueError, match="parser 'h2': expected 'auto', 'httptools' or 'h11'"):
+        parser_protocol("h2")
