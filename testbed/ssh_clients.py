@@ -112,7 +112,8 @@ def dynamic_forward(port: int, user: str, *, key: Path | None = None, env: dict[
 def socks_exchange(socks: int, host: str, port: int, data: bytes, timeout: float = 20) -> bytes:
     """`data` sent to host:port through the SOCKS5 proxy on this machine's `socks` port (no authentication, the
     destination an IPv4 address or a name), the sending side closed, then what comes back until the other side
-    closes; b"" when the proxy refused the destination."""
+    closes; b"" when the proxy refused the destination (OpenSSH's answers success at once, and closes the
+    connection when its channel is refused)."""
     with socket.create_connection(("127.0.0.1", socks), timeout=timeout) as conn:
         conn.sendall(b"\x05\x01\x00")
         if _exactly(conn, 2) != b"\x05\x00":
@@ -122,11 +123,14 @@ def socks_exchange(socks: int, host: str, port: int, data: bytes, timeout: float
         except OSError:
             address = b"\x03" + bytes([len(host)]) + host.encode()
         conn.sendall(b"\x05\x01\x00" + address + port.to_bytes(2, "big"))
-        reply = _exactly(conn, 4)
-        if reply[1] != 0:
+        try:
+            reply = _exactly(conn, 4)
+            if reply[1] != 0:
+                return b""
+            _exactly(conn, {1: 4, 4: 16}.get(reply[3], 0) + 2 if reply[3] != 3 else _exactly(conn, 1)[0] + 2)
+            return _send_and_read(conn, data)
+        except (ConnectionError, BrokenPipeError):
             return b""
-        _exactly(conn, {1: 4, 4: 16}.get(reply[3], 0) + 2 if reply[3] != 3 else _exactly(conn, 1)[0] + 2)
-        return _send_and_read(conn, data)
 
 
 def exchange(port: int, data: bytes, timeout: float = 20) -> bytes:
