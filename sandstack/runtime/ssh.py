@@ -9,14 +9,16 @@ pseudo-terminal, a command (`ssh host cmd`, its exit status returned), and SFTP 
 workspace, through the file operations' scripts). Nothing runs in the image but what the HTTP API runs: no daemon.
 
 Forwarding (sandstack.runtime.forwarding): where the host declares `forwarding: local`, a login may forward local
-ports (`ssh -L`) to ports of its own sandbox, at its address on the pool's network, and nowhere else; remote forwards,
-sockets, the agent and X11 are refused. A source address holds at most its declared number of connections. Every
+ports (`ssh -L`, `ssh -D`) into its own sandbox — its address on the pool's network, its loopback and its sockets
+(these two through a relay exec'd in it, sandstack.runtime.ssh_relay) — and nowhere else; remote forwards, the
+agent and X11 are refused. A source address holds at most its declared number of connections. Every
 login, accepted or refused, is one audit line with its scope (`session:<scope>/<id>`), its method and,
 for a key, its fingerprint; never a token. Each shell, command and SFTP channel is audited as a terminal is (opened,
 closed with its exit status), never its input or output.
 
 The server runs on its own event loop in a thread of its own (`start`), so nothing of it waits on uvicorn's loop,
-nor uvicorn's on it; the runtime's parts it calls block, so it calls them in that loop's executor.
+nor uvicorn's on it; the runtime's parts it calls block, so it calls them in that loop's executor — briefly: an open
+channel waits for its exec on a thread of its own (ssh_relay.when_ended).
 """
 
 from __future__ import annotations
