@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 OUTPUT_WINDOW = 256 * 1024  # bytes read from an exec but not yet sent to the client (the terminal's window)
 INBOUND_WINDOW = 1024 * 1024  # bytes from the client not yet taken by the relay's stdin: past it, the channel waits
 STATUS_WAIT = 20  # seconds the relay has to say whether it connected (its exec's start and its interpreter's)
+OPEN_WAIT = 30  # seconds from a relay's connection to its channel's opening, past which it is ended
 PREFIX = b"sandstack-relay: "
 SOCKET_PATH_MAX = 107  # a Unix socket's path, as sockaddr_un holds it (108 bytes with its NUL)
 
@@ -237,6 +238,7 @@ class Relay(asyncssh.SSHTCPSession, asyncssh.SSHUNIXSession):  # type: ignore[mi
         self.queued, self.paused, self.closing = 0, False, False
         self.gone = asyncio.Event()  # the client closed the channel (or the connection)
         self.task: asyncio.Future[None] | None = None
+        self.unopened: asyncio.TimerHandle | None = None
 
     @classmethod
     async def start(cls, endpoint: Endpoint, row: SandboxRow, kind: str, where: str, port: int) -> Relay:
@@ -255,11 +257,16 @@ class Relay(asyncssh.SSHTCPSession, asyncssh.SSHUNIXSession):  # type: ignore[mi
             out.close()
             await endpoint.call(runtime.processes.close, proc)
             raise
-        return cls(endpoint, proc, out, program)
+        relay = cls(endpoint, proc, out, program)
+        # asyncssh drops a session whose connection closed meanwhile without a callback: then the relay is ended.
+        relay.unopened = asyncio.get_running_loop().call_later(OPEN_WAIT, relay._never_opened)
+        return relay
 
     # asyncssh's session callbacks (on the endpoint's event loop)
 
     def connection_made(self, chan: Any) -> None:
+        if self.unopened is not None:
+            self.unopened.cancel()
         self.chan = chan
         self.writer = _ChannelWriter(chan)
         threading.Thread(target=self._feed, daemon=True, name="sandstack-ssh-relay").start()
@@ -290,6 +297,10 @@ class Relay(asyncssh.SSHTCPSession, asyncssh.SSHUNIXSession):  # type: ignore[mi
         self.stdin.put(None)
         if self.task is None:
             asyncio.ensure_future(self._end())
+
+    def _never_opened(self) -> None:
+        self.out.close()
+        asyncio.ensure_future(self._end())
 
     # The relay's two directions
 

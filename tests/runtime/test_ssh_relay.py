@@ -278,3 +278,31 @@ def test_ssh_d_as_vs_code_opens_it_and_ssh_l_to_a_socket_reach_the_sandbox_s_loo
         f"accepted: 127.0.0.1:{tcp.port} -> 127.0.0.1:{tcp.port} in the sandbox (relayed by python3)",
         f"accepted: socket {tmp_path / 'server.sock'} -> {tmp_path / 'server.sock'} in the sandbox (relayed by "
         "python3)"]
+
+
+def test_a_relay_whose_channel_never_opens_is_ended(env, monkeypatch):
+    """asyncssh drops a session whose connection closed while the relay connected, without a callback: the relay
+    (an exec holding a place among the sandbox's processes) is ended after OPEN_WAIT all the same."""
+    monkeypatch.setattr(ssh_relay, "OPEN_WAIT", 0.2, raising=False)
+    claimed = env.claim("relay-5")
+
+    async def main():
+        server = await shouting("127.0.0.1")
+        endpoint = SshEndpoint(env.runtime, env.audit, HOST_KEY.export_private_key().decode(), ["127.0.0.1"], 0)
+        await endpoint.serve()
+        try:
+            row = env.runtime.store.sandbox(claimed["sandbox"])
+            relay = await ssh_relay.Relay.start(endpoint, row, "tcp", "127.0.0.1", server.sockets[0].getsockname()[1])
+            running = relay.proc.handle.wait(0)
+            for _ in range(100):
+                if relay.proc.handle.wait(0):
+                    break
+                await asyncio.sleep(0.05)
+            return running, relay.proc.handle.wait(0)
+        finally:
+            await endpoint.close()
+            server.close()
+
+    running, ended = asyncio.run(main())
+    assert (running, ended) == (False, True)
+    assert env.runtime.processes._unlisted.get(claimed["sandbox"], 0) == 0
