@@ -112,6 +112,7 @@ echo "sandstack-relay: connected bash" >&2
 cat <&0 >&3 &
 cat <&3
 kill $! 2>/dev/null
+exit 0
 """
 
 
@@ -213,7 +214,9 @@ def send_all(handle: ExecHandle, data: bytes) -> None:
 
 
 class _ChannelWriter:
-    def __init__(self, chan: Any):
+    """A channel as OutputPipe.pump writes to it: `drain` waits while asyncssh says the client's window is full."""
+
+    def __init__(self, chan: asyncssh.SSHChannel[bytes]):
         self.chan = chan
         self.ready = asyncio.Event()
         self.ready.set()
