@@ -332,11 +332,13 @@ class Relay(asyncssh.SSHTCPSession, asyncssh.SSHUNIXSession):  # type: ignore[mi
         its own: a destination that does not read holds no thread of the endpoint's executor)."""
         loop = self.out.loop
         while (data := self.stdin.get()) is not None:
-            loop.call_soon_threadsafe(self._taken, len(data))
             try:
+                loop.call_soon_threadsafe(self._taken, len(data))
                 send_all(self.handle, data)
             except BackendError:
                 return  # the relay ended (its destination closed): its exit closes the channel
+            except RuntimeError:
+                return  # the endpoint's loop is closed: the runtime is stopping
         try:
             self.handle.close_stdin()
         except BackendError:
