@@ -16,6 +16,8 @@ Images:
   RUN step runs under qemu-user-static (testbed/emulation.py: built only where arm64 programs run here).
 - debian: ``debootstrap --variant=minbase`` bookworm with squid, python3, firewall, HTTP/TCP/UDP/DNS
   tools, then ``docker import`` (about a minute, needs root and the Debian package mirror).
+- debian-rsync: the debian image plus rsync, from Debian's packages (rsync and the two libraries the debian image
+  lacks, unpacked into the image: no package manager runs in the build), for `rsync -e ssh` into a sandbox.
 """
 
 from __future__ import annotations
@@ -117,6 +119,13 @@ BUSYBOX_ARM64 = Recipe("busybox-arm64", {**BUSYBOX.fields, "package": "busybox-s
 ARM64_APT = Path("/var/tmp/sandstack-apt-arm64")
 DEBIAN = Recipe("debian", {"suite": DEBIAN_SUITE, "variant": "minbase", "packages": list(DEBIAN_PACKAGES),
                            "prune": list(DEBIAN_PRUNE), "changes": list(DEBIAN_CHANGES)})
+
+
+RSYNC_PACKAGES = ("rsync", "libpopt0", "libxxhash0")  # rsync's libraries the debian image does not have
+DEBIAN_RSYNC_DOCKERFILE = "ARG BASE\nFROM ${BASE}\nCOPY usr/ /usr/\n"
+DEBIAN_RSYNC = Recipe("debian-rsync", {"base": DEBIAN.tag, "packages": list(RSYNC_PACKAGES),
+                                       "dockerfile": DEBIAN_RSYNC_DOCKERFILE})
+RSYNC_CACHE = Path("/var/tmp/sandstack-rsync")  # Debian's rsync unpacked, for this machine's side of a transfer
 
 
 class _Progress:
@@ -292,6 +301,53 @@ def busybox_arm64_image(client) -> str:
 def debian_image(client) -> str:
     """Tag of the Debian test image (squid, python3, iptables, curl, nc, dig), built if missing."""
     return _ensure(client, DEBIAN, _build_debian)
+
+
+def debian_rsync_image(client) -> str:
+    """Tag of the Debian image with rsync (and the debian image under it), built if missing."""
+    debian_image(client)
+    return _ensure(client, DEBIAN_RSYNC, _build_debian_rsync)
+
+
+def _unpack_debs(packages: tuple[str, ...], work: Path, into: Path) -> None:
+    """Debian's `packages` downloaded into `work` and unpacked into `into`, everything under usr/ (bookworm's root
+    directories are links into /usr)."""
+    _run(["apt-get", "download", *packages], cwd=work)
+    for deb in sorted(work.glob("*.deb")):
+        _run(["dpkg", "-x", str(deb), str(into)])
+    for top in ("bin", "sbin", "lib"):
+        moved = into / top
+        if moved.is_dir() and not moved.is_symlink():
+            _run(["cp", "-a", f"{moved}/.", str(into / "usr" / top)])
+            shutil.rmtree(moved)
+
+
+def _build_debian_rsync(client, recipe: Recipe, work: Path, progress: _Progress) -> None:
+    context = work / "context"
+    context.mkdir()
+    _unpack_debs(RSYNC_PACKAGES, work, context)
+    (context / "Dockerfile").write_text(DEBIAN_RSYNC_DOCKERFILE)
+    progress(f"docker build FROM {DEBIAN.tag}")
+    client.images.build(path=str(context), tag=recipe.tag, rm=True, forcerm=True, buildargs={"BASE": DEBIAN.tag},
+                        labels={"org.sandstack.test-image": recipe.name})
+
+
+def rsync_program() -> str:
+    """This machine's rsync: the installed one, else Debian's package unpacked under RSYNC_CACHE (its libraries
+    are this machine's)."""
+    installed = shutil.which("rsync")
+    if installed is not None:
+        return installed
+    program = RSYNC_CACHE / "usr" / "bin" / "rsync"
+    with _build_lock():
+        if not program.exists():
+            work = Path(tempfile.mkdtemp(prefix="sandstack-rsync-", dir="/var/tmp"))
+            try:
+                _unpack_debs(("rsync",), work, work / "root")
+                (work / "root").rename(RSYNC_CACHE)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+    return str(program)
 
 
 ALL = {"busybox": busybox_image, "debian": debian_image}

@@ -9,14 +9,16 @@ pseudo-terminal, a command (`ssh host cmd`, its exit status returned), and SFTP 
 workspace, through the file operations' scripts). Nothing runs in the image but what the HTTP API runs: no daemon.
 
 Forwarding (sandstack.runtime.forwarding): where the host declares `forwarding: local`, a login may forward local
-ports (`ssh -L`) to ports of its own sandbox, at its address on the pool's network, and nowhere else; remote forwards,
-sockets, the agent and X11 are refused. A source address holds at most its declared number of connections. Every
+ports (`ssh -L`, `ssh -D`) into its own sandbox — its address on the pool's network, its loopback and its sockets
+(these two through a relay exec'd in it, sandstack.runtime.ssh_relay) — and nowhere else; remote forwards, the
+agent and X11 are refused. A source address holds at most its declared number of connections. Every
 login, accepted or refused, is one audit line with its scope (`session:<scope>/<id>`), its method and,
 for a key, its fingerprint; never a token. Each shell, command and SFTP channel is audited as a terminal is (opened,
 closed with its exit status), never its input or output.
 
 The server runs on its own event loop in a thread of its own (`start`), so nothing of it waits on uvicorn's loop,
-nor uvicorn's on it; the runtime's parts it calls block, so it calls them in that loop's executor.
+nor uvicorn's on it; the runtime's parts it calls block, so it calls them in that loop's executor — briefly: an open
+channel waits for its exec on a thread of its own (ssh_relay.when_ended).
 """
 
 from __future__ import annotations
@@ -30,13 +32,14 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import asyncssh
 
-from sandstack.runtime.backend import STDIN_TIMEOUT, BackendError
+from sandstack.runtime.backend import BackendError
 from sandstack.runtime.errors import ApiError
 from sandstack.runtime.processes import Command, Process
 from sandstack.runtime.session_keys import shown
 from sandstack.runtime.forwarding import Forwards
 from sandstack.runtime.sftp import SandboxSFTP
 from sandstack.runtime.ssh_keys import fingerprint
+from sandstack.runtime.ssh_relay import OutputPipe, send_all, when_ended
 from sandstack.runtime.ssh_server import Login, Refused, SourceBound, SshConnection, peer_of
 from sandstack.runtime.store import SandboxRow
 
@@ -46,7 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sandstack.runtime.ssh")
 LOGIN_TIMEOUT = 30  # seconds a connection may take to log in
-OUTPUT_WINDOW = 256 * 1024  # bytes read from an exec but not yet sent to the client (the terminal's window)
 # A shell: bash, else sh, interactive on a terminal (the HTTP terminal's); without one, sh reads the client's stdin.
 TTY_SHELL = ["sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -i; exec sh -i"]
 PLAIN_SHELL = ["sh"]
@@ -202,7 +204,7 @@ class SshEndpoint:
         except Refused as why:
             await self._refuse(process, login, peer, str(why))
             return
-        out, err = _Pipe(self.loop, process.stdout), _Pipe(self.loop, process.stderr)
+        out, err = OutputPipe(self.loop), OutputPipe(self.loop)
         argv = ["sh", "-c", command] if command is not None else TTY_SHELL if tty else PLAIN_SHELL
         try:
             proc = await self.call(self._spawn, row, argv, tty, out, err)
@@ -216,10 +218,11 @@ class SshEndpoint:
         self.record(peer, operation, "opened", 101, session=shown(login.session), sandbox=row.name,
                     scope=login.scope)
         code: int | None = None
-        pumps = [asyncio.ensure_future(out.pump()), asyncio.ensure_future(err.pump())]
+        pumps = [asyncio.ensure_future(out.pump(process.stdout)),
+                 asyncio.ensure_future(err.pump(process.stderr))]
         feeding = asyncio.ensure_future(self._feed(process, proc, tty))
         try:
-            await self.call(proc.handle.wait, None)
+            await when_ended(proc.handle)  # a thread of its own: an open channel holds none of the executor's
             code = proc.handle.exit_code
             out.end()
             err.end()
@@ -235,7 +238,7 @@ class SshEndpoint:
                         200, session=shown(login.session), sandbox=row.name, scope=login.scope)
         process.exit(code if code is not None else 255)
 
-    def _spawn(self, row: SandboxRow, argv: list[str], tty: bool, out: _Pipe, err: _Pipe) -> Process:
+    def _spawn(self, row: SandboxRow, argv: list[str], tty: bool, out: OutputPipe, err: OutputPipe) -> Process:
         runtime = self.runtime
         root = runtime.sandboxes.pool(row.pool).workspace_root
         env = {**runtime.credentials.env(row.name, row.session), **({"TERM": TERM} if tty else {})}
@@ -260,7 +263,7 @@ class SshEndpoint:
                 if not data:
                     await self.call(proc.handle.close_stdin)
                     return
-                await self.call(proc.handle.write, data, STDIN_TIMEOUT)
+                await self.call(send_all, proc.handle, data)  # all of it, however long it takes to read
             except BackendError:
                 return  # the command ended (or stopped reading): its exit says the rest
 
@@ -270,45 +273,3 @@ class SshEndpoint:
                     scope=login.scope)
         process.stderr.write(f"sandstack: {why}\r\n".encode())
         process.exit(1)
-
-
-class _Pipe:
-    """An exec's output between its reader thread (which waits while OUTPUT_WINDOW bytes are unsent) and the
-    channel (`pump`, on the event loop), so a slow client costs no more than the window."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop | None, writer: asyncssh.SSHWriter[bytes]):
-        assert loop is not None
-        self.loop, self.writer = loop, writer
-        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self.cond, self.pending, self.closed = threading.Condition(), 0, False
-
-    def write(self, data: bytes) -> int:
-        with self.cond:
-            self.cond.wait_for(lambda: self.pending < OUTPUT_WINDOW or self.closed)
-            if self.closed:
-                raise BrokenPipeError("the SSH client is gone")
-            self.pending += len(data)
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, data)
-        return len(data)
-
-    async def pump(self) -> None:
-        while True:
-            data = await self.queue.get()
-            if data is None:
-                return
-            try:
-                self.writer.write(data)
-                await self.writer.drain()
-            finally:
-                with self.cond:
-                    self.pending -= len(data)
-                    self.cond.notify_all()
-
-    def end(self) -> None:
-        """The exec's stream ended: the pump sends what is queued, then returns."""
-        self.queue.put_nowait(None)
-
-    def close(self) -> None:
-        with self.cond:
-            self.closed = True
-            self.cond.notify_all()

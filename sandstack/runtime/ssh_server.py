@@ -65,7 +65,8 @@ class ForwardRequests(Protocol):
 
     def admit(self, peer: str) -> bool: ...
     def local(self, conn: Any, peer: str, host: str, port: int) -> Any: ...
-    def remote_refused(self, conn: Any, peer: str, host: str, port: int) -> None: ...
+    def unix(self, conn: Any, peer: str, path: str) -> Any: ...
+    def remote_refused(self, conn: Any, peer: str, where: str) -> None: ...
 
 
 class Endpoint(Protocol):
@@ -119,9 +120,19 @@ class SshConnection(asyncssh.SSHServer):
         refused (and audited) unless it reaches this login's own sandbox and the host allows it."""
         return self.endpoint.forwards.local(self.conn, self.peer, dest_host, dest_port)
 
+    def unix_connection_requested(self, dest_path: str) -> Any:
+        """A local forward to a Unix socket (`ssh -L PORT:/path`, a `direct-streamlocal@openssh.com` channel): a
+        socket in this login's own sandbox, where the host allows forwarding (sandstack.runtime.forwarding)."""
+        return self.endpoint.forwards.unix(self.conn, self.peer, dest_path)
+
     def server_requested(self, listen_host: str, listen_port: int) -> bool:
         """A remote forward (`ssh -R`): never offered; audited."""
-        self.endpoint.forwards.remote_refused(self.conn, self.peer, listen_host, listen_port)
+        self.endpoint.forwards.remote_refused(self.conn, self.peer, f"{listen_host}:{listen_port}")
+        return False
+
+    def unix_server_requested(self, listen_path: str) -> bool:
+        """A remote forward of a socket (`ssh -R /path:...`): never offered; audited."""
+        self.endpoint.forwards.remote_refused(self.conn, self.peer, f"socket {listen_path}")
         return False
 
     def begin_auth(self, username: str) -> bool:

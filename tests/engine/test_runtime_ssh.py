@@ -3,19 +3,25 @@
 token (SSH_ASKPASS), run a command in the session's sandbox as its user (exit status returned), put and get a file
 both ways, and are refused with another session's name, and with a released session's key and token. The audit log
 names each login's scope and never a token. `ssh -L` reaches a server in the session's own sandbox (forwarding:
-local), and a forward to another sandbox or the pool's gateway is refused."""
+local), and a forward to another sandbox or the pool's gateway is refused. VS Code's Remote-SSH sequence, simulated
+(no VS Code here): a script over `ssh -T ... bash` starts a server on the sandbox's 127.0.0.1 and one on a Unix
+socket, reached through `ssh -D` (SOCKS, VS Code's default) and `ssh -L PORT:/socket` by the relay, and not from
+another session. `rsync -e ssh` of a directory both ways (the image has rsync: the debian-rsync test image)."""
 
 from __future__ import annotations
 
+import filecmp
+import shlex
 import subprocess
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 import yaml
 
 from sandstack.client import Client
-from testbed import ssh_clients
+from testbed import images, ssh_clients
 from testbed.deploy import engine_spec, shared_deployment
 from tests.engine.runtime_helpers import answers, release_all
 
@@ -46,8 +52,14 @@ def keys(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def stack(debian_image, harness_sweep_orphans, tmp_path_factory, keys):
-    with shared_deployment(__file__, tmp_path_factory.mktemp("runtime-ssh"), _spec(debian_image),
+def rsync_image(docker_client) -> str:
+    """The debian test image with rsync (testbed/images.py): what a template must install for `rsync -e ssh`."""
+    return images.debian_rsync_image(docker_client)
+
+
+@pytest.fixture(scope="module")
+def stack(rsync_image, harness_sweep_orphans, tmp_path_factory, keys):
+    with shared_deployment(__file__, tmp_path_factory.mktemp("runtime-ssh"), _spec(rsync_image),
                            secret_config={"runtimeToken": TOKEN, "sshHostKey": keys[1]}) as shared:
         yield shared
 
@@ -142,9 +154,137 @@ def test_ssh_l_reaches_a_server_in_the_session_s_sandbox_and_nothing_else(client
             assert ssh_clients.fetch(local) == b""  # the channel refused: OpenSSH closes the local connection
     lines = [l for l in client.host("local").audit(limit=200) if l["operation"] == "ssh_forward"]
     assert [(l["status"], l["outcome"]) for l in lines[-4:]] == [
-        (200, f"accepted: localhost:8000 -> {mine}:8000"), (200, f"accepted: {mine}:8000 -> {mine}:8000"),
+        (200, "accepted: localhost:8000 -> 127.0.0.1:8000 in the sandbox (relayed by python3)"),
+        (200, f"accepted: {mine}:8000 -> {mine}:8000"),
         (403, f"refused: {theirs}:8000: {theirs}:8000 is not this session's sandbox: a forward reaches only its own "
               f"ports, at {mine} (or localhost, which names it)"),
         (403, f"refused: {gateway}:{PORT}: {gateway}:{PORT} is not this session's sandbox: a forward reaches only "
               f"its own ports, at {mine} (or localhost, which names it)")]
     assert {l["session"] for l in lines[-4:]} == {"ssh-f1"}
+
+
+# VS Code's Remote-SSH, simulated: its install script runs in `bash` over `ssh -T`, starts the server on the remote's
+# loopback (or, with remote.SSH.remoteServerListenOnSocket, on a socket), prints where it listens, and keeps the
+# channel open; the client reaches it through `ssh -D` (SOCKS) or `ssh -L PORT:/socket`.
+EDITOR_SCRIPT = """
+cd /workspace && printf 'editor server\\n' > editor.txt
+python3 -m http.server 8123 --bind 127.0.0.1 >/dev/null 2>&1 &
+python3 -c '
+import os, socket
+s = socket.socket(socket.AF_UNIX); s.bind("/workspace/.editor-ipc.sock"); s.listen()
+while True:
+    c, _ = s.accept(); d = b""
+    while True:
+        x = c.recv(65536)
+        if not x: break
+        d += x
+    c.sendall(d.upper()); c.close()
+' &
+python3 -c '
+import socket, time, os
+for _ in range(100):
+    try:
+        socket.create_connection(("127.0.0.1", 8123), 1).close()
+        if os.path.exists("/workspace/.editor-ipc.sock"): break
+    except OSError: pass
+    time.sleep(0.1)
+'
+echo "listeningOn==127.0.0.1:8123=="
+cat >/dev/null
+"""
+
+
+def _socks_get(socks: int, path: str) -> bytes:
+    request = f"GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".encode()
+    return ssh_clients.socks_exchange(socks, "127.0.0.1", 8123, request)
+
+
+def test_an_editor_s_server_on_the_sandbox_s_loopback_and_socket_is_reached_and_not_from_another_session(client,
+                                                                                                          keys):
+    _, _, key, line = keys
+    client.claim("agent", "ssh-v1", ssh_keys=[line])
+    client.claim("agent", "ssh-v2", ssh_keys=[line])
+    editor = subprocess.Popen(["ssh", *ssh_clients.options(SSH_PORT, key), "-T", "ssh-v1@127.0.0.1", "bash"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        editor.stdin.write(EDITOR_SCRIPT.encode())
+        editor.stdin.flush()
+        assert editor.stdout.readline() == b"listeningOn==127.0.0.1:8123==\n"
+        started = time.monotonic()
+        with ssh_clients.dynamic_forward(SSH_PORT, "ssh-v1", key=key) as socks:
+            opened = time.monotonic()
+            answer = _socks_get(socks, "/editor.txt")
+            first = time.monotonic() - opened
+            timings = []
+            for _ in range(5):  # each a new forwarded connection: its relay's exec, connect, one request
+                began = time.monotonic()
+                assert _socks_get(socks, "/editor.txt").endswith(b"editor server\n")
+                timings.append(time.monotonic() - began)
+        assert answer.startswith(b"HTTP/1.0 200") and answer.endswith(b"editor server\n"), answer[:200]
+        with ssh_clients.local_forward(SSH_PORT, "ssh-v1", "/workspace/.editor-ipc.sock", key=key) as local:
+            assert ssh_clients.exchange(local, b"over the socket") == b"OVER THE SOCKET"
+        print(f"editor tunnel: ssh -D start {opened - started:.2f}s, first forwarded request {first:.3f}s, "
+              f"next five {', '.join(f'{t:.3f}' for t in timings)}s")
+        # Another session: its own loopback and /tmp, where nothing of ssh-v1's listens.
+        with ssh_clients.dynamic_forward(SSH_PORT, "ssh-v2", key=key) as socks:
+            assert _socks_get(socks, "/editor.txt") == b""
+        with ssh_clients.local_forward(SSH_PORT, "ssh-v2", "/workspace/.editor-ipc.sock", key=key) as local:
+            assert ssh_clients.fetch(local) == b""
+    finally:
+        editor.stdin.close()
+        editor.wait(timeout=30)
+    lines = [l for l in client.host("local").audit(limit=300) if l["operation"] == "ssh_forward"]
+    mine = [(l["status"], l["outcome"]) for l in lines if l["session"] == "ssh-v1"]
+    assert mine == [(200, "accepted: 127.0.0.1:8123 -> 127.0.0.1:8123 in the sandbox (relayed by python3)")] * 6 + [
+        (200, "accepted: socket /workspace/.editor-ipc.sock -> /workspace/.editor-ipc.sock in the sandbox (relayed by python3)")]
+    theirs = [(l["status"], l["outcome"]) for l in lines if l["session"] == "ssh-v2"]
+    assert theirs == [
+        (502, "refused: 127.0.0.1:8123: nothing answered at 127.0.0.1:8123 in the sandbox (Connection refused)"),
+        (502, "refused: socket /workspace/.editor-ipc.sock: nothing answered at /workspace/.editor-ipc.sock in the sandbox (No such "
+              "file or directory)")]
+
+
+def _tree(root: Path) -> None:
+    (root / "src" / "deep").mkdir(parents=True)
+    (root / "src" / "a.txt").write_text("alpha\n")
+    (root / "src" / "deep" / "b.bin").write_bytes(bytes(range(256)) * 2048)  # 512 KiB
+    (root / "src" / "run.sh").write_text("#!/bin/sh\necho run\n")
+    (root / "src" / "run.sh").chmod(0o755)
+
+
+def _same(left: Path, right: Path) -> bool:
+    compared = filecmp.dircmp(left, right)
+    return (not compared.left_only and not compared.right_only and not compared.diff_files
+            and not compared.funny_files and all(_same(left / d, right / d) for d in compared.common_dirs))
+
+
+def test_rsync_over_ssh_copies_a_directory_into_the_sandbox_and_back(client, keys, tmp_path):
+    _, _, key, line = keys
+    box = client.claim("agent", "ssh-r1", ssh_keys=[line])
+    _tree(tmp_path)
+    rsync = images.rsync_program()
+    remote_shell = shlex.join(["ssh", *ssh_clients.options(SSH_PORT, key)])
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([rsync, "-a", "--stats", "-e", remote_shell, *args], capture_output=True, timeout=120)
+
+    started = time.monotonic()
+    up = run(f"{tmp_path / 'src'}/", "ssh-r1@127.0.0.1:copy/")
+    assert up.returncode == 0, up.stderr
+    took = time.monotonic() - started
+    assert box.read_file("copy/a.txt") == b"alpha\n"
+    assert box.exec(["stat", "-c", "%u %a", "copy/run.sh"]).stdout == "10001 755\n"  # the sandbox's user, the mode
+    box.write_file("copy/new.txt", b"made in the sandbox\n")
+    (tmp_path / "src" / "a.txt").write_text("alpha, changed\n")
+    again = run(f"{tmp_path / 'src'}/", "ssh-r1@127.0.0.1:copy/")
+    assert again.returncode == 0, again.stderr
+    assert b"Number of regular files transferred: 1" in again.stdout  # only the changed file
+    down = run("ssh-r1@127.0.0.1:copy/", f"{tmp_path / 'back'}/")
+    assert down.returncode == 0, down.stderr
+    assert (tmp_path / "back" / "new.txt").read_bytes() == b"made in the sandbox\n"
+    (tmp_path / "back" / "new.txt").unlink()
+    assert _same(tmp_path / "src", tmp_path / "back")
+    print(f"rsync -e ssh of 3 files (513 KiB) into the sandbox: {took:.2f}s")
+    lines = [l for l in client.host("local").audit(limit=300) if l["operation"] == "ssh_exec" and
+             l["session"] == "ssh-r1"]
+    assert [l["outcome"] for l in lines] == ["opened", "closed (exit 0)"] * 3

@@ -47,15 +47,23 @@ def forwards(env) -> list[tuple[str, int]]:
     return [(line["outcome"], line["status"]) for line in audit_lines(env, "ssh_forward")]
 
 
-def test_a_forward_reaches_the_session_s_own_sandbox_by_its_address_or_localhost_never_the_host(env):
+def relays(env, sandbox: str) -> list[list[str]]:
+    """The relays the fake backend ran in `sandbox` (its execs are processes of this machine): their arguments."""
+    return [proc.args[proc.args.index("sandstack-relay") + 1:] for proc in env.backend.procs[sandbox]
+            if "sandstack-relay" in proc.args]
+
+
+def test_a_forward_reaches_the_sandbox_s_address_directly_and_its_loopback_through_a_relay_run_in_it(env):
+    """The fake sandbox's address is 127.0.0.3 (connected from the runtime); its loopback is this machine's (the
+    fake's execs run here), reached only through the relay exec'd in the session's sandbox."""
     allow(env, ssh_forwarding=True)
     sandbox, token = claim_at(env, "fwd-1", MINE)
     seen: list[str] = []
 
     async def test(port):
-        servers = [await answering(MINE, 0, b"sandbox", seen)]
+        servers = [await answering(MINE, 0, b"sandbox address", seen)]
         target = servers[0].sockets[0].getsockname()[1]
-        servers.append(await answering("127.0.0.1", target, b"host", seen))  # the host's loopback, same port
+        servers.append(await answering("127.0.0.1", target, b"sandbox loopback", seen))
         try:
             got = []
             async with connect(port, "fwd-1", password=token) as conn:
@@ -69,13 +77,15 @@ def test_a_forward_reaches_the_session_s_own_sandbox_by_its_address_or_localhost
                 server.close()
 
     target, got = run(env, test)
-    assert got == [b"sandbox", b"sandbox", b"sandbox"]
-    assert seen == [MINE, MINE, MINE]
-    assert forwards(env) == [(f"accepted: {MINE}:{target} -> {MINE}:{target}", 200),
-                             (f"accepted: localhost:{target} -> {MINE}:{target}", 200),
-                             (f"accepted: 127.0.0.1:{target} -> {MINE}:{target}", 200)]
+    assert got == [b"sandbox address", b"sandbox loopback", b"sandbox loopback"]
+    assert seen == [MINE, "127.0.0.1", "127.0.0.1"]
+    assert forwards(env) == [
+        (f"accepted: {MINE}:{target} -> {MINE}:{target}", 200),
+        (f"accepted: localhost:{target} -> 127.0.0.1:{target} in the sandbox (relayed by python3)", 200),
+        (f"accepted: 127.0.0.1:{target} -> 127.0.0.1:{target} in the sandbox (relayed by python3)", 200)]
     assert {(line["session"], line["sandbox"], line["scope"]) for line in audit_lines(env, "ssh_forward")} == {
         ("fwd-1", sandbox, "session:host/fwd-1")}
+    assert [args[:3] for args in relays(env, sandbox)] == [["tcp", "127.0.0.1", str(target)]] * 2
 
 
 @pytest.mark.parametrize("where", ["another sandbox", "the gateway", "a name"])
@@ -154,7 +164,8 @@ def test_a_connection_past_the_bound_per_source_is_closed_before_its_login(env):
 
 @pytest.mark.skipif(not all(shutil.which(c) for c in ("ssh", "ssh-keygen")), reason="OpenSSH's client is not installed")
 def test_this_machine_s_ssh_l_reaches_the_sandbox_and_not_another(env, tmp_path):
-    """OpenSSH's `ssh -L` (its `direct-tcpip` channel, as editors' remote SSH opens it) over the fake backend."""
+    """OpenSSH's `ssh -L` (its `direct-tcpip` channel) over the fake backend: to the sandbox's address, to its
+    loopback (relayed; the fake sandbox's loopback is this machine's), and refused to another sandbox's address."""
     from testbed import ssh_clients
 
     allow(env, ssh_forwarding=True)
@@ -163,21 +174,24 @@ def test_this_machine_s_ssh_l_reaches_the_sandbox_and_not_another(env, tmp_path)
     env.backend.addresses[claimed["sandbox"]] = MINE
     mine = socketserver.TCPServer((MINE, 0), _answer(b"from the sandbox\n"))
     target = mine.server_address[1]
-    served = [mine, socketserver.TCPServer((OTHER, target), _answer(b"from another\n"))]  # another sandbox's
+    served = [mine, socketserver.TCPServer((OTHER, target), _answer(b"from another\n")),  # another sandbox's
+              socketserver.TCPServer(("127.0.0.1", target), _answer(b"from its loopback\n"))]
     for server in served:
         threading.Thread(target=server.serve_forever, daemon=True).start()
     endpoint = SshEndpoint(env.runtime, env.audit, HOST_KEY.export_private_key().decode(), ["127.0.0.1"], 0)
     endpoint.start()
     try:
-        with ssh_clients.local_forward(endpoint.port, "fwd-o", f"localhost:{target}", key=key) as local:
+        with ssh_clients.local_forward(endpoint.port, "fwd-o", f"{MINE}:{target}", key=key) as local:
             assert ssh_clients.fetch(local) == b"from the sandbox\n"
+        with ssh_clients.local_forward(endpoint.port, "fwd-o", f"localhost:{target}", key=key) as local:
+            assert ssh_clients.fetch(local) == b"from its loopback\n"
         with ssh_clients.local_forward(endpoint.port, "fwd-o", f"{OTHER}:{target}", key=key) as local:
             assert ssh_clients.fetch(local) == b""  # the channel refused: OpenSSH closes the local connection
     finally:
         for server in served:
             server.shutdown()
             server.server_close()
-    assert [status for _, status in forwards(env)] == [200, 403]
+    assert [status for _, status in forwards(env)] == [200, 200, 403]
 
 
 def _answer(words: bytes) -> type[socketserver.BaseRequestHandler]:

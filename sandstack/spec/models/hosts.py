@@ -148,8 +148,8 @@ class RuntimeSsh(StrictModel):
     """SSH and SFTP into sessions' sandboxes (docs/design/ssh.md): the runtime serves SSH on `port`, on the same
     addresses as its API (`exposure`). A login's user name is a session id; it proves it with the session's token as
     its password or with a public key the claim registered (`ssh_keys`), and gets a shell, commands and SFTP in that
-    session's sandbox as the sandbox's user, and, where `forwarding` says so, local forwards to that sandbox's ports;
-    nothing else (no other address, no other session)."""
+    session's sandbox as the sandbox's user, and, where `forwarding` says so, local forwards into that sandbox (its
+    ports, its loopback, its sockets); nothing else (no other address, no other session)."""
 
     port: int = field(2222, description="Port of the SSH endpoint. Default 2222 (not 22: the host's own sshd has "
                       "it).", change=RUNTIME_CONTAINER, access=NEVER, ge=1, le=65535)
@@ -157,10 +157,12 @@ class RuntimeSsh(StrictModel):
                                     change=RUNTIME_CONTAINER, access=NEVER)
     forwarding: Literal["none", "local"] = field(
         "none", description="'none' (default): every forward is refused. 'local': a login may forward local ports "
-        "(`ssh -L`, editors' remote SSH) to ports of its own session's sandbox, reached at its address on the pool's "
-        "network (`localhost` names it too), never another address; every forward, accepted or refused, is "
-        "audited. Remote forwarding (`ssh -R`) is refused either way. The runtime reads it at each request, so a "
-        "change reloads its configuration.", change=RUNTIME,
+        "(`ssh -L`, `ssh -D`, editors' remote SSH) into its own session's sandbox only: to its ports at its address "
+        "on the pool's network, to its loopback (`localhost`, `127.0.0.1`, `::1`) and to its Unix sockets by path, "
+        "the last two through a relay run in the sandbox as its user (python3 or perl in the image, or bash for "
+        "TCP); never another address. Every forward, accepted or refused, is audited. Remote forwarding (`ssh -R`) "
+        "is refused either way. The runtime reads it at each request, so a change reloads its configuration.",
+        change=RUNTIME,
         access=loosens("runtime", "to 'local': an SSH login opens TCP connections to its own sandbox's ports",
                        "none", "local"))
     max_connections_per_source: int = field(
