@@ -17,7 +17,7 @@ import pytest
 # This machine sets PYTHONDONTWRITEBYTECODE, with which every pytest process (each xdist worker, and the collections
 # tests/packaging starts) rewrote the ~600 test modules' asserts and compiled sandstack from source again: 13 s of CPU
 # per collection instead of 5 s. The suite writes its bytecode as Python does by default (`__pycache__` is
-# git-ignored); the processes it starts inherit that. docs/testing.md says so.
+# git-ignored); the processes it starts inherit that (docs/performance.md, "The no-Docker suite").
 if sys.dont_write_bytecode:
     sys.dont_write_bytecode = False
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
