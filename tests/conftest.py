@@ -8,9 +8,19 @@ because the engine tests silently did not run.
 from __future__ import annotations
 
 import functools
+import gc
 import os
+import sys
 
 import pytest
+
+# This machine sets PYTHONDONTWRITEBYTECODE, with which every pytest process (each xdist worker, and the collections
+# tests/packaging starts) rewrote the ~600 test modules' asserts and compiled sandstack from source again: 13 s of CPU
+# per collection instead of 5 s. The suite writes its bytecode as Python does by default (`__pycache__` is
+# git-ignored); the processes it starts inherit that (docs/performance.md, "The no-Docker suite").
+if sys.dont_write_bytecode:
+    sys.dont_write_bytecode = False
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def _require_docker() -> bool:
@@ -87,6 +97,23 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             return worker_group(nodeid) or super()._split_scope(nodeid)
 
     return Grouped(config, log)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # What collection made (modules, ~4,700 items, their marks) lives to the session's end: frozen, the collector's
+    # full passes no longer walk it (they ran ~50 times in a change-matrix worker, each over all of it).
+    gc.collect()
+    gc.freeze()
+    # Each change-matrix case's runs are kept while a test of this process still judges them (tests/changes/runs.py).
+    runs = sys.modules.get("tests.changes.runs")  # imported when a suite that judges the cases was collected
+    if runs is not None:
+        runs.expect(session.items)
+
+
+def pytest_runtest_logfinish(nodeid: str, location: tuple) -> None:
+    runs = sys.modules.get("tests.changes.runs")
+    if runs is not None:
+        runs.judged(nodeid)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -34,6 +34,8 @@ from pulumi.runtime import rpc, settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from testbed.provider import stack_trace
+
 
 class HarnessError(Exception):
     """Base of every refusal by the recording mocks or the engine harness."""
@@ -326,6 +328,7 @@ class ProgramResult:
 def install_mocks(mocks: pulumi_mocks.Mocks, project: str = "sandstack", stack: str = "test",
                   preview: bool = False) -> None:
     """`pulumi.runtime.set_mocks` with the HarnessMonitor (for `@pulumi.runtime.test` style tests)."""
+    stack_trace.install()  # the same stack traces, cheaper (testbed/provider/stack_trace.py)
     pulumi_mocks.set_mocks(mocks, project=project, stack=stack, preview=preview, monitor=HarnessMonitor(mocks))
 
 

@@ -7,11 +7,17 @@ Each of them used to run the program twice per case on its own: ~1,900 program r
 base stack (after the case's `prepare`, keyed by its content) is applied once and its state forked for every case
 that starts from it (`Harness.fork`), so a case costs one run of its edited spec; the plans of both sides are made
 from the very files the runs read. Nothing is judged here: every assertion stays in its suite.
+
+A case's runs are dropped once the last test of this process that judges them is done (`expect`, `judged`: the root
+conftest counts the collected tests of each case and reports each one's end). Kept to the session's end, the ~360
+cases' registrations, states and plans made each of the collector's full passes slower as the matrix went on: the
+garbage collector took a quarter of a matrix worker's CPU. A case asked for again (a rerun) is simply made again.
 """
 
 from __future__ import annotations
 
 import atexit
+import collections
 import copy
 import hashlib
 import json
@@ -19,6 +25,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 import pytest
 
@@ -49,6 +56,8 @@ class CaseRuns:
 _ROOT: list[Path] = []
 _BASES: dict[str, tuple[Side, Harness]] = {}
 _CASES: dict[str, CaseRuns] = {}
+_PENDING: collections.Counter[str] = collections.Counter()  # case id -> its tests not yet done in this process
+_JUDGES: dict[str, str] = {}  # node id of a collected test that judges a case's runs -> the case's id
 
 
 def _root() -> Path:
@@ -97,3 +106,23 @@ def case_runs(case: matrix.Case) -> CaseRuns:
         matrix._set(after, case.spec_path(), case.value)
         _CASES[case.id] = CaseRuns(base, _side(after, base.path.parent, harness.fork()))
     return _CASES[case.id]
+
+
+def expect(items: Iterable[pytest.Item]) -> None:
+    """Counts, per case, the collected tests that judge its runs (the root conftest calls this once collected)."""
+    for item in items:
+        case = item.callspec.params.get("case") if hasattr(item, "callspec") else None
+        if isinstance(case, matrix.Case):
+            _JUDGES[item.nodeid] = case.id
+            _PENDING[case.id] += 1
+
+
+def judged(nodeid: str) -> None:
+    """A test is done (the root conftest calls this after each one): the case's runs go with its last test here."""
+    case_id = _JUDGES.pop(nodeid, None)
+    if case_id is None:
+        return
+    _PENDING[case_id] -= 1
+    if _PENDING[case_id] <= 0:
+        del _PENDING[case_id]
+        _CASES.pop(case_id, None)
