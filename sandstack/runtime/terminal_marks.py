@@ -12,7 +12,9 @@ its end mark on the next, so `$?` is the command's status.
 discipline kills the running command and drops what was typed after it (its end mark among them), so the previous
 command is reported here with exit code 130 and `cancelled: true`. The line discipline takes the Ctrl-C a moment
 after it was typed (on the engine, the command typed right after it was dropped too), so the runtime then types
-sync lines until one's mark (`S`) comes back, and only then the new command.
+sync lines until one's mark (`S`) comes back, and only then the new command. A Ctrl-C can also find nothing to
+interrupt (between two commands of a list, before the next one started, the shell let it pass and the list went on):
+while no mark comes back, the Ctrl-C is typed again every fourth sync line.
 """
 
 from __future__ import annotations

@@ -220,6 +220,20 @@ def test_command_mode_returns_each_commands_output_and_exit_status_apart(env, ur
             assert term.run("echo still")["output"] == "still\n"
 
 
+def test_a_cancel_whose_ctrl_c_interrupts_nothing_types_it_again(env, url):
+    with Client.from_outputs(outputs(url)) as client:
+        sandbox = client.claim("py", "term-cancel-again")
+        with sandbox.terminal(command=["sh", "-i"], mode="command") as term:
+            # The first Ctrl-C comes while SIGINT is ignored (as one between two commands of a list, before the next
+            # one started): only a Ctrl-C typed again ends the `sleep 300` that follows.
+            waiting = term.submit("trap '' INT; echo waiting; sleep 1; trap - INT; sleep 300")
+            term.read_until("waiting")
+            after = term.run("echo after", cancel=True)
+            assert (after["output"], after["exit_code"]) == ("after\n", 0)
+            assert term.wait(waiting, timeout=10)["cancelled"] is True
+            assert term.run("echo still")["output"] == "still\n"
+
+
 def test_an_unknown_mode_closes_with_4422(env, url):
     with Client.from_outputs(outputs(url)) as client:
         sandbox = client.claim("py", "term-mode")

@@ -45,6 +45,7 @@ from sandstack.runtime.tokens import check_sandbox
 MODES = ("raw", "command")  # `?mode=`: the terminal's bytes only, or commands' results too (terminal_marks)
 MAX_COMMAND = 64 * 1024  # characters of one command-mode command
 SYNC_TRIES, SYNC_WAIT = 20, 0.5  # sync lines after a Ctrl-C, and seconds each one's mark is waited for
+RESEND_EVERY = 4  # sync lines unanswered after which the Ctrl-C is typed again (_synced)
 OUTPUT_WINDOW = 256 * 1024  # bytes of output read from the sandbox but not yet sent to the client
 SHELL = ["sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -i; exec sh -i"]
 # Command mode's: no line editing, whose own output (readline's bracketed-paste switches around every line it reads)
@@ -276,7 +277,11 @@ def _control(proc: Process, text: str) -> str | None:
 
 async def _synced(proc: Process, marks: Marks, number: int) -> int:
     """After a Ctrl-C: sync lines typed until one's mark comes back (terminal_marks.synced_line); the next number."""
-    for _ in range(SYNC_TRIES):
+    for attempt in range(SYNC_TRIES):
+        if attempt and attempt % RESEND_EVERY == 0:
+            # Still no mark: the Ctrl-C found nothing to interrupt (it came between two commands of a list, before
+            # the next one started, or while SIGINT was ignored) and the command goes on: type it again.
+            await run_in_threadpool(_type, proc, b"\x03")
         number += 1
         await run_in_threadpool(_type, proc, synced_line(number))
         for _ in range(int(SYNC_WAIT / 0.02)):
