@@ -39,7 +39,8 @@ from sandstack.runtime.session_keys import shown
 from sandstack.runtime.forwarding import Forwards
 from sandstack.runtime.sftp import SandboxSFTP
 from sandstack.runtime.ssh_keys import fingerprint
-from sandstack.runtime.ssh_relay import OutputPipe, send_all, when_ended
+from sandstack.runtime.output_window import OutputWindow
+from sandstack.runtime.ssh_relay import send_all, when_ended
 from sandstack.runtime.ssh_server import Login, Refused, SourceBound, SshConnection, peer_of
 from sandstack.runtime.store import SandboxRow
 
@@ -204,7 +205,7 @@ class SshEndpoint:
         except Refused as why:
             await self._refuse(process, login, peer, str(why))
             return
-        out, err = OutputPipe(self.loop), OutputPipe(self.loop)
+        out, err = OutputWindow(self.loop, "the SSH client"), OutputWindow(self.loop, "the SSH client")
         argv = ["sh", "-c", command] if command is not None else TTY_SHELL if tty else PLAIN_SHELL
         try:
             proc = await self.call(self._spawn, row, argv, tty, out, err)
@@ -238,7 +239,7 @@ class SshEndpoint:
                         200, session=shown(login.session), sandbox=row.name, scope=login.scope)
         process.exit(code if code is not None else 255)
 
-    def _spawn(self, row: SandboxRow, argv: list[str], tty: bool, out: OutputPipe, err: OutputPipe) -> Process:
+    def _spawn(self, row: SandboxRow, argv: list[str], tty: bool, out: OutputWindow, err: OutputWindow) -> Process:
         runtime = self.runtime
         root = runtime.sandboxes.pool(row.pool).workspace_root
         env = {**runtime.credentials.env(row.name, row.session), **({"TERM": TERM} if tty else {})}

@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any
 import asyncssh
 
 from sandstack.runtime.backend import STDIN_TIMEOUT, BackendError, ExecHandle, StdinClosed
+from sandstack.runtime.output_window import OutputWindow
 from sandstack.runtime.processes import Command, Process
 
 if TYPE_CHECKING:
     from sandstack.runtime.ssh_server import Endpoint
     from sandstack.runtime.store import SandboxRow
 
-OUTPUT_WINDOW = 256 * 1024  # bytes read from an exec but not yet sent to the client (the terminal's window)
 INBOUND_WINDOW = 1024 * 1024  # bytes from the client not yet taken by the relay's stdin: past it, the channel waits
 STATUS_WAIT = 20  # seconds the relay has to say whether it connected (its exec's start and its interpreter's)
 OPEN_WAIT = 30  # seconds from a relay's connection to its channel's opening, past which it is ended
@@ -125,49 +125,6 @@ class RelayFailed(Exception):
     """The relay did not connect: why (its own line, or how its exec ended)."""
 
 
-class OutputPipe:
-    """An exec's output between its reader thread (which waits while OUTPUT_WINDOW bytes are unsent) and the
-    channel (`pump`, on the event loop), so a slow client costs no more than the window."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop | None):
-        assert loop is not None
-        self.loop = loop
-        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self.cond, self.pending, self.closed = threading.Condition(), 0, False
-
-    def write(self, data: bytes) -> int:
-        with self.cond:
-            self.cond.wait_for(lambda: self.pending < OUTPUT_WINDOW or self.closed)
-            if self.closed:
-                raise BrokenPipeError("the SSH client is gone")
-            self.pending += len(data)
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, data)
-        return len(data)
-
-    async def pump(self, writer: Any) -> None:
-        """What was written, to `writer` (write, and an awaitable drain), until `end`."""
-        while True:
-            data = await self.queue.get()
-            if data is None:
-                return
-            try:
-                writer.write(data)
-                await writer.drain()
-            finally:
-                with self.cond:
-                    self.pending -= len(data)
-                    self.cond.notify_all()
-
-    def end(self) -> None:
-        """The exec's stream ended: the pump sends what is queued, then returns."""
-        self.queue.put_nowait(None)
-
-    def close(self) -> None:
-        with self.cond:
-            self.closed = True
-            self.cond.notify_all()
-
-
 class _Status:
     """The relay's stderr: its first `sandstack-relay: ` line (the rest of stderr, and what follows, is dropped)."""
 
@@ -214,7 +171,7 @@ def send_all(handle: ExecHandle, data: bytes) -> None:
 
 
 class _ChannelWriter:
-    """A channel as OutputPipe.pump writes to it: `drain` waits while asyncssh says the client's window is full."""
+    """A channel as OutputWindow.pump writes to it: `drain` waits while asyncssh says the client's window is full."""
 
     def __init__(self, chan: asyncssh.SSHChannel[bytes]):
         self.chan = chan
@@ -231,7 +188,7 @@ class _ChannelWriter:
 class Relay(asyncssh.SSHTCPSession, asyncssh.SSHUNIXSession):  # type: ignore[misc]
     """One forwarded connection (a `direct-tcpip` or `direct-streamlocal` channel) relayed by its exec."""
 
-    def __init__(self, endpoint: Endpoint, proc: Process, out: OutputPipe, program: str):
+    def __init__(self, endpoint: Endpoint, proc: Process, out: OutputWindow, program: str):
         self.endpoint, self.proc, self.out, self.program = endpoint, proc, out, program
         assert proc.handle is not None
         self.handle: ExecHandle = proc.handle
@@ -248,7 +205,7 @@ class Relay(asyncssh.SSHTCPSession, asyncssh.SSHUNIXSession):  # type: ignore[mi
         """The relay's exec in `row`'s sandbox, once it connected; RelayFailed (its exec ended), or the spawn's
         ApiError / BackendError (the sandbox's running processes at their bound, the sandbox gone)."""
         runtime = endpoint.runtime
-        out, status = OutputPipe(asyncio.get_running_loop()), _Status()
+        out, status = OutputWindow(asyncio.get_running_loop(), "the SSH client"), _Status()
         root = runtime.sandboxes.pool(row.pool).workspace_root
         # Counted among the sandbox's running processes while it runs, as an SSH command is; no secrets: a relay
         # needs none.
@@ -374,7 +331,7 @@ def when_ended(handle: ExecHandle) -> asyncio.Future[None]:
     return ended
 
 
-def partial_spawn(runtime: Any, name: str, command: Command, out: OutputPipe, status: _Status) -> Any:
+def partial_spawn(runtime: Any, name: str, command: Command, out: OutputWindow, status: _Status) -> Any:
     def spawn() -> Process:
         return runtime.processes.spawn(name, command, limit=1, stdin=True, tty=False, keep=False, counted=True,
                                        sink=out, err_sink=status)

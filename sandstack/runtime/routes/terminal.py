@@ -17,8 +17,8 @@ A terminal counts toward the sandbox's processes (sandstack.runtime.processes.MA
 A pool's `session.terminal_idle` closes a terminal with neither input nor output for that long (4408, the reason
 naming it; the audit line says so), freeing the process slot an abandoned one holds.
 
-Output waits for the client: past OUTPUT_WINDOW bytes not yet sent, the reader stops, and the process blocks on
-its writes, so a slow client costs the runtime no more than that window. The audit log records a terminal's
+Output waits for the client (sandstack.runtime.output_window): past its window of bytes not yet sent, the reader
+stops, and the process blocks on its writes, so a slow client costs the runtime no more than that window. The audit log records a terminal's
 opening and closing (who, sandbox, session, exit code), never its input or output.
 """
 
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from typing import Any
 
@@ -35,6 +34,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from sandstack.runtime.backend import STDIN_TIMEOUT, BackendError, StdinBlocked
 from sandstack.runtime.errors import ApiError
+from sandstack.runtime.output_window import OutputWindow
 from sandstack.runtime.processes import Command, Process
 from sandstack.runtime.routes.common import ACTOR_HEADER, ERRORS, authenticate, require_token, sandbox_param
 from sandstack.runtime.service import Runtime
@@ -46,7 +46,6 @@ MODES = ("raw", "command")  # `?mode=`: the terminal's bytes only, or commands' 
 MAX_COMMAND = 64 * 1024  # characters of one command-mode command
 SYNC_TRIES, SYNC_WAIT = 20, 0.5  # sync lines after a Ctrl-C, and seconds each one's mark is waited for
 RESEND_EVERY = 4  # sync lines unanswered after which the Ctrl-C is typed again (_synced)
-OUTPUT_WINDOW = 256 * 1024  # bytes of output read from the sandbox but not yet sent to the client
 SHELL = ["sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash -i; exec sh -i"]
 # Command mode's: no line editing, whose own output (readline's bracketed-paste switches around every line it reads)
 # would land between a command's marks.
@@ -71,35 +70,6 @@ def terminal_http(sandbox: str = sandbox_param(), rows: int = ROWS, cols: int = 
     """A terminal (a pseudo-terminal running a shell as the sandbox's user, in the workspace): open this path
     as a WebSocket. A plain GET is answered 426."""
     raise ApiError(426, "open this path as a WebSocket (Upgrade: websocket): it is a terminal")
-
-
-class _Window:
-    """The terminal's output between the reader thread (which waits while the window is full) and the socket."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        self.loop, self.queue = loop, asyncio.Queue()
-        self.pending, self.cond, self.closed = 0, threading.Condition(), False
-        self.active = time.monotonic()  # the last output or input (`session.terminal_idle`)
-
-    def write(self, data: bytes) -> int:
-        self.active = time.monotonic()
-        with self.cond:
-            self.cond.wait_for(lambda: self.pending < OUTPUT_WINDOW or self.closed)
-            if self.closed:
-                raise BrokenPipeError("the terminal's client is gone")
-            self.pending += len(data)
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, data)
-        return len(data)
-
-    def sent(self, size: int) -> None:
-        with self.cond:
-            self.pending -= size
-            self.cond.notify_all()
-
-    def close(self) -> None:
-        with self.cond:
-            self.closed = True
-            self.cond.notify_all()
 
 
 def _size(name: str, value: Any) -> int:
@@ -151,7 +121,7 @@ async def terminal(websocket: WebSocket, sandbox: str) -> None:
     peer = websocket.client.host if websocket.client else "-"
     who = f"{actor}@{peer}" if actor else peer
     loop = asyncio.get_running_loop()
-    window = _Window(loop)
+    window = OutputWindow(loop, "the terminal's client")
     session, idle = None, None
 
     def record(outcome: str, status: int) -> None:
@@ -310,7 +280,7 @@ def _run_message(text: str) -> tuple[str, bool] | str | None:
     return command, cancel
 
 
-async def _send_output(websocket: WebSocket, window: _Window, marks: Marks | None = None) -> None:
+async def _send_output(websocket: WebSocket, window: OutputWindow, marks: Marks | None = None) -> None:
     while True:
         data = await window.queue.get()
         try:
@@ -324,7 +294,7 @@ async def _send_output(websocket: WebSocket, window: _Window, marks: Marks | Non
             window.sent(len(data))
 
 
-async def _drain(window: _Window, pump: asyncio.Task) -> None:
+async def _drain(window: OutputWindow, pump: asyncio.Task) -> None:
     """Lets the pump send what the shell wrote before it exited."""
     for _ in range(100):
         if window.queue.empty():
