@@ -19,7 +19,8 @@ from benchmarks import stacks
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = REPO / "schemas" / "stack.schema.json"
-POLICIES = sorted((REPO / "policies").glob("*.yaml"))
+# The example organisation policies; prices.yaml beside them is a price list (`sandstack diff --prices`), not one.
+POLICIES = sorted(path for path in (REPO / "policies").glob("*.yaml") if path.name != "prices.yaml")
 
 
 @dataclass

@@ -128,3 +128,11 @@ def test_the_ondemand_section_waits_for_the_runtime_to_answer_before_its_first_c
     monkeypatch.setattr(ondemand.time, "sleep", lambda seconds: calls.append(f"sleep {seconds}"))
     ondemand._wait_answers(Host(), timeout=60)
     assert calls == ["pools", "sleep 0.5", "pools", "sleep 0.5", "pools"]
+
+
+def test_the_check_section_passes_policy_files_only():
+    # The check section failed at once (exit 2, "$.rules: required field") when the example price list joined them.
+    from benchmarks.context import POLICIES
+    from sandstack.policy.org import load_policy_file
+
+    assert POLICIES and all(load_policy_file(path) for path in POLICIES)
