@@ -20,6 +20,10 @@ from sandstack.spec.roles import HOST_ROLES
 # logging resolver, the ingress's sites and the runtime's configuration; nothing on the hosts it keeps.
 PLACEMENT = Effect(sandboxes="scale", host=frozenset(name for name, role in HOST_ROLES.items() if role.per_pool),
                    scope="placement", label_text="placement")
+# A pool's places on a host changed in number (`max`, `max_hibernated`): the guard holds each place's limits, the
+# runtime their recipe, the ingress a site per place where it serves url ports.
+PLACES = Effect(sandboxes="none", host=frozenset({"guard", "runtime"}), when=(
+    (URL_PORTS, Effect(sandboxes="none", host=frozenset({"guard", "runtime", "ingress"}))),))
 
 
 class Pool(StrictModel):
@@ -57,8 +61,7 @@ class Pool(StrictModel):
                           "Capacity rules count the ceiling. The guard holds each place's limits and the runtime "
                           "its recipe, so both are renewed; so is the ingress (a site per place) where it serves "
                           "url ports.",
-        change=Effect(sandboxes="none", host=frozenset({"guard", "runtime"}), when=(
-            (URL_PORTS, Effect(sandboxes="none", host=frozenset({"guard", "runtime", "ingress"}))),)),
+        change=PLACES,
         access=NEVER,
         ge=0, le=250,
     )
@@ -71,8 +74,7 @@ class Pool(StrictModel):
                           "Needs `max` above `replicas`. Capacity rules count memory and CPUs at `max`, disk and "
                           "GPUs at every place. The guard holds each place and the runtime its recipe, so both are "
                           "renewed; so is the ingress (a site per place) where it serves url ports.",
-        change=Effect(sandboxes="none", host=frozenset({"guard", "runtime"}), when=(
-            (URL_PORTS, Effect(sandboxes="none", host=frozenset({"guard", "runtime", "ingress"}))),)),
+        change=PLACES,
         access=capacity("raised: more sessions may be kept hibernated, each holding its disk"),
         ge=0, le=250,
     )
